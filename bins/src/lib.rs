@@ -1,0 +1,1 @@
+//! Shared argument helpers for Handler's thin binaries.

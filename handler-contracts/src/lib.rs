@@ -1,0 +1,34 @@
+//! Handler's contracts: every document of the seed (sections A–H) as serde types, the pure
+//! validators for rules about one document, and the JSON Schemas generated from the types.
+//!
+//! This crate does no I/O: no file system, no processes, no clock, no network.
+
+pub mod access;
+pub mod acp;
+pub mod addon;
+pub mod allow;
+pub mod api_version;
+pub mod control;
+pub mod harness;
+pub mod miniapp;
+pub mod parse;
+pub mod sandbox;
+pub mod schema;
+pub mod session;
+pub mod validate;
+
+pub use access::{Account, AgentSpec, FileSource, Protocol, Provider, ProviderModel, SecretRef};
+pub use allow::{AllowEntry, AllowTarget};
+pub use harness::{HarnessDescriptor, HarnessLaunch, McpServer, PermissionMode, RenderInput};
+pub use parse::DocumentError;
+pub use sandbox::{NetworkPolicy, SandboxSpec};
+pub use validate::ValidationError;
+
+/// The Control API's default port (D, discovery): `$HANDLER_PORT` overrides it.
+pub const DEFAULT_PORT: u16 = 7430;
+/// The token's file name in `$HANDLER_CONFIG_DIR` (default `~/.config/handler-ai`).
+pub const TOKEN_FILE_NAME: &str = "token";
+/// Where an image records what it installed (B.6).
+pub const IMAGE_VERSION_FILE: &str = "/usr/share/handler/version";
+/// Handler's folder name under `~/.config`, `~/.local/state`, `~/.cache`.
+pub const APP_DIR_NAME: &str = "handler-ai";

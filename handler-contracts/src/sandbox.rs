@@ -1,0 +1,310 @@
+//! Contract A: the SandboxSpec a runtime launches, its network policy and injections, the
+//! runtime check (A.8) and the egress event lines (A.3).
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::allow::AllowEntry;
+use crate::api_version::SandboxApiVersion;
+
+/// A file the sandbox gets (A.1): mounted read-only, or with `seed` written into a writable path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GeneratedFile {
+    pub target: String,
+    pub content: String,
+    /// Octal mode, e.g. "0644" (default) or "0755".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    /// false: mounted read-only · true: written into a writable path (the home or a
+    /// writablePaths entry) before start, may be rewritten, discarded with the instance.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub seed: bool,
+}
+
+/// How locked down a sandbox is (A.5).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Confinement {
+    #[default]
+    Strict,
+    Nested,
+    Privileged,
+}
+
+/// What a mount is for (A.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum MountKind {
+    Scope,
+    State,
+    Cache,
+    Config,
+    Knowledge,
+    App,
+    Subject,
+}
+
+/// A host path made visible in the sandbox (A.1, A2).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Mount {
+    /// Host path, absolute.
+    pub source: String,
+    /// Sandbox path; scope mounts use target = source.
+    pub target: String,
+    pub read_only: bool,
+    pub kind: MountKind,
+}
+
+/// A read-only image filesystem (A6).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ImageMount {
+    pub image: String,
+    pub target: String,
+}
+
+/// Who the process runs as (A3): v1 knows only the host user.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SandboxUser {
+    pub mode: UserMode,
+    pub home: String,
+}
+
+/// `host-user`: the host user's uid/gid (rootless keep-id).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum UserMode {
+    HostUser,
+}
+
+/// Whether a filtered network refuses or only reports what no entry allows (A.3, A.4).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Enforcement {
+    #[default]
+    Enforce,
+    LogOnly,
+}
+
+impl Enforcement {
+    /// The word used on the command line (`set-egress NAME enforce|log-only`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Enforcement::Enforce => "enforce",
+            Enforcement::LogOnly => "log-only",
+        }
+    }
+}
+
+/// The sandbox's network (A.3).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "mode", rename_all = "kebab-case")]
+pub enum NetworkPolicy {
+    /// No interface but loopback.
+    None,
+    /// Unrestricted egress.
+    Open,
+    /// Only through the sandbox's HTTP(S) proxy, to listed destinations.
+    Filtered { allow: Vec<AllowEntry>, enforcement: Enforcement },
+}
+
+impl NetworkPolicy {
+    /// `none`, `open` or `filtered`.
+    pub fn mode_name(&self) -> &'static str {
+        match self {
+            NetworkPolicy::None => "none",
+            NetworkPolicy::Open => "open",
+            NetworkPolicy::Filtered { .. } => "filtered",
+        }
+    }
+}
+
+/// Resource limits, as podman takes them ("512m", "1.5").
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Resources {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<String>,
+}
+
+/// A host Wayland socket the process may draw on (A.6).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Display {
+    pub mode: DisplayMode,
+    pub socket: String,
+}
+
+/// Only Wayland (A.6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum DisplayMode {
+    Wayland,
+}
+
+/// A secret the sandbox's proxy gives, not the process (A.3, E3).
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Injection {
+    /// What egress events call it, e.g. `providers/openrouter/apiKey`.
+    pub name: String,
+    /// What the process holds: printable, no space, at least 8 characters.
+    pub phantom: String,
+    /// The secret: printable ASCII, exactly as long as the phantom.
+    pub value: String,
+    /// Allow-list entries it is given to; at least one.
+    pub hosts: Vec<AllowEntry>,
+}
+
+impl std::fmt::Debug for Injection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Injection")
+            .field("name", &self.name)
+            .field("phantom", &self.phantom)
+            .field("value", &"[redacted]")
+            .field("hosts", &self.hosts)
+            .finish()
+    }
+}
+
+/// What a runtime launches (A.1).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SandboxSpec {
+    pub api_version: SandboxApiVersion,
+    /// Unique per instance, e.g. `handler-<agent>-<conn>`.
+    pub name: String,
+    #[serde(default)]
+    pub confinement: Confinement,
+    pub image: String,
+    pub argv: Vec<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// The scope.
+    pub workdir: String,
+    pub user: SandboxUser,
+    #[serde(default)]
+    pub mounts: Vec<Mount>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub image_mounts: Vec<ImageMount>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub path_append: Vec<String>,
+    #[serde(default)]
+    pub files: Vec<GeneratedFile>,
+    #[serde(default)]
+    pub writable_paths: Vec<String>,
+    pub network: NetworkPolicy,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<Resources>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display: Option<Display>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tty: bool,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub injections: Vec<Injection>,
+}
+
+/// One item of a host check (A.8).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RuntimeCheckItem {
+    pub name: String,
+    pub ok: bool,
+    /// false: only some sandboxes need it.
+    pub required: bool,
+    /// What was found, or how to fix it.
+    pub detail: String,
+}
+
+/// What `handler-sandbox-<impl> check` prints (A.8).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RuntimeCheck {
+    /// e.g. "podman 4.3.1".
+    pub runtime: String,
+    pub ok: bool,
+    pub items: Vec<RuntimeCheckItem>,
+}
+
+/// What an egress event says happened (A.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum EgressDecision {
+    Allowed,
+    Denied,
+    Unlisted,
+    Injected,
+    Leak,
+}
+
+/// One `handler-egress {…}` line on the launcher's stderr (A.3).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EgressEvent {
+    pub decision: EgressDecision,
+    /// `<host>:<port>`, as the entry that would allow it.
+    pub host: String,
+    /// The injection's name, for `injected` and `leak`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret: Option<String>,
+}
+
+/// The prefix of an egress event line on stderr.
+pub const EGRESS_EVENT_PREFIX: &str = "handler-egress ";
+
+impl EgressEvent {
+    /// The stderr line, without its newline.
+    pub fn to_line(&self) -> String {
+        format!(
+            "{EGRESS_EVENT_PREFIX}{}",
+            serde_json::to_string(self).expect("an egress event serializes")
+        )
+    }
+
+    /// Reads a stderr line; `None` when it is not an egress event.
+    pub fn from_line(line: &str) -> Option<Self> {
+        serde_json::from_str(line.strip_prefix(EGRESS_EVENT_PREFIX)?.trim()).ok()
+    }
+}
+
+/// Exit codes of a sandbox executable before the sandboxed process starts (A).
+pub mod exit {
+    /// The spec cannot be fully enforced here (A1).
+    pub const UNENFORCEABLE: i32 = 64;
+    /// The spec is invalid.
+    pub const INVALID_SPEC: i32 = 65;
+    /// Setup failed.
+    pub const SETUP_FAILED: i32 = 66;
+}
+
+/// The line a tty launch prints on stderr once it waits for `attach` (A).
+pub const TTY_READY_LINE: &str = "handler-ready";
+
+/// Where the sandbox finds the CA bundle with its proxy's CA (A.3, trust).
+pub const CA_BUNDLE_PATH: &str = "/run/handler/ca-bundle.pem";
+
+/// The variables pointed at the CA bundle; a spec's env must not set them (A.3).
+pub const CA_ENV_VARS: [&str; 6] = [
+    "SSL_CERT_FILE",
+    "NODE_EXTRA_CA_CERTS",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "GIT_SSL_CAINFO",
+    "DENO_CERT",
+];
+
+/// The proxy variables the runtime sets for a filtered sandbox (A.3).
+pub const PROXY_ENV_VARS: [&str; 6] =
+    ["HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "https_proxy", "http_proxy", "no_proxy"];
+
+/// The display variables a spec's env must not set (A7).
+pub const DISPLAY_ENV_VARS: [&str; 3] = ["WAYLAND_DISPLAY", "XDG_RUNTIME_DIR", "DISPLAY"];
