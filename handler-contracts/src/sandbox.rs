@@ -102,8 +102,8 @@ impl Enforcement {
 }
 
 /// The sandbox's network (A.3).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(tag = "mode", rename_all = "kebab-case")]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "mode", rename_all = "kebab-case", try_from = "NetworkPolicyFields")]
 pub enum NetworkPolicy {
     /// No interface but loopback.
     None,
@@ -111,6 +111,57 @@ pub enum NetworkPolicy {
     Open,
     /// Only through the sandbox's HTTP(S) proxy, to listed destinations.
     Filtered { allow: Vec<AllowEntry>, enforcement: Enforcement },
+}
+
+/// NetworkPolicy as read: a plain struct, so that an error in an allow-list entry is reported
+/// at its path (`network.allow[2]`), which serde's buffered internally tagged enums lose.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct NetworkPolicyFields {
+    mode: String,
+    #[serde(default)]
+    allow: Option<Vec<AllowEntry>>,
+    #[serde(default)]
+    enforcement: Option<Enforcement>,
+}
+
+impl TryFrom<NetworkPolicyFields> for NetworkPolicy {
+    type Error = String;
+    fn try_from(f: NetworkPolicyFields) -> Result<Self, String> {
+        match (f.mode.as_str(), f.allow, f.enforcement) {
+            ("none", None, None) => Ok(NetworkPolicy::None),
+            ("open", None, None) => Ok(NetworkPolicy::Open),
+            ("none" | "open", _, _) => {
+                Err(format!("allow and enforcement belong to a filtered network, not {}", f.mode))
+            }
+            ("filtered", Some(allow), Some(enforcement)) => Ok(NetworkPolicy::Filtered { allow, enforcement }),
+            ("filtered", None, _) => Err("a filtered network needs `allow` (it may be empty)".into()),
+            ("filtered", _, None) => Err("a filtered network needs `enforcement` (enforce or log-only)".into()),
+            (other, _, _) => Err(format!("unknown network mode {other:?}: none, open or filtered")),
+        }
+    }
+}
+
+/// The schema of NetworkPolicy: its tagged form.
+#[derive(JsonSchema)]
+#[serde(tag = "mode", rename_all = "kebab-case")]
+#[allow(dead_code)]
+enum NetworkPolicySchema {
+    /// No interface but loopback.
+    None,
+    /// Unrestricted egress.
+    Open,
+    /// Only through the sandbox's HTTP(S) proxy, to listed destinations.
+    Filtered { allow: Vec<AllowEntry>, enforcement: Enforcement },
+}
+
+impl JsonSchema for NetworkPolicy {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "NetworkPolicy".into()
+    }
+    fn json_schema(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        NetworkPolicySchema::json_schema(g)
+    }
 }
 
 impl NetworkPolicy {
