@@ -6,8 +6,9 @@ use std::path::{Path, PathBuf};
 
 use handler_contracts::access::{Account, Provider};
 use handler_contracts::addon::{AddonManifest, Binding};
-use handler_contracts::control::{Agent, AgentRequest, ImageUpdates, Project};
-use handler_contracts::harness::ToolboxManifest;
+use handler_contracts::access::{AgentSpec, SecretRef};
+use handler_contracts::control::*;
+use handler_contracts::harness::{HarnessDescriptor, HarnessLaunch, RenderInput, ToolboxManifest};
 use handler_contracts::miniapp::MiniAppManifest;
 use handler_contracts::parse::{from_json, from_toml};
 use handler_contracts::sandbox::{EgressEvent, RuntimeCheck, SandboxSpec};
@@ -222,4 +223,69 @@ fn the_seed_examples_read_as_the_seed_says() {
     let a: Account = from_toml("claude-perso.toml", &text).unwrap();
     assert_eq!(a.harness, "claude-code");
     assert_eq!(a.token, None);
+}
+
+#[test]
+fn harness_descriptors() {
+    toml_roundtrip::<HarnessDescriptor>("harness-descriptor", "harness-descriptor");
+    for path in fixtures("harness-descriptor", "toml") {
+        let d: HarnessDescriptor = from_toml("d", &std::fs::read_to_string(path).unwrap()).unwrap();
+        handler_contracts::validate::validate_descriptor(&d).unwrap();
+    }
+}
+
+#[test]
+fn render_inputs_and_launches() {
+    json_roundtrip::<RenderInput>("render-input", "render-input");
+    json_roundtrip::<HarnessLaunch>("harness-launch", "harness-launch");
+    json_roundtrip::<AgentSpec>("agent-spec", "agent-spec");
+    json_roundtrip::<SecretRef>("secret-ref", "secret-ref");
+}
+
+#[test]
+fn control_api_resources() {
+    json_roundtrip::<HarnessInfo>("harness-info", "harness-info");
+    json_roundtrip::<ToolboxInfo>("toolbox-info", "toolbox-info");
+    json_roundtrip::<ImageUpdatesRequest>("image-updates-request", "image-updates-request");
+    json_roundtrip::<ToolboxContainerfile>("toolbox-containerfile", "toolbox-containerfile");
+    json_roundtrip::<ToolboxContainerfileUpdate>("toolbox-containerfile-update", "toolbox-containerfile-update");
+    json_roundtrip::<AddonInfo>("addon-info", "addon-info");
+    json_roundtrip::<AddonCatalogEntry>("addon-catalog-entry", "addon-catalog-entry");
+    json_roundtrip::<AddonPreview>("addon-preview", "addon-preview");
+    json_roundtrip::<AddonPreviewRequest>("addon-preview-request", "addon-preview-request");
+    json_roundtrip::<AddonInstallRequest>("addon-install-request", "addon-install-request");
+    json_roundtrip::<AddonInstalled>("addon-installed", "addon-installed");
+    json_roundtrip::<Build>("build", "build");
+    json_roundtrip::<BuildLog>("build-log", "build-log");
+    json_roundtrip::<BindingInfo>("binding-info", "binding-info");
+    json_roundtrip::<BindingRequest>("binding-request", "binding-request");
+    json_roundtrip::<SkillInfo>("skill-info", "skill-info");
+    json_roundtrip::<SkillRequest>("skill-request", "skill-request");
+    json_roundtrip::<CreateSkillRequest>("create-skill-request", "create-skill-request");
+    json_roundtrip::<SkillUrlRequest>("skill-url-request", "skill-url-request");
+    json_roundtrip::<SkillFileRequest>("skill-file-request", "skill-file-request");
+    json_roundtrip::<ModelAccess>("model-access", "model-access");
+    json_roundtrip::<AgentSettings>("agent-settings", "agent-settings");
+    json_roundtrip::<AdHocAgentRequest>("ad-hoc-agent-request", "ad-hoc-agent-request");
+    json_roundtrip::<KnowledgeListing>("knowledge-listing", "knowledge-listing");
+    json_roundtrip::<KnowledgeFolderView>("knowledge-folder-view", "knowledge-folder-view");
+    json_roundtrip::<KnowledgeNote>("knowledge-note", "knowledge-note");
+    json_roundtrip::<SessionInput>("session-input", "session-input");
+    json_roundtrip::<SessionOutput>("session-output", "session-output");
+    json_roundtrip::<BuiltinAgent>("builtin-agent", "builtin-agent");
+    json_roundtrip::<ContextInfo>("context-info", "context-info");
+    json_roundtrip::<TerminalStart>("terminal-start", "terminal-start");
+    json_roundtrip::<TerminalStarted>("terminal-started", "terminal-started");
+    json_roundtrip::<NetworkFilterInfo>("network-filter-info", "network-filter-info");
+    json_roundtrip::<Problem>("problem", "problem");
+}
+
+/// Every schema has fixtures: a new document type comes with an example that round-trips.
+#[test]
+fn every_document_type_has_fixtures() {
+    for (name, _) in handler_contracts::schema::all_schemas() {
+        let dir = root().join("fixtures/contracts").join(name);
+        let has = std::fs::read_dir(&dir).map(|mut d| d.next().is_some()).unwrap_or(false);
+        assert!(has, "no fixture for the {name} schema under fixtures/contracts/{name}/");
+    }
 }
