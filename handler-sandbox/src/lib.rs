@@ -1,2 +1,18 @@
-//! placeholder
+//! The pure part of Handler's sandbox (contract A): SandboxSpec validation (65, the field named),
+//! what this host can enforce (64), and the podman plan (argv, podman's environment, staged
+//! files) as a pure function of the spec and the host facts. No I/O: handler-core runs the plan.
+
+pub mod compose;
 pub mod egress;
+pub mod error;
+pub mod facts;
+pub mod host;
+pub mod network;
+pub mod plan;
+pub mod validate;
+
+pub use error::SpecError;
+pub use facts::{HostFacts, LauncherId, PathKind};
+pub use network::{NetworkPlan, plan_network};
+pub use plan::{LaunchPlan, Stage, plan_launch};
+pub use validate::validate_spec;

@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# Prepares a Debian 12 machine for the sandbox tests (contract A) against real rootless Podman.
+# Run as root; idempotent. What it does:
+#   - installs podman, runc, uidmap, slirp4netns, fuse-overlayfs, catatonit, busybox-static;
+#   - makes /dev/net/tun and /dev/fuse usable by unprivileged users (0666; created if missing);
+#   - creates the unprivileged user $HANDLER_TEST_USER (default handler-test) with subuid/subgid
+#     ranges, configures its podman to use runc (crun refuses cgroups in hybrid mode here);
+#   - builds the local test images as that user (rootless image stores are per user):
+#       localhost/handler-test-busybox:latest   a busybox-static root filesystem, imported.
+set -euo pipefail
+
+USER_NAME="${HANDLER_TEST_USER:-handler-test}"
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "setup-podman.sh: run me as root" >&2
+    exit 1
+fi
+
+log() { echo "setup-podman: $*" >&2; }
+
+# 1. Packages.
+PKGS=(podman runc uidmap slirp4netns fuse-overlayfs catatonit busybox-static util-linux)
+missing=()
+for p in "${PKGS[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+    log "installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# 2. Devices: rootless networking (slirp4netns) needs /dev/net/tun, nested confinement /dev/fuse.
+if [ ! -e /dev/net/tun ]; then
+    mkdir -p /dev/net
+    mknod /dev/net/tun c 10 200
+fi
+if [ ! -e /dev/fuse ]; then
+    mknod /dev/fuse c 10 229
+fi
+chmod 666 /dev/net/tun /dev/fuse
+
+# 3. The unprivileged test user, with subordinate ids.
+if ! id -u "$USER_NAME" >/dev/null 2>&1; then
+    log "creating user $USER_NAME"
+    useradd -m -s /bin/bash "$USER_NAME"
+fi
+USER_UID="$(id -u "$USER_NAME")"
+USER_HOME="$(getent passwd "$USER_NAME" | cut -d: -f6)"
+# useradd gives ranges when /etc/login.defs says so; make sure they exist and do not overlap.
+ensure_subids() {
+    local file="$1"
+    touch "$file"
+    if ! grep -q "^${USER_NAME}:" "$file" && ! grep -q "^${USER_UID}:" "$file"; then
+        # The next free range above every existing one.
+        local start
+        start="$(awk -F: 'BEGIN{m=100000} {e=$2+$3; if (e>m) m=e} END{print m}' "$file")"
+        echo "${USER_NAME}:${start}:65536" >>"$file"
+        log "added ${USER_NAME}:${start}:65536 to $file"
+    fi
+}
+ensure_subids /etc/subuid
+ensure_subids /etc/subgid
+
+# 4. Its podman configuration: runc, cgroupfs (no systemd user session under runuser/setpriv).
+as_user() {
+    setpriv --reuid="$USER_NAME" --regid="$USER_NAME" --init-groups \
+        env -i HOME="$USER_HOME" USER="$USER_NAME" LOGNAME="$USER_NAME" \
+        PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin "$@"
+}
+as_user mkdir -p "$USER_HOME/.config/containers"
+as_user sh -c "cat > '$USER_HOME/.config/containers/containers.conf'" <<'EOF'
+# Written by .ci/setup-podman.sh: crun refuses cgroups in hybrid mode on these machines.
+[engine]
+runtime = "runc"
+cgroup_manager = "cgroupfs"
+events_logger = "file"
+EOF
+# A storage configuration matching the machine (fuse-overlayfs works everywhere rootless).
+as_user sh -c "cat > '$USER_HOME/.config/containers/storage.conf'" <<'EOF'
+# Written by .ci/setup-podman.sh.
+[storage]
+driver = "overlay"
+
+[storage.options.overlay]
+mount_program = "/usr/bin/fuse-overlayfs"
+EOF
+# Pick up new subuid ranges in an already-running rootless podman.
+as_user podman system migrate >/dev/null 2>&1 || true
+
+# 5. Test images, built as the user.
+build_busybox() {
+    local tmp
+    tmp="$(mktemp -d)"
+    mkdir -p "$tmp/rootfs/bin" "$tmp/rootfs/etc" "$tmp/rootfs/tmp" "$tmp/rootfs/home" \
+        "$tmp/rootfs/proc" "$tmp/rootfs/sys" "$tmp/rootfs/dev" "$tmp/rootfs/run"
+    cp /bin/busybox "$tmp/rootfs/bin/busybox"
+    for applet in $(/bin/busybox --list); do
+        [ "$applet" = busybox ] || ln -sf busybox "$tmp/rootfs/bin/$applet"
+    done
+    mkdir -p "$tmp/rootfs/usr"
+    ln -s ../bin "$tmp/rootfs/usr/bin"
+    ln -s bin "$tmp/rootfs/sbin"
+    echo "root:x:0:0:root:/root:/bin/sh" >"$tmp/rootfs/etc/passwd"
+    echo "root:x:0:" >"$tmp/rootfs/etc/group"
+    tar -C "$tmp/rootfs" -cf "$tmp/rootfs.tar" .
+    chmod -R a+rX "$tmp"
+    as_user podman import \
+        --change 'ENV PATH=/usr/local/bin:/usr/bin:/bin' \
+        --change 'CMD ["/bin/sh"]' \
+        "$tmp/rootfs.tar" localhost/handler-test-busybox:latest >/dev/null
+    rm -rf "$tmp"
+}
+if ! as_user podman image exists localhost/handler-test-busybox:latest; then
+    log "building localhost/handler-test-busybox:latest"
+    build_busybox
+fi
+
+# 6. A quick proof that a rootless keep-id container starts.
+out="$(as_user podman run --rm --pull=never --userns=keep-id --network none --read-only \
+    --cap-drop all --security-opt no-new-privileges localhost/handler-test-busybox:latest id -u)"
+if [ "$out" != "$USER_UID" ]; then
+    log "a rootless container did not run as uid $USER_UID (got: $out)"
+    exit 1
+fi
+log "ready: user $USER_NAME (uid $USER_UID), image localhost/handler-test-busybox:latest"

@@ -1,0 +1,552 @@
+//! The podman plan of a launch: the `podman run` (or, with tty, `podman create`) arguments, the
+//! environment podman is started with (so the spec's env values reach podman by name, never in
+//! argv), and the host files and folders to stage first, as a pure function of the spec and the
+//! host facts. Refusals: 65 invalid (`validate`), 64 unenforceable here (A1).
+
+use std::collections::BTreeMap;
+
+use handler_contracts::sandbox::{Confinement, SandboxSpec};
+
+use crate::error::SpecError;
+use crate::facts::{HostFacts, PathKind};
+use crate::network::{NetworkPlan, plan_network};
+use crate::validate::{is_within, parse_mode, validate_spec, writable_dirs};
+
+type Result<T = ()> = std::result::Result<T, SpecError>;
+
+/// Labels the runtime puts on everything it creates.
+pub mod labels {
+    /// The instance's name (the spec's `name`): every container, network and volume of it.
+    pub const SANDBOX: &str = "handler.sandbox";
+    /// The launcher's pid, its start time (clock ticks since boot) and the boot id.
+    pub const LAUNCHER_PID: &str = "handler.launcher.pid";
+    pub const LAUNCHER_START: &str = "handler.launcher.start";
+    pub const LAUNCHER_BOOT: &str = "handler.launcher.boot";
+    /// The instance's private host folder.
+    pub const INSTANCE_DIR: &str = "handler.instance-dir";
+    /// `handler.image-mount.<id>`: an image the instance mounts (A6).
+    pub const IMAGE_MOUNT_PREFIX: &str = "handler.image-mount.";
+}
+
+/// The image's PATH when it has none in its config (podman's default).
+pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// Where the display's socket appears in the sandbox (under XDG_RUNTIME_DIR).
+pub const WAYLAND_SOCKET_NAME: &str = "wayland-0";
+
+/// Something to create under the instance folder before podman starts.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Stage {
+    /// A folder (parents included) with this mode.
+    Dir { path: String, mode: u32 },
+    /// A file with this content and mode (its folder exists by then).
+    File {
+        path: String,
+        content: String,
+        mode: u32,
+    },
+}
+
+impl std::fmt::Debug for Stage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Stage::Dir { path, mode } => write!(f, "Dir({path}, {mode:o})"),
+            Stage::File {
+                path,
+                content,
+                mode,
+            } => {
+                write!(f, "File({path}, {mode:o}, {} bytes)", content.len())
+            }
+        }
+    }
+}
+
+/// Everything the launcher needs to start the instance.
+#[derive(Clone, PartialEq, Eq)]
+pub struct LaunchPlan {
+    /// podman's arguments, from the verb (`run`, or `create` with tty) to the process's argv.
+    pub args: Vec<String>,
+    /// Variables set in podman's own environment, passed on by name (`-e NAME`): the spec's
+    /// env values. Never in argv, never logged.
+    pub podman_env: BTreeMap<String, String>,
+    /// What to create under the instance folder first, in order.
+    pub stage: Vec<Stage>,
+    /// The network and what it needs around the container.
+    pub network: NetworkPlan,
+    /// tty mode (A): created, started by `attach`.
+    pub tty: bool,
+}
+
+impl std::fmt::Debug for LaunchPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LaunchPlan")
+            .field("args", &self.args)
+            .field("podman_env", &self.podman_env.keys().collect::<Vec<_>>())
+            .field("stage", &self.stage)
+            .field("network", &self.network)
+            .field("tty", &self.tty)
+            .finish()
+    }
+}
+
+/// Env names podman itself reads (its configuration, storage, runtime dir…): giving them to
+/// podman's own environment would change podman, so they travel in the instance's env file.
+pub fn podman_reads(name: &str) -> bool {
+    const PREFIXES: [&str; 7] = [
+        "XDG_",
+        "CONTAINERS_",
+        "_CONTAINERS",
+        "CONTAINER_",
+        "LD_",
+        "PODMAN_",
+        "BUILDAH_",
+    ];
+    const NAMES: [&str; 8] = [
+        "PATH",
+        "TMPDIR",
+        "NOTIFY_SOCKET",
+        "DBUS_SESSION_BUS_ADDRESS",
+        "STORAGE_DRIVER",
+        "STORAGE_OPTS",
+        "REGISTRY_AUTH_FILE",
+        "GODEBUG",
+    ];
+    PREFIXES.iter().any(|p| name.starts_with(p)) || NAMES.contains(&name)
+}
+
+fn mount_path_ok(field: &str, p: &str) -> Result {
+    if p.contains(',') {
+        return Err(SpecError::unenforceable(
+            field,
+            format!("{p:?}: podman's --mount cannot express a path with ','"),
+        ));
+    }
+    Ok(())
+}
+
+fn bind(source: &str, target: &str, read_only: bool) -> String {
+    let mut s = format!("type=bind,source={source},destination={target}");
+    if read_only {
+        s.push_str(",ro=true");
+    }
+    s
+}
+
+fn relative(inner: &str, outer: &str) -> String {
+    inner[outer.len()..].trim_start_matches('/').to_string()
+}
+
+/// The subordinate ids given to inner podman in a nested sandbox (A.5): every id of the
+/// sandbox's user namespace (0..=count) except the agent's own.
+pub fn nested_subids(id: u32, count: u32) -> String {
+    let mut lines = Vec::new();
+    if id > 1 {
+        lines.push(format!("{id}:1:{}", id - 1));
+    }
+    if count > id {
+        lines.push(format!("{id}:{}:{}", id + 1, count - id));
+    }
+    lines.join("\n") + "\n"
+}
+
+/// The launch plan of `spec` on a host with `facts`.
+pub fn plan_launch(spec: &SandboxSpec, facts: &HostFacts) -> Result<LaunchPlan> {
+    validate_spec(spec)?;
+    if facts.uid == 0 {
+        return Err(SpecError::unenforceable(
+            "user.mode",
+            "running as root: the sandbox runs rootless as the host user (A3); run the launcher as that user",
+        ));
+    }
+    let network = plan_network(spec)?;
+    let inst = facts.instance_dir.trim_end_matches('/').to_string();
+    mount_path_ok("instance folder", &inst)?;
+
+    let mut args: Vec<String> = Vec::new();
+    let push = |a: &mut Vec<String>, xs: &[&str]| a.extend(xs.iter().map(|s| s.to_string()));
+    if spec.tty {
+        push(&mut args, &["create", "--tty", "--interactive"]);
+    } else {
+        push(
+            &mut args,
+            &["run", "--rm", "--interactive", "--log-driver=none"],
+        );
+    }
+    push(&mut args, &["--name", &spec.name, "--pull=never", "--init"]);
+    push(
+        &mut args,
+        &[
+            "--userns=keep-id",
+            "--user",
+            &format!("{}:{}", facts.uid, facts.gid),
+        ],
+    );
+    push(
+        &mut args,
+        &[
+            "--workdir",
+            &spec.workdir,
+            "--ulimit",
+            "host",
+            "--http-proxy=false",
+            "--read-only",
+        ],
+    );
+    push(&mut args, &["--entrypoint", "[]"]);
+
+    let mut stage: Vec<Stage> = Vec::new();
+    let mut mounts: Vec<String> = Vec::new();
+
+    // Confinement (A3, A.5).
+    match spec.confinement {
+        Confinement::Strict => {
+            push(
+                &mut args,
+                &["--cap-drop", "all", "--security-opt", "no-new-privileges"],
+            );
+        }
+        Confinement::Nested => {
+            if !facts.has_fuse || !facts.has_tun {
+                let missing: Vec<&str> = [
+                    (!facts.has_fuse, "/dev/fuse"),
+                    (!facts.has_tun, "/dev/net/tun"),
+                ]
+                .into_iter()
+                .filter_map(|(m, d)| m.then_some(d))
+                .collect();
+                return Err(SpecError::unenforceable(
+                    "confinement",
+                    format!(
+                        "nested needs /dev/fuse and /dev/net/tun; this host lacks {}",
+                        missing.join(" and ")
+                    ),
+                ));
+            }
+            let (Some(uc), Some(gc)) = (facts.subuid_count, facts.subgid_count) else {
+                return Err(SpecError::unenforceable(
+                    "confinement",
+                    "nested needs subordinate uid and gid ranges for the host user (/etc/subuid, /etc/subgid)",
+                ));
+            };
+            push(
+                &mut args,
+                &["--device", "/dev/fuse", "--device", "/dev/net/tun"],
+            );
+            push(
+                &mut args,
+                &[
+                    "--security-opt",
+                    "unmask=/proc/*",
+                    "--security-opt",
+                    "label=disable",
+                ],
+            );
+            stage.push(Stage::File {
+                path: format!("{inst}/subuid"),
+                content: nested_subids(facts.uid, uc),
+                mode: 0o644,
+            });
+            stage.push(Stage::File {
+                path: format!("{inst}/subgid"),
+                content: nested_subids(facts.gid, gc),
+                mode: 0o644,
+            });
+            mounts.push(bind(&format!("{inst}/subuid"), "/etc/subuid", true));
+            mounts.push(bind(&format!("{inst}/subgid"), "/etc/subgid", true));
+        }
+        Confinement::Privileged => {
+            push(&mut args, &["--privileged"]);
+        }
+    }
+    args.extend(network.podman_args.iter().cloned());
+
+    // Resources (A1: refused where rootless podman would ignore them).
+    if let Some(r) = &spec.resources {
+        if let Some(m) = &r.memory {
+            if !facts.cgroup_memory {
+                return Err(SpecError::unenforceable(
+                    "resources.memory",
+                    "rootless podman cannot limit memory here (needs cgroups v2 with the memory controller delegated)",
+                ));
+            }
+            push(&mut args, &["--memory", m]);
+        }
+        if let Some(c) = &r.cpus {
+            if !facts.cgroup_cpu {
+                return Err(SpecError::unenforceable(
+                    "resources.cpus",
+                    "rootless podman cannot limit cpus here (needs cgroups v2 with the cpu controller delegated)",
+                ));
+            }
+            push(&mut args, &["--cpus", c]);
+        }
+    }
+
+    // Labels: the spec's, then the runtime's.
+    let mut all_labels: BTreeMap<String, String> = spec.labels.clone();
+    all_labels.insert(labels::SANDBOX.into(), spec.name.clone());
+    all_labels.insert(labels::LAUNCHER_PID.into(), facts.launcher.pid.to_string());
+    all_labels.insert(
+        labels::LAUNCHER_START.into(),
+        facts.launcher.start.to_string(),
+    );
+    all_labels.insert(labels::LAUNCHER_BOOT.into(), facts.launcher.boot.clone());
+    all_labels.insert(labels::INSTANCE_DIR.into(), inst.clone());
+
+    // Mounts exactly as listed (A2).
+    for (i, m) in spec.mounts.iter().enumerate() {
+        mount_path_ok(&format!("mounts[{i}].source"), &m.source)?;
+        mount_path_ok(&format!("mounts[{i}].target"), &m.target)?;
+        if facts.path_kind(&m.source) == PathKind::Missing {
+            return Err(SpecError::invalid(
+                format!("mounts[{i}].source"),
+                format!("{:?} does not exist", m.source),
+            ));
+        }
+        mounts.push(bind(&m.source, &m.target, m.read_only));
+    }
+    // Image mounts pinned to the id resolved now (A6).
+    for (i, im) in spec.image_mounts.iter().enumerate() {
+        mount_path_ok(&format!("imageMounts[{i}].target"), &im.target)?;
+        let Some(id) = facts.image_ids.get(&im.image) else {
+            return Err(SpecError::unenforceable(
+                format!("imageMounts[{i}].image"),
+                format!("{:?} was not resolved to an image id", im.image),
+            ));
+        };
+        mounts.push(format!("type=image,source={id},destination={}", im.target));
+        all_labels.insert(
+            format!("{}{id}", labels::IMAGE_MOUNT_PREFIX),
+            im.image.clone(),
+        );
+    }
+
+    // Writable paths: a tmpfs owned by the user, or, when something is placed inside one (seed
+    // files, mounts, files), a private host folder prepared with those places owned by the user.
+    let writable = writable_dirs(spec);
+    let inner_targets: Vec<(String, bool)> = spec
+        .mounts
+        .iter()
+        .map(|m| {
+            (
+                m.target.clone(),
+                facts.path_kind(&m.source) != PathKind::Directory,
+            )
+        })
+        .chain(spec.image_mounts.iter().map(|m| (m.target.clone(), false)))
+        .chain(
+            spec.files
+                .iter()
+                .filter(|f| !f.seed)
+                .map(|f| (f.target.clone(), true)),
+        )
+        .collect();
+    for (wi, w) in writable.iter().enumerate() {
+        let field = if wi < spec.writable_paths.len() {
+            format!("writablePaths[{wi}]")
+        } else {
+            "user.home".into()
+        };
+        mount_path_ok(&field, w)?;
+        let dir_mode = if *w == spec.user.home { 0o700 } else { 0o755 };
+        let seeds: Vec<_> = spec
+            .files
+            .iter()
+            .filter(|f| f.seed && is_within(&f.target, w))
+            .collect();
+        let inner: Vec<&(String, bool)> = inner_targets
+            .iter()
+            .filter(|(t, _)| is_within(t, w) && t != w)
+            .collect();
+        if seeds.is_empty() && inner.is_empty() {
+            mounts.push(format!(
+                "type=tmpfs,destination={w},tmpfs-mode={dir_mode:o},chown=true"
+            ));
+            continue;
+        }
+        let host = format!("{inst}/w{wi}");
+        stage.push(Stage::Dir {
+            path: host.clone(),
+            mode: dir_mode,
+        });
+        for (t, is_file) in inner {
+            let rel = relative(t, w);
+            let (parent, _) = rel.rsplit_once('/').unwrap_or(("", &rel));
+            if !parent.is_empty() {
+                stage.push(Stage::Dir {
+                    path: format!("{host}/{parent}"),
+                    mode: 0o755,
+                });
+            }
+            if *is_file {
+                stage.push(Stage::File {
+                    path: format!("{host}/{rel}"),
+                    content: String::new(),
+                    mode: 0o644,
+                });
+            } else {
+                stage.push(Stage::Dir {
+                    path: format!("{host}/{rel}"),
+                    mode: 0o755,
+                });
+            }
+        }
+        for f in seeds {
+            let i = spec
+                .files
+                .iter()
+                .position(|x| std::ptr::eq(x, f))
+                .unwrap_or(0);
+            let mode = f
+                .mode
+                .as_deref()
+                .map(|m| parse_mode(&format!("files[{i}].mode"), m))
+                .transpose()?;
+            let rel = relative(&f.target, w);
+            if let Some((parent, _)) = rel.rsplit_once('/') {
+                stage.push(Stage::Dir {
+                    path: format!("{host}/{parent}"),
+                    mode: 0o755,
+                });
+            }
+            stage.push(Stage::File {
+                path: format!("{host}/{rel}"),
+                content: f.content.clone(),
+                mode: mode.unwrap_or(0o644),
+            });
+        }
+        mounts.push(bind(&host, w, false));
+    }
+    // Files: read-only, from the instance folder.
+    if spec.files.iter().any(|f| !f.seed) {
+        stage.push(Stage::Dir {
+            path: format!("{inst}/files"),
+            mode: 0o755,
+        });
+    }
+    for (i, f) in spec.files.iter().enumerate().filter(|(_, f)| !f.seed) {
+        mount_path_ok(&format!("files[{i}].target"), &f.target)?;
+        let mode = f
+            .mode
+            .as_deref()
+            .map(|m| parse_mode(&format!("files[{i}].mode"), m))
+            .transpose()?;
+        let host = format!("{inst}/files/{i}");
+        stage.push(Stage::File {
+            path: host.clone(),
+            content: f.content.clone(),
+            mode: mode.unwrap_or(0o644),
+        });
+        mounts.push(bind(&host, &f.target, true));
+    }
+
+    // Environment.
+    let mut literal: BTreeMap<String, String> = BTreeMap::new();
+    literal.insert("HOME".into(), spec.user.home.clone());
+    if !spec.path_append.is_empty() || !spec.image_mounts.is_empty() {
+        let base = facts
+            .image_path
+            .clone()
+            .unwrap_or_else(|| DEFAULT_PATH.to_string());
+        let mut path = base;
+        for p in &spec.path_append {
+            path.push(':');
+            path.push_str(p);
+        }
+        literal.insert("PATH".into(), path);
+    }
+    // Display (A.6, A7): only that socket, under a runtime folder of the user's own.
+    let mut unset: Vec<&str> = Vec::new();
+    if let Some(d) = &spec.display {
+        mount_path_ok("display.socket", &d.socket)?;
+        match facts.path_kind(&d.socket) {
+            PathKind::Socket => {}
+            PathKind::Missing => {
+                return Err(SpecError::unenforceable(
+                    "display.socket",
+                    format!("{:?} does not exist", d.socket),
+                ));
+            }
+            _ => {
+                return Err(SpecError::unenforceable(
+                    "display.socket",
+                    format!("{:?} is not a socket", d.socket),
+                ));
+            }
+        }
+        let run = format!("/run/user/{}", facts.uid);
+        mounts.push(format!(
+            "type=tmpfs,destination={run},tmpfs-mode=700,chown=true"
+        ));
+        mounts.push(bind(
+            &d.socket,
+            &format!("{run}/{WAYLAND_SOCKET_NAME}"),
+            false,
+        ));
+        literal.insert("XDG_RUNTIME_DIR".into(), run);
+        literal.insert("WAYLAND_DISPLAY".into(), WAYLAND_SOCKET_NAME.into());
+        unset.push("DISPLAY");
+    } else {
+        unset.extend(["DISPLAY", "WAYLAND_DISPLAY"]);
+        if !spec.env.contains_key("XDG_RUNTIME_DIR") {
+            unset.push("XDG_RUNTIME_DIR");
+        }
+    }
+    for (k, v) in &network.env {
+        literal.insert(k.clone(), v.clone());
+    }
+
+    for (k, v) in &all_labels {
+        args.push("--label".into());
+        args.push(format!("{k}={v}"));
+    }
+    for m in mounts {
+        args.push("--mount".into());
+        args.push(m);
+    }
+    for u in unset {
+        args.push("--unsetenv".into());
+        args.push(u.into());
+    }
+    for (k, v) in &literal {
+        args.push("--env".into());
+        args.push(format!("{k}={v}"));
+    }
+    let mut podman_env = BTreeMap::new();
+    let mut env_file = String::new();
+    for (k, v) in &spec.env {
+        if podman_reads(k) {
+            if v.contains('\n') || v.contains('\r') {
+                return Err(SpecError::unenforceable(
+                    format!("env.{k}"),
+                    "podman reads this name itself, so its value goes through an env file, which cannot hold a newline",
+                ));
+            }
+            env_file.push_str(&format!("{k}={v}\n"));
+        } else {
+            args.push("--env".into());
+            args.push(k.clone());
+            podman_env.insert(k.clone(), v.clone());
+        }
+    }
+    if !env_file.is_empty() {
+        stage.push(Stage::File {
+            path: format!("{inst}/env"),
+            content: env_file,
+            mode: 0o600,
+        });
+        args.push("--env-file".into());
+        args.push(format!("{inst}/env"));
+    }
+
+    args.push(spec.image.clone());
+    args.extend(spec.argv.iter().cloned());
+    Ok(LaunchPlan {
+        args,
+        podman_env,
+        stage,
+        network,
+        tty: spec.tty,
+    })
+}

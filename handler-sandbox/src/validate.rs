@@ -1,0 +1,356 @@
+//! Validation of a SandboxSpec on its own (exit 65, the field named): names, paths, env, files,
+//! mounts, writable paths, resources, labels. What this host can enforce is the plan's business
+//! (exit 64, `plan`).
+
+use std::collections::BTreeSet;
+
+use handler_contracts::sandbox::{
+    CA_ENV_VARS, DISPLAY_ENV_VARS, MountKind, NetworkPolicy, PROXY_ENV_VARS, SandboxSpec,
+};
+
+use crate::error::SpecError;
+
+type Result<T = ()> = std::result::Result<T, SpecError>;
+
+fn invalid<T>(field: impl Into<String>, message: impl Into<String>) -> Result<T> {
+    Err(SpecError::invalid(field, message))
+}
+
+/// Label keys the runtime writes itself; a spec's labels may not use them.
+pub const RESERVED_LABEL_PREFIXES: [&str; 4] = [
+    "handler.launcher.",
+    "handler.image-mount.",
+    "handler.sandbox",
+    "handler.instance",
+];
+
+/// A container name podman accepts: `[a-zA-Z0-9][a-zA-Z0-9_.-]*`, at most 128 characters.
+pub fn is_sandbox_name(name: &str) -> bool {
+    let b = name.as_bytes();
+    !b.is_empty()
+        && b.len() <= 128
+        && b[0].is_ascii_alphanumeric()
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-'))
+}
+
+/// An environment variable name: `[A-Za-z_][A-Za-z0-9_]*`.
+pub fn is_env_name(s: &str) -> bool {
+    let mut b = s.bytes();
+    matches!(b.next(), Some(c) if c.is_ascii_alphabetic() || c == b'_')
+        && b.all(|c| c.is_ascii_alphanumeric() || c == b'_')
+}
+
+/// An absolute, normalized path: starts with `/`, no `.`, `..` or empty component, no trailing
+/// `/` (except `/` itself), no NUL or newline.
+pub fn check_abs_path(field: &str, p: &str) -> Result {
+    if !p.starts_with('/') {
+        return invalid(field, format!("{p:?} is not an absolute path"));
+    }
+    if p.contains('\0') || p.contains('\n') {
+        return invalid(field, format!("{p:?} holds a NUL or newline"));
+    }
+    if p != "/"
+        && p[1..]
+            .split('/')
+            .any(|c| c.is_empty() || c == "." || c == "..")
+    {
+        return invalid(
+            field,
+            format!("{p:?} is not normalized (no '.', '..', '//' or trailing '/')"),
+        );
+    }
+    Ok(())
+}
+
+/// Whether `inner` is `outer` or inside it (both normalized absolute paths).
+pub fn is_within(inner: &str, outer: &str) -> bool {
+    outer == "/"
+        || inner == outer
+        || (inner.starts_with(outer) && inner.as_bytes()[outer.len()] == b'/')
+}
+
+/// A file mode written in octal: `644`, `0644`, `0755`, `4755` is refused (no special bits).
+pub fn parse_mode(field: &str, mode: &str) -> Result<u32> {
+    let digits = mode.strip_prefix('0').unwrap_or(mode);
+    if !(3..=3).contains(&digits.len()) || !digits.bytes().all(|b| (b'0'..=b'7').contains(&b)) {
+        return invalid(
+            field,
+            format!("{mode:?} is not an octal file mode like \"0644\""),
+        );
+    }
+    Ok(u32::from_str_radix(digits, 8).expect("octal digits"))
+}
+
+fn check_memory(v: &str) -> bool {
+    let v = v.trim_end_matches(['b', 'k', 'm', 'g', 'B', 'K', 'M', 'G']);
+    !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) && v.bytes().any(|b| b != b'0')
+}
+
+fn check_cpus(v: &str) -> bool {
+    let mut parts = v.splitn(2, '.');
+    let int = parts.next().unwrap_or("");
+    let frac = parts.next();
+    !int.is_empty()
+        && int.bytes().all(|b| b.is_ascii_digit())
+        && frac.is_none_or(|f| !f.is_empty() && f.bytes().all(|b| b.is_ascii_digit()))
+        && v.parse::<f64>().is_ok_and(|x| x > 0.0)
+}
+
+/// The writable folders of the instance: `writablePaths`, plus the home when neither a writable
+/// path nor a read-write mount holds it (A3: the home MUST be writable).
+pub fn writable_dirs(spec: &SandboxSpec) -> Vec<String> {
+    let mut dirs = spec.writable_paths.clone();
+    let home = &spec.user.home;
+    let covered = spec.writable_paths.iter().any(|w| is_within(home, w))
+        || spec
+            .mounts
+            .iter()
+            .any(|m| !m.read_only && is_within(home, &m.target));
+    if !covered {
+        dirs.push(home.clone());
+    }
+    dirs
+}
+
+/// Every rule about the spec on its own (65).
+pub fn validate_spec(spec: &SandboxSpec) -> Result {
+    if !is_sandbox_name(&spec.name) {
+        return invalid(
+            "name",
+            format!(
+                "{:?}: letters, digits, '_', '.' and '-', starting with a letter or digit, at most 128",
+                spec.name
+            ),
+        );
+    }
+    if spec.image.is_empty()
+        || spec
+            .image
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control())
+    {
+        return invalid(
+            "image",
+            format!("{:?} is not an image reference", spec.image),
+        );
+    }
+    if spec.argv.is_empty() {
+        return invalid("argv", "the process to run is missing (an empty argv)");
+    }
+    for (i, a) in spec.argv.iter().enumerate() {
+        if a.contains('\0') {
+            return invalid(format!("argv[{i}]"), "holds a NUL byte");
+        }
+    }
+    check_abs_path("workdir", &spec.workdir)?;
+    check_abs_path("user.home", &spec.user.home)?;
+    if spec.user.home == "/" {
+        return invalid("user.home", "the home cannot be /");
+    }
+
+    // Env (A3, A6, A7, A.3).
+    let filtered = matches!(spec.network, NetworkPolicy::Filtered { .. });
+    for (name, value) in &spec.env {
+        let field = format!("env.{name}");
+        if !is_env_name(name) {
+            return invalid(
+                field,
+                format!("{name:?} is not an environment variable name"),
+            );
+        }
+        if value.contains('\0') {
+            return invalid(field, "the value holds a NUL byte");
+        }
+        if name == "HOME" {
+            return invalid(field, "HOME is user.home (A3): the env must not set it");
+        }
+        if name == "PATH" && !spec.path_append.is_empty() {
+            return invalid(
+                field,
+                "with pathAppend the runtime sets PATH (A6): the env must not",
+            );
+        }
+        if name == "DISPLAY" || name == "WAYLAND_DISPLAY" {
+            return invalid(
+                field,
+                format!("{name} is the runtime's (A7): a display is given with `display`"),
+            );
+        }
+        if spec.display.is_some() && DISPLAY_ENV_VARS.contains(&name.as_str()) {
+            return invalid(
+                field,
+                format!("with a display the runtime sets {name} (A7)"),
+            );
+        }
+        if filtered && PROXY_ENV_VARS.iter().any(|p| p.eq_ignore_ascii_case(name)) {
+            return invalid(
+                field,
+                format!("a filtered sandbox's {name} is the runtime's (A.3)"),
+            );
+        }
+        if !spec.injections.is_empty() && CA_ENV_VARS.contains(&name.as_str()) {
+            return invalid(
+                field,
+                format!("with injections the runtime sets {name} (A.3, trust)"),
+            );
+        }
+    }
+    for (i, p) in spec.path_append.iter().enumerate() {
+        let field = format!("pathAppend[{i}]");
+        check_abs_path(&field, p)?;
+        if p.contains(':') {
+            return invalid(field, format!("{p:?}: a PATH entry cannot hold ':'"));
+        }
+    }
+
+    // Mounts (A2).
+    let mut targets: BTreeSet<&str> = BTreeSet::new();
+    for (i, m) in spec.mounts.iter().enumerate() {
+        check_abs_path(&format!("mounts[{i}].source"), &m.source)?;
+        check_abs_path(&format!("mounts[{i}].target"), &m.target)?;
+        if m.target == "/" {
+            return invalid(format!("mounts[{i}].target"), "a mount cannot cover /");
+        }
+        if m.kind == MountKind::Scope && m.target != m.source {
+            return invalid(
+                format!("mounts[{i}].target"),
+                format!(
+                    "a scope mount is at its own path (A2): target must be {:?}",
+                    m.source
+                ),
+            );
+        }
+        if matches!(m.kind, MountKind::Knowledge | MountKind::Subject) && !m.read_only {
+            return invalid(
+                format!("mounts[{i}].readOnly"),
+                format!("a {:?} mount is read-only", m.kind),
+            );
+        }
+        if !targets.insert(&m.target) {
+            return invalid(
+                format!("mounts[{i}].target"),
+                format!("{:?} is mounted twice", m.target),
+            );
+        }
+    }
+    for (i, m) in spec.image_mounts.iter().enumerate() {
+        if m.image.is_empty() || m.image.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return invalid(
+                format!("imageMounts[{i}].image"),
+                format!("{:?} is not an image reference", m.image),
+            );
+        }
+        check_abs_path(&format!("imageMounts[{i}].target"), &m.target)?;
+        if m.target == "/" || !targets.insert(&m.target) {
+            return invalid(
+                format!("imageMounts[{i}].target"),
+                format!("{:?} is already mounted", m.target),
+            );
+        }
+    }
+
+    // Writable paths.
+    let mut seen = BTreeSet::new();
+    for (i, w) in spec.writable_paths.iter().enumerate() {
+        let field = format!("writablePaths[{i}]");
+        check_abs_path(&field, w)?;
+        if w == "/" {
+            return invalid(field, "the root cannot be writable (A3: read-only rootfs)");
+        }
+        if !seen.insert(w) {
+            return invalid(field, format!("{w:?} is listed twice"));
+        }
+        if targets.contains(w.as_str()) {
+            return invalid(field, format!("{w:?} is also a mount target"));
+        }
+        if let Some(other) = spec
+            .writable_paths
+            .iter()
+            .find(|o| *o != w && is_within(w, o))
+        {
+            return invalid(
+                field,
+                format!("{w:?} is inside the writable path {other:?}"),
+            );
+        }
+    }
+
+    // Files.
+    let writable = writable_dirs(spec);
+    let mut file_targets = BTreeSet::new();
+    for (i, f) in spec.files.iter().enumerate() {
+        let field = format!("files[{i}].target");
+        check_abs_path(&field, &f.target)?;
+        if !file_targets.insert(&f.target) || targets.contains(f.target.as_str()) {
+            return invalid(field, format!("{:?} is given twice", f.target));
+        }
+        if let Some(mode) = &f.mode {
+            parse_mode(&format!("files[{i}].mode"), mode)?;
+        }
+        if f.seed {
+            let in_writable = writable
+                .iter()
+                .any(|w| is_within(&f.target, w) && f.target != *w);
+            let under_mount = spec
+                .mounts
+                .iter()
+                .map(|m| &m.target)
+                .chain(spec.image_mounts.iter().map(|m| &m.target))
+                .any(|t| is_within(&f.target, t));
+            if !in_writable || under_mount {
+                return invalid(
+                    field,
+                    "a seed file is written into a writable path (the home or a writablePaths entry), not into a mount",
+                );
+            }
+        }
+    }
+
+    if let Some(r) = &spec.resources {
+        if let Some(m) = &r.memory
+            && !check_memory(m)
+        {
+            return invalid(
+                "resources.memory",
+                format!("{m:?} is not a memory size like \"512m\" or \"2g\""),
+            );
+        }
+        if let Some(c) = &r.cpus
+            && !check_cpus(c)
+        {
+            return invalid(
+                "resources.cpus",
+                format!("{c:?} is not a positive number of cpus like \"1.5\""),
+            );
+        }
+    }
+    if let Some(d) = &spec.display {
+        check_abs_path("display.socket", &d.socket)?;
+    }
+    for (k, v) in &spec.labels {
+        let field = format!("labels.{k}");
+        if k.is_empty()
+            || k.chars()
+                .any(|c| c == '=' || c.is_whitespace() || c.is_control())
+        {
+            return invalid(
+                field,
+                "a label key holds no '=', space or control character",
+            );
+        }
+        if v.contains('\n') || v.contains('\0') {
+            return invalid(field, "a label value holds no newline or NUL");
+        }
+        if RESERVED_LABEL_PREFIXES.iter().any(|p| k.starts_with(p)) {
+            return invalid(field, "this label belongs to the runtime");
+        }
+    }
+    if matches!(spec.network, NetworkPolicy::None) && !spec.injections.is_empty() {
+        return invalid(
+            "injections",
+            "a sandbox without network cannot have injections (A.3)",
+        );
+    }
+    Ok(())
+}
