@@ -1,0 +1,371 @@
+//! compose: a harness's launch (B.3) and an agent's settings (D.1, D.5, D.8, E3, E4) merged
+//! into the SandboxSpec a runtime launches (A.1). Pure: no I/O. (Phantoms, E3, are
+//! `egress::phantom`'s.)
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use handler_contracts::HarnessLaunch;
+use handler_contracts::allow::AllowEntry;
+use handler_contracts::api_version::SandboxApiVersion;
+use handler_contracts::control::NetworkMode;
+use handler_contracts::sandbox::{
+    Confinement, Display, DisplayMode, Enforcement, Injection, Mount, MountKind, NetworkPolicy,
+    SandboxSpec, SandboxUser, UserMode,
+};
+
+/// What compose takes besides the launch: the agent's settings for this one instance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ComposeInput {
+    /// Unique per instance, e.g. `handler-<agent>-<conn>`.
+    pub name: String,
+    /// The agent's folder (canonical): the workdir, mounted at the same path (A2).
+    pub scope: String,
+    pub network: NetworkMode,
+    /// Filtered only.
+    pub enforcement: Enforcement,
+    /// The agent's own allow-list entries (D.1).
+    pub allow: Vec<AllowEntry>,
+    /// What its account or provider and addons require (E4).
+    pub required: Vec<AllowEntry>,
+    pub confinement: Confinement,
+    /// The agent's state slots (E6), host folder or file → sandbox path.
+    pub state: Vec<Mount>,
+    /// Cache folders (D.8): sandbox path ("~" = the harness home) → host folder.
+    pub caches: BTreeMap<String, String>,
+    /// Knowledge folders (D.5): host folder, each mounted read-only at /knowledge/<its name>.
+    pub knowledge: Vec<String>,
+    /// Secrets its proxy gives (E3); dropped without network (the process holds phantoms).
+    pub injections: Vec<Injection>,
+    /// A host Wayland socket (A.6).
+    pub display: Option<String>,
+    pub labels: BTreeMap<String, String>,
+}
+
+/// A launch and settings that cannot make a spec.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ComposeError {
+    #[error("scope {0:?} is not an absolute path")]
+    ScopeNotAbsolute(String),
+    #[error("knowledge folder {0:?} is not an absolute path")]
+    KnowledgeNotAbsolute(String),
+    #[error("knowledge folders {0:?} and {1:?} would both be /knowledge/{2}")]
+    KnowledgeClash(String, String, String),
+    #[error("two mounts at {0}")]
+    MountClash(String),
+    #[error("injection {0}: no host to give it to")]
+    InjectionWithoutHost(String),
+}
+
+fn expand(home: &str, target: &str) -> String {
+    if target == "~" {
+        home.to_string()
+    } else if let Some(rest) = target.strip_prefix("~/") {
+        format!("{}/{rest}", home.trim_end_matches('/'))
+    } else {
+        target.to_string()
+    }
+}
+
+/// Merges a launch and an agent's settings into a SandboxSpec (A.1).
+pub fn compose(launch: &HarnessLaunch, input: &ComposeInput) -> Result<SandboxSpec, ComposeError> {
+    if !input.scope.starts_with('/') {
+        return Err(ComposeError::ScopeNotAbsolute(input.scope.clone()));
+    }
+    let home = launch.home.clone();
+    let mut mounts: Vec<Mount> = Vec::new();
+    let mut targets: BTreeSet<String> = BTreeSet::new();
+    let mut add = |m: Mount, mounts: &mut Vec<Mount>| -> Result<(), ComposeError> {
+        if !targets.insert(m.target.clone()) {
+            // The same source at the same target twice is one mount; anything else clashes.
+            if mounts
+                .iter()
+                .any(|x| x.target == m.target && x.source == m.source)
+            {
+                return Ok(());
+            }
+            return Err(ComposeError::MountClash(m.target));
+        }
+        mounts.push(m);
+        Ok(())
+    };
+    add(
+        Mount {
+            source: input.scope.clone(),
+            target: input.scope.clone(),
+            read_only: false,
+            kind: MountKind::Scope,
+        },
+        &mut mounts,
+    )?;
+    for m in &launch.mounts {
+        let m = Mount {
+            target: expand(&home, &m.target),
+            ..m.clone()
+        };
+        add(m, &mut mounts)?;
+    }
+    for m in &input.state {
+        let m = Mount {
+            target: expand(&home, &m.target),
+            ..m.clone()
+        };
+        if mounts.iter().any(|x| x.target == m.target) {
+            continue; // render bound it already (E6)
+        }
+        add(m, &mut mounts)?;
+    }
+    for (target, source) in &input.caches {
+        let target = expand(&home, target);
+        if mounts.iter().any(|x| x.target == target) {
+            continue;
+        }
+        add(
+            Mount {
+                source: source.clone(),
+                target,
+                read_only: false,
+                kind: MountKind::Cache,
+            },
+            &mut mounts,
+        )?;
+    }
+    let mut names: BTreeMap<String, String> = BTreeMap::new();
+    for k in &input.knowledge {
+        if !k.starts_with('/') {
+            return Err(ComposeError::KnowledgeNotAbsolute(k.clone()));
+        }
+        let name = k
+            .trim_end_matches('/')
+            .rsplit('/')
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        if let Some(other) = names.insert(name.clone(), k.clone()) {
+            return Err(ComposeError::KnowledgeClash(other, k.clone(), name));
+        }
+        add(
+            Mount {
+                source: k.clone(),
+                target: format!("/knowledge/{name}"),
+                read_only: true,
+                kind: MountKind::Knowledge,
+            },
+            &mut mounts,
+        )?;
+    }
+
+    let network = match input.network {
+        NetworkMode::None => NetworkPolicy::None,
+        NetworkMode::Open => NetworkPolicy::Open,
+        NetworkMode::Filtered => {
+            let allow: BTreeSet<AllowEntry> = input
+                .required
+                .iter()
+                .chain(&launch.egress)
+                .chain(&input.allow)
+                .cloned()
+                .collect();
+            NetworkPolicy::Filtered {
+                allow: allow.into_iter().collect(),
+                enforcement: input.enforcement,
+            }
+        }
+    };
+    let injections = if input.network == NetworkMode::None {
+        Vec::new()
+    } else {
+        for i in &input.injections {
+            if i.hosts.is_empty() {
+                return Err(ComposeError::InjectionWithoutHost(i.name.clone()));
+            }
+        }
+        input.injections.clone()
+    };
+    let files = launch
+        .files
+        .iter()
+        .map(|f| handler_contracts::sandbox::GeneratedFile {
+            target: expand(&home, &f.target),
+            ..f.clone()
+        })
+        .collect();
+    let writable_paths = launch
+        .writable_paths
+        .iter()
+        .map(|w| expand(&home, w))
+        .collect();
+    Ok(SandboxSpec {
+        api_version: SandboxApiVersion,
+        name: input.name.clone(),
+        confinement: input.confinement,
+        image: launch.image.clone(),
+        argv: launch.argv.clone(),
+        env: launch.env.clone(),
+        workdir: input.scope.clone(),
+        user: SandboxUser {
+            mode: UserMode::HostUser,
+            home,
+        },
+        mounts,
+        image_mounts: Vec::new(),
+        path_append: Vec::new(),
+        files,
+        writable_paths,
+        network,
+        resources: None,
+        display: input.display.as_ref().map(|s| Display {
+            mode: DisplayMode::Wayland,
+            socket: s.clone(),
+        }),
+        labels: input.labels.clone(),
+        tty: false,
+        injections,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use handler_contracts::api_version::HarnessLaunchApiVersion;
+    use handler_contracts::sandbox::GeneratedFile;
+
+    fn e(s: &str) -> AllowEntry {
+        AllowEntry::parse(s).unwrap()
+    }
+
+    fn launch() -> HarnessLaunch {
+        HarnessLaunch {
+            api_version: HarnessLaunchApiVersion,
+            image: "localhost/handler-claude-code:latest".into(),
+            argv: vec!["claude-agent-acp".into()],
+            env: [(
+                "ANTHROPIC_API_KEY".to_string(),
+                "sk-ant-PHANTOM".to_string(),
+            )]
+            .into(),
+            home: "/home/agent".into(),
+            files: vec![GeneratedFile {
+                target: "~/.claude/settings.json".into(),
+                content: "{}".into(),
+                mode: None,
+                seed: true,
+            }],
+            mounts: vec![Mount {
+                source: "/data/agent-state/a_1/claude-code@perso/history".into(),
+                target: "~/.claude/projects".into(),
+                read_only: false,
+                kind: MountKind::State,
+            }],
+            writable_paths: vec!["~/.cache".into()],
+            egress: vec![e("mcp.example.org:443")],
+            session_defaults: None,
+        }
+    }
+
+    fn input(network: NetworkMode) -> ComposeInput {
+        ComposeInput {
+            name: "handler-a_1-c1".into(),
+            scope: "/home/me/code/app".into(),
+            network,
+            enforcement: Enforcement::Enforce,
+            allow: vec![e("crates.io:443"), e("api.anthropic.com:443")],
+            required: vec![e("api.anthropic.com:443")],
+            confinement: Confinement::Strict,
+            state: vec![
+                Mount {
+                    source: "/data/agent-state/a_1/claude-code@perso/history".into(),
+                    target: "~/.claude/projects".into(),
+                    read_only: false,
+                    kind: MountKind::State,
+                },
+                Mount {
+                    source: "/data/agent-state/a_1/claude-code@perso/todos".into(),
+                    target: "~/.claude/todos".into(),
+                    read_only: false,
+                    kind: MountKind::State,
+                },
+            ],
+            caches: [(
+                "~/.cargo/registry".to_string(),
+                "/cache/cargo-registry".to_string(),
+            )]
+            .into(),
+            knowledge: vec!["/home/me/knowledge/rust".into()],
+            injections: vec![Injection {
+                name: "accounts/perso/token".into(),
+                phantom: "sk-ant-oat01-abcdEFGH12345678abcdEFGH12".into(),
+                value: "sk-ant-oat01-zyxwVUTS98765432zyxwVUTS98".into(),
+                hosts: vec![e("api.anthropic.com:443")],
+            }],
+            display: None,
+            labels: [("handler.agent".to_string(), "a_1".to_string())].into(),
+        }
+    }
+
+    #[test]
+    fn filtered_spec() {
+        let spec = compose(&launch(), &input(NetworkMode::Filtered)).unwrap();
+        insta::assert_json_snapshot!(spec);
+    }
+
+    #[test]
+    fn no_network_drops_injections_and_allow() {
+        let spec = compose(&launch(), &input(NetworkMode::None)).unwrap();
+        assert_eq!(spec.network, NetworkPolicy::None);
+        assert!(spec.injections.is_empty());
+        insta::assert_json_snapshot!(spec.network);
+    }
+
+    #[test]
+    fn open_keeps_injections() {
+        let spec = compose(&launch(), &input(NetworkMode::Open)).unwrap();
+        assert_eq!(spec.network, NetworkPolicy::Open);
+        assert_eq!(spec.injections.len(), 1);
+    }
+
+    #[test]
+    fn knowledge_names_clash() {
+        let mut i = input(NetworkMode::None);
+        i.knowledge = vec!["/k/a/notes".into(), "/k/b/notes".into()];
+        assert!(matches!(
+            compose(&launch(), &i),
+            Err(ComposeError::KnowledgeClash(..))
+        ));
+    }
+
+    #[test]
+    fn relative_scope_refused() {
+        let mut i = input(NetworkMode::None);
+        i.scope = "code/app".into();
+        assert_eq!(
+            compose(&launch(), &i),
+            Err(ComposeError::ScopeNotAbsolute("code/app".into()))
+        );
+    }
+
+    #[test]
+    fn mount_clash_refused() {
+        let mut i = input(NetworkMode::None);
+        i.caches = [("/home/me/code/app".to_string(), "/elsewhere".to_string())].into();
+        // a cache at the scope's target is skipped, not a second mount there
+        let spec = compose(&launch(), &i).unwrap();
+        assert_eq!(
+            spec.mounts
+                .iter()
+                .filter(|m| m.target == "/home/me/code/app")
+                .count(),
+            1
+        );
+        let mut l = launch();
+        l.mounts.push(Mount {
+            source: "/other".into(),
+            target: "/home/me/code/app".into(),
+            read_only: true,
+            kind: MountKind::Config,
+        });
+        assert!(matches!(
+            compose(&l, &input(NetworkMode::None)),
+            Err(ComposeError::MountClash(_))
+        ));
+    }
+}
