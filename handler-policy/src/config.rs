@@ -1,0 +1,92 @@
+//! What one pipeline is configured with: the scope, the sandbox's network, the agent's secrets,
+//! the launch's session defaults, unattended mode, size limit, and the path resolver for P2.
+
+use handler_contracts::harness::SessionDefaults;
+use handler_contracts::sandbox::NetworkPolicy;
+use serde::{Deserialize, Serialize};
+
+/// A pipeline's configuration (one agent connection or one Session's agent).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PolicyConfig {
+    /// The agent's folder: an absolute, canonical path (P2). `cwd` and `additionalDirectories`
+    /// must be it or inside it.
+    pub scope: String,
+    /// The sandbox's network (P3).
+    pub network: NetworkPolicy,
+    /// `(name, value)` of every secret the agent holds (P5). Values are never logged.
+    #[serde(default)]
+    pub secrets: Vec<(String, String)>,
+    /// Applied after each session/new|load (P7) and added to session/new|load|resume (P8).
+    #[serde(default)]
+    pub session_defaults: SessionDefaults,
+    /// When set, the daemon answers permission requests itself (P9, D.18).
+    #[serde(default)]
+    pub unattended: Option<UnattendedMode>,
+    /// The largest frame accepted (C.1: 16 MiB by default).
+    #[serde(default = "default_max")]
+    pub max_message_bytes: usize,
+    /// The session id clients know when the agent runs under another one (F.6.2): the
+    /// agent's id from the first successful session/new is translated to it both ways.
+    #[serde(default)]
+    pub client_session_id: Option<String>,
+}
+
+fn default_max() -> usize {
+    handler_contracts::acp::DEFAULT_MAX_MESSAGE_BYTES
+}
+
+impl PolicyConfig {
+    /// A configuration for `scope` with nothing else set: open network, no secrets, no
+    /// defaults, attended, the default size limit.
+    pub fn new(scope: impl Into<String>, network: NetworkPolicy) -> Self {
+        PolicyConfig {
+            scope: scope.into(),
+            network,
+            secrets: Vec::new(),
+            session_defaults: SessionDefaults::default(),
+            unattended: None,
+            max_message_bytes: default_max(),
+            client_session_id: None,
+        }
+    }
+}
+
+/// How an unattended run answers permission requests (P9, D.18).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum UnattendedMode {
+    /// An agent with an interface (permission mode bypass): allow_once, else allow_always,
+    /// else cancelled.
+    Approve,
+    /// An agent whose mode is ask-and-deny (skill-review): reject_once, else reject_always,
+    /// else cancelled.
+    AskAndDeny,
+}
+
+/// Resolves a path the way the host sees it (symlinks followed). P2's canonicalization is I/O,
+/// so the caller provides it; the pipeline checks the answer lexically against the scope.
+pub trait PathResolver: Send + Sync {
+    /// The canonical form of `path`, or why it has none (it does not exist, …).
+    fn canonicalize(&self, path: &str) -> Result<String, String>;
+}
+
+impl<F> PathResolver for F
+where
+    F: Fn(&str) -> Result<String, String> + Send + Sync,
+{
+    fn canonicalize(&self, path: &str) -> Result<String, String> {
+        self(path)
+    }
+}
+
+/// A configuration the pipeline cannot run with.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("scope {0:?} must be an absolute path without `.` or `..` components")]
+    Scope(String),
+    #[error("secret #{0} has an empty name")]
+    SecretName(usize),
+    #[error("maxMessageBytes must be at least 1")]
+    MaxMessageBytes,
+}
