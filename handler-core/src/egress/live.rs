@@ -1,0 +1,90 @@
+//! The live settings (A.4): the file `set-egress`/`set-allow` rewrite, read again for every
+//! request, and watched so that a change also closes open connections the new policy no longer
+//! allows (egress-lessons). A file that cannot be read or parsed denies everything (fail closed).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use handler_sandbox::egress::Settings;
+use tokio::sync::watch;
+
+use crate::egress::events::Events;
+
+/// How often the file is checked for changes, for open connections (requests read it anyway).
+pub const POLL: Duration = Duration::from_millis(100);
+
+/// The settings file and the last settings read from it.
+#[derive(Debug)]
+pub struct LiveSettings {
+    path: PathBuf,
+    tx: watch::Sender<Arc<Result<Settings, String>>>,
+    last_text: std::sync::Mutex<String>,
+}
+
+impl LiveSettings {
+    /// Reads the file; it must be valid at start.
+    pub async fn open(path: &Path) -> Result<Arc<Self>, String> {
+        let text = tokio::fs::read_to_string(path)
+            .await
+            .map_err(|e| format!("cannot read the egress settings {}: {e}", path.display()))?;
+        let s = Settings::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        let (tx, _) = watch::channel(Arc::new(Ok(s)));
+        Ok(Arc::new(LiveSettings { path: path.to_path_buf(), tx, last_text: std::sync::Mutex::new(text) }))
+    }
+
+    /// The settings in force now (read from the file); `Err` denies everything.
+    pub async fn current(&self) -> Arc<Result<Settings, String>> {
+        let text = match tokio::fs::read_to_string(&self.path).await {
+            Ok(t) => t,
+            Err(e) => {
+                let r = Arc::new(Err(format!("cannot read the egress settings: {e}")));
+                self.tx.send_replace(r.clone());
+                return r;
+            }
+        };
+        {
+            let mut last = self.last_text.lock().expect("settings lock");
+            if *last == text {
+                return self.tx.borrow().clone();
+            }
+            *last = text.clone();
+        }
+        let r = Arc::new(Settings::parse(&text).map_err(|e| e.to_string()));
+        self.tx.send_replace(r.clone());
+        r
+    }
+
+    /// Notified at every change.
+    pub fn subscribe(&self) -> watch::Receiver<Arc<Result<Settings, String>>> {
+        self.tx.subscribe()
+    }
+
+    /// Checks the file for changes every [`POLL`], so connections learn of them.
+    pub fn spawn_watcher(self: &Arc<Self>, events: Events) {
+        let me = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut was_ok = true;
+            loop {
+                tokio::time::sleep(POLL).await;
+                let Some(me) = me.upgrade() else { return };
+                let now = me.current().await;
+                if let Err(e) = &*now {
+                    if was_ok {
+                        events.log(&format!("{e}; refusing every request until it is fixed"));
+                    }
+                }
+                was_ok = now.is_ok();
+            }
+        });
+    }
+}
+
+/// Writes settings atomically (a new file renamed over the old one, in the same folder): the
+/// proxy sees the whole old file or the whole new one.
+pub fn write_settings(path: &Path, s: &Settings) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let tmp = dir.join(format!(".{}.tmp", path.file_name().and_then(|n| n.to_str()).unwrap_or("settings")));
+    std::fs::write(&tmp, s.render())?;
+    std::fs::rename(&tmp, path)
+}

@@ -1,0 +1,143 @@
+//! The egress proxy's runtime (A.3, A.4, E3): I/O only — listening, TLS, DNS, the settings file,
+//! stderr — around the pure decisions of `handler_sandbox::egress`. `start` runs a proxy in this
+//! process (tests, the binary); `run_from_stdin` is the `handler-egress-proxy` binary's body.
+
+pub mod body;
+pub mod ca;
+pub mod events;
+pub mod live;
+pub mod proxy;
+pub mod resolve;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use handler_sandbox::egress::{InjectionSet, ProxyConfig, ProxyMode, RandomSource, rebind};
+use serde::Serialize;
+use tokio::io::AsyncReadExt as _;
+use tokio::net::TcpListener;
+
+pub use events::Events;
+pub use live::write_settings;
+
+/// Why the proxy cannot start (it then exits non-zero and the sandbox does not start: fail
+/// closed, A1).
+#[derive(Debug, thiserror::Error)]
+pub enum ProxyError {
+    #[error(transparent)]
+    Config(#[from] handler_sandbox::egress::SettingsError),
+    #[error(transparent)]
+    Tls(#[from] ca::TlsError),
+    #[error("{0}")]
+    Settings(String),
+    #[error("cannot listen on {addr}: {source}")]
+    Listen { addr: String, source: std::io::Error },
+    #[error("cannot write the CA bundle {path}: {source}")]
+    Bundle { path: String, source: std::io::Error },
+    #[error("cannot read the configuration on stdin: {0}")]
+    Stdin(std::io::Error),
+}
+
+/// What the proxy prints on stdout once it listens (one JSON line).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Ready {
+    pub ready: bool,
+    pub listen: SocketAddr,
+    /// The proxy's CA certificate (public).
+    pub ca: String,
+}
+
+/// A proxy running in this process.
+#[derive(Debug)]
+pub struct Running {
+    pub ready: Ready,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Running {
+    /// Where it listens.
+    pub fn addr(&self) -> SocketAddr {
+        self.ready.listen
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Starts a proxy: makes its CA, writes the sandbox's CA bundle, reads the settings (they must
+/// be valid), listens.
+pub async fn start(config: ProxyConfig, events: Events) -> Result<Running, ProxyError> {
+    let injections = InjectionSet::new(config.injections.clone()).map_err(handler_sandbox::egress::SettingsError::from)?;
+    let ca = ca::Ca::new()?;
+    let (roots, roots_pem) = ca::load_roots(&config.roots_files)?;
+    let tls = ca::client_config(roots)?;
+    if let Some(path) = &config.ca_bundle_out {
+        // Written in place (not renamed): the sandbox may already hold a bind mount of the file.
+        let bundle = format!("{roots_pem}{}", ca.pem());
+        std::fs::write(path, bundle).map_err(|source| ProxyError::Bundle { path: path.clone(), source })?;
+    }
+    let live = match (config.mode, &config.settings_file) {
+        (ProxyMode::Filter, Some(p)) => {
+            let live = live::LiveSettings::open(std::path::Path::new(p)).await.map_err(ProxyError::Settings)?;
+            live.spawn_watcher(events.clone());
+            Some(live)
+        }
+        _ => None,
+    };
+    let mut host_addresses = config.host_addresses.clone();
+    if let Ok(hosts) = std::fs::read_to_string("/etc/hosts") {
+        for a in rebind::host_alias_addresses(&hosts) {
+            if !host_addresses.contains(&a) {
+                host_addresses.push(a);
+            }
+        }
+    }
+    let listener = TcpListener::bind(&config.listen)
+        .await
+        .map_err(|source| ProxyError::Listen { addr: config.listen.clone(), source })?;
+    let listen = listener.local_addr().map_err(|source| ProxyError::Listen { addr: config.listen.clone(), source })?;
+    let ready = Ready { ready: true, listen, ca: ca.pem().to_string() };
+    let shared = Arc::new(proxy::Shared {
+        mode: config.mode,
+        live,
+        injections,
+        ca,
+        tls,
+        resolver: resolve::Resolver::new(config.resolve.clone()),
+        host_addresses,
+        events,
+    });
+    let task = tokio::spawn(proxy::serve(listener, shared));
+    Ok(Running { ready, task })
+}
+
+/// The binary: reads the configuration (JSON) from stdin to its end, starts, prints the ready
+/// line on stdout, reports on stderr, and runs until killed.
+pub async fn run_from_stdin() -> Result<(), ProxyError> {
+    let mut text = String::new();
+    tokio::io::stdin().read_to_string(&mut text).await.map_err(ProxyError::Stdin)?;
+    let config = ProxyConfig::parse(&text)?;
+    drop(text);
+    let running = start(config, Events::stderr()).await?;
+    println!("{}", serde_json::to_string(&running.ready).expect("ready line"));
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).map_err(ProxyError::Stdin)?;
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    Ok(())
+}
+
+/// Randomness from the operating system, for phantoms (E3).
+#[derive(Debug, Default)]
+pub struct OsRandom;
+
+impl RandomSource for OsRandom {
+    fn next_u32(&mut self) -> u32 {
+        rand::random()
+    }
+}

@@ -1,0 +1,498 @@
+//! The proxy server: an HTTP/1.1 forward proxy for http:// requests and CONNECT tunnels. Every
+//! request is judged by the pure egress functions against the settings in force when it comes;
+//! tunnels to an injection's hosts are decrypted (the proxy's CA) to swap phantoms and values,
+//! every other tunnel is relayed untouched. Open tunnels and connections are closed when a policy
+//! change no longer allows their destination.
+
+use std::collections::HashSet;
+use std::convert::Infallible;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use handler_contracts::sandbox::EgressDecision;
+use handler_sandbox::egress::authority::{self, Authority};
+use handler_sandbox::egress::judge::{self, EGRESS_HEADER, Verdict};
+use handler_sandbox::egress::{Hits, InjectionSet, ProxyMode, Rules, Settings, rebind};
+use http_body_util::BodyExt as _;
+use hyper::body::{Body as _, Incoming};
+use hyper::header::{HeaderName, HeaderValue};
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode, Uri};
+use hyper_util::rt::TokioIo;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio_rustls::{LazyConfigAcceptor, TlsConnector};
+
+use crate::egress::body::{LeakSlot, ProxyBody, Rewriting, full};
+use crate::egress::ca::Ca;
+use crate::egress::events::Events;
+use crate::egress::live::LiveSettings;
+use crate::egress::resolve::Resolver;
+
+/// Request bodies up to this size are read whole before they leave, so a leak is refused with a
+/// clean 403 before anything was sent; longer ones are streamed and cut at the leak.
+pub const LEAK_CHECK_BUFFER: u64 = 64 * 1024;
+
+/// What every connection shares.
+pub struct Shared {
+    pub mode: ProxyMode,
+    pub live: Option<Arc<LiveSettings>>,
+    pub injections: InjectionSet,
+    pub ca: Ca,
+    pub tls: Arc<rustls::ClientConfig>,
+    pub resolver: Resolver,
+    pub host_addresses: Vec<IpAddr>,
+    pub events: Events,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared").field("mode", &self.mode).finish_non_exhaustive()
+    }
+}
+
+type SettingsRx = watch::Receiver<Arc<Result<Settings, String>>>;
+
+/// The destinations a connection holds open, re-judged at each policy change.
+#[derive(Clone, Default)]
+struct Held(Arc<Mutex<HashSet<Authority>>>);
+
+impl Held {
+    fn add(&self, a: &Authority) {
+        self.0.lock().expect("held").insert(a.clone());
+    }
+}
+
+impl Shared {
+    /// Judges a destination now: the verdict, and the allow-list in force.
+    async fn judge(&self, target: &Authority) -> (Verdict, Vec<handler_contracts::allow::AllowEntry>) {
+        match (&self.mode, &self.live) {
+            (ProxyMode::Filter, Some(live)) => match &*live.current().await {
+                Ok(s) => (judge::judge(&s.allow, s.enforcement, &target.host, target.port), s.allow.clone()),
+                Err(_) => (Verdict::Denied, Vec::new()),
+            },
+            _ => (Verdict::Allowed, Vec::new()),
+        }
+    }
+
+    fn report(&self, verdict: Verdict, target: &Authority) {
+        if self.mode == ProxyMode::Filter {
+            self.events.emit(verdict.decision(), &target.to_string(), None);
+        }
+    }
+
+    fn report_hits(&self, hits: &Hits, target: &Authority) {
+        for name in &hits.injected {
+            self.events.emit(EgressDecision::Injected, &target.to_string(), Some(name));
+        }
+        for name in &hits.leaked {
+            self.events.emit(EgressDecision::Leak, &target.to_string(), Some(name));
+        }
+    }
+
+    /// Resolves once and picks the address to dial (the DNS-rebinding guard).
+    async fn address(&self, target: &Authority, allow: &[handler_contracts::allow::AllowEntry]) -> Result<SocketAddr, Response<ProxyBody>> {
+        let resolved = self
+            .resolver
+            .lookup(&target.host)
+            .await
+            .map_err(|e| plain(StatusCode::BAD_GATEWAY, "unreachable", &format!("handler egress filter: {e}\n")))?;
+        // Reporting mode filters nothing; the guard is the filter's.
+        if self.mode == ProxyMode::Report {
+            return resolved.first().map(|ip| SocketAddr::new(*ip, target.port)).ok_or_else(|| {
+                plain(StatusCode::BAD_GATEWAY, "unreachable", &format!("handler egress filter: {} has no address\n", target.host))
+            });
+        }
+        match rebind::pick_address(&target.host, target.port, &resolved, allow, &self.host_addresses) {
+            Ok(ip) => Ok(SocketAddr::new(ip, target.port)),
+            Err(rebind::Rebinding::NoAddress { host }) => {
+                Err(plain(StatusCode::BAD_GATEWAY, "unreachable", &format!("handler egress filter: {host} has no address\n")))
+            }
+            Err(rebind::Rebinding::Guarded { addr, .. }) => {
+                self.events.emit(EgressDecision::Denied, &target.to_string(), None);
+                Err(plain(StatusCode::FORBIDDEN, "denied", &judge::rebinding_body(&target.to_string(), &addr.to_string())))
+            }
+        }
+    }
+
+    /// Whether the policy now in `rx` still allows every held destination.
+    fn still_allowed(&self, rx: &SettingsRx, held: &Held) -> bool {
+        let s = rx.borrow();
+        match &**s {
+            Err(_) => held.0.lock().expect("held").is_empty(),
+            Ok(s) => held
+                .0
+                .lock()
+                .expect("held")
+                .iter()
+                .all(|a| judge::judge(&s.allow, s.enforcement, &a.host, a.port).passes()),
+        }
+    }
+
+    /// Resolves when a policy change no longer allows one of `held` (never in report mode).
+    async fn revoked(self: &Arc<Self>, held: &Held) {
+        let Some(live) = &self.live else { return std::future::pending().await };
+        let mut rx = live.subscribe();
+        loop {
+            if rx.changed().await.is_err() {
+                return std::future::pending().await;
+            }
+            if !self.still_allowed(&rx, held) {
+                return;
+            }
+        }
+    }
+}
+
+fn plain(status: StatusCode, tag: &'static str, body: &str) -> Response<ProxyBody> {
+    let mut r = Response::new(full(body.to_string()));
+    *r.status_mut() = status;
+    r.headers_mut().insert(HeaderName::from_static(EGRESS_HEADER), HeaderValue::from_static(tag));
+    r.headers_mut().insert(hyper::header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    r
+}
+
+fn denied(target: &Authority) -> Response<ProxyBody> {
+    plain(StatusCode::FORBIDDEN, "denied", &judge::denied_body(&target.to_string()))
+}
+
+/// Serves the proxy on `listener` until the task is dropped.
+pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
+    loop {
+        let (stream, _) = match listener.accept().await {
+            Ok(s) => s,
+            Err(e) => {
+                shared.events.log(&format!("accept failed: {e}"));
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let shared = shared.clone();
+        tokio::spawn(async move { serve_client(stream, shared).await });
+    }
+}
+
+async fn serve_client(stream: TcpStream, shared: Arc<Shared>) {
+    let held = Held::default();
+    let upstream = Upstream::default();
+    let svc = {
+        let (shared, held, upstream) = (shared.clone(), held.clone(), upstream.clone());
+        service_fn(move |req| {
+            let (shared, held, upstream) = (shared.clone(), held.clone(), upstream.clone());
+            async move { Ok::<_, Infallible>(handle(req, shared, held, upstream).await) }
+        })
+    };
+    let conn = hyper::server::conn::http1::Builder::new()
+        .preserve_header_case(true)
+        .serve_connection(TokioIo::new(stream), svc)
+        .with_upgrades();
+    tokio::select! {
+        _ = conn => {}
+        _ = shared.revoked(&held) => {}
+    }
+}
+
+async fn handle(req: Request<Incoming>, shared: Arc<Shared>, held: Held, upstream: Upstream) -> Response<ProxyBody> {
+    if req.method() == Method::CONNECT {
+        return connect(req, shared).await;
+    }
+    match (req.uri().scheme_str(), req.uri().authority()) {
+        (Some("http"), Some(a)) => {
+            let target = match Authority::parse(a.as_str(), Some(80)) {
+                Ok(t) => t,
+                Err(e) => return plain(StatusCode::BAD_REQUEST, "bad-request", &format!("handler egress filter: {e}\n")),
+            };
+            let host = req.headers().get(hyper::header::HOST).and_then(|h| h.to_str().ok());
+            if let Err(m) = authority::check_forward(&target, host) {
+                shared.events.emit(EgressDecision::Denied, &host.and_then(|h| Authority::parse(h, Some(80)).ok()).unwrap_or(target.clone()).to_string(), None);
+                return plain(StatusCode::FORBIDDEN, "mismatch", &judge::mismatch_body(&m.to_string()));
+            }
+            let (verdict, allow) = shared.judge(&target).await;
+            shared.report(verdict, &target);
+            if !verdict.passes() {
+                return denied(&target);
+            }
+            let addr = match shared.address(&target, &allow).await {
+                Ok(a) => a,
+                Err(r) => return r,
+            };
+            held.add(&target);
+            forward(req, &shared, &target, addr, false, &upstream).await
+        }
+        _ => plain(
+            StatusCode::BAD_REQUEST,
+            "bad-request",
+            "handler egress filter: this is an HTTP proxy; send http:// requests in absolute form, or CONNECT host:port\n",
+        ),
+    }
+}
+
+async fn connect(mut req: Request<Incoming>, shared: Arc<Shared>) -> Response<ProxyBody> {
+    let target = match req.uri().authority().map(|a| Authority::parse(a.as_str(), None)) {
+        Some(Ok(t)) => t,
+        _ => return plain(StatusCode::BAD_REQUEST, "bad-request", "handler egress filter: CONNECT needs host:port\n"),
+    };
+    let (verdict, allow) = shared.judge(&target).await;
+    shared.report(verdict, &target);
+    if !verdict.passes() {
+        return denied(&target);
+    }
+    let addr = match shared.address(&target, &allow).await {
+        Ok(a) => a,
+        Err(r) => return r,
+    };
+    let on_upgrade = hyper::upgrade::on(&mut req);
+    let held = Held::default();
+    held.add(&target);
+    if shared.injections.injects_into(&target.host, target.port) {
+        tokio::spawn(async move {
+            let Ok(upgraded) = on_upgrade.await else { return };
+            tokio::select! {
+                _ = decrypted_tunnel(TokioIo::new(upgraded), shared.clone(), target, addr) => {}
+                _ = shared.revoked(&held) => {}
+            }
+        });
+        return Response::new(full(Bytes::new()));
+    }
+    let server = match TcpStream::connect(addr).await {
+        Ok(s) => s,
+        Err(e) => {
+            return plain(StatusCode::BAD_GATEWAY, "unreachable", &format!("handler egress filter: cannot reach {target}: {e}\n"));
+        }
+    };
+    let _ = server.set_nodelay(true);
+    tokio::spawn(async move {
+        let Ok(upgraded) = on_upgrade.await else { return };
+        let mut client = TokioIo::new(upgraded);
+        let mut server = server;
+        tokio::select! {
+            _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+            _ = shared.revoked(&held) => {}
+        }
+    });
+    Response::new(full(Bytes::new()))
+}
+
+/// A tunnel to an injection's host: TLS ends here (a leaf for the CONNECT target), the requests
+/// are rewritten and sent on over TLS to the address judged.
+async fn decrypted_tunnel(io: TokioIo<hyper::upgrade::Upgraded>, shared: Arc<Shared>, target: Authority, addr: SocketAddr) {
+    let start = match LazyConfigAcceptor::new(rustls::server::Acceptor::default(), io).await {
+        Ok(s) => s,
+        Err(e) => {
+            shared.events.log(&format!("TLS from the sandbox towards {target} failed: {e}"));
+            return;
+        }
+    };
+    let sni = start.client_hello().server_name().map(str::to_string);
+    let mismatch = authority::check_sni(&target, sni.as_deref()).err();
+    // On a mismatch the handshake completes for the name the client asked for, so that it reads
+    // a clear 403 rather than a certificate error.
+    let cert_host = match (&mismatch, &sni) {
+        (Some(_), Some(s)) => s.clone(),
+        _ => target.host.clone(),
+    };
+    let config = match shared.ca.server_config(&cert_host) {
+        Ok(c) => c,
+        Err(e) => {
+            shared.events.log(&e.to_string());
+            return;
+        }
+    };
+    let tls = match start.into_stream(config).await {
+        Ok(t) => t,
+        Err(e) => {
+            shared.events.log(&format!("TLS from the sandbox towards {target} failed: {e}"));
+            return;
+        }
+    };
+    if let Some(m) = &mismatch {
+        shared.events.emit(EgressDecision::Denied, &sni.as_deref().map_or(target.to_string(), |s| format!("{s}:{}", target.port)), None);
+        shared.events.log(&m.to_string());
+    }
+    let upstream = Upstream::default();
+    let svc = service_fn(move |req: Request<Incoming>| {
+        let (shared, target, upstream, mismatch) = (shared.clone(), target.clone(), upstream.clone(), mismatch.clone());
+        async move {
+            if let Some(m) = mismatch {
+                return Ok::<_, Infallible>(plain(StatusCode::FORBIDDEN, "mismatch", &judge::mismatch_body(&m.to_string())));
+            }
+            let host = req.headers().get(hyper::header::HOST).and_then(|h| h.to_str().ok());
+            if let Err(m) = authority::check_tunnel_request(&target, host, req.uri().authority().map(|a| a.as_str())) {
+                shared.events.emit(EgressDecision::Denied, &host.and_then(|h| Authority::parse(h, Some(443)).ok()).unwrap_or(target.clone()).to_string(), None);
+                return Ok(plain(StatusCode::FORBIDDEN, "mismatch", &judge::mismatch_body(&m.to_string())));
+            }
+            Ok(forward(req, &shared, &target, addr, true, &upstream).await)
+        }
+    });
+    let _ = hyper::server::conn::http1::Builder::new()
+        .preserve_header_case(true)
+        .serve_connection(TokioIo::new(tls), svc)
+        .await;
+}
+
+/// One kept-alive upstream connection per client connection or tunnel.
+#[derive(Clone, Default)]
+struct Upstream(Arc<tokio::sync::Mutex<Option<(Authority, hyper::client::conn::http1::SendRequest<ProxyBody>)>>>);
+
+impl Upstream {
+    async fn sender(
+        &self,
+        shared: &Shared,
+        target: &Authority,
+        addr: SocketAddr,
+        tls: bool,
+    ) -> Result<hyper::client::conn::http1::SendRequest<ProxyBody>, String> {
+        let mut slot = self.0.lock().await;
+        if let Some((a, mut s)) = slot.take() {
+            if a == *target && s.ready().await.is_ok() {
+                return Ok(s);
+            }
+        }
+        let tcp = TcpStream::connect(addr).await.map_err(|e| format!("cannot reach {target}: {e}"))?;
+        let _ = tcp.set_nodelay(true);
+        let sender = if tls {
+            let name = rustls::pki_types::ServerName::try_from(target.host.clone()).map_err(|e| e.to_string())?;
+            let stream = TlsConnector::from(shared.tls.clone())
+                .connect(name, tcp)
+                .await
+                .map_err(|e| format!("TLS to {target} failed: {e}"))?;
+            let (s, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(|e| e.to_string())?;
+            tokio::spawn(conn);
+            s
+        } else {
+            let (s, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp)).await.map_err(|e| e.to_string())?;
+            tokio::spawn(conn);
+            s
+        };
+        Ok(sender)
+    }
+
+    async fn put_back(&self, target: &Authority, s: hyper::client::conn::http1::SendRequest<ProxyBody>) {
+        *self.0.lock().await = Some((target.clone(), s));
+    }
+}
+
+const HOP_BY_HOP: [&str; 8] =
+    ["connection", "proxy-connection", "keep-alive", "proxy-authorization", "proxy-authenticate", "te", "trailer", "upgrade"];
+
+fn strip_hop_by_hop(h: &mut hyper::HeaderMap) {
+    let listed: Vec<String> = h
+        .get_all(hyper::header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(',').map(|s| s.trim().to_ascii_lowercase()))
+        .collect();
+    for name in HOP_BY_HOP.iter().map(|s| s.to_string()).chain(listed) {
+        h.remove(name.as_str());
+    }
+}
+
+/// Rewrites every header value with `rules`; returns what was injected or leaked.
+fn rewrite_headers(h: &mut hyper::HeaderMap, rules: &Rules) -> Hits {
+    let mut hits = Hits::default();
+    if rules.is_empty() {
+        return hits;
+    }
+    for (name, value) in h.iter_mut() {
+        let (out, hh) = rules.header_value(name.as_str(), value.as_bytes());
+        if out != value.as_bytes() {
+            if let Ok(v) = HeaderValue::from_bytes(&out) {
+                *value = v;
+            }
+        }
+        hits.merge(hh);
+    }
+    hits
+}
+
+fn leak_response(shared: &Shared, hits: &Hits, target: &Authority) -> Response<ProxyBody> {
+    shared.report_hits(&Hits { injected: Default::default(), leaked: hits.leaked.clone() }, target);
+    let name = hits.leaked.iter().next().cloned().unwrap_or_default();
+    plain(StatusCode::FORBIDDEN, "leak", &judge::leak_body(&target.to_string(), &name))
+}
+
+/// Sends one request on to `target` at `addr`, phantoms swapped towards its injections' hosts,
+/// refused when it carries another's; the response's values swapped back.
+async fn forward(
+    req: Request<Incoming>,
+    shared: &Arc<Shared>,
+    target: &Authority,
+    addr: SocketAddr,
+    tls: bool,
+    upstream: &Upstream,
+) -> Response<ProxyBody> {
+    let (mut parts, body) = req.into_parts();
+    let injecting = shared.injections.injects_into(&target.host, target.port);
+    let rules = Arc::new(shared.injections.request_rules(&target.host, target.port));
+    let mut hits = Hits::default();
+
+    // The request target, in origin form, rewritten.
+    let pq = parts.uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
+    let (pq, h) = rules.bytes(pq.as_bytes());
+    hits.merge(h);
+    parts.uri = match Uri::builder().path_and_query(pq).build() {
+        Ok(u) => u,
+        Err(e) => return plain(StatusCode::BAD_REQUEST, "bad-request", &format!("handler egress filter: {e}\n")),
+    };
+    strip_hop_by_hop(&mut parts.headers);
+    hits.merge(rewrite_headers(&mut parts.headers, &rules));
+    if injecting {
+        // Responses from an injection's hosts come uncompressed, so values can be swapped back.
+        parts.headers.remove(hyper::header::ACCEPT_ENCODING);
+    }
+    if hits.is_leak() {
+        return leak_response(shared, &hits, target);
+    }
+
+    // The body: small ones read whole and checked before anything leaves, others streamed.
+    let leaked: LeakSlot = Arc::new(std::sync::Mutex::new(None));
+    let small = body.size_hint().upper().is_some_and(|n| n <= LEAK_CHECK_BUFFER);
+    let body: ProxyBody = if rules.is_empty() {
+        body.map_err(Into::into).boxed()
+    } else if small {
+        let bytes = match body.collect().await {
+            Ok(b) => b.to_bytes(),
+            Err(e) => return plain(StatusCode::BAD_REQUEST, "bad-request", &format!("handler egress filter: {e}\n")),
+        };
+        let (out, h) = rules.bytes(&bytes);
+        hits.merge(h);
+        if hits.is_leak() {
+            return leak_response(shared, &hits, target);
+        }
+        full(out)
+    } else {
+        let (s, t) = (shared.clone(), target.clone());
+        Rewriting::new(body.map_err(Into::into).boxed(), rules.clone(), Some(leaked.clone()), move |h| {
+            s.report_hits(&Hits { injected: h.injected, leaked: Default::default() }, &t)
+        })
+        .boxed()
+    };
+    shared.report_hits(&hits, target);
+
+    let mut sender = match upstream.sender(shared, target, addr, tls).await {
+        Ok(s) => s,
+        Err(e) => return plain(StatusCode::BAD_GATEWAY, "unreachable", &format!("handler egress filter: {e}\n")),
+    };
+    let result = sender.send_request(Request::from_parts(parts, body)).await;
+    upstream.put_back(target, sender).await;
+    let resp = match result {
+        Ok(r) => r,
+        Err(e) => {
+            if let Some(h) = leaked.lock().expect("leak slot").take() {
+                return leak_response(shared, &h, target);
+            }
+            return plain(StatusCode::BAD_GATEWAY, "unreachable", &format!("handler egress filter: {target}: {e}\n"));
+        }
+    };
+    let (mut parts, body) = resp.into_parts();
+    strip_hop_by_hop(&mut parts.headers);
+    let body = body.map_err(Into::into).boxed();
+    if !injecting {
+        return Response::from_parts(parts, body);
+    }
+    let back = Arc::new(shared.injections.response_rules(&target.host, target.port));
+    rewrite_headers(&mut parts.headers, &back);
+    Response::from_parts(parts, Rewriting::new(body, back, None, |_| {}).boxed())
+}
