@@ -1,0 +1,115 @@
+//! `handler-sandbox-podman cache <verb>` (A.9): the size of cache folders and emptying them,
+//! counting and removing the files a sandbox wrote with inner ids (via `podman unshare`, where
+//! the user is root over its subordinate ids). Clearing is refused while a container mounts the
+//! folder, one inside it or one around it. Exit 0 when done, 1 otherwise.
+
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+
+use handler_sandbox::host::holds_cache;
+use handler_sandbox::validate::check_abs_path;
+use serde_json::json;
+
+use super::{log, podman};
+
+fn fail(msg: impl std::fmt::Display) -> i32 {
+    log(&msg.to_string());
+    1
+}
+
+/// A cache folder the verbs accept: absolute, normalized, an existing folder of this user's,
+/// not `/` and not the home itself.
+fn checked(path: &str) -> Result<(), String> {
+    check_abs_path("path", path).map_err(|e| e.to_string())?;
+    let m = fs::symlink_metadata(path).map_err(|e| format!("{path}: {e}"))?;
+    if !m.is_dir() {
+        return Err(format!("{path} is not a folder"));
+    }
+    if m.uid() != nix::unistd::getuid().as_raw() {
+        return Err(format!("{path} is not this user's folder"));
+    }
+    if path == "/" || std::env::var("HOME").is_ok_and(|h| h.trim_end_matches('/') == path) {
+        return Err(format!("{path} is not a cache folder"));
+    }
+    Ok(())
+}
+
+/// `cache size PATH…`: one `{"path", "bytes"}` line per folder.
+pub fn size(paths: &[String]) -> i32 {
+    for p in paths {
+        if let Err(e) = checked(p) {
+            return fail(format!("cache size: {e}"));
+        }
+        match podman::run(&["unshare", "du", "-s", "-B1", "--apparent-size", "--", p]) {
+            Ok(out) => match out
+                .split_whitespace()
+                .next()
+                .and_then(|n| n.parse::<u64>().ok())
+            {
+                Some(bytes) => println!("{}", json!({"path": p, "bytes": bytes})),
+                None => return fail(format!("cache size: unreadable du output for {p}")),
+            },
+            Err(e) => return fail(format!("cache size: {e}")),
+        }
+    }
+    0
+}
+
+/// The names of containers mounting `path`, one inside it or one around it.
+pub fn holders(path: &str) -> Result<Vec<String>, podman::PodmanError> {
+    let ids = podman::run(&["ps", "-a", "-q"])?;
+    let ids: Vec<&str> = ids.split_whitespace().collect();
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut args = vec!["container", "inspect"];
+    args.extend(ids);
+    let v = podman::json(&args)?;
+    let mut names = Vec::new();
+    for c in v.as_array().into_iter().flatten() {
+        let holds = c["Mounts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|m| m["Source"].as_str())
+            .any(|s| holds_cache(s, path));
+        if holds {
+            names.push(c["Name"].as_str().unwrap_or("?").to_string());
+        }
+    }
+    Ok(names)
+}
+
+/// `cache clear PATH…`: empties each folder (the folder itself stays).
+pub fn clear(paths: &[String]) -> i32 {
+    for p in paths {
+        if let Err(e) = checked(p) {
+            return fail(format!("cache clear: {e}"));
+        }
+        match holders(p) {
+            Ok(h) if !h.is_empty() => {
+                return fail(format!("cache clear: {p} is mounted by {}", h.join(", ")));
+            }
+            Ok(_) => {}
+            Err(e) => return fail(format!("cache clear: {e}")),
+        }
+        if let Err(e) = podman::run(&[
+            "unshare",
+            "find",
+            p,
+            "-mindepth",
+            "1",
+            "-maxdepth",
+            "1",
+            "-exec",
+            "rm",
+            "-rf",
+            "--",
+            "{}",
+            "+",
+        ]) {
+            return fail(format!("cache clear: {e}"));
+        }
+    }
+    0
+}

@@ -1,0 +1,271 @@
+//! `handler-sandbox-podman image <verb>` (A.7): build (a Containerfile, build args passed to
+//! podman by name, `--no-intermediate` keeping no intermediate image), read a file out of an
+//! image, inspect, remove (refused while a container uses it, image mounts included), tag,
+//! list. Exit 0 when done, 1 otherwise with the reason on stderr.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::Write;
+use std::process::Stdio;
+
+use handler_sandbox::plan::labels;
+use serde_json::{Value, json};
+
+use super::{log, podman};
+
+/// What `image build` is given.
+#[derive(Debug, Clone, Default)]
+pub struct BuildRequest {
+    pub context: String,
+    /// The Containerfile; default `<context>/Containerfile`.
+    pub file: Option<String>,
+    pub tags: Vec<String>,
+    /// `NAME=VALUE` or `NAME` (value from this process's environment).
+    pub build_args: Vec<String>,
+    /// Keep no intermediate image (podman build --layers=false).
+    pub no_intermediate: bool,
+    pub no_cache: bool,
+}
+
+fn fail(msg: impl std::fmt::Display) -> i32 {
+    log(&msg.to_string());
+    1
+}
+
+/// `image build`: prints the new image's id on stdout.
+pub fn build(req: &BuildRequest) -> i32 {
+    let tmp = match tempdir() {
+        Ok(t) => t,
+        Err(e) => return fail(format!("image build: {e}")),
+    };
+    let iid = format!("{tmp}/iid");
+    let mut args: Vec<String> = vec!["build".into(), "--iidfile".into(), iid.clone()];
+    let mut env: BTreeMap<String, String> = BTreeMap::new();
+    if let Some(f) = &req.file {
+        args.extend(["--file".into(), f.clone()]);
+    }
+    for t in &req.tags {
+        args.extend(["--tag".into(), t.clone()]);
+    }
+    for a in &req.build_args {
+        let (name, value) = match a.split_once('=') {
+            Some((n, v)) => (n.to_string(), Some(v.to_string())),
+            None => (a.clone(), None),
+        };
+        if name.is_empty() || !handler_sandbox::validate::is_env_name(&name) {
+            let _ = fs::remove_dir_all(&tmp);
+            return fail(format!(
+                "image build: {name:?} is not a build argument name"
+            ));
+        }
+        if let Some(v) = value {
+            env.insert(name.clone(), v);
+        }
+        args.extend(["--build-arg".into(), name]);
+    }
+    if req.no_intermediate {
+        args.extend(["--layers=false".into(), "--rm".into(), "--force-rm".into()]);
+    }
+    if req.no_cache {
+        args.push("--no-cache".into());
+    }
+    args.push(req.context.clone());
+    // podman build's progress goes to our stderr: our stdout is the id only.
+    let status = podman::command(&args)
+        .envs(&env)
+        .stdout(Stdio::from(std::io::stderr().as_fd_owned()))
+        .stderr(Stdio::inherit())
+        .status();
+    let code = match status {
+        Ok(st) if st.success() => match fs::read_to_string(&iid) {
+            Ok(id) => {
+                println!("{}", id.trim().trim_start_matches("sha256:"));
+                0
+            }
+            Err(e) => fail(format!("image build: no image id: {e}")),
+        },
+        Ok(st) => fail(format!(
+            "image build failed (podman exit {})",
+            st.code().unwrap_or(-1)
+        )),
+        Err(e) => fail(format!("image build: cannot run podman: {e}")),
+    };
+    let _ = fs::remove_dir_all(&tmp);
+    code
+}
+
+trait AsFdOwned {
+    fn as_fd_owned(&self) -> std::os::fd::OwnedFd;
+}
+
+impl AsFdOwned for std::io::Stderr {
+    fn as_fd_owned(&self) -> std::os::fd::OwnedFd {
+        use std::os::fd::AsFd;
+        self.as_fd()
+            .try_clone_to_owned()
+            .expect("stderr can be duplicated")
+    }
+}
+
+fn tempdir() -> std::io::Result<String> {
+    let base = std::env::temp_dir();
+    for i in 0..100u32 {
+        let p = base.join(format!("handler-image-{}-{i}", std::process::id()));
+        if fs::create_dir(&p).is_ok() {
+            return Ok(p.to_string_lossy().into_owned());
+        }
+    }
+    Err(std::io::Error::other("no temporary folder"))
+}
+
+/// `image read IMAGE PATH`: the file's bytes on stdout; a folder or a missing path is refused.
+pub fn read(image: &str, path: &str) -> i32 {
+    if !path.starts_with('/') {
+        return fail(format!("image read: {path:?} is not an absolute path"));
+    }
+    let ctr = match podman::run(&[
+        "create",
+        "--pull=never",
+        "--entrypoint",
+        "[]",
+        "--label",
+        "handler.image-read=1",
+        image,
+        "/",
+    ]) {
+        Ok(id) => id.trim().to_string(),
+        Err(e) => return fail(format!("image read: {e}")),
+    };
+    let tmp = match tempdir() {
+        Ok(t) => t,
+        Err(e) => {
+            let _ = podman::run(&["rm", "-f", &ctr]);
+            return fail(format!("image read: {e}"));
+        }
+    };
+    let dest = format!("{tmp}/out");
+    let code = match podman::run(&["cp", &format!("{ctr}:{path}"), &dest]) {
+        Err(e) => fail(format!("image read: no file {path:?} in {image}: {e}")),
+        Ok(_) => match fs::symlink_metadata(&dest) {
+            Ok(m) if m.is_dir() => fail(format!(
+                "image read: {path:?} is a folder in {image}, not a file"
+            )),
+            Ok(m) if m.is_file() => match fs::read(&dest) {
+                Ok(bytes) => {
+                    let mut out = std::io::stdout().lock();
+                    if out.write_all(&bytes).and_then(|()| out.flush()).is_ok() {
+                        0
+                    } else {
+                        1
+                    }
+                }
+                Err(e) => fail(format!("image read: {e}")),
+            },
+            Ok(_) => fail(format!(
+                "image read: {path:?} is not a regular file in {image}"
+            )),
+            Err(e) => fail(format!("image read: {e}")),
+        },
+    };
+    let _ = podman::run(&["rm", "-f", &ctr]);
+    let _ = fs::remove_dir_all(&tmp);
+    code
+}
+
+fn inspect_value(image: &str) -> Result<Value, String> {
+    let v = podman::json(&["image", "inspect", image])
+        .map_err(|e| format!("no image {image:?}: {e}"))?;
+    let i = v.get(0).ok_or_else(|| format!("no image {image:?}"))?;
+    Ok(json!({
+        "id": i["Id"],
+        "names": i["RepoTags"],
+        "digest": i["Digest"],
+        "created": i["Created"],
+        "size": i["Size"],
+        "labels": i["Labels"],
+        "env": i["Config"]["Env"],
+        "entrypoint": i["Config"]["Entrypoint"],
+        "cmd": i["Config"]["Cmd"],
+    }))
+}
+
+/// `image inspect IMAGE`: its id, names, size, labels, env as JSON.
+pub fn inspect(image: &str) -> i32 {
+    match inspect_value(image) {
+        Ok(v) => {
+            println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+            0
+        }
+        Err(e) => fail(format!("image inspect: {e}")),
+    }
+}
+
+/// The containers using image `id`: as their root filesystem or through an image mount (A6).
+pub fn users_of(id: &str) -> Result<Vec<String>, podman::PodmanError> {
+    let mut names = Vec::new();
+    for filter in [
+        format!("label={}{id}", labels::IMAGE_MOUNT_PREFIX),
+        format!("ancestor={id}"),
+    ] {
+        for n in podman::run(&["ps", "-a", "--filter", &filter, "--format", "{{.Names}}"])?.lines()
+        {
+            if !n.trim().is_empty() && !names.contains(&n.trim().to_string()) {
+                names.push(n.trim().to_string());
+            }
+        }
+    }
+    Ok(names)
+}
+
+/// `image remove IMAGE`: refused while a container uses it.
+pub fn remove(image: &str) -> i32 {
+    let id = match podman::run(&["image", "inspect", "--format", "{{.Id}}", image]) {
+        Ok(id) => id.trim().to_string(),
+        Err(e) => return fail(format!("image remove: no image {image:?}: {e}")),
+    };
+    match users_of(&id) {
+        Ok(users) if !users.is_empty() => {
+            return fail(format!(
+                "image remove: {image} is in use by {}",
+                users.join(", ")
+            ));
+        }
+        Ok(_) => {}
+        Err(e) => return fail(format!("image remove: {e}")),
+    }
+    match podman::run(&["rmi", image]) {
+        Ok(_) => 0,
+        Err(e) => fail(format!("image remove: {e}")),
+    }
+}
+
+/// `image tag SOURCE TARGET`.
+pub fn tag(source: &str, target: &str) -> i32 {
+    match podman::run(&["tag", source, target]) {
+        Ok(_) => 0,
+        Err(e) => fail(format!("image tag: {e}")),
+    }
+}
+
+/// `image list [REFERENCE]`: a JSON array of {id, names, created, size}.
+pub fn list(reference: Option<&str>) -> i32 {
+    let mut args = vec!["images", "--format", "json"];
+    let filter;
+    if let Some(r) = reference {
+        filter = format!("reference={r}");
+        args.extend(["--filter", filter.as_str()]);
+    }
+    match podman::json(&args) {
+        Ok(v) => {
+            let items: Vec<Value> = v
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|i| json!({"id": i["Id"], "names": i["Names"], "created": i["Created"], "size": i["Size"]}))
+                .collect();
+            println!("{}", Value::Array(items));
+            0
+        }
+        Err(e) => fail(format!("image list: {e}")),
+    }
+}

@@ -1,0 +1,125 @@
+//! `handler-sandbox-podman sweep` (A): removes what launchers that died left behind — their
+//! containers, networks, volumes and instance folders — never a live launcher's, even one
+//! still setting its sandbox up. A launcher is known by pid, start time and boot.
+
+use std::fs;
+
+use handler_sandbox::host::{launcher_alive, launcher_from_labels};
+use handler_sandbox::plan::labels;
+use serde_json::{Value, json};
+
+use super::{host, launch, log, podman};
+
+fn label<'a>(labels: &'a Value, key: &str) -> Option<&'a str> {
+    labels.get(key).and_then(Value::as_str)
+}
+
+fn dead(labels: &Value, boot: &str) -> bool {
+    match launcher_from_labels(
+        label(labels, labels::LAUNCHER_PID),
+        label(labels, labels::LAUNCHER_START),
+        label(labels, labels::LAUNCHER_BOOT),
+    ) {
+        Some(l) => !launcher_alive(&l, host::process_start(l.pid), boot),
+        None => false,
+    }
+}
+
+/// Removes one kind of leftovers; the names removed.
+fn sweep_kind(
+    list: &[&str],
+    id_key: &str,
+    rm: &[&str],
+    boot: &str,
+) -> Result<Vec<String>, podman::PodmanError> {
+    let items = podman::json(list)?;
+    let mut removed = Vec::new();
+    for item in items.as_array().into_iter().flatten() {
+        let labels = item
+            .get("Labels")
+            .or_else(|| item.get("labels"))
+            .cloned()
+            .unwrap_or(Value::Null);
+        if !dead(&labels, boot) {
+            continue;
+        }
+        let Some(id) = item.get(id_key).and_then(|v| {
+            v.as_str().map(str::to_string).or_else(|| {
+                v.as_array()
+                    .and_then(|a| a.first())
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            })
+        }) else {
+            continue;
+        };
+        let mut args = rm.to_vec();
+        args.push(&id);
+        match podman::run(&args) {
+            Ok(_) => removed.push(id),
+            Err(e) => log(&format!("sweep: {e}")),
+        }
+        if let Some(dir) = label(&labels, labels::INSTANCE_DIR) {
+            let _ = fs::remove_dir_all(dir);
+        }
+    }
+    Ok(removed)
+}
+
+/// `sweep`: prints what it removed as JSON; 0, or 1 when podman could not be asked.
+pub fn run() -> i32 {
+    let boot = host::boot_id();
+    let filter = format!("label={}", labels::LAUNCHER_PID);
+    let containers = sweep_kind(
+        &["ps", "-a", "--filter", &filter, "--format", "json"],
+        "Names",
+        &["rm", "-f", "--time", "0"],
+        &boot,
+    );
+    let networks = sweep_kind(
+        &["network", "ls", "--filter", &filter, "--format", "json"],
+        "name",
+        &["network", "rm", "-f"],
+        &boot,
+    );
+    let volumes = sweep_kind(
+        &["volume", "ls", "--filter", &filter, "--format", "json"],
+        "Name",
+        &["volume", "rm", "-f"],
+        &boot,
+    );
+    let mut dirs = Vec::new();
+    if let Ok(base) = host::runtime_base(nix::unistd::getuid().as_raw())
+        && let Ok(entries) = fs::read_dir(&base)
+    {
+        for e in entries.flatten() {
+            let p = e.path();
+            // A folder without its launcher file is being set up: left alone.
+            if let Some(l) = launch::instance_dir_launcher(&p)
+                && !launcher_alive(&l, host::process_start(l.pid), &boot)
+            {
+                match fs::remove_dir_all(&p) {
+                    Ok(()) => dirs.push(p.to_string_lossy().into_owned()),
+                    Err(e) => log(&format!("sweep: {}: {e}", p.display())),
+                }
+            }
+        }
+    }
+    let mut failed = false;
+    let mut list = |r: Result<Vec<String>, podman::PodmanError>| match r {
+        Ok(v) => v,
+        Err(e) => {
+            log(&format!("sweep: {e}"));
+            failed = true;
+            Vec::new()
+        }
+    };
+    let out = json!({
+        "containers": list(containers),
+        "networks": list(networks),
+        "volumes": list(volumes),
+        "folders": dirs,
+    });
+    println!("{out}");
+    i32::from(failed)
+}
