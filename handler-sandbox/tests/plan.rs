@@ -207,18 +207,6 @@ fn display_gives_only_its_socket() {
 }
 
 #[test]
-fn filtered_and_injections_are_refused_until_the_proxy_lands() {
-    let e = err(&with(
-        json!({"network": {"mode": "filtered", "allow": ["example.com:443"], "enforcement": "enforce"}}),
-    ));
-    assert_eq!((e.exit_code(), e.field()), (64, "network.mode"));
-    let e = err(&with(json!({"network": {"mode": "open"}, "injections": [
-        {"name": "k", "phantom": "phantom12", "value": "secret12", "hosts": ["api.example.com:443"]}]})));
-    assert_eq!((e.exit_code(), e.field()), (64, "injections"));
-    assert!(!e.to_string().contains("secret12"));
-}
-
-#[test]
 fn root_is_refused() {
     let mut f = facts();
     f.uid = 0;

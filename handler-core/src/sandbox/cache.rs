@@ -58,15 +58,14 @@ pub fn size(paths: &[String]) -> i32 {
 /// The names of containers mounting `path`, one inside it or one around it.
 pub fn holders(path: &str) -> Result<Vec<String>, podman::PodmanError> {
     let ids = podman::run(&["ps", "-a", "-q"])?;
-    let ids: Vec<&str> = ids.split_whitespace().collect();
-    if ids.is_empty() {
-        return Ok(Vec::new());
-    }
-    let mut args = vec!["container", "inspect"];
-    args.extend(ids);
-    let v = podman::json(&args)?;
     let mut names = Vec::new();
-    for c in v.as_array().into_iter().flatten() {
+    // One at a time: a container removed meanwhile is simply not a holder.
+    let found: Vec<serde_json::Value> = ids
+        .split_whitespace()
+        .filter_map(|id| podman::json(&["container", "inspect", id]).ok())
+        .filter_map(|v| v.get(0).cloned())
+        .collect();
+    for c in &found {
         let holds = c["Mounts"]
             .as_array()
             .into_iter()
