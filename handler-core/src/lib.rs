@@ -1,3 +1,4 @@
 //! placeholder
 
 pub mod egress;
+pub mod sandbox;
