@@ -5,6 +5,7 @@
 pub mod body;
 pub mod ca;
 pub mod events;
+pub mod launch;
 pub mod live;
 pub mod proxy;
 pub mod resolve;

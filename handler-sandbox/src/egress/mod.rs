@@ -11,6 +11,7 @@ pub mod judge;
 pub mod phantom;
 pub mod rebind;
 pub mod replace;
+pub mod topology;
 
 pub use authority::{Authority, AuthorityError, Mismatch};
 pub use config::{ProxyConfig, ProxyMode, Settings, SettingsError};

@@ -81,6 +81,25 @@ pub fn pick_address(
     })
 }
 
+/// The addresses a hosts file gives the host aliases (podman writes host.containers.internal
+/// there): the proxy counts them among the host's own addresses.
+pub fn host_alias_addresses(hosts_file: &str) -> Vec<IpAddr> {
+    let mut out = Vec::new();
+    for line in hosts_file.lines() {
+        let line = line.split('#').next().unwrap_or("");
+        let mut words = line.split_whitespace();
+        let Some(Ok(addr)) = words.next().map(str::parse::<IpAddr>) else {
+            continue;
+        };
+        if words.any(|w| HOST_ALIASES.iter().any(|a| a.eq_ignore_ascii_case(w)))
+            && !out.contains(&addr)
+        {
+            out.push(addr);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,6 +212,12 @@ mod tests {
         // Another name resolving to the host is refused.
         let o = list(&["evil.com:3000"]);
         assert!(pick_address("evil.com", 3000, &[ip("192.168.1.5")], &o, &host).is_err());
+    }
+
+    #[test]
+    fn reads_the_host_aliases_of_a_hosts_file() {
+        let f = "127.0.0.1 localhost\n# 1.1.1.1 host.containers.internal\n192.168.1.5\thost.containers.internal host.docker.internal\n10.0.0.9 other\n";
+        assert_eq!(host_alias_addresses(f), vec![ip("192.168.1.5")]);
     }
 
     #[test]

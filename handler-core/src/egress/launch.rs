@@ -1,0 +1,333 @@
+//! The launcher's side of the egress filter (A.3, A.4, D.4): staging the instance's settings,
+//! starting the proxy container with its configuration on stdin and waiting for its ready line
+//! (fail closed: no proxy, no sandbox), `set-egress`/`set-allow`, and `image build-proxy`.
+
+use std::io::Write as _;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use handler_contracts::sandbox::{Enforcement, SandboxSpec};
+use handler_sandbox::egress::topology::{PROXY_IMAGE, Topology, initial_settings};
+use handler_sandbox::egress::{ProxyMode, Settings};
+use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
+
+/// A marker the launcher writes once the proxy answers; set-egress/set-allow wait for it.
+pub const READY_MARKER: &str = "ready";
+/// How long the proxy has to say it is ready.
+pub const PROXY_START_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long set-egress/set-allow wait for an instance still starting (A.4).
+pub const STARTING_WAIT: Duration = Duration::from_secs(60);
+
+/// Creates the settings and CA folders of the instance (before the containers start).
+pub fn stage(topo: &Topology, spec: &SandboxSpec) -> std::io::Result<()> {
+    for d in [&topo.settings_dir, &topo.ca_dir] {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(d)?;
+    }
+    if let Some(s) = initial_settings(spec) {
+        super::write_settings(Path::new(&topo.settings_file()), &s)?;
+        std::fs::set_permissions(topo.settings_file(), std::fs::Permissions::from_mode(0o644))?;
+    }
+    if topo.injections {
+        // The sandbox mounts this file; the proxy writes the bundle into it in place.
+        std::fs::write(topo.ca_bundle(), "")?;
+        std::fs::set_permissions(topo.ca_bundle(), std::fs::Permissions::from_mode(0o644))?;
+    }
+    Ok(())
+}
+
+/// This host's own addresses (for the DNS-rebinding guard), read from /proc.
+pub fn host_addresses() -> Vec<std::net::IpAddr> {
+    let mut out = Vec::new();
+    // fib_trie lists local addresses as "|-- a.b.c.d" followed by "/32 host LOCAL".
+    if let Ok(t) = std::fs::read_to_string("/proc/net/fib_trie") {
+        let lines: Vec<&str> = t.lines().collect();
+        for w in lines.windows(2) {
+            if w[1].contains("/32 host LOCAL") {
+                if let Some(ip) = w[0]
+                    .trim()
+                    .strip_prefix("|-- ")
+                    .and_then(|s| s.parse().ok())
+                {
+                    if !out.contains(&ip) {
+                        out.push(ip);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The running proxy container's podman process (its stderr is the launcher's: events pass).
+#[derive(Debug)]
+pub struct ProxyProcess {
+    pub child: tokio::process::Child,
+}
+
+/// Starts the proxy container and waits for its ready line. Errors say what is missing.
+pub async fn start_proxy(
+    podman: &str,
+    topo: &Topology,
+    spec: &SandboxSpec,
+    labels: &[(String, String)],
+) -> Result<ProxyProcess, String> {
+    let config = topo.proxy_config(spec, host_addresses());
+    let config = serde_json::to_string(&config).map_err(|e| e.to_string())?;
+    let mut child = tokio::process::Command::new(podman)
+        .args(topo.proxy_run_args(labels))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("cannot run {podman}: {e}"))?;
+    let mut stdin = child.stdin.take().expect("piped");
+    stdin
+        .write_all(config.as_bytes())
+        .await
+        .map_err(|e| format!("cannot configure the egress proxy: {e}"))?;
+    drop(stdin);
+    let stdout = child.stdout.take().expect("piped");
+    let mut lines = BufReader::new(stdout).lines();
+    let line = tokio::time::timeout(PROXY_START_TIMEOUT, lines.next_line()).await;
+    match line {
+        Ok(Ok(Some(l))) if l.contains("\"ready\":true") => {
+            std::fs::write(Path::new(&topo.settings_dir).join(READY_MARKER), "")
+                .map_err(|e| format!("egress settings folder: {e}"))?;
+            Ok(ProxyProcess { child })
+        }
+        _ => {
+            let _ = child.start_kill();
+            let status = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
+            if !image_exists(podman) {
+                return Err(format!(
+                    "the network filter is not built yet ({PROXY_IMAGE}): run handler-sandbox-podman image build-proxy"
+                ));
+            }
+            Err(format!(
+                "the egress proxy did not start ({status:?}); the sandbox is not started without it"
+            ))
+        }
+    }
+}
+
+fn image_exists(podman: &str) -> bool {
+    std::process::Command::new(podman)
+        .args(["image", "exists", PROXY_IMAGE])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// What set-egress/set-allow change.
+#[derive(Debug, Clone)]
+pub enum Change {
+    Enforcement(Enforcement),
+    Allow(Vec<handler_contracts::allow::AllowEntry>),
+}
+
+/// Why a live change failed, with its exit code.
+#[derive(Debug, thiserror::Error)]
+pub enum ChangeError {
+    #[error("no running sandbox named {0}")]
+    NoInstance(String),
+    #[error("{0} is not filtered: its network cannot be switched (A.4)")]
+    NotFiltered(String),
+    #[error("{0} did not finish starting within 60 s")]
+    Starting(String),
+    #[error("cannot apply the change: {0}")]
+    Io(String),
+}
+
+impl ChangeError {
+    /// 1 for no such instance or I/O, 64 for a sandbox that is not filtered, 66 still starting.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            ChangeError::NoInstance(_) | ChangeError::Io(_) => 1,
+            ChangeError::NotFiltered(_) => handler_contracts::sandbox::exit::UNENFORCEABLE,
+            ChangeError::Starting(_) => handler_contracts::sandbox::exit::SETUP_FAILED,
+        }
+    }
+}
+
+/// Applies a change to the instance folder `dir` (`<runtime base>/<name>`): waits for a starting
+/// instance's proxy (60 s at most), then rewrites its settings atomically.
+pub fn apply_change(dir: &Path, name: &str, change: Change) -> Result<Settings, ChangeError> {
+    apply_change_within(dir, name, change, STARTING_WAIT)
+}
+
+/// [`apply_change`] with another wait (tests).
+pub fn apply_change_within(
+    dir: &Path,
+    name: &str,
+    change: Change,
+    wait: Duration,
+) -> Result<Settings, ChangeError> {
+    let settings_dir: PathBuf = dir.join("egress");
+    let deadline = Instant::now() + wait;
+    loop {
+        if !dir.exists() {
+            return Err(ChangeError::NoInstance(name.to_string()));
+        }
+        if settings_dir.join(READY_MARKER).exists() {
+            break;
+        }
+        if dir.join("launcher").exists()
+            && !settings_dir.exists()
+            && Instant::now() > deadline - wait + Duration::from_secs(5)
+        {
+            // Staged without egress settings five seconds into waiting: not a filtered instance.
+            return Err(ChangeError::NotFiltered(name.to_string()));
+        }
+        if Instant::now() >= deadline {
+            return Err(ChangeError::Starting(name.to_string()));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let file = settings_dir.join("settings.json");
+    let text = match std::fs::read_to_string(&file) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(ChangeError::NotFiltered(name.to_string()));
+        }
+        Err(e) => return Err(ChangeError::Io(e.to_string())),
+    };
+    let mut s = Settings::parse(&text).map_err(|e| ChangeError::Io(e.to_string()))?;
+    match change {
+        Change::Enforcement(e) => s.enforcement = e,
+        Change::Allow(a) => s.allow = a,
+    }
+    super::write_settings(&file, &s).map_err(|e| ChangeError::Io(e.to_string()))?;
+    Ok(s)
+}
+
+/// Whether an ELF file is statically linked (no program interpreter).
+pub fn is_static_elf(bytes: &[u8]) -> bool {
+    if bytes.len() < 64 || &bytes[..4] != b"\x7fELF" || bytes[4] != 2 {
+        return false;
+    }
+    let u16_at = |o: usize| u16::from_le_bytes([bytes[o], bytes[o + 1]]) as usize;
+    let phoff = u64::from_le_bytes(bytes[0x20..0x28].try_into().expect("8 bytes")) as usize;
+    let (phentsize, phnum) = (u16_at(0x36), u16_at(0x38));
+    (0..phnum).all(|i| {
+        let o = phoff + i * phentsize;
+        o + 4 <= bytes.len()
+            && u32::from_le_bytes(bytes[o..o + 4].try_into().expect("4 bytes")) != 3
+    })
+}
+
+/// The proxy binary for the image: `$HANDLER_EGRESS_PROXY_BIN`, else `handler-egress-proxy`
+/// beside this executable; it must be static (the image is FROM scratch).
+pub fn proxy_binary() -> Result<PathBuf, String> {
+    let path = match std::env::var_os("HANDLER_EGRESS_PROXY_BIN") {
+        Some(p) => PathBuf::from(p),
+        None => std::env::current_exe()
+            .map_err(|e| e.to_string())?
+            .with_file_name("handler-egress-proxy"),
+    };
+    let bytes = std::fs::read(&path)
+        .map_err(|e| format!("the egress proxy binary {}: {e}", path.display()))?;
+    if !is_static_elf(&bytes) {
+        return Err(format!(
+            "{} is not a static binary; build one with fixtures/egress/build-static-proxy.sh and give it in HANDLER_EGRESS_PROXY_BIN",
+            path.display()
+        ));
+    }
+    Ok(path)
+}
+
+/// `image build-proxy`: builds the network filter image (FROM scratch: the static proxy and the
+/// build host's roots), without cache, checks that it runs, and tags it. Exit 0 or 1.
+pub fn build_proxy(podman: &str) -> Result<String, String> {
+    let bin = proxy_binary()?;
+    let ctx = std::env::temp_dir().join(format!("handler-build-proxy-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&ctx);
+    std::fs::create_dir_all(&ctx).map_err(|e| e.to_string())?;
+    let result = (|| {
+        std::fs::copy(&bin, ctx.join("handler-egress-proxy"))
+            .map_err(|e| format!("copying the proxy: {e}"))?;
+        std::fs::copy(
+            "/etc/ssl/certs/ca-certificates.crt",
+            ctx.join("ca-certificates.crt"),
+        )
+        .map_err(|e| format!("the host's roots /etc/ssl/certs/ca-certificates.crt: {e}"))?;
+        let mut f = std::fs::File::create(ctx.join("Containerfile")).map_err(|e| e.to_string())?;
+        f.write_all(
+            b"FROM scratch\nCOPY ca-certificates.crt /etc/ssl/certs/ca-certificates.crt\n\
+              COPY handler-egress-proxy /handler-egress-proxy\nENTRYPOINT [\"/handler-egress-proxy\"]\n",
+        )
+        .map_err(|e| e.to_string())?;
+        let untagged = format!("{PROXY_IMAGE}-new");
+        let out = std::process::Command::new(podman)
+            .args([
+                "build",
+                "--no-cache",
+                "--tag",
+                &untagged,
+                &ctx.to_string_lossy(),
+            ])
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("cannot run {podman}: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "podman build failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        let check = std::process::Command::new(podman)
+            .args([
+                "run",
+                "--rm",
+                "--network",
+                "none",
+                "--read-only",
+                "--cap-drop",
+                "all",
+                &untagged,
+                "--version",
+            ])
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| e.to_string())?;
+        if !check.status.success()
+            || !String::from_utf8_lossy(&check.stdout).contains("handler-egress-proxy")
+        {
+            let _ = std::process::Command::new(podman)
+                .args(["rmi", &untagged])
+                .output();
+            return Err(format!(
+                "the new network filter image does not run: {}",
+                String::from_utf8_lossy(&check.stderr)
+            ));
+        }
+        let tag = std::process::Command::new(podman)
+            .args(["tag", &untagged, PROXY_IMAGE])
+            .output()
+            .map_err(|e| e.to_string())?;
+        let _ = std::process::Command::new(podman)
+            .args(["untag", &untagged])
+            .output();
+        if !tag.status.success() {
+            return Err(format!(
+                "podman tag failed: {}",
+                String::from_utf8_lossy(&tag.stderr)
+            ));
+        }
+        Ok(PROXY_IMAGE.to_string())
+    })();
+    let _ = std::fs::remove_dir_all(&ctx);
+    result
+}
+
+/// Whether the spec's proxy is a filter (set-egress/set-allow apply) or only reports.
+pub fn is_filter(topo: &Topology) -> bool {
+    topo.mode == ProxyMode::Filter
+}
