@@ -1,7 +1,7 @@
 //! The sandbox's network as podman options (A.3): `none` (loopback only) and `open` (slirp4netns,
-//! the host's loopback reachable as host.containers.internal). `filtered` and injections need the
-//! per-sandbox egress proxy: until it lands they are refused here, in this one place (A1: never
-//! a silent fallback to another mode). The egress work replaces `plan_network`'s filtered arm.
+//! the host's loopback reachable as host.containers.internal). `filtered` and injections get the
+//! per-sandbox egress proxy's topology (`crate::egress::topology`): an internal network behind
+//! the proxy, never a silent fallback to another mode (A1).
 
 use std::collections::BTreeMap;
 
@@ -38,13 +38,24 @@ pub enum NetworkResource {
 
 /// The network of `spec` (A.3), or why it cannot be given.
 ///
-/// `filtered` and injections: refused with 64 (unenforceable) until the egress proxy exists.
-pub fn plan_network(spec: &SandboxSpec) -> Result<NetworkPlan, SpecError> {
-    if !spec.injections.is_empty() {
-        return Err(SpecError::unenforceable(
-            "injections",
-            "injections need the sandbox's egress proxy, which this build does not have yet",
-        ));
+/// `filtered` (and `open` with injections): the instance's networks and its proxy's variables;
+/// the launcher starts the proxy container (handler-core's `egress::launch`).
+pub fn plan_network(spec: &SandboxSpec, instance_dir: &str) -> Result<NetworkPlan, SpecError> {
+    // filtered, or open with injections: the per-sandbox egress proxy (crate::egress::topology).
+    if let Some(topo) = crate::egress::topology::Topology::of(spec, instance_dir) {
+        if let Err(e) = crate::egress::inject::validate_injections(&spec.injections) {
+            return Err(SpecError::invalid("injections", e.to_string()));
+        }
+        return Ok(NetworkPlan {
+            mode: spec.network.mode_name(),
+            podman_args: topo.sandbox_podman_args(),
+            env: topo.sandbox_env(),
+            resources: topo
+                .networks()
+                .into_iter()
+                .map(|(name, create_args)| NetworkResource::Network { name, create_args })
+                .collect(),
+        });
     }
     match &spec.network {
         NetworkPolicy::None => Ok(NetworkPlan {
@@ -64,9 +75,6 @@ pub fn plan_network(spec: &SandboxSpec) -> Result<NetworkPlan, SpecError> {
             env: BTreeMap::new(),
             resources: Vec::new(),
         }),
-        NetworkPolicy::Filtered { .. } => Err(SpecError::unenforceable(
-            "network.mode",
-            "filtered networks are not available yet (no egress proxy in this build); never run unfiltered instead",
-        )),
+        NetworkPolicy::Filtered { .. } => unreachable!("a filtered network has a topology"),
     }
 }

@@ -159,9 +159,9 @@ pub fn plan_launch(spec: &SandboxSpec, facts: &HostFacts) -> Result<LaunchPlan> 
             "running as root: the sandbox runs rootless as the host user (A3); run the launcher as that user",
         ));
     }
-    let network = plan_network(spec)?;
     let inst = facts.instance_dir.trim_end_matches('/').to_string();
     mount_path_ok("instance folder", &inst)?;
+    let network = plan_network(spec, &inst)?;
 
     let mut args: Vec<String> = Vec::new();
     let push = |a: &mut Vec<String>, xs: &[&str]| a.extend(xs.iter().map(|s| s.to_string()));

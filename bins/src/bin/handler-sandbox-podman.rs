@@ -55,6 +55,8 @@ enum ImageVerb {
         #[arg(long)]
         no_cache: bool,
     },
+    /// Build the network filter image (the egress proxy, A.3; D.4 target network-filter).
+    BuildProxy,
     /// Print a file of an image.
     Read {
         image: String,
@@ -106,6 +108,18 @@ fn main() {
                 no_intermediate,
                 no_cache,
             }),
+            ImageVerb::BuildProxy => {
+                match handler_core::egress::launch::build_proxy(&handler_core::sandbox::podman::program()) {
+                    Ok(img) => {
+                        println!("{img}");
+                        0
+                    }
+                    Err(e) => {
+                        eprintln!("handler-sandbox-podman: image build-proxy: {e}");
+                        1
+                    }
+                }
+            }
             ImageVerb::Read { image: i, path } => image::read(&i, &path),
             ImageVerb::Inspect { image: i } => image::inspect(&i),
             ImageVerb::Remove { image: i } => image::remove(&i),

@@ -1,36 +1,56 @@
 //! `set-egress NAME enforce|log-only` and `set-allow NAME [ENTRY…]` (A.4). Entries are validated
-//! as in A.3 (65 otherwise); until the egress proxy lands no sandbox is filtered, so both answer
-//! 64 ("filtered networks are not available yet"). The egress work replaces the bodies.
+//! as in A.3 (65 otherwise); the instance's settings file is rewritten and its proxy reads it for
+//! the next request (handler-core's `egress::launch::apply_change`).
 
 use handler_contracts::AllowEntry;
-use handler_contracts::sandbox::exit;
+use handler_contracts::sandbox::{Enforcement, exit};
+
+use crate::egress::launch::{Change, apply_change};
 
 use super::log;
 
 /// `set-egress NAME MODE`.
 pub fn set_egress(name: &str, mode: &str) -> i32 {
-    if mode != "enforce" && mode != "log-only" {
-        log(&format!(
-            "set-egress {name}: {mode:?} is neither enforce nor log-only"
-        ));
-        return exit::INVALID_SPEC;
-    }
-    log(&format!(
-        "set-egress {name}: filtered networks are not available yet"
-    ));
-    exit::UNENFORCEABLE
+    let e = match mode {
+        "enforce" => Enforcement::Enforce,
+        "log-only" => Enforcement::LogOnly,
+        _ => {
+            log(&format!("set-egress {name}: {mode:?} is neither enforce nor log-only"));
+            return exit::INVALID_SPEC;
+        }
+    };
+    apply(name, Change::Enforcement(e))
 }
 
 /// `set-allow NAME ENTRY…`.
 pub fn set_allow(name: &str, entries: &[String]) -> i32 {
+    let mut parsed = Vec::new();
     for e in entries {
-        if let Err(err) = AllowEntry::parse(e) {
-            log(&format!("set-allow {name}: {err}"));
-            return exit::INVALID_SPEC;
+        match AllowEntry::parse(e) {
+            Ok(a) => parsed.push(a),
+            Err(err) => {
+                log(&format!("set-allow {name}: {err}"));
+                return exit::INVALID_SPEC;
+            }
         }
     }
-    log(&format!(
-        "set-allow {name}: filtered networks are not available yet"
-    ));
-    exit::UNENFORCEABLE
+    apply(name, Change::Allow(parsed))
+}
+
+/// Rewrites the instance's settings (waiting for one still starting, 60 s at most).
+fn apply(name: &str, change: Change) -> i32 {
+    let base = match super::host::runtime_base(nix::unistd::getuid().as_raw()) {
+        Ok(b) => b,
+        Err(e) => {
+            log(&e);
+            return 1;
+        }
+    };
+    match apply_change(&base.join(name), name, change) {
+        Ok(_) => 0,
+        Err(e) => {
+            log(&e.to_string());
+            e.exit_code()
+        }
+    }
 }

@@ -248,6 +248,35 @@ async fn run_instance(spec: &SandboxSpec, plan: &LaunchPlan, inst: &mut Instance
         }
     }
 
+    // The egress proxy (filtered, or open with injections): started once its networks exist and
+    // before the sandbox, which never starts without it (A1: fail closed). Its stderr is ours,
+    // so its egress events are the launcher's (A.3).
+    let _proxy = match handler_sandbox::egress::topology::Topology::of(spec, &inst.dir.to_string_lossy()) {
+        Some(topo) => {
+            let l = &inst.launcher;
+            let labels: Vec<(String, String)> = vec![
+                (labels::LAUNCHER_PID.into(), l.pid.to_string()),
+                (labels::LAUNCHER_START.into(), l.start.to_string()),
+                (labels::LAUNCHER_BOOT.into(), l.boot.clone()),
+                (labels::SANDBOX.into(), spec.name.clone()),
+            ];
+            if let Err(e) = crate::egress::launch::stage(&topo, spec) {
+                log(&format!("setup failed: egress settings: {e}"));
+                inst.cleanup(false);
+                return exit::SETUP_FAILED;
+            }
+            match crate::egress::launch::start_proxy(&podman::program(), &topo, spec, &labels).await {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    log(&format!("setup failed: {e}"));
+                    inst.cleanup(true);
+                    return exit::SETUP_FAILED;
+                }
+            }
+        }
+        None => None,
+    };
+
     let mut cmd = tokio::process::Command::new(podman::program());
     cmd.args(&plan.args).envs(&plan.podman_env);
     if plan.tty {
