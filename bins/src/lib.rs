@@ -1,1 +1,61 @@
-//! Shared argument helpers for Handler's thin binaries.
+//! Argument types and glue shared by Handler's thin binaries (clap structs → handler-core calls).
+
+use clap::Args;
+use handler_core::client::{Discovery, acp_bridge};
+
+/// `handler acp AGENT [--account A | --provider P --harness H] [--model M]`.
+#[derive(Args, Debug)]
+pub struct AcpArgs {
+    /// The agent's id.
+    pub agent: String,
+    /// Run with this account instead of the agent's first model.
+    #[arg(long, conflicts_with = "provider")]
+    pub account: Option<String>,
+    /// Run with this provider (give --harness too).
+    #[arg(long, requires = "harness")]
+    pub provider: Option<String>,
+    /// The harness that talks to the provider.
+    #[arg(long)]
+    pub harness: Option<String>,
+    /// The model.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Largest message, in bytes (C.1: 16 MiB).
+    #[arg(long, default_value_t = handler_contracts::acp::DEFAULT_MAX_MESSAGE_BYTES)]
+    pub max_message_bytes: usize,
+}
+
+impl AcpArgs {
+    /// `/v1/agents/{id}/acp` with the model the query names (C.1).
+    pub fn path(&self) -> String {
+        let mut query: Vec<String> = Vec::new();
+        for (k, v) in [("account", &self.account), ("provider", &self.provider), ("harness", &self.harness), ("model", &self.model)] {
+            if let Some(v) = v {
+                query.push(format!("{k}={}", percent_encode(v)));
+            }
+        }
+        let q = if query.is_empty() { String::new() } else { format!("?{}", query.join("&")) };
+        format!("/v1/agents/{}/acp{q}", percent_encode(&self.agent))
+    }
+}
+
+fn percent_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Runs the bridge on this process's stdio; returns the exit code.
+pub async fn run_acp(args: AcpArgs) -> anyhow::Result<i32> {
+    let discovery = Discovery::from_process_env()?;
+    let end = acp_bridge(&discovery, &args.path(), tokio::io::stdin(), tokio::io::stdout(), args.max_message_bytes).await?;
+    if let handler_core::client::BridgeEnd::Closed { code, reason } = &end
+        && *code != 1000
+    {
+        eprintln!("handler: the agent's connection closed ({code}): {reason}");
+    }
+    Ok(end.exit_code())
+}

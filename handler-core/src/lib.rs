@@ -1,4 +1,6 @@
-//! placeholder
+//! Handler's I/O: the daemon, the Podman launcher, the egress proxy runtime and the client
+//! bridge, wiring tokio to the pure crates, which make every decision.
 
+pub mod client;
 pub mod egress;
 pub mod sandbox;

@@ -1,0 +1,212 @@
+//! The client side of handlerd: discovery of its port and token (D, discovery) and the ACP
+//! bridge `handler acp` runs for editors — the editor's stdio NDJSON to the agent's WebSocket
+//! (C.1), one message per line each way.
+
+use std::path::{Path, PathBuf};
+
+use futures_util::{SinkExt, StreamExt};
+use handler_contracts::acp::{SUBPROTOCOL_ACP, SUBPROTOCOL_BEARER_PREFIX};
+use handler_contracts::{APP_DIR_NAME, DEFAULT_PORT, TOKEN_FILE_NAME};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::http::HeaderValue;
+use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
+use tokio_tungstenite::tungstenite::{self, Message};
+
+/// What went wrong talking to handlerd.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("HANDLER_PORT: {0:?} is not a port number")]
+    BadPort(String),
+    #[error("cannot read handlerd's token at {path}: {source} (is handlerd started? it creates the token on its first start)")]
+    Token { path: PathBuf, source: std::io::Error },
+    #[error("no home folder: set HOME or HANDLER_CONFIG_DIR")]
+    NoHome,
+    #[error("cannot connect to handlerd at {url}: {message}")]
+    Connect { url: String, message: String },
+    #[error("the agent's connection failed: {0}")]
+    WebSocket(String),
+    #[error("standard input or output failed: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Where handlerd listens and the token it accepts.
+#[derive(Clone)]
+pub struct Discovery {
+    pub port: u16,
+    pub token: String,
+}
+
+impl std::fmt::Debug for Discovery {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Discovery").field("port", &self.port).field("token", &"[redacted]").finish()
+    }
+}
+
+/// `$HANDLER_CONFIG_DIR`, else `~/.config/handler-ai`.
+pub fn config_dir(env: &dyn Fn(&str) -> Option<String>) -> Result<PathBuf, ClientError> {
+    if let Some(d) = env("HANDLER_CONFIG_DIR").filter(|d| !d.is_empty()) {
+        return Ok(PathBuf::from(d));
+    }
+    let home = env("HOME").filter(|h| !h.is_empty()).ok_or(ClientError::NoHome)?;
+    Ok(Path::new(&home).join(".config").join(APP_DIR_NAME))
+}
+
+impl Discovery {
+    /// Reads `$HANDLER_PORT` (default 7430) and the token file, from the given environment.
+    pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<Self, ClientError> {
+        let port = match env("HANDLER_PORT").filter(|p| !p.is_empty()) {
+            None => DEFAULT_PORT,
+            Some(p) => p.parse().map_err(|_| ClientError::BadPort(p))?,
+        };
+        let path = config_dir(env)?.join(TOKEN_FILE_NAME);
+        let token = std::fs::read_to_string(&path)
+            .map_err(|source| ClientError::Token { path, source })?
+            .trim()
+            .to_string();
+        Ok(Discovery { port, token })
+    }
+
+    /// The process's environment.
+    pub fn from_process_env() -> Result<Self, ClientError> {
+        Self::from_env(&|k| std::env::var(k).ok())
+    }
+
+    /// `ws://127.0.0.1:<port><path>`.
+    pub fn ws_url(&self, path_and_query: &str) -> String {
+        format!("ws://127.0.0.1:{}{path_and_query}", self.port)
+    }
+}
+
+/// How the bridge ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BridgeEnd {
+    /// The editor closed stdin: the connection was closed (the agent's sandbox stops, C.3).
+    InputClosed,
+    /// handlerd closed the connection, with its code and reason (1011 `agent exited (<code>)`).
+    Closed { code: u16, reason: String },
+}
+
+impl BridgeEnd {
+    /// The exit code `handler acp` ends with: 0 when the editor closed, else the agent's exit code
+    /// when the reason says it, else 1.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            BridgeEnd::InputClosed => 0,
+            BridgeEnd::Closed { code: 1000, .. } => 0,
+            BridgeEnd::Closed { reason, .. } => reason
+                .strip_prefix("agent exited (")
+                .and_then(|r| r.strip_suffix(')'))
+                .and_then(|c| c.parse().ok())
+                .unwrap_or(1),
+        }
+    }
+}
+
+/// Connects to an ACP WebSocket of handlerd (C.1) and relays: each line of `input` is one text
+/// frame, each text frame one line of `output`.
+pub async fn acp_bridge<R, W>(
+    discovery: &Discovery,
+    path_and_query: &str,
+    input: R,
+    mut output: W,
+    max_message_bytes: usize,
+) -> Result<BridgeEnd, ClientError>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let url = discovery.ws_url(path_and_query);
+    let mut request = url.clone().into_client_request().map_err(|e| ClientError::Connect {
+        url: url.clone(),
+        message: e.to_string(),
+    })?;
+    let protocols = format!("{SUBPROTOCOL_ACP}, {SUBPROTOCOL_BEARER_PREFIX}{}", discovery.token);
+    request.headers_mut().insert(
+        "Sec-WebSocket-Protocol",
+        HeaderValue::from_str(&protocols).map_err(|_| ClientError::Connect {
+            url: url.clone(),
+            message: "the token holds characters a header cannot carry".into(),
+        })?,
+    );
+    let config = WebSocketConfig::default()
+        .max_message_size(Some(max_message_bytes))
+        .max_frame_size(Some(max_message_bytes));
+    let (ws, _) = tokio_tungstenite::connect_async_with_config(request, Some(config), false)
+        .await
+        .map_err(|e| ClientError::Connect { url: url.clone(), message: describe(&e) })?;
+    let (mut sink, mut stream) = ws.split();
+    let mut lines = BufReader::new(input).lines();
+    loop {
+        tokio::select! {
+            line = lines.next_line() => match line? {
+                Some(line) if line.trim().is_empty() => {}
+                Some(line) => sink.send(Message::text(line)).await.map_err(|e| ClientError::WebSocket(describe(&e)))?,
+                None => {
+                    let _ = sink.send(Message::Close(None)).await;
+                    return Ok(BridgeEnd::InputClosed);
+                }
+            },
+            msg = stream.next() => match msg {
+                Some(Ok(Message::Text(t))) => {
+                    output.write_all(t.as_bytes()).await?;
+                    output.write_all(b"\n").await?;
+                    output.flush().await?;
+                }
+                Some(Ok(Message::Close(frame))) => return Ok(closed(frame)),
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return Err(ClientError::WebSocket(describe(&e))),
+                None => return Ok(BridgeEnd::Closed { code: 1006, reason: "connection lost".into() }),
+            },
+        }
+    }
+}
+
+fn closed(frame: Option<CloseFrame>) -> BridgeEnd {
+    match frame {
+        Some(f) => BridgeEnd::Closed { code: f.code.into(), reason: f.reason.to_string() },
+        None => BridgeEnd::Closed { code: 1005, reason: String::new() },
+    }
+}
+
+fn describe(e: &tungstenite::Error) -> String {
+    match e {
+        tungstenite::Error::Http(resp) => {
+            let body = resp.body().as_ref().map(|b| String::from_utf8_lossy(b).into_owned()).unwrap_or_default();
+            format!("HTTP {} {}", resp.status(), body.trim())
+        }
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_codes_follow_the_agent() {
+        assert_eq!(BridgeEnd::InputClosed.exit_code(), 0);
+        assert_eq!(BridgeEnd::Closed { code: 1011, reason: "agent exited (3)".into() }.exit_code(), 3);
+        assert_eq!(BridgeEnd::Closed { code: 1009, reason: "message too big".into() }.exit_code(), 1);
+    }
+
+    #[test]
+    fn discovery_reads_port_and_token() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("token"), "abc123\n").unwrap();
+        let d = dir.path().to_string_lossy().into_owned();
+        let env = |k: &str| match k {
+            "HANDLER_CONFIG_DIR" => Some(d.clone()),
+            "HANDLER_PORT" => Some("7999".into()),
+            _ => None,
+        };
+        let disc = Discovery::from_env(&env).unwrap();
+        assert_eq!((disc.port, disc.token.as_str()), (7999, "abc123"));
+        assert!(!format!("{disc:?}").contains("abc123"));
+        let bad = |k: &str| if k == "HANDLER_PORT" { Some("http".into()) } else { Some(d.clone()) };
+        assert!(matches!(Discovery::from_env(&bad), Err(ClientError::BadPort(_))));
+        let missing = |k: &str| if k == "HANDLER_CONFIG_DIR" { Some("/nonexistent/x".into()) } else { None };
+        let e = Discovery::from_env(&missing).unwrap_err().to_string();
+        assert!(e.contains("/nonexistent/x/token"), "{e}");
+    }
+}
