@@ -1,1 +1,15 @@
-//! placeholder
+//! Harness adapters (contract B): the platform's descriptors for five real agents (embedded
+//! platform data), the pure, deterministic `render` (B.3) and the writing of a provider into each
+//! harness's own configuration (B.4). No I/O: everything comes in as arguments.
+
+pub mod descriptors;
+pub mod error;
+pub mod paths;
+pub mod providers;
+pub mod render;
+
+pub use descriptors::{
+    SANDBOX_ENV_PATH, SANDBOX_ENV_SCRIPT, builtin, builtin_names, containerfile,
+};
+pub use error::RenderError;
+pub use render::{RenderContext, RenderRequest, render, render_json};

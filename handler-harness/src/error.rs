@@ -1,0 +1,40 @@
+//! render's errors: what the harness cannot honour (B5) and what is invalid, each naming the field.
+//! No message ever carries a secret value.
+
+/// Why render refused its input.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RenderError {
+    /// An input the harness cannot honour (B5): never silently dropped.
+    #[error("{field}: {harness} cannot honour it (B5): {reason}")]
+    Unsupported {
+        harness: String,
+        field: String,
+        reason: String,
+    },
+    /// An input that is wrong whatever the harness.
+    #[error("{field}: {reason}")]
+    Invalid { field: String, reason: String },
+    /// The CLI's input is not a render request.
+    #[error("render input: {0}")]
+    Json(String),
+}
+
+impl RenderError {
+    pub(crate) fn unsupported(
+        harness: &str,
+        field: impl Into<String>,
+        reason: impl Into<String>,
+    ) -> Self {
+        RenderError::Unsupported {
+            harness: harness.to_string(),
+            field: field.into(),
+            reason: reason.into(),
+        }
+    }
+    pub(crate) fn invalid(field: impl Into<String>, reason: impl Into<String>) -> Self {
+        RenderError::Invalid {
+            field: field.into(),
+            reason: reason.into(),
+        }
+    }
+}
