@@ -2,5 +2,7 @@
 //! bridge, wiring tokio to the pure crates, which make every decision.
 
 pub mod client;
+pub mod daemon;
 pub mod egress;
+pub mod launch;
 pub mod sandbox;

@@ -1,0 +1,26 @@
+//! handlerd: Handler's control plane (D). Configuration comes from the environment
+//! (`HANDLER_PORT`, `HANDLER_CONFIG_DIR`, …, see docs/daemon.md); it serves until SIGTERM or
+//! SIGINT, then stops its sandboxes.
+
+use clap::Parser;
+
+/// Handler's daemon: the Control API and the ACP endpoint on 127.0.0.1.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Args {
+    /// The port (overrides $HANDLER_PORT; default 7430).
+    #[arg(long)]
+    port: Option<u16>,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    handler_core::daemon::init_logging();
+    let mut config = handler_core::daemon::DaemonConfig::from_env()?;
+    if let Some(p) = args.port {
+        config.set_port(p);
+    }
+    handler_core::daemon::run_with(config).await?;
+    Ok(())
+}

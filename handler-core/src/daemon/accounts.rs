@@ -1,0 +1,482 @@
+//! Accounts (E, D.9): `<accounts>/<name>.toml`, written through the API with toml_edit; a pasted
+//! token goes to the secret store (`accounts/<name>/token`), a file login's credential file is
+//! kept in `<data>/accounts/<name>/credential` (0600).
+
+use std::path::PathBuf;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use handler_contracts::api_version::AccountApiVersion;
+use handler_contracts::validate::validate_account;
+use handler_contracts::{Account, HarnessDescriptor, SecretRef};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::AppState;
+use super::catalog::{Snapshot, read_account, valid_name};
+use super::fsutil;
+use super::problem::{ApiError, ApiJson, ApiResult};
+use super::tomlfile;
+
+/// A token as given through the API: pasted (to the secret store) or where the person keeps it.
+#[derive(Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub enum TokenInput {
+    /// The token itself: kept in the secret store, never written to the account's file.
+    Value(String),
+    /// An environment variable of handlerd.
+    Env(String),
+    /// A host file (first line).
+    File(String),
+    /// A command printing it.
+    Command(Vec<String>),
+}
+
+impl std::fmt::Debug for TokenInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TokenInput::Value(_) => f.write_str("Value([redacted])"),
+            TokenInput::Env(v) => write!(f, "Env({v:?})"),
+            TokenInput::File(v) => write!(f, "File({v:?})"),
+            TokenInput::Command(v) => write!(f, "Command({v:?})"),
+        }
+    }
+}
+
+/// POST /v1/accounts, PUT /v1/accounts/{name}.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AccountRequest {
+    /// Required on create; on replace, the name in the path.
+    #[serde(default)]
+    pub name: Option<String>,
+    pub harness: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub plan: Option<String>,
+    #[serde(default)]
+    pub connectors: bool,
+    #[serde(default)]
+    pub contexts: Option<Vec<String>>,
+    /// A token login's token; left out on replace: the one it has is kept.
+    #[serde(default)]
+    pub token: Option<TokenInput>,
+}
+
+/// PUT /v1/accounts/{name}/login: the credential file a file login left (D.9).
+#[derive(Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LoginFileRequest {
+    /// The file's text.
+    pub content: String,
+}
+
+impl std::fmt::Debug for LoginFileRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LoginFileRequest([redacted])")
+    }
+}
+
+/// An account as the API shows it: where its token is, never the token.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AccountInfo {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub harness: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<String>,
+    #[serde(default)]
+    pub connectors: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contexts: Option<Vec<String>>,
+    /// "token" or "file" (B.1 login).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub login: Option<String>,
+    pub logged_in: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logged_in_at: Option<String>,
+    /// Where the token is: `{secret: "accounts/<name>/token"}` or the person's reference.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<SecretRef>,
+    /// Why the file is invalid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Where a file login's credential is kept.
+pub fn credential_path(app: &AppState, name: &str) -> PathBuf {
+    app.config
+        .data_dir
+        .join("accounts")
+        .join(name)
+        .join("credential")
+}
+
+fn account_path(app: &AppState, name: &str) -> PathBuf {
+    app.config.accounts_dir.join(format!("{name}.toml"))
+}
+
+/// The store path of an account's pasted token.
+pub fn token_secret_path(name: &str) -> String {
+    format!("accounts/{name}/token")
+}
+
+/// Whether an account can start an agent now, and when it logged in.
+pub fn login_state(
+    app: &AppState,
+    name: &str,
+    a: &Account,
+    d: Option<&HarnessDescriptor>,
+) -> (bool, Option<String>) {
+    let file_login = d
+        .and_then(|d| d.login.as_ref())
+        .is_some_and(|l| l.is_file_login());
+    if file_login {
+        let p = credential_path(app, name);
+        match std::fs::metadata(&p) {
+            Ok(m) => (
+                true,
+                m.modified()
+                    .ok()
+                    .map(|t| humantime::format_rfc3339_seconds(t).to_string()),
+            ),
+            Err(_) => (false, None),
+        }
+    } else {
+        match &a.token {
+            None => (false, None),
+            Some(SecretRef::Secret(p)) => match app.secrets.info(p) {
+                Ok(Some(i)) => (true, i.updated_at),
+                _ => (false, None),
+            },
+            Some(_) => (true, None),
+        }
+    }
+}
+
+fn info(app: &AppState, snap: &Snapshot, name: &str, r: &Result<Account, String>) -> AccountInfo {
+    match r {
+        Ok(a) => {
+            let d = snap.descriptors.get(&a.harness);
+            let (logged_in, logged_in_at) = login_state(app, name, a, d);
+            AccountInfo {
+                name: name.to_string(),
+                harness: Some(a.harness.clone()),
+                description: a.description.clone(),
+                plan: a.plan.clone(),
+                connectors: a.connectors,
+                contexts: a.contexts.clone(),
+                login: d
+                    .and_then(|d| d.login.as_ref())
+                    .map(|l| if l.is_file_login() { "file" } else { "token" }.to_string()),
+                logged_in,
+                logged_in_at,
+                token: a.token.clone(),
+                error: None,
+            }
+        }
+        Err(why) => AccountInfo {
+            name: name.to_string(),
+            harness: None,
+            description: None,
+            plan: None,
+            connectors: false,
+            contexts: None,
+            login: None,
+            logged_in: false,
+            logged_in_at: None,
+            token: None,
+            error: Some(why.clone()),
+        },
+    }
+}
+
+/// GET /v1/accounts
+pub async fn list(State(app): State<AppState>) -> ApiResult<Json<Vec<AccountInfo>>> {
+    let snap = app.snapshot();
+    Ok(Json(
+        snap.accounts
+            .iter()
+            .map(|(n, r)| info(&app, &snap, n, r))
+            .collect(),
+    ))
+}
+
+/// GET /v1/accounts/{name}
+pub async fn get(
+    State(app): State<AppState>,
+    Path(name): Path<String>,
+) -> ApiResult<Json<AccountInfo>> {
+    let snap = app.snapshot();
+    let r = snap
+        .accounts
+        .get(&name)
+        .ok_or_else(|| ApiError::not_found(format!("account {name:?}")))?;
+    Ok(Json(info(&app, &snap, &name, r)))
+}
+
+/// Applies a token input: a pasted one goes to the store (checked against the login's
+/// prefix, 422), a reference is written as given.
+fn apply_token(
+    app: &AppState,
+    name: &str,
+    d: &HarnessDescriptor,
+    t: &TokenInput,
+) -> ApiResult<SecretRef> {
+    let login = d.login.as_ref().ok_or_else(|| {
+        ApiError::bad_request(
+            "account invalid",
+            format!("harness: {} has no login", d.name),
+        )
+    })?;
+    if login.is_file_login() {
+        return Err(ApiError::bad_request(
+            "account invalid",
+            format!(
+                "token: {} logs in with a file Handler keeps: an account of it has no token (PUT …/login)",
+                d.name
+            ),
+        ));
+    }
+    Ok(match t {
+        TokenInput::Value(v) => {
+            let v = v.trim();
+            if let Some(prefix) = &login.token_prefix
+                && !v.starts_with(prefix.as_str())
+            {
+                return Err(ApiError::unprocessable(
+                    "token invalid",
+                    format!("token: a {} token starts with {prefix}", d.name),
+                ));
+            }
+            if v.is_empty() || v.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                return Err(ApiError::unprocessable(
+                    "token invalid",
+                    "token: empty, or holds spaces or control characters",
+                ));
+            }
+            let path = token_secret_path(name);
+            app.secrets
+                .set(
+                    &path,
+                    v,
+                    Some(format!("{} token of account {name}", d.product)),
+                    login.hosts.iter().map(|h| h.to_string()).collect(),
+                )
+                .map_err(ApiError::internal)?;
+            SecretRef::Secret(path)
+        }
+        TokenInput::Env(v) => SecretRef::Env(v.clone()),
+        TokenInput::File(v) => SecretRef::File(v.clone()),
+        TokenInput::Command(v) => SecretRef::Command(v.clone()),
+    })
+}
+
+fn write_account(app: &AppState, name: &str, a: &Account) -> ApiResult<()> {
+    let path = account_path(app, name);
+    let mut doc = tomlfile::load(&path).map_err(ApiError::internal)?;
+    tomlfile::set_str(&mut doc, "apiVersion", Some(AccountApiVersion::STR));
+    tomlfile::set_str(&mut doc, "harness", Some(&a.harness));
+    tomlfile::set_str(&mut doc, "description", a.description.as_deref());
+    tomlfile::set_str(&mut doc, "plan", a.plan.as_deref());
+    if a.connectors {
+        tomlfile::set_value(&mut doc, "connectors", true.into());
+    } else {
+        doc.remove("connectors");
+    }
+    match &a.token {
+        Some(t) => tomlfile::set_value(&mut doc, "token", tomlfile::secret_ref_value(t)),
+        None => {
+            doc.remove("token");
+        }
+    }
+    tomlfile::set_str_list(&mut doc, "contexts", a.contexts.as_deref());
+    tomlfile::save(&path, &doc).map_err(ApiError::internal)
+}
+
+fn build(
+    app: &AppState,
+    snap: &Snapshot,
+    name: &str,
+    req: &AccountRequest,
+    old_token: Option<SecretRef>,
+) -> ApiResult<Account> {
+    let d = snap.descriptors.get(&req.harness).ok_or_else(|| {
+        ApiError::bad_request(
+            "account invalid",
+            format!("harness: unknown harness {:?}", req.harness),
+        )
+    })?;
+    let mut a = Account {
+        api_version: AccountApiVersion,
+        harness: req.harness.clone(),
+        description: req.description.clone(),
+        plan: req.plan.clone(),
+        connectors: req.connectors,
+        token: None,
+        contexts: req.contexts.clone(),
+    };
+    validate_account(&a, Some(d))
+        .map_err(|e| ApiError::bad_request("account invalid", e.to_string()))?;
+    a.token = match &req.token {
+        Some(t) => Some(apply_token(app, name, d, t)?),
+        None => old_token,
+    };
+    validate_account(&a, Some(d))
+        .map_err(|e| ApiError::bad_request("account invalid", e.to_string()))?;
+    Ok(a)
+}
+
+/// POST /v1/accounts
+pub async fn create(
+    State(app): State<AppState>,
+    ApiJson(req): ApiJson<AccountRequest>,
+) -> ApiResult<(StatusCode, Json<AccountInfo>)> {
+    let _w = app.write_lock.lock().await;
+    let name = req
+        .name
+        .clone()
+        .ok_or_else(|| ApiError::unprocessable("invalid body", "name: required"))?;
+    if !valid_name(&name) {
+        return Err(ApiError::bad_request(
+            "account invalid",
+            format!("name: {name:?} is not a name (letters, digits, '-', '_', '.')"),
+        ));
+    }
+    let snap = app.snapshot();
+    if snap.accounts.contains_key(&name) {
+        return Err(ApiError::conflict(
+            "account exists",
+            format!("account {name:?} exists"),
+        ));
+    }
+    let a = build(&app, &snap, &name, &req, None)?;
+    write_account(&app, &name, &a)?;
+    tracing::info!(account = %name, harness = %a.harness, "account created");
+    let snap = app.snapshot();
+    Ok((StatusCode::CREATED, Json(info(&app, &snap, &name, &Ok(a)))))
+}
+
+/// PUT /v1/accounts/{name}
+pub async fn replace(
+    State(app): State<AppState>,
+    Path(name): Path<String>,
+    ApiJson(req): ApiJson<AccountRequest>,
+) -> ApiResult<Json<AccountInfo>> {
+    let _w = app.write_lock.lock().await;
+    if req.name.as_ref().is_some_and(|n| *n != name) {
+        return Err(ApiError::bad_request(
+            "account invalid",
+            "name: differs from the account's (renaming is not supported)",
+        ));
+    }
+    let snap = app.snapshot();
+    let old = snap
+        .accounts
+        .get(&name)
+        .ok_or_else(|| ApiError::not_found(format!("account {name:?}")))?;
+    let old_token = old
+        .as_ref()
+        .ok()
+        .and_then(|a| a.token.clone())
+        .filter(|_| old.as_ref().is_ok_and(|a| a.harness == req.harness));
+    let a = build(&app, &snap, &name, &req, old_token)?;
+    write_account(&app, &name, &a)?;
+    let snap = app.snapshot();
+    Ok(Json(info(&app, &snap, &name, &Ok(a))))
+}
+
+/// PUT /v1/accounts/{name}/token
+pub async fn set_token(
+    State(app): State<AppState>,
+    Path(name): Path<String>,
+    ApiJson(t): ApiJson<TokenInput>,
+) -> ApiResult<Json<AccountInfo>> {
+    let _w = app.write_lock.lock().await;
+    let snap = app.snapshot();
+    let a = match snap.accounts.get(&name) {
+        None => return Err(ApiError::not_found(format!("account {name:?}"))),
+        Some(Err(why)) => return Err(ApiError::bad_request("account invalid", why.clone())),
+        Some(Ok(a)) => a.clone(),
+    };
+    let d = snap
+        .descriptors
+        .get(&a.harness)
+        .ok_or_else(|| ApiError::bad_request("account invalid", "unknown harness"))?;
+    let mut a2 = a.clone();
+    a2.token = Some(apply_token(&app, &name, d, &t)?);
+    if !matches!(t, TokenInput::Value(_)) {
+        let _ = app.secrets.remove(&token_secret_path(&name));
+    }
+    write_account(&app, &name, &a2)?;
+    let snap = app.snapshot();
+    Ok(Json(info(&app, &snap, &name, &Ok(a2))))
+}
+
+/// PUT /v1/accounts/{name}/login: keeps a file login's credential file (0600).
+pub async fn set_login_file(
+    State(app): State<AppState>,
+    Path(name): Path<String>,
+    ApiJson(req): ApiJson<LoginFileRequest>,
+) -> ApiResult<Json<AccountInfo>> {
+    let _w = app.write_lock.lock().await;
+    let snap = app.snapshot();
+    let a = match snap.accounts.get(&name) {
+        None => return Err(ApiError::not_found(format!("account {name:?}"))),
+        Some(Err(why)) => return Err(ApiError::bad_request("account invalid", why.clone())),
+        Some(Ok(a)) => a.clone(),
+    };
+    let file_login = snap
+        .descriptors
+        .get(&a.harness)
+        .and_then(|d| d.login.as_ref())
+        .is_some_and(|l| l.is_file_login());
+    if !file_login {
+        return Err(ApiError::bad_request(
+            "not a file login",
+            format!("{} logs in with a token: PUT …/token", a.harness),
+        ));
+    }
+    if req.content.is_empty() || req.content.len() > 1024 * 1024 {
+        return Err(ApiError::unprocessable(
+            "login invalid",
+            "content: 1 byte to 1 MiB",
+        ));
+    }
+    fsutil::write_atomic(&credential_path(&app, &name), req.content.as_bytes(), 0o600)
+        .map_err(ApiError::internal)?;
+    tracing::info!(account = %name, "credential file kept");
+    let snap = app.snapshot();
+    let r = snap.accounts.get(&name).cloned().unwrap_or(Ok(a));
+    Ok(Json(info(&app, &snap, &name, &r)))
+}
+
+/// DELETE /v1/accounts/{name}: its file, its pasted token, its credential file.
+pub async fn delete(
+    State(app): State<AppState>,
+    Path(name): Path<String>,
+) -> ApiResult<StatusCode> {
+    let _w = app.write_lock.lock().await;
+    if !valid_name(&name) || !account_path(&app, &name).exists() {
+        return Err(ApiError::not_found(format!("account {name:?}")));
+    }
+    std::fs::remove_file(account_path(&app, &name)).map_err(ApiError::internal)?;
+    app.secrets
+        .remove_under(&format!("accounts/{name}"))
+        .map_err(ApiError::internal)?;
+    let _ = std::fs::remove_dir_all(app.config.data_dir.join("accounts").join(&name));
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Reads one account again (after a write), for callers outside this module.
+pub fn reread(app: &AppState, name: &str) -> Option<Result<Account, String>> {
+    let snap = app.snapshot();
+    let p = account_path(app, name);
+    p.exists()
+        .then(|| read_account(&p, name, &snap.descriptors))
+}

@@ -1,0 +1,452 @@
+//! The ACP WebSocket endpoint (C.1–C.3): `/v1/agents/{id}/acp`. One socket = one sandbox = one
+//! agent process: text frames (one JSON-RPC message each) go through the policy pipeline (C.4)
+//! to the agent's stdin as NDJSON lines; the agent's stdout is re-framed line by line through
+//! the pipeline to the client. Close → SIGTERM the sandbox; sandbox exit → close 1011.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use futures_util::{SinkExt, StreamExt};
+use handler_contracts::acp::{SUBPROTOCOL_ACP, SUBPROTOCOL_BEARER_PREFIX, close};
+use handler_contracts::control::{AgentConnection, ModelAccess};
+use handler_contracts::sandbox::EgressEvent;
+use handler_policy::{Action, ClientId, Direction, Pipeline};
+use serde::Deserialize;
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::sync::{Notify, mpsc};
+
+use super::auth::token_matches;
+use super::prepare::{Prepared, canonicalize, prepare};
+use super::problem::{ApiError, ApiResult};
+use super::store::new_id;
+use super::{AppState, EgressRecord, LiveConnection, fsutil};
+use crate::launch::launcher::{Instance, stop};
+
+/// The model a connection runs with (C.1): the agent's first, or the one the query names.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelQuery {
+    #[serde(default)]
+    pub account: Option<String>,
+    #[serde(default)]
+    pub provider: Option<String>,
+    #[serde(default)]
+    pub harness: Option<String>,
+    #[serde(default)]
+    pub model: Option<String>,
+}
+
+/// How long a sandbox has to stop after SIGTERM before it is killed.
+const STOP_GRACE: Duration = Duration::from_secs(20);
+/// The pipeline's own client number for this socket.
+const CLIENT: ClientId = ClientId(1);
+
+fn offered_protocols(headers: &HeaderMap) -> Vec<String> {
+    headers
+        .get_all(header::SEC_WEBSOCKET_PROTOCOL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(',').map(|s| s.trim().to_string()))
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+/// GET /v1/agents/{id}/acp
+pub async fn connect(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+    Query(q): Query<ModelQuery>,
+    headers: HeaderMap,
+    ws: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
+) -> Response {
+    match accept(&app, &id, q, &headers) {
+        Err(e) => e.into_response(),
+        Ok(prepared) => match ws {
+            Err(rej) => {
+                ApiError::bad_request("not a WebSocket upgrade", rej.body_text()).into_response()
+            }
+            Ok(ws) => {
+                let max = app.config.max_message_bytes;
+                ws.protocols([SUBPROTOCOL_ACP])
+                    .max_message_size(max)
+                    .max_frame_size(max)
+                    .on_upgrade(move |socket| relay(app, id, prepared, socket))
+            }
+        },
+    }
+}
+
+/// The checks before the upgrade: token (401), Origin (403), agent (404), model (400/409).
+fn accept(
+    app: &AppState,
+    id: &str,
+    q: ModelQuery,
+    headers: &HeaderMap,
+) -> ApiResult<(Prepared, String)> {
+    let protocols = offered_protocols(headers);
+    let header_ok = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split_once(' '))
+        .is_some_and(|(s, t)| {
+            s.eq_ignore_ascii_case("bearer") && token_matches(&app.token, t.trim())
+        });
+    let proto_ok = protocols.iter().any(|p| {
+        p.strip_prefix(SUBPROTOCOL_BEARER_PREFIX)
+            .is_some_and(|t| token_matches(&app.token, t))
+    });
+    if !header_ok && !proto_ok {
+        return Err(ApiError::unauthorized());
+    }
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let o = origin.to_str().unwrap_or_default();
+        if !app.config.allowed_origins.iter().any(|a| a == o) {
+            tracing::warn!(origin = %o, agent = %id, "ACP connection refused: origin not allowed");
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "origin not allowed",
+                format!("Origin {o:?} is not in the allow-list (HANDLER_ALLOWED_ORIGINS)"),
+            ));
+        }
+    }
+    if !protocols.iter().any(|p| p == SUBPROTOCOL_ACP) {
+        return Err(ApiError::bad_request(
+            "subprotocol required",
+            format!("offer the subprotocol {SUBPROTOCOL_ACP}"),
+        ));
+    }
+    let agent = app
+        .agents
+        .agent(id)
+        .ok_or_else(|| ApiError::not_found(format!("agent {id:?}")))?;
+    let access = if q.account.is_some() || q.provider.is_some() {
+        ModelAccess {
+            harness: q.harness,
+            account: q.account,
+            provider: q.provider,
+            model: q.model,
+        }
+    } else {
+        let mut first = agent.models.first().cloned().ok_or_else(|| {
+            ApiError::bad_request("model access unusable", "the agent has no model")
+        })?;
+        if q.model.is_some() {
+            first.model = q.model;
+        }
+        first
+    };
+    let conn = new_id("c");
+    Ok((prepare(app, &agent, &access, &conn)?, conn))
+}
+
+/// Reads one line (without its `\n`), at most `max` bytes; `Err(true)` when longer.
+async fn read_line<R: AsyncBufRead + Unpin>(
+    r: &mut R,
+    max: usize,
+) -> Result<Option<Vec<u8>>, bool> {
+    let mut line = Vec::new();
+    loop {
+        let buf = r.fill_buf().await.map_err(|_| false)?;
+        if buf.is_empty() {
+            return Ok(if line.is_empty() { None } else { Some(line) });
+        }
+        match memchr_nl(buf) {
+            Some(i) => {
+                line.extend_from_slice(&buf[..i]);
+                r.consume(i + 1);
+                if line.len() > max {
+                    return Err(true);
+                }
+                if line.last() == Some(&b'\r') {
+                    line.pop();
+                }
+                return Ok(Some(line));
+            }
+            None => {
+                let n = buf.len();
+                line.extend_from_slice(buf);
+                r.consume(n);
+                if line.len() > max {
+                    return Err(true);
+                }
+            }
+        }
+    }
+}
+
+fn memchr_nl(b: &[u8]) -> Option<usize> {
+    b.iter().position(|&c| c == b'\n')
+}
+
+enum AgentOut {
+    Line(Vec<u8>),
+    TooBig,
+    Eof,
+}
+
+fn close_msg(code: u16, reason: &str) -> Message {
+    Message::Close(Some(CloseFrame {
+        code,
+        reason: Utf8Bytes::from(reason.to_string()),
+    }))
+}
+
+/// One connection's life.
+async fn relay(
+    app: AppState,
+    agent_id: String,
+    (prepared, conn): (Prepared, String),
+    socket: WebSocket,
+) {
+    let (mut ws_tx, mut ws_rx) = socket.split();
+    let sandbox = prepared.spec.name.clone();
+    let Instance {
+        mut child,
+        stdin,
+        stdout,
+        stderr,
+        ..
+    } = match app.launcher.launch(&prepared.spec) {
+        Ok(i) => i,
+        Err(e) => {
+            tracing::error!(agent = %agent_id, error = %e, "sandbox launch failed");
+            let _ = ws_tx
+                .send(close_msg(
+                    close::AGENT_EXITED,
+                    &truncate(&format!("launch failed: {e}"), 120),
+                ))
+                .await;
+            return;
+        }
+    };
+    let pipeline = Pipeline::new(prepared.policy.clone()).map(|p| p.with_resolver(canonicalize));
+    let mut pipeline = match pipeline {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::error!(agent = %agent_id, error = %e, "policy configuration refused");
+            let _ = stop(&mut child, STOP_GRACE).await;
+            let _ = ws_tx
+                .send(close_msg(
+                    close::AGENT_EXITED,
+                    "policy configuration refused",
+                ))
+                .await;
+            return;
+        }
+    };
+    let stop_signal = Arc::new(Notify::new());
+    {
+        let mut m = app.connections.lock().unwrap_or_else(|e| e.into_inner());
+        m.entry(agent_id.clone()).or_default().push(LiveConnection {
+            info: AgentConnection {
+                id: conn.clone(),
+                sandbox: sandbox.clone(),
+                since: fsutil::now_rfc3339(),
+                terminal: None,
+            },
+            stop: stop_signal.clone(),
+        });
+    }
+    app.agents.touch(&agent_id);
+    tracing::info!(agent = %agent_id, connection = %conn, %sandbox, "ACP connection opened");
+    let secrets: Vec<(String, String)> = prepared.policy.secrets.clone();
+
+    // The agent's stdout, line by line.
+    let max = app.config.max_message_bytes;
+    let (out_tx, mut out_rx) = mpsc::channel::<AgentOut>(64);
+    tokio::spawn(async move {
+        let mut r = BufReader::with_capacity(256 * 1024, stdout);
+        loop {
+            match read_line(&mut r, max).await {
+                Ok(Some(l)) => {
+                    if out_tx.send(AgentOut::Line(l)).await.is_err() {
+                        return;
+                    }
+                }
+                Ok(None) | Err(false) => {
+                    let _ = out_tx.send(AgentOut::Eof).await;
+                    return;
+                }
+                Err(true) => {
+                    let _ = out_tx.send(AgentOut::TooBig).await;
+                    return;
+                }
+            }
+        }
+    });
+    // Its stderr: egress events recorded, the rest logged (secret values replaced).
+    {
+        let app = app.clone();
+        let agent_id = agent_id.clone();
+        let sandbox = sandbox.clone();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                if let Some(ev) = EgressEvent::from_line(&line) {
+                    tracing::info!(agent = %agent_id, %sandbox, decision = ?ev.decision, host = %ev.host, "egress");
+                    app.record_egress(&agent_id, &sandbox, ev);
+                } else {
+                    let mut l = line;
+                    for (name, value) in &secrets {
+                        if !value.is_empty() {
+                            l = l.replace(value.as_str(), &format!("[secret {name}]"));
+                        }
+                    }
+                    tracing::debug!(agent = %agent_id, %sandbox, line = %l, "sandbox stderr");
+                }
+            }
+        });
+    }
+    // Writes to the agent, in order, without blocking the loop.
+    let (in_tx, mut in_rx) = mpsc::channel::<Vec<u8>>(64);
+    tokio::spawn(async move {
+        let mut stdin = stdin;
+        while let Some(mut m) = in_rx.recv().await {
+            m.push(b'\n');
+            if stdin.write_all(&m).await.is_err() || stdin.flush().await.is_err() {
+                return;
+            }
+        }
+    });
+
+    let ending: Option<(u16, String)>;
+    loop {
+        tokio::select! {
+            msg = ws_rx.next() => {
+                match msg {
+                    Some(Ok(Message::Text(t))) => {
+                        let actions = pipeline.handle(Direction::FromClient(CLIENT), t.as_bytes());
+                        if !apply(&agent_id, actions, &in_tx, &mut ws_tx).await { ending = None; break; }
+                    }
+                    Some(Ok(Message::Binary(_))) => {
+                        ending = Some((close::UNSUPPORTED_DATA, "binary frames are not ACP: one JSON-RPC message per text frame".into()));
+                        break;
+                    }
+                    Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
+                    Some(Ok(Message::Close(_))) | None => { ending = None; break; }
+                    Some(Err(e)) => {
+                        let too_big = is_capacity(&e);
+                        tracing::info!(agent = %agent_id, error = %e, "client socket error");
+                        ending = too_big.then(|| (close::MESSAGE_TOO_BIG, format!("a message over {max} bytes")));
+                        break;
+                    }
+                }
+            }
+            out = out_rx.recv() => {
+                match out {
+                    Some(AgentOut::Line(l)) => {
+                        if l.iter().all(u8::is_ascii_whitespace) { continue; }
+                        let actions = pipeline.handle(Direction::FromAgent, &l);
+                        if !apply(&agent_id, actions, &in_tx, &mut ws_tx).await { ending = None; break; }
+                    }
+                    Some(AgentOut::TooBig) => {
+                        ending = Some((close::MESSAGE_TOO_BIG, format!("the agent sent a message over {max} bytes")));
+                        break;
+                    }
+                    Some(AgentOut::Eof) | None => {
+                        let code = match tokio::time::timeout(Duration::from_secs(10), child.wait()).await {
+                            Ok(Ok(st)) => st.code().map_or_else(|| "signal".to_string(), |c| c.to_string()),
+                            _ => "unknown".to_string(),
+                        };
+                        ending = Some((close::AGENT_EXITED, format!("agent exited ({code})")));
+                        break;
+                    }
+                }
+            }
+            _ = stop_signal.notified() => {
+                ending = Some((1001, "the agent is stopping".into()));
+                break;
+            }
+        }
+    }
+    drop(in_tx);
+    if let Some((code, reason)) = &ending {
+        let _ = ws_tx.send(close_msg(*code, &truncate(reason, 120))).await;
+    }
+    let exit = stop(&mut child, STOP_GRACE).await;
+    let _ = ws_tx.close().await;
+    {
+        let mut m = app.connections.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(v) = m.get_mut(&agent_id) {
+            v.retain(|c| c.info.id != conn);
+            if v.is_empty() {
+                m.remove(&agent_id);
+            }
+        }
+    }
+    app.connections_changed.notify_waiters();
+    tracing::info!(agent = %agent_id, connection = %conn, %sandbox, exit = ?exit, close = ?ending.map(|e| e.0), "ACP connection closed, sandbox stopped");
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    // A close reason is at most 123 bytes.
+    let mut out = String::new();
+    for c in s.chars() {
+        if out.len() + c.len_utf8() > n {
+            break;
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn is_capacity(e: &axum::Error) -> bool {
+    // tungstenite's CapacityError, as axum wraps it: "Space limit exceeded: Message too long: …".
+    let text = format!("{e} {:?}", e);
+    text.contains("Message too long")
+        || text.contains("Space limit exceeded")
+        || text.contains("Capacity")
+}
+
+/// Carries out the pipeline's actions; false when the client is gone.
+async fn apply<S>(
+    agent: &str,
+    actions: Vec<Action>,
+    to_agent: &mpsc::Sender<Vec<u8>>,
+    ws_tx: &mut S,
+) -> bool
+where
+    S: futures_util::Sink<Message> + Unpin,
+{
+    for a in actions {
+        match a {
+            Action::ToAgent(m) => {
+                let _ = to_agent.send(m).await;
+            }
+            Action::ToClient(_, m) | Action::Broadcast { message: m, .. } => {
+                let text = match String::from_utf8(m) {
+                    Ok(t) => t,
+                    Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+                };
+                if ws_tx.send(Message::Text(text.into())).await.is_err() {
+                    return false;
+                }
+            }
+            Action::Log(ev) => {
+                tracing::info!(agent = %agent, event = %serde_json::to_string(&ev).unwrap_or_default(), "policy");
+            }
+        }
+    }
+    true
+}
+
+/// GET /v1/agents/{id}/egress-events
+pub async fn egress_events(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Vec<EgressRecord>>> {
+    if app.agents.agent(&id).is_none() {
+        return Err(ApiError::not_found(format!("agent {id:?}")));
+    }
+    let m = app.egress_events.lock().unwrap_or_else(|e| e.into_inner());
+    Ok(Json(
+        m.get(&id)
+            .map(|q| q.iter().cloned().collect())
+            .unwrap_or_default(),
+    ))
+}

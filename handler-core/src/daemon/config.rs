@@ -1,0 +1,185 @@
+//! The daemon's configuration: where its files are, its port, the origins it accepts, the
+//! sandbox executable it launches. Read from the environment (D, discovery).
+
+use std::path::{Path, PathBuf};
+
+use handler_contracts::{APP_DIR_NAME, DEFAULT_PORT, acp::DEFAULT_MAX_MESSAGE_BYTES};
+
+/// A setting that could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{var}: {message}")]
+    Invalid { var: &'static str, message: String },
+    #[error("no home folder: set HOME")]
+    NoHome,
+}
+
+/// Everything the daemon needs to know about its place on this machine.
+#[derive(Debug, Clone)]
+pub struct DaemonConfig {
+    /// 127.0.0.1:<port>; 0 picks a free port (tests).
+    pub port: u16,
+    pub home: PathBuf,
+    /// `$HANDLER_CONFIG_DIR`, default `~/.config/handler-ai`: the token, folders.toml, contexts.toml.
+    pub config_dir: PathBuf,
+    /// `$HANDLER_DATA_DIR`, default `~/.local/share/handler-ai`: secrets, credentials, agent state.
+    pub data_dir: PathBuf,
+    /// `$HANDLER_STATE_DIR`, default `~/.local/state/handler-ai`: agents.json, projects.json.
+    pub state_dir: PathBuf,
+    pub accounts_dir: PathBuf,
+    pub providers_dir: PathBuf,
+    /// Where harness descriptors are read from besides the platform's (`<dir>/<name>/harness.toml`,
+    /// `$HANDLER_HARNESSES_DIR`, a path list).
+    pub harnesses_dirs: Vec<PathBuf>,
+    /// Provider templates (D.12), platform data.
+    pub templates_dir: PathBuf,
+    /// The knowledge root when `$HANDLER_KNOWLEDGE_DIR` is set.
+    pub knowledge_dir: Option<PathBuf>,
+    /// `$HANDLER_SKILLS_DIR`, default `<config>/skills`.
+    pub skills_dir: PathBuf,
+    /// `$HANDLER_CACHE_DIR`, default `~/.cache/handler-ai`.
+    pub cache_dir: PathBuf,
+    /// Origins a browser may open the ACP socket from (C.1).
+    pub allowed_origins: Vec<String>,
+    /// Largest ACP message (C.1).
+    pub max_message_bytes: usize,
+    /// The sandbox executable and its leading arguments (`handler-sandbox-podman`).
+    pub sandbox_command: Vec<String>,
+}
+
+fn env_path(var: &str) -> Option<PathBuf> {
+    std::env::var_os(var)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
+
+/// Where the platform data shipped with this build is (harness descriptors, templates).
+fn platform_data(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(rel)
+}
+
+impl DaemonConfig {
+    /// Every default rooted in `home`, port 7430.
+    pub fn with_home(home: &Path) -> Self {
+        let config_dir = home.join(".config").join(APP_DIR_NAME);
+        let port = DEFAULT_PORT;
+        DaemonConfig {
+            port,
+            home: home.to_path_buf(),
+            accounts_dir: config_dir.join("accounts"),
+            providers_dir: config_dir.join("providers"),
+            skills_dir: config_dir.join("skills"),
+            config_dir,
+            data_dir: home.join(".local/share").join(APP_DIR_NAME),
+            state_dir: home.join(".local/state").join(APP_DIR_NAME),
+            harnesses_dirs: Vec::new(),
+            templates_dir: platform_data("handler-core/data/templates/providers"),
+            knowledge_dir: None,
+            cache_dir: home.join(".cache").join(APP_DIR_NAME),
+            allowed_origins: default_origins(port),
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            sandbox_command: vec!["handler-sandbox-podman".to_string()],
+        }
+    }
+
+    /// Reads `$HANDLER_*` over the defaults.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        let home = env_path("HOME").ok_or(ConfigError::NoHome)?;
+        let mut c = DaemonConfig::with_home(&home);
+        if let Ok(p) = std::env::var("HANDLER_PORT") {
+            c.port = p.parse().map_err(|_| ConfigError::Invalid {
+                var: "HANDLER_PORT",
+                message: format!("{p:?} is not a port number"),
+            })?;
+            c.allowed_origins = default_origins(c.port);
+        }
+        if let Some(d) = env_path("HANDLER_CONFIG_DIR") {
+            c.accounts_dir = d.join("accounts");
+            c.providers_dir = d.join("providers");
+            c.skills_dir = d.join("skills");
+            c.config_dir = d;
+        }
+        if let Some(d) = env_path("HANDLER_DATA_DIR") {
+            c.data_dir = d;
+        }
+        if let Some(d) = env_path("HANDLER_STATE_DIR") {
+            c.state_dir = d;
+        }
+        if let Some(d) = env_path("HANDLER_ACCOUNTS_DIR") {
+            c.accounts_dir = d;
+        }
+        if let Some(d) = env_path("HANDLER_PROVIDERS_DIR") {
+            c.providers_dir = d;
+        }
+        if let Some(d) = env_path("HANDLER_SKILLS_DIR") {
+            c.skills_dir = d;
+        }
+        if let Some(d) = env_path("HANDLER_CACHE_DIR") {
+            c.cache_dir = d;
+        }
+        if let Some(d) = env_path("HANDLER_TEMPLATES_DIR") {
+            c.templates_dir = d;
+        }
+        c.knowledge_dir = env_path("HANDLER_KNOWLEDGE_DIR");
+        if let Ok(list) = std::env::var("HANDLER_HARNESSES_DIR") {
+            c.harnesses_dirs = std::env::split_paths(&list)
+                .filter(|p| !p.as_os_str().is_empty())
+                .collect();
+        }
+        if let Ok(o) = std::env::var("HANDLER_ALLOWED_ORIGINS") {
+            c.allowed_origins.extend(
+                o.split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(String::from),
+            );
+        }
+        if let Ok(m) = std::env::var("HANDLER_MAX_MESSAGE_BYTES") {
+            c.max_message_bytes =
+                m.parse()
+                    .ok()
+                    .filter(|n| *n >= 1024)
+                    .ok_or_else(|| ConfigError::Invalid {
+                        var: "HANDLER_MAX_MESSAGE_BYTES",
+                        message: format!("{m:?} is not a size in bytes of at least 1024"),
+                    })?;
+        }
+        if let Ok(s) = std::env::var("HANDLER_SANDBOX_COMMAND") {
+            let argv: Vec<String> = s.split_whitespace().map(String::from).collect();
+            if argv.is_empty() {
+                return Err(ConfigError::Invalid {
+                    var: "HANDLER_SANDBOX_COMMAND",
+                    message: "empty".into(),
+                });
+            }
+            c.sandbox_command = argv;
+        } else if let Some(sibling) = std::env::current_exe()
+            .ok()
+            .and_then(|e| e.parent().map(|d| d.join("handler-sandbox-podman")))
+            .filter(|p| p.is_file())
+        {
+            c.sandbox_command = vec![sibling.to_string_lossy().into_owned()];
+        }
+        Ok(c)
+    }
+
+    /// Changes the port, and the default origins with it.
+    pub fn set_port(&mut self, port: u16) {
+        let old = default_origins(self.port);
+        self.allowed_origins.retain(|o| !old.contains(o));
+        self.allowed_origins.extend(default_origins(port));
+        self.port = port;
+    }
+
+    /// The token file (D, discovery).
+    pub fn token_path(&self) -> PathBuf {
+        self.config_dir.join(handler_contracts::TOKEN_FILE_NAME)
+    }
+}
+
+fn default_origins(port: u16) -> Vec<String> {
+    vec![
+        format!("http://127.0.0.1:{port}"),
+        format!("http://localhost:{port}"),
+    ]
+}

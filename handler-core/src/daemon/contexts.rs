@@ -1,0 +1,230 @@
+//! Project contexts (D.19): `<config>/contexts.toml`, one table per context (`[Work] color =
+//! "blue"`), and the rule that a project with a context runs only accounts and providers made
+//! for it or for any.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use handler_contracts::control::{ContextColor, ContextInfo, ModelAccess};
+use handler_contracts::validate::validate_context_name;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::AppState;
+use super::catalog::Snapshot;
+use super::problem::{ApiError, ApiJson, ApiResult};
+use super::tomlfile;
+
+/// POST /v1/contexts, PUT /v1/contexts/{name}.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ContextRequest {
+    /// Required on create.
+    #[serde(default)]
+    pub name: Option<String>,
+    pub color: ContextColor,
+}
+
+fn path(app: &AppState) -> PathBuf {
+    app.config.config_dir.join("contexts.toml")
+}
+
+/// Every context and its colour.
+pub fn read(app: &AppState) -> BTreeMap<String, ContextColor> {
+    let doc = tomlfile::load(&path(app)).unwrap_or_default();
+    doc.iter()
+        .filter_map(|(k, v)| {
+            let c = v.get("color")?.as_str()?;
+            let color: ContextColor =
+                serde_json::from_value(serde_json::Value::String(c.into())).ok()?;
+            Some((k.to_string(), color))
+        })
+        .collect()
+}
+
+/// The contexts an account or a provider may be used in.
+pub fn contexts_of(snap: &Snapshot, m: &ModelAccess) -> Option<Vec<String>> {
+    if let Some(a) = &m.account {
+        snap.accounts.get(a)?.as_ref().ok()?.contexts.clone()
+    } else if let Some(p) = &m.provider {
+        snap.providers.get(p)?.as_ref().ok()?.contexts.clone()
+    } else {
+        None
+    }
+}
+
+/// D.19: `None` when the model may run in a project of `context`, else why not.
+pub fn check(snap: &Snapshot, context: Option<&str>, m: &ModelAccess) -> Option<String> {
+    let ctx = context?;
+    let list = contexts_of(snap, m).unwrap_or_default();
+    if list.iter().any(|c| c == "any" || c == ctx) {
+        return None;
+    }
+    let what = m
+        .account
+        .as_ref()
+        .map(|a| format!("account {a:?}"))
+        .or_else(|| m.provider.as_ref().map(|p| format!("provider {p:?}")))
+        .unwrap_or_default();
+    Some(format!(
+        "{what} is not made for this project's context {ctx:?} (its contexts: {})",
+        if list.is_empty() {
+            "none".into()
+        } else {
+            list.join(", ")
+        }
+    ))
+}
+
+fn infos(app: &AppState) -> Vec<ContextInfo> {
+    let snap = app.snapshot();
+    let projects = app.agents.projects();
+    read(app)
+        .into_iter()
+        .map(|(name, color)| {
+            let made_for = |c: &Option<Vec<String>>| c.as_ref().is_some_and(|l| l.contains(&name));
+            ContextInfo {
+                projects: Some(
+                    projects
+                        .iter()
+                        .filter(|p| p.context.as_deref() == Some(&name))
+                        .map(|p| p.name.clone())
+                        .collect(),
+                ),
+                accounts: Some(
+                    snap.accounts
+                        .iter()
+                        .filter(|(_, a)| a.as_ref().is_ok_and(|a| made_for(&a.contexts)))
+                        .map(|(n, _)| n.clone())
+                        .collect(),
+                ),
+                providers: Some(
+                    snap.providers
+                        .iter()
+                        .filter(|(_, p)| p.as_ref().is_ok_and(|p| made_for(&p.contexts)))
+                        .map(|(n, _)| n.clone())
+                        .collect(),
+                ),
+                name,
+                color,
+            }
+        })
+        .collect()
+}
+
+/// GET /v1/contexts
+pub async fn list(State(app): State<AppState>) -> Json<Vec<ContextInfo>> {
+    Json(infos(&app))
+}
+
+/// GET /v1/contexts/{name}
+pub async fn get(
+    State(app): State<AppState>,
+    Path(name): Path<String>,
+) -> ApiResult<Json<ContextInfo>> {
+    infos(&app)
+        .into_iter()
+        .find(|c| c.name == name)
+        .map(Json)
+        .ok_or_else(|| ApiError::not_found(format!("context {name:?}")))
+}
+
+fn write(app: &AppState, name: &str, color: Option<ContextColor>) -> ApiResult<()> {
+    let p = path(app);
+    let mut doc = tomlfile::load(&p).map_err(ApiError::internal)?;
+    match color {
+        Some(c) => {
+            let word = serde_json::to_value(c)
+                .ok()
+                .and_then(|v| v.as_str().map(String::from))
+                .unwrap_or_default();
+            if doc.get(name).and_then(|t| t.as_table()).is_none() {
+                doc[name] = toml_edit::table();
+            }
+            doc[name]["color"] = toml_edit::value(word);
+        }
+        None => {
+            doc.remove(name);
+        }
+    }
+    tomlfile::save(&p, &doc).map_err(ApiError::internal)
+}
+
+/// POST /v1/contexts
+pub async fn create(
+    State(app): State<AppState>,
+    ApiJson(req): ApiJson<ContextRequest>,
+) -> ApiResult<(StatusCode, Json<ContextInfo>)> {
+    let _w = app.write_lock.lock().await;
+    let name = req
+        .name
+        .clone()
+        .ok_or_else(|| ApiError::unprocessable("invalid body", "name: required"))?;
+    validate_context_name(&name)
+        .map_err(|e| ApiError::bad_request("context invalid", e.to_string()))?;
+    if read(&app).keys().any(|k| k.eq_ignore_ascii_case(&name)) {
+        return Err(ApiError::conflict(
+            "context exists",
+            format!("context {name:?} exists"),
+        ));
+    }
+    write(&app, &name, Some(req.color))?;
+    let c = infos(&app)
+        .into_iter()
+        .find(|c| c.name == name)
+        .ok_or_else(|| ApiError::internal("context vanished"))?;
+    Ok((StatusCode::CREATED, Json(c)))
+}
+
+/// PUT /v1/contexts/{name}: its colour.
+pub async fn replace(
+    State(app): State<AppState>,
+    Path(name): Path<String>,
+    ApiJson(req): ApiJson<ContextRequest>,
+) -> ApiResult<Json<ContextInfo>> {
+    let _w = app.write_lock.lock().await;
+    if !read(&app).contains_key(&name) {
+        return Err(ApiError::not_found(format!("context {name:?}")));
+    }
+    if req.name.as_ref().is_some_and(|n| *n != name) {
+        return Err(ApiError::bad_request(
+            "context invalid",
+            "name: renaming is not supported",
+        ));
+    }
+    write(&app, &name, Some(req.color))?;
+    infos(&app)
+        .into_iter()
+        .find(|c| c.name == name)
+        .map(Json)
+        .ok_or_else(|| ApiError::internal("context vanished"))
+}
+
+/// DELETE /v1/contexts/{name}: refused (409) while a project is in it.
+pub async fn delete(
+    State(app): State<AppState>,
+    Path(name): Path<String>,
+) -> ApiResult<StatusCode> {
+    let _w = app.write_lock.lock().await;
+    if !read(&app).contains_key(&name) {
+        return Err(ApiError::not_found(format!("context {name:?}")));
+    }
+    let users: Vec<String> = app
+        .agents
+        .projects()
+        .into_iter()
+        .filter(|p| p.context.as_deref() == Some(&name))
+        .map(|p| p.name)
+        .collect();
+    if !users.is_empty() {
+        return Err(ApiError::conflict(
+            "context in use",
+            format!("projects in it: {}", users.join(", ")),
+        ));
+    }
+    write(&app, &name, None)?;
+    Ok(StatusCode::NO_CONTENT)
+}

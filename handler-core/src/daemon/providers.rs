@@ -1,0 +1,370 @@
+//! Providers (E, D.12): `<providers>/<name>.toml`, from a template (platform data) or as given;
+//! a key given through the API goes only to the secret store (`providers/<name>/apiKey`), a
+//! hand-written `env`/`file`/`command` key is kept.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use handler_contracts::api_version::ProviderApiVersion;
+use handler_contracts::parse::from_toml;
+use handler_contracts::validate::validate_provider;
+use handler_contracts::{
+    FileSource, Protocol, Provider, ProviderModel, SecretRef, allow::entry_for_url,
+};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::AppState;
+use super::catalog::valid_name;
+use super::problem::{ApiError, ApiJson, ApiResult};
+use super::tomlfile;
+
+/// POST /v1/providers, PUT /v1/providers/{name}.
+#[derive(Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProviderRequest {
+    /// Required on create.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// A template (GET /v1/provider-templates) whose fields fill what is left out.
+    #[serde(default)]
+    pub template: Option<String>,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub endpoints: Option<BTreeMap<Protocol, String>>,
+    #[serde(default)]
+    pub models: Option<Vec<ProviderModel>>,
+    #[serde(default)]
+    pub files: Option<BTreeMap<String, BTreeMap<String, FileSource>>>,
+    #[serde(default)]
+    pub contexts: Option<Vec<String>>,
+    /// The key itself: to the secret store only.
+    #[serde(default)]
+    pub api_key: Option<String>,
+    /// Removes its key (a local server needs none).
+    #[serde(default)]
+    pub remove_api_key: bool,
+}
+
+impl std::fmt::Debug for ProviderRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProviderRequest")
+            .field("name", &self.name)
+            .field("template", &self.template)
+            .field("api_key", &self.api_key.as_ref().map(|_| "[redacted]"))
+            .finish_non_exhaustive()
+    }
+}
+
+/// A provider as the API shows it: where its key is, never the key.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProviderInfo {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub endpoints: BTreeMap<Protocol, String>,
+    #[serde(default)]
+    pub models: Vec<ProviderModel>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub files: BTreeMap<String, BTreeMap<String, FileSource>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contexts: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key: Option<SecretRef>,
+    /// A `{secret}` key that has no value makes the provider incomplete (D.14).
+    pub key_set: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// A provider template (D.12).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProviderTemplate {
+    pub name: String,
+    pub provider: Provider,
+}
+
+fn provider_path(app: &AppState, name: &str) -> PathBuf {
+    app.config.providers_dir.join(format!("{name}.toml"))
+}
+
+/// The store path of a provider's key.
+pub fn key_secret_path(name: &str) -> String {
+    format!("providers/{name}/apiKey")
+}
+
+fn info(app: &AppState, name: &str, r: &Result<Provider, String>) -> ProviderInfo {
+    match r {
+        Ok(p) => ProviderInfo {
+            name: name.into(),
+            description: p.description.clone(),
+            endpoints: p.endpoints.clone(),
+            models: p.models.clone(),
+            files: p.files.clone(),
+            contexts: p.contexts.clone(),
+            api_key: p.api_key.clone(),
+            key_set: match &p.api_key {
+                Some(SecretRef::Secret(s)) => app.secrets.is_set(s),
+                _ => true,
+            },
+            error: None,
+        },
+        Err(why) => ProviderInfo {
+            name: name.into(),
+            description: None,
+            endpoints: BTreeMap::new(),
+            models: Vec::new(),
+            files: BTreeMap::new(),
+            contexts: None,
+            api_key: None,
+            key_set: false,
+            error: Some(why.clone()),
+        },
+    }
+}
+
+/// The templates shipped with Handler.
+pub fn templates(app: &AppState) -> Vec<ProviderTemplate> {
+    let Ok(rd) = std::fs::read_dir(&app.config.templates_dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<ProviderTemplate> = rd
+        .flatten()
+        .filter_map(|e| {
+            let p = e.path();
+            let name = p.file_stem()?.to_str()?.to_string();
+            if p.extension()? != "toml" {
+                return None;
+            }
+            let text = std::fs::read_to_string(&p).ok()?;
+            match from_toml::<Provider>(&format!("templates/providers/{name}.toml"), &text) {
+                Ok(provider) => Some(ProviderTemplate { name, provider }),
+                Err(e) => {
+                    tracing::warn!(template = %name, error = %e, "provider template unusable");
+                    None
+                }
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+/// GET /v1/provider-templates
+pub async fn list_templates(State(app): State<AppState>) -> Json<Vec<ProviderTemplate>> {
+    Json(templates(&app))
+}
+
+/// GET /v1/providers
+pub async fn list(State(app): State<AppState>) -> Json<Vec<ProviderInfo>> {
+    let snap = app.snapshot();
+    Json(
+        snap.providers
+            .iter()
+            .map(|(n, r)| info(&app, n, r))
+            .collect(),
+    )
+}
+
+/// GET /v1/providers/{name}
+pub async fn get(
+    State(app): State<AppState>,
+    Path(name): Path<String>,
+) -> ApiResult<Json<ProviderInfo>> {
+    let snap = app.snapshot();
+    let r = snap
+        .providers
+        .get(&name)
+        .ok_or_else(|| ApiError::not_found(format!("provider {name:?}")))?;
+    Ok(Json(info(&app, &name, r)))
+}
+
+fn endpoint_hosts(p: &Provider) -> Vec<String> {
+    p.endpoints
+        .values()
+        .filter_map(|u| entry_for_url(u))
+        .map(|(h, port)| format!("{h}:{port}"))
+        .collect()
+}
+
+fn build(
+    app: &AppState,
+    name: &str,
+    req: &ProviderRequest,
+    old_key: Option<SecretRef>,
+) -> ApiResult<Provider> {
+    let base = match &req.template {
+        Some(t) => Some(
+            templates(app)
+                .into_iter()
+                .find(|x| x.name == *t)
+                .ok_or_else(|| {
+                    ApiError::bad_request(
+                        "provider invalid",
+                        format!("template: no template {t:?}"),
+                    )
+                })?
+                .provider,
+        ),
+        None => None,
+    };
+    let mut p = Provider {
+        api_version: ProviderApiVersion,
+        description: req
+            .description
+            .clone()
+            .or_else(|| base.as_ref().and_then(|b| b.description.clone())),
+        endpoints: req
+            .endpoints
+            .clone()
+            .or_else(|| base.as_ref().map(|b| b.endpoints.clone()))
+            .unwrap_or_default(),
+        api_key: None,
+        models: req
+            .models
+            .clone()
+            .or_else(|| base.as_ref().map(|b| b.models.clone()))
+            .unwrap_or_default(),
+        files: req
+            .files
+            .clone()
+            .or_else(|| base.as_ref().map(|b| b.files.clone()))
+            .unwrap_or_default(),
+        contexts: req
+            .contexts
+            .clone()
+            .or_else(|| base.as_ref().and_then(|b| b.contexts.clone())),
+    };
+    validate_provider(&p).map_err(|e| ApiError::bad_request("provider invalid", e.to_string()))?;
+    p.api_key = if let Some(v) = &req.api_key {
+        let v = v.trim();
+        if v.is_empty() || v.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(ApiError::unprocessable(
+                "key invalid",
+                "apiKey: empty, or holds spaces or control characters",
+            ));
+        }
+        let path = key_secret_path(name);
+        app.secrets
+            .set(
+                &path,
+                v,
+                Some(format!("API key of provider {name}")),
+                endpoint_hosts(&p),
+            )
+            .map_err(ApiError::internal)?;
+        Some(SecretRef::Secret(path))
+    } else if req.remove_api_key {
+        let _ = app.secrets.remove(&key_secret_path(name));
+        None
+    } else {
+        old_key
+    };
+    Ok(p)
+}
+
+fn write_provider(app: &AppState, name: &str, p: &Provider) -> ApiResult<()> {
+    let path = provider_path(app, name);
+    let mut doc = tomlfile::load(&path).map_err(ApiError::internal)?;
+    tomlfile::set_str(&mut doc, "apiVersion", Some(ProviderApiVersion::STR));
+    tomlfile::set_str(&mut doc, "description", p.description.as_deref());
+    match &p.api_key {
+        Some(k) => tomlfile::set_value(&mut doc, "apiKey", tomlfile::secret_ref_value(k)),
+        None => {
+            doc.remove("apiKey");
+        }
+    }
+    tomlfile::set_str_list(&mut doc, "contexts", p.contexts.as_deref());
+    doc["endpoints"] = tomlfile::to_item(&p.endpoints);
+    doc["models"] = tomlfile::to_item(&p.models);
+    if p.files.is_empty() {
+        doc.remove("files");
+    } else {
+        doc["files"] = tomlfile::to_item(&p.files);
+    }
+    tomlfile::save(&path, &doc).map_err(ApiError::internal)?;
+    // What was written must read back as the same provider.
+    let text = std::fs::read_to_string(&path).map_err(ApiError::internal)?;
+    from_toml::<Provider>(name, &text).map_err(ApiError::internal)?;
+    Ok(())
+}
+
+/// POST /v1/providers
+pub async fn create(
+    State(app): State<AppState>,
+    ApiJson(req): ApiJson<ProviderRequest>,
+) -> ApiResult<(StatusCode, Json<ProviderInfo>)> {
+    let _w = app.write_lock.lock().await;
+    let name = req
+        .name
+        .clone()
+        .ok_or_else(|| ApiError::unprocessable("invalid body", "name: required"))?;
+    if !valid_name(&name) {
+        return Err(ApiError::bad_request(
+            "provider invalid",
+            format!("name: {name:?} is not a name (letters, digits, '-', '_', '.')"),
+        ));
+    }
+    if provider_path(&app, &name).exists() {
+        return Err(ApiError::conflict(
+            "provider exists",
+            format!("provider {name:?} exists"),
+        ));
+    }
+    let p = build(&app, &name, &req, None)?;
+    write_provider(&app, &name, &p)?;
+    tracing::info!(provider = %name, "provider created");
+    Ok((StatusCode::CREATED, Json(info(&app, &name, &Ok(p)))))
+}
+
+/// PUT /v1/providers/{name}
+pub async fn replace(
+    State(app): State<AppState>,
+    Path(name): Path<String>,
+    ApiJson(req): ApiJson<ProviderRequest>,
+) -> ApiResult<Json<ProviderInfo>> {
+    let _w = app.write_lock.lock().await;
+    if req.name.as_ref().is_some_and(|n| *n != name) {
+        return Err(ApiError::bad_request(
+            "provider invalid",
+            "name: differs from the provider's (renaming is not supported)",
+        ));
+    }
+    let snap = app.snapshot();
+    let old = snap
+        .providers
+        .get(&name)
+        .ok_or_else(|| ApiError::not_found(format!("provider {name:?}")))?;
+    let p = build(
+        &app,
+        &name,
+        &req,
+        old.as_ref().ok().and_then(|p| p.api_key.clone()),
+    )?;
+    write_provider(&app, &name, &p)?;
+    Ok(Json(info(&app, &name, &Ok(p))))
+}
+
+/// DELETE /v1/providers/{name}
+pub async fn delete(
+    State(app): State<AppState>,
+    Path(name): Path<String>,
+) -> ApiResult<StatusCode> {
+    let _w = app.write_lock.lock().await;
+    let path = provider_path(&app, &name);
+    if !valid_name(&name) || !path.exists() {
+        return Err(ApiError::not_found(format!("provider {name:?}")));
+    }
+    std::fs::remove_file(&path).map_err(ApiError::internal)?;
+    app.secrets
+        .remove_under(&format!("providers/{name}"))
+        .map_err(ApiError::internal)?;
+    Ok(StatusCode::NO_CONTENT)
+}

@@ -1,0 +1,291 @@
+//! Handler's secret store (D.14): values named by paths, kept with a description in
+//! `<data>/secrets.json` (0600). No function here returns a value to the API: only
+//! [`SecretStore::value`] reads one, for a launch.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use handler_contracts::validate::validate_secret_path;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::fsutil;
+
+/// A stored value. Its `Debug` never shows the value.
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Entry {
+    value: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    description: Option<String>,
+    /// Where its owner sends it (E3), for people reading the store.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    hosts: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    updated_at: Option<String>,
+}
+
+/// A secret as the API shows it: never its value.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretInfo {
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updated_at: Option<String>,
+}
+
+/// PUT /v1/secrets/{path}: a value and its description.
+#[derive(Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SecretRequest {
+    pub value: String,
+    #[serde(default)]
+    pub description: Option<String>,
+}
+
+impl std::fmt::Debug for SecretRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SecretRequest")
+            .field("value", &"[redacted]")
+            .field("description", &self.description)
+            .finish()
+    }
+}
+
+/// What can go wrong with the store.
+#[derive(Debug, thiserror::Error)]
+pub enum SecretError {
+    #[error("{0}")]
+    InvalidPath(String),
+    #[error("secret {0} is not set")]
+    NotSet(String),
+    #[error("a secret value is empty")]
+    Empty,
+    #[error("the secret store {path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("the secret store {path} is not valid JSON: {message}")]
+    Corrupt { path: String, message: String },
+}
+
+/// The store, one file, read and written whole under a lock.
+#[derive(Debug)]
+pub struct SecretStore {
+    path: PathBuf,
+    lock: Mutex<()>,
+}
+
+impl SecretStore {
+    /// The store in `<data>/secrets.json`.
+    pub fn new(path: PathBuf) -> Self {
+        SecretStore {
+            path,
+            lock: Mutex::new(()),
+        }
+    }
+
+    fn io(&self, source: std::io::Error) -> SecretError {
+        SecretError::Io {
+            path: self.path.display().to_string(),
+            source,
+        }
+    }
+
+    fn load(&self) -> Result<BTreeMap<String, Entry>, SecretError> {
+        match fsutil::read_optional(&self.path).map_err(|e| self.io(e))? {
+            None => Ok(BTreeMap::new()),
+            Some(text) => serde_json::from_str(&text).map_err(|e| SecretError::Corrupt {
+                path: self.path.display().to_string(),
+                // serde_json's messages do not quote values, only positions and expectations.
+                message: format!("line {}, column {}", e.line(), e.column()),
+            }),
+        }
+    }
+
+    fn save(&self, map: &BTreeMap<String, Entry>) -> Result<(), SecretError> {
+        let text = serde_json::to_vec_pretty(map).expect("secrets serialize");
+        fsutil::write_atomic(&self.path, &text, 0o600).map_err(|e| self.io(e))
+    }
+
+    /// Every secret, without values.
+    pub fn list(&self) -> Result<Vec<SecretInfo>, SecretError> {
+        let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(self
+            .load()?
+            .into_iter()
+            .map(|(path, e)| info(path, &e))
+            .collect())
+    }
+
+    /// One secret, without its value.
+    pub fn info(&self, path: &str) -> Result<Option<SecretInfo>, SecretError> {
+        let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(self.load()?.get(path).map(|e| info(path.to_string(), e)))
+    }
+
+    /// Whether a value is set.
+    pub fn is_set(&self, path: &str) -> bool {
+        self.info(path).ok().flatten().is_some()
+    }
+
+    /// Sets a value (any path; the API refuses `accounts/` before calling this).
+    pub fn set(
+        &self,
+        path: &str,
+        value: &str,
+        description: Option<String>,
+        hosts: Vec<String>,
+    ) -> Result<(), SecretError> {
+        validate_secret_path(path).map_err(|e| SecretError::InvalidPath(e.message))?;
+        if value.is_empty() {
+            return Err(SecretError::Empty);
+        }
+        let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = self.load()?;
+        let description = description.or_else(|| map.get(path).and_then(|e| e.description.clone()));
+        let hosts = if hosts.is_empty() {
+            map.get(path).map(|e| e.hosts.clone()).unwrap_or_default()
+        } else {
+            hosts
+        };
+        map.insert(
+            path.to_string(),
+            Entry {
+                value: value.to_string(),
+                description,
+                hosts,
+                updated_at: Some(fsutil::now_rfc3339()),
+            },
+        );
+        self.save(&map)
+    }
+
+    /// Removes a value; whether there was one.
+    pub fn remove(&self, path: &str) -> Result<bool, SecretError> {
+        let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = self.load()?;
+        let had = map.remove(path).is_some();
+        if had {
+            self.save(&map)?;
+        }
+        Ok(had)
+    }
+
+    /// Removes every value under `prefix/`.
+    pub fn remove_under(&self, prefix: &str) -> Result<(), SecretError> {
+        let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = self.load()?;
+        let before = map.len();
+        map.retain(|k, _| !k.starts_with(&format!("{prefix}/")));
+        if map.len() != before {
+            self.save(&map)?;
+        }
+        Ok(())
+    }
+
+    /// The value itself: for a launch only (E3), never for an answer.
+    pub fn value(&self, path: &str) -> Result<String, SecretError> {
+        let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        self.load()?
+            .get(path)
+            .map(|e| e.value.clone())
+            .ok_or_else(|| SecretError::NotSet(path.to_string()))
+    }
+}
+
+fn info(path: String, e: &Entry) -> SecretInfo {
+    SecretInfo {
+        path,
+        description: e.description.clone(),
+        hosts: e.hosts.clone(),
+        updated_at: e.updated_at.clone(),
+    }
+}
+
+/// The secret store's routes (D.14): paths and descriptions only, never a value.
+pub mod api {
+    use axum::Json;
+    use axum::extract::{Path, State};
+    use axum::http::StatusCode;
+
+    use super::{SecretError, SecretInfo, SecretRequest};
+    use crate::daemon::AppState;
+    use crate::daemon::problem::{ApiError, ApiJson, ApiResult};
+
+    fn check_path(path: &str) -> ApiResult<()> {
+        handler_contracts::validate::validate_secret_path(path)
+            .map_err(|e| ApiError::bad_request("secret path invalid", e.message))
+    }
+
+    /// GET /v1/secrets
+    pub async fn list(State(app): State<AppState>) -> ApiResult<Json<Vec<SecretInfo>>> {
+        app.secrets.list().map(Json).map_err(ApiError::internal)
+    }
+
+    /// GET /v1/secrets/{path}
+    pub async fn get(
+        State(app): State<AppState>,
+        Path(path): Path<String>,
+    ) -> ApiResult<Json<SecretInfo>> {
+        check_path(&path)?;
+        app.secrets
+            .info(&path)
+            .map_err(ApiError::internal)?
+            .map(Json)
+            .ok_or_else(|| ApiError::not_found(format!("secret {path}")))
+    }
+
+    /// PUT /v1/secrets/{path}: sets a value; `accounts/` is refused (D.9: set through the account).
+    pub async fn put(
+        State(app): State<AppState>,
+        Path(path): Path<String>,
+        ApiJson(req): ApiJson<SecretRequest>,
+    ) -> ApiResult<Json<SecretInfo>> {
+        check_path(&path)?;
+        if path.starts_with("accounts/") {
+            return Err(ApiError::bad_request(
+                "secret path reserved",
+                "accounts/…: an account's token is set through PUT /v1/accounts/{name}/token",
+            ));
+        }
+        match app
+            .secrets
+            .set(&path, &req.value, req.description, Vec::new())
+        {
+            Ok(()) => {}
+            Err(SecretError::Empty) => {
+                return Err(ApiError::unprocessable("secret invalid", "value: empty"));
+            }
+            Err(SecretError::InvalidPath(m)) => {
+                return Err(ApiError::bad_request("secret path invalid", m));
+            }
+            Err(e) => return Err(ApiError::internal(e)),
+        }
+        tracing::info!(secret = %path, "secret set");
+        app.secrets
+            .info(&path)
+            .map_err(ApiError::internal)?
+            .map(Json)
+            .ok_or_else(|| ApiError::internal("secret vanished"))
+    }
+
+    /// DELETE /v1/secrets/{path}
+    pub async fn delete(
+        State(app): State<AppState>,
+        Path(path): Path<String>,
+    ) -> ApiResult<StatusCode> {
+        check_path(&path)?;
+        if app.secrets.remove(&path).map_err(ApiError::internal)? {
+            Ok(StatusCode::NO_CONTENT)
+        } else {
+            Err(ApiError::not_found(format!("secret {path}")))
+        }
+    }
+}

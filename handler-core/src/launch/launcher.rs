@@ -1,0 +1,189 @@
+//! The launcher: the platform's sandbox executable (`handler-sandbox-podman`, contract A) run
+//! with the SandboxSpec on fd 3 — secrets travel only there, never in argv or env — its stdio
+//! the agent's ACP stream, its stderr logs and egress events. Also its `set-egress` and `sweep`
+//! verbs.
+
+use std::future::Future;
+use std::io::Write;
+use std::pin::Pin;
+use std::process::Stdio;
+use std::time::Duration;
+
+use command_fds::{CommandFdExt, FdMapping};
+use handler_contracts::SandboxSpec;
+use handler_contracts::sandbox::Enforcement;
+use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
+
+/// A launch or a verb that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LauncherError {
+    #[error("cannot run the sandbox executable {program}: {source}")]
+    Spawn {
+        program: String,
+        source: std::io::Error,
+    },
+    #[error("cannot hand the spec to the sandbox executable: {0}")]
+    Spec(String),
+    #[error("{verb} exited with {code:?}: {stderr}")]
+    Verb {
+        verb: String,
+        code: Option<i32>,
+        stderr: String,
+    },
+}
+
+/// A running sandbox: the launcher process and its stdio.
+#[derive(Debug)]
+pub struct Instance {
+    /// The spec's name.
+    pub name: String,
+    pub child: Child,
+    pub stdin: ChildStdin,
+    pub stdout: ChildStdout,
+    pub stderr: ChildStderr,
+}
+
+/// Boxed futures, so the trait stays object-safe.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// What the control plane needs of a sandbox runtime (contract A's binding).
+pub trait Launcher: Send + Sync + std::fmt::Debug {
+    /// Starts `launch` with the spec on fd 3.
+    fn launch(&self, spec: &SandboxSpec) -> Result<Instance, LauncherError>;
+    /// `set-egress <name> enforce|log-only` on a running instance (A.4).
+    fn set_egress<'a>(
+        &'a self,
+        name: &'a str,
+        e: Enforcement,
+    ) -> BoxFuture<'a, Result<(), LauncherError>>;
+    /// `sweep`: removes what launchers that died left behind.
+    fn sweep(&self) -> BoxFuture<'_, Result<String, LauncherError>>;
+}
+
+/// The sandbox executable, e.g. `["handler-sandbox-podman"]` (or a wrapper that runs it as
+/// another user: fds are inherited).
+#[derive(Debug, Clone)]
+pub struct ProcessLauncher {
+    pub command: Vec<String>,
+}
+
+impl ProcessLauncher {
+    fn command(&self, verb: &str) -> Command {
+        let mut c = Command::new(&self.command[0]);
+        c.args(&self.command[1..]).arg(verb);
+        c
+    }
+
+    async fn run_verb(&self, args: &[&str]) -> Result<String, LauncherError> {
+        let mut c = self.command(args[0]);
+        c.args(&args[1..]).stdin(Stdio::null()).kill_on_drop(true);
+        let out = tokio::time::timeout(Duration::from_secs(90), c.output())
+            .await
+            .map_err(|_| LauncherError::Verb {
+                verb: args[0].into(),
+                code: None,
+                stderr: "timed out after 90 s".into(),
+            })?
+            .map_err(|source| LauncherError::Spawn {
+                program: self.command[0].clone(),
+                source,
+            })?;
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            Err(LauncherError::Verb {
+                verb: args[0].into(),
+                code: out.status.code(),
+                stderr: String::from_utf8_lossy(&out.stderr)
+                    .trim()
+                    .chars()
+                    .take(2000)
+                    .collect(),
+            })
+        }
+    }
+}
+
+impl Launcher for ProcessLauncher {
+    fn launch(&self, spec: &SandboxSpec) -> Result<Instance, LauncherError> {
+        let json = serde_json::to_vec(spec).map_err(|e| LauncherError::Spec(e.to_string()))?;
+        let (reader, mut writer) =
+            std::io::pipe().map_err(|e| LauncherError::Spec(e.to_string()))?;
+        let mut c = self.command("launch");
+        c.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        c.fd_mappings(vec![FdMapping {
+            parent_fd: reader.into(),
+            child_fd: 3,
+        }])
+        .map_err(|e| LauncherError::Spec(e.to_string()))?;
+        let mut child = c.spawn().map_err(|source| LauncherError::Spawn {
+            program: self.command[0].clone(),
+            source,
+        })?;
+        // Our copy of the read end goes with the command; the writer is closed once written.
+        drop(c);
+        std::thread::spawn(move || {
+            let _ = writer.write_all(&json);
+        });
+        let stdin = child
+            .stdin
+            .take()
+            .ok_or_else(|| LauncherError::Spec("no stdin".into()))?;
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| LauncherError::Spec("no stdout".into()))?;
+        let stderr = child
+            .stderr
+            .take()
+            .ok_or_else(|| LauncherError::Spec("no stderr".into()))?;
+        Ok(Instance {
+            name: spec.name.clone(),
+            child,
+            stdin,
+            stdout,
+            stderr,
+        })
+    }
+
+    fn set_egress<'a>(
+        &'a self,
+        name: &'a str,
+        e: Enforcement,
+    ) -> BoxFuture<'a, Result<(), LauncherError>> {
+        Box::pin(async move {
+            self.run_verb(&["set-egress", name, e.as_str()])
+                .await
+                .map(|_| ())
+        })
+    }
+
+    fn sweep(&self) -> BoxFuture<'_, Result<String, LauncherError>> {
+        Box::pin(async move { self.run_verb(&["sweep"]).await })
+    }
+}
+
+/// Stops a launcher: SIGTERM (it stops and cleans up its sandbox, A4), SIGKILL after `grace`.
+/// Returns its exit code (None when killed by a signal).
+pub async fn stop(child: &mut Child, grace: Duration) -> Option<i32> {
+    if let Ok(Some(st)) = child.try_wait() {
+        return st.code();
+    }
+    if let Some(pid) = child.id() {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+    }
+    match tokio::time::timeout(grace, child.wait()).await {
+        Ok(Ok(st)) => st.code(),
+        _ => {
+            tracing::warn!("sandbox launcher did not stop after SIGTERM: killing it");
+            let _ = child.kill().await;
+            None
+        }
+    }
+}
