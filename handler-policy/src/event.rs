@@ -83,6 +83,90 @@ pub enum Event {
     },
 }
 
+impl Event {
+    /// The event with `f` applied to every text it carries (P5 redaction of the log).
+    pub(crate) fn map_text(self, f: &dyn Fn(String) -> String) -> Event {
+        let o = |v: Option<String>| v.map(f);
+        match self {
+            Event::Refused {
+                from,
+                policy,
+                code,
+                method,
+                reason,
+            } => Event::Refused {
+                from,
+                policy,
+                code,
+                method: o(method),
+                reason: f(reason),
+            },
+            Event::Dropped {
+                from,
+                policy,
+                method,
+                reason,
+            } => Event::Dropped {
+                from,
+                policy,
+                method: o(method),
+                reason: f(reason),
+            },
+            Event::Rewritten {
+                from,
+                policy,
+                method,
+                what,
+            } => Event::Rewritten {
+                from,
+                policy,
+                method: o(method),
+                what: f(what),
+            },
+            Event::Redacted { names } => Event::Redacted { names },
+            Event::AgentInitialized { load_session } => Event::AgentInitialized { load_session },
+            Event::SessionOpened { session_id, method } => Event::SessionOpened {
+                session_id: f(session_id),
+                method: f(method),
+            },
+            Event::SessionDefaultsFailed {
+                session_id,
+                step,
+                reason,
+            } => Event::SessionDefaultsFailed {
+                session_id: f(session_id),
+                step: f(step),
+                reason: f(reason),
+            },
+            Event::SessionTranslated {
+                client_session_id,
+                agent_session_id,
+            } => Event::SessionTranslated {
+                client_session_id: f(client_session_id),
+                agent_session_id: f(agent_session_id),
+            },
+            Event::PermissionAnswered {
+                by,
+                request_id,
+                session_id,
+                tool_call,
+                outcome,
+            } => Event::PermissionAnswered {
+                by,
+                request_id: f(request_id),
+                session_id: o(session_id),
+                tool_call: tool_call.map(|t| crate::tools::ToolCallInfo {
+                    tool_call_id: f(t.tool_call_id),
+                    title: o(t.title),
+                    kind: o(t.kind),
+                    status: o(t.status),
+                }),
+                outcome: f(outcome),
+            },
+        }
+    }
+}
+
 /// Who answered a permission request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]

@@ -234,6 +234,20 @@ impl Pipeline {
 
     /// Handles one frame (one WebSocket text message or one NDJSON line, without its `\n`).
     pub fn handle(&mut self, direction: Direction, frame: &[u8]) -> Vec<Action> {
+        let mut out = self.handle_inner(direction, frame);
+        if !self.secrets.is_empty() {
+            // P5 covers the log too: no event carries a secret value.
+            for a in &mut out {
+                if let Action::Log(e) = a {
+                    let ev = std::mem::replace(e, Event::Redacted { names: Vec::new() });
+                    *e = ev.map_text(&|t| self.redact_text(t));
+                }
+            }
+        }
+        out
+    }
+
+    fn handle_inner(&mut self, direction: Direction, frame: &[u8]) -> Vec<Action> {
         let mut out = Vec::new();
         let side = match direction {
             Direction::FromClient(c) => Side::Client(c),
@@ -289,27 +303,37 @@ impl Pipeline {
                 return out;
             }
         };
+        self.dispatch(direction, kind, frame, &mut out);
+        out
+    }
+
+    fn dispatch(
+        &mut self,
+        direction: Direction,
+        kind: Kind<'_>,
+        frame: &[u8],
+        out: &mut Vec<Action>,
+    ) {
         match (direction, kind) {
             (Direction::FromClient(c), Kind::Request { id, method, params }) => {
-                self.client_request(c, frame, id, &method, params, &mut out)
+                self.client_request(c, frame, id, &method, params, out)
             }
             (Direction::FromClient(c), Kind::Notification { method, params }) => {
-                self.client_notification(c, frame, &method, params, &mut out)
+                self.client_notification(c, frame, &method, params, out)
             }
             (Direction::FromClient(c), Kind::Response { id, result, error }) => {
-                self.client_response(c, frame, id, result, error, &mut out)
+                self.client_response(c, frame, id, result, error, out)
             }
             (Direction::FromAgent, Kind::Request { id, method, params }) => {
-                self.agent_request(frame, id, &method, params, &mut out)
+                self.agent_request(frame, id, &method, params, out)
             }
             (Direction::FromAgent, Kind::Notification { method, params }) => {
-                self.agent_notification(frame, &method, params, &mut out)
+                self.agent_notification(frame, &method, params, out)
             }
             (Direction::FromAgent, Kind::Response { id, result, error }) => {
-                self.agent_response(frame, id, result, error, &mut out)
+                self.agent_response(frame, id, result, error, out)
             }
         }
-        out
     }
 
     #[allow(clippy::too_many_arguments)]
