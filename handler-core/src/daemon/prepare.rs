@@ -367,6 +367,8 @@ pub fn prepare(
                 .values()
                 .filter_map(|u| entry_for_url(u))
                 .filter_map(|(h, p)| AllowEntry::parse(&format!("{h}:{p}")).ok())
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
                 .collect();
             let secret_name = key_secret_path(&name);
             let dl = deliver(&secret_name, value.clone(), hosts, c.network);
