@@ -187,11 +187,13 @@ pub async fn get(
 }
 
 fn endpoint_hosts(p: &Provider) -> Vec<String> {
-    p.endpoints
+    let set: std::collections::BTreeSet<String> = p
+        .endpoints
         .values()
         .filter_map(|u| entry_for_url(u))
         .map(|(h, port)| format!("{h}:{port}"))
-        .collect()
+        .collect();
+    set.into_iter().collect()
 }
 
 fn build(

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod acp;
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -323,4 +325,26 @@ pub fn assert_problem(status: u16, body: &Value, want_status: u16, title: &str) 
     assert_eq!(body["status"], want_status, "{body}");
     assert_eq!(body["title"], title, "{body}");
     assert!(body["type"].is_string(), "{body}");
+}
+
+impl TestDaemon {
+    /// The ACP URL of an agent, with a query.
+    pub fn acp_url(&self, agent: &str, query: &str) -> String {
+        let q = if query.is_empty() {
+            String::new()
+        } else {
+            format!("?{query}")
+        };
+        format!("ws://127.0.0.1:{}/v1/agents/{agent}/acp{q}", self.port)
+    }
+    /// The subprotocols a client offers.
+    pub fn protocols(&self) -> Vec<String> {
+        vec!["acp.v1".into(), format!("bearer.{}", self.token)]
+    }
+    /// Connects to an agent's ACP endpoint with the token.
+    pub async fn acp(&self, agent: &str) -> acp::Acp {
+        acp::open(&self.acp_url(agent, ""), &self.protocols(), None)
+            .await
+            .expect("ACP socket opens")
+    }
 }
