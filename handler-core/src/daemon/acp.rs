@@ -297,7 +297,7 @@ async fn relay(
                             l = l.replace(value.as_str(), &format!("[secret {name}]"));
                         }
                     }
-                    tracing::debug!(agent = %agent_id, %sandbox, line = %l, "sandbox stderr");
+                    tracing::info!(agent = %agent_id, %sandbox, line = %l, "sandbox stderr");
                 }
             }
         });

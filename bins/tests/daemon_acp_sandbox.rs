@@ -1,0 +1,633 @@
+//! The C conformance against the real sandbox: handlerd runs as an unprivileged user (setpriv
+//! to HANDLER_TEST_USER, default handler-test, when the tests run as root), launches the
+//! scripted fake ACP agent (static, from fixtures/fake-agent) through handler-sandbox-podman in
+//! a rootless Podman container (localhost/handler-test-busybox, .ci/setup-podman.sh), and a real
+//! WebSocket client checks: no token → 401, bad Origin → 403, P1–P7 and P9 through the socket,
+//! a 1 MB message intact both ways, close → no container left, agent exit → 1011.
+//! Missing podman or user FAILS, unless HANDLER_SKIP_PODMAN_TESTS=1.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::{self, Message};
+
+const IMAGE: &str = "localhost/handler-test-busybox";
+const TOKEN: &str = "fk-Sandbox0Token1111aaaa2222bbbb3333";
+
+fn id_of(flag: &str, user: &str) -> Option<u32> {
+    let o = Command::new("id").args([flag, user]).output().ok()?;
+    String::from_utf8_lossy(&o.stdout).trim().parse().ok()
+}
+
+struct User {
+    name: Option<String>,
+    uid: u32,
+    gid: u32,
+}
+
+impl User {
+    fn cmd(&self, program: &str, args: &[&str], env: &[(&str, String)]) -> Command {
+        match &self.name {
+            Some(u) => {
+                let mut c = Command::new("setpriv");
+                c.args(["--reuid", u, "--regid", u, "--init-groups", "env", "-i"]);
+                c.arg(format!("USER={u}")).arg(format!("LOGNAME={u}"));
+                c.arg("PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin");
+                for (k, v) in env {
+                    c.arg(format!("{k}={v}"));
+                }
+                c.arg(program).args(args);
+                c
+            }
+            None => {
+                let mut c = Command::new(program);
+                c.args(args);
+                for (k, v) in env {
+                    c.env(k, v);
+                }
+                c
+            }
+        }
+    }
+    fn give(&self, p: &Path) {
+        if self.name.is_some() {
+            for e in walk(p) {
+                std::os::unix::fs::lchown(&e, Some(self.uid), Some(self.gid)).unwrap();
+            }
+        }
+    }
+}
+
+fn walk(p: &Path) -> Vec<PathBuf> {
+    let mut out = vec![p.to_path_buf()];
+    if p.is_dir() {
+        for e in std::fs::read_dir(p).unwrap().flatten() {
+            out.extend(walk(&e.path()));
+        }
+    }
+    out
+}
+
+fn user() -> Option<User> {
+    let euid = {
+        let o = Command::new("id").arg("-u").output().unwrap();
+        String::from_utf8_lossy(&o.stdout)
+            .trim()
+            .parse::<u32>()
+            .unwrap()
+    };
+    let u = if euid == 0 {
+        let name = std::env::var("HANDLER_TEST_USER").unwrap_or_else(|_| "handler-test".into());
+        let Some(uid) = id_of("-u", &name) else {
+            return skip_or_panic(&format!(
+                "no user {name}: run .ci/setup-podman.sh as root first"
+            ));
+        };
+        User {
+            uid,
+            gid: id_of("-g", &name).unwrap(),
+            name: Some(name),
+        }
+    } else {
+        User {
+            name: None,
+            uid: euid,
+            gid: id_of("-g", "").unwrap_or(euid),
+        }
+    };
+    let ok = u
+        .cmd(
+            "podman",
+            &["image", "exists", IMAGE],
+            &[("HOME".into(), home_of(&u))],
+        )
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        return skip_or_panic(&format!(
+            "podman cannot find {IMAGE}: run .ci/setup-podman.sh as root first"
+        ));
+    }
+    Some(u)
+}
+
+fn home_of(u: &User) -> String {
+    match &u.name {
+        Some(n) => format!("/home/{n}"),
+        None => std::env::var("HOME").unwrap(),
+    }
+}
+
+fn skip_or_panic(why: &str) -> Option<User> {
+    if std::env::var("HANDLER_SKIP_PODMAN_TESTS").as_deref() == Ok("1") {
+        eprintln!("skipped (HANDLER_SKIP_PODMAN_TESTS=1): {why}");
+        None
+    } else {
+        panic!(
+            "the daemon's sandbox tests need rootless podman: {why} (or set HANDLER_SKIP_PODMAN_TESTS=1)"
+        )
+    }
+}
+
+/// The fake agent, built static so it runs in the busybox image.
+fn fake_agent() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let target = std::env::var("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| exe.ancestors().nth(3).unwrap().to_path_buf());
+    let dir = target.join("fake-static");
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/fake-agent/Cargo.toml");
+    let st = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args([
+            "build",
+            "--release",
+            "--target",
+            "x86_64-unknown-linux-gnu",
+            "--manifest-path",
+        ])
+        .arg(&manifest)
+        .arg("--target-dir")
+        .arg(&dir)
+        .env("RUSTFLAGS", "-C target-feature=+crt-static")
+        .env_remove("CARGO_TARGET_DIR")
+        .status()
+        .unwrap();
+    assert!(st.success());
+    dir.join("x86_64-unknown-linux-gnu/release/fake-acp-agent")
+}
+
+struct Daemon {
+    child: Child,
+    port: u16,
+    token: String,
+    root: PathBuf,
+    scope: String,
+    http: reqwest::Client,
+    user: User,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .arg(self.child.id().to_string())
+            .status();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+async fn start(u: User) -> Daemon {
+    let root = PathBuf::from(format!("/tmp/hdt-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let home = root.join("home");
+    let scope = home.join("code/app");
+    let bin = root.join("bin");
+    for d in [&scope, &bin, &home.join("harnesses/fake")] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    for (name, src) in [
+        ("handlerd", PathBuf::from(env!("CARGO_BIN_EXE_handlerd"))),
+        (
+            "handler-sandbox-podman",
+            PathBuf::from(env!("CARGO_BIN_EXE_handler-sandbox-podman")),
+        ),
+        ("fake-acp-agent", fake_agent()),
+    ] {
+        std::fs::copy(&src, bin.join(name)).unwrap();
+        std::fs::set_permissions(bin.join(name), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    // The agent binary in the sandbox: inside the scope, mounted at the same path.
+    std::fs::create_dir_all(scope.join(".bin")).unwrap();
+    std::fs::copy(
+        bin.join("fake-acp-agent"),
+        scope.join(".bin/fake-acp-agent"),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        scope.join(".bin/fake-acp-agent"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    let descriptor = format!(
+        "apiVersion = \"handler.harness/v1\"\nname = \"fake\"\nproduct = \"Fake ACP agent\"\nimage = \"{IMAGE}\"\nacpCommand = [\"{}\"]\nhome = \"/home/agent\"\n\
+         [stateSlots.history]\ntarget = \"~/.fake/history\"\nkind = \"dir\"\nrequired = true\n\
+         [login]\nunattended = \"allowed\"\nterms = \"https://example.com/terms\"\nsubscription = \"Fake\"\ntoken = \"FAKE_TOKEN\"\ntokenPrefix = \"fk-\"\nhosts = [\"api.fake.test:443\"]\n\
+         [permissions.ask]\nsessionMode = \"default\"\n[permissions.bypass]\nsessionMode = \"bypassPermissions\"\n",
+        scope.join(".bin/fake-acp-agent").display()
+    );
+    std::fs::write(home.join("harnesses/fake/harness.toml"), descriptor).unwrap();
+    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
+    u.give(&root);
+    let port = free_port();
+    // Podman finds the user's image store through HOME: the real home; Handler's own folders here.
+    std::fs::create_dir_all(root.join("config")).unwrap();
+    std::fs::write(
+        root.join("config/folders.toml"),
+        format!("roots = [\"{}\"]\n", home.join("code").display()),
+    )
+    .unwrap();
+    u.give(&root);
+    let env = vec![
+        ("HOME", home_of(&u)),
+        (
+            "HANDLER_CONFIG_DIR",
+            root.join("config").display().to_string(),
+        ),
+        ("HANDLER_DATA_DIR", root.join("data").display().to_string()),
+        (
+            "HANDLER_STATE_DIR",
+            root.join("state").display().to_string(),
+        ),
+        ("HANDLER_PORT", port.to_string()),
+        (
+            "HANDLER_HARNESSES_DIR",
+            home.join("harnesses").display().to_string(),
+        ),
+        (
+            "HANDLER_SANDBOX_COMMAND",
+            bin.join("handler-sandbox-podman").display().to_string(),
+        ),
+        ("HANDLER_ALLOWED_ORIGINS", "http://ui.local".to_string()),
+        ("HANDLER_LOG", "info".to_string()),
+    ];
+    let log = std::fs::File::create(root.join("handlerd.log")).unwrap();
+    let child = u
+        .cmd(bin.join("handlerd").to_str().unwrap(), &[], &env)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let http = reqwest::Client::new();
+    let token_path = root.join("config/token");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let token = loop {
+        if let Ok(t) = std::fs::read_to_string(&token_path)
+            && http
+                .get(format!("http://127.0.0.1:{port}/v1/harnesses"))
+                .bearer_auth(t.trim())
+                .send()
+                .await
+                .is_ok_and(|r| r.status() == 200)
+        {
+            break t.trim().to_string();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "handlerd did not start: {}",
+            std::fs::read_to_string(root.join("handlerd.log")).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let scope = scope.display().to_string();
+    Daemon {
+        child,
+        port,
+        token,
+        root,
+        scope,
+        http,
+        user: u,
+    }
+}
+
+impl Daemon {
+    async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        let r = self
+            .http
+            .post(format!("http://127.0.0.1:{}{path}", self.port))
+            .bearer_auth(&self.token)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+    }
+    async fn get(&self, path: &str) -> Value {
+        let r = self
+            .http
+            .get(format!("http://127.0.0.1:{}{path}", self.port))
+            .bearer_auth(&self.token)
+            .send()
+            .await
+            .unwrap();
+        r.json().await.unwrap()
+    }
+    fn url(&self, agent: &str) -> String {
+        format!("ws://127.0.0.1:{}/v1/agents/{agent}/acp", self.port)
+    }
+    fn containers(&self, label: &str) -> Vec<String> {
+        let home = home_of(&self.user);
+        let o = self
+            .user
+            .cmd(
+                "podman",
+                &[
+                    "ps",
+                    "-a",
+                    "--filter",
+                    &format!("label={label}"),
+                    "--format",
+                    "{{.Names}}",
+                ],
+                &[("HOME", home)],
+            )
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(String::from)
+            .collect()
+    }
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.root.join("handlerd.log")).unwrap_or_default()
+    }
+}
+
+type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+async fn open(
+    url: &str,
+    protocols: &[String],
+    origin: Option<&str>,
+) -> Result<Ws, tungstenite::Error> {
+    let mut req = url.into_client_request()?;
+    req.headers_mut().insert(
+        "sec-websocket-protocol",
+        protocols.join(", ").parse().unwrap(),
+    );
+    if let Some(o) = origin {
+        req.headers_mut().insert("origin", o.parse().unwrap());
+    }
+    let (ws, res) = tokio_tungstenite::connect_async(req).await?;
+    assert_eq!(
+        res.headers()
+            .get("sec-websocket-protocol")
+            .map(|v| v.to_str().unwrap()),
+        Some("acp.v1")
+    );
+    Ok(ws)
+}
+
+struct Client {
+    ws: Ws,
+    next: u64,
+    seen: Vec<Value>,
+}
+
+impl Client {
+    async fn recv(&mut self) -> Result<Value, Option<u16>> {
+        loop {
+            match tokio::time::timeout(Duration::from_secs(60), self.ws.next())
+                .await
+                .expect("a message within 60 s")
+            {
+                Some(Ok(Message::Text(t))) => return Ok(serde_json::from_str(&t).unwrap()),
+                Some(Ok(Message::Close(c))) => return Err(c.map(|c| u16::from(c.code))),
+                Some(Ok(_)) => {}
+                _ => return Err(None),
+            }
+        }
+    }
+    async fn request(&mut self, method: &str, params: Value) -> Value {
+        self.next += 1;
+        let id = self.next;
+        self.ws
+            .send(Message::Text(
+                json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+                    .to_string()
+                    .into(),
+            ))
+            .await
+            .unwrap();
+        loop {
+            let m = self.recv().await.unwrap_or_else(|c| {
+                panic!(
+                    "closed ({c:?}) while waiting for {method}: {}",
+                    std::fs::read_to_string(format!(
+                        "/tmp/hdt-{}/handlerd.log",
+                        std::process::id()
+                    ))
+                    .unwrap_or_default()
+                )
+            });
+            if m.get("id") == Some(&json!(id)) && m.get("method").is_none() {
+                return m;
+            }
+            self.seen.push(m);
+        }
+    }
+}
+
+fn refused(e: tungstenite::Error) -> u16 {
+    match e {
+        tungstenite::Error::Http(r) => r.status().as_u16(),
+        other => panic!("not an HTTP refusal: {other}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acp_conformance_in_a_real_rootless_sandbox() {
+    let Some(u) = user() else { return };
+    let d = start(u).await;
+    let (s, v) = d
+        .post(
+            "/v1/accounts",
+            json!({"name": "perso", "harness": "fake", "token": {"value": TOKEN}}),
+        )
+        .await;
+    assert_eq!(s, 201, "{v}");
+    // Locked down: no network (no proxy image needed), ask.
+    let (s, a) = d.post("/v1/agents", json!({"models": [{"account": "perso"}], "scope": d.scope, "network": "none", "permissions": "ask"})).await;
+    assert_eq!(s, 201, "{a}");
+    let id = a["id"].as_str().unwrap().to_string();
+    let protocols = vec!["acp.v1".to_string(), format!("bearer.{}", d.token)];
+
+    // No token → 401; bad Origin → 403.
+    assert_eq!(
+        refused(
+            open(&d.url(&id), &["acp.v1".into()], None)
+                .await
+                .err()
+                .unwrap()
+        ),
+        401
+    );
+    assert_eq!(
+        refused(
+            open(&d.url(&id), &protocols, Some("http://evil.example"))
+                .await
+                .err()
+                .unwrap()
+        ),
+        403
+    );
+
+    let ws = open(&d.url(&id), &protocols, Some("http://ui.local"))
+        .await
+        .expect("accepted");
+    let mut c = Client {
+        ws,
+        next: 0,
+        seen: vec![],
+    };
+    // P1
+    let r = c.request("initialize", json!({"protocolVersion": 1, "clientCapabilities": {"fs": {"readTextFile": true, "writeTextFile": true}, "terminal": true}})).await;
+    assert_eq!(
+        r["result"]["_meta"]["fake/received"]["clientCapabilities"],
+        json!({"fs": {"readTextFile": false, "writeTextFile": false}, "terminal": false}),
+        "{r}"
+    );
+    // It runs in the sandbox: the container exists, labelled with the agent.
+    let (_, view) = (0, d.get(&format!("/v1/agents/{id}")).await);
+    let sandbox = view["connections"][0]["sandbox"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        !d.containers(&format!("handler.agent={id}")).is_empty()
+            || !d
+                .containers(&format!("handler.sandbox={sandbox}"))
+                .is_empty(),
+        "no container for {sandbox}"
+    );
+    // P2
+    let r = c
+        .request("session/new", json!({"cwd": "/etc", "mcpServers": []}))
+        .await;
+    assert_eq!(r["error"]["code"], -32001, "{r}");
+    // P3: no network: every http MCP server refused.
+    let r = c.request("session/new", json!({"cwd": d.scope, "mcpServers": [{"type": "http", "name": "m", "url": "https://mcp.example.org/x", "headers": []}]})).await;
+    assert_eq!(r["error"]["code"], -32002, "{r}");
+    // P7 (ask → session mode "default") applied, the session handed out.
+    let r = c
+        .request("session/new", json!({"cwd": d.scope, "mcpServers": []}))
+        .await;
+    let sid = r["result"]["sessionId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{r}"))
+        .to_string();
+    // P4
+    let r = c
+        .request(
+            "_fake/request",
+            json!({"method": "terminal/create", "params": {"sessionId": sid, "command": "sh"}}),
+        )
+        .await;
+    assert_eq!(r["result"]["response"]["error"]["code"], -32003, "{r}");
+    // P5: the agent holds a phantom; the value it says is replaced.
+    let r = c.request("_fake/env", json!({"name": "FAKE_TOKEN"})).await;
+    let phantom = r["result"]["value"].as_str().unwrap().to_string();
+    assert!(
+        phantom != TOKEN && phantom.len() == TOKEN.len(),
+        "{phantom}"
+    );
+    c.request("_fake/say", json!({"sessionId": sid, "text": TOKEN}))
+        .await;
+    let said = c
+        .seen
+        .iter()
+        .rev()
+        .find(|m| m["method"] == "session/update")
+        .unwrap();
+    assert_eq!(
+        said["params"]["update"]["content"]["text"],
+        "[secret accounts/perso/token]"
+    );
+    // P6
+    let r = c.request("_handler/x", json!({})).await;
+    assert_eq!(r["error"]["code"], -32601);
+    // 1 MB both ways, intact.
+    let big: String = (0..1024 * 1024)
+        .map(|i| (b'A' + (i % 26) as u8) as char)
+        .collect();
+    let r = c.request("_fake/echo", json!({"blob": big})).await;
+    assert!(r["result"]["blob"] == json!(big), "1 MB came back altered");
+    // Close → no container left.
+    c.ws.close(None).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(40);
+    while !d
+        .containers(&format!("handler.sandbox={sandbox}"))
+        .is_empty()
+        || !d.containers(&format!("handler.agent={id}")).is_empty()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "a container outlived its socket: {}",
+            d.log()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // Agent exit → 1011.
+    let ws = open(&d.url(&id), &protocols, None).await.unwrap();
+    let mut c = Client {
+        ws,
+        next: 0,
+        seen: vec![],
+    };
+    c.ws.send(Message::Text(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "_fake/exit", "params": {"code": 7}})
+            .to_string()
+            .into(),
+    ))
+    .await
+    .unwrap();
+    loop {
+        match c.recv().await {
+            Ok(_) => continue,
+            Err(code) => {
+                assert_eq!(code, Some(1011), "{}", d.log());
+                break;
+            }
+        }
+    }
+
+    // P9: an agent with an interface gets its permission requests answered by the daemon.
+    let (s, a2) = d.post("/v1/agents", json!({"models": [{"account": "perso"}], "scope": d.scope, "network": "none", "interface": {"result": {"type": "object"}}})).await;
+    assert_eq!(s, 201, "{a2}");
+    let ws = open(&d.url(a2["id"].as_str().unwrap()), &protocols, None)
+        .await
+        .unwrap();
+    let mut c = Client {
+        ws,
+        next: 0,
+        seen: vec![],
+    };
+    c.request(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    )
+    .await;
+    let r = c
+        .request("session/new", json!({"cwd": d.scope, "mcpServers": []}))
+        .await;
+    let sid = r["result"]["sessionId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{r}"))
+        .to_string();
+    let r = c
+        .request("_fake/request", json!({"method": "session/request_permission", "params": {"sessionId": sid, "toolCall": {"toolCallId": "t"}, "options": [{"optionId": "ok", "name": "Allow", "kind": "allow_once"}]}}))
+        .await;
+    assert_eq!(
+        r["result"]["response"]["result"]["outcome"]["optionId"], "ok",
+        "{r}"
+    );
+    c.ws.close(None).await.unwrap();
+    assert!(!d.log().contains(TOKEN), "the token reached handlerd's log");
+}
