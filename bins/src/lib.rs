@@ -59,3 +59,15 @@ pub async fn run_acp(args: AcpArgs) -> anyhow::Result<i32> {
     }
     Ok(end.exit_code())
 }
+
+/// `handler harness render --input FILE`: prints the HarnessLaunch, or fails with render's error.
+pub fn run_render(input: &str) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let text = if input == "-" {
+        std::io::read_to_string(std::io::stdin()).context("reading stdin")?
+    } else {
+        std::fs::read_to_string(input).with_context(|| format!("reading {input}"))?
+    };
+    print!("{}", handler_harness::render_json(&text)?);
+    Ok(())
+}

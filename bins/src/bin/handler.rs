@@ -1,5 +1,5 @@
 //! `handler`: the command line client of handlerd. `handler acp AGENT` bridges an editor's ACP
-//! stdio to the agent's WebSocket (C.1).
+//! stdio to the agent's WebSocket (C.1); `handler harness render` renders one launch (B.3).
 
 use clap::{Parser, Subcommand};
 
@@ -14,11 +14,24 @@ struct Cli {
 enum Command {
     /// Speak ACP on stdio with an agent of handlerd (for editors).
     Acp(handler_bins::AcpArgs),
+    /// Harness adapters (contract B).
+    #[command(subcommand)]
+    Harness(HarnessCommand),
+}
+
+#[derive(Subcommand)]
+enum HarnessCommand {
+    /// Render one HarnessLaunch from a render request (JSON; `-` for stdin), to test a descriptor.
+    Render {
+        #[arg(long)]
+        input: String,
+    },
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Acp(args) => std::process::exit(handler_bins::run_acp(args).await?),
+        Command::Harness(HarnessCommand::Render { input }) => handler_bins::run_render(&input),
     }
 }
