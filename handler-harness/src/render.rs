@@ -54,7 +54,7 @@ pub struct RenderRequest {
 }
 
 /// Renders a request given as JSON and answers the launch as pretty JSON (for
-/// `handler-harness-render --input FILE`).
+/// `handler harness render --input FILE`).
 pub fn render_json(input_json: &str) -> Result<String, RenderError> {
     let req: RenderRequest =
         serde_json::from_str(input_json).map_err(|e| RenderError::Json(e.to_string()))?;
