@@ -114,7 +114,9 @@ fn accept(
             ));
         }
     }
-    if !protocols.iter().any(|p| p == SUBPROTOCOL_ACP) {
+    // A client that offers subprotocols offers acp.v1 (C.1); one that offers none and sends the
+    // token in Authorization (a non-browser client library) gets no subprotocol (decision 0010).
+    if !(protocols.is_empty() && header_ok) && !protocols.iter().any(|p| p == SUBPROTOCOL_ACP) {
         return Err(ApiError::bad_request(
             "subprotocol required",
             format!("offer the subprotocol {SUBPROTOCOL_ACP}"),
