@@ -115,7 +115,7 @@ fn accept(
         }
     }
     // A client that offers subprotocols offers acp.v1 (C.1); one that offers none and sends the
-    // token in Authorization (a non-browser client library) gets no subprotocol (decision 0010).
+    // token in Authorization (a non-browser client library) gets no subprotocol (docs/decisions/0020-daemon-readings.md).
     if !(protocols.is_empty() && header_ok) && !protocols.iter().any(|p| p == SUBPROTOCOL_ACP) {
         return Err(ApiError::bad_request(
             "subprotocol required",
