@@ -45,6 +45,13 @@ pub enum Action {
     Log(Event),
 }
 
+static TOOL_CALL: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+    std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"tool_call").into_owned());
+static META_PREFIX: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+    std::sync::LazyLock::new(|| {
+        memchr::memmem::Finder::new(acp::DAEMON_META_PREFIX.as_bytes()).into_owned()
+    });
+
 /// Sessions methods that open a session (P2, P3, P8 apply to them).
 const OPENERS: &[&str] = &[
     "session/new",
@@ -812,7 +819,7 @@ impl Pipeline {
             }));
             return;
         }
-        if method == "session/update" && memchr::memmem::find(frame, b"tool_call").is_some() {
+        if method == "session/update" && TOOL_CALL.find(frame).is_some() {
             if let Some(pm) = params.and_then(json::members) {
                 let sid = pm.get("sessionId").and_then(json::string);
                 let update = pm.get("update").and_then(json::members);
@@ -1156,9 +1163,7 @@ impl Pipeline {
         method: Option<&str>,
         out: &mut Vec<Action>,
     ) -> Result<Vec<u8>, ()> {
-        if memchr::memmem::find(&bytes, acp::DAEMON_META_PREFIX.as_bytes()).is_none()
-            && !redact::has_hiding_escape(&bytes)
-        {
+        if META_PREFIX.find(&bytes).is_none() && !redact::has_hiding_escape(&bytes) {
             return Ok(bytes);
         }
         let Ok(root) = serde_json::from_slice::<&RawValue>(&bytes) else {

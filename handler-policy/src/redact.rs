@@ -11,19 +11,36 @@ use crate::json::{self, Splice};
 pub(crate) struct Secrets {
     /// (name, value, finder of the value as it appears in JSON text), longest value first.
     items: Vec<(String, String, Vec<Finder<'static>>)>,
+    /// A value holds a non-ASCII character, which an encoder may write as `\uXXXX`.
+    non_ascii: bool,
 }
 
-/// Escapes that may spell a secret's characters differently in JSON text (`\u0041`, `\/`): a
-/// message holding one is decoded string by string.
 static ESCAPE_U: std::sync::LazyLock<Finder<'static>> =
-    std::sync::LazyLock::new(|| Finder::new(b"\\u").into_owned());
+    std::sync::LazyLock::new(|| Finder::new(b"\\u00").into_owned());
 static ESCAPE_SLASH: std::sync::LazyLock<Finder<'static>> =
     std::sync::LazyLock::new(|| Finder::new(b"\\/").into_owned());
 
-/// Whether `frame` uses an escape that can hide an ASCII pattern from a byte search.
+/// Whether `frame` uses an escape that can spell a printable ASCII character differently
+/// (`\u0041` for `A`, `\/` for `/`), which a byte search for an ASCII pattern would miss: such a
+/// message is decoded string by string. Encoders escape only control characters, `"`, `\` and
+/// (some) non-ASCII, so real traffic almost never takes the slow path.
 pub(crate) fn has_hiding_escape(frame: &[u8]) -> bool {
-    memchr::memchr(b'\\', frame).is_some()
-        && (ESCAPE_U.find(frame).is_some() || ESCAPE_SLASH.find(frame).is_some())
+    if memchr::memchr(b'\\', frame).is_none() {
+        return false;
+    }
+    if ESCAPE_SLASH.find(frame).is_some() {
+        return true;
+    }
+    ESCAPE_U.find_iter(frame).any(|i| {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match (
+            frame.get(i + 4).copied().and_then(hex),
+            frame.get(i + 5).copied().and_then(hex),
+        ) {
+            (Some(h), Some(l)) => (0x20..0x80).contains(&(h * 16 + l)),
+            _ => false,
+        }
+    })
 }
 
 impl Secrets {
@@ -42,7 +59,8 @@ impl Secrets {
             })
             .collect();
         items.sort_by_key(|i| std::cmp::Reverse(i.1.len()));
-        Secrets { items }
+        let non_ascii = items.iter().any(|i| !i.1.is_ascii());
+        Secrets { items, non_ascii }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -59,7 +77,8 @@ impl Secrets {
             .items
             .iter()
             .any(|(_, _, fs)| fs.iter().any(|f| f.find(frame).is_some()));
-        if !plain_hit && !has_hiding_escape(frame) {
+        let escaped_non_ascii = self.non_ascii && memchr::memmem::find(frame, b"\\u").is_some();
+        if !plain_hit && !escaped_non_ascii && !has_hiding_escape(frame) {
             return None;
         }
         let mut splice = Splice::new();
@@ -116,7 +135,14 @@ mod tests {
 
     #[test]
     fn untouched_without_secret() {
-        assert!(secrets().redact(br#"{"a":"hello \u00e9"}"#).is_none());
+        assert!(
+            secrets()
+                .redact(br#"{"a":"hello \u00e9 \u001b[0m"}"#)
+                .is_none()
+        );
+        assert!(!has_hiding_escape(br#"{"a":"\u00e9\u001b\n"}"#));
+        assert!(has_hiding_escape(br#"{"a":"\u0041"}"#));
+        assert!(has_hiding_escape(br#"{"a":"a\/b"}"#));
         assert!(secrets().redact(br#"{"a":"hello"}"#).is_none());
     }
 
@@ -130,6 +156,13 @@ mod tests {
             br#"{"x" : 1.50,"t":"tok=[secret GITHUB_TOKEN]."}"#.to_vec()
         );
         assert_eq!(names, ["GITHUB_TOKEN"]);
+    }
+
+    #[test]
+    fn non_ascii_secret_written_with_escapes() {
+        let s = Secrets::new(&[("P".into(), "pässwörd".into())]);
+        let (out, _) = s.redact(br#"{"t":"p\u00e4ssw\u00f6rd!"}"#).unwrap();
+        assert_eq!(out, br#"{"t":"[secret P]!"}"#.to_vec());
     }
 
     #[test]

@@ -10,8 +10,11 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// (name, lines as (from agent?, bytes)) of every transcript found.
-fn transcripts() -> Vec<(String, Vec<(bool, Vec<u8>)>)> {
+/// A transcript's lines: (from the agent?, the exact bytes).
+type Lines = Vec<(bool, Vec<u8>)>;
+
+/// (name, lines) of every transcript found.
+fn transcripts() -> Vec<(String, Lines)> {
     let mut files: Vec<PathBuf> = Vec::new();
     for dir in ["fixtures/policy/corpus"] {
         for e in std::fs::read_dir(root().join(dir)).unwrap() {
@@ -37,7 +40,7 @@ fn display(p: &Path) -> String {
     p.strip_prefix(root()).unwrap_or(p).display().to_string()
 }
 
-fn load(p: &Path) -> Vec<(bool, Vec<u8>)> {
+fn load(p: &Path) -> Lines {
     std::fs::read_to_string(p)
         .unwrap()
         .lines()
