@@ -1,6 +1,6 @@
-//! compose: a harness's launch (B.3) and an agent's settings (D.1, D.5, D.8, E3, E4) merged
+//! compose: a harness's launch (B.3) and an agent's settings (D.1, D.5, D.8, E3, E4, G4) merged
 //! into the SandboxSpec a runtime launches (A.1). Pure: no I/O. (Phantoms, E3, are
-//! `egress::phantom`'s.)
+//! `egress::phantom`'s; skills and MCP servers reach the spec through render, B.3.)
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -9,9 +9,24 @@ use handler_contracts::allow::AllowEntry;
 use handler_contracts::api_version::SandboxApiVersion;
 use handler_contracts::control::NetworkMode;
 use handler_contracts::sandbox::{
-    Confinement, Display, DisplayMode, Enforcement, Injection, Mount, MountKind, NetworkPolicy,
-    SandboxSpec, SandboxUser, UserMode,
+    Confinement, Display, DisplayMode, Enforcement, ImageMount, Injection, Mount, MountKind,
+    NetworkPolicy, SandboxSpec, SandboxUser, UserMode,
 };
+
+/// What one addon binding adds to a sandbox (G4), resolved by the control plane.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AddonPart {
+    /// The addon's name (its image is mounted at /opt/addons/<name>).
+    pub addon: String,
+    /// The binding that selected it (named in errors).
+    pub binding: String,
+    /// The addon's image repository (no tag), when it has one: `<image>:latest` is mounted and
+    /// its bin/ appended to PATH.
+    pub image: Option<String>,
+    /// Its static env, its settings and its secrets (phantoms, or values when they cannot be
+    /// injected, E3), env var → value.
+    pub env: BTreeMap<String, String>,
+}
 
 /// What compose takes besides the launch: the agent's settings for this one instance.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,6 +54,13 @@ pub struct ComposeInput {
     /// A host Wayland socket (A.6).
     pub display: Option<String>,
     pub labels: BTreeMap<String, String>,
+    /// The agent's addons, one per selected binding (G4); their egress is in `required`.
+    pub addons: Vec<AddonPart>,
+}
+
+/// Where an addon's image is mounted (G.1).
+pub fn addon_mount_path(addon: &str) -> String {
+    format!("/opt/addons/{addon}")
 }
 
 /// A launch and settings that cannot make a spec.
@@ -54,6 +76,14 @@ pub enum ComposeError {
     MountClash(String),
     #[error("injection {0}: no host to give it to")]
     InjectionWithoutHost(String),
+    #[error("binding {binding}: {name} is also set by {other}")]
+    EnvClash {
+        binding: String,
+        name: String,
+        other: String,
+    },
+    #[error("bindings {0:?} and {1:?} both use addon {2}")]
+    AddonTwice(String, String, String),
 }
 
 fn expand(home: &str, target: &str) -> String {
@@ -181,6 +211,45 @@ pub fn compose(launch: &HarnessLaunch, input: &ComposeInput) -> Result<SandboxSp
         }
         input.injections.clone()
     };
+    // G4: per binding, its image at /opt/addons/<name> with its bin/ on PATH, its env.
+    let mut env = launch.env.clone();
+    let mut env_owner: BTreeMap<String, String> = env
+        .keys()
+        .map(|k| (k.clone(), "the harness".to_string()))
+        .collect();
+    let mut image_mounts = Vec::new();
+    let mut path_append = Vec::new();
+    let mut addons_seen: BTreeMap<&str, &str> = BTreeMap::new();
+    for part in &input.addons {
+        if let Some(other) = addons_seen.insert(&part.addon, &part.binding) {
+            return Err(ComposeError::AddonTwice(
+                other.to_string(),
+                part.binding.clone(),
+                part.addon.clone(),
+            ));
+        }
+        if let Some(image) = &part.image {
+            let target = addon_mount_path(&part.addon);
+            if targets.contains(&target) {
+                return Err(ComposeError::MountClash(target));
+            }
+            path_append.push(format!("{target}/bin"));
+            image_mounts.push(ImageMount {
+                image: format!("{image}:latest"),
+                target,
+            });
+        }
+        for (k, v) in &part.env {
+            if let Some(other) = env_owner.insert(k.clone(), format!("binding {}", part.binding)) {
+                return Err(ComposeError::EnvClash {
+                    binding: part.binding.clone(),
+                    name: k.clone(),
+                    other,
+                });
+            }
+            env.insert(k.clone(), v.clone());
+        }
+    }
     let files = launch
         .files
         .iter()
@@ -200,15 +269,15 @@ pub fn compose(launch: &HarnessLaunch, input: &ComposeInput) -> Result<SandboxSp
         confinement: input.confinement,
         image: launch.image.clone(),
         argv: launch.argv.clone(),
-        env: launch.env.clone(),
+        env,
         workdir: input.scope.clone(),
         user: SandboxUser {
             mode: UserMode::HostUser,
             home,
         },
         mounts,
-        image_mounts: Vec::new(),
-        path_append: Vec::new(),
+        image_mounts,
+        path_append,
         files,
         writable_paths,
         network,
@@ -299,6 +368,23 @@ mod tests {
             }],
             display: None,
             labels: [("handler.agent".to_string(), "a_1".to_string())].into(),
+            addons: Vec::new(),
+        }
+    }
+
+    fn playwright() -> AddonPart {
+        AddonPart {
+            addon: "playwright".into(),
+            binding: "browser".into(),
+            image: Some("localhost/handler-addon-playwright".into()),
+            env: [
+                ("PLAYWRIGHT_HEADLESS".to_string(), "1".to_string()),
+                (
+                    "BROWSER_TOKEN".to_string(),
+                    "tok-PHANTOM00000000".to_string(),
+                ),
+            ]
+            .into(),
         }
     }
 
@@ -367,5 +453,82 @@ mod tests {
             compose(&l, &input(NetworkMode::None)),
             Err(ComposeError::MountClash(_))
         ));
+    }
+
+    #[test]
+    fn addons_mount_their_image_extend_path_and_env() {
+        let mut i = input(NetworkMode::Filtered);
+        i.addons = vec![
+            playwright(),
+            AddonPart {
+                addon: "notes".into(),
+                binding: "team-notes".into(),
+                image: None,
+                env: [(
+                    "NOTES_URL".to_string(),
+                    "https://notes.example.org".to_string(),
+                )]
+                .into(),
+            },
+        ];
+        let spec = compose(&launch(), &i).unwrap();
+        assert_eq!(
+            spec.image_mounts,
+            vec![ImageMount {
+                image: "localhost/handler-addon-playwright:latest".into(),
+                target: "/opt/addons/playwright".into(),
+            }]
+        );
+        assert_eq!(
+            spec.path_append,
+            vec!["/opt/addons/playwright/bin".to_string()]
+        );
+        assert_eq!(spec.env["BROWSER_TOKEN"], "tok-PHANTOM00000000");
+        assert_eq!(spec.env["NOTES_URL"], "https://notes.example.org");
+        assert_eq!(spec.env["ANTHROPIC_API_KEY"], "sk-ant-PHANTOM");
+        insta::assert_json_snapshot!((&spec.env, &spec.image_mounts, &spec.path_append));
+    }
+
+    #[test]
+    fn an_addon_env_var_the_harness_sets_is_refused() {
+        let mut i = input(NetworkMode::Filtered);
+        let mut p = playwright();
+        p.env.insert("ANTHROPIC_API_KEY".into(), "x".into());
+        i.addons = vec![p];
+        assert_eq!(
+            compose(&launch(), &i),
+            Err(ComposeError::EnvClash {
+                binding: "browser".into(),
+                name: "ANTHROPIC_API_KEY".into(),
+                other: "the harness".into(),
+            })
+        );
+        // Two bindings setting one variable.
+        let mut a = playwright();
+        a.addon = "other".into();
+        a.binding = "b2".into();
+        a.image = None;
+        i.addons = vec![playwright(), a];
+        assert!(matches!(
+            compose(&launch(), &i),
+            Err(ComposeError::EnvClash { .. })
+        ));
+    }
+
+    #[test]
+    fn one_addon_twice_is_refused() {
+        let mut i = input(NetworkMode::None);
+        let mut b = playwright();
+        b.binding = "browser2".into();
+        b.env.clear();
+        i.addons = vec![playwright(), b];
+        assert_eq!(
+            compose(&launch(), &i),
+            Err(ComposeError::AddonTwice(
+                "browser".into(),
+                "browser2".into(),
+                "playwright".into()
+            ))
+        );
     }
 }
