@@ -231,6 +231,11 @@ pub fn view(app: &AppState, snap: &Snapshot, a: &StoredAgent) -> Agent {
     let project = a.project_id.as_ref().and_then(|p| app.agents.project(p));
     let context = project.as_ref().and_then(|p| p.context.clone());
     let c = containment(&a.options);
+    let addon_hosts = if c.network == NetworkMode::Filtered {
+        super::addons::required_hosts(&app.config, &a.options.bindings)
+    } else {
+        Vec::new()
+    };
     let models = a
         .models
         .iter()
@@ -243,7 +248,12 @@ pub fn view(app: &AppState, snap: &Snapshot, a: &StoredAgent) -> Agent {
                 model: m.model.clone(),
                 problem,
                 required_hosts: if c.network == NetworkMode::Filtered {
-                    required_hosts(snap, m)
+                    let mut r = required_hosts(snap, m);
+                    r.extend(addon_hosts.iter().map(|(host, by)| RequiredHost {
+                        host: host.clone(),
+                        by: by.clone(),
+                    }));
+                    r
                 } else {
                     Vec::new()
                 },
@@ -395,15 +405,11 @@ fn check_settings(
             ));
         }
     }
-    if !o.bindings.is_empty() {
-        return Err(ApiError::bad_request(
-            "binding unusable",
-            format!(
-                "bindings: no binding {:?} (addons are not available in this daemon yet)",
-                o.bindings[0]
-            ),
-        ));
-    }
+    // G3: each binding known and valid, one per addon, no command declared twice.
+    o.bindings = sorted_unique(&o.bindings);
+    super::addons::AddonSet::read(&app.config)
+        .check_selection(&o.bindings)
+        .map_err(|e| ApiError::bad_request("binding unusable", e))?;
     if let Some(iface) = &o.interface {
         if c.permissions != PermissionMode::Bypass {
             return Err(ApiError::bad_request(

@@ -39,6 +39,15 @@ pub struct DaemonConfig {
     pub skills_dir: PathBuf,
     /// `$HANDLER_CACHE_DIR`, default `~/.cache/handler-ai`.
     pub cache_dir: PathBuf,
+    /// `$HANDLER_TOOLBOX_DIR`, default `<config>/toolbox`: the user's toolbox (B.6), whose
+    /// toolbox.toml declares the caches (the platform's default when it has none).
+    pub toolbox_dir: PathBuf,
+    /// `$HANDLER_ADDONS_DIR`, default `<config>/addons`: the user's addons (G.1).
+    pub addons_dir: PathBuf,
+    /// The built-in addons (platform data, handler-harness/data/addons).
+    pub builtin_addons_dir: PathBuf,
+    /// `$HANDLER_BINDINGS_DIR`, default `<config>/bindings` (G.2).
+    pub bindings_dir: PathBuf,
     /// Origins a browser may open the ACP socket from (C.1).
     pub allowed_origins: Vec<String>,
     /// Largest ACP message (C.1).
@@ -69,6 +78,10 @@ impl DaemonConfig {
             accounts_dir: config_dir.join("accounts"),
             providers_dir: config_dir.join("providers"),
             skills_dir: config_dir.join("skills"),
+            toolbox_dir: config_dir.join("toolbox"),
+            addons_dir: config_dir.join("addons"),
+            builtin_addons_dir: platform_data("handler-harness/data/addons"),
+            bindings_dir: config_dir.join("bindings"),
             config_dir,
             data_dir: home.join(".local/share").join(APP_DIR_NAME),
             state_dir: home.join(".local/state").join(APP_DIR_NAME),
@@ -97,6 +110,9 @@ impl DaemonConfig {
             c.accounts_dir = d.join("accounts");
             c.providers_dir = d.join("providers");
             c.skills_dir = d.join("skills");
+            c.toolbox_dir = d.join("toolbox");
+            c.addons_dir = d.join("addons");
+            c.bindings_dir = d.join("bindings");
             c.config_dir = d;
         }
         if let Some(d) = env_path("HANDLER_DATA_DIR") {
@@ -113,6 +129,15 @@ impl DaemonConfig {
         }
         if let Some(d) = env_path("HANDLER_SKILLS_DIR") {
             c.skills_dir = d;
+        }
+        if let Some(d) = env_path("HANDLER_TOOLBOX_DIR") {
+            c.toolbox_dir = d;
+        }
+        if let Some(d) = env_path("HANDLER_ADDONS_DIR") {
+            c.addons_dir = d;
+        }
+        if let Some(d) = env_path("HANDLER_BINDINGS_DIR") {
+            c.bindings_dir = d;
         }
         if let Some(d) = env_path("HANDLER_CACHE_DIR") {
             c.cache_dir = d;

@@ -4,8 +4,10 @@
 
 pub mod accounts;
 pub mod acp;
+pub mod addons;
 pub mod agents;
 pub mod auth;
+pub mod caches;
 pub mod catalog;
 pub mod config;
 pub mod contexts;
@@ -18,6 +20,7 @@ pub mod problem;
 pub mod providers;
 pub mod routes;
 pub mod secrets;
+pub mod skills;
 pub mod store;
 pub mod tomlfile;
 

@@ -90,13 +90,20 @@ pub fn resolve_secret(app: &AppState, r: &SecretRef) -> Result<String, String> {
 }
 
 /// One secret the sandbox gets (E3): what render sees, and maybe an injection.
-struct Delivered {
+pub(super) struct Delivered {
     /// What the process holds: a phantom, or the value when it cannot be injected.
-    given: String,
-    injection: Option<Injection>,
+    pub given: String,
+    pub injection: Option<Injection>,
 }
 
-fn deliver(name: &str, value: String, hosts: Vec<AllowEntry>, network: NetworkMode) -> Delivered {
+/// E3: a phantom and an injection towards `hosts`; a phantom alone without network; the value
+/// itself when there is no host or it cannot be injected.
+pub(super) fn deliver(
+    name: &str,
+    value: String,
+    hosts: Vec<AllowEntry>,
+    network: NetworkMode,
+) -> Delivered {
     match make_phantom(&value, &mut OsRandom) {
         Ok(phantom) if network == NetworkMode::None => Delivered {
             given: phantom,
@@ -276,14 +283,31 @@ pub fn prepare(
         .map(|k| std::fs::canonicalize(kroot.join(k)).map(|p| p.display().to_string()))
         .collect::<Result<_, _>>()
         .map_err(|e| ApiError::bad_request("knowledge unusable", e.to_string()))?;
-    for s in &agent.skills {
-        if !app.config.skills_dir.join(s).join("SKILL.md").is_file() {
+    // G4: what its bindings add (checked again: G2, G3).
+    let addons = super::addons::resolve_for_launch(app, agent, c.network)?;
+    // D.17: its own skills and its project's from the library, then its addons'; names unique.
+    let mut skill_dirs: BTreeMap<String, String> = BTreeMap::new();
+    let project_skills = project
+        .as_ref()
+        .map(|p| p.skills.clone())
+        .unwrap_or_default();
+    for s in agent.skills.iter().chain(&project_skills) {
+        let dir = super::skills::library_skill(&app.config.skills_dir, s)
+            .map_err(|e| ApiError::bad_request("skill unusable", e))?;
+        skill_dirs.insert(s.clone(), dir.display().to_string());
+    }
+    for (s, dir) in &addons.skills {
+        if skill_dirs.contains_key(s) {
             return Err(ApiError::bad_request(
                 "skill unusable",
-                format!("skill '{s}': not in the library"),
+                format!("skill '{s}': an addon brings a skill of the same name"),
             ));
         }
+        skill_dirs.insert(s.clone(), dir.display().to_string());
     }
+    // D.8: the toolbox's caches where its project keeps them (ad hoc: the global ones).
+    let caches = super::caches::resolve(&app.config, project.as_ref())
+        .map_err(|e| ApiError::bad_request("caches unusable", e))?;
 
     let mut secrets_for_render: BTreeMap<String, String> = BTreeMap::new();
     let mut injections = Vec::new();
@@ -403,14 +427,15 @@ pub fn prepare(
 
     let mut state = state_mounts(app, &agent.id, &d, &who)?;
     state.extend(extra_mounts);
-    let caches: BTreeMap<String, String> = BTreeMap::new();
+    policy_secrets.extend(addons.secrets.iter().cloned());
+    injections.extend(addons.injections.iter().cloned());
     let input = RenderInput {
         descriptor: d.clone(),
         agent: spec,
         scope: scope.clone(),
         secrets: secrets_for_render,
-        skills: Vec::new(),
-        mcp_servers: Vec::new(),
+        skills: skill_dirs.into_values().collect(),
+        mcp_servers: addons.mcp_servers.clone(),
         terminal: None,
         permission_mode: c.permissions,
         caches: caches.clone(),
@@ -431,6 +456,7 @@ pub fn prepare(
         required_hosts(&snap, access)
             .into_iter()
             .map(|r| r.host)
+            .chain(addons.egress.iter().map(|(e, _)| e.clone()))
             .collect()
     } else {
         Vec::new()
@@ -452,6 +478,7 @@ pub fn prepare(
         injections,
         display,
         labels,
+        addons: addons.parts,
     };
     let spec = compose(&launch, &input).map_err(|e| {
         ApiError::new(

@@ -5,14 +5,15 @@ use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::{MethodRouter, delete, get, patch, post, put};
 use handler_contracts::control::{
-    AdHocAgentRequest, Agent, AgentRequest, ContextInfo, HarnessInfo, Project,
+    AdHocAgentRequest, AddonInfo, Agent, AgentRequest, BindingInfo, BindingRequest, ContextInfo,
+    HarnessInfo, Project,
 };
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 
 use super::problem::ApiError;
 use super::{
-    AppState, accounts, acp, agents, auth, contexts, folders, harnesses, openapi, providers,
-    secrets,
+    AppState, accounts, acp, addons, agents, auth, contexts, folders, harnesses, openapi,
+    providers, secrets,
 };
 
 /// A schema of a body.
@@ -231,6 +232,62 @@ pub fn table() -> Vec<Route> {
             None,
             (204, None),
             delete(secrets::api::delete),
+        ),
+        r(
+            "GET",
+            "/v1/addons",
+            "The addons, built-in and the user's (G.1)",
+            None,
+            (200, Some(s::<Vec<AddonInfo>>)),
+            get(addons::list_addons),
+        ),
+        r(
+            "GET",
+            "/v1/addons/{name}",
+            "One addon",
+            None,
+            (200, Some(s::<AddonInfo>)),
+            get(addons::get_addon),
+        ),
+        r(
+            "GET",
+            "/v1/bindings",
+            "The bindings (G.2): secret slot names only, never references or values",
+            None,
+            (200, Some(s::<Vec<BindingInfo>>)),
+            get(addons::list_bindings),
+        ),
+        r(
+            "POST",
+            "/v1/bindings",
+            "Create a binding (D.15): its secret values to the secret store",
+            Some(s::<BindingRequest>),
+            (201, Some(s::<BindingInfo>)),
+            post(addons::create_binding),
+        ),
+        r(
+            "GET",
+            "/v1/bindings/{name}",
+            "One binding",
+            None,
+            (200, Some(s::<BindingInfo>)),
+            get(addons::get_binding),
+        ),
+        r(
+            "PUT",
+            "/v1/bindings/{name}",
+            "Replace (and rename) a binding; a secret slot left out keeps its own",
+            Some(s::<BindingRequest>),
+            (200, Some(s::<BindingInfo>)),
+            put(addons::replace_binding),
+        ),
+        r(
+            "DELETE",
+            "/v1/bindings/{name}",
+            "Remove a binding no agent picked, and its stored secrets",
+            None,
+            (204, None),
+            delete(addons::delete_binding),
         ),
         r(
             "GET",

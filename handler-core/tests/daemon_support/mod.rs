@@ -105,7 +105,7 @@ pub struct TestDaemon {
 }
 
 /// The fake harness: a token login (prefix `fk-`, hosts api.fake.test:443), a provider protocol,
-/// the scripted fake agent as its ACP command.
+/// skills in ~/.fake/skills, stdio MCP servers, the scripted fake agent as its ACP command.
 pub fn fake_descriptor(agent: &Path) -> String {
     format!(
         r#"apiVersion = "handler.harness/v1"
@@ -115,6 +115,8 @@ image = "localhost/handler-test-busybox"
 acpCommand = ["{}"]
 home = "/home/agent"
 providerProtocols = ["openai-chat"]
+skillsDir = "~/.fake/skills"
+mcpTransports = ["stdio"]
 
 [stateSlots.history]
 target = "~/.fake/history"
