@@ -71,3 +71,41 @@ pub fn run_render(input: &str) -> anyhow::Result<()> {
     print!("{}", handler_harness::render_json(&text)?);
     Ok(())
 }
+
+/// `handler account login NAME [--keep-open]`.
+#[derive(Args, Debug)]
+pub struct LoginArgs {
+    /// The account's name.
+    pub name: String,
+    /// Wait for Enter at the end, so an error stays readable.
+    #[arg(long)]
+    pub keep_open: bool,
+}
+
+/// Runs the account's file login (D.9) on this terminal and gives handlerd the file; a token
+/// login is not run: it says what to run instead (exit 2).
+pub async fn run_account_login(args: LoginArgs) -> anyhow::Result<i32> {
+    use handler_core::launch::login::{LoginError, Relay, account_login};
+    let discovery = Discovery::from_process_env()?;
+    let r = account_login(&discovery, &args.name, Relay::Terminal).await;
+    let code = match r {
+        Ok(()) => {
+            eprintln!("handler: account {} is logged in", args.name);
+            0
+        }
+        Err(e @ LoginError::TokenLogin(..)) => {
+            eprintln!("handler: {e}");
+            2
+        }
+        Err(e) => {
+            eprintln!("handler: login of {} failed: {e}", args.name);
+            1
+        }
+    };
+    if args.keep_open {
+        eprintln!("Press Enter to close.");
+        let mut line = String::new();
+        let _ = std::io::stdin().read_line(&mut line);
+    }
+    Ok(code)
+}

@@ -1,5 +1,6 @@
 //! `handler`: the command line client of handlerd. `handler acp AGENT` bridges an editor's ACP
-//! stdio to the agent's WebSocket (C.1); `handler harness render` renders one launch (B.3).
+//! stdio to the agent's WebSocket (C.1); `handler harness render` renders one launch (B.3);
+//! `handler account login NAME` runs a file login and gives its file to handlerd (D.9).
 
 use clap::{Parser, Subcommand};
 
@@ -17,6 +18,15 @@ enum Command {
     /// Harness adapters (contract B).
     #[command(subcommand)]
     Harness(HarnessCommand),
+    /// Accounts (D.9).
+    #[command(subcommand)]
+    Account(AccountCommand),
+}
+
+#[derive(Subcommand)]
+enum AccountCommand {
+    /// Run the account's file login on this terminal; handlerd keeps the file it leaves.
+    Login(handler_bins::LoginArgs),
 }
 
 #[derive(Subcommand)]
@@ -33,5 +43,6 @@ async fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Acp(args) => std::process::exit(handler_bins::run_acp(args).await?),
         Command::Harness(HarnessCommand::Render { input }) => handler_bins::run_render(&input),
+        Command::Account(AccountCommand::Login(args)) => std::process::exit(handler_bins::run_account_login(args).await?),
     }
 }

@@ -2,3 +2,4 @@
 //! control plane drives.
 
 pub mod launcher;
+pub mod login;
