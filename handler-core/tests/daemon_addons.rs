@@ -453,3 +453,42 @@ async fn g4_at_launch_and_p8_through_the_socket() {
     assert_no_secret(&daemon_support::bodies(), "an API answer");
     d.stop().await;
 }
+
+#[tokio::test]
+async fn a_binding_variable_the_harness_sets_fails_the_start() {
+    let d = setup().await;
+    // An addon whose static env names the harness's token variable (G1 cannot know it).
+    write(
+        &d.home
+            .path()
+            .join(".config/handler-ai/addons/clash/addon.toml"),
+        "apiVersion = \"handler.addon/v1\"\nname = \"clash\"\n[env]\nFAKE_TOKEN = \"x\"\n",
+    );
+    write(
+        &bindings_dir(&d).join("cl.toml"),
+        "apiVersion = \"handler.binding/v1\"\naddon = \"clash\"\n",
+    );
+    let a = d.fake_agent("perso", json!({"bindings": ["cl"]})).await;
+    match daemon_support::acp::open(
+        &d.acp_url(a["id"].as_str().unwrap(), ""),
+        &d.protocols(),
+        None,
+    )
+    .await
+    {
+        Err(tokio_tungstenite::tungstenite::Error::Http(r)) => {
+            assert_eq!(r.status().as_u16(), 400);
+            let body: Value = serde_json::from_slice(r.body().as_ref().unwrap()).unwrap();
+            assert_eq!(body["title"], "binding unusable", "{body}");
+            assert!(
+                body["detail"]
+                    .as_str()
+                    .unwrap()
+                    .contains("FAKE_TOKEN is also set by the harness"),
+                "{body}"
+            );
+        }
+        other => panic!("the start was not refused: {:?}", other.map(|_| ())),
+    }
+    d.stop().await;
+}

@@ -17,7 +17,7 @@ use handler_contracts::{
     AgentSpec, FileSource, HarnessLaunch, RenderInput, SandboxSpec, SecretRef,
 };
 use handler_policy::{PolicyConfig, UnattendedMode};
-use handler_sandbox::compose::{ComposeInput, compose};
+use handler_sandbox::compose::{ComposeError, ComposeInput, compose};
 use handler_sandbox::egress::phantom::{RandomSource, make_phantom};
 
 use super::AppState;
@@ -480,12 +480,16 @@ pub fn prepare(
         labels,
         addons: addons.parts,
     };
-    let spec = compose(&launch, &input).map_err(|e| {
-        ApiError::new(
+    let spec = compose(&launch, &input).map_err(|e| match e {
+        // A binding's variable clashing is the user's configuration, not a fault.
+        ComposeError::EnvClash { .. } | ComposeError::AddonTwice(..) => {
+            ApiError::bad_request("binding unusable", e.to_string())
+        }
+        _ => ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             "compose failed",
             e.to_string(),
-        )
+        ),
     })?;
     let mut policy = PolicyConfig::new(scope, spec.network.clone());
     policy.secrets = policy_secrets;
