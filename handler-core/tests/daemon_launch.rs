@@ -324,3 +324,35 @@ fn every_harness_composes_with_the_default_caches_into_a_valid_spec() {
     }
     assert!(checked >= 5, "only {checked} harnesses checked");
 }
+
+/// K4: the root set in <config>/knowledge.toml is read at each start; folders stay relative, so
+/// an agent follows a new root (and fails when its folder is not under it, K3).
+#[tokio::test]
+async fn the_knowledge_root_of_knowledge_toml_is_read_at_each_start() {
+    let d = TestDaemon::start().await;
+    d.fake_account("perso", TOKEN).await;
+    let h = d.home.path();
+    std::fs::create_dir_all(h.join("vault-a/rust")).unwrap();
+    std::fs::create_dir_all(h.join("vault-b/rust")).unwrap();
+    let toml = h.join(".config/handler-ai/knowledge.toml");
+    std::fs::write(&toml, "root = \"~/vault-a\"\n").unwrap();
+    let a = d.fake_agent("perso", json!({"knowledge": ["rust"]})).await;
+    assert_eq!(a["knowledge"], json!(["rust"]));
+    let id = a["id"].as_str().unwrap().to_string();
+    let mut c = d.acp(&id).await;
+    c.start_session(&d.scope()).await;
+    let m = mount(&launched(&d, 0), "/knowledge/rust").cloned().unwrap();
+    assert_eq!(m["source"], canon(&h.join("vault-a/rust")));
+    drop(c);
+    std::fs::write(&toml, "root = \"~/vault-b\"\n").unwrap();
+    let mut c = d.acp(&id).await;
+    c.start_session(&d.scope()).await;
+    let m = mount(&launched(&d, 1), "/knowledge/rust").cloned().unwrap();
+    assert_eq!(m["source"], canon(&h.join("vault-b/rust")));
+    drop(c);
+    std::fs::remove_dir(h.join("vault-b/rust")).unwrap();
+    let (s, p) = refused(&d, &id).await;
+    assert_eq!(s, 400, "{p}");
+    assert_eq!(p["title"], "knowledge unusable");
+    d.stop().await;
+}
