@@ -6,7 +6,7 @@ use clap::Parser;
 
 /// The per-sandbox egress proxy of handler-sandbox-podman; its configuration comes on stdin.
 #[derive(Parser)]
-#[command(version)]
+#[command(name = "handler-egress-proxy", version)]
 struct Args {}
 
 fn main() -> anyhow::Result<()> {

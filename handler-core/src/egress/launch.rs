@@ -313,7 +313,7 @@ pub fn build_proxy(podman: &str) -> Result<String, String> {
             .output()
             .map_err(|e| e.to_string())?;
         let _ = std::process::Command::new(podman)
-            .args(["untag", &untagged])
+            .args(["untag", &untagged, &untagged]) // alone, `untag IMAGE` drops every name
             .output();
         if !tag.status.success() {
             return Err(format!(
