@@ -12,7 +12,9 @@ use crate::api_version::{AccountApiVersion, ProviderApiVersion};
 use crate::harness::NeutralConfig;
 
 /// The protocols a provider's endpoints speak (E).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Protocol {
     Anthropic,
@@ -78,7 +80,10 @@ impl<'de> Deserialize<'de> for SecretRef {
                         SecretRef::Command(argv)
                     }
                     other => {
-                        return Err(de::Error::unknown_field(other, &["secret", "env", "file", "command"]));
+                        return Err(de::Error::unknown_field(
+                            other,
+                            &["secret", "env", "file", "command"],
+                        ));
                     }
                 };
                 if let Some(extra) = map.next_key::<String>()? {

@@ -10,7 +10,9 @@ use serde::{Deserialize, Serialize};
 /// Why a string is not an allow-list entry.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AllowEntryError {
-    #[error("{entry:?} has no port: write it as HOST:PORT (e.g. {entry}:443); a bare host is invalid")]
+    #[error(
+        "{entry:?} has no port: write it as HOST:PORT (e.g. {entry}:443); a bare host is invalid"
+    )]
     MissingPort { entry: String },
     #[error("{entry:?} has an invalid port {port:?}: a port is a number from 1 to 65535")]
     BadPort { entry: String, port: String },
@@ -107,11 +109,18 @@ pub fn parse_allow_entry(s: &str) -> Result<AllowTarget, AllowEntryError> {
         });
     }
     if port.is_empty() {
-        return Err(AllowEntryError::MissingPort { entry: host.to_string() });
+        return Err(AllowEntryError::MissingPort {
+            entry: host.to_string(),
+        });
     }
     let port_num = match port.parse::<u16>() {
         Ok(p) if p > 0 && port.bytes().all(|b| b.is_ascii_digit()) => p,
-        _ => return Err(AllowEntryError::BadPort { entry: entry(), port: port.to_string() }),
+        _ => {
+            return Err(AllowEntryError::BadPort {
+                entry: entry(),
+                port: port.to_string(),
+            });
+        }
     };
     let host = host.to_ascii_lowercase();
     if let Some(domain) = host.strip_prefix("*.") {
@@ -125,17 +134,26 @@ pub fn parse_allow_entry(s: &str) -> Result<AllowTarget, AllowEntryError> {
                 reason: "a wildcard needs a domain of at least two labels (*.example.com)",
             });
         }
-        return Ok(AllowTarget::Subdomains { domain: domain.to_string(), port: port_num });
+        return Ok(AllowTarget::Subdomains {
+            domain: domain.to_string(),
+            port: port_num,
+        });
     }
     if host.contains('*') {
         return Err(AllowEntryError::MisplacedWildcard { entry: entry() });
     }
     if host.is_empty() {
-        return Err(AllowEntryError::BadHost { entry: entry(), reason: "the host is empty" });
+        return Err(AllowEntryError::BadHost {
+            entry: entry(),
+            reason: "the host is empty",
+        });
     }
     if looks_numeric(&host) {
         return match host.parse::<Ipv4Addr>() {
-            Ok(addr) => Ok(AllowTarget::Ipv4 { addr, port: port_num }),
+            Ok(addr) => Ok(AllowTarget::Ipv4 {
+                addr,
+                port: port_num,
+            }),
             Err(_) => Err(AllowEntryError::BadHost {
                 entry: entry(),
                 reason: "not a valid IPv4 address (a.b.c.d)",
@@ -143,7 +161,10 @@ pub fn parse_allow_entry(s: &str) -> Result<AllowTarget, AllowEntryError> {
         };
     }
     check_hostname(&host, s)?;
-    Ok(AllowTarget::Exact { host, port: port_num })
+    Ok(AllowTarget::Exact {
+        host,
+        port: port_num,
+    })
 }
 
 fn looks_numeric(host: &str) -> bool {
@@ -151,7 +172,12 @@ fn looks_numeric(host: &str) -> bool {
 }
 
 fn check_hostname(host: &str, entry: &str) -> Result<(), AllowEntryError> {
-    let bad = |reason| Err(AllowEntryError::BadHost { entry: entry.to_string(), reason });
+    let bad = |reason| {
+        Err(AllowEntryError::BadHost {
+            entry: entry.to_string(),
+            reason,
+        })
+    };
     if host.is_empty() {
         return bad("the host is empty");
     }
@@ -165,7 +191,10 @@ fn check_hostname(host: &str, entry: &str) -> Result<(), AllowEntryError> {
         if label.len() > 63 {
             return bad("a label of the host is longer than 63 characters");
         }
-        if !label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
+        if !label
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
             return bad("a host may hold only letters, digits, '-' and '_'");
         }
         if label.starts_with('-') || label.ends_with('-') {
@@ -239,15 +268,24 @@ mod tests {
     fn parses_the_three_forms() {
         assert_eq!(
             parse_allow_entry("Example.com:443").unwrap(),
-            AllowTarget::Exact { host: "example.com".into(), port: 443 }
+            AllowTarget::Exact {
+                host: "example.com".into(),
+                port: 443
+            }
         );
         assert_eq!(
             parse_allow_entry("*.example.com:443").unwrap(),
-            AllowTarget::Subdomains { domain: "example.com".into(), port: 443 }
+            AllowTarget::Subdomains {
+                domain: "example.com".into(),
+                port: 443
+            }
         );
         assert_eq!(
             parse_allow_entry("192.168.1.20:11434").unwrap(),
-            AllowTarget::Ipv4 { addr: Ipv4Addr::new(192, 168, 1, 20), port: 11434 }
+            AllowTarget::Ipv4 {
+                addr: Ipv4Addr::new(192, 168, 1, 20),
+                port: 11434
+            }
         );
         assert!(parse_allow_entry("host.containers.internal:3000").is_ok());
     }
@@ -294,8 +332,14 @@ mod tests {
 
     #[test]
     fn url_entries_use_the_scheme_port() {
-        assert_eq!(entry_for_url("https://mcp.example.org/x"), Some(("mcp.example.org".into(), 443)));
-        assert_eq!(entry_for_url("http://127.0.0.1:3000/v1"), Some(("127.0.0.1".into(), 3000)));
+        assert_eq!(
+            entry_for_url("https://mcp.example.org/x"),
+            Some(("mcp.example.org".into(), 443))
+        );
+        assert_eq!(
+            entry_for_url("http://127.0.0.1:3000/v1"),
+            Some(("127.0.0.1".into(), 3000))
+        );
         assert_eq!(entry_for_url("http://u:p@h.io/"), Some(("h.io".into(), 80)));
         assert_eq!(entry_for_url("ftp://h.io/"), None);
     }

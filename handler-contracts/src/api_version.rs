@@ -22,12 +22,10 @@ pub fn api_version_mismatch(found: &str, contract: &str, major: u32) -> String {
         Some((c, m)) if c == contract => format!(
             "unknown major version v{m} of handler.{contract} (this Handler reads handler.{contract}/v{major})"
         ),
-        Some((c, _)) => format!(
-            "this is a handler.{c} document, expected handler.{contract}/v{major}"
-        ),
-        None => format!(
-            "{found:?} is not an apiVersion: expected handler.{contract}/v{major}"
-        ),
+        Some((c, _)) => {
+            format!("this is a handler.{c} document, expected handler.{contract}/v{major}")
+        }
+        None => format!("{found:?} is not an apiVersion: expected handler.{contract}/v{major}"),
     }
 }
 
@@ -124,8 +122,14 @@ mod tests {
 
     #[test]
     fn splits_versions() {
-        assert_eq!(split_api_version("handler.sandbox/v1"), Some(("sandbox", 1)));
-        assert_eq!(split_api_version("handler.harness-launch/v12"), Some(("harness-launch", 12)));
+        assert_eq!(
+            split_api_version("handler.sandbox/v1"),
+            Some(("sandbox", 1))
+        );
+        assert_eq!(
+            split_api_version("handler.harness-launch/v12"),
+            Some(("harness-launch", 12))
+        );
         assert_eq!(split_api_version("handler.sandbox/v"), None);
         assert_eq!(split_api_version("sandbox/v1"), None);
     }
@@ -133,9 +137,16 @@ mod tests {
     #[test]
     fn unknown_major_is_named() {
         let e = serde_json::from_str::<SandboxApiVersion>("\"handler.sandbox/v2\"").unwrap_err();
-        assert!(e.to_string().contains("unknown major version v2 of handler.sandbox"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("unknown major version v2 of handler.sandbox"),
+            "{e}"
+        );
         let e = serde_json::from_str::<SandboxApiVersion>("\"handler.account/v1\"").unwrap_err();
-        assert!(e.to_string().contains("this is a handler.account document"), "{e}");
+        assert!(
+            e.to_string().contains("this is a handler.account document"),
+            "{e}"
+        );
         assert!(serde_json::from_str::<SandboxApiVersion>("\"handler.sandbox/v1\"").is_ok());
     }
 }

@@ -12,7 +12,9 @@ use crate::harness::{Login, PermissionMode};
 use crate::sandbox::{Confinement, Enforcement};
 
 /// A network mode as an agent chooses it (D.1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum NetworkMode {
     None,
@@ -375,7 +377,9 @@ pub struct SkillFileRequest {
 }
 
 /// What an agent runs as (D.1, E): exactly one of account and provider.
-#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "camelCase")]
 pub struct ModelAccess {
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -12,7 +12,9 @@ use crate::api_version::{HarnessApiVersion, HarnessLaunchApiVersion};
 use crate::sandbox::{GeneratedFile, Mount};
 
 /// The permission modes an agent may start in (B.1, D.8).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum PermissionMode {
     Ask,
@@ -22,8 +24,11 @@ pub enum PermissionMode {
 
 impl PermissionMode {
     /// All modes, narrowest first.
-    pub const ALL: [PermissionMode; 3] =
-        [PermissionMode::Ask, PermissionMode::AcceptEdits, PermissionMode::Bypass];
+    pub const ALL: [PermissionMode; 3] = [
+        PermissionMode::Ask,
+        PermissionMode::AcceptEdits,
+        PermissionMode::Bypass,
+    ];
 
     /// The word used in documents.
     pub fn as_str(self) -> &'static str {
@@ -139,7 +144,9 @@ pub struct PermissionMapping {
 }
 
 /// MCP transports (B.1 mcpTransports).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum McpTransport {
     Stdio,
@@ -275,8 +282,14 @@ impl McpServer {
     pub fn transport(&self) -> McpTransport {
         match self {
             McpServer::Stdio { .. } => McpTransport::Stdio,
-            McpServer::Remote { transport: RemoteMcpTransport::Http, .. } => McpTransport::Http,
-            McpServer::Remote { transport: RemoteMcpTransport::Sse, .. } => McpTransport::Sse,
+            McpServer::Remote {
+                transport: RemoteMcpTransport::Http,
+                ..
+            } => McpTransport::Http,
+            McpServer::Remote {
+                transport: RemoteMcpTransport::Sse,
+                ..
+            } => McpTransport::Sse,
         }
     }
 }

@@ -88,7 +88,9 @@ pub struct MiniAppManifest {
 impl MiniAppManifest {
     /// The server entry, default `server/main.ts`.
     pub fn server_entry(&self) -> &str {
-        self.server.as_ref().map_or("server/main.ts", |s| s.entry.as_str())
+        self.server
+            .as_ref()
+            .map_or("server/main.ts", |s| s.entry.as_str())
     }
     /// The UI folder, default `ui/dist`.
     pub fn ui_dir(&self) -> &str {

@@ -9,14 +9,30 @@ use serde::de::DeserializeOwned;
 pub enum DocumentError {
     /// A TOML document with a syntax or shape error.
     #[error("{what}: {path_prefix}{message} (line {line}, column {column})", path_prefix = path_prefix(path))]
-    Toml { what: String, path: String, line: usize, column: usize, message: String },
+    Toml {
+        what: String,
+        path: String,
+        line: usize,
+        column: usize,
+        message: String,
+    },
     /// A JSON document with a syntax or shape error.
     #[error("{what}: {path_prefix}{message} (line {line}, column {column})", path_prefix = path_prefix(path))]
-    Json { what: String, path: String, line: usize, column: usize, message: String },
+    Json {
+        what: String,
+        path: String,
+        line: usize,
+        column: usize,
+        message: String,
+    },
 }
 
 fn path_prefix(path: &str) -> String {
-    if path.is_empty() || path == "." { String::new() } else { format!("{path}: ") }
+    if path.is_empty() || path == "." {
+        String::new()
+    } else {
+        format!("{path}: ")
+    }
 }
 
 impl DocumentError {
@@ -47,8 +63,14 @@ pub fn line_column(text: &str, offset: usize) -> (usize, usize) {
     let offset = offset.min(text.len());
     let before = &text.as_bytes()[..offset];
     let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
-    let line_start = before.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1);
-    let column = String::from_utf8_lossy(&before[line_start..]).chars().count() + 1;
+    let line_start = before
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |p| p + 1);
+    let column = String::from_utf8_lossy(&before[line_start..])
+        .chars()
+        .count()
+        + 1;
     (line, column)
 }
 

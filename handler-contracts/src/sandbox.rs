@@ -25,7 +25,20 @@ pub struct GeneratedFile {
 }
 
 /// How locked down a sandbox is (A.5).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Confinement {
     #[default]
@@ -35,7 +48,9 @@ pub enum Confinement {
 }
 
 /// What a mount is for (A.1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum MountKind {
     Scope,
@@ -83,7 +98,20 @@ pub enum UserMode {
 }
 
 /// Whether a filtered network refuses or only reports what no entry allows (A.3, A.4).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Enforcement {
     #[default]
@@ -103,14 +131,21 @@ impl Enforcement {
 
 /// The sandbox's network (A.3).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "mode", rename_all = "kebab-case", try_from = "NetworkPolicyFields")]
+#[serde(
+    tag = "mode",
+    rename_all = "kebab-case",
+    try_from = "NetworkPolicyFields"
+)]
 pub enum NetworkPolicy {
     /// No interface but loopback.
     None,
     /// Unrestricted egress.
     Open,
     /// Only through the sandbox's HTTP(S) proxy, to listed destinations.
-    Filtered { allow: Vec<AllowEntry>, enforcement: Enforcement },
+    Filtered {
+        allow: Vec<AllowEntry>,
+        enforcement: Enforcement,
+    },
 }
 
 /// NetworkPolicy as read: a plain struct, so that an error in an allow-list entry is reported
@@ -131,13 +166,22 @@ impl TryFrom<NetworkPolicyFields> for NetworkPolicy {
         match (f.mode.as_str(), f.allow, f.enforcement) {
             ("none", None, None) => Ok(NetworkPolicy::None),
             ("open", None, None) => Ok(NetworkPolicy::Open),
-            ("none" | "open", _, _) => {
-                Err(format!("allow and enforcement belong to a filtered network, not {}", f.mode))
+            ("none" | "open", _, _) => Err(format!(
+                "allow and enforcement belong to a filtered network, not {}",
+                f.mode
+            )),
+            ("filtered", Some(allow), Some(enforcement)) => {
+                Ok(NetworkPolicy::Filtered { allow, enforcement })
             }
-            ("filtered", Some(allow), Some(enforcement)) => Ok(NetworkPolicy::Filtered { allow, enforcement }),
-            ("filtered", None, _) => Err("a filtered network needs `allow` (it may be empty)".into()),
-            ("filtered", _, None) => Err("a filtered network needs `enforcement` (enforce or log-only)".into()),
-            (other, _, _) => Err(format!("unknown network mode {other:?}: none, open or filtered")),
+            ("filtered", None, _) => {
+                Err("a filtered network needs `allow` (it may be empty)".into())
+            }
+            ("filtered", _, None) => {
+                Err("a filtered network needs `enforcement` (enforce or log-only)".into())
+            }
+            (other, _, _) => Err(format!(
+                "unknown network mode {other:?}: none, open or filtered"
+            )),
         }
     }
 }
@@ -152,7 +196,10 @@ enum NetworkPolicySchema {
     /// Unrestricted egress.
     Open,
     /// Only through the sandbox's HTTP(S) proxy, to listed destinations.
-    Filtered { allow: Vec<AllowEntry>, enforcement: Enforcement },
+    Filtered {
+        allow: Vec<AllowEntry>,
+        enforcement: Enforcement,
+    },
 }
 
 impl JsonSchema for NetworkPolicy {
@@ -354,8 +401,14 @@ pub const CA_ENV_VARS: [&str; 6] = [
 ];
 
 /// The proxy variables the runtime sets for a filtered sandbox (A.3).
-pub const PROXY_ENV_VARS: [&str; 6] =
-    ["HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "https_proxy", "http_proxy", "no_proxy"];
+pub const PROXY_ENV_VARS: [&str; 6] = [
+    "HTTPS_PROXY",
+    "HTTP_PROXY",
+    "NO_PROXY",
+    "https_proxy",
+    "http_proxy",
+    "no_proxy",
+];
 
 /// The display variables a spec's env must not set (A7).
 pub const DISPLAY_ENV_VARS: [&str; 3] = ["WAYLAND_DISPLAY", "XDG_RUNTIME_DIR", "DISPLAY"];

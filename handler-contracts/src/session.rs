@@ -114,7 +114,11 @@ pub enum SessionEventKind {
     Update { update: Value },
     Turn {
         phase: TurnPhase,
-        #[serde(default, rename = "stopReason", skip_serializing_if = "Option::is_none")]
+        #[serde(
+            default,
+            rename = "stopReason",
+            skip_serializing_if = "Option::is_none"
+        )]
         stop_reason: Option<String>,
     },
     Lifecycle {

@@ -25,7 +25,10 @@ pub struct ValidationError {
 impl ValidationError {
     /// An error about `path`.
     pub fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
-        ValidationError { path: path.into(), message: message.into() }
+        ValidationError {
+            path: path.into(),
+            message: message.into(),
+        }
     }
 }
 
@@ -46,12 +49,20 @@ pub fn validate_secret_path(path: &str) -> Result {
             return err("path", format!("secret path {path:?} has an empty segment"));
         }
         if seg.starts_with('.') {
-            return err("path", format!("secret path {path:?}: a segment starts with a dot"));
-        }
-        if !seg.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-')) {
             return err(
                 "path",
-                format!("secret path {path:?}: segments hold only letters, digits, '_', '.' and '-'"),
+                format!("secret path {path:?}: a segment starts with a dot"),
+            );
+        }
+        if !seg
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+        {
+            return err(
+                "path",
+                format!(
+                    "secret path {path:?}: segments hold only letters, digits, '_', '.' and '-'"
+                ),
             );
         }
     }
@@ -62,14 +73,16 @@ pub fn validate_secret_path(path: &str) -> Result {
 /// variable name, a `{ file }` a path, a `{ command }` a program.
 pub fn validate_secret_ref(field: &str, r: &SecretRef) -> Result {
     match r {
-        SecretRef::Secret(p) => {
-            validate_secret_path(p).map_err(|e| ValidationError::new(format!("{field}.secret"), e.message))
-        }
-        SecretRef::Env(v) if !is_env_name(v) => {
-            err(format!("{field}.env"), format!("{v:?} is not an environment variable name"))
-        }
+        SecretRef::Secret(p) => validate_secret_path(p)
+            .map_err(|e| ValidationError::new(format!("{field}.secret"), e.message)),
+        SecretRef::Env(v) if !is_env_name(v) => err(
+            format!("{field}.env"),
+            format!("{v:?} is not an environment variable name"),
+        ),
         SecretRef::File(f) if f.is_empty() => err(format!("{field}.file"), "an empty path"),
-        SecretRef::Command(c) if c[0].is_empty() => err(format!("{field}.command"), "an empty program"),
+        SecretRef::Command(c) if c[0].is_empty() => {
+            err(format!("{field}.command"), "an empty program")
+        }
         _ => Ok(()),
     }
 }
@@ -84,14 +97,21 @@ fn is_env_name(s: &str) -> bool {
 pub fn validate_skill_name(name: &str) -> Result {
     let ok = !name.is_empty()
         && name.len() <= 64
-        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !name.starts_with('-')
         && !name.ends_with('-')
         && !name.contains("--");
     if ok {
         Ok(())
     } else {
-        err("name", format!("skill name {name:?}: 1–64 lowercase letters, digits and single hyphens, not at either end"))
+        err(
+            "name",
+            format!(
+                "skill name {name:?}: 1–64 lowercase letters, digits and single hyphens, not at either end"
+            ),
+        )
     }
 }
 
@@ -99,12 +119,20 @@ pub fn validate_skill_name(name: &str) -> Result {
 pub fn validate_context_name(name: &str) -> Result {
     let n = name.chars().count();
     if !(1..=32).contains(&n)
-        || !name.chars().all(|c| c.is_alphanumeric() || matches!(c, ' ' | '-' | '_'))
+        || !name
+            .chars()
+            .all(|c| c.is_alphanumeric() || matches!(c, ' ' | '-' | '_'))
     {
-        return err("name", format!("context name {name:?}: 1–32 letters, digits, spaces, '-' and '_'"));
+        return err(
+            "name",
+            format!("context name {name:?}: 1–32 letters, digits, spaces, '-' and '_'"),
+        );
     }
     if name.eq_ignore_ascii_case("any") {
-        return err("name", "\"any\" is not a context name: it means every context");
+        return err(
+            "name",
+            "\"any\" is not a context name: it means every context",
+        );
     }
     Ok(())
 }
@@ -123,8 +151,16 @@ pub fn validate_miniapp_name(name: &str) -> Result {
     let ok = !b.is_empty()
         && b.len() <= 30
         && b[0].is_ascii_lowercase()
-        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-');
-    if ok { Ok(()) } else { err("name", format!("{name:?}: a lowercase DNS label of 1–30 characters, starting with a letter")) }
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-');
+    if ok {
+        Ok(())
+    } else {
+        err(
+            "name",
+            format!("{name:?}: a lowercase DNS label of 1–30 characters, starting with a letter"),
+        )
+    }
 }
 
 /// A mini app's secret name (H.2).
@@ -133,9 +169,15 @@ pub fn validate_miniapp_secret_name(field: &str, name: &str) -> Result {
     let ok = !b.is_empty()
         && b.len() <= 64
         && b[0].is_ascii_uppercase()
-        && b.iter().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == b'_');
+        && b.iter()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == b'_');
     if !ok {
-        return err(field, format!("{name:?}: uppercase letters, digits and '_', starting with a letter, at most 64"));
+        return err(
+            field,
+            format!(
+                "{name:?}: uppercase letters, digits and '_', starting with a letter, at most 64"
+            ),
+        );
     }
     if reserved_app_env(name) {
         return err(field, format!("{name:?} is reserved for the platform"));
@@ -149,7 +191,10 @@ fn validate_relative_path(field: &str, p: &str) -> Result {
         return err(field, format!("{p:?} is not a relative path"));
     }
     if p.split('/').any(|c| c.is_empty() || c == "." || c == "..") {
-        return err(field, format!("{p:?} is not normalized (no '.', '..' or empty components)"));
+        return err(
+            field,
+            format!("{p:?} is not normalized (no '.', '..' or empty components)"),
+        );
     }
     Ok(())
 }
@@ -162,16 +207,29 @@ fn overlaps(a: &str, b: &str) -> bool {
 /// An `app.toml` (H.1, H.2).
 pub fn validate_miniapp(m: &MiniAppManifest) -> Result {
     validate_miniapp_name(&m.name)?;
-    semver::Version::parse(&m.version)
-        .map_err(|e| ValidationError::new("version", format!("{:?} is not a semantic version: {e}", m.version)))?;
+    semver::Version::parse(&m.version).map_err(|e| {
+        ValidationError::new(
+            "version",
+            format!("{:?} is not a semantic version: {e}", m.version),
+        )
+    })?;
     let entry = m.server_entry();
     validate_relative_path("server.entry", entry)?;
     let server_dir = entry.rsplit_once('/').map(|(d, _)| d).ok_or_else(|| {
-        ValidationError::new("server.entry", "the entry must be inside a directory (installed whole)")
+        ValidationError::new(
+            "server.entry",
+            "the entry must be inside a directory (installed whole)",
+        )
     })?;
     validate_relative_path("ui.dir", m.ui_dir())?;
     if overlaps(server_dir, m.ui_dir()) {
-        return err("ui.dir", format!("{:?} overlaps the server directory {server_dir:?}", m.ui_dir()));
+        return err(
+            "ui.dir",
+            format!(
+                "{:?} overlaps the server directory {server_dir:?}",
+                m.ui_dir()
+            ),
+        );
     }
     if let Some(needs) = &m.needs {
         let mut seen = BTreeSet::new();
@@ -197,7 +255,10 @@ pub fn validate_miniapp(m: &MiniAppManifest) -> Result {
             return err(field, "a route is \"METHOD /path\"");
         };
         if !matches!(method, "POST" | "PUT" | "PATCH" | "DELETE") {
-            return err(field, format!("method {method:?}: one of POST, PUT, PATCH, DELETE"));
+            return err(
+                field,
+                format!("method {method:?}: one of POST, PUT, PATCH, DELETE"),
+            );
         }
         if !path.starts_with("/api/") {
             return err(field, format!("path {path:?} must start with /api/"));
@@ -208,9 +269,7 @@ pub fn validate_miniapp(m: &MiniAppManifest) -> Result {
 
 /// Env var names the platform owns (G1): never an addon's.
 fn reserved_addon_env(name: &str) -> bool {
-    matches!(name, "PATH" | "HOME")
-        || PROXY_ENV_VARS.contains(&name)
-        || CA_ENV_VARS.contains(&name)
+    matches!(name, "PATH" | "HOME") || PROXY_ENV_VARS.contains(&name) || CA_ENV_VARS.contains(&name)
 }
 
 /// An `addon.toml` (G1). `dir_name`: the folder it was read from, which must be its name.
@@ -218,10 +277,16 @@ pub fn validate_addon(a: &AddonManifest, dir_name: Option<&str>) -> Result {
     if let Some(dir) = dir_name
         && dir != a.name
     {
-        return err("name", format!("{:?} differs from its directory {dir:?}", a.name));
+        return err(
+            "name",
+            format!("{:?} differs from its directory {dir:?}", a.name),
+        );
     }
     if a.image.is_some() && a.commands.is_empty() {
-        return err("commands", "required with image: exactly what the image's bin/ provides");
+        return err(
+            "commands",
+            "required with image: exactly what the image's bin/ provides",
+        );
     }
     if a.image.is_none() && !a.commands.is_empty() {
         return err("commands", "commands need an image that provides them");
@@ -229,7 +294,10 @@ pub fn validate_addon(a: &AddonManifest, dir_name: Option<&str>) -> Result {
     let mut env_names: BTreeMap<String, String> = BTreeMap::new();
     let mut claim = |name: &str, field: String| -> Result {
         if !is_env_name(name) {
-            return err(field, format!("{name:?} is not an environment variable name"));
+            return err(
+                field,
+                format!("{name:?} is not an environment variable name"),
+            );
         }
         if reserved_addon_env(name) {
             return err(field, format!("{name} belongs to the platform"));
@@ -251,7 +319,10 @@ pub fn validate_addon(a: &AddonManifest, dir_name: Option<&str>) -> Result {
     for (slot, s) in &a.secret_slots {
         if let Some(hosts) = &s.hosts {
             if s.delivery == Some(SecretDelivery::Env) {
-                return err(format!("secretSlots.{slot}.hosts"), "hosts go only with proxy delivery");
+                return err(
+                    format!("secretSlots.{slot}.hosts"),
+                    "hosts go only with proxy delivery",
+                );
             }
             for (i, h) in hosts.iter().enumerate() {
                 if !a.egress.contains(h) {
@@ -267,7 +338,10 @@ pub fn validate_addon(a: &AddonManifest, dir_name: Option<&str>) -> Result {
         match mcp.command.first() {
             None => return err("mcp.command", "an empty command"),
             Some(c) if !a.commands.contains(c) => {
-                return err("mcp.command", format!("{c:?} is not one of the addon's commands"));
+                return err(
+                    "mcp.command",
+                    format!("{c:?} is not one of the addon's commands"),
+                );
             }
             _ => {}
         }
@@ -277,7 +351,10 @@ pub fn validate_addon(a: &AddonManifest, dir_name: Option<&str>) -> Result {
 
 /// A binding against its addon (G2). `addon`: `None` when no addon of that name is known, or
 /// `Err(reason)` when the addon is invalid.
-pub fn validate_binding(b: &Binding, addon: Option<std::result::Result<&AddonManifest, &str>>) -> Result {
+pub fn validate_binding(
+    b: &Binding,
+    addon: Option<std::result::Result<&AddonManifest, &str>>,
+) -> Result {
     let a = match addon {
         None => return err("addon", format!("unknown addon {:?}", b.addon)),
         Some(Err(why)) => return err("addon", format!("addon {:?} is invalid: {why}", b.addon)),
@@ -285,23 +362,35 @@ pub fn validate_binding(b: &Binding, addon: Option<std::result::Result<&AddonMan
     };
     for slot in b.settings.keys() {
         if !a.settings.contains_key(slot) {
-            return err(format!("settings.{slot}"), format!("addon {} declares no setting {slot:?}", a.name));
+            return err(
+                format!("settings.{slot}"),
+                format!("addon {} declares no setting {slot:?}", a.name),
+            );
         }
     }
     for (slot, r) in &b.secrets {
         if !a.secret_slots.contains_key(slot) {
-            return err(format!("secrets.{slot}"), format!("addon {} declares no secret slot {slot:?}", a.name));
+            return err(
+                format!("secrets.{slot}"),
+                format!("addon {} declares no secret slot {slot:?}", a.name),
+            );
         }
         validate_secret_ref(&format!("secrets.{slot}"), r)?;
     }
     for (slot, s) in &a.settings {
         if s.required && !b.settings.contains_key(slot) {
-            return err(format!("settings.{slot}"), "required by the addon, not bound");
+            return err(
+                format!("settings.{slot}"),
+                "required by the addon, not bound",
+            );
         }
     }
     for (slot, s) in &a.secret_slots {
         if s.required && !b.secrets.contains_key(slot) {
-            return err(format!("secrets.{slot}"), "required by the addon, not bound");
+            return err(
+                format!("secrets.{slot}"),
+                "required by the addon, not bound",
+            );
         }
     }
     Ok(())
@@ -321,7 +410,9 @@ pub fn normalize_knowledge_folders(root: &str, folders: &[String]) -> Result<Vec
             } else {
                 match f.strip_prefix(&format!("{root}/")) {
                     Some(r) => r.to_string(),
-                    None => return err(field, format!("{f:?} is outside the knowledge root {root}")),
+                    None => {
+                        return err(field, format!("{f:?} is outside the knowledge root {root}"));
+                    }
                 }
             }
         } else {
@@ -332,23 +423,35 @@ pub fn normalize_knowledge_folders(root: &str, folders: &[String]) -> Result<Vec
             match c {
                 "" | "." => {}
                 ".." => return err(field, format!("{f:?}: '..' is not allowed")),
-                c if c.starts_with('.') => return err(field, format!("{f:?} has a hidden component {c:?}")),
+                c if c.starts_with('.') => {
+                    return err(field, format!("{f:?} has a hidden component {c:?}"));
+                }
                 c => parts.push(c),
             }
         }
-        out.insert(if parts.is_empty() { ".".to_string() } else { parts.join("/") });
+        out.insert(if parts.is_empty() {
+            ".".to_string()
+        } else {
+            parts.join("/")
+        });
     }
     let list: Vec<String> = out.into_iter().collect();
     let mut names: BTreeMap<&str, &str> = BTreeMap::new();
     for (i, a) in list.iter().enumerate() {
         for b in &list[i + 1..] {
             if a == "." || b.starts_with(&format!("{a}/")) {
-                return err("knowledge", format!("{b:?} is inside {a:?}: give one of them"));
+                return err(
+                    "knowledge",
+                    format!("{b:?} is inside {a:?}: give one of them"),
+                );
             }
         }
         let name = a.rsplit('/').next().unwrap_or(a);
         if let Some(other) = names.insert(name, a) {
-            return err("knowledge", format!("{other:?} and {a:?} would both be /knowledge/{name}"));
+            return err(
+                "knowledge",
+                format!("{other:?} and {a:?} would both be /knowledge/{name}"),
+            );
         }
     }
     Ok(list)
@@ -363,7 +466,10 @@ pub fn expand_home(field: &str, path: &str, home: &str) -> Result<String> {
     } else if let Some(rest) = path.strip_prefix("~/") {
         format!("{home}/{rest}")
     } else if path.starts_with('~') {
-        return err(field, format!("{path:?}: ~user is not supported, write ~/ or an absolute path"));
+        return err(
+            field,
+            format!("{path:?}: ~user is not supported, write ~/ or an absolute path"),
+        );
     } else {
         path.to_string()
     };
@@ -389,7 +495,10 @@ pub fn validate_descriptor(d: &HarnessDescriptor) -> Result {
     }
     for (name, s) in &d.state_slots {
         if s.credential && (s.kind != SlotKind::File || s.per_session) {
-            return err(format!("stateSlots.{name}"), "a credential slot is a file, not per-session");
+            return err(
+                format!("stateSlots.{name}"),
+                "a credential slot is a file, not per-session",
+            );
         }
     }
     if let Some(login) = &d.login {
@@ -398,8 +507,15 @@ pub fn validate_descriptor(d: &HarnessDescriptor) -> Result {
                 return err("login", "exactly one of token and file");
             }
             (None, Some(file)) => {
-                if !d.state_slots.values().any(|s| s.credential && s.target.ends_with(&format!("/{file}"))) {
-                    return err("login.file", format!("{file:?} is not the file of a credential state slot"));
+                if !d
+                    .state_slots
+                    .values()
+                    .any(|s| s.credential && s.target.ends_with(&format!("/{file}")))
+                {
+                    return err(
+                        "login.file",
+                        format!("{file:?} is not the file of a credential state slot"),
+                    );
                 }
                 if login.command.as_ref().is_none_or(|c| c.is_empty()) {
                     return err("login.command", "a file login needs its command");
@@ -418,7 +534,10 @@ pub fn validate_descriptor(d: &HarnessDescriptor) -> Result {
         let mapped: BTreeSet<_> = d.permissions.keys().collect();
         let flags: BTreeSet<_> = t.permissions.keys().collect();
         if mapped != flags {
-            return err("terminal.permissions", "exactly the modes `permissions` maps");
+            return err(
+                "terminal.permissions",
+                "exactly the modes `permissions` maps",
+            );
         }
         if t.model_flag.is_some() && t.model_env.is_some() {
             return err("terminal", "modelFlag and modelEnv: not both");
@@ -437,21 +556,42 @@ pub fn validate_account(a: &Account, harness: Option<&HarnessDescriptor>) -> Res
         return err("harness", format!("unknown harness {:?}", a.harness));
     };
     let Some(login) = &d.login else {
-        return err("harness", format!("{} has no login: it runs on providers only", d.name));
+        return err(
+            "harness",
+            format!("{} has no login: it runs on providers only", d.name),
+        );
     };
     if let Some(plan) = &a.plan {
         match &login.plans {
             Some(plans) if plans.contains(plan) => {}
-            Some(plans) => return err("plan", format!("{plan:?} is not one of {}'s plans: {}", d.name, plans.join(", "))),
+            Some(plans) => {
+                return err(
+                    "plan",
+                    format!(
+                        "{plan:?} is not one of {}'s plans: {}",
+                        d.name,
+                        plans.join(", ")
+                    ),
+                );
+            }
             None => return err("plan", format!("{} has no plans to choose from", d.name)),
         }
     }
     if a.connectors && !d.account_connectors {
-        return err("connectors", format!("{} has no account connectors", d.name));
+        return err(
+            "connectors",
+            format!("{} has no account connectors", d.name),
+        );
     }
     if let Some(token) = &a.token {
         if login.is_file_login() {
-            return err("token", format!("{} logs in with a file Handler keeps: an account of it has no token", d.name));
+            return err(
+                "token",
+                format!(
+                    "{} logs in with a file Handler keeps: an account of it has no token",
+                    d.name
+                ),
+            );
         }
         validate_secret_ref("token", token)?;
     }
@@ -461,7 +601,8 @@ pub fn validate_account(a: &Account, harness: Option<&HarnessDescriptor>) -> Res
 fn validate_contexts(contexts: Option<&[String]>) -> Result {
     for (i, c) in contexts.unwrap_or_default().iter().enumerate() {
         if c != "any" {
-            validate_context_name(c).map_err(|e| ValidationError::new(format!("contexts[{i}]"), e.message))?;
+            validate_context_name(c)
+                .map_err(|e| ValidationError::new(format!("contexts[{i}]"), e.message))?;
         }
     }
     Ok(())
@@ -474,7 +615,10 @@ pub fn validate_provider(p: &Provider) -> Result {
     }
     for (proto, url) in &p.endpoints {
         if entry_for_url(url).is_none() {
-            return err(format!("endpoints.{}", proto.as_str()), format!("{url:?} is not an http(s) URL"));
+            return err(
+                format!("endpoints.{}", proto.as_str()),
+                format!("{url:?} is not an http(s) URL"),
+            );
         }
     }
     if p.models.is_empty() {
@@ -486,12 +630,18 @@ pub fn validate_provider(p: &Provider) -> Result {
             return err(format!("models[{i}].id"), "an empty id");
         }
         if !ids.insert(&m.id) {
-            return err(format!("models[{i}].id"), format!("{:?} is listed twice", m.id));
+            return err(
+                format!("models[{i}].id"),
+                format!("{:?} is listed twice", m.id),
+            );
         }
         if let (Some(w), Some(o)) = (m.context_window, m.max_output)
             && o >= w
         {
-            return err(format!("models[{i}].maxOutput"), "must be smaller than contextWindow");
+            return err(
+                format!("models[{i}].maxOutput"),
+                "must be smaller than contextWindow",
+            );
         }
     }
     if let Some(k) = &p.api_key {
@@ -517,59 +667,97 @@ pub trait AccessCatalog {
 }
 
 /// E1: whether an agent may run with this model access; the reason names what is wrong.
-pub fn check_model_access(access: &ModelAccess, catalog: &dyn AccessCatalog) -> Result<ResolvedAccess> {
+pub fn check_model_access(
+    access: &ModelAccess,
+    catalog: &dyn AccessCatalog,
+) -> Result<ResolvedAccess> {
     match (&access.account, &access.provider) {
-        (Some(_), Some(_)) => err("model", "names both an account and a provider: give exactly one"),
-        (None, None) => err("model", "names neither an account nor a provider: give exactly one"),
+        (Some(_), Some(_)) => err(
+            "model",
+            "names both an account and a provider: give exactly one",
+        ),
+        (None, None) => err(
+            "model",
+            "names neither an account nor a provider: give exactly one",
+        ),
         (Some(name), None) => {
             let account = match catalog.account(name) {
                 None => return err("account", format!("account {name:?} does not exist")),
-                Some(Err(why)) => return err("account", format!("account {name:?} is invalid: {why}")),
+                Some(Err(why)) => {
+                    return err("account", format!("account {name:?} is invalid: {why}"));
+                }
                 Some(Ok(a)) => a,
             };
             if let Some(h) = &access.harness
                 && *h != account.harness
             {
-                return err("harness", format!("account {name:?} is for {}, not {h}", account.harness));
+                return err(
+                    "harness",
+                    format!("account {name:?} is for {}, not {h}", account.harness),
+                );
             }
-            validate_account(account, catalog.descriptor(&account.harness))
-                .map_err(|e| ValidationError::new("account", format!("account {name:?} is invalid: {e}")))?;
-            Ok(ResolvedAccess { harness: account.harness.clone(), protocol: None, model: access.model.clone() })
+            validate_account(account, catalog.descriptor(&account.harness)).map_err(|e| {
+                ValidationError::new("account", format!("account {name:?} is invalid: {e}"))
+            })?;
+            Ok(ResolvedAccess {
+                harness: account.harness.clone(),
+                protocol: None,
+                model: access.model.clone(),
+            })
         }
         (None, Some(name)) => {
             let provider = match catalog.provider(name) {
                 None => return err("provider", format!("provider {name:?} does not exist")),
-                Some(Err(why)) => return err("provider", format!("provider {name:?} is invalid: {why}")),
+                Some(Err(why)) => {
+                    return err("provider", format!("provider {name:?} is invalid: {why}"));
+                }
                 Some(Ok(p)) => p,
             };
-            validate_provider(provider)
-                .map_err(|e| ValidationError::new("provider", format!("provider {name:?} is invalid: {e}")))?;
+            validate_provider(provider).map_err(|e| {
+                ValidationError::new("provider", format!("provider {name:?} is invalid: {e}"))
+            })?;
             let Some(h) = &access.harness else {
-                return err("harness", format!("provider {name:?} needs the harness that talks to it"));
+                return err(
+                    "harness",
+                    format!("provider {name:?} needs the harness that talks to it"),
+                );
             };
             let Some(d) = catalog.descriptor(h) else {
                 return err("harness", format!("unknown harness {h:?}"));
             };
-            let Some(protocol) = d.provider_protocols.iter().find(|p| provider.endpoints.contains_key(p)) else {
+            let Some(protocol) = d
+                .provider_protocols
+                .iter()
+                .find(|p| provider.endpoints.contains_key(p))
+            else {
                 let accepted: Vec<_> = d.provider_protocols.iter().map(|p| p.as_str()).collect();
                 return err(
                     "provider",
                     if accepted.is_empty() {
                         format!("{h} runs only on an account, not on a provider")
                     } else {
-                        format!("provider {name:?} has no endpoint for a protocol {h} speaks ({})", accepted.join(", "))
+                        format!(
+                            "provider {name:?} has no endpoint for a protocol {h} speaks ({})",
+                            accepted.join(", ")
+                        )
                     },
                 );
             };
             if let Some(m) = &access.model
                 && !provider.models.iter().any(|pm| pm.id == *m)
             {
-                return err("model", format!("{m:?} is not one of provider {name:?}'s models"));
+                return err(
+                    "model",
+                    format!("{m:?} is not one of provider {name:?}'s models"),
+                );
             }
             Ok(ResolvedAccess {
                 harness: h.clone(),
                 protocol: Some(*protocol),
-                model: access.model.clone().or_else(|| provider.models.first().map(|m| m.id.clone())),
+                model: access
+                    .model
+                    .clone()
+                    .or_else(|| provider.models.first().map(|m| m.id.clone())),
             })
         }
     }

@@ -4,7 +4,12 @@
 
 use std::path::{Path, PathBuf};
 
-const PURE_CRATES: [&str; 4] = ["handler-contracts", "handler-harness", "handler-sandbox", "handler-policy"];
+const PURE_CRATES: [&str; 4] = [
+    "handler-contracts",
+    "handler-harness",
+    "handler-sandbox",
+    "handler-policy",
+];
 
 /// Crates a pure crate may depend on (normal dependencies).
 const ALLOWED_DEPS: [&str; 13] = [
@@ -42,7 +47,10 @@ const FORBIDDEN: [&str; 14] = [
 ];
 
 fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 fn rust_files(dir: &Path, skip_bins: bool, out: &mut Vec<PathBuf>) {
@@ -66,7 +74,11 @@ fn pure_crates_depend_only_on_pure_crates() {
         let manifest = workspace().join(krate).join("Cargo.toml");
         let text = std::fs::read_to_string(&manifest).unwrap();
         let doc: toml::Table = toml::from_str(&text).unwrap();
-        let deps = doc.get("dependencies").and_then(|d| d.as_table()).cloned().unwrap_or_default();
+        let deps = doc
+            .get("dependencies")
+            .and_then(|d| d.as_table())
+            .cloned()
+            .unwrap_or_default();
         for name in deps.keys() {
             assert!(
                 ALLOWED_DEPS.contains(&name.as_str()),
@@ -102,12 +114,23 @@ fn pure_library_code_does_no_io() {
 #[test]
 fn every_module_says_what_it_is_for() {
     let mut files = Vec::new();
-    for krate in ["handler-contracts", "handler-harness", "handler-sandbox", "handler-policy", "handler-core", "bins"] {
+    for krate in [
+        "handler-contracts",
+        "handler-harness",
+        "handler-sandbox",
+        "handler-policy",
+        "handler-core",
+        "bins",
+    ] {
         rust_files(&workspace().join(krate).join("src"), false, &mut files);
     }
     for f in files {
         let text = std::fs::read_to_string(&f).unwrap();
         let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
-        assert!(first.starts_with("//!"), "{} does not start with a `//!` line", f.display());
+        assert!(
+            first.starts_with("//!"),
+            "{} does not start with a `//!` line",
+            f.display()
+        );
     }
 }

@@ -5,8 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use handler_contracts::access::{Account, Provider};
-use handler_contracts::addon::{AddonManifest, Binding};
 use handler_contracts::access::{AgentSpec, SecretRef};
+use handler_contracts::addon::{AddonManifest, Binding};
 use handler_contracts::control::*;
 use handler_contracts::harness::{HarnessDescriptor, HarnessLaunch, RenderInput, ToolboxManifest};
 use handler_contracts::miniapp::MiniAppManifest;
@@ -18,14 +18,20 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 fn fixtures(kind: &str, ext: &str) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut stack = vec![root().join("fixtures/contracts").join(kind)];
     while let Some(dir) = stack.pop() {
-        for e in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())).flatten() {
+        for e in std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .flatten()
+        {
             let p = e.path();
             if p.is_dir() {
                 stack.push(p);
@@ -47,8 +53,16 @@ fn schema_validator(schema: &str) -> jsonschema::Validator {
 
 fn assert_schema_valid(schema: &str, what: &Path, value: &Value) {
     let v = schema_validator(schema);
-    let errors: Vec<String> = v.iter_errors(value).map(|e| format!("{} at {}", e, e.instance_path())).collect();
-    assert!(errors.is_empty(), "{} does not match schemas/{schema}.schema.json:\n{}", what.display(), errors.join("\n"));
+    let errors: Vec<String> = v
+        .iter_errors(value)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "{} does not match schemas/{schema}.schema.json:\n{}",
+        what.display(),
+        errors.join("\n")
+    );
 }
 
 /// Every field of `original` is in `out` with the same value (unknown fields included); only a
@@ -80,22 +94,30 @@ fn assert_kept(original: &Value, out: &Value, what: &str, path: &str) {
 }
 
 /// TOML documents: parse, serialize, parse again; and the document as JSON matches the schema.
-fn toml_roundtrip<T: DeserializeOwned + Serialize + PartialEq + std::fmt::Debug>(kind: &str, schema: &str) {
+fn toml_roundtrip<T: DeserializeOwned + Serialize + PartialEq + std::fmt::Debug>(
+    kind: &str,
+    schema: &str,
+) {
     for path in fixtures(kind, "toml") {
         let text = std::fs::read_to_string(&path).unwrap();
         let what = path.display().to_string();
         let doc: T = from_toml(&what, &text).unwrap_or_else(|e| panic!("{e}"));
         let again = toml::to_string(&doc).unwrap_or_else(|e| panic!("{what}: serialize: {e}"));
-        let back: T = from_toml(&what, &again).unwrap_or_else(|e| panic!("{what} after a round trip: {e}\n{again}"));
+        let back: T = from_toml(&what, &again)
+            .unwrap_or_else(|e| panic!("{what} after a round trip: {e}\n{again}"));
         assert_eq!(doc, back, "{what}: changed in a round trip");
-        let as_json: Value = serde_json::to_value(toml::from_str::<toml::Value>(&text).unwrap()).unwrap();
+        let as_json: Value =
+            serde_json::to_value(toml::from_str::<toml::Value>(&text).unwrap()).unwrap();
         assert_schema_valid(schema, &path, &as_json);
     }
 }
 
 /// JSON documents (whole files or one per line): parse, serialize, parse again, same JSON value
 /// as the fixture (so unknown fields are kept), and valid against the schema.
-fn json_roundtrip<T: DeserializeOwned + Serialize + PartialEq + std::fmt::Debug>(kind: &str, schema: &str) {
+fn json_roundtrip<T: DeserializeOwned + Serialize + PartialEq + std::fmt::Debug>(
+    kind: &str,
+    schema: &str,
+) {
     let mut docs = Vec::new();
     for path in fixtures(kind, "json") {
         docs.push((path.clone(), std::fs::read_to_string(&path).unwrap()));
@@ -112,7 +134,10 @@ fn json_roundtrip<T: DeserializeOwned + Serialize + PartialEq + std::fmt::Debug>
     }
 }
 
-fn jsonl_roundtrip<T: DeserializeOwned + Serialize + PartialEq + std::fmt::Debug>(kind: &str, schema: &str) {
+fn jsonl_roundtrip<T: DeserializeOwned + Serialize + PartialEq + std::fmt::Debug>(
+    kind: &str,
+    schema: &str,
+) {
     for path in fixtures(kind, "jsonl") {
         for (n, line) in std::fs::read_to_string(&path).unwrap().lines().enumerate() {
             let what = format!("{}:{}", path.display(), n + 1);
@@ -209,7 +234,8 @@ fn egress_events() {
 
 #[test]
 fn the_seed_examples_read_as_the_seed_says() {
-    let text = std::fs::read_to_string(root().join("fixtures/contracts/provider/llamacpp.toml")).unwrap();
+    let text =
+        std::fs::read_to_string(root().join("fixtures/contracts/provider/llamacpp.toml")).unwrap();
     let p: Provider = from_toml("llamacpp.toml", &text).unwrap();
     assert_eq!(p.models[0].id, "qwen3.8-27B");
     assert_eq!(p.models[0].context_window, Some(200_000));
@@ -219,7 +245,8 @@ fn the_seed_examples_read_as_the_seed_says() {
         handler_contracts::FileSource::Content("You are Codex…".into())
     );
     handler_contracts::validate::validate_provider(&p).unwrap();
-    let text = std::fs::read_to_string(root().join("fixtures/contracts/account/claude-perso.toml")).unwrap();
+    let text = std::fs::read_to_string(root().join("fixtures/contracts/account/claude-perso.toml"))
+        .unwrap();
     let a: Account = from_toml("claude-perso.toml", &text).unwrap();
     assert_eq!(a.harness, "claude-code");
     assert_eq!(a.token, None);
@@ -248,7 +275,10 @@ fn control_api_resources() {
     json_roundtrip::<ToolboxInfo>("toolbox-info", "toolbox-info");
     json_roundtrip::<ImageUpdatesRequest>("image-updates-request", "image-updates-request");
     json_roundtrip::<ToolboxContainerfile>("toolbox-containerfile", "toolbox-containerfile");
-    json_roundtrip::<ToolboxContainerfileUpdate>("toolbox-containerfile-update", "toolbox-containerfile-update");
+    json_roundtrip::<ToolboxContainerfileUpdate>(
+        "toolbox-containerfile-update",
+        "toolbox-containerfile-update",
+    );
     json_roundtrip::<AddonInfo>("addon-info", "addon-info");
     json_roundtrip::<AddonCatalogEntry>("addon-catalog-entry", "addon-catalog-entry");
     json_roundtrip::<AddonPreview>("addon-preview", "addon-preview");
@@ -285,7 +315,12 @@ fn control_api_resources() {
 fn every_document_type_has_fixtures() {
     for (name, _) in handler_contracts::schema::all_schemas() {
         let dir = root().join("fixtures/contracts").join(name);
-        let has = std::fs::read_dir(&dir).map(|mut d| d.next().is_some()).unwrap_or(false);
-        assert!(has, "no fixture for the {name} schema under fixtures/contracts/{name}/");
+        let has = std::fs::read_dir(&dir)
+            .map(|mut d| d.next().is_some())
+            .unwrap_or(false);
+        assert!(
+            has,
+            "no fixture for the {name} schema under fixtures/contracts/{name}/"
+        );
     }
 }

@@ -15,7 +15,10 @@ fn committed_schemas_match_the_types() {
             Err(_) => problems.push(format!("schemas/{name}.schema.json is missing")),
             Ok(have) if have != want => {
                 let diff = similar::TextDiff::from_lines(&have, &want);
-                let text = diff.unified_diff().header("committed", "generated").to_string();
+                let text = diff
+                    .unified_diff()
+                    .header("committed", "generated")
+                    .to_string();
                 problems.push(format!("schemas/{name}.schema.json drifted:\n{text}"));
             }
             Ok(_) => {}
@@ -39,7 +42,10 @@ fn committed_schemas_match_the_types() {
 #[test]
 fn every_schema_is_draft_2020_12_and_compiles() {
     for (name, schema) in handler_contracts::schema::all_schemas() {
-        assert_eq!(schema["$schema"], "https://json-schema.org/draft/2020-12/schema", "{name}");
+        assert_eq!(
+            schema["$schema"], "https://json-schema.org/draft/2020-12/schema",
+            "{name}"
+        );
         jsonschema::validator_for(&schema).unwrap_or_else(|e| panic!("{name}: {e}"));
     }
 }

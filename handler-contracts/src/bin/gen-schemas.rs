@@ -10,7 +10,12 @@ fn main() -> ExitCode {
     let mut drift = false;
     let expected: Vec<_> = handler_contracts::schema::all_schemas()
         .into_iter()
-        .map(|(name, s)| (format!("{name}.schema.json"), handler_contracts::schema::schema_file_text(&s)))
+        .map(|(name, s)| {
+            (
+                format!("{name}.schema.json"),
+                handler_contracts::schema::schema_file_text(&s),
+            )
+        })
         .collect();
     for (file, text) in &expected {
         let path = dir.join(file);
