@@ -3,7 +3,11 @@
 //! scripted fake ACP agent (static, from fixtures/fake-agent) through handler-sandbox-podman in
 //! a rootless Podman container (localhost/handler-test-busybox, .ci/setup-podman.sh), and a real
 //! WebSocket client checks: no token → 401, bad Origin → 403, P1–P7 and P9 through the socket,
-//! a 1 MB message intact both ways, close → no container left, agent exit → 1011.
+//! a 1 MB message intact both ways, close → no container left, agent exit → 1011. And a filtered
+//! agent through the real network filter (its image built first, as the user): its account
+//! token and a binding's secret delivered as phantoms the proxy swaps back towards their host (a
+//! test server on the host, reached as host.containers.internal), other hosts denied, the egress
+//! events recorded on the agent, and PATCH {egress: log-only} switching the running sandbox.
 //! Missing podman or user FAILS, unless HANDLER_SKIP_PODMAN_TESTS=1.
 
 use std::os::unix::fs::PermissionsExt;
@@ -190,7 +194,12 @@ fn free_port() -> u16 {
 }
 
 async fn start(u: User) -> Daemon {
-    let root = PathBuf::from(format!("/tmp/hdt-{}", std::process::id()));
+    start_with(u, "c", "api.fake.test:443").await
+}
+
+/// A daemon in `/tmp/hdt-<pid>-<tag>`, its fake harness's login reaching `login_host`.
+async fn start_with(u: User, tag: &str, login_host: &str) -> Daemon {
+    let root = PathBuf::from(format!("/tmp/hdt-{}-{tag}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     let home = root.join("home");
     let scope = home.join("code/app");
@@ -224,9 +233,9 @@ async fn start(u: User) -> Daemon {
     let descriptor = format!(
         "apiVersion = \"handler.harness/v1\"\nname = \"fake\"\nproduct = \"Fake ACP agent\"\nimage = \"{IMAGE}\"\nacpCommand = [\"{}\"]\nhome = \"/home/agent\"\n\
          [stateSlots.history]\ntarget = \"~/.fake/history\"\nkind = \"dir\"\nrequired = true\n\
-         [login]\nunattended = \"allowed\"\nterms = \"https://example.com/terms\"\nsubscription = \"Fake\"\ntoken = \"FAKE_TOKEN\"\ntokenPrefix = \"fk-\"\nhosts = [\"api.fake.test:443\"]\n\
+         [login]\nunattended = \"allowed\"\nterms = \"https://example.com/terms\"\nsubscription = \"Fake\"\ntoken = \"FAKE_TOKEN\"\ntokenPrefix = \"fk-\"\nhosts = [\"{login_host}\"]\n\
          [permissions.ask]\nsessionMode = \"default\"\n[permissions.bypass]\nsessionMode = \"bypassPermissions\"\n",
-        scope.join(".bin/fake-acp-agent").display()
+        scope.join(".bin/fake-acp-agent").display(),
     );
     std::fs::write(home.join("harnesses/fake/harness.toml"), descriptor).unwrap();
     std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -247,6 +256,10 @@ async fn start(u: User) -> Daemon {
             root.join("config").display().to_string(),
         ),
         ("HANDLER_DATA_DIR", root.join("data").display().to_string()),
+        (
+            "HANDLER_CACHE_DIR",
+            root.join("cache").display().to_string(),
+        ),
         (
             "HANDLER_STATE_DIR",
             root.join("state").display().to_string(),
@@ -309,6 +322,17 @@ impl Daemon {
         let r = self
             .http
             .post(format!("http://127.0.0.1:{}{path}", self.port))
+            .bearer_auth(&self.token)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+    }
+    async fn patch(&self, path: &str, body: Value) -> (u16, Value) {
+        let r = self
+            .http
+            .patch(format!("http://127.0.0.1:{}{path}", self.port))
             .bearer_auth(&self.token)
             .json(&body)
             .send()
@@ -419,11 +443,7 @@ impl Client {
             let m = self.recv().await.unwrap_or_else(|c| {
                 panic!(
                     "closed ({c:?}) while waiting for {method}: {}",
-                    std::fs::read_to_string(format!(
-                        "/tmp/hdt-{}/handlerd.log",
-                        std::process::id()
-                    ))
-                    .unwrap_or_default()
+                    daemon_logs()
                 )
             });
             if m.get("id") == Some(&json!(id)) && m.get("method").is_none() {
@@ -432,6 +452,20 @@ impl Client {
             self.seen.push(m);
         }
     }
+}
+
+/// Every test daemon's log of this process (for a failure's message).
+fn daemon_logs() -> String {
+    let prefix = format!("hdt-{}-", std::process::id());
+    std::fs::read_dir("/tmp")
+        .map(|rd| {
+            rd.flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+                .map(|e| std::fs::read_to_string(e.path().join("handlerd.log")).unwrap_or_default())
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
 }
 
 fn refused(e: tungstenite::Error) -> u16 {
@@ -630,4 +664,345 @@ async fn acp_conformance_in_a_real_rootless_sandbox() {
     );
     c.ws.close(None).await.unwrap();
     assert!(!d.log().contains(TOKEN), "the token reached handlerd's log");
+}
+
+const PROXY_IMAGE: &str = "localhost/handler-network-filter:latest";
+
+/// The static egress proxy: $HANDLER_EGRESS_PROXY_BIN, else built by
+/// fixtures/egress/build-static-proxy.sh into this build's target folder.
+fn static_proxy() -> PathBuf {
+    if let Ok(b) = std::env::var("HANDLER_EGRESS_PROXY_BIN") {
+        return PathBuf::from(b);
+    }
+    let exe = std::env::current_exe().unwrap();
+    let target = std::env::var("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| exe.ancestors().nth(3).unwrap().to_path_buf());
+    let ws = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let out = Command::new("sh")
+        .arg(ws.join("fixtures/egress/build-static-proxy.sh"))
+        .arg(&ws)
+        .env("CARGO_TARGET_DIR", target.join("static-proxy"))
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "building the static proxy failed");
+    PathBuf::from(
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .last()
+            .unwrap()
+            .trim(),
+    )
+}
+
+/// The network filter image in the user's store (`image build-proxy`, A.7), built when missing.
+fn ensure_network_filter(u: &User) {
+    let home = home_of(u);
+    let exists = |u: &User| {
+        u.cmd(
+            "podman",
+            &["image", "exists", PROXY_IMAGE],
+            &[("HOME", home.clone())],
+        )
+        .status()
+        .is_ok_and(|s| s.success())
+    };
+    if exists(u) {
+        return;
+    }
+    let dir = PathBuf::from(format!("/tmp/hdt-{}-proxy", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, src) in [
+        ("handler-egress-proxy", static_proxy()),
+        (
+            "handler-sandbox-podman",
+            PathBuf::from(env!("CARGO_BIN_EXE_handler-sandbox-podman")),
+        ),
+    ] {
+        std::fs::copy(&src, dir.join(name)).unwrap();
+        std::fs::set_permissions(dir.join(name), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    u.give(&dir);
+    let out = u
+        .cmd(
+            dir.join("handler-sandbox-podman").to_str().unwrap(),
+            &["image", "build-proxy"],
+            &[
+                ("HOME", home.clone()),
+                (
+                    "HANDLER_EGRESS_PROXY_BIN",
+                    dir.join("handler-egress-proxy").display().to_string(),
+                ),
+            ],
+        )
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        out.status.success() || exists(u),
+        "image build-proxy failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// One request a test server saw: its path and headers (lowercase names).
+type Seen =
+    std::sync::Arc<std::sync::Mutex<Vec<(String, std::collections::BTreeMap<String, String>)>>>;
+
+/// A plain HTTP server on the host (all addresses: a container reaches the host through its
+/// address, as host.containers.internal): records each request, answers whether the headers
+/// held the real secrets (never echoing them).
+async fn test_server(real: Vec<(&'static str, String)>) -> (u16, Seen) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let l = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
+    let port = l.local_addr().unwrap().port();
+    let seen: Seen = Default::default();
+    let s2 = seen.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut c, _)) = l.accept().await else {
+                return;
+            };
+            let seen = s2.clone();
+            let real = real.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match c.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                let text = String::from_utf8_lossy(&buf).into_owned();
+                let mut lines = text.split("\r\n");
+                let path = lines
+                    .next()
+                    .and_then(|l| l.split_whitespace().nth(1))
+                    .unwrap_or_default()
+                    .to_string();
+                let headers: std::collections::BTreeMap<String, String> = lines
+                    .take_while(|l| !l.is_empty())
+                    .filter_map(|l| l.split_once(':'))
+                    .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+                    .collect();
+                let body: Vec<String> = real
+                    .iter()
+                    .map(|(h, v)| {
+                        let got = headers.get(*h).map(String::as_str).unwrap_or_default();
+                        format!("{h}={}", if got == v { "real" } else { "other" })
+                    })
+                    .collect();
+                let body = body.join(" ");
+                seen.lock().unwrap().push((path, headers));
+                let _ = c
+                    .write_all(
+                        format!(
+                            "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                            body.len()
+                        )
+                        .as_bytes(),
+                    )
+                    .await;
+            });
+        }
+    });
+    (port, seen)
+}
+
+const PROBE_KEY: &str = "pk-ProbeBindingKey-0123456789abcdef";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_filtered_agent_through_the_real_network_filter() {
+    let Some(u) = user() else { return };
+    ensure_network_filter(&u);
+    let (port, seen) = test_server(vec![
+        ("authorization", format!("Bearer {TOKEN}")),
+        ("x-probe-key", PROBE_KEY.to_string()),
+    ])
+    .await;
+    let host = format!("host.containers.internal:{port}");
+    let d = start_with(u, "filtered", &host).await;
+    let (s, v) = d
+        .post(
+            "/v1/accounts",
+            json!({"name": "perso", "harness": "fake", "token": {"value": TOKEN}}),
+        )
+        .await;
+    assert_eq!(s, 201, "{v}");
+    // An addon whose secret slot goes to the same host (G4, E3: a binding's secret towards its
+    // addon's egress).
+    let addon = d.root.join("config/addons/probe");
+    std::fs::create_dir_all(&addon).unwrap();
+    std::fs::write(
+        addon.join("addon.toml"),
+        format!(
+            "apiVersion = \"handler.addon/v1\"\nname = \"probe\"\negress = [\"{host}\"]\n[secretSlots.key]\nenv = \"PROBE_KEY\"\nrequired = true\n"
+        ),
+    )
+    .unwrap();
+    d.user.give(&d.root.join("config/addons"));
+    let (s, v) = d
+        .post(
+            "/v1/bindings",
+            json!({"name": "probe", "addon": "probe", "secrets": {"key": PROBE_KEY}}),
+        )
+        .await;
+    assert_eq!(s, 201, "{v}");
+    // Guarded: filtered, enforced.
+    let (s, a) = d
+        .post(
+            "/v1/agents",
+            json!({"models": [{"account": "perso"}], "scope": d.scope, "bindings": ["probe"]}),
+        )
+        .await;
+    assert_eq!(s, 201, "{a}");
+    assert_eq!(a["network"], "filtered");
+    let id = a["id"].as_str().unwrap().to_string();
+    let protocols = vec!["acp.v1".to_string(), format!("bearer.{}", d.token)];
+    let ws = open(&d.url(&id), &protocols, None)
+        .await
+        .unwrap_or_else(|e| panic!("the filtered agent did not start: {e}: {}", d.log()));
+    let mut c = Client {
+        ws,
+        next: 0,
+        seen: vec![],
+    };
+    c.request(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    )
+    .await;
+    // The agent holds phantoms of the same length.
+    let mut phantoms = Vec::new();
+    for (var, real) in [("FAKE_TOKEN", TOKEN), ("PROBE_KEY", PROBE_KEY)] {
+        let r = c.request("_fake/env", json!({"name": var})).await;
+        let p = r["result"]["value"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{r}"))
+            .to_string();
+        assert!(p != real && p.len() == real.len(), "{var}: {p}");
+        phantoms.push(p);
+    }
+    // Through the proxy to the allowed host: the server sees the real values.
+    let r = c
+        .request(
+            "_fake/http",
+            json!({"url": format!("http://{host}/check"), "headers": {
+                "Authorization": "Bearer ${FAKE_TOKEN}", "X-Probe-Key": "${PROBE_KEY}"}}),
+        )
+        .await;
+    assert_eq!(r["result"]["status"], 200, "{r}: {}", d.log());
+    assert_eq!(
+        r["result"]["body"], "authorization=real x-probe-key=real",
+        "{r}"
+    );
+    {
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.len(), 1);
+        assert_eq!(seen[0].0, "/check");
+        assert_eq!(seen[0].1["authorization"], format!("Bearer {TOKEN}"));
+        assert_eq!(seen[0].1["x-probe-key"], PROBE_KEY);
+    }
+    // An unlisted host is denied while enforced.
+    let r = c
+        .request(
+            "_fake/http",
+            json!({"url": "http://unlisted.invalid/x", "headers": {}}),
+        )
+        .await;
+    assert_eq!(r["result"]["status"], 403, "{r}");
+    // The egress events are the agent's.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let events = loop {
+        let ev = d.get(&format!("/v1/agents/{id}/egress-events")).await;
+        let list = ev.as_array().cloned().unwrap_or_default();
+        let has = |decision: &str, host: &str, secret: Option<&str>| {
+            list.iter().any(|e| {
+                e["decision"] == decision
+                    && e["host"] == host
+                    && secret.is_none_or(|s| e["secret"] == s)
+            })
+        };
+        if has("injected", &host, Some("accounts/perso/token"))
+            && has("injected", &host, Some("bindings/probe/key"))
+            && has("denied", "unlisted.invalid:80", None)
+        {
+            break list;
+        }
+        assert!(Instant::now() < deadline, "egress events: {ev}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(
+        events
+            .iter()
+            .any(|e| e["decision"] == "allowed" && e["host"] == host.as_str()),
+        "{events:?}"
+    );
+    // A.4: log-only, live: the same host now passes the filter (and fails to resolve: 502).
+    let (s, v) = d
+        .patch(&format!("/v1/agents/{id}"), json!({"egress": "log-only"}))
+        .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["egress"], "log-only");
+    let r = c
+        .request(
+            "_fake/http",
+            json!({"url": "http://unlisted.invalid/x", "headers": {}}),
+        )
+        .await;
+    assert_ne!(r["result"]["status"], 403, "{r}: {}", d.log());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let ev = d.get(&format!("/v1/agents/{id}/egress-events")).await;
+        if ev
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["decision"] == "unlisted" && e["host"] == "unlisted.invalid:80")
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no unlisted event: {ev}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Back to enforce: denied again.
+    let (s, _) = d
+        .patch(&format!("/v1/agents/{id}"), json!({"egress": "enforce"}))
+        .await;
+    assert_eq!(s, 200);
+    let r = c
+        .request(
+            "_fake/http",
+            json!({"url": "http://unlisted.invalid/y", "headers": {}}),
+        )
+        .await;
+    assert_eq!(r["result"]["status"], 403, "{r}");
+    // Close: the sandbox and its proxy go.
+    let sandbox = d.get(&format!("/v1/agents/{id}")).await["connections"][0]["sandbox"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    c.ws.close(None).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(40);
+    while !d.containers(&format!("handler.agent={id}")).is_empty()
+        || !d
+            .containers(&format!("handler.sandbox={sandbox}"))
+            .is_empty()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "a container outlived its socket: {}",
+            d.log()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let log = d.log();
+    assert!(!log.contains(TOKEN), "the token reached handlerd's log");
+    assert!(
+        !log.contains(PROBE_KEY),
+        "the binding's key reached handlerd's log"
+    );
 }
