@@ -258,6 +258,25 @@ async fn addons_and_bindings_through_the_api() {
         d.state.secrets.value("bindings/notes-main/token").unwrap(),
         NOTES_TOKEN
     );
+    // A new value replaces the stored one at the same path.
+    let (s, v) = d
+        .put(
+            "/v1/bindings/notes-main",
+            json!({"name": "notes-main", "addon": "notes", "settings": {"url": "u"}, "secrets": {"token": "nt-Replaced0123456789"}}),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(
+        d.state.secrets.value("bindings/notes-main/token").unwrap(),
+        "nt-Replaced0123456789"
+    );
+    assert_eq!(
+        d.state
+            .secrets
+            .value("bindings/notes-main/signing")
+            .unwrap(),
+        SIGNING
+    );
     // removeSecrets drops a slot and its stored value.
     let (s, v) = d
         .put(

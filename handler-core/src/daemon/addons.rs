@@ -448,7 +448,8 @@ fn build(
                 secrets.insert(slot.clone(), SecretRef::Secret(secret_path(name, slot)));
             } else if keep {
                 secrets.insert(slot.clone(), r.clone());
-            } else if stored {
+            } else if stored && !(old_name == name && req.secrets.contains_key(slot)) {
+                // Its value goes, unless a new one replaces it at the same path.
                 dropped.push(secret_path(old_name, slot));
             }
         }
