@@ -243,6 +243,30 @@ pub fn proxy_binary() -> Result<PathBuf, String> {
     Ok(path)
 }
 
+/// The variable naming a PEM file of further roots the network filter trusts towards upstreams
+/// (a company CA, a test CA); they go into the image's roots, so into the sandboxes' bundle too.
+pub const EXTRA_ROOTS_VAR: &str = "HANDLER_EGRESS_EXTRA_ROOTS";
+
+/// The roots of `$HANDLER_EGRESS_EXTRA_ROOTS`, checked to be PEM certificates; none when unset.
+fn extra_roots() -> Result<Vec<u8>, String> {
+    let Some(path) = std::env::var_os(EXTRA_ROOTS_VAR) else {
+        return Ok(Vec::new());
+    };
+    let path = PathBuf::from(path);
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("{EXTRA_ROOTS_VAR} {}: {e}", path.display()))?;
+    if !text.contains("-----BEGIN CERTIFICATE-----") {
+        return Err(format!(
+            "{EXTRA_ROOTS_VAR} {}: no PEM certificate in it",
+            path.display()
+        ));
+    }
+    let mut out = b"\n".to_vec();
+    out.extend(text.into_bytes());
+    out.push(b'\n');
+    Ok(out)
+}
+
 /// `image build-proxy`: builds the network filter image (FROM scratch: the static proxy and the
 /// build host's roots), without cache, checks that it runs, and tags it. Exit 0 or 1.
 pub fn build_proxy(podman: &str) -> Result<String, String> {
@@ -253,11 +277,11 @@ pub fn build_proxy(podman: &str) -> Result<String, String> {
     let result = (|| {
         std::fs::copy(&bin, ctx.join("handler-egress-proxy"))
             .map_err(|e| format!("copying the proxy: {e}"))?;
-        std::fs::copy(
-            "/etc/ssl/certs/ca-certificates.crt",
-            ctx.join("ca-certificates.crt"),
-        )
-        .map_err(|e| format!("the host's roots /etc/ssl/certs/ca-certificates.crt: {e}"))?;
+        let mut roots = std::fs::read("/etc/ssl/certs/ca-certificates.crt")
+            .map_err(|e| format!("the host's roots /etc/ssl/certs/ca-certificates.crt: {e}"))?;
+        roots.extend(extra_roots()?);
+        std::fs::write(ctx.join("ca-certificates.crt"), roots)
+            .map_err(|e| format!("writing the roots: {e}"))?;
         let mut f = std::fs::File::create(ctx.join("Containerfile")).map_err(|e| e.to_string())?;
         f.write_all(
             b"FROM scratch\nCOPY ca-certificates.crt /etc/ssl/certs/ca-certificates.crt\n\
