@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the local images Handler's main job needs, in the rootless image store of the unprivileged
 # user sandboxes run as ($HANDLER_TEST_USER, default handler-test; .ci/setup-podman.sh creates it).
-# No container registry is needed. Run as root; idempotent (an image that exists is kept unless
-# HANDLER_REBUILD_IMAGES=1). What it builds, in order:
+# No container registry is needed. Run as root; idempotent: an image that exists is kept, unless
+# HANDLER_REBUILD_IMAGES names it (words: base, toolbox, proxy, a harness name; or 1 for all).
+# What it builds, in order:
 #   1. localhost/handler-debian-base:trixie  debootstrap --variant=minbase trixie from the Debian
 #      mirror ($HANDLER_DEBIAN_MIRROR), imported. It trusts the CA bundle $HANDLER_BUILD_CA_BUNDLE
 #      (default: the host's /etc/ssl/certs/ca-certificates.crt, which carries local and company
@@ -50,7 +51,12 @@ as_user() {
         env -i HOME="$USER_HOME" USER="$USER_NAME" LOGNAME="$USER_NAME" \
         PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin TMPDIR=/var/tmp "$@"
 }
-exists() { [ "${HANDLER_REBUILD_IMAGES:-0}" != 1 ] && as_user podman image exists "$1"; }
+rebuild() { # key → whether HANDLER_REBUILD_IMAGES asks for it
+    [ "${HANDLER_REBUILD_IMAGES:-}" = 1 ] || [[ " ${HANDLER_REBUILD_IMAGES:-} " == *" $1 "* ]]
+}
+exists() { # key image
+    ! rebuild "$1" && as_user podman image exists "$2"
+}
 timed() { # label command…
     local t0=$SECONDS
     "${@:2}"
@@ -102,7 +108,11 @@ build_base() {
         "$work/rootfs.tar" "$BASE_IMAGE" >/dev/null
     rm -f "$work/rootfs.tar"
 }
-if exists "$BASE_IMAGE"; then log "$BASE_IMAGE exists"; else timed "$BASE_IMAGE" build_base; fi
+# An image built now makes every image FROM it be built again (HANDLER_REBUILD_IMAGES grows).
+if exists base "$BASE_IMAGE"; then log "$BASE_IMAGE exists"; else
+    timed "$BASE_IMAGE" build_base
+    HANDLER_REBUILD_IMAGES="${HANDLER_REBUILD_IMAGES:-} toolbox"
+fi
 
 # 2. The toolbox, by the sandbox runtime's build verb.
 build_toolbox() {
@@ -110,7 +120,10 @@ build_toolbox() {
     ctx="$(context_of "$repo/handler-harness/data/toolbox" toolbox)"
     as_user "$SANDBOX" image build "$ctx" --tag "$TOOLBOX_IMAGE" --build-arg "BASE_IMAGE=$BASE_IMAGE" >/dev/null
 }
-if exists "$TOOLBOX_IMAGE"; then log "$TOOLBOX_IMAGE exists"; else timed "$TOOLBOX_IMAGE" build_toolbox; fi
+if exists toolbox "$TOOLBOX_IMAGE"; then log "$TOOLBOX_IMAGE exists"; else
+    timed "$TOOLBOX_IMAGE" build_toolbox
+    HANDLER_REBUILD_IMAGES="${HANDLER_REBUILD_IMAGES:-} $HARNESSES"
+fi
 
 # 3. Harness images, tagged as their descriptors say.
 for name in $HARNESSES; do
@@ -118,7 +131,7 @@ for name in $HARNESSES; do
     [ -f "$dir/Containerfile" ] || { log "no harness $name (no $dir/Containerfile)"; exit 1; }
     image="$(sed -n 's/^image *= *"\(.*\)"/\1/p' "$dir/harness.toml")"
     [ -n "$image" ] || { log "$dir/harness.toml names no image"; exit 1; }
-    if exists "$image:latest"; then
+    if exists "$name" "$image:latest"; then
         log "$image:latest exists"
         continue
     fi
@@ -133,5 +146,5 @@ build_proxy() {
     [ -x "$bin_dir/handler-egress-proxy" ] || { log "$bin_dir/handler-egress-proxy is missing"; return 1; }
     as_user env HANDLER_EGRESS_PROXY_BIN="$bin_dir/handler-egress-proxy" "$SANDBOX" image build-proxy >/dev/null
 }
-if exists "$PROXY_IMAGE"; then log "$PROXY_IMAGE exists"; else timed "$PROXY_IMAGE" build_proxy; fi
+if exists proxy "$PROXY_IMAGE"; then log "$PROXY_IMAGE exists"; else timed "$PROXY_IMAGE" build_proxy; fi
 log "ready: $BASE_IMAGE, $TOOLBOX_IMAGE, $(for n in $HARNESSES; do sed -n 's/^image *= *"\(.*\)"/\1:latest /p' handler-harness/data/harnesses/$n/harness.toml; done)$PROXY_IMAGE"
