@@ -1,86 +1,734 @@
-//! The filtered topology with real rootless Podman (A.3, A4): an allowed host on this machine,
-//! reached as host.containers.internal through the proxy; an unlisted one refused 403 with a
-//! denied event; direct egress failing; nothing left after. Runs as root like the other sandbox
-//! tests and starts the sandbox as the unprivileged `handler-test` user (.ci/setup-podman.sh);
-//! the network filter image is built first from `$HANDLER_EGRESS_PROXY_BIN`
-//! (fixtures/egress/build-static-proxy.sh prints it).
+//! The egress filter with real rootless Podman (A.3, A.4, A4, E3): each sandbox is a busybox
+//! container on its own internal network whose only way out is its proxy container (the network
+//! filter image, built here from the static proxy); the test servers run on this machine, over
+//! real TLS with rcgen certificates, reached as host.containers.internal; the client inside is
+//! fixtures/egress-probe (static). Covered: an allowed host reached, an unlisted one refused
+//! with a denied event, no direct route; injection (the server receives the value in a header,
+//! Basic credentials, the query and the body while the process reads only the phantom, with an
+//! injected event); a phantom sent to another allowed host refused 403 with a leak event; an
+//! SSE stream arriving event by event; a tunnel to a host without injections not decrypted (the
+//! client sees the server's own certificate); set-allow and set-egress (log-only → unlisted) on
+//! the running sandbox deciding the next request; nothing left after exit or SIGTERM. Runs as
+//! root like the other sandbox tests and starts the sandboxes as the unprivileged `handler-test`
+//! user (.ci/setup-podman.sh). Builds the static proxy and probe itself unless
+//! `$HANDLER_EGRESS_PROXY_BIN` / `$HANDLER_EGRESS_PROBE_BIN` are given.
 
-use std::io::Write as _;
-use std::process::{Command, Stdio};
+#[path = "support/static_build.rs"]
+mod static_build;
+
+use std::io::{BufRead as _, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
+use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
 
 const USER: &str = "handler-test";
+const HCI: &str = "host.containers.internal";
+const PROXY_IMAGE: &str = "localhost/handler-network-filter:latest";
 
-fn as_user(args: &[&str]) -> Command {
-    let mut c = Command::new("runuser");
-    c.args(["-u", USER, "--", "env", "-C", "/tmp"]).args(args);
+/// A command run as the test user (setpriv execs: signals reach the program itself).
+fn as_user(program: &str, args: &[&str]) -> Command {
+    let mut c = Command::new("setpriv");
+    c.args([
+        "--reuid",
+        USER,
+        "--regid",
+        USER,
+        "--init-groups",
+        "env",
+        "-i",
+        "-C",
+        "/tmp",
+    ]);
+    c.args([
+        format!("USER={USER}"),
+        format!("LOGNAME={USER}"),
+        format!("HOME=/home/{USER}"),
+        "PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin".into(),
+    ]);
+    c.arg(program).args(args);
     c
+}
+
+/// What every test shares: a folder the test user can read holding handler-sandbox-podman and
+/// the probe, the test servers' CA, and the network filter image built with that CA among its
+/// roots (as a company CA would be, `HANDLER_EGRESS_EXTRA_ROOTS`), once per run.
+struct Shared {
+    dir: PathBuf,
+    hsp: String,
+    probe_dir: PathBuf,
+    ca: CertifiedIssuer<'static, KeyPair>,
+}
+
+fn shared() -> &'static Shared {
+    static S: OnceLock<Shared> = OnceLock::new();
+    S.get_or_init(|| {
+        let proxy_bin = static_build::static_proxy();
+        let probe_bin = static_build::static_probe();
+        let dir = PathBuf::from(format!("/tmp/egress-podman-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("probe")).unwrap();
+        let hsp = dir.join("handler-sandbox-podman");
+        std::fs::copy(env!("CARGO_BIN_EXE_handler-sandbox-podman"), &hsp).unwrap();
+        std::fs::copy(&proxy_bin, dir.join("handler-egress-proxy")).unwrap();
+        std::fs::copy(&probe_bin, dir.join("probe/egress-probe")).unwrap();
+
+        let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+        p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        p.distinguished_name
+            .push(DnType::CommonName, "Handler egress test servers CA");
+        let ca = CertifiedIssuer::self_signed(p, KeyPair::generate().unwrap()).unwrap();
+        std::fs::write(dir.join("test-ca.pem"), ca.pem()).unwrap();
+        Command::new("chmod")
+            .args(["-R", "a+rX"])
+            .arg(&dir)
+            .status()
+            .unwrap();
+
+        let hsp_s = hsp.to_string_lossy().to_string();
+        let built = as_user(
+            "env",
+            &[
+                &format!(
+                    "HANDLER_EGRESS_PROXY_BIN={}",
+                    dir.join("handler-egress-proxy").display()
+                ),
+                &format!(
+                    "HANDLER_EGRESS_EXTRA_ROOTS={}",
+                    dir.join("test-ca.pem").display()
+                ),
+                &hsp_s,
+                "image",
+                "build-proxy",
+            ],
+        )
+        .output()
+        .unwrap();
+        assert!(
+            built.status.success(),
+            "build-proxy: {}",
+            String::from_utf8_lossy(&built.stderr)
+        );
+        let exists = as_user("podman", &["image", "exists", PROXY_IMAGE])
+            .status()
+            .unwrap();
+        assert!(exists.success(), "{PROXY_IMAGE} after build-proxy");
+        Shared {
+            probe_dir: dir.join("probe"),
+            hsp: hsp_s,
+            dir,
+            ca,
+        }
+    })
+}
+
+/// What a test server received, one dump per request.
+type Seen = Arc<Mutex<Vec<String>>>;
+
+/// A server on every address of this machine (a container reaches it as
+/// host.containers.internal): HTTPS with a leaf for host.containers.internal named `cn` signed
+/// by the test CA, or plain HTTP. `/sse` streams three events 500 ms apart; anything else
+/// echoes the path, the x-api-key header, the Basic credentials (decoded) and the body.
+fn server(cn: Option<&str>) -> (u16, Seen) {
+    let tls = cn.map(|cn| {
+        let mut p = CertificateParams::new(vec![HCI.to_string()]).unwrap();
+        p.distinguished_name.push(DnType::CommonName, cn);
+        let key = KeyPair::generate().unwrap();
+        let cert = p.signed_by(&key, &shared().ca).unwrap();
+        Arc::new(
+            rustls::ServerConfig::builder()
+                .with_no_client_auth()
+                .with_single_cert(
+                    vec![cert.der().clone()],
+                    PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+                )
+                .unwrap(),
+        )
+    });
+    let l = TcpListener::bind("0.0.0.0:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let seen: Seen = Arc::default();
+    let seen2 = seen.clone();
+    std::thread::spawn(move || {
+        for s in l.incoming().flatten() {
+            let (tls, seen) = (tls.clone(), seen2.clone());
+            std::thread::spawn(move || match tls {
+                Some(cfg) => {
+                    let conn = rustls::ServerConnection::new(cfg).unwrap();
+                    let mut s = rustls::StreamOwned::new(conn, s);
+                    serve(&mut s, &seen);
+                    s.conn.send_close_notify();
+                    let _ = s.flush();
+                }
+                None => {
+                    let mut s = s;
+                    serve(&mut s, &seen);
+                }
+            });
+        }
+    });
+    (port, seen)
+}
+
+fn serve<S: Read + Write>(s: &mut S, seen: &Seen) {
+    let mut buf = Vec::new();
+    let mut b = [0u8; 4096];
+    let head_end = loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        match s.read(&mut b) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => buf.extend_from_slice(&b[..n]),
+        }
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
+    let mut lines = head.lines();
+    let path = lines
+        .next()
+        .unwrap_or("")
+        .split(' ')
+        .nth(1)
+        .unwrap_or("")
+        .to_string();
+    let mut out = format!("path {path}\n");
+    let mut len = 0;
+    for l in lines {
+        let Some((k, v)) = l.split_once(':') else {
+            continue;
+        };
+        let (k, v) = (k.trim().to_ascii_lowercase(), v.trim());
+        match k.as_str() {
+            "x-api-key" => out.push_str(&format!("x-api-key {v}\n")),
+            "authorization" => {
+                let dec = v
+                    .strip_prefix("Basic ")
+                    .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
+                    .map(|d| String::from_utf8_lossy(&d).to_string())
+                    .unwrap_or_default();
+                out.push_str(&format!("basic {dec}\n"));
+            }
+            "content-length" => len = v.parse().unwrap_or(0),
+            _ => {}
+        }
+    }
+    while buf.len() < head_end + len {
+        match s.read(&mut b) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => buf.extend_from_slice(&b[..n]),
+        }
+    }
+    if len > 0 {
+        out.push_str(&format!(
+            "body {}\n",
+            String::from_utf8_lossy(&buf[head_end..])
+        ));
+    }
+    seen.lock().unwrap().push(out.clone());
+    if path.starts_with("/sse") {
+        let _ = s.write_all(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n",
+        );
+        for i in 1..=3 {
+            let _ = s.write_all(format!("data: event {i}\n\n").as_bytes());
+            let _ = s.flush();
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        return;
+    }
+    let _ = s.write_all(
+        format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{out}",
+            out.len()
+        )
+        .as_bytes(),
+    );
+    let _ = s.flush();
+}
+
+/// A running launcher: its stdout lines as they come, its stderr so far.
+struct Launch {
+    child: Child,
+    lines: Receiver<String>,
+    stdout: Vec<String>,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Launch {
+    /// Reads stdout until a line equal to `marker`, returning the lines read since the last call.
+    fn until(&mut self, marker: &str, within: Duration) -> Vec<String> {
+        let deadline = Instant::now() + within;
+        let mut got = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) => {
+                    self.stdout.push(l.clone());
+                    let done = l == marker;
+                    got.push(l);
+                    if done {
+                        return got;
+                    }
+                }
+                Err(_) => panic!(
+                    "no {marker:?} within {within:?}; stdout: {:?}; stderr: {}",
+                    self.stdout,
+                    self.stderr.lock().unwrap()
+                ),
+            }
+        }
+    }
+    /// The next stdout line.
+    fn next_line(&mut self, within: Duration) -> String {
+        let l = self.lines.recv_timeout(within).unwrap_or_else(|_| {
+            panic!(
+                "no line within {within:?}; stdout: {:?}; stderr: {}",
+                self.stdout,
+                self.stderr()
+            )
+        });
+        self.stdout.push(l.clone());
+        l
+    }
+    /// Whether stderr holds `needle` within 10 s (stderr and stdout are separate pipes).
+    fn stderr_has(&self, needle: &str) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if self.stderr().contains(needle) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    }
+    fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Launch {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &self.child.id().to_string()])
+                .status();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Launches `script` (sh) as a filtered busybox sandbox named `name`, the probe at /probe.
+fn launch(
+    name: &str,
+    script: &str,
+    network: serde_json::Value,
+    injections: serde_json::Value,
+    ctl: Option<&Path>,
+) -> Launch {
+    let sh = shared();
+    let mut mounts = vec![serde_json::json!({
+        "source": sh.probe_dir, "target": "/probe", "readOnly": true, "kind": "app"
+    })];
+    if let Some(c) = ctl {
+        mounts.push(
+            serde_json::json!({"source": c, "target": "/ctl", "readOnly": true, "kind": "state"}),
+        );
+    }
+    let spec = serde_json::json!({
+        "apiVersion": "handler.sandbox/v1", "name": name, "image": "localhost/handler-test-busybox",
+        "argv": ["sh", "-c", script], "env": {}, "workdir": "/tmp",
+        "user": {"mode": "host-user", "home": "/home/handler-test"}, "mounts": mounts, "files": [],
+        "writablePaths": [], "network": network, "injections": injections
+    });
+    let spec_path = sh.dir.join(format!("{name}.json"));
+    std::fs::write(&spec_path, spec.to_string()).unwrap();
+    Command::new("chmod")
+        .arg("a+r")
+        .arg(&spec_path)
+        .status()
+        .unwrap();
+    // `exec`: the launcher is this child itself, so SIGTERM reaches it.
+    let inner = as_user(&sh.hsp, &["launch"]);
+    let argv: Vec<String> = std::iter::once(inner.get_program())
+        .chain(inner.get_args())
+        .map(|a| a.to_string_lossy().to_string())
+        .collect();
+    let mut child = Command::new("sh")
+        .args([
+            "-c",
+            &format!("exec \"$@\" 3<{}", spec_path.display()),
+            "sh",
+        ])
+        .args(&argv)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = channel();
+    let out = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for l in BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(l);
+        }
+    });
+    let stderr: Arc<Mutex<String>> = Arc::default();
+    let (err, e2) = (child.stderr.take().unwrap(), stderr.clone());
+    std::thread::spawn(move || {
+        for l in BufReader::new(err).lines().map_while(Result::ok) {
+            let mut s = e2.lock().unwrap();
+            s.push_str(&l);
+            s.push('\n');
+        }
+    });
+    Launch {
+        child,
+        lines: rx,
+        stdout: Vec::new(),
+        stderr,
+    }
+}
+
+fn event(decision: &str, host: &str, secret: Option<&str>) -> String {
+    match secret {
+        Some(s) => {
+            format!(r#"handler-egress {{"decision":"{decision}","host":"{host}","secret":"{s}"}}"#)
+        }
+        None => format!(r#"handler-egress {{"decision":"{decision}","host":"{host}"}}"#),
+    }
+}
+
+fn filtered(allow: &[String], enforcement: &str) -> serde_json::Value {
+    serde_json::json!({"mode": "filtered", "allow": allow, "enforcement": enforcement})
+}
+
+/// Nothing of the instance left: no container, no network.
+fn assert_nothing_left(name: &str) {
+    let ps = as_user("podman", &["ps", "-a", "--format", "{{.Names}}"])
+        .output()
+        .unwrap();
+    let ps = String::from_utf8_lossy(&ps.stdout).to_string();
+    assert!(!ps.contains(name), "containers left: {ps}");
+    let nets = as_user("podman", &["network", "ls", "--format", "{{.Name}}"])
+        .output()
+        .unwrap();
+    let nets = String::from_utf8_lossy(&nets.stdout).to_string();
+    assert!(!nets.contains(name), "networks left: {nets}");
+}
+
+fn wait_exit(l: &mut Launch, within: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(st) = l.child.try_wait().unwrap() {
+            return st;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the launcher did not exit: {}",
+            l.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 #[test]
 fn a_filtered_sandbox_reaches_only_its_allowed_host() {
-    let proxy_bin = std::env::var("HANDLER_EGRESS_PROXY_BIN")
-        .expect("HANDLER_EGRESS_PROXY_BIN: the static proxy (fixtures/egress/build-static-proxy.sh prints it)");
-    // The binaries must be readable by the test user.
-    let dir = tempfile::Builder::new().prefix("egress-podman").tempdir_in("/tmp").unwrap();
-    let hsp = dir.path().join("handler-sandbox-podman");
-    let proxy = dir.path().join("handler-egress-proxy");
-    std::fs::copy(env!("CARGO_BIN_EXE_handler-sandbox-podman"), &hsp).unwrap();
-    std::fs::copy(&proxy_bin, &proxy).unwrap();
-    Command::new("chmod").args(["-R", "a+rX"]).arg(dir.path()).status().unwrap();
-    let hsp_s = hsp.to_string_lossy().to_string();
-    let bin_env = format!("HANDLER_EGRESS_PROXY_BIN={}", proxy.display());
-    let built = as_user(&[&bin_env, &hsp_s, "image", "build-proxy"]).output().unwrap();
-    assert!(built.status.success(), "build-proxy: {}", String::from_utf8_lossy(&built.stderr));
-
-    // A server on this machine, on every address.
-    let server = std::net::TcpListener::bind("0.0.0.0:0").unwrap();
-    let port = server.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for s in server.incoming().flatten() {
-            let mut s = s;
-            let mut buf = [0u8; 2048];
-            let _ = std::io::Read::read(&mut s, &mut buf);
-            let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello");
-        }
-    });
+    let (port, _seen) = server(None);
     let name = format!("egtest-{}", std::process::id());
-    let req = |h: &str| {
-        format!(
-            "{{ printf 'GET http://{h}:{port}/ HTTP/1.1\\r\\nHost: {h}:{port}\\r\\nConnection: close\\r\\n\\r\\n'; sleep 2; }} | nc {name}-egress 3128 | head -1"
-        )
-    };
     let script = format!(
-        "{}; {}; nc -w 3 host.containers.internal {port} </dev/null && echo DIRECT-OK || echo DIRECT-FAILED",
-        req("host.containers.internal"),
-        req("example.com")
+        "/probe/egress-probe http://{HCI}:{port}/a; /probe/egress-probe http://example.com:{port}/b; \
+         nc -w 3 {HCI} {port} </dev/null && echo DIRECT-OK || echo DIRECT-FAILED; echo DONE"
     );
-    let spec = serde_json::json!({
-        "apiVersion": "handler.sandbox/v1", "name": name, "image": "localhost/handler-test-busybox",
-        "argv": ["sh", "-c", script], "env": {}, "workdir": "/tmp",
-        "user": {"mode": "host-user", "home": "/home/handler-test"}, "mounts": [], "files": [],
-        "writablePaths": [],
-        "network": {"mode": "filtered", "allow": [format!("host.containers.internal:{port}")], "enforcement": "enforce"}
-    });
-    let spec_path = dir.path().join("spec.json");
-    std::fs::write(&spec_path, spec.to_string()).unwrap();
-    Command::new("chmod").arg("a+r").arg(&spec_path).status().unwrap();
-    let out = Command::new("runuser")
-        .args(["-u", USER, "--", "sh", "-c", &format!("cd /tmp && {hsp_s} launch 3<{}", spec_path.display())])
-        .stdin(Stdio::null())
-        .output()
+    let mut l = launch(
+        &name,
+        &script,
+        filtered(&[format!("{HCI}:{port}")], "enforce"),
+        serde_json::json!([]),
+        None,
+    );
+    let out = l.until("DONE", Duration::from_secs(60)).join("\n");
+    let st = wait_exit(&mut l, Duration::from_secs(30));
+    assert!(st.success(), "launch: {}", l.stderr());
+    let stderr = l.stderr();
+    let statuses: Vec<&str> = out.lines().filter(|x| x.starts_with("STATUS")).collect();
+    assert_eq!(
+        statuses,
+        ["STATUS 200", "STATUS 403"],
+        "allowed, then refused: {out}"
+    );
+    assert!(
+        out.contains("LINE") && out.contains("path /a"),
+        "the allowed server answered: {out}"
+    );
+    assert!(out.contains("DIRECT-FAILED"), "no route out: {out}");
+    assert!(
+        stderr.contains(&event("allowed", &format!("{HCI}:{port}"), None)),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&event("denied", &format!("example.com:{port}"), None)),
+        "{stderr}"
+    );
+    assert_nothing_left(&name);
+}
+
+/// The lines of `out` after the line `from` and before the line `to`.
+fn section<'a>(out: &'a [String], from: &str, to: &str) -> Vec<&'a str> {
+    out.iter()
+        .skip_while(|l| *l != from)
+        .skip(1)
+        .take_while(|l| *l != to)
+        .map(|s| s.as_str())
+        .collect()
+}
+
+#[test]
+fn injection_leak_stream_and_undecrypted_tunnel() {
+    let (inj, inj_seen) = server(Some("egress-test-injected"));
+    let (other, other_seen) = server(Some("egress-test-other"));
+    let (plain, plain_seen) = server(None);
+    let phantom = format!("sk-test-{}", "Ph4nt0m1".repeat(4));
+    let value = format!("sk-test-{}", "R3alV4lu".repeat(4));
+    let name = format!("eginj-{}", std::process::id());
+    let script = format!(
+        "P=/probe/egress-probe; PH={phantom}\n\
+         echo '== inject'; $P \"https://{HCI}:{inj}/echo?key=$PH\" -H \"x-api-key: $PH\" -u \"user:$PH\" -d \"key=$PH\"\n\
+         echo '== sse'; $P https://{HCI}:{inj}/sse\n\
+         echo '== leak'; $P \"http://{HCI}:{plain}/echo\" -H \"x-api-key: $PH\"\n\
+         echo '== tunnel'; $P https://{HCI}:{other}/echo -H \"x-api-key: $PH\"\n\
+         echo '== env'; echo \"SSL_CERT_FILE=$SSL_CERT_FILE\"; env | grep -c R3alV4lu; echo DONE\n"
+    );
+    let allow: Vec<String> = [inj, other, plain]
+        .iter()
+        .map(|p| format!("{HCI}:{p}"))
+        .collect();
+    let injections = serde_json::json!([{
+        "name": "test/apiKey", "phantom": phantom, "value": value, "hosts": [format!("{HCI}:{inj}")]
+    }]);
+    let mut l = launch(
+        &name,
+        &script,
+        filtered(&allow, "enforce"),
+        injections,
+        None,
+    );
+    l.until("DONE", Duration::from_secs(90));
+    let st = wait_exit(&mut l, Duration::from_secs(30));
+    let (out, stderr) = (l.stdout.clone(), l.stderr());
+    assert!(st.success(), "launch: {stderr}");
+    let all = out.join("\n");
+    assert!(
+        !all.contains(&value) && !stderr.contains(&value),
+        "the value reached the process or the log: {all}"
+    );
+
+    // Injection: the server received the value everywhere the phantom was…
+    let got = inj_seen.lock().unwrap().join("\n");
+    for want in [
+        format!("path /echo?key={value}"),
+        format!("x-api-key {value}"),
+        format!("basic user:{value}"),
+        format!("body key={value}"),
+    ] {
+        assert!(
+            got.contains(&want),
+            "the server should have received {want:?}: {got}"
+        );
+    }
+    assert!(
+        !got.contains(&phantom),
+        "a phantom reached the injection host: {got}"
+    );
+    // …and echoed it back; the process read the phantom.
+    let inject = section(&out, "== inject", "== sse");
+    assert!(inject.contains(&"STATUS 200"), "{inject:?}");
+    for want in [
+        format!("path /echo?key={phantom}"),
+        format!("x-api-key {phantom}"),
+        format!("basic user:{phantom}"),
+        format!("body key={phantom}"),
+    ] {
+        assert!(
+            inject.iter().any(|l| l.ends_with(&want)),
+            "the process should read {want:?}: {inject:?}"
+        );
+    }
+    // Decrypted by the proxy: the certificate the client saw is the proxy's, not the server's.
+    assert!(
+        inject.contains(&format!("CERT CN={HCI}").as_str()),
+        "{inject:?}"
+    );
+    assert!(
+        stderr.contains(&event(
+            "injected",
+            &format!("{HCI}:{inj}"),
+            Some("test/apiKey")
+        )),
+        "{stderr}"
+    );
+
+    // SSE through the decrypting proxy: event by event, not at the end.
+    let sse = section(&out, "== sse", "== leak");
+    let times: Vec<u64> = sse
+        .iter()
+        .filter(|l| l.contains("data: event"))
+        .map(|l| l.split(' ').nth(1).unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(times.len(), 3, "three events: {sse:?}");
+    assert!(
+        times[1] - times[0] >= 300 && times[2] - times[1] >= 300,
+        "events arrived together (buffered): {sse:?}"
+    );
+
+    // A phantom towards another (allowed) host: refused before it leaves, reported.
+    let leak = section(&out, "== leak", "== tunnel");
+    assert!(leak.contains(&"STATUS 403"), "{leak:?}");
+    assert!(
+        stderr.contains(&event(
+            "leak",
+            &format!("{HCI}:{plain}"),
+            Some("test/apiKey")
+        )),
+        "{stderr}"
+    );
+    assert!(
+        plain_seen.lock().unwrap().is_empty(),
+        "the leaking request reached its server"
+    );
+
+    // A host without injections: the tunnel is relayed, never decrypted.
+    let tunnel = section(&out, "== tunnel", "== env");
+    assert!(tunnel.contains(&"STATUS 200"), "{tunnel:?}");
+    assert!(
+        tunnel.contains(&"CERT CN=egress-test-other"),
+        "the server's own certificate: {tunnel:?}"
+    );
+    let other_got = other_seen.lock().unwrap().join("\n");
+    assert!(
+        other_got.contains(&format!("x-api-key {phantom}")),
+        "{other_got}"
+    );
+
+    let env = section(&out, "== env", "DONE");
+    assert_eq!(
+        env,
+        ["SSL_CERT_FILE=/run/handler/ca-bundle.pem", "0"],
+        "the bundle, no value in env"
+    );
+    assert_nothing_left(&name);
+}
+
+#[test]
+fn set_allow_and_set_egress_decide_the_next_request_then_sigterm_leaves_nothing() {
+    let (a, _) = server(None);
+    let (b, b_seen) = server(None);
+    let sh = shared();
+    let name = format!("eglive-{}", std::process::id());
+    let ctl = sh.dir.join(format!("ctl-{name}"));
+    std::fs::create_dir_all(&ctl).unwrap();
+    Command::new("chmod").arg("755").arg(&ctl).status().unwrap();
+    let script = format!(
+        "w() {{ while [ ! -e /ctl/$1 ]; do sleep 0.1; done; }}; P=/probe/egress-probe\n\
+         echo '== 1'; $P http://{HCI}:{b}/1; echo '-- 1'\n\
+         w a; echo '== 2'; $P http://{HCI}:{b}/2; echo '-- 2'\n\
+         IP=$(sed -n 's/^\\([0-9.]*\\)[[:space:]].*host\\.containers\\.internal.*/\\1/p' /etc/hosts | head -1); echo \"IP $IP\"\n\
+         w b; echo '== 3'; $P http://$IP:{b}/3; echo '-- 3'\n\
+         w c; echo '== 4'; $P http://$IP:{b}/4; echo '-- 4'\n\
+         exec sleep 600\n"
+    );
+    let (ha, hb) = (format!("{HCI}:{a}"), format!("{HCI}:{b}"));
+    let mut l = launch(
+        &name,
+        &script,
+        filtered(std::slice::from_ref(&ha), "enforce"),
+        serde_json::json!([]),
+        Some(&ctl),
+    );
+    let verb = |args: &[&str]| {
+        let o = as_user(&sh.hsp, args).output().unwrap();
+        assert!(
+            o.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    let status = |lines: &[String]| lines.iter().find(|l| l.starts_with("STATUS")).cloned();
+
+    let r = l.until("-- 1", Duration::from_secs(60));
+    assert_eq!(
+        status(&r).as_deref(),
+        Some("STATUS 403"),
+        "not listed yet: {r:?}"
+    );
+    assert!(l.stderr_has(&event("denied", &hb, None)), "{}", l.stderr());
+
+    verb(&["set-allow", &name, &ha, &hb]);
+    std::fs::write(ctl.join("a"), "").unwrap();
+    let r = l.until("-- 2", Duration::from_secs(30));
+    assert_eq!(
+        status(&r).as_deref(),
+        Some("STATUS 200"),
+        "listed now: {r:?}"
+    );
+    assert!(l.stderr_has(&event("allowed", &hb, None)), "{}", l.stderr());
+
+    // log-only lets an unlisted destination through, reported `unlisted`. (A name resolving
+    // to the host's own addresses stays refused unless listed, log-only or not, decision 0006;
+    // so the host's address, written out as the sandbox's /etc/hosts gives it, is used.)
+    let ip_line = l.next_line(Duration::from_secs(10));
+    let ip = ip_line.strip_prefix("IP ").unwrap_or("").to_string();
+    assert!(
+        ip.parse::<std::net::Ipv4Addr>().is_ok(),
+        "the host's address in the sandbox's /etc/hosts: {ip_line:?}"
+    );
+    let hip = format!("{ip}:{b}");
+    verb(&["set-allow", &name, &ha]);
+    verb(&["set-egress", &name, "log-only"]);
+    std::fs::write(ctl.join("b"), "").unwrap();
+    let r = l.until("-- 3", Duration::from_secs(30));
+    assert_eq!(
+        status(&r).as_deref(),
+        Some("STATUS 200"),
+        "log-only lets it through: {r:?}"
+    );
+    assert!(
+        l.stderr_has(&event("unlisted", &hip, None)),
+        "{}",
+        l.stderr()
+    );
+
+    verb(&["set-egress", &name, "enforce"]);
+    std::fs::write(ctl.join("c"), "").unwrap();
+    let r = l.until("-- 4", Duration::from_secs(30));
+    assert_eq!(
+        status(&r).as_deref(),
+        Some("STATUS 403"),
+        "enforced again: {r:?}"
+    );
+    assert!(l.stderr_has(&event("denied", &hip, None)), "{}", l.stderr());
+    let seen: Vec<String> = b_seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|s| s.lines().next().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        seen,
+        ["path /2", "path /3"],
+        "only the allowed requests reached the server"
+    );
+
+    // SIGTERM: the launcher removes the sandbox, its proxy and both networks.
+    Command::new("kill")
+        .args(["-TERM", &l.child.id().to_string()])
+        .status()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "launch: {stderr}");
-    let lines: Vec<&str> = stdout.lines().collect();
-    assert_eq!(lines.first().copied(), Some("HTTP/1.1 200 OK"), "allowed through the proxy: {stdout} {stderr}");
-    assert_eq!(lines.get(1).copied(), Some("HTTP/1.1 403 Forbidden"), "{stdout}");
-    assert!(stdout.contains("DIRECT-FAILED"), "no route out: {stdout}");
-    assert!(stderr.contains(&format!(r#"handler-egress {{"decision":"allowed","host":"host.containers.internal:{port}"}}"#)), "{stderr}");
-    assert!(stderr.contains(&format!(r#"handler-egress {{"decision":"denied","host":"example.com:{port}"}}"#)), "{stderr}");
-    // Nothing left: no container, no network of this instance.
-    let ps = as_user(&["podman", "ps", "-a", "--format", "{{.Names}}"]).output().unwrap();
-    assert!(!String::from_utf8_lossy(&ps.stdout).contains(&name));
-    let nets = as_user(&["podman", "network", "ls", "--format", "{{.Name}}"]).output().unwrap();
-    assert!(!String::from_utf8_lossy(&nets.stdout).contains(&name));
+    wait_exit(&mut l, Duration::from_secs(60));
+    assert_nothing_left(&name);
 }
