@@ -225,57 +225,83 @@ async fn run_instance(spec: &SandboxSpec, plan: &LaunchPlan, inst: &mut Instance
             return exit::SETUP_FAILED;
         }
     };
-    // The network's own resources first (none for none/open).
-    for r in &plan.network.resources {
+    // The network's own resources first (none for none/open), created side by side: each is
+    // one `podman network create`, and a filtered sandbox has two.
+    let pid = format!("{}={}", labels::LAUNCHER_PID, inst.launcher.pid);
+    let start = format!("{}={}", labels::LAUNCHER_START, inst.launcher.start);
+    let boot = format!("{}={}", labels::LAUNCHER_BOOT, inst.launcher.boot);
+    let sandbox = format!("{}={}", labels::SANDBOX, spec.name);
+    let created: Vec<(String, Result<String, podman::PodmanError>)> = std::thread::scope(|s| {
+        let handles: Vec<_> = plan
+            .network
+            .resources
+            .iter()
+            .map(|r| match r {
+                NetworkResource::Network { name, create_args } => {
+                    let mut args = vec!["network", "create"];
+                    for l in [&pid, &start, &boot, &sandbox] {
+                        args.extend(["--label", l.as_str()]);
+                    }
+                    args.extend(create_args.iter().map(String::as_str));
+                    (name.clone(), s.spawn(move || podman::run(&args)))
+                }
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|(n, h)| {
+                let r = h.join().unwrap_or_else(|_| {
+                    Err(podman::PodmanError::Failed {
+                        verb: "network create".into(),
+                        code: None,
+                        stderr: "the creating thread panicked".into(),
+                    })
+                });
+                (n, r)
+            })
+            .collect()
+    });
+    let mut failed = None;
+    for (name, r) in created {
         match r {
-            NetworkResource::Network { name, create_args } => {
-                let mut args = vec!["network", "create"];
-                let pid = format!("{}={}", labels::LAUNCHER_PID, inst.launcher.pid);
-                let start = format!("{}={}", labels::LAUNCHER_START, inst.launcher.start);
-                let boot = format!("{}={}", labels::LAUNCHER_BOOT, inst.launcher.boot);
-                let sandbox = format!("{}={}", labels::SANDBOX, spec.name);
-                for l in [&pid, &start, &boot, &sandbox] {
-                    args.extend(["--label", l.as_str()]);
-                }
-                args.extend(create_args.iter().map(String::as_str));
-                if let Err(e) = podman::run(&args) {
-                    log(&format!("setup failed: {e}"));
-                    inst.cleanup(false);
-                    return exit::SETUP_FAILED;
-                }
-                inst.networks.push(name.clone());
-            }
+            Ok(_) => inst.networks.push(name),
+            Err(e) => failed = failed.or(Some(e)),
         }
+    }
+    if let Some(e) = failed {
+        log(&format!("setup failed: {e}"));
+        inst.cleanup(false);
+        return exit::SETUP_FAILED;
     }
 
     // The egress proxy (filtered, or open with injections): started once its networks exist and
-    // before the sandbox, which never starts without it (A1: fail closed). Its stderr is ours,
+    // before the sandbox, which never starts without it (A1: fail closed; a process starting
+    // beside it would find no proxy for its first requests, decision 0022). Its stderr is ours,
     // so its egress events are the launcher's (A.3).
-    let _proxy = match handler_sandbox::egress::topology::Topology::of(spec, &inst.dir.to_string_lossy()) {
-        Some(topo) => {
-            let l = &inst.launcher;
-            let labels: Vec<(String, String)> = vec![
-                (labels::LAUNCHER_PID.into(), l.pid.to_string()),
-                (labels::LAUNCHER_START.into(), l.start.to_string()),
-                (labels::LAUNCHER_BOOT.into(), l.boot.clone()),
-                (labels::SANDBOX.into(), spec.name.clone()),
-            ];
-            if let Err(e) = crate::egress::launch::stage(&topo, spec) {
-                log(&format!("setup failed: egress settings: {e}"));
-                inst.cleanup(false);
+    let topo = handler_sandbox::egress::topology::Topology::of(spec, &inst.dir.to_string_lossy());
+    let mut _proxy = None;
+    if let Some(topo) = &topo {
+        let l = &inst.launcher;
+        let labels: Vec<(String, String)> = vec![
+            (labels::LAUNCHER_PID.into(), l.pid.to_string()),
+            (labels::LAUNCHER_START.into(), l.start.to_string()),
+            (labels::LAUNCHER_BOOT.into(), l.boot.clone()),
+            (labels::SANDBOX.into(), spec.name.clone()),
+        ];
+        if let Err(e) = crate::egress::launch::stage(topo, spec) {
+            log(&format!("setup failed: egress settings: {e}"));
+            inst.cleanup(false);
+            return exit::SETUP_FAILED;
+        }
+        match crate::egress::launch::start_proxy(&podman::program(), topo, spec, &labels).await {
+            Ok(p) => _proxy = Some(p),
+            Err(e) => {
+                log(&format!("setup failed: {e}"));
+                inst.cleanup(true);
                 return exit::SETUP_FAILED;
             }
-            match crate::egress::launch::start_proxy(&podman::program(), &topo, spec, &labels).await {
-                Ok(p) => Some(p),
-                Err(e) => {
-                    log(&format!("setup failed: {e}"));
-                    inst.cleanup(true);
-                    return exit::SETUP_FAILED;
-                }
-            }
         }
-        None => None,
-    };
+    }
 
     let mut cmd = tokio::process::Command::new(podman::program());
     cmd.args(&plan.args).envs(&plan.podman_env);
