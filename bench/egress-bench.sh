@@ -10,6 +10,7 @@
 set -eu
 ws="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ws"
+if [ "${EGRESS_BENCH_ONLY_START:-}" != 1 ]; then
 echo "== throughput and injected requests (release)"
 cargo test --release -p handler-core --test egress_bench -- --ignored --nocapture 2>&1 | grep -E "bulk download|injected HTTPS" || true
 
@@ -49,4 +50,53 @@ time.sleep(0.5)
 busy = rss()
 print(f"proxy resident memory: idle {idle:.1f} MiB, with 100 open tunnels {busy:.1f} MiB")
 p.terminate(); p.wait()
+PY
+fi
+
+# 3. Start time of a filtered sandbox ÷ one without network (goal ≤ 1.6×): `launch` of `echo`
+#    (to its first byte on stdout, and to exit)
+#    in the busybox test image, alternated runs, as the unprivileged test user when run as root
+#    (the image built by .ci/setup-podman.sh, the network filter by `image build-proxy`).
+hsp="${HANDLER_SANDBOX_PODMAN:-${CARGO_TARGET_DIR:-$ws/target}/release/handler-sandbox-podman}"
+[ -x "$hsp" ] || cargo build --release -p handler-bins --bin handler-sandbox-podman >&2
+echo "== start time, filtered ÷ none ($hsp)"
+python3 - "$hsp" "${EGRESS_BENCH_RUNS:-5}" <<'PY'
+import json, os, shutil, statistics, subprocess, sys, tempfile, time
+hsp, runs = sys.argv[1], int(sys.argv[2])
+d = tempfile.mkdtemp(prefix="egress-bench-", dir="/tmp"); os.chmod(d, 0o755)
+exe = os.path.join(d, "handler-sandbox-podman"); shutil.copy(hsp, exe); os.chmod(exe, 0o755)
+user = os.environ.get("HANDLER_TEST_USER", "handler-test")
+def spec(name, network):
+    s = {"apiVersion": "handler.sandbox/v1", "name": name, "image": "localhost/handler-test-busybox",
+         "argv": ["echo", "up"], "env": {}, "workdir": "/tmp",
+         "user": {"mode": "host-user", "home": f"/home/{user}"}, "mounts": [], "files": [],
+         "writablePaths": [], "network": network}
+    p = os.path.join(d, name + ".json"); open(p, "w").write(json.dumps(s)); os.chmod(p, 0o644)
+    return p
+def launch(path):
+    cmd = f"exec {exe} launch 3<{path}"
+    if os.geteuid() == 0:
+        argv = ["setpriv", "--reuid", user, "--regid", user, "--init-groups", "env", "-i", "-C", "/tmp",
+                f"HOME=/home/{user}", f"USER={user}", "PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
+                "sh", "-c", cmd]
+    else:
+        argv = ["sh", "-c", cmd]
+    t = time.monotonic()
+    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = p.stdout.read(1)
+    up = time.monotonic() - t
+    p.stdout.read(); err = p.stderr.read(); p.wait()
+    total = time.monotonic() - t
+    assert p.returncode == 0 and first == b"u", err.decode()
+    return up, total
+none = spec("egbench-none", {"mode": "none"})
+filt = spec("egbench-filtered", {"mode": "filtered", "allow": ["example.com:443"], "enforcement": "enforce"})
+launch(none); launch(filt)  # warm caches
+a, b = [], []
+for _ in range(runs):
+    a.append(launch(none)); b.append(launch(filt))
+for i, what in ((0, "launch to the process's first byte"), (1, "launch to exit (teardown included)")):
+    ma = statistics.median(x[i] for x in a); mb = statistics.median(x[i] for x in b)
+    print(f"{what}, median of {runs}: none {ma:.2f} s, filtered {mb:.2f} s: filtered ÷ none {mb/ma:.2f}x")
+shutil.rmtree(d)
 PY
