@@ -280,6 +280,8 @@ async fn run_instance(spec: &SandboxSpec, plan: &LaunchPlan, inst: &mut Instance
     // so its egress events are the launcher's (A.3).
     let topo = handler_sandbox::egress::topology::Topology::of(spec, &inst.dir.to_string_lossy());
     let mut _proxy = None;
+    let created_early =
+        topo.is_some() && !plan.tty && plan.args.first().map(String::as_str) == Some("run");
     if let Some(topo) = &topo {
         let l = &inst.launcher;
         let labels: Vec<(String, String)> = vec![
@@ -293,7 +295,35 @@ async fn run_instance(spec: &SandboxSpec, plan: &LaunchPlan, inst: &mut Instance
             inst.cleanup(false);
             return exit::SETUP_FAILED;
         }
-        match crate::egress::launch::start_proxy(&podman::program(), topo, spec, &labels).await {
+        let program = podman::program();
+        let proxy = crate::egress::launch::start_proxy(&program, topo, spec, &labels);
+        // While the proxy starts, the sandbox container is created (not started: decision 0022).
+        let create = async {
+            if !created_early {
+                return Ok(());
+            }
+            let mut args = plan.args.clone();
+            args[0] = "create".into();
+            let out = tokio::process::Command::new(podman::program())
+                .args(&args)
+                .envs(&plan.podman_env)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .output()
+                .await
+                .map_err(|e| format!("cannot run {}: {e}", podman::program()))?;
+            if out.status.success() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "podman could not create the sandbox: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ))
+            }
+        };
+        let (proxy, created) = tokio::join!(proxy, create);
+        match proxy.and_then(|p| created.map(|()| p)) {
             Ok(p) => _proxy = Some(p),
             Err(e) => {
                 log(&format!("setup failed: {e}"));
@@ -304,7 +334,11 @@ async fn run_instance(spec: &SandboxSpec, plan: &LaunchPlan, inst: &mut Instance
     }
 
     let mut cmd = tokio::process::Command::new(podman::program());
-    cmd.args(&plan.args).envs(&plan.podman_env);
+    if created_early {
+        cmd.args(["start", "--attach", "--interactive", &spec.name]);
+    } else {
+        cmd.args(&plan.args).envs(&plan.podman_env);
+    }
     if plan.tty {
         cmd.stdin(Stdio::null())
             .stdout(Stdio::null())
