@@ -29,12 +29,21 @@ impl AcpArgs {
     /// `/v1/agents/{id}/acp` with the model the query names (C.1).
     pub fn path(&self) -> String {
         let mut query: Vec<String> = Vec::new();
-        for (k, v) in [("account", &self.account), ("provider", &self.provider), ("harness", &self.harness), ("model", &self.model)] {
+        for (k, v) in [
+            ("account", &self.account),
+            ("provider", &self.provider),
+            ("harness", &self.harness),
+            ("model", &self.model),
+        ] {
             if let Some(v) = v {
                 query.push(format!("{k}={}", percent_encode(v)));
             }
         }
-        let q = if query.is_empty() { String::new() } else { format!("?{}", query.join("&")) };
+        let q = if query.is_empty() {
+            String::new()
+        } else {
+            format!("?{}", query.join("&"))
+        };
         format!("/v1/agents/{}/acp{q}", percent_encode(&self.agent))
     }
 }
@@ -42,7 +51,9 @@ impl AcpArgs {
 fn percent_encode(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
             _ => format!("%{b:02X}"),
         })
         .collect()
@@ -51,7 +62,14 @@ fn percent_encode(s: &str) -> String {
 /// Runs the bridge on this process's stdio; returns the exit code.
 pub async fn run_acp(args: AcpArgs) -> anyhow::Result<i32> {
     let discovery = Discovery::from_process_env()?;
-    let end = acp_bridge(&discovery, &args.path(), tokio::io::stdin(), tokio::io::stdout(), args.max_message_bytes).await?;
+    let end = acp_bridge(
+        &discovery,
+        &args.path(),
+        tokio::io::stdin(),
+        tokio::io::stdout(),
+        args.max_message_bytes,
+    )
+    .await?;
     if let handler_core::client::BridgeEnd::Closed { code, reason } = &end
         && *code != 1000
     {

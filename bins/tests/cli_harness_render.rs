@@ -15,16 +15,35 @@ fn renders_the_matrix_inputs_as_the_library_does() {
     for entry in std::fs::read_dir(inputs()).unwrap().flatten().take(12) {
         let path = entry.path();
         let text = std::fs::read_to_string(&path).unwrap();
-        let out = Command::cargo_bin("handler").unwrap().args(["harness", "render", "--input"]).arg(&path).output().unwrap();
+        let out = Command::cargo_bin("handler")
+            .unwrap()
+            .args(["harness", "render", "--input"])
+            .arg(&path)
+            .output()
+            .unwrap();
         match handler_harness::render_json(&text) {
             Ok(want) => {
-                assert!(out.status.success(), "{}: {}", path.display(), String::from_utf8_lossy(&out.stderr));
-                assert_eq!(String::from_utf8(out.stdout).unwrap(), want, "{}", path.display());
+                assert!(
+                    out.status.success(),
+                    "{}: {}",
+                    path.display(),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                assert_eq!(
+                    String::from_utf8(out.stdout).unwrap(),
+                    want,
+                    "{}",
+                    path.display()
+                );
                 rendered += 1;
             }
             Err(e) => {
                 assert_eq!(out.status.code(), Some(1), "{}", path.display());
-                assert!(String::from_utf8_lossy(&out.stderr).contains(&e.to_string()), "{}", path.display());
+                assert!(
+                    String::from_utf8_lossy(&out.stderr).contains(&e.to_string()),
+                    "{}",
+                    path.display()
+                );
             }
         }
     }
@@ -34,7 +53,12 @@ fn renders_the_matrix_inputs_as_the_library_does() {
 #[test]
 fn an_input_the_harness_cannot_honour_fails_naming_it() {
     let path = inputs().join("gemini__account__bypass__model.json");
-    let out = Command::cargo_bin("handler").unwrap().args(["harness", "render", "--input"]).arg(&path).output().unwrap();
+    let out = Command::cargo_bin("handler")
+        .unwrap()
+        .args(["harness", "render", "--input"])
+        .arg(&path)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("model"), "{err}");
@@ -43,11 +67,28 @@ fn an_input_the_harness_cannot_honour_fails_naming_it() {
 
 #[test]
 fn reads_stdin_and_names_a_missing_file() {
-    let out = Command::cargo_bin("handler").unwrap().args(["harness", "render", "--input", "/nonexistent/in.json"]).output().unwrap();
+    let out = Command::cargo_bin("handler")
+        .unwrap()
+        .args(["harness", "render", "--input", "/nonexistent/in.json"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/in.json"));
-    let text = std::fs::read_to_string(inputs().join("codex__provider__bypass__plain.json")).unwrap();
-    let out = Command::cargo_bin("handler").unwrap().args(["harness", "render", "--input", "-"]).write_stdin(text.clone()).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(String::from_utf8(out.stdout).unwrap(), handler_harness::render_json(&text).unwrap());
+    let text =
+        std::fs::read_to_string(inputs().join("codex__provider__bypass__plain.json")).unwrap();
+    let out = Command::cargo_bin("handler")
+        .unwrap()
+        .args(["harness", "render", "--input", "-"])
+        .write_stdin(text.clone())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        handler_harness::render_json(&text).unwrap()
+    );
 }

@@ -18,8 +18,13 @@ use tokio_tungstenite::tungstenite::{self, Message};
 pub enum ClientError {
     #[error("HANDLER_PORT: {0:?} is not a port number")]
     BadPort(String),
-    #[error("cannot read handlerd's token at {path}: {source} (is handlerd started? it creates the token on its first start)")]
-    Token { path: PathBuf, source: std::io::Error },
+    #[error(
+        "cannot read handlerd's token at {path}: {source} (is handlerd started? it creates the token on its first start)"
+    )]
+    Token {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("no home folder: set HOME or HANDLER_CONFIG_DIR")]
     NoHome,
     #[error("cannot connect to handlerd at {url}: {message}")]
@@ -39,7 +44,10 @@ pub struct Discovery {
 
 impl std::fmt::Debug for Discovery {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Discovery").field("port", &self.port).field("token", &"[redacted]").finish()
+        f.debug_struct("Discovery")
+            .field("port", &self.port)
+            .field("token", &"[redacted]")
+            .finish()
     }
 }
 
@@ -48,7 +56,9 @@ pub fn config_dir(env: &dyn Fn(&str) -> Option<String>) -> Result<PathBuf, Clien
     if let Some(d) = env("HANDLER_CONFIG_DIR").filter(|d| !d.is_empty()) {
         return Ok(PathBuf::from(d));
     }
-    let home = env("HOME").filter(|h| !h.is_empty()).ok_or(ClientError::NoHome)?;
+    let home = env("HOME")
+        .filter(|h| !h.is_empty())
+        .ok_or(ClientError::NoHome)?;
     Ok(Path::new(&home).join(".config").join(APP_DIR_NAME))
 }
 
@@ -117,11 +127,17 @@ where
     W: AsyncWrite + Unpin,
 {
     let url = discovery.ws_url(path_and_query);
-    let mut request = url.clone().into_client_request().map_err(|e| ClientError::Connect {
-        url: url.clone(),
-        message: e.to_string(),
-    })?;
-    let protocols = format!("{SUBPROTOCOL_ACP}, {SUBPROTOCOL_BEARER_PREFIX}{}", discovery.token);
+    let mut request = url
+        .clone()
+        .into_client_request()
+        .map_err(|e| ClientError::Connect {
+            url: url.clone(),
+            message: e.to_string(),
+        })?;
+    let protocols = format!(
+        "{SUBPROTOCOL_ACP}, {SUBPROTOCOL_BEARER_PREFIX}{}",
+        discovery.token
+    );
     request.headers_mut().insert(
         "Sec-WebSocket-Protocol",
         HeaderValue::from_str(&protocols).map_err(|_| ClientError::Connect {
@@ -134,7 +150,10 @@ where
         .max_frame_size(Some(max_message_bytes));
     let (ws, _) = tokio_tungstenite::connect_async_with_config(request, Some(config), false)
         .await
-        .map_err(|e| ClientError::Connect { url: url.clone(), message: describe(&e) })?;
+        .map_err(|e| ClientError::Connect {
+            url: url.clone(),
+            message: describe(&e),
+        })?;
     let (mut sink, mut stream) = ws.split();
     let mut lines = BufReader::new(input).lines();
     loop {
@@ -164,15 +183,25 @@ where
 
 fn closed(frame: Option<CloseFrame>) -> BridgeEnd {
     match frame {
-        Some(f) => BridgeEnd::Closed { code: f.code.into(), reason: f.reason.to_string() },
-        None => BridgeEnd::Closed { code: 1005, reason: String::new() },
+        Some(f) => BridgeEnd::Closed {
+            code: f.code.into(),
+            reason: f.reason.to_string(),
+        },
+        None => BridgeEnd::Closed {
+            code: 1005,
+            reason: String::new(),
+        },
     }
 }
 
 fn describe(e: &tungstenite::Error) -> String {
     match e {
         tungstenite::Error::Http(resp) => {
-            let body = resp.body().as_ref().map(|b| String::from_utf8_lossy(b).into_owned()).unwrap_or_default();
+            let body = resp
+                .body()
+                .as_ref()
+                .map(|b| String::from_utf8_lossy(b).into_owned())
+                .unwrap_or_default();
             format!("HTTP {} {}", resp.status(), body.trim())
         }
         other => other.to_string(),
@@ -186,8 +215,22 @@ mod tests {
     #[test]
     fn exit_codes_follow_the_agent() {
         assert_eq!(BridgeEnd::InputClosed.exit_code(), 0);
-        assert_eq!(BridgeEnd::Closed { code: 1011, reason: "agent exited (3)".into() }.exit_code(), 3);
-        assert_eq!(BridgeEnd::Closed { code: 1009, reason: "message too big".into() }.exit_code(), 1);
+        assert_eq!(
+            BridgeEnd::Closed {
+                code: 1011,
+                reason: "agent exited (3)".into()
+            }
+            .exit_code(),
+            3
+        );
+        assert_eq!(
+            BridgeEnd::Closed {
+                code: 1009,
+                reason: "message too big".into()
+            }
+            .exit_code(),
+            1
+        );
     }
 
     #[test]
@@ -203,9 +246,24 @@ mod tests {
         let disc = Discovery::from_env(&env).unwrap();
         assert_eq!((disc.port, disc.token.as_str()), (7999, "abc123"));
         assert!(!format!("{disc:?}").contains("abc123"));
-        let bad = |k: &str| if k == "HANDLER_PORT" { Some("http".into()) } else { Some(d.clone()) };
-        assert!(matches!(Discovery::from_env(&bad), Err(ClientError::BadPort(_))));
-        let missing = |k: &str| if k == "HANDLER_CONFIG_DIR" { Some("/nonexistent/x".into()) } else { None };
+        let bad = |k: &str| {
+            if k == "HANDLER_PORT" {
+                Some("http".into())
+            } else {
+                Some(d.clone())
+            }
+        };
+        assert!(matches!(
+            Discovery::from_env(&bad),
+            Err(ClientError::BadPort(_))
+        ));
+        let missing = |k: &str| {
+            if k == "HANDLER_CONFIG_DIR" {
+                Some("/nonexistent/x".into())
+            } else {
+                None
+            }
+        };
         let e = Discovery::from_env(&missing).unwrap_err().to_string();
         assert!(e.contains("/nonexistent/x/token"), "{e}");
     }

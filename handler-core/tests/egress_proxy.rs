@@ -35,20 +35,31 @@ struct World {
 /// plain.test, inj.test), and a proxy trusting the test CA towards upstreams.
 async fn world(enforcement: &str, allow: &[&str], injections: Vec<Injection>) -> World {
     let ca = TestCa::new();
-    let https = Server::start(Some(ca.server_config(&["api.test", "other.test", "inj.test"]))).await;
+    let https = Server::start(Some(ca.server_config(&[
+        "api.test",
+        "other.test",
+        "inj.test",
+    ])))
+    .await;
     let http = Server::start(None).await;
     let dir = tempfile::tempdir().unwrap();
     let roots = dir.path().join("roots.pem");
     std::fs::write(&roots, &ca.pem).unwrap();
     let ip = host_ip();
     let resolve: BTreeMap<String, std::net::IpAddr> =
-        ["api.test", "other.test", "plain.test", "inj.test"].iter().map(|n| (n.to_string(), ip)).collect();
+        ["api.test", "other.test", "plain.test", "inj.test"]
+            .iter()
+            .map(|n| (n.to_string(), ip))
+            .collect();
     let events = Collected::default();
     let settings = dir.path().join("settings.json");
     let allow = expand(allow, &https, &http);
     let s = handler_sandbox::egress::Settings {
         enforcement: serde_json::from_value(serde_json::json!(enforcement)).unwrap(),
-        allow: allow.iter().map(|a| AllowEntry::parse(a).unwrap()).collect(),
+        allow: allow
+            .iter()
+            .map(|a| AllowEntry::parse(a).unwrap())
+            .collect(),
     };
     handler_core::egress::write_settings(&settings, &s).unwrap();
     let config = ProxyConfig {
@@ -61,15 +72,29 @@ async fn world(enforcement: &str, allow: &[&str], injections: Vec<Injection>) ->
         host_addresses: vec![],
         resolve,
     };
-    let running = handler_core::egress::start(config, events.events()).await.unwrap();
-    World { ca, https, http, proxy: Proxy { running, dir, events } }
+    let running = handler_core::egress::start(config, events.events())
+        .await
+        .unwrap();
+    World {
+        ca,
+        https,
+        http,
+        proxy: Proxy {
+            running,
+            dir,
+            events,
+        },
+    }
 }
 
 /// `{https}` and `{http}` in entries become the servers' ports.
 fn expand(allow: &[&str], https: &Server, http: &Server) -> Vec<String> {
     allow
         .iter()
-        .map(|a| a.replace("{https}", &https.port.to_string()).replace("{http}", &http.port.to_string()))
+        .map(|a| {
+            a.replace("{https}", &https.port.to_string())
+                .replace("{http}", &http.port.to_string())
+        })
         .collect()
 }
 
@@ -81,7 +106,13 @@ impl World {
         format!("{host}:{}", self.http.port)
     }
     fn set(&self, enforcement: &str, allow: &[&str]) {
-        self.proxy.set(enforcement, &expand(allow, &self.https, &self.http).iter().map(String::as_str).collect::<Vec<_>>());
+        self.proxy.set(
+            enforcement,
+            &expand(allow, &self.https, &self.http)
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>(),
+        );
     }
     fn event(&self, decision: &str, host: &str) -> String {
         format!(r#"handler-egress {{"decision":"{decision}","host":"{host}"}}"#)
@@ -90,7 +121,13 @@ impl World {
         format!(r#"handler-egress {{"decision":"{decision}","host":"{host}","secret":"{secret}"}}"#)
     }
     async fn https_get(&self, host: &str, path: &str) -> Result<Got, String> {
-        let (mut s, peer) = https_session(self.proxy.addr(), &self.t(host), host, &[self.ca.der(), self.proxy.ca()]).await?;
+        let (mut s, peer) = https_session(
+            self.proxy.addr(),
+            &self.t(host),
+            host,
+            &[self.ca.der(), self.proxy.ca()],
+        )
+        .await?;
         let mut g = send(&mut s, get(path, &self.t(host))).await;
         g.peer_cert = peer;
         Ok(g)
@@ -102,21 +139,37 @@ fn injection(name: &str, phantom: &str, value: &str, hosts: &[String]) -> Inject
         name: name.into(),
         phantom: phantom.into(),
         value: value.into(),
-        hosts: hosts.iter().map(|h| AllowEntry::parse(h).unwrap()).collect(),
+        hosts: hosts
+            .iter()
+            .map(|h| AllowEntry::parse(h).unwrap())
+            .collect(),
     }
 }
 
 #[tokio::test]
 async fn an_allowed_host_is_reached_over_https_and_http() {
-    let w = world("enforce", &["api.test:{https}", "plain.test:{http}"], vec![]).await;
+    let w = world(
+        "enforce",
+        &["api.test:{https}", "plain.test:{http}"],
+        vec![],
+    )
+    .await;
     let g = w.https_get("api.test", "/hello").await.unwrap();
     assert_eq!(g.status, 200);
     assert!(g.body.starts_with("GET /hello"), "{}", g.body);
-    assert!(w.proxy.events.has(&w.event("allowed", &w.t("api.test"))), "{:?}", w.proxy.events.lines());
+    assert!(
+        w.proxy.events.has(&w.event("allowed", &w.t("api.test"))),
+        "{:?}",
+        w.proxy.events.lines()
+    );
     let uri = format!("http://{}/plain?x=1", w.h("plain.test"));
     let g = http_via(w.proxy.addr(), get(&uri, &w.h("plain.test"))).await;
     assert_eq!(g.status, 200, "{}", g.body);
-    assert!(g.body.starts_with("GET /plain?x=1"), "origin form upstream: {}", g.body);
+    assert!(
+        g.body.starts_with("GET /plain?x=1"),
+        "origin form upstream: {}",
+        g.body
+    );
     assert!(w.proxy.events.has(&w.event("allowed", &w.h("plain.test"))));
     // The bundle holds the roots and the proxy's CA.
     let bundle = std::fs::read_to_string(w.proxy.dir.path().join("bundle.pem")).unwrap();
@@ -126,19 +179,32 @@ async fn an_allowed_host_is_reached_over_https_and_http() {
 #[tokio::test]
 async fn an_unlisted_host_is_refused_with_a_reason_and_a_denied_event() {
     let w = world("enforce", &["api.test:{https}"], vec![]).await;
-    let Connect::Refused { status, head, body } = connect(w.proxy.addr(), &w.t("other.test")).await else {
+    let Connect::Refused { status, head, body } = connect(w.proxy.addr(), &w.t("other.test")).await
+    else {
         panic!("other.test was let through")
     };
     assert_eq!(status, 403);
-    assert!(head.to_ascii_lowercase().contains("x-handler-egress: denied"), "{head}");
-    assert!(body.contains(&w.t("other.test")) && body.contains("not on this sandbox's allow-list") && body.contains("can allow it"), "{body}");
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("x-handler-egress: denied"),
+        "{head}"
+    );
+    assert!(
+        body.contains(&w.t("other.test"))
+            && body.contains("not on this sandbox's allow-list")
+            && body.contains("can allow it"),
+        "{body}"
+    );
     assert!(w.proxy.events.has(&w.event("denied", &w.t("other.test"))));
     // The port is part of the entry.
     let uri = format!("http://{}/", w.h("api.test"));
     let g = http_via(w.proxy.addr(), get(&uri, &w.h("api.test"))).await;
     assert_eq!(g.status, 403);
     assert_eq!(g.headers["x-handler-egress"], "denied");
-    assert!(w.https.received.all().is_empty() && w.http.received.all().is_empty(), "nothing reached a server");
+    assert!(
+        w.https.received.all().is_empty() && w.http.received.all().is_empty(),
+        "nothing reached a server"
+    );
 }
 
 #[tokio::test]
@@ -157,52 +223,98 @@ async fn set_allow_and_set_egress_apply_to_the_next_request() {
     let w = world("enforce", &[], vec![]).await;
     let uri = format!("http://{}/", w.h("plain.test"));
     // One client connection, kept alive across the changes.
-    let s = tokio::net::TcpStream::connect(w.proxy.addr()).await.unwrap();
-    let (mut c, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(s)).await.unwrap();
+    let s = tokio::net::TcpStream::connect(w.proxy.addr())
+        .await
+        .unwrap();
+    let (mut c, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(s))
+        .await
+        .unwrap();
     tokio::spawn(conn);
-    assert_eq!(send(&mut c, get(&uri, &w.h("plain.test"))).await.status, 403);
+    assert_eq!(
+        send(&mut c, get(&uri, &w.h("plain.test"))).await.status,
+        403
+    );
     w.set("enforce", &["plain.test:{http}"]);
-    assert_eq!(send(&mut c, get(&uri, &w.h("plain.test"))).await.status, 200, "set-allow applies at once");
+    assert_eq!(
+        send(&mut c, get(&uri, &w.h("plain.test"))).await.status,
+        200,
+        "set-allow applies at once"
+    );
     w.set("enforce", &[]);
-    assert_eq!(http_via(w.proxy.addr(), get(&uri, &w.h("plain.test"))).await.status, 403);
+    assert_eq!(
+        http_via(w.proxy.addr(), get(&uri, &w.h("plain.test")))
+            .await
+            .status,
+        403
+    );
     w.set("log-only", &[]);
-    assert_eq!(http_via(w.proxy.addr(), get(&uri, &w.h("plain.test"))).await.status, 200, "set-egress log-only");
+    assert_eq!(
+        http_via(w.proxy.addr(), get(&uri, &w.h("plain.test")))
+            .await
+            .status,
+        200,
+        "set-egress log-only"
+    );
     assert!(w.proxy.events.has(&w.event("unlisted", &w.h("plain.test"))));
 }
 
 #[tokio::test]
 async fn a_policy_change_closes_tunnels_it_no_longer_allows() {
     let w = world("log-only", &["api.test:{https}"], vec![]).await;
-    let Connect::Open(mut unlisted) = connect(w.proxy.addr(), &w.t("other.test")).await else { panic!() };
-    let Connect::Open(listed) = connect(w.proxy.addr(), &w.t("api.test")).await else { panic!() };
+    let Connect::Open(mut unlisted) = connect(w.proxy.addr(), &w.t("other.test")).await else {
+        panic!()
+    };
+    let Connect::Open(listed) = connect(w.proxy.addr(), &w.t("api.test")).await else {
+        panic!()
+    };
     w.set("enforce", &["api.test:{https}"]);
     let mut buf = [0u8; 16];
     let closed = tokio::time::timeout(Duration::from_secs(3), unlisted.read(&mut buf)).await;
-    assert!(matches!(closed, Ok(Ok(0)) | Ok(Err(_))), "the unlisted tunnel was closed: {closed:?}");
+    assert!(
+        matches!(closed, Ok(Ok(0)) | Ok(Err(_))),
+        "the unlisted tunnel was closed: {closed:?}"
+    );
     // The allowed tunnel stays open: a TLS hello gets an answer from the server.
     let mut s = {
         let tls = client_tls(&[w.ca.der()])
-            .connect(rustls::pki_types::ServerName::try_from("api.test").unwrap(), listed)
+            .connect(
+                rustls::pki_types::ServerName::try_from("api.test").unwrap(),
+                listed,
+            )
             .await
             .expect("the allowed tunnel still works");
-        let (s, c) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls)).await.unwrap();
+        let (s, c) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+            .await
+            .unwrap();
         tokio::spawn(c);
         s
     };
-    assert_eq!(send(&mut s, get("/still", &w.t("api.test"))).await.status, 200);
+    assert_eq!(
+        send(&mut s, get("/still", &w.t("api.test"))).await.status,
+        200
+    );
 }
 
 #[tokio::test]
 async fn a_tunnel_to_a_host_without_injections_is_not_decrypted() {
     let w = world("enforce", &["api.test:{https}", "inj.test:{https}"], vec![]).await;
     // With only the test CA trusted, TLS succeeds: the client talks to the server itself.
-    let (mut s, peer) = https_session(w.proxy.addr(), &w.t("api.test"), "api.test", &[w.ca.der()]).await.unwrap();
+    let (mut s, peer) = https_session(w.proxy.addr(), &w.t("api.test"), "api.test", &[w.ca.der()])
+        .await
+        .unwrap();
     assert_eq!(send(&mut s, get("/", &w.t("api.test"))).await.status, 200);
     let peer = peer.unwrap();
     let proxy_ca = w.proxy.ca();
-    assert!(!contains(peer.as_ref(), &name_of(&proxy_ca)), "the leaf is the server's own");
+    assert!(
+        !contains(peer.as_ref(), &name_of(&proxy_ca)),
+        "the leaf is the server's own"
+    );
     // With only the proxy's CA trusted, TLS fails: the proxy did not step in.
-    assert!(https_session(w.proxy.addr(), &w.t("api.test"), "api.test", &[proxy_ca]).await.is_err());
+    assert!(
+        https_session(w.proxy.addr(), &w.t("api.test"), "api.test", &[proxy_ca])
+            .await
+            .is_err()
+    );
 }
 
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
@@ -219,7 +331,12 @@ async fn injection_world() -> World {
     let inj = w.t("inj.test");
     let injections = vec![
         injection("providers/x/apiKey", PHANTOM, VALUE, &[api.clone()]),
-        injection("bindings/b/token", OTHER_PHANTOM, OTHER_VALUE, &[inj.clone()]),
+        injection(
+            "bindings/b/token",
+            OTHER_PHANTOM,
+            OTHER_VALUE,
+            &[inj.clone()],
+        ),
     ];
     let dir = tempfile::tempdir().unwrap();
     let roots = dir.path().join("roots.pem");
@@ -228,7 +345,10 @@ async fn injection_world() -> World {
     let settings = dir.path().join("settings.json");
     let s = handler_sandbox::egress::Settings {
         enforcement: handler_contracts::sandbox::Enforcement::Enforce,
-        allow: [api, inj, w.t("other.test"), w.h("plain.test")].iter().map(|a| AllowEntry::parse(a).unwrap()).collect(),
+        allow: [api, inj, w.t("other.test"), w.h("plain.test")]
+            .iter()
+            .map(|a| AllowEntry::parse(a).unwrap())
+            .collect(),
     };
     handler_core::egress::write_settings(&settings, &s).unwrap();
     let events = Collected::default();
@@ -240,17 +360,38 @@ async fn injection_world() -> World {
         roots_files: vec![roots.to_string_lossy().into()],
         injections,
         host_addresses: vec![],
-        resolve: ["api.test", "other.test", "plain.test", "inj.test"].iter().map(|n| (n.to_string(), ip)).collect(),
+        resolve: ["api.test", "other.test", "plain.test", "inj.test"]
+            .iter()
+            .map(|n| (n.to_string(), ip))
+            .collect(),
     };
-    let running = handler_core::egress::start(config, events.events()).await.unwrap();
-    World { ca: w.ca, https: w.https, http: w.http, proxy: Proxy { running, dir, events } }
+    let running = handler_core::egress::start(config, events.events())
+        .await
+        .unwrap();
+    World {
+        ca: w.ca,
+        https: w.https,
+        http: w.http,
+        proxy: Proxy {
+            running,
+            dir,
+            events,
+        },
+    }
 }
 
 #[tokio::test]
 async fn the_server_gets_the_value_and_the_process_only_the_phantom() {
     let w = injection_world().await;
     *w.https.echo_secret.lock().unwrap() = VALUE.to_string();
-    let (mut s, peer) = https_session(w.proxy.addr(), &w.t("api.test"), "api.test", &[w.proxy.ca()]).await.unwrap();
+    let (mut s, peer) = https_session(
+        w.proxy.addr(),
+        &w.t("api.test"),
+        "api.test",
+        &[w.proxy.ca()],
+    )
+    .await
+    .unwrap();
     assert!(peer.is_some(), "the proxy's leaf, trusted through its CA");
     let basic = base64::engine::general_purpose::STANDARD.encode(format!("user:{PHANTOM}"));
     let body = format!(r#"{{"key":"{PHANTOM}","n":1}}"#);
@@ -265,17 +406,39 @@ async fn the_server_gets_the_value_and_the_process_only_the_phantom() {
     assert_eq!(g.status, 200, "{}", g.body);
     let seen = w.https.received.all();
     let real_basic = base64::engine::general_purpose::STANDARD.encode(format!("user:{VALUE}"));
-    assert!(seen.contains(&format!("/v1/call?key={VALUE}&x=1")), "query: {seen}");
-    assert!(seen.contains(&format!("x-api-key: {VALUE}")), "header: {seen}");
-    assert!(seen.contains(&format!("authorization: Basic {real_basic}")), "basic: {seen}");
-    assert!(seen.contains(&format!(r#"{{"key":"{VALUE}","n":1}}"#)), "body: {seen}");
-    assert!(!seen.contains(PHANTOM), "no phantom reached the server: {seen}");
-    assert!(!seen.contains("accept-encoding"), "Accept-Encoding dropped: {seen}");
+    assert!(
+        seen.contains(&format!("/v1/call?key={VALUE}&x=1")),
+        "query: {seen}"
+    );
+    assert!(
+        seen.contains(&format!("x-api-key: {VALUE}")),
+        "header: {seen}"
+    );
+    assert!(
+        seen.contains(&format!("authorization: Basic {real_basic}")),
+        "basic: {seen}"
+    );
+    assert!(
+        seen.contains(&format!(r#"{{"key":"{VALUE}","n":1}}"#)),
+        "body: {seen}"
+    );
+    assert!(
+        !seen.contains(PHANTOM),
+        "no phantom reached the server: {seen}"
+    );
+    assert!(
+        !seen.contains("accept-encoding"),
+        "Accept-Encoding dropped: {seen}"
+    );
     // The server echoes the secret back (headers and body): the process reads the phantom.
     assert!(!g.body.contains(VALUE), "{}", g.body);
     assert!(g.body.contains(&format!("secret={PHANTOM}")));
     assert_eq!(g.headers["x-echo-secret"], PHANTOM);
-    assert!(w.proxy.events.has(&w.secret_event("injected", &w.t("api.test"), "providers/x/apiKey")));
+    assert!(w.proxy.events.has(&w.secret_event(
+        "injected",
+        &w.t("api.test"),
+        "providers/x/apiKey"
+    )));
     assert!(w.proxy.events.has(&w.event("allowed", &w.t("api.test"))));
 }
 
@@ -287,45 +450,110 @@ async fn a_phantom_sent_to_another_allowed_host_is_refused_as_a_leak() {
     let g = http_via(w.proxy.addr(), get(&uri, &w.h("plain.test"))).await;
     assert_eq!(g.status, 403, "{}", g.body);
     assert_eq!(g.headers["x-handler-egress"], "leak");
-    assert!(w.proxy.events.has(&w.secret_event("leak", &w.h("plain.test"), "providers/x/apiKey")), "{:?}", w.proxy.events.lines());
+    assert!(
+        w.proxy
+            .events
+            .has(&w.secret_event("leak", &w.h("plain.test"), "providers/x/apiKey")),
+        "{:?}",
+        w.proxy.events.lines()
+    );
     // In a decrypted tunnel to another injection's host.
-    let (mut s, _) = https_session(w.proxy.addr(), &w.t("inj.test"), "inj.test", &[w.proxy.ca()]).await.unwrap();
-    let req = Request::post("/").header("host", w.t("inj.test")).body(Full::new(Bytes::from(format!("k={PHANTOM}")))).unwrap();
+    let (mut s, _) = https_session(
+        w.proxy.addr(),
+        &w.t("inj.test"),
+        "inj.test",
+        &[w.proxy.ca()],
+    )
+    .await
+    .unwrap();
+    let req = Request::post("/")
+        .header("host", w.t("inj.test"))
+        .body(Full::new(Bytes::from(format!("k={PHANTOM}"))))
+        .unwrap();
     let g = send(&mut s, req).await;
     assert_eq!(g.status, 403);
-    assert!(w.proxy.events.has(&w.secret_event("leak", &w.t("inj.test"), "providers/x/apiKey")));
-    assert!(w.https.received.all().is_empty() && w.http.received.all().is_empty(), "nothing left");
+    assert!(
+        w.proxy
+            .events
+            .has(&w.secret_event("leak", &w.t("inj.test"), "providers/x/apiKey"))
+    );
+    assert!(
+        w.https.received.all().is_empty() && w.http.received.all().is_empty(),
+        "nothing left"
+    );
 }
 
 #[tokio::test]
 async fn a_long_streamed_body_is_cut_at_a_leak() {
     let w = injection_world().await;
-    let (tx, rx) = tokio::sync::mpsc::channel::<Result<hyper::body::Frame<Bytes>, std::convert::Infallible>>(4);
-    let s = tokio::net::TcpStream::connect(w.proxy.addr()).await.unwrap();
-    let (mut c, conn) = hyper::client::conn::http1::handshake::<_, http_body_util::StreamBody<_>>(hyper_util::rt::TokioIo::new(s)).await.unwrap();
+    let (tx, rx) = tokio::sync::mpsc::channel::<
+        Result<hyper::body::Frame<Bytes>, std::convert::Infallible>,
+    >(4);
+    let s = tokio::net::TcpStream::connect(w.proxy.addr())
+        .await
+        .unwrap();
+    let (mut c, conn) = hyper::client::conn::http1::handshake::<_, http_body_util::StreamBody<_>>(
+        hyper_util::rt::TokioIo::new(s),
+    )
+    .await
+    .unwrap();
     tokio::spawn(conn);
     let uri = format!("http://{}/upload", w.h("plain.test"));
     let body = http_body_util::StreamBody::new(futures_util::stream::poll_fn({
         let mut rx = rx;
         move |cx| rx.poll_recv(cx)
     }));
-    let req = Request::post(uri).header("host", w.h("plain.test")).body(body).unwrap();
+    let req = Request::post(uri)
+        .header("host", w.h("plain.test"))
+        .body(body)
+        .unwrap();
     let resp = tokio::spawn(async move { c.send_request(req).await.map(|r| r.status().as_u16()) });
-    tx.send(Ok(hyper::body::Frame::data(Bytes::from(vec![b'a'; 100_000])))).await.unwrap();
-    tx.send(Ok(hyper::body::Frame::data(Bytes::from(format!("xx{}", &PHANTOM[..10]))))).await.unwrap();
-    tx.send(Ok(hyper::body::Frame::data(Bytes::from(PHANTOM[10..].to_string())))).await.unwrap();
+    tx.send(Ok(hyper::body::Frame::data(Bytes::from(vec![
+        b'a';
+        100_000
+    ]))))
+    .await
+    .unwrap();
+    tx.send(Ok(hyper::body::Frame::data(Bytes::from(format!(
+        "xx{}",
+        &PHANTOM[..10]
+    )))))
+    .await
+    .unwrap();
+    tx.send(Ok(hyper::body::Frame::data(Bytes::from(
+        PHANTOM[10..].to_string(),
+    ))))
+    .await
+    .unwrap();
     drop(tx);
-    let status = tokio::time::timeout(Duration::from_secs(5), resp).await.unwrap().unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(5), resp)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(status.ok(), Some(403));
-    assert!(w.proxy.events.has(&w.secret_event("leak", &w.h("plain.test"), "providers/x/apiKey")));
-    assert!(!w.http.received.all().contains(PHANTOM), "the phantom never left");
+    assert!(
+        w.proxy
+            .events
+            .has(&w.secret_event("leak", &w.h("plain.test"), "providers/x/apiKey"))
+    );
+    assert!(
+        !w.http.received.all().contains(PHANTOM),
+        "the phantom never left"
+    );
 }
 
 #[tokio::test]
 async fn an_sse_stream_arrives_event_by_event_with_values_swapped() {
     let w = injection_world().await;
     *w.https.echo_secret.lock().unwrap() = VALUE.to_string();
-    let (mut s, _) = https_session(w.proxy.addr(), &w.t("api.test"), "api.test", &[w.proxy.ca()]).await.unwrap();
+    let (mut s, _) = https_session(
+        w.proxy.addr(),
+        &w.t("api.test"),
+        "api.test",
+        &[w.proxy.ca()],
+    )
+    .await
+    .unwrap();
     s.ready().await.unwrap();
     let resp = s.send_request(get("/sse", &w.t("api.test"))).await.unwrap();
     let mut body = resp.into_body();
@@ -341,7 +569,10 @@ async fn an_sse_stream_arrives_event_by_event_with_values_swapped() {
         }
     }
     let first_at = first_at.unwrap();
-    assert!(first_at < Duration::from_millis(350), "the first event came before the stream ended: {first_at:?}");
+    assert!(
+        first_at < Duration::from_millis(350),
+        "the first event came before the stream ended: {first_at:?}"
+    );
     assert!(start.elapsed() >= Duration::from_millis(700));
     assert_eq!(got.matches(&format!(" {PHANTOM}\n\n")).count(), 3, "{got}");
     assert!(!got.contains(VALUE));
@@ -351,16 +582,38 @@ async fn an_sse_stream_arrives_event_by_event_with_values_swapped() {
 async fn sni_and_host_must_name_the_connect_target() {
     let w = injection_world().await;
     // SNI other than the CONNECT target.
-    let (mut s, _) = https_session(w.proxy.addr(), &w.t("api.test"), "other.test", &[w.proxy.ca()]).await.unwrap();
+    let (mut s, _) = https_session(
+        w.proxy.addr(),
+        &w.t("api.test"),
+        "other.test",
+        &[w.proxy.ca()],
+    )
+    .await
+    .unwrap();
     let g = send(&mut s, get("/", "other.test")).await;
     assert_eq!(g.status, 403);
     assert_eq!(g.headers["x-handler-egress"], "mismatch");
     // Host other than the CONNECT target.
-    let (mut s, _) = https_session(w.proxy.addr(), &w.t("api.test"), "api.test", &[w.proxy.ca()]).await.unwrap();
-    let req = Request::get("/").header("host", w.t("other.test")).header("x-api-key", PHANTOM).body(Full::new(Bytes::new())).unwrap();
+    let (mut s, _) = https_session(
+        w.proxy.addr(),
+        &w.t("api.test"),
+        "api.test",
+        &[w.proxy.ca()],
+    )
+    .await
+    .unwrap();
+    let req = Request::get("/")
+        .header("host", w.t("other.test"))
+        .header("x-api-key", PHANTOM)
+        .body(Full::new(Bytes::new()))
+        .unwrap();
     let g = send(&mut s, req).await;
     assert_eq!(g.status, 403);
-    assert!(g.body.contains(&format!("Host is {}", w.t("other.test"))), "{}", g.body);
+    assert!(
+        g.body.contains(&format!("Host is {}", w.t("other.test"))),
+        "{}",
+        g.body
+    );
     assert!(w.https.received.all().is_empty(), "nothing was sent");
 }
 
@@ -392,14 +645,19 @@ async fn a_name_resolving_to_loopback_is_refused_unless_the_address_is_listed() 
         host_addresses: vec![],
         resolve: [("loop.test".to_string(), "127.0.0.1".parse().unwrap())].into(),
     };
-    let p = handler_core::egress::start(config, events.events()).await.unwrap();
+    let p = handler_core::egress::start(config, events.events())
+        .await
+        .unwrap();
     let uri = format!("http://{}/", w.h("loop.test"));
     let g = http_via(p.addr(), get(&uri, &w.h("loop.test"))).await;
     assert_eq!(g.status, 403, "{}", g.body);
     assert!(g.body.contains("127.0.0.1"), "{}", g.body);
     let listed = handler_sandbox::egress::Settings {
         enforcement: handler_contracts::sandbox::Enforcement::Enforce,
-        allow: vec![AllowEntry::parse(&w.h("loop.test")).unwrap(), AllowEntry::parse(&w.h("127.0.0.1")).unwrap()],
+        allow: vec![
+            AllowEntry::parse(&w.h("loop.test")).unwrap(),
+            AllowEntry::parse(&w.h("127.0.0.1")).unwrap(),
+        ],
     };
     handler_core::egress::write_settings(&settings, &listed).unwrap();
     let g = http_via(p.addr(), get(&uri, &w.h("loop.test"))).await;
@@ -414,14 +672,23 @@ async fn a_broken_settings_file_denies_everything() {
     let g = http_via(w.proxy.addr(), get(&uri, &w.h("plain.test"))).await;
     assert_eq!(g.status, 403, "fail closed");
     w.set("enforce", &["plain.test:{http}"]);
-    assert_eq!(http_via(w.proxy.addr(), get(&uri, &w.h("plain.test"))).await.status, 200);
+    assert_eq!(
+        http_via(w.proxy.addr(), get(&uri, &w.h("plain.test")))
+            .await
+            .status,
+        200
+    );
 }
 
 #[tokio::test]
 async fn a_proxy_with_invalid_settings_does_not_start() {
     let dir = tempfile::tempdir().unwrap();
     let settings = dir.path().join("settings.json");
-    std::fs::write(&settings, r#"{"enforcement":"enforce","allow":["no-port.test"]}"#).unwrap();
+    std::fs::write(
+        &settings,
+        r#"{"enforcement":"enforce","allow":["no-port.test"]}"#,
+    )
+    .unwrap();
     let config = ProxyConfig {
         mode: ProxyMode::Filter,
         listen: "127.0.0.1:0".into(),
@@ -432,7 +699,9 @@ async fn a_proxy_with_invalid_settings_does_not_start() {
         host_addresses: vec![],
         resolve: BTreeMap::new(),
     };
-    let e = handler_core::egress::start(config, Collected::default().events()).await.unwrap_err();
+    let e = handler_core::egress::start(config, Collected::default().events())
+        .await
+        .unwrap_err();
     assert!(e.to_string().contains("allow[0]"), "{e}");
     let _ = tokio::io::sink().write_all(b"").await;
 }

@@ -11,7 +11,10 @@ struct Args {}
 
 fn main() -> anyhow::Result<()> {
     Args::parse();
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
     if let Err(e) = rt.block_on(handler_core::egress::run_from_stdin()) {
         eprintln!("handler-egress-proxy: {e}");
         std::process::exit(66);

@@ -109,7 +109,9 @@ fn main() {
                 no_cache,
             }),
             ImageVerb::BuildProxy => {
-                match handler_core::egress::launch::build_proxy(&handler_core::sandbox::podman::program()) {
+                match handler_core::egress::launch::build_proxy(
+                    &handler_core::sandbox::podman::program(),
+                ) {
                     Ok(img) => {
                         println!("{img}");
                         0

@@ -5,7 +5,11 @@
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "handler", version, about = "Run AI coding agents in sandboxes, through handlerd")]
+#[command(
+    name = "handler",
+    version,
+    about = "Run AI coding agents in sandboxes, through handlerd"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -43,6 +47,8 @@ async fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Acp(args) => std::process::exit(handler_bins::run_acp(args).await?),
         Command::Harness(HarnessCommand::Render { input }) => handler_bins::run_render(&input),
-        Command::Account(AccountCommand::Login(args)) => std::process::exit(handler_bins::run_account_login(args).await?),
+        Command::Account(AccountCommand::Login(args)) => {
+            std::process::exit(handler_bins::run_account_login(args).await?)
+        }
     }
 }

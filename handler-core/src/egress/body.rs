@@ -20,7 +20,9 @@ pub type ProxyBody = BoxBody<Bytes, BodyError>;
 
 /// A body with these bytes.
 pub fn full(b: impl Into<Bytes>) -> ProxyBody {
-    http_body_util::Full::new(b.into()).map_err(|never| match never {}).boxed()
+    http_body_util::Full::new(b.into())
+        .map_err(|never| match never {})
+        .boxed()
 }
 
 /// The error a request body ends with when it carries a phantom to a host it is not for.
@@ -53,7 +55,15 @@ impl Rewriting {
         on_end: impl FnOnce(Hits) + Send + Sync + 'static,
     ) -> Self {
         let rep = rules.replacer();
-        Rewriting { inner, rules, rep, abort_on_leak, on_end: Some(Box::new(on_end)), trailers: None, done: false }
+        Rewriting {
+            inner,
+            rules,
+            rep,
+            abort_on_leak,
+            on_end: Some(Box::new(on_end)),
+            trailers: None,
+            done: false,
+        }
     }
 
     fn finish(&mut self) -> Vec<u8> {
@@ -67,7 +77,9 @@ impl Rewriting {
     }
 
     fn leaked(&self) -> bool {
-        let Some(slot) = &self.abort_on_leak else { return false };
+        let Some(slot) = &self.abort_on_leak else {
+            return false;
+        };
         if !self.rep.hits().iter().any(|n| *n > 0) {
             return false;
         }
@@ -84,7 +96,10 @@ impl Body for Rewriting {
     type Data = Bytes;
     type Error = BodyError;
 
-    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
         let this = &mut *self;
         loop {
             if this.done {

@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DistinguishedName, DnType, ExtendedKeyUsagePurpose,
-    IsCa, KeyPair, KeyUsagePurpose, SanType,
+    BasicConstraints, CertificateParams, CertifiedIssuer, DistinguishedName, DnType,
+    ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose, SanType,
 };
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use rustls::{ClientConfig, RootCertStore, ServerConfig};
@@ -50,7 +50,11 @@ impl Ca {
         let key = KeyPair::generate().map_err(err)?;
         let issuer = CertifiedIssuer::self_signed(params, key).map_err(err)?;
         let pem = issuer.pem();
-        Ok(Ca { issuer, pem, cache: Mutex::new(HashMap::new()) })
+        Ok(Ca {
+            issuer,
+            pem,
+            cache: Mutex::new(HashMap::new()),
+        })
     }
 
     /// The CA certificate (PEM): public, for the sandbox's bundle.
@@ -64,11 +68,18 @@ impl Ca {
         if let Some(c) = self.cache.lock().expect("ca cache").get(host) {
             return Ok(c.clone());
         }
-        let leaf_err = |e: String| TlsError::Leaf { host: host.to_string(), reason: e };
-        let mut params = CertificateParams::new(Vec::<String>::new()).map_err(|e| leaf_err(e.to_string()))?;
+        let leaf_err = |e: String| TlsError::Leaf {
+            host: host.to_string(),
+            reason: e,
+        };
+        let mut params =
+            CertificateParams::new(Vec::<String>::new()).map_err(|e| leaf_err(e.to_string()))?;
         params.subject_alt_names = vec![match host.parse::<std::net::IpAddr>() {
             Ok(ip) => SanType::IpAddress(ip),
-            Err(_) => SanType::DnsName(host.try_into().map_err(|e: rcgen::Error| leaf_err(e.to_string()))?),
+            Err(_) => SanType::DnsName(
+                host.try_into()
+                    .map_err(|e: rcgen::Error| leaf_err(e.to_string()))?,
+            ),
         }];
         let mut dn = DistinguishedName::new();
         dn.push(DnType::CommonName, host);
@@ -76,7 +87,9 @@ impl Ca {
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
         let key = KeyPair::generate().map_err(|e| leaf_err(e.to_string()))?;
-        let cert = params.signed_by(&key, &self.issuer).map_err(|e| leaf_err(e.to_string()))?;
+        let cert = params
+            .signed_by(&key, &self.issuer)
+            .map_err(|e| leaf_err(e.to_string()))?;
         let chain = vec![cert.der().clone()];
         let key_der = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
         let mut config = ServerConfig::builder_with_provider(provider())
@@ -87,7 +100,10 @@ impl Ca {
             .map_err(|e| leaf_err(e.to_string()))?;
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         let config = Arc::new(config);
-        self.cache.lock().expect("ca cache").insert(host.to_string(), config.clone());
+        self.cache
+            .lock()
+            .expect("ca cache")
+            .insert(host.to_string(), config.clone());
         Ok(config)
     }
 }
@@ -100,18 +116,35 @@ pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 /// Reads PEM root certificates; the default is the system bundle.
 pub fn load_roots(files: &[String]) -> Result<(RootCertStore, String), TlsError> {
     let defaults = ["/etc/ssl/certs/ca-certificates.crt".to_string()];
-    let files = if files.is_empty() { &defaults[..] } else { files };
+    let files = if files.is_empty() {
+        &defaults[..]
+    } else {
+        files
+    };
     let mut store = RootCertStore::empty();
     let mut pem = String::new();
     for path in files {
         let text = match std::fs::read_to_string(path) {
             Ok(t) => t,
-            Err(e) if files.as_ptr() == defaults.as_ptr() && e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(TlsError::Roots { path: path.clone(), reason: e.to_string() }),
+            Err(e)
+                if files.as_ptr() == defaults.as_ptr()
+                    && e.kind() == std::io::ErrorKind::NotFound =>
+            {
+                continue;
+            }
+            Err(e) => {
+                return Err(TlsError::Roots {
+                    path: path.clone(),
+                    reason: e.to_string(),
+                });
+            }
         };
         let certs: Vec<CertificateDer<'static>> = rustls_pemfile::certs(&mut text.as_bytes())
             .collect::<Result<_, _>>()
-            .map_err(|e| TlsError::Roots { path: path.clone(), reason: e.to_string() })?;
+            .map_err(|e| TlsError::Roots {
+                path: path.clone(),
+                reason: e.to_string(),
+            })?;
         store.add_parsable_certificates(certs);
         pem.push_str(text.trim_end());
         pem.push('\n');

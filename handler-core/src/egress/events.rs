@@ -34,12 +34,19 @@ impl Events {
 
     /// Events given to a closure; log lines to stderr.
     pub fn with(f: impl Fn(&EgressEvent) + Send + Sync + 'static) -> Self {
-        Events { event: Arc::new(f), ..Events::stderr() }
+        Events {
+            event: Arc::new(f),
+            ..Events::stderr()
+        }
     }
 
     /// Reports one event.
     pub fn emit(&self, decision: EgressDecision, host: &str, secret: Option<&str>) {
-        (self.event)(&EgressEvent { decision, host: host.to_string(), secret: secret.map(str::to_string) });
+        (self.event)(&EgressEvent {
+            decision,
+            host: host.to_string(),
+            secret: secret.map(str::to_string),
+        });
     }
 
     /// A free-form log line (never a secret).

@@ -30,7 +30,11 @@ impl LiveSettings {
             .map_err(|e| format!("cannot read the egress settings {}: {e}", path.display()))?;
         let s = Settings::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
         let (tx, _) = watch::channel(Arc::new(Ok(s)));
-        Ok(Arc::new(LiveSettings { path: path.to_path_buf(), tx, last_text: std::sync::Mutex::new(text) }))
+        Ok(Arc::new(LiveSettings {
+            path: path.to_path_buf(),
+            tx,
+            last_text: std::sync::Mutex::new(text),
+        }))
     }
 
     /// The settings in force now (read from the file); `Err` denies everything.
@@ -84,7 +88,12 @@ impl LiveSettings {
 /// proxy sees the whole old file or the whole new one.
 pub fn write_settings(path: &Path, s: &Settings) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    let tmp = dir.join(format!(".{}.tmp", path.file_name().and_then(|n| n.to_str()).unwrap_or("settings")));
+    let tmp = dir.join(format!(
+        ".{}.tmp",
+        path.file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("settings")
+    ));
     std::fs::write(&tmp, s.render())?;
     std::fs::rename(&tmp, path)
 }

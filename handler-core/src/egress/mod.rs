@@ -32,9 +32,15 @@ pub enum ProxyError {
     #[error("{0}")]
     Settings(String),
     #[error("cannot listen on {addr}: {source}")]
-    Listen { addr: String, source: std::io::Error },
+    Listen {
+        addr: String,
+        source: std::io::Error,
+    },
     #[error("cannot write the CA bundle {path}: {source}")]
-    Bundle { path: String, source: std::io::Error },
+    Bundle {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("cannot read the configuration on stdin: {0}")]
     Stdin(std::io::Error),
 }
@@ -72,18 +78,24 @@ impl Drop for Running {
 /// Starts a proxy: makes its CA, writes the sandbox's CA bundle, reads the settings (they must
 /// be valid), listens.
 pub async fn start(config: ProxyConfig, events: Events) -> Result<Running, ProxyError> {
-    let injections = InjectionSet::new(config.injections.clone()).map_err(handler_sandbox::egress::SettingsError::from)?;
+    let injections = InjectionSet::new(config.injections.clone())
+        .map_err(handler_sandbox::egress::SettingsError::from)?;
     let ca = ca::Ca::new()?;
     let (roots, roots_pem) = ca::load_roots(&config.roots_files)?;
     let tls = ca::client_config(roots)?;
     if let Some(path) = &config.ca_bundle_out {
         // Written in place (not renamed): the sandbox may already hold a bind mount of the file.
         let bundle = format!("{roots_pem}{}", ca.pem());
-        std::fs::write(path, bundle).map_err(|source| ProxyError::Bundle { path: path.clone(), source })?;
+        std::fs::write(path, bundle).map_err(|source| ProxyError::Bundle {
+            path: path.clone(),
+            source,
+        })?;
     }
     let live = match (config.mode, &config.settings_file) {
         (ProxyMode::Filter, Some(p)) => {
-            let live = live::LiveSettings::open(std::path::Path::new(p)).await.map_err(ProxyError::Settings)?;
+            let live = live::LiveSettings::open(std::path::Path::new(p))
+                .await
+                .map_err(ProxyError::Settings)?;
             live.spawn_watcher(events.clone());
             Some(live)
         }
@@ -97,11 +109,22 @@ pub async fn start(config: ProxyConfig, events: Events) -> Result<Running, Proxy
             }
         }
     }
-    let listener = TcpListener::bind(&config.listen)
-        .await
-        .map_err(|source| ProxyError::Listen { addr: config.listen.clone(), source })?;
-    let listen = listener.local_addr().map_err(|source| ProxyError::Listen { addr: config.listen.clone(), source })?;
-    let ready = Ready { ready: true, listen, ca: ca.pem().to_string() };
+    let listener =
+        TcpListener::bind(&config.listen)
+            .await
+            .map_err(|source| ProxyError::Listen {
+                addr: config.listen.clone(),
+                source,
+            })?;
+    let listen = listener.local_addr().map_err(|source| ProxyError::Listen {
+        addr: config.listen.clone(),
+        source,
+    })?;
+    let ready = Ready {
+        ready: true,
+        listen,
+        ca: ca.pem().to_string(),
+    };
     let shared = Arc::new(proxy::Shared {
         mode: config.mode,
         live,
@@ -120,12 +143,19 @@ pub async fn start(config: ProxyConfig, events: Events) -> Result<Running, Proxy
 /// line on stdout, reports on stderr, and runs until killed.
 pub async fn run_from_stdin() -> Result<(), ProxyError> {
     let mut text = String::new();
-    tokio::io::stdin().read_to_string(&mut text).await.map_err(ProxyError::Stdin)?;
+    tokio::io::stdin()
+        .read_to_string(&mut text)
+        .await
+        .map_err(ProxyError::Stdin)?;
     let config = ProxyConfig::parse(&text)?;
     drop(text);
     let running = start(config, Events::stderr()).await?;
-    println!("{}", serde_json::to_string(&running.ready).expect("ready line"));
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).map_err(ProxyError::Stdin)?;
+    println!(
+        "{}",
+        serde_json::to_string(&running.ready).expect("ready line")
+    );
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(ProxyError::Stdin)?;
     tokio::select! {
         _ = term.recv() => {}
         _ = tokio::signal::ctrl_c() => {}

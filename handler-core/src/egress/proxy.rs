@@ -48,7 +48,9 @@ pub struct Shared {
 
 impl std::fmt::Debug for Shared {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Shared").field("mode", &self.mode).finish_non_exhaustive()
+        f.debug_struct("Shared")
+            .field("mode", &self.mode)
+            .finish_non_exhaustive()
     }
 }
 
@@ -66,10 +68,16 @@ impl Held {
 
 impl Shared {
     /// Judges a destination now: the verdict, and the allow-list in force.
-    async fn judge(&self, target: &Authority) -> (Verdict, Vec<handler_contracts::allow::AllowEntry>) {
+    async fn judge(
+        &self,
+        target: &Authority,
+    ) -> (Verdict, Vec<handler_contracts::allow::AllowEntry>) {
         match (&self.mode, &self.live) {
             (ProxyMode::Filter, Some(live)) => match &*live.current().await {
-                Ok(s) => (judge::judge(&s.allow, s.enforcement, &target.host, target.port), s.allow.clone()),
+                Ok(s) => (
+                    judge::judge(&s.allow, s.enforcement, &target.host, target.port),
+                    s.allow.clone(),
+                ),
                 Err(_) => (Verdict::Denied, Vec::new()),
             },
             _ => (Verdict::Allowed, Vec::new()),
@@ -78,40 +86,69 @@ impl Shared {
 
     fn report(&self, verdict: Verdict, target: &Authority) {
         if self.mode == ProxyMode::Filter {
-            self.events.emit(verdict.decision(), &target.to_string(), None);
+            self.events
+                .emit(verdict.decision(), &target.to_string(), None);
         }
     }
 
     fn report_hits(&self, hits: &Hits, target: &Authority) {
         for name in &hits.injected {
-            self.events.emit(EgressDecision::Injected, &target.to_string(), Some(name));
+            self.events
+                .emit(EgressDecision::Injected, &target.to_string(), Some(name));
         }
         for name in &hits.leaked {
-            self.events.emit(EgressDecision::Leak, &target.to_string(), Some(name));
+            self.events
+                .emit(EgressDecision::Leak, &target.to_string(), Some(name));
         }
     }
 
     /// Resolves once and picks the address to dial (the DNS-rebinding guard).
-    async fn address(&self, target: &Authority, allow: &[handler_contracts::allow::AllowEntry]) -> Result<SocketAddr, Response<ProxyBody>> {
-        let resolved = self
-            .resolver
-            .lookup(&target.host)
-            .await
-            .map_err(|e| plain(StatusCode::BAD_GATEWAY, "unreachable", &format!("handler egress filter: {e}\n")))?;
+    async fn address(
+        &self,
+        target: &Authority,
+        allow: &[handler_contracts::allow::AllowEntry],
+    ) -> Result<SocketAddr, Response<ProxyBody>> {
+        let resolved = self.resolver.lookup(&target.host).await.map_err(|e| {
+            plain(
+                StatusCode::BAD_GATEWAY,
+                "unreachable",
+                &format!("handler egress filter: {e}\n"),
+            )
+        })?;
         // Reporting mode filters nothing; the guard is the filter's.
         if self.mode == ProxyMode::Report {
-            return resolved.first().map(|ip| SocketAddr::new(*ip, target.port)).ok_or_else(|| {
-                plain(StatusCode::BAD_GATEWAY, "unreachable", &format!("handler egress filter: {} has no address\n", target.host))
-            });
+            return resolved
+                .first()
+                .map(|ip| SocketAddr::new(*ip, target.port))
+                .ok_or_else(|| {
+                    plain(
+                        StatusCode::BAD_GATEWAY,
+                        "unreachable",
+                        &format!("handler egress filter: {} has no address\n", target.host),
+                    )
+                });
         }
-        match rebind::pick_address(&target.host, target.port, &resolved, allow, &self.host_addresses) {
+        match rebind::pick_address(
+            &target.host,
+            target.port,
+            &resolved,
+            allow,
+            &self.host_addresses,
+        ) {
             Ok(ip) => Ok(SocketAddr::new(ip, target.port)),
-            Err(rebind::Rebinding::NoAddress { host }) => {
-                Err(plain(StatusCode::BAD_GATEWAY, "unreachable", &format!("handler egress filter: {host} has no address\n")))
-            }
+            Err(rebind::Rebinding::NoAddress { host }) => Err(plain(
+                StatusCode::BAD_GATEWAY,
+                "unreachable",
+                &format!("handler egress filter: {host} has no address\n"),
+            )),
             Err(rebind::Rebinding::Guarded { addr, .. }) => {
-                self.events.emit(EgressDecision::Denied, &target.to_string(), None);
-                Err(plain(StatusCode::FORBIDDEN, "denied", &judge::rebinding_body(&target.to_string(), &addr.to_string())))
+                self.events
+                    .emit(EgressDecision::Denied, &target.to_string(), None);
+                Err(plain(
+                    StatusCode::FORBIDDEN,
+                    "denied",
+                    &judge::rebinding_body(&target.to_string(), &addr.to_string()),
+                ))
             }
         }
     }
@@ -132,7 +169,9 @@ impl Shared {
 
     /// Resolves when a policy change no longer allows one of `held` (never in report mode).
     async fn revoked(self: &Arc<Self>, held: &Held) {
-        let Some(live) = &self.live else { return std::future::pending().await };
+        let Some(live) = &self.live else {
+            return std::future::pending().await;
+        };
         let mut rx = live.subscribe();
         loop {
             if rx.changed().await.is_err() {
@@ -148,13 +187,23 @@ impl Shared {
 fn plain(status: StatusCode, tag: &'static str, body: &str) -> Response<ProxyBody> {
     let mut r = Response::new(full(body.to_string()));
     *r.status_mut() = status;
-    r.headers_mut().insert(HeaderName::from_static(EGRESS_HEADER), HeaderValue::from_static(tag));
-    r.headers_mut().insert(hyper::header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    r.headers_mut().insert(
+        HeaderName::from_static(EGRESS_HEADER),
+        HeaderValue::from_static(tag),
+    );
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
     r
 }
 
 fn denied(target: &Authority) -> Response<ProxyBody> {
-    plain(StatusCode::FORBIDDEN, "denied", &judge::denied_body(&target.to_string()))
+    plain(
+        StatusCode::FORBIDDEN,
+        "denied",
+        &judge::denied_body(&target.to_string()),
+    )
 }
 
 /// Serves the proxy on `listener` until the task is dropped.
@@ -194,7 +243,12 @@ async fn serve_client(stream: TcpStream, shared: Arc<Shared>) {
     }
 }
 
-async fn handle(req: Request<Incoming>, shared: Arc<Shared>, held: Held, upstream: Upstream) -> Response<ProxyBody> {
+async fn handle(
+    req: Request<Incoming>,
+    shared: Arc<Shared>,
+    held: Held,
+    upstream: Upstream,
+) -> Response<ProxyBody> {
     if req.method() == Method::CONNECT {
         return connect(req, shared).await;
     }
@@ -202,12 +256,32 @@ async fn handle(req: Request<Incoming>, shared: Arc<Shared>, held: Held, upstrea
         (Some("http"), Some(a)) => {
             let target = match Authority::parse(a.as_str(), Some(80)) {
                 Ok(t) => t,
-                Err(e) => return plain(StatusCode::BAD_REQUEST, "bad-request", &format!("handler egress filter: {e}\n")),
+                Err(e) => {
+                    return plain(
+                        StatusCode::BAD_REQUEST,
+                        "bad-request",
+                        &format!("handler egress filter: {e}\n"),
+                    );
+                }
             };
-            let host = req.headers().get(hyper::header::HOST).and_then(|h| h.to_str().ok());
+            let host = req
+                .headers()
+                .get(hyper::header::HOST)
+                .and_then(|h| h.to_str().ok());
             if let Err(m) = authority::check_forward(&target, host) {
-                shared.events.emit(EgressDecision::Denied, &host.and_then(|h| Authority::parse(h, Some(80)).ok()).unwrap_or(target.clone()).to_string(), None);
-                return plain(StatusCode::FORBIDDEN, "mismatch", &judge::mismatch_body(&m.to_string()));
+                shared.events.emit(
+                    EgressDecision::Denied,
+                    &host
+                        .and_then(|h| Authority::parse(h, Some(80)).ok())
+                        .unwrap_or(target.clone())
+                        .to_string(),
+                    None,
+                );
+                return plain(
+                    StatusCode::FORBIDDEN,
+                    "mismatch",
+                    &judge::mismatch_body(&m.to_string()),
+                );
             }
             let (verdict, allow) = shared.judge(&target).await;
             shared.report(verdict, &target);
@@ -230,9 +304,19 @@ async fn handle(req: Request<Incoming>, shared: Arc<Shared>, held: Held, upstrea
 }
 
 async fn connect(mut req: Request<Incoming>, shared: Arc<Shared>) -> Response<ProxyBody> {
-    let target = match req.uri().authority().map(|a| Authority::parse(a.as_str(), None)) {
+    let target = match req
+        .uri()
+        .authority()
+        .map(|a| Authority::parse(a.as_str(), None))
+    {
         Some(Ok(t)) => t,
-        _ => return plain(StatusCode::BAD_REQUEST, "bad-request", "handler egress filter: CONNECT needs host:port\n"),
+        _ => {
+            return plain(
+                StatusCode::BAD_REQUEST,
+                "bad-request",
+                "handler egress filter: CONNECT needs host:port\n",
+            );
+        }
     };
     let (verdict, allow) = shared.judge(&target).await;
     shared.report(verdict, &target);
@@ -248,7 +332,9 @@ async fn connect(mut req: Request<Incoming>, shared: Arc<Shared>) -> Response<Pr
     held.add(&target);
     if shared.injections.injects_into(&target.host, target.port) {
         tokio::spawn(async move {
-            let Ok(upgraded) = on_upgrade.await else { return };
+            let Ok(upgraded) = on_upgrade.await else {
+                return;
+            };
             tokio::select! {
                 _ = decrypted_tunnel(TokioIo::new(upgraded), shared.clone(), target, addr) => {}
                 _ = shared.revoked(&held) => {}
@@ -259,12 +345,18 @@ async fn connect(mut req: Request<Incoming>, shared: Arc<Shared>) -> Response<Pr
     let server = match TcpStream::connect(addr).await {
         Ok(s) => s,
         Err(e) => {
-            return plain(StatusCode::BAD_GATEWAY, "unreachable", &format!("handler egress filter: cannot reach {target}: {e}\n"));
+            return plain(
+                StatusCode::BAD_GATEWAY,
+                "unreachable",
+                &format!("handler egress filter: cannot reach {target}: {e}\n"),
+            );
         }
     };
     let _ = server.set_nodelay(true);
     tokio::spawn(async move {
-        let Ok(upgraded) = on_upgrade.await else { return };
+        let Ok(upgraded) = on_upgrade.await else {
+            return;
+        };
         let mut client = TokioIo::new(upgraded);
         let mut server = server;
         tokio::select! {
@@ -281,11 +373,18 @@ const TUNNEL_BUF: usize = 64 * 1024;
 
 /// A tunnel to an injection's host: TLS ends here (a leaf for the CONNECT target), the requests
 /// are rewritten and sent on over TLS to the address judged.
-async fn decrypted_tunnel(io: TokioIo<hyper::upgrade::Upgraded>, shared: Arc<Shared>, target: Authority, addr: SocketAddr) {
+async fn decrypted_tunnel(
+    io: TokioIo<hyper::upgrade::Upgraded>,
+    shared: Arc<Shared>,
+    target: Authority,
+    addr: SocketAddr,
+) {
     let start = match LazyConfigAcceptor::new(rustls::server::Acceptor::default(), io).await {
         Ok(s) => s,
         Err(e) => {
-            shared.events.log(&format!("TLS from the sandbox towards {target} failed: {e}"));
+            shared.events.log(&format!(
+                "TLS from the sandbox towards {target} failed: {e}"
+            ));
             return;
         }
     };
@@ -307,25 +406,59 @@ async fn decrypted_tunnel(io: TokioIo<hyper::upgrade::Upgraded>, shared: Arc<Sha
     let tls = match start.into_stream(config).await {
         Ok(t) => t,
         Err(e) => {
-            shared.events.log(&format!("TLS from the sandbox towards {target} failed: {e}"));
+            shared.events.log(&format!(
+                "TLS from the sandbox towards {target} failed: {e}"
+            ));
             return;
         }
     };
     if let Some(m) = &mismatch {
-        shared.events.emit(EgressDecision::Denied, &sni.as_deref().map_or(target.to_string(), |s| format!("{s}:{}", target.port)), None);
+        shared.events.emit(
+            EgressDecision::Denied,
+            &sni.as_deref()
+                .map_or(target.to_string(), |s| format!("{s}:{}", target.port)),
+            None,
+        );
         shared.events.log(&m.to_string());
     }
     let upstream = Upstream::default();
     let svc = service_fn(move |req: Request<Incoming>| {
-        let (shared, target, upstream, mismatch) = (shared.clone(), target.clone(), upstream.clone(), mismatch.clone());
+        let (shared, target, upstream, mismatch) = (
+            shared.clone(),
+            target.clone(),
+            upstream.clone(),
+            mismatch.clone(),
+        );
         async move {
             if let Some(m) = mismatch {
-                return Ok::<_, Infallible>(plain(StatusCode::FORBIDDEN, "mismatch", &judge::mismatch_body(&m.to_string())));
+                return Ok::<_, Infallible>(plain(
+                    StatusCode::FORBIDDEN,
+                    "mismatch",
+                    &judge::mismatch_body(&m.to_string()),
+                ));
             }
-            let host = req.headers().get(hyper::header::HOST).and_then(|h| h.to_str().ok());
-            if let Err(m) = authority::check_tunnel_request(&target, host, req.uri().authority().map(|a| a.as_str())) {
-                shared.events.emit(EgressDecision::Denied, &host.and_then(|h| Authority::parse(h, Some(443)).ok()).unwrap_or(target.clone()).to_string(), None);
-                return Ok(plain(StatusCode::FORBIDDEN, "mismatch", &judge::mismatch_body(&m.to_string())));
+            let host = req
+                .headers()
+                .get(hyper::header::HOST)
+                .and_then(|h| h.to_str().ok());
+            if let Err(m) = authority::check_tunnel_request(
+                &target,
+                host,
+                req.uri().authority().map(|a| a.as_str()),
+            ) {
+                shared.events.emit(
+                    EgressDecision::Denied,
+                    &host
+                        .and_then(|h| Authority::parse(h, Some(443)).ok())
+                        .unwrap_or(target.clone())
+                        .to_string(),
+                    None,
+                );
+                return Ok(plain(
+                    StatusCode::FORBIDDEN,
+                    "mismatch",
+                    &judge::mismatch_body(&m.to_string()),
+                ));
             }
             Ok(forward(req, &shared, &target, addr, true, &upstream).await)
         }
@@ -338,7 +471,16 @@ async fn decrypted_tunnel(io: TokioIo<hyper::upgrade::Upgraded>, shared: Arc<Sha
 
 /// One kept-alive upstream connection per client connection or tunnel.
 #[derive(Clone, Default)]
-struct Upstream(Arc<tokio::sync::Mutex<Option<(Authority, hyper::client::conn::http1::SendRequest<ProxyBody>)>>>);
+struct Upstream(
+    Arc<
+        tokio::sync::Mutex<
+            Option<(
+                Authority,
+                hyper::client::conn::http1::SendRequest<ProxyBody>,
+            )>,
+        >,
+    >,
+);
 
 impl Upstream {
     async fn sender(
@@ -354,32 +496,51 @@ impl Upstream {
                 return Ok(s);
             }
         }
-        let tcp = TcpStream::connect(addr).await.map_err(|e| format!("cannot reach {target}: {e}"))?;
+        let tcp = TcpStream::connect(addr)
+            .await
+            .map_err(|e| format!("cannot reach {target}: {e}"))?;
         let _ = tcp.set_nodelay(true);
         let sender = if tls {
-            let name = rustls::pki_types::ServerName::try_from(target.host.clone()).map_err(|e| e.to_string())?;
+            let name = rustls::pki_types::ServerName::try_from(target.host.clone())
+                .map_err(|e| e.to_string())?;
             let stream = TlsConnector::from(shared.tls.clone())
                 .connect(name, tcp)
                 .await
                 .map_err(|e| format!("TLS to {target} failed: {e}"))?;
-            let (s, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(|e| e.to_string())?;
+            let (s, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+                .await
+                .map_err(|e| e.to_string())?;
             tokio::spawn(conn);
             s
         } else {
-            let (s, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp)).await.map_err(|e| e.to_string())?;
+            let (s, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
+                .await
+                .map_err(|e| e.to_string())?;
             tokio::spawn(conn);
             s
         };
         Ok(sender)
     }
 
-    async fn put_back(&self, target: &Authority, s: hyper::client::conn::http1::SendRequest<ProxyBody>) {
+    async fn put_back(
+        &self,
+        target: &Authority,
+        s: hyper::client::conn::http1::SendRequest<ProxyBody>,
+    ) {
         *self.0.lock().await = Some((target.clone(), s));
     }
 }
 
-const HOP_BY_HOP: [&str; 8] =
-    ["connection", "proxy-connection", "keep-alive", "proxy-authorization", "proxy-authenticate", "te", "trailer", "upgrade"];
+const HOP_BY_HOP: [&str; 8] = [
+    "connection",
+    "proxy-connection",
+    "keep-alive",
+    "proxy-authorization",
+    "proxy-authenticate",
+    "te",
+    "trailer",
+    "upgrade",
+];
 
 fn strip_hop_by_hop(h: &mut hyper::HeaderMap) {
     let listed: Vec<String> = h
@@ -412,9 +573,19 @@ fn rewrite_headers(h: &mut hyper::HeaderMap, rules: &Rules) -> Hits {
 }
 
 fn leak_response(shared: &Shared, hits: &Hits, target: &Authority) -> Response<ProxyBody> {
-    shared.report_hits(&Hits { injected: Default::default(), leaked: hits.leaked.clone() }, target);
+    shared.report_hits(
+        &Hits {
+            injected: Default::default(),
+            leaked: hits.leaked.clone(),
+        },
+        target,
+    );
     let name = hits.leaked.iter().next().cloned().unwrap_or_default();
-    plain(StatusCode::FORBIDDEN, "leak", &judge::leak_body(&target.to_string(), &name))
+    plain(
+        StatusCode::FORBIDDEN,
+        "leak",
+        &judge::leak_body(&target.to_string(), &name),
+    )
 }
 
 /// Sends one request on to `target` at `addr`, phantoms swapped towards its injections' hosts,
@@ -433,12 +604,22 @@ async fn forward(
     let mut hits = Hits::default();
 
     // The request target, in origin form, rewritten.
-    let pq = parts.uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
+    let pq = parts
+        .uri
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .to_string();
     let (pq, h) = rules.bytes(pq.as_bytes());
     hits.merge(h);
     parts.uri = match Uri::builder().path_and_query(pq).build() {
         Ok(u) => u,
-        Err(e) => return plain(StatusCode::BAD_REQUEST, "bad-request", &format!("handler egress filter: {e}\n")),
+        Err(e) => {
+            return plain(
+                StatusCode::BAD_REQUEST,
+                "bad-request",
+                &format!("handler egress filter: {e}\n"),
+            );
+        }
     };
     strip_hop_by_hop(&mut parts.headers);
     hits.merge(rewrite_headers(&mut parts.headers, &rules));
@@ -452,13 +633,22 @@ async fn forward(
 
     // The body: small ones read whole and checked before anything leaves, others streamed.
     let leaked: LeakSlot = Arc::new(std::sync::Mutex::new(None));
-    let small = body.size_hint().upper().is_some_and(|n| n <= LEAK_CHECK_BUFFER);
+    let small = body
+        .size_hint()
+        .upper()
+        .is_some_and(|n| n <= LEAK_CHECK_BUFFER);
     let body: ProxyBody = if rules.is_empty() {
         body.map_err(Into::into).boxed()
     } else if small {
         let bytes = match body.collect().await {
             Ok(b) => b.to_bytes(),
-            Err(e) => return plain(StatusCode::BAD_REQUEST, "bad-request", &format!("handler egress filter: {e}\n")),
+            Err(e) => {
+                return plain(
+                    StatusCode::BAD_REQUEST,
+                    "bad-request",
+                    &format!("handler egress filter: {e}\n"),
+                );
+            }
         };
         let (out, h) = rules.bytes(&bytes);
         hits.merge(h);
@@ -468,16 +658,33 @@ async fn forward(
         full(out)
     } else {
         let (s, t) = (shared.clone(), target.clone());
-        Rewriting::new(body.map_err(Into::into).boxed(), rules.clone(), Some(leaked.clone()), move |h| {
-            s.report_hits(&Hits { injected: h.injected, leaked: Default::default() }, &t)
-        })
+        Rewriting::new(
+            body.map_err(Into::into).boxed(),
+            rules.clone(),
+            Some(leaked.clone()),
+            move |h| {
+                s.report_hits(
+                    &Hits {
+                        injected: h.injected,
+                        leaked: Default::default(),
+                    },
+                    &t,
+                )
+            },
+        )
         .boxed()
     };
     shared.report_hits(&hits, target);
 
     let mut sender = match upstream.sender(shared, target, addr, tls).await {
         Ok(s) => s,
-        Err(e) => return plain(StatusCode::BAD_GATEWAY, "unreachable", &format!("handler egress filter: {e}\n")),
+        Err(e) => {
+            return plain(
+                StatusCode::BAD_GATEWAY,
+                "unreachable",
+                &format!("handler egress filter: {e}\n"),
+            );
+        }
     };
     let result = sender.send_request(Request::from_parts(parts, body)).await;
     upstream.put_back(target, sender).await;
@@ -487,7 +694,11 @@ async fn forward(
             if let Some(h) = leaked.lock().expect("leak slot").take() {
                 return leak_response(shared, &h, target);
             }
-            return plain(StatusCode::BAD_GATEWAY, "unreachable", &format!("handler egress filter: {target}: {e}\n"));
+            return plain(
+                StatusCode::BAD_GATEWAY,
+                "unreachable",
+                &format!("handler egress filter: {target}: {e}\n"),
+            );
         }
     };
     let (mut parts, body) = resp.into_parts();

@@ -18,8 +18,14 @@ pub struct Resolver {
 impl Resolver {
     /// A resolver with fixed answers consulted first.
     pub fn new(fixed: BTreeMap<String, IpAddr>) -> Self {
-        let fixed = fixed.into_iter().map(|(k, v)| (k.to_ascii_lowercase(), v)).collect();
-        Resolver { fixed, dns: OnceCell::new() }
+        let fixed = fixed
+            .into_iter()
+            .map(|(k, v)| (k.to_ascii_lowercase(), v))
+            .collect();
+        Resolver {
+            fixed,
+            dns: OnceCell::new(),
+        }
     }
 
     /// Every address of `host` (an IP literal is its own).
@@ -39,8 +45,15 @@ impl Resolver {
             })
             .await;
         let dns = dns.as_ref().map_err(Clone::clone)?;
-        let fqdn = if host.ends_with('.') { host.to_string() } else { format!("{host}.") };
-        let ips = dns.lookup_ip(fqdn.as_str()).await.map_err(|e| format!("cannot resolve {host}: {e}"))?;
+        let fqdn = if host.ends_with('.') {
+            host.to_string()
+        } else {
+            format!("{host}.")
+        };
+        let ips = dns
+            .lookup_ip(fqdn.as_str())
+            .await
+            .map_err(|e| format!("cannot resolve {host}: {e}"))?;
         Ok(ips.iter().collect())
     }
 }

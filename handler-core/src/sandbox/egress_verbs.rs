@@ -15,7 +15,9 @@ pub fn set_egress(name: &str, mode: &str) -> i32 {
         "enforce" => Enforcement::Enforce,
         "log-only" => Enforcement::LogOnly,
         _ => {
-            log(&format!("set-egress {name}: {mode:?} is neither enforce nor log-only"));
+            log(&format!(
+                "set-egress {name}: {mode:?} is neither enforce nor log-only"
+            ));
             return exit::INVALID_SPEC;
         }
     };

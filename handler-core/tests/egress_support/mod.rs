@@ -34,7 +34,8 @@ impl TestCa {
     pub fn new() -> Self {
         let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
         p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        p.distinguished_name.push(rcgen::DnType::CommonName, "Test servers CA");
+        p.distinguished_name
+            .push(rcgen::DnType::CommonName, "Test servers CA");
         let issuer = CertifiedIssuer::self_signed(p, KeyPair::generate().unwrap()).unwrap();
         let pem = issuer.pem();
         TestCa { issuer, pem }
@@ -45,7 +46,8 @@ impl TestCa {
     }
 
     pub fn server_config(&self, names: &[&str]) -> Arc<rustls::ServerConfig> {
-        let p = CertificateParams::new(names.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
+        let p = CertificateParams::new(names.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+            .unwrap();
         let key = KeyPair::generate().unwrap();
         let cert = p.signed_by(&key, &self.issuer).unwrap();
         let c = rustls::ServerConfig::builder_with_provider(provider())
@@ -71,11 +73,22 @@ impl Received {
     }
 }
 
-async fn echo(req: Request<Incoming>, rec: Received, secret_to_echo: Arc<Mutex<String>>) -> Result<Response<http_body_util::combinators::BoxBody<Bytes, Infallible>>, Infallible> {
+async fn echo(
+    req: Request<Incoming>,
+    rec: Received,
+    secret_to_echo: Arc<Mutex<String>>,
+) -> Result<Response<http_body_util::combinators::BoxBody<Bytes, Infallible>>, Infallible> {
     let (parts, body) = req.into_parts();
-    let path = parts.uri.path_and_query().map(|p| p.to_string()).unwrap_or_default();
+    let path = parts
+        .uri
+        .path_and_query()
+        .map(|p| p.to_string())
+        .unwrap_or_default();
     if path.starts_with("/sse") {
-        rec.0.lock().unwrap().push(format!("{} {}", parts.method, path));
+        rec.0
+            .lock()
+            .unwrap()
+            .push(format!("{} {}", parts.method, path));
         let secret = secret_to_echo.lock().unwrap().clone();
         let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, Infallible>>(4);
         tokio::spawn(async move {
@@ -97,7 +110,11 @@ async fn echo(req: Request<Incoming>, rec: Received, secret_to_echo: Arc<Mutex<S
         let n: usize = n.parse().unwrap_or(0);
         return Ok(Response::new(Full::new(Bytes::from(vec![b'x'; n])).boxed()));
     }
-    let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+    let body = body
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
     let mut dump = format!("{} {}\n", parts.method, path);
     for (k, v) in &parts.headers {
         dump.push_str(&format!("{k}: {}\n", String::from_utf8_lossy(v.as_bytes())));
@@ -113,7 +130,9 @@ async fn echo(req: Request<Incoming>, rec: Received, secret_to_echo: Arc<Mutex<S
 }
 
 /// Turns a channel into a stream of frames.
-fn tokio_stream_from<T: Send + 'static>(mut rx: tokio::sync::mpsc::Receiver<T>) -> impl futures_util::Stream<Item = T> {
+fn tokio_stream_from<T: Send + 'static>(
+    mut rx: tokio::sync::mpsc::Receiver<T>,
+) -> impl futures_util::Stream<Item = T> {
     futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx))
 }
 
@@ -141,14 +160,19 @@ impl Server {
         let (rec, sec) = (received.clone(), echo_secret.clone());
         let task = tokio::spawn(async move {
             loop {
-                let Ok((s, _)) = listener.accept().await else { continue };
+                let Ok((s, _)) = listener.accept().await else {
+                    continue;
+                };
                 let (rec, sec, tls) = (rec.clone(), sec.clone(), tls.clone());
                 tokio::spawn(async move {
-                    let svc = hyper::service::service_fn(move |r| echo(r, rec.clone(), sec.clone()));
+                    let svc =
+                        hyper::service::service_fn(move |r| echo(r, rec.clone(), sec.clone()));
                     let b = hyper::server::conn::http1::Builder::new();
                     match tls {
                         Some(c) => {
-                            let Ok(t) = tokio_rustls::TlsAcceptor::from(c).accept(s).await else { return };
+                            let Ok(t) = tokio_rustls::TlsAcceptor::from(c).accept(s).await else {
+                                return;
+                            };
                             let _ = b.serve_connection(TokioIo::new(t), svc).await;
                         }
                         None => {
@@ -158,14 +182,22 @@ impl Server {
                 });
             }
         });
-        Server { port, received, echo_secret, task }
+        Server {
+            port,
+            received,
+            echo_secret,
+            task,
+        }
     }
 }
 
 /// This machine's address towards the outside (not loopback), else loopback.
 pub fn host_ip() -> IpAddr {
     let s = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
-    match s.connect("192.0.2.200:9").or_else(|_| s.connect("10.255.255.1:9")) {
+    match s
+        .connect("192.0.2.200:9")
+        .or_else(|_| s.connect("10.255.255.1:9"))
+    {
         Ok(()) => s.local_addr().unwrap().ip(),
         Err(_) => "127.0.0.1".parse().unwrap(),
     }
@@ -194,17 +226,26 @@ impl Collected {
 /// The answer to a CONNECT: the open tunnel, or the refusal's status, headers and body.
 pub enum Connect {
     Open(TcpStream),
-    Refused { status: u16, head: String, body: String },
+    Refused {
+        status: u16,
+        head: String,
+        body: String,
+    },
 }
 
 pub async fn connect(proxy: SocketAddr, target: &str) -> Connect {
     let mut s = TcpStream::connect(proxy).await.unwrap();
-    s.write_all(format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n").as_bytes()).await.unwrap();
+    s.write_all(format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
     let mut head = Vec::new();
     let mut b = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {
         if s.read(&mut b).await.unwrap() == 0 {
-            panic!("proxy closed during CONNECT: {}", String::from_utf8_lossy(&head));
+            panic!(
+                "proxy closed during CONNECT: {}",
+                String::from_utf8_lossy(&head)
+            );
         }
         head.push(b[0]);
     }
@@ -215,11 +256,19 @@ pub async fn connect(proxy: SocketAddr, target: &str) -> Connect {
     }
     let len: usize = head
         .lines()
-        .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse().unwrap()))
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length:")
+                .map(|v| v.trim().parse().unwrap())
+        })
         .unwrap_or(0);
     let mut body = vec![0; len];
     s.read_exact(&mut body).await.unwrap();
-    Connect::Refused { status, head, body: String::from_utf8(body).unwrap() }
+    Connect::Refused {
+        status,
+        head,
+        body: String::from_utf8(body).unwrap(),
+    }
 }
 
 /// A TLS client trusting these roots, http/1.1.
@@ -238,7 +287,10 @@ pub fn client_tls(roots: &[CertificateDer<'static>]) -> tokio_rustls::TlsConnect
 }
 
 pub fn pem_der(pem: &str) -> CertificateDer<'static> {
-    rustls_pemfile::certs(&mut pem.as_bytes()).next().unwrap().unwrap()
+    rustls_pemfile::certs(&mut pem.as_bytes())
+        .next()
+        .unwrap()
+        .unwrap()
 }
 
 /// A response as the client saw it.
@@ -260,13 +312,21 @@ pub async fn https_session(
     sni: &str,
     roots: &[CertificateDer<'static>],
 ) -> Result<(Sender, Option<CertificateDer<'static>>), String> {
-    let Connect::Open(s) = connect(proxy, target).await else { return Err("CONNECT refused".into()) };
+    let Connect::Open(s) = connect(proxy, target).await else {
+        return Err("CONNECT refused".into());
+    };
     let tls = client_tls(roots)
         .connect(ServerName::try_from(sni.to_string()).unwrap(), s)
         .await
         .map_err(|e| format!("TLS: {e}"))?;
-    let peer = tls.get_ref().1.peer_certificates().and_then(|c| c.first().cloned());
-    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls)).await.map_err(|e| e.to_string())?;
+    let peer = tls
+        .get_ref()
+        .1
+        .peer_certificates()
+        .and_then(|c| c.first().cloned());
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+        .await
+        .map_err(|e| e.to_string())?;
     tokio::spawn(conn);
     Ok((sender, peer))
 }
@@ -276,19 +336,29 @@ pub async fn send(sender: &mut Sender, req: Request<Full<Bytes>>) -> Got {
     let resp = sender.send_request(req).await.unwrap();
     let (parts, body) = resp.into_parts();
     let body = String::from_utf8(body.collect().await.unwrap().to_bytes().to_vec()).unwrap();
-    Got { status: parts.status.as_u16(), headers: parts.headers, body, peer_cert: None }
+    Got {
+        status: parts.status.as_u16(),
+        headers: parts.headers,
+        body,
+        peer_cert: None,
+    }
 }
 
 /// One plain http:// request through the proxy (absolute form).
 pub async fn http_via(proxy: SocketAddr, req: Request<Full<Bytes>>) -> Got {
     let s = TcpStream::connect(proxy).await.unwrap();
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(s)).await.unwrap();
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(s))
+        .await
+        .unwrap();
     tokio::spawn(conn);
     send(&mut sender, req).await
 }
 
 pub fn get(uri: &str, host: &str) -> Request<Full<Bytes>> {
-    Request::get(uri).header("host", host).body(Full::new(Bytes::new())).unwrap()
+    Request::get(uri)
+        .header("host", host)
+        .body(Full::new(Bytes::new()))
+        .unwrap()
 }
 
 /// Keeps a proxy alive for a test.
@@ -311,7 +381,10 @@ impl Proxy {
     pub fn set(&self, enforcement: &str, allow: &[&str]) {
         let s = handler_sandbox::egress::Settings {
             enforcement: serde_json::from_value(serde_json::json!(enforcement)).unwrap(),
-            allow: allow.iter().map(|a| handler_contracts::allow::AllowEntry::parse(a).unwrap()).collect(),
+            allow: allow
+                .iter()
+                .map(|a| handler_contracts::allow::AllowEntry::parse(a).unwrap())
+                .collect(),
         };
         handler_core::egress::write_settings(&self.settings_path(), &s).unwrap();
     }
