@@ -399,11 +399,7 @@ pub async fn set_token(
 ) -> ApiResult<Json<AccountInfo>> {
     let _w = app.write_lock.lock().await;
     let snap = app.snapshot();
-    let a = match snap.accounts.get(&name) {
-        None => return Err(ApiError::not_found(format!("account {name:?}"))),
-        Some(Err(why)) => return Err(ApiError::bad_request("account invalid", why.clone())),
-        Some(Ok(a)) => a.clone(),
-    };
+    let a = valid_account(&snap, &name)?;
     let d = snap
         .descriptors
         .get(&a.harness)
@@ -426,11 +422,7 @@ pub async fn set_login_file(
 ) -> ApiResult<Json<AccountInfo>> {
     let _w = app.write_lock.lock().await;
     let snap = app.snapshot();
-    let a = match snap.accounts.get(&name) {
-        None => return Err(ApiError::not_found(format!("account {name:?}"))),
-        Some(Err(why)) => return Err(ApiError::bad_request("account invalid", why.clone())),
-        Some(Ok(a)) => a.clone(),
-    };
+    let a = valid_account(&snap, &name)?;
     let file_login = snap
         .descriptors
         .get(&a.harness)
@@ -479,4 +471,13 @@ pub fn reread(app: &AppState, name: &str) -> Option<Result<Account, String>> {
     let p = account_path(app, name);
     p.exists()
         .then(|| read_account(&p, name, &snap.descriptors))
+}
+
+/// The account `name` as read: 404 when there is none, 400 when its file is invalid.
+fn valid_account(snap: &crate::daemon::catalog::Snapshot, name: &str) -> ApiResult<Account> {
+    match snap.accounts.get(name) {
+        None => Err(ApiError::not_found(format!("account {name:?}"))),
+        Some(Err(why)) => Err(ApiError::bad_request("account invalid", why.clone())),
+        Some(Ok(a)) => Ok(a.clone()),
+    }
 }
