@@ -487,6 +487,41 @@ fn a_filtered_sandbox_reaches_only_its_allowed_host() {
     assert_nothing_left(&name);
 }
 
+/// A filtered sandbox's network has no DNS server (aardvark-dns would forward its lookups to the
+/// host's resolvers: a channel around the proxy, decision 0023): an outside name does not
+/// resolve inside it, while its allowed host is still reached through the proxy (found by its
+/// fixed address).
+#[test]
+fn a_filtered_sandbox_cannot_resolve_outside_names() {
+    let (port, _seen) = server(None);
+    let name = format!("egdns-{}", std::process::id());
+    let script = format!(
+        "nslookup deb.debian.org && echo RESOLVED || echo UNRESOLVED; \
+         nslookup {name}-ext && echo RESOLVED-INTERNAL || echo UNRESOLVED-INTERNAL; \
+         /probe/egress-probe http://{HCI}:{port}/a; echo DONE"
+    );
+    let mut l = launch(
+        &name,
+        &script,
+        filtered(&[format!("{HCI}:{port}")], "enforce"),
+        serde_json::json!([]),
+        None,
+    );
+    let out = l.until("DONE", Duration::from_secs(60)).join("\n");
+    let st = wait_exit(&mut l, Duration::from_secs(30));
+    assert!(st.success(), "launch: {}", l.stderr());
+    assert!(
+        out.lines().any(|x| x == "UNRESOLVED") && !out.lines().any(|x| x == "RESOLVED"),
+        "an outside name must not resolve in a filtered sandbox: {out}"
+    );
+    assert!(out.contains("UNRESOLVED-INTERNAL"), "{out}");
+    assert!(
+        out.contains("STATUS 200") && out.contains("path /a"),
+        "the allowed host is still reached through the proxy: {out}"
+    );
+    assert_nothing_left(&name);
+}
+
 /// The lines of `out` after the line `from` and before the line `to`.
 fn section<'a>(out: &'a [String], from: &str, to: &str) -> Vec<&'a str> {
     out.iter()

@@ -212,6 +212,15 @@ pub fn run() -> i32 {
     })
 }
 
+/// The error of a network-creating thread that panicked.
+fn panicked() -> podman::PodmanError {
+    podman::PodmanError::Failed {
+        verb: "network create".into(),
+        code: None,
+        stderr: "the creating thread panicked".into(),
+    }
+}
+
 async fn run_instance(spec: &SandboxSpec, plan: &LaunchPlan, inst: &mut Instance) -> i32 {
     let (mut term, mut int, mut hup) = match (
         signal(SignalKind::terminate()),
@@ -231,11 +240,39 @@ async fn run_instance(spec: &SandboxSpec, plan: &LaunchPlan, inst: &mut Instance
     let start = format!("{}={}", labels::LAUNCHER_START, inst.launcher.start);
     let boot = format!("{}={}", labels::LAUNCHER_BOOT, inst.launcher.boot);
     let sandbox = format!("{}={}", labels::SANDBOX, spec.name);
-    let created: Vec<(String, Result<String, podman::PodmanError>)> = std::thread::scope(|s| {
+    // A filtered sandbox's internal network has no DNS (decision 0023): it is created on a free
+    // subnet the launcher picks, and its proxy gets a fixed address there.
+    let topo = handler_sandbox::egress::topology::Topology::of(spec, &inst.dir.to_string_lossy());
+    let internal = topo.as_ref().and_then(|t| t.internal_network.clone());
+    let mut proxy_ip = None;
+    let created: Vec<(String, Result<String, String>)> = std::thread::scope(|s| {
+        let internal_handle = match (&topo, &internal) {
+            (Some(t), Some(name)) => {
+                let (pid, start, boot, sandbox) = (&pid, &start, &boot, &sandbox);
+                let seed = inst.launcher.pid;
+                Some((
+                    name.clone(),
+                    s.spawn(move || {
+                        crate::egress::launch::create_internal_network(t, seed, |create_args| {
+                            let mut args = vec!["network", "create"];
+                            for l in [pid, start, boot, sandbox] {
+                                args.extend(["--label", l.as_str()]);
+                            }
+                            args.extend(create_args.iter().map(String::as_str));
+                            podman::run(&args)
+                        })
+                    }),
+                ))
+            }
+            _ => None,
+        };
         let handles: Vec<_> = plan
             .network
             .resources
             .iter()
+            .filter(|r| match r {
+                NetworkResource::Network { name, .. } => Some(name) != internal.as_ref(),
+            })
             .map(|r| match r {
                 NetworkResource::Network { name, create_args } => {
                     let mut args = vec!["network", "create"];
@@ -247,24 +284,31 @@ async fn run_instance(spec: &SandboxSpec, plan: &LaunchPlan, inst: &mut Instance
                 }
             })
             .collect();
-        handles
+        let mut out: Vec<(String, Result<String, String>)> = handles
             .into_iter()
             .map(|(n, h)| {
-                let r = h.join().unwrap_or_else(|_| {
-                    Err(podman::PodmanError::Failed {
-                        verb: "network create".into(),
-                        code: None,
-                        stderr: "the creating thread panicked".into(),
-                    })
-                });
+                let r = h
+                    .join()
+                    .unwrap_or_else(|_| Err(panicked()))
+                    .map_err(|e| e.to_string());
                 (n, r)
             })
-            .collect()
+            .collect();
+        if let Some((n, h)) = internal_handle {
+            let r = h.join().unwrap_or_else(|_| Err(panicked().to_string()));
+            out.push((n, r.map(|ip| ip.to_string())));
+        }
+        out
     });
     let mut failed = None;
     for (name, r) in created {
         match r {
-            Ok(_) => inst.networks.push(name),
+            Ok(out) => {
+                if Some(&name) == internal.as_ref() {
+                    proxy_ip = out.parse::<std::net::Ipv4Addr>().ok();
+                }
+                inst.networks.push(name)
+            }
             Err(e) => failed = failed.or(Some(e)),
         }
     }
@@ -278,7 +322,14 @@ async fn run_instance(spec: &SandboxSpec, plan: &LaunchPlan, inst: &mut Instance
     // before the sandbox, which never starts without it (A1: fail closed; a process starting
     // beside it would find no proxy for its first requests, decision 0022). Its stderr is ours,
     // so its egress events are the launcher's (A.3).
-    let topo = handler_sandbox::egress::topology::Topology::of(spec, &inst.dir.to_string_lossy());
+    // The sandbox reaches its proxy by the address it was given on the internal network.
+    let mut sandbox_args = plan.args.clone();
+    if let Some(t) = &topo {
+        let host = t.sandbox_host_args(proxy_ip);
+        if !sandbox_args.is_empty() {
+            sandbox_args.splice(1..1, host);
+        }
+    }
     let mut _proxy = None;
     let created_early =
         topo.is_some() && !plan.tty && plan.args.first().map(String::as_str) == Some("run");
@@ -296,13 +347,13 @@ async fn run_instance(spec: &SandboxSpec, plan: &LaunchPlan, inst: &mut Instance
             return exit::SETUP_FAILED;
         }
         let program = podman::program();
-        let proxy = crate::egress::launch::start_proxy(&program, topo, spec, &labels);
+        let proxy = crate::egress::launch::start_proxy(&program, topo, spec, &labels, proxy_ip);
         // While the proxy starts, the sandbox container is created (not started: decision 0022).
         let create = async {
             if !created_early {
                 return Ok(());
             }
-            let mut args = plan.args.clone();
+            let mut args = sandbox_args.clone();
             args[0] = "create".into();
             let out = tokio::process::Command::new(podman::program())
                 .args(&args)
@@ -337,7 +388,7 @@ async fn run_instance(spec: &SandboxSpec, plan: &LaunchPlan, inst: &mut Instance
     if created_early {
         cmd.args(["start", "--attach", "--interactive", &spec.name]);
     } else {
-        cmd.args(&plan.args).envs(&plan.podman_env);
+        cmd.args(&sandbox_args).envs(&plan.podman_env);
     }
     if plan.tty {
         cmd.stdin(Stdio::null())

@@ -1,6 +1,7 @@
 //! The filtered topology (A.3) as a pure plan: the sandbox on a per-instance internal network
-//! (`podman network create --internal`, no route out), its proxy container on that network and on
-//! a second one with egress, the proxy variables (and with injections the CA bundle and its
+//! (`podman network create --internal --disable-dns`: no route out, and no DNS server that would
+//! forward lookups to the host's resolvers, decision 0023), its proxy container on that network
+//! at a fixed address (the sandbox finds it through `--add-host`) and on a second one with egress, the proxy variables (and with injections the CA bundle and its
 //! variables) in the sandbox's environment, the proxy's configuration and first settings. An
 //! `open` sandbox with injections gets a reporting proxy beside its direct route.
 
@@ -22,6 +23,21 @@ pub const PROXY_SETTINGS_DIR: &str = "/run/handler-egress";
 pub const PROXY_CA_DIR: &str = "/run/handler-ca";
 /// The roots in the network filter image (Mozilla's, from the build host).
 pub const PROXY_ROOTS: &str = "/etc/ssl/certs/ca-certificates.crt";
+
+/// How many /24 subnets the launcher may try for an internal network (see [`internal_subnet`]).
+pub const SUBNET_CANDIDATES: u32 = 1024;
+
+/// The `i`-th candidate subnet of an internal network (modulo [`SUBNET_CANDIDATES`]), in
+/// 10.208.0.0/14 (away from podman's own 10.88/10.89 defaults), and the proxy's address in it.
+/// The launcher picks the first one podman does not refuse as in use.
+pub fn internal_subnet(i: u32) -> (String, std::net::Ipv4Addr) {
+    let i = i % SUBNET_CANDIDATES;
+    let (b, c) = (208 + (i / 256) as u8, (i % 256) as u8);
+    (
+        format!("10.{b}.{c}.0/24"),
+        std::net::Ipv4Addr::new(10, b, c, 2),
+    )
+}
 
 /// Names and paths of one instance's egress resources.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,17 +89,47 @@ impl Topology {
         format!("http://{}:{PROXY_PORT}", self.proxy_container)
     }
 
-    /// `podman network create` arguments of each network (name last).
+    /// `podman network create` arguments of each network (name last). The internal network's
+    /// are completed with its subnet by [`Topology::internal_network_args`] at creation.
     pub fn networks(&self) -> Vec<(String, Vec<String>)> {
         let mut n = Vec::new();
         if let Some(int) = &self.internal_network {
-            n.push((int.clone(), vec!["--internal".into(), int.clone()]));
+            n.push((
+                int.clone(),
+                vec!["--internal".into(), "--disable-dns".into(), int.clone()],
+            ));
         }
         n.push((
             self.egress_network.clone(),
             vec![self.egress_network.clone()],
         ));
         n
+    }
+
+    /// `podman network create` arguments of the internal network on `subnet` (name last): no
+    /// route out, no DNS server (aardvark-dns would forward the sandbox's lookups to the host's
+    /// resolvers: a channel around the proxy). None when the sandbox is not filtered.
+    pub fn internal_network_args(&self, subnet: &str) -> Option<Vec<String>> {
+        let int = self.internal_network.as_ref()?;
+        Some(vec![
+            "--internal".into(),
+            "--disable-dns".into(),
+            "--subnet".into(),
+            subnet.into(),
+            int.clone(),
+        ])
+    }
+
+    /// The sandbox's options naming its proxy's address (its network has no DNS), added to its
+    /// `podman run`/`create` once the launcher knows the address; none when not filtered.
+    pub fn sandbox_host_args(&self, proxy_ip: Option<std::net::Ipv4Addr>) -> Vec<String> {
+        match (&self.internal_network, proxy_ip) {
+            (Some(_), Some(ip)) => vec![
+                "--add-host".into(),
+                format!("{}:{ip}", self.proxy_container),
+            ],
+            _ => Vec::new(),
+        }
     }
 
     /// The sandbox container's network options.
@@ -127,33 +173,40 @@ impl Topology {
 
     /// `podman run` arguments of the proxy container, from `run` to the image (its entrypoint is
     /// the proxy; its configuration comes on stdin). Always strict (A.5). `labels` are the
-    /// instance's and its launcher's, for cleanup and sweep.
-    pub fn proxy_run_args(&self, labels: &[(String, String)]) -> Vec<String> {
-        let mut nets = self.egress_network.clone();
+    /// instance's and its launcher's, for cleanup and sweep. `proxy_ip` is its fixed address on
+    /// the internal network (filtered); its egress network keeps DNS (it resolves allowed hosts).
+    pub fn proxy_run_args(
+        &self,
+        labels: &[(String, String)],
+        proxy_ip: Option<std::net::Ipv4Addr>,
+    ) -> Vec<String> {
+        let mut a: Vec<String> = ["run", "--rm", "-i", "--name", &self.proxy_container]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
         if let Some(int) = &self.internal_network {
-            nets = format!("{int},{nets}");
+            let net = match proxy_ip {
+                Some(ip) => format!("{int}:ip={ip}"),
+                None => int.clone(),
+            };
+            a.extend(["--network".into(), net]);
         }
-        let mut a: Vec<String> = [
-            "run",
-            "--rm",
-            "-i",
-            "--name",
-            &self.proxy_container,
-            "--network",
-            &nets,
-            "--read-only",
-            "--cap-drop",
-            "all",
-            "--security-opt",
-            "no-new-privileges",
-            "--ulimit",
-            "host",
-            "--pull",
-            "never",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+        a.extend(["--network".into(), self.egress_network.clone()]);
+        a.extend(
+            [
+                "--read-only",
+                "--cap-drop",
+                "all",
+                "--security-opt",
+                "no-new-privileges",
+                "--ulimit",
+                "host",
+                "--pull",
+                "never",
+            ]
+            .iter()
+            .map(|s| s.to_string()),
+        );
         for (k, v) in labels {
             a.extend(["--label".into(), format!("{k}={v}")]);
         }
@@ -230,8 +283,33 @@ mod tests {
             t.networks()[0],
             (
                 "sb1-int".to_string(),
-                vec!["--internal".to_string(), "sb1-int".to_string()]
+                vec![
+                    "--internal".to_string(),
+                    "--disable-dns".to_string(),
+                    "sb1-int".to_string()
+                ]
             )
+        );
+        // No DNS on the internal network: the sandbox cannot resolve (so exfiltrate through
+        // lookups); it finds its proxy by the fixed address the launcher gives it.
+        let (subnet, ip) = internal_subnet(3);
+        assert_eq!(
+            (subnet.as_str(), ip.to_string().as_str()),
+            ("10.208.3.0/24", "10.208.3.2")
+        );
+        assert_eq!(
+            t.internal_network_args(&subnet).unwrap(),
+            [
+                "--internal",
+                "--disable-dns",
+                "--subnet",
+                "10.208.3.0/24",
+                "sb1-int"
+            ]
+        );
+        assert_eq!(
+            t.sandbox_host_args(Some(ip)),
+            ["--add-host", "sb1-egress:10.208.3.2"]
         );
         assert_eq!(t.sandbox_podman_args(), ["--network", "sb1-int"]);
         let env = t.sandbox_env();
@@ -244,9 +322,12 @@ mod tests {
             "no CA without injections"
         );
         let args = t
-            .proxy_run_args(&[("handler.sandbox".into(), "sb1".into())])
+            .proxy_run_args(&[("handler.sandbox".into(), "sb1".into())], Some(ip))
             .join(" ");
-        assert!(args.contains("--network sb1-int,sb1-ext"), "{args}");
+        assert!(
+            args.contains("--network sb1-int:ip=10.208.3.2 --network sb1-ext"),
+            "{args}"
+        );
         assert!(
             args.contains("--cap-drop all")
                 && args.contains("--read-only")
@@ -275,7 +356,11 @@ mod tests {
         assert!(t.sandbox_podman_args().join(" ").contains(
             "source=/i/egress-ca/ca-bundle.pem,destination=/run/handler/ca-bundle.pem,ro=true"
         ));
-        let argv = format!("{:?}{:?}", t.proxy_run_args(&[]), t.sandbox_podman_args());
+        let argv = format!(
+            "{:?}{:?}",
+            t.proxy_run_args(&[], None),
+            t.sandbox_podman_args()
+        );
         assert!(!argv.contains("zyxwvuts98"));
         assert_eq!(t.proxy_config(&s, vec![]).injections.len(), 1);
         // open + injections: a reporting proxy, the sandbox on a network with egress.
@@ -284,6 +369,16 @@ mod tests {
         assert_eq!(t.mode, ProxyMode::Report);
         assert_eq!(t.internal_network, None);
         assert_eq!(t.sandbox_podman_args()[..2], ["--network", "sb1-ext"]);
+        assert_eq!(t.networks().len(), 1);
+        assert_eq!(t.internal_network_args("10.208.0.0/24"), None);
+        assert!(t.sandbox_host_args(Some(internal_subnet(0).1)).is_empty());
+        assert!(
+            t.proxy_run_args(&[], None)
+                .join(" ")
+                .contains("--name sb1-egress --network sb1-ext --read-only")
+        );
+        assert_eq!(internal_subnet(SUBNET_CANDIDATES + 257).0, "10.209.1.0/24");
+        assert_eq!(internal_subnet(SUBNET_CANDIDATES - 1).0, "10.211.255.0/24");
         assert!(
             Topology::of(
                 &spec(serde_json::json!({"mode":"none"}), serde_json::json!([])),
