@@ -10,6 +10,9 @@
 //! events recorded on the agent, and PATCH {egress: log-only} switching the running sandbox.
 //! Missing podman or user FAILS, unless HANDLER_SKIP_PODMAN_TESTS=1.
 
+#[path = "support/static_build.rs"]
+mod static_build;
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -138,33 +141,6 @@ fn skip_or_panic(why: &str) -> Option<User> {
     }
 }
 
-/// The fake agent, built static so it runs in the busybox image.
-fn fake_agent() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let target = std::env::var("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| exe.ancestors().nth(3).unwrap().to_path_buf());
-    let dir = target.join("fake-static");
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/fake-agent/Cargo.toml");
-    let st = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args([
-            "build",
-            "--release",
-            "--target",
-            "x86_64-unknown-linux-gnu",
-            "--manifest-path",
-        ])
-        .arg(&manifest)
-        .arg("--target-dir")
-        .arg(&dir)
-        .env("RUSTFLAGS", "-C target-feature=+crt-static")
-        .env_remove("CARGO_TARGET_DIR")
-        .status()
-        .unwrap();
-    assert!(st.success());
-    dir.join("x86_64-unknown-linux-gnu/release/fake-acp-agent")
-}
-
 struct Daemon {
     child: Child,
     port: u16,
@@ -213,7 +189,14 @@ async fn start_with(u: User, tag: &str, login_host: &str) -> Daemon {
             "handler-sandbox-podman",
             PathBuf::from(env!("CARGO_BIN_EXE_handler-sandbox-podman")),
         ),
-        ("fake-acp-agent", fake_agent()),
+        (
+            "fake-acp-agent",
+            static_build::static_bin(
+                "fixtures/fake-agent/Cargo.toml",
+                "fake-acp-agent",
+                "fake-static",
+            ),
+        ),
     ] {
         std::fs::copy(&src, bin.join(name)).unwrap();
         std::fs::set_permissions(bin.join(name), std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -668,34 +651,6 @@ async fn acp_conformance_in_a_real_rootless_sandbox() {
 
 const PROXY_IMAGE: &str = "localhost/handler-network-filter:latest";
 
-/// The static egress proxy: $HANDLER_EGRESS_PROXY_BIN, else built by
-/// fixtures/egress/build-static-proxy.sh into this build's target folder.
-fn static_proxy() -> PathBuf {
-    if let Ok(b) = std::env::var("HANDLER_EGRESS_PROXY_BIN") {
-        return PathBuf::from(b);
-    }
-    let exe = std::env::current_exe().unwrap();
-    let target = std::env::var("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| exe.ancestors().nth(3).unwrap().to_path_buf());
-    let ws = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let out = Command::new("sh")
-        .arg(ws.join("fixtures/egress/build-static-proxy.sh"))
-        .arg(&ws)
-        .env("CARGO_TARGET_DIR", target.join("static-proxy"))
-        .stderr(Stdio::inherit())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "building the static proxy failed");
-    PathBuf::from(
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .last()
-            .unwrap()
-            .trim(),
-    )
-}
-
 /// The network filter image in the user's store (`image build-proxy`, A.7), built when missing.
 fn ensure_network_filter(u: &User) {
     let home = home_of(u);
@@ -714,7 +669,7 @@ fn ensure_network_filter(u: &User) {
     let dir = PathBuf::from(format!("/tmp/hdt-{}-proxy", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     for (name, src) in [
-        ("handler-egress-proxy", static_proxy()),
+        ("handler-egress-proxy", static_build::static_proxy()),
         (
             "handler-sandbox-podman",
             PathBuf::from(env!("CARGO_BIN_EXE_handler-sandbox-podman")),
