@@ -1,6 +1,7 @@
 //! The egress filter with real rootless Podman (A.3, A.4, A4, E3): each sandbox is a busybox
-//! container on its own internal network whose only way out is its proxy container (the network
-//! filter image, built here from the static proxy); the test servers run on this machine, over
+//! container with no interface but loopback whose only way out is its proxy container (the
+//! network filter image, built here from the static proxy), through the socket its forwarder
+//! relays to (decision 0024); the test servers run on this machine, over
 //! real TLS with rcgen certificates, reached as host.containers.internal; the client inside is
 //! fixtures/egress-probe (static). Covered: an allowed host reached, an unlisted one refused
 //! with a denied event, no direct route; injection (the server receives the value in a header,
@@ -145,6 +146,11 @@ type Seen = Arc<Mutex<Vec<String>>>;
 /// by the test CA, or plain HTTP. `/sse` streams three events 500 ms apart; anything else
 /// echoes the path, the x-api-key header, the Basic credentials (decoded) and the body.
 fn server(cn: Option<&str>) -> (u16, Seen) {
+    server_on("0.0.0.0:0", cn)
+}
+
+/// [`server`] listening on `bind` only (e.g. the host's loopback).
+fn server_on(bind: &str, cn: Option<&str>) -> (u16, Seen) {
     let tls = cn.map(|cn| {
         let mut p = CertificateParams::new(vec![HCI.to_string()]).unwrap();
         p.distinguished_name.push(DnType::CommonName, cn);
@@ -160,7 +166,7 @@ fn server(cn: Option<&str>) -> (u16, Seen) {
                 .unwrap(),
         )
     });
-    let l = TcpListener::bind("0.0.0.0:0").unwrap();
+    let l = TcpListener::bind(bind).unwrap();
     let port = l.local_addr().unwrap().port();
     let seen: Seen = Arc::default();
     let seen2 = seen.clone();
@@ -487,17 +493,53 @@ fn a_filtered_sandbox_reaches_only_its_allowed_host() {
     assert_nothing_left(&name);
 }
 
-/// A filtered sandbox's network has no DNS server (aardvark-dns would forward its lookups to the
-/// host's resolvers: a channel around the proxy, decision 0023): an outside name does not
-/// resolve inside it, while its allowed host is still reached through the proxy (found by its
-/// fixed address).
+/// A model server that listens only on the host's loopback (as llama.cpp's does by default) is
+/// reached from a filtered sandbox as host.containers.internal:PORT through its proxy, when that
+/// entry is allowed; the process itself has no route to it.
+#[test]
+fn a_filtered_sandbox_reaches_a_server_on_the_hosts_loopback() {
+    let (port, seen) = server_on("127.0.0.1:0", None);
+    let name = format!("eglo-{}", std::process::id());
+    let script = format!(
+        "/probe/egress-probe http://{HCI}:{port}/v1/models; \
+         nc -w 3 {HCI} {port} </dev/null && echo DIRECT-OK || echo DIRECT-FAILED; echo DONE"
+    );
+    let mut l = launch(
+        &name,
+        &script,
+        filtered(&[format!("{HCI}:{port}")], "enforce"),
+        serde_json::json!([]),
+        None,
+    );
+    let out = l.until("DONE", Duration::from_secs(60)).join("\n");
+    let st = wait_exit(&mut l, Duration::from_secs(30));
+    assert!(st.success(), "launch: {}", l.stderr());
+    assert!(
+        out.contains("STATUS 200") && out.contains("path /v1/models"),
+        "the loopback-only server answered through the proxy: {out}\n{}",
+        l.stderr()
+    );
+    assert_eq!(seen.lock().unwrap().len(), 1, "one request reached it");
+    assert!(out.contains("DIRECT-FAILED"), "no route of its own: {out}");
+    assert!(
+        l.stderr()
+            .contains(&event("allowed", &format!("{HCI}:{port}"), None)),
+        "{}",
+        l.stderr()
+    );
+    assert_nothing_left(&name);
+}
+
+/// A filtered sandbox has no DNS server (a resolver would forward its lookups to the host's: a
+/// channel around the proxy, decisions 0023, 0024): an outside name does not resolve inside it,
+/// nor the proxy's container name, while its allowed host is still reached through the proxy.
 #[test]
 fn a_filtered_sandbox_cannot_resolve_outside_names() {
     let (port, _seen) = server(None);
     let name = format!("egdns-{}", std::process::id());
     let script = format!(
         "nslookup deb.debian.org && echo RESOLVED || echo UNRESOLVED; \
-         nslookup {name}-ext && echo RESOLVED-INTERNAL || echo UNRESOLVED-INTERNAL; \
+         nslookup {name}-egress && echo RESOLVED-INTERNAL || echo UNRESOLVED-INTERNAL; \
          /probe/egress-probe http://{HCI}:{port}/a; echo DONE"
     );
     let mut l = launch(
@@ -530,6 +572,56 @@ fn section<'a>(out: &'a [String], from: &str, to: &str) -> Vec<&'a str> {
         .take_while(|l| *l != to)
         .map(|s| s.as_str())
         .collect()
+}
+
+/// An `open` sandbox with an injection: its reporting proxy injects the value towards the
+/// injection's host (the process reads the phantom back), reports only the injection, and the
+/// sandbox keeps its direct route (A.3).
+#[test]
+fn an_open_sandbox_with_an_injection_keeps_its_route_and_gets_the_value_injected() {
+    let (inj, inj_seen) = server(Some("egress-test-injected"));
+    let (plain, _plain_seen) = server(None);
+    let phantom = format!("sk-open-{}", "Ph4nt0m1".repeat(4));
+    let value = format!("sk-open-{}", "R3alV4lu".repeat(4));
+    let name = format!("egopen-{}", std::process::id());
+    let script = format!(
+        "/probe/egress-probe https://{HCI}:{inj}/echo -H \"x-api-key: {phantom}\"; \
+         nc -w 3 {HCI} {plain} </dev/null && echo DIRECT-OK || echo DIRECT-FAILED; echo DONE"
+    );
+    let injections = serde_json::json!([{
+        "name": "test/openKey", "phantom": phantom, "value": value, "hosts": [format!("{HCI}:{inj}")]
+    }]);
+    let mut l = launch(
+        &name,
+        &script,
+        serde_json::json!({"mode": "open"}),
+        injections,
+        None,
+    );
+    let out = l.until("DONE", Duration::from_secs(60)).join("\n");
+    let st = wait_exit(&mut l, Duration::from_secs(30));
+    let stderr = l.stderr();
+    assert!(st.success(), "launch: {stderr}");
+    let got = inj_seen.lock().unwrap().join("\n");
+    assert!(got.contains(&format!("x-api-key {value}")), "{got}");
+    assert!(
+        out.contains(&format!("x-api-key {phantom}")) && !out.contains(&value),
+        "{out}"
+    );
+    assert!(out.contains("DIRECT-OK"), "an open sandbox keeps its route: {out}");
+    assert!(
+        stderr.contains(&event(
+            "injected",
+            &format!("{HCI}:{inj}"),
+            Some("test/openKey")
+        )),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains(r#""decision":"allowed""#),
+        "a reporting proxy reports only injections: {stderr}"
+    );
+    assert_nothing_left(&name);
 }
 
 #[test]
@@ -768,7 +860,7 @@ fn set_allow_and_set_egress_decide_the_next_request_then_sigterm_leaves_nothing(
         "only the allowed requests reached the server"
     );
 
-    // SIGTERM: the launcher removes the sandbox, its proxy and both networks.
+    // SIGTERM: the launcher removes the sandbox and its proxy.
     Command::new("kill")
         .args(["-TERM", &l.child.id().to_string()])
         .status()

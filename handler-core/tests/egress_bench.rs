@@ -67,6 +67,7 @@ async fn bench_tunnel_throughput_and_injected_rps() {
     let config = ProxyConfig {
         mode: ProxyMode::Filter,
         listen: "127.0.0.1:0".into(),
+        listen_unix: None,
         settings_file: Some(settings.to_string_lossy().into()),
         ca_bundle_out: None,
         roots_files: vec![roots.to_string_lossy().into()],

@@ -65,6 +65,7 @@ async fn world(enforcement: &str, allow: &[&str], injections: Vec<Injection>) ->
     let config = ProxyConfig {
         mode: ProxyMode::Filter,
         listen: "127.0.0.1:0".into(),
+        listen_unix: None,
         settings_file: Some(settings.to_string_lossy().into()),
         ca_bundle_out: Some(dir.path().join("bundle.pem").to_string_lossy().into()),
         roots_files: vec![roots.to_string_lossy().into()],
@@ -355,6 +356,7 @@ async fn injection_world() -> World {
     let config = ProxyConfig {
         mode: ProxyMode::Filter,
         listen: "127.0.0.1:0".into(),
+        listen_unix: None,
         settings_file: Some(settings.to_string_lossy().into()),
         ca_bundle_out: None,
         roots_files: vec![roots.to_string_lossy().into()],
@@ -638,6 +640,7 @@ async fn a_name_resolving_to_loopback_is_refused_unless_the_address_is_listed() 
     let config = ProxyConfig {
         mode: ProxyMode::Filter,
         listen: "127.0.0.1:0".into(),
+        listen_unix: None,
         settings_file: Some(settings.to_string_lossy().into()),
         ca_bundle_out: None,
         roots_files: vec![],
@@ -692,6 +695,7 @@ async fn a_proxy_with_invalid_settings_does_not_start() {
     let config = ProxyConfig {
         mode: ProxyMode::Filter,
         listen: "127.0.0.1:0".into(),
+        listen_unix: None,
         settings_file: Some(settings.to_string_lossy().into()),
         ca_bundle_out: None,
         roots_files: vec![],

@@ -1,7 +1,7 @@
 //! The sandbox's network as podman options (A.3): `none` (loopback only) and `open` (slirp4netns,
 //! the host's loopback reachable as host.containers.internal). `filtered` and injections get the
-//! per-sandbox egress proxy's topology (`crate::egress::topology`): an internal network behind
-//! the proxy, never a silent fallback to another mode (A1).
+//! per-sandbox egress proxy's topology (`crate::egress::topology`): no route but through the
+//! proxy, never a silent fallback to another mode (A1).
 
 use std::collections::BTreeMap;
 
@@ -21,25 +21,14 @@ pub struct NetworkPlan {
     pub podman_args: Vec<String>,
     /// Variables the runtime sets in the sandbox (e.g. the proxy variables); never secrets.
     pub env: BTreeMap<String, String>,
-    /// Per-instance resources the runtime creates before the sandbox and removes with it (a
-    /// network, a proxy container); empty for none and open.
-    pub resources: Vec<NetworkResource>,
-}
-
-/// A resource of the sandbox's network, created by the runtime and removed with the instance.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum NetworkResource {
-    /// A podman network, created with these `podman network create` arguments (name last).
-    Network {
-        name: String,
-        create_args: Vec<String>,
-    },
+    /// What the process's argv is prefixed with (the egress forwarder), if anything.
+    pub argv_prefix: Vec<String>,
 }
 
 /// The network of `spec` (A.3), or why it cannot be given.
 ///
-/// `filtered` (and `open` with injections): the instance's networks and its proxy's variables;
-/// the launcher starts the proxy container (handler-core's `egress::launch`).
+/// `filtered` (and `open` with injections): the sandbox's side of its proxy (options, variables,
+/// the forwarder); the launcher starts the proxy container (handler-core's `egress::launch`).
 pub fn plan_network(spec: &SandboxSpec, instance_dir: &str) -> Result<NetworkPlan, SpecError> {
     // filtered, or open with injections: the per-sandbox egress proxy (crate::egress::topology).
     if let Some(topo) = crate::egress::topology::Topology::of(spec, instance_dir) {
@@ -50,11 +39,7 @@ pub fn plan_network(spec: &SandboxSpec, instance_dir: &str) -> Result<NetworkPla
             mode: spec.network.mode_name(),
             podman_args: topo.sandbox_podman_args(),
             env: topo.sandbox_env(),
-            resources: topo
-                .networks()
-                .into_iter()
-                .map(|(name, create_args)| NetworkResource::Network { name, create_args })
-                .collect(),
+            argv_prefix: topo.argv_prefix(),
         });
     }
     match &spec.network {
@@ -62,7 +47,7 @@ pub fn plan_network(spec: &SandboxSpec, instance_dir: &str) -> Result<NetworkPla
             mode: "none",
             podman_args: vec!["--network".into(), "none".into()],
             env: BTreeMap::new(),
-            resources: Vec::new(),
+            argv_prefix: Vec::new(),
         }),
         NetworkPolicy::Open => Ok(NetworkPlan {
             mode: "open",
@@ -73,7 +58,7 @@ pub fn plan_network(spec: &SandboxSpec, instance_dir: &str) -> Result<NetworkPla
                 format!("host.containers.internal:{SLIRP_HOST_LOOPBACK}"),
             ],
             env: BTreeMap::new(),
-            resources: Vec::new(),
+            argv_prefix: Vec::new(),
         }),
         NetworkPolicy::Filtered { .. } => unreachable!("a filtered network has a topology"),
     }

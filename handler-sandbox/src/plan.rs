@@ -541,6 +541,7 @@ pub fn plan_launch(spec: &SandboxSpec, facts: &HostFacts) -> Result<LaunchPlan> 
     }
 
     args.push(spec.image.clone());
+    args.extend(network.argv_prefix.iter().cloned());
     args.extend(spec.argv.iter().cloned());
     Ok(LaunchPlan {
         args,

@@ -279,3 +279,19 @@ fn invalid_specs_name_the_field() {
         assert_eq!((e.exit_code(), e.field()), (65, field), "{patch}: {e}");
     }
 }
+
+#[test]
+fn filtered_plan_has_no_route_and_starts_through_the_forwarder() {
+    let plan = plan_launch(
+        &with(json!({"network": {"mode": "filtered", "allow": ["api.example.com:443"], "enforcement": "enforce"}})),
+        &facts(),
+    )
+    .unwrap();
+    // `--network none`, the forwarder's image and socket folder, the process after `shim --`.
+    let at = plan.args.iter().position(|a| a == "--network").unwrap();
+    assert_eq!(plan.args[at + 1], "none");
+    let dd = plan.args.iter().position(|a| a == "--").unwrap();
+    assert_eq!(plan.args[dd - 5], "shim");
+    assert_eq!(plan.args[dd + 1..], spec(base()).argv[..]);
+    insta::assert_debug_snapshot!(plan);
+}

@@ -1,16 +1,58 @@
 //! handler-egress-proxy: a sandbox's egress proxy (A.3). Reads its configuration (JSON, with the
 //! injections' values) on stdin to its end, prints one ready line on stdout, reports egress
-//! events on stderr, and runs until SIGTERM. All of it is handler-core's `egress` runtime.
+//! events on stderr, and runs until SIGTERM. As `shim`, the sandbox's side of it (decision 0024).
+//! All of it is handler-core's `egress` runtime.
 
-use clap::Parser;
+use clap::{Parser, Subcommand};
 
 /// The per-sandbox egress proxy of handler-sandbox-podman; its configuration comes on stdin.
 #[derive(Parser)]
 #[command(name = "handler-egress-proxy", version)]
-struct Args {}
+struct Args {
+    #[command(subcommand)]
+    cmd: Option<Cmd>,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// In the sandbox: forward LISTEN to the proxy's SOCKET, then become COMMAND.
+    Shim {
+        #[arg(long)]
+        listen: String,
+        #[arg(long)]
+        socket: std::path::PathBuf,
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+    /// The shim's forwarder (its listener is stdin).
+    #[command(name = "shim-forward", hide = true)]
+    ShimForward {
+        #[arg(long)]
+        socket: std::path::PathBuf,
+        #[arg(long)]
+        detach: bool,
+    },
+}
 
 fn main() -> anyhow::Result<()> {
-    Args::parse();
+    let exe = std::env::current_exe()?;
+    match Args::parse().cmd {
+        Some(Cmd::Shim {
+            listen,
+            socket,
+            command,
+        }) => {
+            let e = handler_core::egress::shim::run(&exe, &listen, &socket, &command);
+            eprintln!("{e}");
+            std::process::exit(e.exit_code());
+        }
+        Some(Cmd::ShimForward { socket, detach }) => {
+            return Ok(handler_core::egress::shim::forward_main(
+                &exe, &socket, detach,
+            )?);
+        }
+        None => {}
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

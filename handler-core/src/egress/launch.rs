@@ -9,7 +9,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use handler_contracts::sandbox::{Enforcement, SandboxSpec};
-use handler_sandbox::egress::topology::{PROXY_IMAGE, Topology, initial_settings, internal_subnet};
+use handler_sandbox::egress::topology::{PROXY_IMAGE, Topology, initial_settings};
 use handler_sandbox::egress::{ProxyMode, Settings};
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
 
@@ -22,7 +22,7 @@ pub const STARTING_WAIT: Duration = Duration::from_secs(60);
 
 /// Creates the settings and CA folders of the instance (before the containers start).
 pub fn stage(topo: &Topology, spec: &SandboxSpec) -> std::io::Result<()> {
-    for d in [&topo.settings_dir, &topo.ca_dir] {
+    for d in [&topo.settings_dir, &topo.ca_dir, &topo.socket_dir] {
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o755)
@@ -38,39 +38,6 @@ pub fn stage(topo: &Topology, spec: &SandboxSpec) -> std::io::Result<()> {
         std::fs::set_permissions(topo.ca_bundle(), std::fs::Permissions::from_mode(0o644))?;
     }
     Ok(())
-}
-
-/// How many candidate subnets [`create_internal_network`] tries before giving up.
-pub const SUBNET_TRIES: u32 = 64;
-
-/// Creates the filtered sandbox's internal network (no route out, no DNS) on a free /24 of
-/// the topology's candidates, starting at one derived from `seed` (the launcher's pid) and
-/// moving on while podman says the subnet is in use. `create` runs `podman network create` with
-/// the given arguments (labels are the caller's). Returns the proxy's address on it.
-pub fn create_internal_network<E: std::fmt::Display>(
-    topo: &Topology,
-    seed: u32,
-    mut create: impl FnMut(&[String]) -> Result<String, E>,
-) -> Result<std::net::Ipv4Addr, String> {
-    let mut last = String::new();
-    for k in 0..SUBNET_TRIES {
-        let (subnet, ip) = internal_subnet(seed.wrapping_mul(7).wrapping_add(k));
-        let Some(args) = topo.internal_network_args(&subnet) else {
-            return Err("the sandbox has no internal network".into());
-        };
-        match create(&args) {
-            Ok(_) => return Ok(ip),
-            Err(e) => {
-                last = e.to_string();
-                if !last.contains("already used") && !last.contains("already in use") {
-                    return Err(last);
-                }
-            }
-        }
-    }
-    Err(format!(
-        "no free subnet for the internal network after {SUBNET_TRIES} tries: {last}"
-    ))
 }
 
 /// This host's own addresses (for the DNS-rebinding guard), read from /proc.
@@ -100,6 +67,8 @@ pub fn host_addresses() -> Vec<std::net::IpAddr> {
 #[derive(Debug)]
 pub struct ProxyProcess {
     pub child: tokio::process::Child,
+    /// Its container's name.
+    pub name: String,
 }
 
 /// Starts the proxy container and waits for its ready line. Errors say what is missing.
@@ -108,12 +77,11 @@ pub async fn start_proxy(
     topo: &Topology,
     spec: &SandboxSpec,
     labels: &[(String, String)],
-    proxy_ip: Option<std::net::Ipv4Addr>,
 ) -> Result<ProxyProcess, String> {
     let config = topo.proxy_config(spec, host_addresses());
     let config = serde_json::to_string(&config).map_err(|e| e.to_string())?;
     let mut child = tokio::process::Command::new(podman)
-        .args(topo.proxy_run_args(labels, proxy_ip))
+        .args(topo.proxy_run_args(labels))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -133,7 +101,10 @@ pub async fn start_proxy(
         Ok(Ok(Some(l))) if l.contains("\"ready\":true") => {
             std::fs::write(Path::new(&topo.settings_dir).join(READY_MARKER), "")
                 .map_err(|e| format!("egress settings folder: {e}"))?;
-            Ok(ProxyProcess { child })
+            Ok(ProxyProcess {
+                child,
+                name: topo.proxy_container.clone(),
+            })
         }
         _ => {
             let _ = child.start_kill();
@@ -147,6 +118,27 @@ pub async fn start_proxy(
                 "the egress proxy did not start ({status:?}); the sandbox is not started without it"
             ))
         }
+    }
+}
+
+impl ProxyProcess {
+    /// Stops and removes the proxy container (`podman rm -f`: when `launch` returns, nothing of
+    /// the instance is left, A4; a `--rm` container is otherwise removed later, by conmon), and
+    /// waits for its `podman run` at most `within`. False when that failed (the caller then
+    /// removes the instance's containers by label).
+    pub async fn stop(&mut self, podman: &str, within: Duration) -> bool {
+        let rm = tokio::process::Command::new(podman)
+            .args(["rm", "-f", "--time", "0", "--ignore", &self.name])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        let removed = matches!(tokio::time::timeout(within, rm).await, Ok(Ok(s)) if s.success());
+        let ended = matches!(
+            tokio::time::timeout(within, self.child.wait()).await,
+            Ok(Ok(_))
+        );
+        removed && ended
     }
 }
 
@@ -388,48 +380,4 @@ pub fn build_proxy(podman: &str) -> Result<String, String> {
 /// Whether the spec's proxy is a filter (set-egress/set-allow apply) or only reports.
 pub fn is_filter(topo: &Topology) -> bool {
     topo.mode == ProxyMode::Filter
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn topo() -> Topology {
-        let spec: SandboxSpec = serde_json::from_value(serde_json::json!({
-            "apiVersion": "handler.sandbox/v1", "name": "sb1", "image": "img", "argv": ["sh"],
-            "workdir": "/w", "user": {"mode": "host-user", "home": "/home/u"},
-            "network": {"mode":"filtered","allow":["a.com:443"],"enforcement":"enforce"},
-        }))
-        .unwrap();
-        Topology::of(&spec, "/i").unwrap()
-    }
-
-    #[test]
-    fn the_internal_network_moves_on_only_while_its_subnet_is_in_use() {
-        let mut tried = Vec::new();
-        let ip = create_internal_network(&topo(), 0, |args| {
-            tried.push(args.join(" "));
-            if tried.len() < 3 {
-                Err("subnet 10.208.0.0/24 is already used on the host or by another config")
-            } else {
-                Ok(String::new())
-            }
-        })
-        .unwrap();
-        assert_eq!(ip, internal_subnet(2).1);
-        assert_eq!(
-            tried[2],
-            "--internal --disable-dns --subnet 10.208.2.0/24 sb1-int"
-        );
-        let mut n = 0;
-        let e = create_internal_network(&topo(), 0, |_| {
-            n += 1;
-            Err::<String, _>("permission denied")
-        })
-        .unwrap_err();
-        assert_eq!((n, e.as_str()), (1, "permission denied"));
-        let e =
-            create_internal_network(&topo(), 5, |_| Err::<String, _>("already used")).unwrap_err();
-        assert!(e.starts_with("no free subnet"), "{e}");
-    }
 }

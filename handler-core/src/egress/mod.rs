@@ -9,6 +9,7 @@ pub mod launch;
 pub mod live;
 pub mod proxy;
 pub mod resolve;
+pub mod shim;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -135,8 +136,40 @@ pub async fn start(config: ProxyConfig, events: Events) -> Result<Running, Proxy
         host_addresses,
         events,
     });
-    let task = tokio::spawn(proxy::serve(listener, shared));
+    // The unix socket last: its presence says the proxy is ready (the sandbox's forwarder waits
+    // for it).
+    let unix = match &config.listen_unix {
+        Some(path) => Some(bind_unix(path)?),
+        None => None,
+    };
+    let task = tokio::spawn(async move {
+        match unix {
+            Some(u) => {
+                tokio::join!(
+                    proxy::serve(listener, shared.clone()),
+                    proxy::serve_unix(u, shared)
+                );
+            }
+            None => proxy::serve(listener, shared).await,
+        }
+    });
     Ok(Running { ready, task })
+}
+
+/// Listens on a unix socket at `path` (a stale one is replaced), open to the sandbox's user.
+fn bind_unix(path: &str) -> Result<tokio::net::UnixListener, ProxyError> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let err = |source| ProxyError::Listen {
+        addr: path.to_string(),
+        source,
+    };
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(err(e)),
+        _ => {}
+    }
+    let l = tokio::net::UnixListener::bind(path).map_err(err)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666)).map_err(err)?;
+    Ok(l)
 }
 
 /// The binary: reads the configuration (JSON) from stdin to its end, starts, prints the ready

@@ -223,7 +223,26 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
     }
 }
 
-async fn serve_client(stream: TcpStream, shared: Arc<Shared>) {
+/// Serves the proxy on a unix socket (the sandbox's forwarder connects there) until dropped.
+pub async fn serve_unix(listener: tokio::net::UnixListener, shared: Arc<Shared>) {
+    loop {
+        let (stream, _) = match listener.accept().await {
+            Ok(s) => s,
+            Err(e) => {
+                shared.events.log(&format!("accept failed: {e}"));
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let shared = shared.clone();
+        tokio::spawn(async move { serve_client(stream, shared).await });
+    }
+}
+
+async fn serve_client<S>(stream: S, shared: Arc<Shared>)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let held = Held::default();
     let upstream = Upstream::default();
     let svc = {

@@ -14,13 +14,14 @@ use std::time::{Duration, Instant};
 use handler_contracts::SandboxSpec;
 use handler_contracts::parse::from_json;
 use handler_contracts::sandbox::{TTY_READY_LINE, exit};
+use handler_sandbox::egress::topology::Topology;
 use handler_sandbox::facts::LauncherId;
-use handler_sandbox::network::NetworkResource;
 use handler_sandbox::plan::{LaunchPlan, Stage, labels};
 use handler_sandbox::{plan_launch, validate_spec};
 use tokio::signal::unix::{SignalKind, signal};
 
 use super::{host, log, podman};
+use crate::egress::launch::ProxyProcess;
 
 /// How long a tty launch waits for `attach` (A: 60 s); `HANDLER_SANDBOX_ATTACH_TIMEOUT` (seconds)
 /// shortens it for tests.
@@ -60,19 +61,13 @@ pub fn launcher_line(l: &LauncherId) -> String {
 struct Instance {
     dir: PathBuf,
     launcher: LauncherId,
-    networks: Vec<String>,
 }
 
 impl Instance {
-    /// Removes what this launcher created: its containers (by its labels), networks, folder.
+    /// Removes what this launcher created: its containers (by its labels), its folder.
     fn cleanup(&self, containers_too: bool) {
         if containers_too {
             remove_containers_of(&self.launcher);
-        }
-        for n in &self.networks {
-            if let Err(e) = podman::run(&["network", "rm", "-f", n]) {
-                log(&format!("cleanup: {e}"));
-            }
         }
         if let Err(e) = fs::remove_dir_all(&self.dir)
             && e.kind() != std::io::ErrorKind::NotFound
@@ -186,7 +181,6 @@ pub fn run() -> i32 {
     let mut inst = Instance {
         dir: dir.clone(),
         launcher: launcher.clone(),
-        networks: Vec::new(),
     };
     if let Err(e) =
         fs::write(dir.join(LAUNCHER_FILE), launcher_line(&launcher)).and_then(|()| stage(&plan))
@@ -212,13 +206,34 @@ pub fn run() -> i32 {
     })
 }
 
-/// The error of a network-creating thread that panicked.
-fn panicked() -> podman::PodmanError {
-    podman::PodmanError::Failed {
-        verb: "network create".into(),
-        code: None,
-        stderr: "the creating thread panicked".into(),
+/// The egress proxy's start (filtered, or open with injections), or nothing to wait for.
+async fn proxy_ready(
+    spec: &SandboxSpec,
+    inst: &Instance,
+    topo: Option<&Topology>,
+) -> Result<Option<ProxyProcess>, String> {
+    let Some(topo) = topo else {
+        return Ok(None);
+    };
+    let l = &inst.launcher;
+    let labels: Vec<(String, String)> = vec![
+        (labels::LAUNCHER_PID.into(), l.pid.to_string()),
+        (labels::LAUNCHER_START.into(), l.start.to_string()),
+        (labels::LAUNCHER_BOOT.into(), l.boot.clone()),
+        (labels::SANDBOX.into(), spec.name.clone()),
+    ];
+    crate::egress::launch::start_proxy(&podman::program(), topo, spec, &labels)
+        .await
+        .map(Some)
+}
+
+/// Stops the proxy (if any) and removes what the instance created.
+async fn finish(inst: &Instance, proxy: Option<ProxyProcess>, containers_too: bool) {
+    let mut containers_too = containers_too;
+    if let Some(mut p) = proxy {
+        containers_too |= !p.stop(&podman::program(), Duration::from_secs(10)).await;
     }
+    inst.cleanup(containers_too);
 }
 
 async fn run_instance(spec: &SandboxSpec, plan: &LaunchPlan, inst: &mut Instance) -> i32 {
@@ -234,162 +249,23 @@ async fn run_instance(spec: &SandboxSpec, plan: &LaunchPlan, inst: &mut Instance
             return exit::SETUP_FAILED;
         }
     };
-    // The network's own resources first (none for none/open), created side by side: each is
-    // one `podman network create`, and a filtered sandbox has two.
-    let pid = format!("{}={}", labels::LAUNCHER_PID, inst.launcher.pid);
-    let start = format!("{}={}", labels::LAUNCHER_START, inst.launcher.start);
-    let boot = format!("{}={}", labels::LAUNCHER_BOOT, inst.launcher.boot);
-    let sandbox = format!("{}={}", labels::SANDBOX, spec.name);
-    // A filtered sandbox's internal network has no DNS (decision 0023): it is created on a free
-    // subnet the launcher picks, and its proxy gets a fixed address there.
-    let topo = handler_sandbox::egress::topology::Topology::of(spec, &inst.dir.to_string_lossy());
-    let internal = topo.as_ref().and_then(|t| t.internal_network.clone());
-    let mut proxy_ip = None;
-    let created: Vec<(String, Result<String, String>)> = std::thread::scope(|s| {
-        let internal_handle = match (&topo, &internal) {
-            (Some(t), Some(name)) => {
-                let (pid, start, boot, sandbox) = (&pid, &start, &boot, &sandbox);
-                let seed = inst.launcher.pid;
-                Some((
-                    name.clone(),
-                    s.spawn(move || {
-                        crate::egress::launch::create_internal_network(t, seed, |create_args| {
-                            let mut args = vec!["network", "create"];
-                            for l in [pid, start, boot, sandbox] {
-                                args.extend(["--label", l.as_str()]);
-                            }
-                            args.extend(create_args.iter().map(String::as_str));
-                            podman::run(&args)
-                        })
-                    }),
-                ))
-            }
-            _ => None,
-        };
-        let handles: Vec<_> = plan
-            .network
-            .resources
-            .iter()
-            .filter(|r| match r {
-                NetworkResource::Network { name, .. } => Some(name) != internal.as_ref(),
-            })
-            .map(|r| match r {
-                NetworkResource::Network { name, create_args } => {
-                    let mut args = vec!["network", "create"];
-                    for l in [&pid, &start, &boot, &sandbox] {
-                        args.extend(["--label", l.as_str()]);
-                    }
-                    args.extend(create_args.iter().map(String::as_str));
-                    (name.clone(), s.spawn(move || podman::run(&args)))
-                }
-            })
-            .collect();
-        let mut out: Vec<(String, Result<String, String>)> = handles
-            .into_iter()
-            .map(|(n, h)| {
-                let r = h
-                    .join()
-                    .unwrap_or_else(|_| Err(panicked()))
-                    .map_err(|e| e.to_string());
-                (n, r)
-            })
-            .collect();
-        if let Some((n, h)) = internal_handle {
-            let r = h.join().unwrap_or_else(|_| Err(panicked().to_string()));
-            out.push((n, r.map(|ip| ip.to_string())));
-        }
-        out
-    });
-    let mut failed = None;
-    for (name, r) in created {
-        match r {
-            Ok(out) => {
-                if Some(&name) == internal.as_ref() {
-                    proxy_ip = out.parse::<std::net::Ipv4Addr>().ok();
-                }
-                inst.networks.push(name)
-            }
-            Err(e) => failed = failed.or(Some(e)),
-        }
-    }
-    if let Some(e) = failed {
-        log(&format!("setup failed: {e}"));
+    // The egress proxy (filtered, or open with injections) starts beside the sandbox: the
+    // sandbox's forwarder holds the process until the proxy's socket answers (A1: the process
+    // never runs without its proxy; decision 0024). Its stderr is ours, so its egress events
+    // are the launcher's (A.3).
+    let topo = Topology::of(spec, &inst.dir.to_string_lossy());
+    if let Some(t) = &topo
+        && let Err(e) = crate::egress::launch::stage(t, spec)
+    {
+        log(&format!("setup failed: egress settings: {e}"));
         inst.cleanup(false);
         return exit::SETUP_FAILED;
     }
-
-    // The egress proxy (filtered, or open with injections): started once its networks exist and
-    // before the sandbox, which never starts without it (A1: fail closed; a process starting
-    // beside it would find no proxy for its first requests, decision 0022). Its stderr is ours,
-    // so its egress events are the launcher's (A.3).
-    // The sandbox reaches its proxy by the address it was given on the internal network.
-    let mut sandbox_args = plan.args.clone();
-    if let Some(t) = &topo {
-        let host = t.sandbox_host_args(proxy_ip);
-        if !sandbox_args.is_empty() {
-            sandbox_args.splice(1..1, host);
-        }
-    }
-    let mut _proxy = None;
-    let created_early =
-        topo.is_some() && !plan.tty && plan.args.first().map(String::as_str) == Some("run");
-    if let Some(topo) = &topo {
-        let l = &inst.launcher;
-        let labels: Vec<(String, String)> = vec![
-            (labels::LAUNCHER_PID.into(), l.pid.to_string()),
-            (labels::LAUNCHER_START.into(), l.start.to_string()),
-            (labels::LAUNCHER_BOOT.into(), l.boot.clone()),
-            (labels::SANDBOX.into(), spec.name.clone()),
-        ];
-        if let Err(e) = crate::egress::launch::stage(topo, spec) {
-            log(&format!("setup failed: egress settings: {e}"));
-            inst.cleanup(false);
-            return exit::SETUP_FAILED;
-        }
-        let program = podman::program();
-        let proxy = crate::egress::launch::start_proxy(&program, topo, spec, &labels, proxy_ip);
-        // While the proxy starts, the sandbox container is created (not started: decision 0022).
-        let create = async {
-            if !created_early {
-                return Ok(());
-            }
-            let mut args = sandbox_args.clone();
-            args[0] = "create".into();
-            let out = tokio::process::Command::new(podman::program())
-                .args(&args)
-                .envs(&plan.podman_env)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .output()
-                .await
-                .map_err(|e| format!("cannot run {}: {e}", podman::program()))?;
-            if out.status.success() {
-                Ok(())
-            } else {
-                Err(format!(
-                    "podman could not create the sandbox: {}",
-                    String::from_utf8_lossy(&out.stderr).trim()
-                ))
-            }
-        };
-        let (proxy, created) = tokio::join!(proxy, create);
-        match proxy.and_then(|p| created.map(|()| p)) {
-            Ok(p) => _proxy = Some(p),
-            Err(e) => {
-                log(&format!("setup failed: {e}"));
-                inst.cleanup(true);
-                return exit::SETUP_FAILED;
-            }
-        }
-    }
+    let ready = proxy_ready(spec, inst, topo.as_ref());
+    tokio::pin!(ready);
 
     let mut cmd = tokio::process::Command::new(podman::program());
-    if created_early {
-        cmd.args(["start", "--attach", "--interactive", &spec.name]);
-    } else {
-        cmd.args(&sandbox_args).envs(&plan.podman_env);
-    }
+    cmd.args(&plan.args).envs(&plan.podman_env);
     if plan.tty {
         cmd.stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -406,7 +282,8 @@ async fn run_instance(spec: &SandboxSpec, plan: &LaunchPlan, inst: &mut Instance
                 "setup failed: cannot run {}: {e}",
                 podman::program()
             ));
-            inst.cleanup(false);
+            let proxy = ready.await.ok().flatten();
+            finish(inst, proxy, true).await;
             return exit::SETUP_FAILED;
         }
     };
@@ -417,41 +294,68 @@ async fn run_instance(spec: &SandboxSpec, plan: &LaunchPlan, inst: &mut Instance
         128 + sig
     };
 
-    if !plan.tty {
-        let status = tokio::select! {
-            st = child.wait() => st,
+    // Until the proxy is ready (at once without one), or the sandbox's podman ends first.
+    let mut ended = None;
+    let proxy = loop {
+        tokio::select! {
+            r = &mut ready => match r {
+                Ok(p) => break p,
+                Err(e) => {
+                    log(&format!("setup failed: {e}"));
+                    inst.cleanup(true);
+                    let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
+                    let _ = child.start_kill();
+                    return exit::SETUP_FAILED;
+                }
+            },
+            st = child.wait(), if ended.is_none() => ended = Some(st),
             _ = term.recv() => { let c = stopped_by(15, inst); let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await; let _ = child.start_kill(); return c; }
             _ = int.recv() => { let c = stopped_by(2, inst); let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await; let _ = child.start_kill(); return c; }
             _ = hup.recv() => { let c = stopped_by(1, inst); let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await; let _ = child.start_kill(); return c; }
+        }
+    };
+
+    if !plan.tty {
+        let status = match ended {
+            Some(st) => st,
+            None => tokio::select! {
+                st = child.wait() => st,
+                _ = term.recv() => { let c = stopped_by(15, inst); let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await; let _ = child.start_kill(); return c; }
+                _ = int.recv() => { let c = stopped_by(2, inst); let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await; let _ = child.start_kill(); return c; }
+                _ = hup.recv() => { let c = stopped_by(1, inst); let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await; let _ = child.start_kill(); return c; }
+            },
         };
         return match status {
             Ok(st) if st.code() == Some(125) => {
                 log("setup failed: podman could not start the sandbox (exit 125)");
-                inst.cleanup(true);
+                finish(inst, proxy, true).await;
                 exit::SETUP_FAILED
             }
             Ok(st) => {
-                inst.cleanup(false);
+                finish(inst, proxy, false).await;
                 code_of(st)
             }
             Err(e) => {
                 log(&format!("waiting for podman: {e}"));
-                inst.cleanup(true);
+                finish(inst, proxy, true).await;
                 exit::SETUP_FAILED
             }
         };
     }
 
-    // tty: create, say ready, wait for attach to start it, then for its end.
-    let created = tokio::select! {
-        st = child.wait() => st,
-        _ = term.recv() => return stopped_by(15, inst),
-        _ = int.recv() => return stopped_by(2, inst),
-        _ = hup.recv() => return stopped_by(1, inst),
+    // tty: created (beside the proxy), say ready, wait for attach to start it, then its end.
+    let created = match ended {
+        Some(st) => st,
+        None => tokio::select! {
+            st = child.wait() => st,
+            _ = term.recv() => return stopped_by(15, inst),
+            _ = int.recv() => return stopped_by(2, inst),
+            _ = hup.recv() => return stopped_by(1, inst),
+        },
     };
     if !created.as_ref().is_ok_and(ExitStatus::success) {
         log("setup failed: podman could not create the sandbox");
-        inst.cleanup(true);
+        finish(inst, proxy, true).await;
         return exit::SETUP_FAILED;
     }
     eprintln!("{TTY_READY_LINE}");
@@ -469,7 +373,7 @@ async fn run_instance(spec: &SandboxSpec, plan: &LaunchPlan, inst: &mut Instance
             Ok(_) => break,
             Err(e) => {
                 log(&format!("the sandbox went away: {e}"));
-                inst.cleanup(true);
+                finish(inst, proxy, true).await;
                 return exit::SETUP_FAILED;
             }
         }
@@ -478,7 +382,7 @@ async fn run_instance(spec: &SandboxSpec, plan: &LaunchPlan, inst: &mut Instance
                 "no attach within {} s: removing the sandbox",
                 attach_timeout().as_secs()
             ));
-            inst.cleanup(true);
+            finish(inst, proxy, true).await;
             return exit::SETUP_FAILED;
         }
         tokio::select! {
@@ -508,7 +412,7 @@ async fn run_instance(spec: &SandboxSpec, plan: &LaunchPlan, inst: &mut Instance
                 .ok()
         })
         .unwrap_or(exit::SETUP_FAILED);
-    inst.cleanup(true);
+    finish(inst, proxy, true).await;
     code
 }
 

@@ -77,6 +77,10 @@ pub struct ProxyConfig {
     pub mode: ProxyMode,
     /// Where to listen, e.g. `0.0.0.0:3128` (`127.0.0.1:0` picks a port, printed when ready).
     pub listen: String,
+    /// A unix socket to listen on too (the sandbox's forwarder connects there), made when the
+    /// proxy is ready: its presence says so.
+    #[serde(default)]
+    pub listen_unix: Option<String>,
     /// The live settings file (filter mode).
     #[serde(default)]
     pub settings_file: Option<String>,

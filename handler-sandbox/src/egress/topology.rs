@@ -1,9 +1,12 @@
-//! The filtered topology (A.3) as a pure plan: the sandbox on a per-instance internal network
-//! (`podman network create --internal --disable-dns`: no route out, and no DNS server that would
-//! forward lookups to the host's resolvers, decision 0023), its proxy container on that network
-//! at a fixed address (the sandbox finds it through `--add-host`) and on a second one with egress, the proxy variables (and with injections the CA bundle and its
-//! variables) in the sandbox's environment, the proxy's configuration and first settings. An
-//! `open` sandbox with injections gets a reporting proxy beside its direct route.
+//! The egress proxy's topology (A.3) as a pure plan. A filtered sandbox has no network
+//! interface but loopback (`--network none`: no route out, no DNS, decision 0024); its proxy
+//! container is on a network with egress of its own (slirp4netns, the host's loopback reachable
+//! as host.containers.internal) and listens on a unix socket in a folder both containers mount.
+//! Inside the sandbox a small forwarder (the proxy binary's `shim`, from the network filter image
+//! mounted read-only) listens on 127.0.0.1:3128, waits for the proxy, and starts the process;
+//! the proxy variables (and with injections the CA bundle and its variables) are in the
+//! sandbox's environment. An `open` sandbox with injections gets a reporting proxy the same way,
+//! beside its direct route.
 
 use std::collections::BTreeMap;
 
@@ -12,44 +15,43 @@ use handler_contracts::sandbox::{
 };
 
 use crate::egress::config::{ProxyConfig, ProxyMode, Settings};
+use crate::network::SLIRP_HOST_LOOPBACK;
 
 /// The network filter image `image build-proxy` builds.
 pub const PROXY_IMAGE: &str = "localhost/handler-network-filter:latest";
-/// The port the proxy listens on in its container.
+/// The port the sandbox's forwarder listens on, on the sandbox's loopback.
 pub const PROXY_PORT: u16 = 3128;
 /// Where the proxy finds its settings folder (the instance's `egress/`, read-only).
 pub const PROXY_SETTINGS_DIR: &str = "/run/handler-egress";
 /// Where the proxy writes the CA bundle (the instance's `egress-ca/`).
 pub const PROXY_CA_DIR: &str = "/run/handler-ca";
+/// Where the proxy makes its socket (the instance's `egress-sock/`).
+pub const PROXY_SOCKET_DIR: &str = "/run/handler-egress-sock";
+/// The proxy's socket's file name in that folder.
+pub const PROXY_SOCKET: &str = "proxy.sock";
+/// Where the sandbox sees the socket folder (read-only).
+pub const SANDBOX_SOCKET_DIR: &str = "/run/handler/egress";
+/// Where the sandbox mounts the network filter image (read-only), for its forwarder.
+pub const SANDBOX_FILTER_DIR: &str = "/run/handler/filter";
+/// The proxy binary in the network filter image.
+pub const PROXY_BINARY: &str = "handler-egress-proxy";
 /// The roots in the network filter image (Mozilla's, from the build host).
 pub const PROXY_ROOTS: &str = "/etc/ssl/certs/ca-certificates.crt";
-
-/// How many /24 subnets the launcher may try for an internal network (see [`internal_subnet`]).
-pub const SUBNET_CANDIDATES: u32 = 1024;
-
-/// The `i`-th candidate subnet of an internal network (modulo [`SUBNET_CANDIDATES`]), in
-/// 10.208.0.0/14 (away from podman's own 10.88/10.89 defaults), and the proxy's address in it.
-/// The launcher picks the first one podman does not refuse as in use.
-pub fn internal_subnet(i: u32) -> (String, std::net::Ipv4Addr) {
-    let i = i % SUBNET_CANDIDATES;
-    let (b, c) = (208 + (i / 256) as u8, (i % 256) as u8);
-    (
-        format!("10.{b}.{c}.0/24"),
-        std::net::Ipv4Addr::new(10, b, c, 2),
-    )
-}
+/// The proxy container's network: egress of its own, the host's loopback as
+/// host.containers.internal (a model server listening on 127.0.0.1 only).
+pub const PROXY_NETWORK: &str = "slirp4netns:allow_host_loopback=true";
 
 /// Names and paths of one instance's egress resources.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Topology {
-    /// The internal network the sandbox is on (filtered), else none.
-    pub internal_network: Option<String>,
-    /// The network with egress the proxy is also on.
-    pub egress_network: String,
+    /// Whether the sandbox keeps a direct route (open with injections) or has none (filtered).
+    pub direct_route: bool,
     pub proxy_container: String,
-    /// Host folders under the instance folder: settings (`egress/`), CA bundle (`egress-ca/`).
+    /// Host folders under the instance folder: settings (`egress/`), CA bundle (`egress-ca/`),
+    /// the proxy's socket (`egress-sock/`).
     pub settings_dir: String,
     pub ca_dir: String,
+    pub socket_dir: String,
     pub mode: ProxyMode,
     pub injections: bool,
 }
@@ -64,11 +66,11 @@ impl Topology {
         };
         let inst = instance_dir.trim_end_matches('/');
         Some(Topology {
-            internal_network: (mode == ProxyMode::Filter).then(|| format!("{}-int", spec.name)),
-            egress_network: format!("{}-ext", spec.name),
+            direct_route: mode == ProxyMode::Report,
             proxy_container: format!("{}-egress", spec.name),
             settings_dir: format!("{inst}/egress"),
             ca_dir: format!("{inst}/egress-ca"),
+            socket_dir: format!("{inst}/egress-sock"),
             mode,
             injections: !spec.injections.is_empty(),
         })
@@ -84,61 +86,39 @@ impl Topology {
         format!("{}/ca-bundle.pem", self.ca_dir)
     }
 
-    /// The proxy's URL as the sandbox reaches it.
+    /// The proxy's socket on the host.
+    pub fn socket(&self) -> String {
+        format!("{}/{PROXY_SOCKET}", self.socket_dir)
+    }
+
+    /// The proxy's URL as the sandbox's process reaches it (its forwarder).
     pub fn proxy_url(&self) -> String {
-        format!("http://{}:{PROXY_PORT}", self.proxy_container)
+        format!("http://127.0.0.1:{PROXY_PORT}")
     }
 
-    /// `podman network create` arguments of each network (name last). The internal network's
-    /// are completed with its subnet by [`Topology::internal_network_args`] at creation.
-    pub fn networks(&self) -> Vec<(String, Vec<String>)> {
-        let mut n = Vec::new();
-        if let Some(int) = &self.internal_network {
-            n.push((
-                int.clone(),
-                vec!["--internal".into(), "--disable-dns".into(), int.clone()],
-            ));
-        }
-        n.push((
-            self.egress_network.clone(),
-            vec![self.egress_network.clone()],
-        ));
-        n
-    }
-
-    /// `podman network create` arguments of the internal network on `subnet` (name last): no
-    /// route out, no DNS server (aardvark-dns would forward the sandbox's lookups to the host's
-    /// resolvers: a channel around the proxy). None when the sandbox is not filtered.
-    pub fn internal_network_args(&self, subnet: &str) -> Option<Vec<String>> {
-        let int = self.internal_network.as_ref()?;
-        Some(vec![
-            "--internal".into(),
-            "--disable-dns".into(),
-            "--subnet".into(),
-            subnet.into(),
-            int.clone(),
-        ])
-    }
-
-    /// The sandbox's options naming its proxy's address (its network has no DNS), added to its
-    /// `podman run`/`create` once the launcher knows the address; none when not filtered.
-    pub fn sandbox_host_args(&self, proxy_ip: Option<std::net::Ipv4Addr>) -> Vec<String> {
-        match (&self.internal_network, proxy_ip) {
-            (Some(_), Some(ip)) => vec![
-                "--add-host".into(),
-                format!("{}:{ip}", self.proxy_container),
-            ],
-            _ => Vec::new(),
-        }
-    }
-
-    /// The sandbox container's network options.
+    /// The sandbox container's network options and mounts: no interface but loopback when
+    /// filtered (slirp4netns as `open` with injections), the network filter image for the
+    /// forwarder, the proxy's socket folder, and with injections the CA bundle.
     pub fn sandbox_podman_args(&self) -> Vec<String> {
-        let net = self
-            .internal_network
-            .clone()
-            .unwrap_or_else(|| self.egress_network.clone());
-        let mut a = vec!["--network".into(), net];
+        let mut a: Vec<String> = if self.direct_route {
+            vec![
+                "--network".into(),
+                PROXY_NETWORK.into(),
+                "--add-host".into(),
+                format!("host.containers.internal:{SLIRP_HOST_LOOPBACK}"),
+            ]
+        } else {
+            vec!["--network".into(), "none".into()]
+        };
+        a.extend([
+            "--mount".into(),
+            format!("type=image,source={PROXY_IMAGE},destination={SANDBOX_FILTER_DIR}"),
+            "--mount".into(),
+            format!(
+                "type=bind,source={},destination={SANDBOX_SOCKET_DIR},ro=true",
+                self.socket_dir
+            ),
+        ]);
         if self.injections {
             a.extend([
                 "--mount".into(),
@@ -149,6 +129,21 @@ impl Topology {
             ]);
         }
         a
+    }
+
+    /// What comes before the process's argv: the forwarder, which listens on the sandbox's
+    /// loopback, waits for the proxy's socket (the process never starts without its proxy, A1)
+    /// and then becomes the process (exec).
+    pub fn argv_prefix(&self) -> Vec<String> {
+        vec![
+            format!("{SANDBOX_FILTER_DIR}/{PROXY_BINARY}"),
+            "shim".into(),
+            "--listen".into(),
+            format!("127.0.0.1:{PROXY_PORT}"),
+            "--socket".into(),
+            format!("{SANDBOX_SOCKET_DIR}/{PROXY_SOCKET}"),
+            "--".into(),
+        ]
     }
 
     /// The variables the sandbox gets: the proxy's (A.3), and the CA bundle's with injections.
@@ -173,25 +168,22 @@ impl Topology {
 
     /// `podman run` arguments of the proxy container, from `run` to the image (its entrypoint is
     /// the proxy; its configuration comes on stdin). Always strict (A.5). `labels` are the
-    /// instance's and its launcher's, for cleanup and sweep. `proxy_ip` is its fixed address on
-    /// the internal network (filtered); its egress network keeps DNS (it resolves allowed hosts).
-    pub fn proxy_run_args(
-        &self,
-        labels: &[(String, String)],
-        proxy_ip: Option<std::net::Ipv4Addr>,
-    ) -> Vec<String> {
-        let mut a: Vec<String> = ["run", "--rm", "-i", "--name", &self.proxy_container]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        if let Some(int) = &self.internal_network {
-            let net = match proxy_ip {
-                Some(ip) => format!("{int}:ip={ip}"),
-                None => int.clone(),
-            };
-            a.extend(["--network".into(), net]);
-        }
-        a.extend(["--network".into(), self.egress_network.clone()]);
+    /// instance's and its launcher's, for cleanup and sweep.
+    pub fn proxy_run_args(&self, labels: &[(String, String)]) -> Vec<String> {
+        let mut a: Vec<String> = [
+            "run",
+            "--rm",
+            "-i",
+            "--name",
+            &self.proxy_container,
+            "--network",
+            PROXY_NETWORK,
+            "--add-host",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        a.push(format!("host.containers.internal:{SLIRP_HOST_LOOPBACK}"));
         a.extend(
             [
                 "--read-only",
@@ -221,6 +213,11 @@ impl Topology {
                 "type=bind,source={},destination={PROXY_CA_DIR}",
                 self.ca_dir
             ),
+            "--mount".into(),
+            format!(
+                "type=bind,source={},destination={PROXY_SOCKET_DIR}",
+                self.socket_dir
+            ),
             PROXY_IMAGE.into(),
         ]);
         a
@@ -234,7 +231,8 @@ impl Topology {
     ) -> ProxyConfig {
         ProxyConfig {
             mode: self.mode,
-            listen: format!("0.0.0.0:{PROXY_PORT}"),
+            listen: format!("127.0.0.1:{PROXY_PORT}"),
+            listen_unix: Some(format!("{PROXY_SOCKET_DIR}/{PROXY_SOCKET}")),
             settings_file: (self.mode == ProxyMode::Filter)
                 .then(|| format!("{PROXY_SETTINGS_DIR}/settings.json")),
             ca_bundle_out: self
@@ -273,68 +271,70 @@ mod tests {
     }
 
     #[test]
-    fn filtered_puts_the_sandbox_on_an_internal_network_behind_its_proxy() {
+    fn filtered_leaves_the_sandbox_only_loopback_and_its_proxy_socket() {
         let s = spec(
             serde_json::json!({"mode":"filtered","allow":["a.com:443"],"enforcement":"enforce"}),
             serde_json::json!([]),
         );
         let t = Topology::of(&s, "/run/x/sb1/").unwrap();
-        assert_eq!(
-            t.networks()[0],
-            (
-                "sb1-int".to_string(),
-                vec![
-                    "--internal".to_string(),
-                    "--disable-dns".to_string(),
-                    "sb1-int".to_string()
-                ]
+        // No interface but loopback: no route out, no DNS (decision 0024).
+        let args = t.sandbox_podman_args();
+        assert_eq!(args[..2], ["--network", "none"]);
+        assert!(args.contains(&format!(
+            "type=image,source={PROXY_IMAGE},destination=/run/handler/filter"
+        )));
+        assert!(
+            args.contains(
+                &"type=bind,source=/run/x/sb1/egress-sock,destination=/run/handler/egress,ro=true"
+                    .to_string()
             )
         );
-        // No DNS on the internal network: the sandbox cannot resolve (so exfiltrate through
-        // lookups); it finds its proxy by the fixed address the launcher gives it.
-        let (subnet, ip) = internal_subnet(3);
         assert_eq!(
-            (subnet.as_str(), ip.to_string().as_str()),
-            ("10.208.3.0/24", "10.208.3.2")
-        );
-        assert_eq!(
-            t.internal_network_args(&subnet).unwrap(),
+            t.argv_prefix(),
             [
-                "--internal",
-                "--disable-dns",
-                "--subnet",
-                "10.208.3.0/24",
-                "sb1-int"
+                "/run/handler/filter/handler-egress-proxy",
+                "shim",
+                "--listen",
+                "127.0.0.1:3128",
+                "--socket",
+                "/run/handler/egress/proxy.sock",
+                "--"
             ]
         );
-        assert_eq!(
-            t.sandbox_host_args(Some(ip)),
-            ["--add-host", "sb1-egress:10.208.3.2"]
-        );
-        assert_eq!(t.sandbox_podman_args(), ["--network", "sb1-int"]);
         let env = t.sandbox_env();
         for v in PROXY_ENV_VARS {
             assert!(env.contains_key(v), "{v}");
         }
-        assert_eq!(env["HTTPS_PROXY"], "http://sb1-egress:3128");
+        assert_eq!(env["HTTPS_PROXY"], "http://127.0.0.1:3128");
         assert!(
             !env.contains_key("SSL_CERT_FILE"),
             "no CA without injections"
         );
         let args = t
-            .proxy_run_args(&[("handler.sandbox".into(), "sb1".into())], Some(ip))
+            .proxy_run_args(&[("handler.sandbox".into(), "sb1".into())])
             .join(" ");
         assert!(
-            args.contains("--network sb1-int:ip=10.208.3.2 --network sb1-ext"),
+            args.contains(
+                "--network slirp4netns:allow_host_loopback=true --add-host host.containers.internal:10.0.2.2"
+            ),
             "{args}"
         );
         assert!(
             args.contains("--cap-drop all")
                 && args.contains("--read-only")
                 && args.contains("no-new-privileges")
+                && args.contains(
+                    "type=bind,source=/run/x/sb1/egress-sock,destination=/run/handler-egress-sock "
+                )
         );
         assert!(args.ends_with(PROXY_IMAGE));
+        let c = t.proxy_config(&s, vec![]);
+        assert_eq!(
+            c.listen_unix.as_deref(),
+            Some("/run/handler-egress-sock/proxy.sock")
+        );
         assert_eq!(t.settings_file(), "/run/x/sb1/egress/settings.json");
+        assert_eq!(t.socket(), "/run/x/sb1/egress-sock/proxy.sock");
         assert_eq!(
             initial_settings(&s).unwrap().render(),
             "{\"enforcement\":\"enforce\",\"allow\":[\"a.com:443\"]}\n"
@@ -357,28 +357,28 @@ mod tests {
             "source=/i/egress-ca/ca-bundle.pem,destination=/run/handler/ca-bundle.pem,ro=true"
         ));
         let argv = format!(
-            "{:?}{:?}",
-            t.proxy_run_args(&[], None),
-            t.sandbox_podman_args()
+            "{:?}{:?}{:?}",
+            t.proxy_run_args(&[]),
+            t.sandbox_podman_args(),
+            t.argv_prefix()
         );
         assert!(!argv.contains("zyxwvuts98"));
         assert_eq!(t.proxy_config(&s, vec![]).injections.len(), 1);
-        // open + injections: a reporting proxy, the sandbox on a network with egress.
+        // open + injections: a reporting proxy, the sandbox keeping its direct route.
         let o = spec(serde_json::json!({"mode":"open"}), inj);
         let t = Topology::of(&o, "/i").unwrap();
         assert_eq!(t.mode, ProxyMode::Report);
-        assert_eq!(t.internal_network, None);
-        assert_eq!(t.sandbox_podman_args()[..2], ["--network", "sb1-ext"]);
-        assert_eq!(t.networks().len(), 1);
-        assert_eq!(t.internal_network_args("10.208.0.0/24"), None);
-        assert!(t.sandbox_host_args(Some(internal_subnet(0).1)).is_empty());
-        assert!(
-            t.proxy_run_args(&[], None)
-                .join(" ")
-                .contains("--name sb1-egress --network sb1-ext --read-only")
+        assert!(t.direct_route);
+        assert_eq!(
+            t.sandbox_podman_args()[..4],
+            [
+                "--network",
+                "slirp4netns:allow_host_loopback=true",
+                "--add-host",
+                "host.containers.internal:10.0.2.2"
+            ]
         );
-        assert_eq!(internal_subnet(SUBNET_CANDIDATES + 257).0, "10.209.1.0/24");
-        assert_eq!(internal_subnet(SUBNET_CANDIDATES - 1).0, "10.211.255.0/24");
+        assert_eq!(t.argv_prefix()[1], "shim");
         assert!(
             Topology::of(
                 &spec(serde_json::json!({"mode":"none"}), serde_json::json!([])),
