@@ -58,7 +58,8 @@ impl ShimError {
 /// Waits until `socket` accepts a connection (the proxy binds it once ready), at most `within`.
 pub fn wait_for(socket: &Path, within: Duration) -> Result<(), ShimError> {
     let deadline = Instant::now() + within;
-    let mut pause = Duration::from_millis(2);
+    // A refused connect costs microseconds: poll often, the process waits on it.
+    let pause = Duration::from_millis(3);
     loop {
         match UnixStream::connect(socket) {
             Ok(_) => return Ok(()),
@@ -69,10 +70,7 @@ pub fn wait_for(socket: &Path, within: Duration) -> Result<(), ShimError> {
                     last: e.to_string(),
                 });
             }
-            Err(_) => {
-                std::thread::sleep(pause);
-                pause = (pause * 2).min(Duration::from_millis(50));
-            }
+            Err(_) => std::thread::sleep(pause),
         }
     }
 }

@@ -186,6 +186,8 @@ impl Topology {
         a.push(format!("host.containers.internal:{SLIRP_HOST_LOOPBACK}"));
         a.extend(
             [
+                // Its stderr (events) reaches the launcher attached; nothing is kept on disk.
+                "--log-driver=none",
                 "--read-only",
                 "--cap-drop",
                 "all",
