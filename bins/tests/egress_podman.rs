@@ -608,7 +608,10 @@ fn an_open_sandbox_with_an_injection_keeps_its_route_and_gets_the_value_injected
         out.contains(&format!("x-api-key {phantom}")) && !out.contains(&value),
         "{out}"
     );
-    assert!(out.contains("DIRECT-OK"), "an open sandbox keeps its route: {out}");
+    assert!(
+        out.contains("DIRECT-OK"),
+        "an open sandbox keeps its route: {out}"
+    );
     assert!(
         stderr.contains(&event(
             "injected",

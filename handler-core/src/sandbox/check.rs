@@ -134,7 +134,7 @@ pub fn check() -> RuntimeCheck {
                 !slirp.is_empty(),
                 true,
                 if slirp.is_empty() {
-                    "slirp4netns is missing (open networks): install slirp4netns".into()
+                    "slirp4netns is missing (open networks and the egress proxy of filtered ones): install slirp4netns".into()
                 } else {
                     slirp.to_string()
                 },
