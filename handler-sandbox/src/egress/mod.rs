@@ -12,6 +12,7 @@ pub mod phantom;
 pub mod rebind;
 pub mod replace;
 pub mod topology;
+pub mod wsframe;
 
 pub use authority::{Authority, AuthorityError, Mismatch};
 pub use config::{ProxyConfig, ProxyMode, Settings, SettingsError};

@@ -1,0 +1,455 @@
+//! WebSocket frame boundaries in a relayed byte stream (RFC 6455 §5.2), and the close frame the
+//! proxy sends when a policy change revokes a WebSocket (code 1012, egress-lessons): the proxy
+//! relays frames as they are, and only needs to know where one frame ends so that a close frame
+//! is never put in the middle of another. Pure: bytes in, positions out; the mask key comes in as
+//! an argument.
+
+/// "Service restart" (RFC 6455 §7.4.1, IANA registry): the code of the close frame a policy
+/// change sends, so that a client knows it may reconnect (and be judged again).
+pub const SERVICE_RESTART: u16 = 1012;
+
+/// The reason the proxy gives in its close frames.
+pub const POLICY_CHANGED: &str = "egress policy changed";
+
+/// Why the byte stream is not a sequence of WebSocket frames (tracking stops there; the relay
+/// goes on, but can no longer insert a close frame).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum FrameError {
+    #[error("reserved WebSocket opcode {0:#x}")]
+    ReservedOpcode(u8),
+    #[error("WebSocket control frame longer than 125 bytes ({0})")]
+    LongControl(u64),
+    #[error("fragmented WebSocket control frame")]
+    FragmentedControl,
+    #[error("WebSocket frame length with the most significant bit set")]
+    OversizedLength,
+}
+
+/// Where a stream of frames is: between frames, in a header, in a payload, or lost.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum State {
+    /// In a header, `len` bytes of it read so far (0: between frames).
+    Header {
+        buf: [u8; 14],
+        len: usize,
+    },
+    /// In a payload, `left` bytes of it still to come.
+    Payload {
+        left: u64,
+    },
+    Broken(FrameError),
+}
+
+/// Follows one direction of a WebSocket connection, frame by frame, without holding payloads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FrameTracker {
+    state: State,
+    close_seen: bool,
+    frames: u64,
+}
+
+impl Default for FrameTracker {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl FrameTracker {
+    /// A tracker at the start of a stream (between frames).
+    pub fn new() -> Self {
+        FrameTracker {
+            state: State::Header {
+                buf: [0; 14],
+                len: 0,
+            },
+            close_seen: false,
+            frames: 0,
+        }
+    }
+
+    /// Whether the stream is between two frames (a frame may be inserted here).
+    pub fn at_boundary(&self) -> bool {
+        matches!(self.state, State::Header { len: 0, .. })
+    }
+
+    /// Whether this direction has already sent a close frame (whose header was read whole).
+    pub fn close_seen(&self) -> bool {
+        self.close_seen
+    }
+
+    /// How many frames have been read whole.
+    pub fn frames(&self) -> u64 {
+        self.frames
+    }
+
+    /// Why tracking stopped, if it did.
+    pub fn broken(&self) -> Option<FrameError> {
+        match self.state {
+            State::Broken(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// Reads all of `bytes` (the next bytes of the stream).
+    pub fn feed(&mut self, mut bytes: &[u8]) {
+        while !bytes.is_empty() && self.broken().is_none() {
+            let n = self.step(bytes);
+            bytes = &bytes[n..];
+        }
+    }
+
+    /// Reads `bytes` up to the end of the frame in progress and returns how many it read: 0 when
+    /// already between frames (or when tracking stopped); `bytes.len()` when the frame goes on
+    /// past them. Afterwards [`Self::at_boundary`] says whether the frame ended.
+    pub fn to_boundary(&mut self, bytes: &[u8]) -> usize {
+        if self.at_boundary() || bytes.is_empty() || self.broken().is_some() {
+            return 0;
+        }
+        self.step(bytes)
+    }
+
+    /// Reads from `bytes` until the end of `bytes` or of the current frame (a boundary), whichever
+    /// comes first; returns the number read (at least one when `bytes` is not empty and tracking
+    /// goes on).
+    fn step(&mut self, bytes: &[u8]) -> usize {
+        let mut used = 0;
+        loop {
+            match &mut self.state {
+                State::Broken(_) => return used,
+                State::Header { buf, len } => {
+                    if used == bytes.len() {
+                        return used;
+                    }
+                    let need = header_len(&buf[..*len]);
+                    let take = (need - *len).min(bytes.len() - used);
+                    buf[*len..*len + take].copy_from_slice(&bytes[used..used + take]);
+                    *len += take;
+                    used += take;
+                    if *len < need || header_len(&buf[..*len]) > *len {
+                        continue;
+                    }
+                    match parse_header(&buf[..*len]) {
+                        Err(e) => {
+                            self.state = State::Broken(e);
+                            return used;
+                        }
+                        Ok((opcode, payload)) => {
+                            if opcode == 0x8 {
+                                self.close_seen = true;
+                            }
+                            if payload == 0 {
+                                self.end_frame();
+                                return used;
+                            }
+                            self.state = State::Payload { left: payload };
+                        }
+                    }
+                }
+                State::Payload { left } => {
+                    let rest = (bytes.len() - used) as u64;
+                    let take = rest.min(*left);
+                    *left -= take;
+                    used += take as usize;
+                    if *left == 0 {
+                        self.end_frame();
+                    }
+                    return used;
+                }
+            }
+        }
+    }
+
+    fn end_frame(&mut self) {
+        self.frames += 1;
+        self.state = State::Header {
+            buf: [0; 14],
+            len: 0,
+        };
+    }
+}
+
+/// How long the header is, as far as its first bytes tell (2 until the second byte is known).
+fn header_len(head: &[u8]) -> usize {
+    if head.len() < 2 {
+        return 2;
+    }
+    let ext = match head[1] & 0x7F {
+        126 => 2,
+        127 => 8,
+        _ => 0,
+    };
+    let mask = if head[1] & 0x80 != 0 { 4 } else { 0 };
+    2 + ext + mask
+}
+
+/// A whole header: its opcode and payload length.
+fn parse_header(head: &[u8]) -> Result<(u8, u64), FrameError> {
+    let fin = head[0] & 0x80 != 0;
+    let opcode = head[0] & 0x0F;
+    let len = match head[1] & 0x7F {
+        126 => u64::from(u16::from_be_bytes([head[2], head[3]])),
+        127 => {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&head[2..10]);
+            let n = u64::from_be_bytes(b);
+            if n >> 63 != 0 {
+                return Err(FrameError::OversizedLength);
+            }
+            n
+        }
+        n => u64::from(n),
+    };
+    match opcode {
+        0x0..=0x2 => {}
+        0x8..=0xA => {
+            if len > 125 {
+                return Err(FrameError::LongControl(len));
+            }
+            if !fin {
+                return Err(FrameError::FragmentedControl);
+            }
+        }
+        other => return Err(FrameError::ReservedOpcode(other)),
+    }
+    Ok((opcode, len))
+}
+
+/// A close frame with `code` and `reason` (cut to the 123 bytes a control frame has room for, at
+/// a character boundary). Towards a server it must be masked (`mask`: the key, which the caller
+/// draws at random, RFC 6455 §5.3); towards a client it must not be (`None`).
+pub fn close_frame(code: u16, reason: &str, mask: Option<[u8; 4]>) -> Vec<u8> {
+    let mut cut = reason.len().min(123);
+    while !reason.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let mut payload = code.to_be_bytes().to_vec();
+    payload.extend_from_slice(&reason.as_bytes()[..cut]);
+    let mut out = vec![0x88, payload.len() as u8];
+    if let Some(key) = mask {
+        out[1] |= 0x80;
+        out.extend_from_slice(&key);
+        for (i, b) in payload.iter_mut().enumerate() {
+            *b ^= key[i % 4];
+        }
+    }
+    out.extend_from_slice(&payload);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Encodes one frame (test side, written from RFC 6455 §5.2 independently of the tracker).
+    fn frame(fin: bool, opcode: u8, payload: &[u8], mask: Option<[u8; 4]>) -> Vec<u8> {
+        let mut out = vec![(if fin { 0x80 } else { 0 }) | opcode];
+        let m = if mask.is_some() { 0x80 } else { 0 };
+        let n = payload.len();
+        if n < 126 {
+            out.push(m | n as u8);
+        } else if n <= 0xFFFF {
+            out.push(m | 126);
+            out.extend_from_slice(&(n as u16).to_be_bytes());
+        } else {
+            out.push(m | 127);
+            out.extend_from_slice(&(n as u64).to_be_bytes());
+        }
+        let mut p = payload.to_vec();
+        if let Some(k) = mask {
+            out.extend_from_slice(&k);
+            for (i, b) in p.iter_mut().enumerate() {
+                *b ^= k[i % 4];
+            }
+        }
+        out.extend_from_slice(&p);
+        out
+    }
+
+    /// A stream of frames of every length form, masked and not, fragmented, with control frames
+    /// between fragments; and the offsets where each frame ends.
+    fn stream() -> (Vec<u8>, Vec<usize>) {
+        let k = Some([0x37, 0xfa, 0x21, 0x3d]);
+        let frames = [
+            frame(true, 0x1, b"hello", None),
+            frame(true, 0x1, b"", k),
+            frame(false, 0x2, &[7u8; 126], k),
+            frame(true, 0x9, b"ping", None),
+            frame(false, 0x0, &[1u8; 300], None),
+            frame(true, 0x0, &[2u8; 65_536], k),
+            frame(true, 0xA, b"", None),
+            frame(true, 0x2, &[3u8; 125], None),
+            frame(true, 0x8, &[0x03, 0xE8], k),
+        ];
+        let mut bytes = Vec::new();
+        let mut ends = Vec::new();
+        for f in frames {
+            bytes.extend_from_slice(&f);
+            ends.push(bytes.len());
+        }
+        (bytes, ends)
+    }
+
+    /// The offsets at which the tracker finds itself between frames, reading `pieces` in turn
+    /// with `to_boundary` (one `feed` byte to start each frame).
+    fn boundaries_reading(pieces: &[&[u8]]) -> Vec<usize> {
+        let mut t = FrameTracker::new();
+        let mut at = 0;
+        let mut seen = Vec::new();
+        for piece in pieces {
+            let mut rest: &[u8] = piece;
+            while !rest.is_empty() {
+                if t.at_boundary() {
+                    // Step over the next frame's first byte, then run to its end.
+                    t.feed(&rest[..1]);
+                    at += 1;
+                    rest = &rest[1..];
+                    if t.at_boundary() {
+                        seen.push(at);
+                    }
+                    continue;
+                }
+                let n = t.to_boundary(rest);
+                assert!(n > 0, "progress");
+                at += n;
+                rest = &rest[n..];
+                if t.at_boundary() {
+                    seen.push(at);
+                }
+            }
+        }
+        assert!(t.broken().is_none());
+        seen
+    }
+
+    #[test]
+    fn boundaries_are_found_whole() {
+        let (bytes, ends) = stream();
+        assert_eq!(boundaries_reading(&[&bytes]), ends);
+        let mut t = FrameTracker::new();
+        t.feed(&bytes);
+        assert!(t.at_boundary());
+        assert_eq!(t.frames(), ends.len() as u64);
+        assert!(t.close_seen());
+    }
+
+    #[test]
+    fn boundaries_are_found_with_the_stream_cut_anywhere() {
+        let (bytes, ends) = stream();
+        for cut in 0..=bytes.len() {
+            let (a, b) = bytes.split_at(cut);
+            assert_eq!(boundaries_reading(&[a, b]), ends, "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn a_stream_read_one_byte_at_a_time_is_between_frames_exactly_at_their_ends() {
+        let (bytes, ends) = stream();
+        let mut t = FrameTracker::new();
+        for (i, b) in bytes.iter().enumerate() {
+            // The close frame is the last one: its header is 6 bytes (masked), payload 2.
+            assert_eq!(t.close_seen(), i >= bytes.len() - 2, "before byte {i}");
+            t.feed(std::slice::from_ref(b));
+            assert_eq!(t.at_boundary(), ends.contains(&(i + 1)), "after byte {i}");
+        }
+        assert!(t.close_seen());
+    }
+
+    #[test]
+    fn feeding_in_pieces_at_every_cut_of_every_header_agrees() {
+        // Each header form split at each of its bytes, followed by part of the next frame.
+        for f in [
+            frame(true, 0x1, b"abc", Some([1, 2, 3, 4])),
+            frame(true, 0x2, &[9u8; 200], Some([5, 6, 7, 8])),
+            frame(true, 0x2, &[9u8; 70_000], None),
+            frame(true, 0x2, &[9u8; 70_000], Some([5, 6, 7, 8])),
+        ] {
+            let mut s = f.clone();
+            s.extend_from_slice(&frame(true, 0x1, b"next", None)[..3]);
+            for cut in 1..=14.min(f.len() - 1) {
+                let mut t = FrameTracker::new();
+                t.feed(&s[..cut]);
+                assert!(!t.at_boundary());
+                let n = t.to_boundary(&s[cut..]);
+                assert_eq!(cut + n, f.len(), "cut {cut}");
+                assert!(t.at_boundary());
+                assert_eq!(t.to_boundary(&s[f.len()..]), 0, "already between frames");
+                t.feed(&s[f.len()..]);
+                assert!(!t.at_boundary(), "in the next header");
+            }
+        }
+    }
+
+    #[test]
+    fn to_boundary_stops_where_the_frame_ends_and_not_beyond() {
+        let two = [
+            frame(true, 0x1, b"first", None),
+            frame(true, 0x1, b"second", None),
+        ]
+        .concat();
+        let mut t = FrameTracker::new();
+        t.feed(&two[..3]);
+        assert_eq!(t.to_boundary(&two[3..]), 7 - 3);
+        assert!(t.at_boundary());
+        let mut t = FrameTracker::new();
+        t.feed(&two[..3]);
+        assert_eq!(t.to_boundary(&two[3..5]), 2, "the frame goes on");
+        assert!(!t.at_boundary());
+    }
+
+    #[test]
+    fn what_is_not_a_frame_stops_tracking() {
+        for (bytes, e) in [
+            (vec![0x83, 0x00], FrameError::ReservedOpcode(3)),
+            (vec![0x8F, 0x00], FrameError::ReservedOpcode(0xF)),
+            (vec![0x89, 126, 0, 126], FrameError::LongControl(126)),
+            (vec![0x08, 0x00], FrameError::FragmentedControl),
+            (
+                vec![0x82, 127, 0x80, 0, 0, 0, 0, 0, 0, 0],
+                FrameError::OversizedLength,
+            ),
+        ] {
+            let mut t = FrameTracker::new();
+            t.feed(&bytes);
+            assert_eq!(t.broken(), Some(e));
+            assert!(!t.at_boundary());
+            assert_eq!(t.to_boundary(b"more"), 0);
+        }
+    }
+
+    #[test]
+    fn the_close_frame_to_a_client_is_unmasked_1012() {
+        let f = close_frame(SERVICE_RESTART, POLICY_CHANGED, None);
+        let mut want = vec![0x88, 23, 0x03, 0xF4];
+        want.extend_from_slice(b"egress policy changed");
+        assert_eq!(f, want);
+        let mut t = FrameTracker::new();
+        t.feed(&f);
+        assert!(t.at_boundary() && t.close_seen());
+    }
+
+    #[test]
+    fn the_close_frame_to_a_server_is_masked_1012() {
+        let key = [0xA1, 0x02, 0xFF, 0x40];
+        let f = close_frame(SERVICE_RESTART, POLICY_CHANGED, Some(key));
+        assert_eq!(&f[..2], &[0x88, 0x80 | 23]);
+        assert_eq!(&f[2..6], &key);
+        let payload: Vec<u8> = f[6..]
+            .iter()
+            .enumerate()
+            .map(|(i, b)| b ^ key[i % 4])
+            .collect();
+        assert_eq!(&payload[..2], &[0x03, 0xF4]);
+        assert_eq!(&payload[2..], POLICY_CHANGED.as_bytes());
+        assert_eq!(f, frame(true, 0x8, &payload, Some(key)));
+    }
+
+    #[test]
+    fn a_long_reason_is_cut_to_fit_a_control_frame_at_a_character() {
+        let reason = "é".repeat(100);
+        let f = close_frame(1000, &reason, None);
+        assert_eq!(f[1] as usize, f.len() - 2);
+        assert!(f[1] <= 125);
+        assert!(std::str::from_utf8(&f[4..]).is_ok());
+        assert_eq!(f.len() - 4, 122, "61 two-byte characters");
+    }
+}
