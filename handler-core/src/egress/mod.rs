@@ -10,6 +10,7 @@ pub mod live;
 pub mod proxy;
 pub mod resolve;
 pub mod shim;
+pub mod ws;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -1,8 +1,10 @@
 //! The proxy server: an HTTP/1.1 forward proxy for http:// requests and CONNECT tunnels. Every
 //! request is judged by the pure egress functions against the settings in force when it comes;
 //! tunnels to an injection's hosts are decrypted (the proxy's CA) to swap phantoms and values,
-//! every other tunnel is relayed untouched. Open tunnels and connections are closed when a policy
-//! change no longer allows their destination.
+//! every other tunnel is relayed untouched. WebSocket upgrades the proxy sees (ws://, and wss://
+//! in a decrypted tunnel) are passed on and relayed frame by frame. Open tunnels and connections
+//! are closed when a policy change no longer allows their destination, WebSockets with a close
+//! frame 1012 on each side.
 
 use std::collections::HashSet;
 use std::convert::Infallible;
@@ -29,6 +31,7 @@ use crate::egress::ca::Ca;
 use crate::egress::events::Events;
 use crate::egress::live::LiveSettings;
 use crate::egress::resolve::Resolver;
+use crate::egress::ws;
 
 /// Request bodies up to this size are read whole before they leave, so a leak is refused with a
 /// clean 403 before anything was sent; longer ones are streamed and cut at the leak.
@@ -173,6 +176,10 @@ impl Shared {
             return std::future::pending().await;
         };
         let mut rx = live.subscribe();
+        // A change between the judgment and this subscription counts too.
+        if !self.still_allowed(&rx, held) {
+            return;
+        }
         loop {
             if rx.changed().await.is_err() {
                 return std::future::pending().await;
@@ -482,9 +489,12 @@ async fn decrypted_tunnel(
             Ok(forward(req, &shared, &target, addr, true, &upstream).await)
         }
     });
+    // With upgrades: a WebSocket in the tunnel goes on in its own task (`forward`), judged anew
+    // at each policy change.
     let _ = hyper::server::conn::http1::Builder::new()
         .preserve_header_case(true)
         .serve_connection(TokioIo::new(tls), svc)
+        .with_upgrades()
         .await;
 }
 
@@ -515,30 +525,8 @@ impl Upstream {
                 return Ok(s);
             }
         }
-        let tcp = TcpStream::connect(addr)
-            .await
-            .map_err(|e| format!("cannot reach {target}: {e}"))?;
-        let _ = tcp.set_nodelay(true);
-        let sender = if tls {
-            let name = rustls::pki_types::ServerName::try_from(target.host.clone())
-                .map_err(|e| e.to_string())?;
-            let stream = TlsConnector::from(shared.tls.clone())
-                .connect(name, tcp)
-                .await
-                .map_err(|e| format!("TLS to {target} failed: {e}"))?;
-            let (s, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-                .await
-                .map_err(|e| e.to_string())?;
-            tokio::spawn(conn);
-            s
-        } else {
-            let (s, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
-                .await
-                .map_err(|e| e.to_string())?;
-            tokio::spawn(conn);
-            s
-        };
-        Ok(sender)
+        drop(slot);
+        open_upstream(shared, target, addr, tls, false).await
     }
 
     async fn put_back(
@@ -547,6 +535,53 @@ impl Upstream {
         s: hyper::client::conn::http1::SendRequest<ProxyBody>,
     ) {
         *self.0.lock().await = Some((target.clone(), s));
+    }
+}
+
+/// A new connection to `target` at `addr` (TLS when `tls`), able to switch protocols when
+/// `upgrades` (a WebSocket handshake gets a connection of its own, never the kept-alive one).
+async fn open_upstream(
+    shared: &Shared,
+    target: &Authority,
+    addr: SocketAddr,
+    tls: bool,
+    upgrades: bool,
+) -> Result<hyper::client::conn::http1::SendRequest<ProxyBody>, String> {
+    let tcp = TcpStream::connect(addr)
+        .await
+        .map_err(|e| format!("cannot reach {target}: {e}"))?;
+    let _ = tcp.set_nodelay(true);
+    let sender = if tls {
+        let name = rustls::pki_types::ServerName::try_from(target.host.clone())
+            .map_err(|e| e.to_string())?;
+        let stream = TlsConnector::from(shared.tls.clone())
+            .connect(name, tcp)
+            .await
+            .map_err(|e| format!("TLS to {target} failed: {e}"))?;
+        let (s, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| e.to_string())?;
+        drive(conn, upgrades);
+        s
+    } else {
+        let (s, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
+            .await
+            .map_err(|e| e.to_string())?;
+        drive(conn, upgrades);
+        s
+    };
+    Ok(sender)
+}
+
+/// Runs an upstream connection in its own task (with upgrades when asked).
+fn drive<T>(conn: hyper::client::conn::http1::Connection<T, ProxyBody>, upgrades: bool)
+where
+    T: hyper::rt::Read + hyper::rt::Write + Send + Unpin + 'static,
+{
+    if upgrades {
+        tokio::spawn(conn.with_upgrades());
+    } else {
+        tokio::spawn(conn);
     }
 }
 
@@ -607,16 +642,47 @@ fn leak_response(shared: &Shared, hits: &Hits, target: &Authority) -> Response<P
     )
 }
 
+/// The `Upgrade` value of a WebSocket handshake (GET, `Connection: upgrade`, `Upgrade:
+/// websocket`); other upgrades are not passed on (their headers are hop-by-hop and dropped).
+fn websocket_upgrade(req: &Request<Incoming>) -> Option<HeaderValue> {
+    let connection_upgrade = req
+        .headers()
+        .get_all(hyper::header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| t.trim().eq_ignore_ascii_case("upgrade"));
+    let upgrade = req.headers().get(hyper::header::UPGRADE)?;
+    let websocket = upgrade.to_str().is_ok_and(|v| {
+        v.split(',')
+            .any(|t| t.trim().eq_ignore_ascii_case("websocket"))
+    });
+    (req.method() == Method::GET && connection_upgrade && websocket).then(|| upgrade.clone())
+}
+
+/// Puts back the two headers a protocol switch needs (after the hop-by-hop ones were dropped).
+fn keep_upgrade(h: &mut hyper::HeaderMap, upgrade: &HeaderValue) {
+    h.insert(
+        hyper::header::CONNECTION,
+        HeaderValue::from_static("upgrade"),
+    );
+    h.insert(hyper::header::UPGRADE, upgrade.clone());
+}
+
 /// Sends one request on to `target` at `addr`, phantoms swapped towards its injections' hosts,
-/// refused when it carries another's; the response's values swapped back.
+/// refused when it carries another's; the response's values swapped back. A WebSocket handshake
+/// goes on a connection of its own; when the server switches protocols, both sides are relayed
+/// frame by frame (`ws::relay`) until they close or a policy change revokes `target`.
 async fn forward(
-    req: Request<Incoming>,
+    mut req: Request<Incoming>,
     shared: &Arc<Shared>,
     target: &Authority,
     addr: SocketAddr,
     tls: bool,
     upstream: &Upstream,
 ) -> Response<ProxyBody> {
+    let websocket = websocket_upgrade(&req);
+    let client_upgrade = websocket.as_ref().map(|_| hyper::upgrade::on(&mut req));
     let (mut parts, body) = req.into_parts();
     let injecting = shared.injections.injects_into(&target.host, target.port);
     let rules = Arc::new(shared.injections.request_rules(&target.host, target.port));
@@ -641,6 +707,9 @@ async fn forward(
         }
     };
     strip_hop_by_hop(&mut parts.headers);
+    if let Some(u) = &websocket {
+        keep_upgrade(&mut parts.headers, u);
+    }
     hits.merge(rewrite_headers(&mut parts.headers, &rules));
     if injecting {
         // Responses from an injection's hosts come uncompressed, so values can be swapped back.
@@ -695,7 +764,11 @@ async fn forward(
     };
     shared.report_hits(&hits, target);
 
-    let mut sender = match upstream.sender(shared, target, addr, tls).await {
+    let opened = match websocket {
+        Some(_) => open_upstream(shared, target, addr, tls, true).await,
+        None => upstream.sender(shared, target, addr, tls).await,
+    };
+    let mut sender = match opened {
         Ok(s) => s,
         Err(e) => {
             return plain(
@@ -706,8 +779,10 @@ async fn forward(
         }
     };
     let result = sender.send_request(Request::from_parts(parts, body)).await;
-    upstream.put_back(target, sender).await;
-    let resp = match result {
+    if websocket.is_none() {
+        upstream.put_back(target, sender).await;
+    }
+    let mut resp = match result {
         Ok(r) => r,
         Err(e) => {
             if let Some(h) = leaked.lock().expect("leak slot").take() {
@@ -720,6 +795,21 @@ async fn forward(
             );
         }
     };
+    if let (Some(client), StatusCode::SWITCHING_PROTOCOLS) = (client_upgrade, resp.status()) {
+        let server = hyper::upgrade::on(&mut resp);
+        let (mut parts, _) = resp.into_parts();
+        let upgrade = parts.headers.get(hyper::header::UPGRADE).cloned();
+        strip_hop_by_hop(&mut parts.headers);
+        if let Some(u) = &upgrade {
+            keep_upgrade(&mut parts.headers, u);
+        }
+        if injecting {
+            let back = shared.injections.response_rules(&target.host, target.port);
+            rewrite_headers(&mut parts.headers, &back);
+        }
+        spawn_websocket(shared.clone(), target.clone(), client, server);
+        return Response::from_parts(parts, full(Bytes::new()));
+    }
     let (mut parts, body) = resp.into_parts();
     strip_hop_by_hop(&mut parts.headers);
     let body = body.map_err(Into::into).boxed();
@@ -729,4 +819,41 @@ async fn forward(
     let back = Arc::new(shared.injections.response_rules(&target.host, target.port));
     rewrite_headers(&mut parts.headers, &back);
     Response::from_parts(parts, Rewriting::new(body, back, None, |_| {}).boxed())
+}
+
+/// Relays a WebSocket once both sides have switched protocols, until they close it or a policy
+/// change no longer allows `target` (then close frames 1012, `ws::relay`).
+fn spawn_websocket(
+    shared: Arc<Shared>,
+    target: Authority,
+    client: hyper::upgrade::OnUpgrade,
+    server: hyper::upgrade::OnUpgrade,
+) {
+    tokio::spawn(async move {
+        let (client, server) = match tokio::join!(client, server) {
+            (Ok(c), Ok(s)) => (c, s),
+            (c, s) => {
+                if let Some(e) = c.err().or(s.err()) {
+                    shared
+                        .events
+                        .log(&format!("WebSocket to {target} not relayed: {e}"));
+                }
+                return;
+            }
+        };
+        let held = Held::default();
+        held.add(&target);
+        let ended = ws::relay(
+            TokioIo::new(client),
+            TokioIo::new(server),
+            shared.revoked(&held),
+            rand::random(),
+        )
+        .await;
+        if ended == ws::Ended::Revoked {
+            shared.events.log(&format!(
+                "closed a WebSocket to {target} (1012): the egress policy no longer allows it"
+            ));
+        }
+    });
 }
