@@ -355,6 +355,22 @@ async fn a_ws_connection_through_the_proxy_is_closed_with_1012_when_its_host_is_
         p.events.lines()
     );
     assert_eq!(server.count(), 2, "nothing reached the server");
+    // A close by the client goes through as it is, and the relay ends with both sides.
+    b.close(None).await.unwrap();
+    let reply = tokio::time::timeout(WAIT, b.next()).await.expect("in time");
+    assert!(
+        matches!(reply, Some(Ok(Message::Close(None)))),
+        "the server's answering close: {reply:?}"
+    );
+    let end = tokio::time::timeout(WAIT, b.next())
+        .await
+        .expect("ended in time");
+    assert!(matches!(end, None | Some(Err(_))), "{end:?}");
+    let saw = server.ended(1).await;
+    assert!(
+        saw.contains(&Saw::Close(None)) && saw.last() == Some(&Saw::End),
+        "{saw:?}"
+    );
 }
 
 #[tokio::test]
