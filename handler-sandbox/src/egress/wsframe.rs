@@ -1,8 +1,12 @@
 //! WebSocket frame boundaries in a relayed byte stream (RFC 6455 §5.2), and the close frame the
 //! proxy sends when a policy change revokes a WebSocket (code 1012, egress-lessons): the proxy
-//! relays frames as they are, and only needs to know where one frame ends so that a close frame
-//! is never put in the middle of another. Pure: bytes in, positions out; the mask key comes in as
-//! an argument.
+//! relays frames, and needs to know where one frame ends so that a close frame is never put in
+//! the middle of another; towards and from an injection's hosts it also swaps phantoms and values
+//! inside each frame's payload (same length: headers unchanged). Pure: bytes in, bytes and
+//! positions out; the mask key comes in as an argument.
+
+use crate::egress::inject::{Hits, Rules};
+use crate::egress::replace::Replacer;
 
 /// "Service restart" (RFC 6455 §7.4.1, IANA registry): the code of the close frame a policy
 /// change sends, so that a client knows it may reconnect (and be judged again).
@@ -33,9 +37,11 @@ enum State {
         buf: [u8; 14],
         len: usize,
     },
-    /// In a payload, `left` bytes of it still to come.
+    /// In a payload, `left` bytes of it still to come, `done` read; masked with `mask`.
     Payload {
         left: u64,
+        done: u64,
+        mask: Option<[u8; 4]>,
     },
     Broken(FrameError),
 }
@@ -113,48 +119,78 @@ impl FrameTracker {
     /// goes on).
     fn step(&mut self, bytes: &[u8]) -> usize {
         let mut used = 0;
-        loop {
-            match &mut self.state {
-                State::Broken(_) => return used,
-                State::Header { buf, len } => {
-                    if used == bytes.len() {
-                        return used;
-                    }
+        while used < bytes.len() {
+            let frames = self.frames;
+            let (n, span) = self.advance(&bytes[used..]);
+            used += n;
+            if self.frames != frames || span == Span::Untracked || n == 0 {
+                break;
+            }
+        }
+        used
+    }
+
+    /// Reads the next piece of `bytes` of one kind: header bytes (up to the header's end), or
+    /// payload bytes (up to the payload's end), or, once tracking stopped, everything. Returns how
+    /// many it read and what they were.
+    pub fn advance(&mut self, bytes: &[u8]) -> (usize, Span) {
+        if bytes.is_empty() {
+            return (0, Span::Header);
+        }
+        match &mut self.state {
+            State::Broken(_) => (bytes.len(), Span::Untracked),
+            State::Header { buf, len } => {
+                let mut used = 0;
+                loop {
                     let need = header_len(&buf[..*len]);
                     let take = (need - *len).min(bytes.len() - used);
                     buf[*len..*len + take].copy_from_slice(&bytes[used..used + take]);
                     *len += take;
                     used += take;
-                    if *len < need || header_len(&buf[..*len]) > *len {
+                    if *len < header_len(&buf[..*len]) {
+                        if used == bytes.len() {
+                            return (used, Span::Header);
+                        }
                         continue;
                     }
-                    match parse_header(&buf[..*len]) {
-                        Err(e) => {
-                            self.state = State::Broken(e);
-                            return used;
+                    break;
+                }
+                let head = &buf[..*len];
+                match parse_header(head) {
+                    Err(e) => self.state = State::Broken(e),
+                    Ok((opcode, payload)) => {
+                        let mask = (head[1] & 0x80 != 0).then(|| {
+                            let k = &head[head.len() - 4..];
+                            [k[0], k[1], k[2], k[3]]
+                        });
+                        if opcode == 0x8 {
+                            self.close_seen = true;
                         }
-                        Ok((opcode, payload)) => {
-                            if opcode == 0x8 {
-                                self.close_seen = true;
-                            }
-                            if payload == 0 {
-                                self.end_frame();
-                                return used;
-                            }
-                            self.state = State::Payload { left: payload };
+                        if payload == 0 {
+                            self.end_frame();
+                        } else {
+                            self.state = State::Payload {
+                                left: payload,
+                                done: 0,
+                                mask,
+                            };
                         }
                     }
                 }
-                State::Payload { left } => {
-                    let rest = (bytes.len() - used) as u64;
-                    let take = rest.min(*left);
-                    *left -= take;
-                    used += take as usize;
-                    if *left == 0 {
-                        self.end_frame();
-                    }
-                    return used;
+                (used, Span::Header)
+            }
+            State::Payload { left, done, mask } => {
+                let take = (bytes.len() as u64).min(*left);
+                let span = Span::Payload {
+                    mask: *mask,
+                    offset: *done,
+                };
+                *left -= take;
+                *done += take;
+                if *left == 0 {
+                    self.end_frame();
                 }
+                (take as usize, span)
             }
         }
     }
@@ -165,6 +201,121 @@ impl FrameTracker {
             buf: [0; 14],
             len: 0,
         };
+    }
+}
+
+/// What a piece of the stream read by [`FrameTracker::advance`] was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Span {
+    /// (Part of) a frame's header.
+    Header,
+    /// (Part of) a payload, starting `offset` bytes into it, masked with `mask`.
+    Payload { mask: Option<[u8; 4]>, offset: u64 },
+    /// Bytes after tracking stopped.
+    Untracked,
+}
+
+/// XORs `bytes`, which start `offset` bytes into a payload, with the mask `key` (masking and
+/// unmasking are the same operation).
+pub fn apply_mask(bytes: &mut [u8], key: [u8; 4], offset: u64) {
+    for (i, b) in bytes.iter_mut().enumerate() {
+        *b ^= key[((offset + i as u64) % 4) as usize];
+    }
+}
+
+/// Follows a frame stream and swaps phantoms and values inside each frame's payload (unmasked,
+/// swapped, masked again with the same key), frame by frame: a phantom split across two frames
+/// (a fragmented message) is not seen. Lengths never change, so headers pass through as they are.
+#[derive(Debug, Clone)]
+pub struct PayloadRewriter {
+    tracker: FrameTracker,
+    rules: Rules,
+    rep: Replacer,
+    /// Payload bytes of the current frame given out so far (for masking them again).
+    emitted: u64,
+    mask: Option<[u8; 4]>,
+    hits: Hits,
+}
+
+impl PayloadRewriter {
+    /// A rewriter with `rules` (empty rules: frames are only followed).
+    pub fn new(rules: Rules) -> Self {
+        let rep = rules.replacer();
+        PayloadRewriter {
+            tracker: FrameTracker::new(),
+            rules,
+            rep,
+            emitted: 0,
+            mask: None,
+            hits: Hits::default(),
+        }
+    }
+
+    /// Where the stream is.
+    pub fn tracker(&self) -> &FrameTracker {
+        &self.tracker
+    }
+
+    /// What was injected or leaked so far (the frame in flight included).
+    pub fn hits(&self) -> Hits {
+        let mut h = self.hits.clone();
+        h.merge(self.rules.hits_of(self.rep.hits()));
+        h
+    }
+
+    /// Reads `input` (all of it, or with `to_boundary` only up to the end of the frame in flight:
+    /// nothing when between frames) and appends to `out` what can go on: headers at once, payload
+    /// bytes swapped, less what could still begin a phantom (held until the frame's end). Returns
+    /// how many bytes of `input` it read.
+    pub fn push(&mut self, input: &[u8], out: &mut Vec<u8>, to_boundary: bool) -> usize {
+        if to_boundary && self.tracker.at_boundary() {
+            return 0;
+        }
+        let mut used = 0;
+        while used < input.len() {
+            let frames = self.tracker.frames();
+            let (n, span) = self.tracker.advance(&input[used..]);
+            let chunk = &input[used..used + n];
+            used += n;
+            match span {
+                Span::Header | Span::Untracked => out.extend_from_slice(chunk),
+                Span::Payload { .. } if self.rules.is_empty() => out.extend_from_slice(chunk),
+                Span::Payload { mask, offset } => {
+                    self.mask = mask;
+                    let mut plain = chunk.to_vec();
+                    if let Some(k) = mask {
+                        apply_mask(&mut plain, k, offset);
+                    }
+                    let mut swapped = Vec::with_capacity(plain.len());
+                    self.rep.push(&plain, &mut swapped);
+                    self.emit(swapped, out);
+                }
+            }
+            if self.tracker.frames() != frames {
+                let mut rest = Vec::new();
+                self.rep.finish(&mut rest);
+                self.emit(rest, out);
+                self.hits.merge(self.rules.hits_of(self.rep.hits()));
+                self.rep = self.rules.replacer();
+                self.emitted = 0;
+                self.mask = None;
+                if to_boundary {
+                    break;
+                }
+            }
+            if n == 0 {
+                break;
+            }
+        }
+        used
+    }
+
+    fn emit(&mut self, mut bytes: Vec<u8>, out: &mut Vec<u8>) {
+        if let Some(k) = self.mask {
+            apply_mask(&mut bytes, k, self.emitted);
+        }
+        self.emitted += bytes.len() as u64;
+        out.extend_from_slice(&bytes);
     }
 }
 
@@ -451,5 +602,141 @@ mod tests {
         assert!(f[1] <= 125);
         assert!(std::str::from_utf8(&f[4..]).is_ok());
         assert_eq!(f.len() - 4, 122, "61 two-byte characters");
+    }
+
+    const PH: &str = "sk-test-AbCdEfGh0123456789xyzwABCDEFGH";
+    const VA: &str = "sk-test-QwErTyUi9876543210abcdZYXWVUTS";
+    const OTHER_PH: &str = "tok-Zz99Yy88Xx77Ww66Vv55Uu44Tt33";
+    const OTHER_VA: &str = "tok-Aa11Bb22Cc33Dd44Ee55Ff66Gg77";
+
+    fn injections() -> crate::egress::InjectionSet {
+        use handler_contracts::allow::AllowEntry;
+        use handler_contracts::sandbox::Injection;
+        let inj = |name: &str, phantom: &str, value: &str, host: &str| Injection {
+            name: name.into(),
+            phantom: phantom.into(),
+            value: value.into(),
+            hosts: vec![AllowEntry::parse(host).unwrap()],
+        };
+        crate::egress::InjectionSet::new(vec![
+            inj("providers/x/apiKey", PH, VA, "api.x.com:443"),
+            inj("bindings/b/tok", OTHER_PH, OTHER_VA, "b.io:443"),
+        ])
+        .unwrap()
+    }
+
+    /// Rewrites `input` read in the pieces cut at `cuts`; the output and the hits.
+    fn rewrite(rules: &Rules, input: &[u8], cuts: &[usize]) -> (Vec<u8>, Hits) {
+        let mut r = PayloadRewriter::new(rules.clone());
+        let mut out = Vec::new();
+        let mut at = 0;
+        for &c in cuts.iter().chain(std::iter::once(&input.len())) {
+            assert_eq!(r.push(&input[at..c], &mut out, false), c - at);
+            at = c;
+        }
+        assert!(r.tracker().at_boundary());
+        (out, r.hits())
+    }
+
+    fn client_frames(secret: &str) -> Vec<u8> {
+        let k = Some([0x11, 0x22, 0x33, 0x44]);
+        [
+            frame(true, 0x1, format!("{{\"key\":\"{secret}\"}}").as_bytes(), k),
+            frame(true, 0x2, &[7u8; 300], Some([9, 8, 7, 6])),
+            frame(true, 0x9, b"ping", k),
+            frame(
+                true,
+                0x1,
+                format!("{secret}{secret}").as_bytes(),
+                Some([1, 0, 0, 1]),
+            ),
+        ]
+        .concat()
+    }
+
+    #[test]
+    fn a_phantom_in_masked_client_frames_becomes_the_value_wherever_the_stream_is_cut() {
+        let rules = injections().request_rules("api.x.com", 443);
+        let input = client_frames(PH);
+        let want = client_frames(VA);
+        for cut in 0..=input.len() {
+            let (out, hits) = rewrite(&rules, &input, &[cut]);
+            assert_eq!(out, want, "cut at {cut}");
+            assert!(hits.injected.contains("providers/x/apiKey") && !hits.is_leak());
+        }
+        for step in [1, 3, 5] {
+            let cuts: Vec<usize> = (step..input.len()).step_by(step).collect();
+            assert_eq!(rewrite(&rules, &input, &cuts).0, want, "pieces of {step}");
+        }
+    }
+
+    #[test]
+    fn a_value_in_server_frames_becomes_the_phantom_again() {
+        let rules = injections().response_rules("api.x.com", 443);
+        let msg = |s: &str| {
+            [
+                frame(true, 0x1, format!("echo {s} and {s}").as_bytes(), None),
+                frame(true, 0x2, &vec![b'x'; 70_000], None),
+            ]
+            .concat()
+        };
+        for cut in [0, 1, 2, 9, 20, 40, 100] {
+            let (out, _) = rewrite(&rules, &msg(VA), &[cut]);
+            assert_eq!(out, msg(PH), "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn another_injections_phantom_is_a_leak_and_nothing_changes_without_rules() {
+        let rules = injections().request_rules("api.x.com", 443);
+        let input = client_frames(OTHER_PH);
+        let (out, hits) = rewrite(&rules, &input, &[5]);
+        assert_eq!(out, input);
+        assert!(hits.leaked.contains("bindings/b/tok"), "{hits:?}");
+        // Towards a host without injections of its own, every phantom is a leak.
+        let rules = injections().request_rules("elsewhere.com", 443);
+        assert!(rewrite(&rules, &client_frames(PH), &[]).1.is_leak());
+        // Server frames from a host without injections: nothing to swap.
+        let rules = injections().response_rules("elsewhere.com", 443);
+        let server = frame(true, 0x1, VA.as_bytes(), None);
+        assert_eq!(rewrite(&rules, &server, &[3]).0, server);
+    }
+
+    #[test]
+    fn pushing_to_the_boundary_ends_the_frame_in_flight_with_nothing_held_back() {
+        let rules = injections().request_rules("api.x.com", 443);
+        let input = client_frames(PH);
+        let want = client_frames(VA);
+        let first_end = frame(
+            true,
+            0x1,
+            format!("{{\"key\":\"{PH}\"}}").as_bytes(),
+            Some([0; 4]),
+        )
+        .len();
+        for cut in 1..first_end {
+            let mut r = PayloadRewriter::new(rules.clone());
+            let mut out = Vec::new();
+            r.push(&input[..cut], &mut out, false);
+            let n = r.push(&input[cut..], &mut out, true);
+            assert_eq!(cut + n, first_end, "cut at {cut}");
+            assert!(r.tracker().at_boundary());
+            assert_eq!(out, want[..first_end], "the whole first frame, swapped");
+            assert_eq!(r.push(&input[first_end..], &mut out, true), 0);
+        }
+    }
+
+    #[test]
+    fn a_phantom_split_between_two_frames_is_not_seen() {
+        let rules = injections().request_rules("api.x.com", 443);
+        let k = Some([5, 6, 7, 8]);
+        let input = [
+            frame(false, 0x1, PH[..10].as_bytes(), k),
+            frame(true, 0x0, PH[10..].as_bytes(), k),
+        ]
+        .concat();
+        let (out, hits) = rewrite(&rules, &input, &[]);
+        assert_eq!(out, input);
+        assert!(hits.injected.is_empty());
     }
 }
