@@ -424,40 +424,70 @@ async fn a_client_frame_in_flight_at_the_change_reaches_the_server_whole_before_
     );
 }
 
-#[tokio::test]
-async fn a_wss_connection_in_a_decrypted_tunnel_gets_the_value_and_is_closed_with_1012() {
+const OTHER_PHANTOM: &str = "tok-Zz99Yy88Xx77Ww66Vv55Uu44Tt33";
+const OTHER_VALUE: &str = "tok-Aa11Bb22Cc33Dd44Ee55Ff66Gg77";
+
+/// A TLS WebSocket server named api.test and keep.test; a proxy allowing both, with an injection
+/// for each (PHANTOM → VALUE towards api.test, OTHER_PHANTOM → OTHER_VALUE towards keep.test).
+async fn wss_world() -> (WsServer, String, String, Proxy) {
     let ca = TestCa::new();
     let server = WsServer::start(Some(ca.server_config(&["api.test", "keep.test"]))).await;
     let api = format!("api.test:{}", server.port);
     let keep = format!("keep.test:{}", server.port);
-    let injection = Injection {
-        name: "providers/x/apiKey".into(),
-        phantom: PHANTOM.into(),
-        value: VALUE.into(),
-        hosts: vec![AllowEntry::parse(&api).unwrap()],
+    let injection = |name: &str, phantom: &str, value: &str, host: &str| Injection {
+        name: name.into(),
+        phantom: phantom.into(),
+        value: value.into(),
+        hosts: vec![AllowEntry::parse(host).unwrap()],
     };
-    let p = proxy(&[api.clone(), keep.clone()], vec![injection], Some(&ca.pem)).await;
+    let injections = vec![
+        injection("providers/x/apiKey", PHANTOM, VALUE, &api),
+        injection("bindings/b/token", OTHER_PHANTOM, OTHER_VALUE, &keep),
+    ];
+    let p = proxy(&[api.clone(), keep.clone()], injections, Some(&ca.pem)).await;
+    (server, api, keep, p)
+}
 
-    let Connect::Open(tunnel) = connect(p.addr(), &api).await else {
+/// A wss:// connection to `authority` (api.test or keep.test) through a CONNECT tunnel the proxy
+/// decrypts, the handshake carrying PHANTOM in the query and an Authorization header.
+async fn wss_via(
+    p: &Proxy,
+    authority: &str,
+) -> WebSocketStream<tokio_rustls::client::TlsStream<TcpStream>> {
+    let Connect::Open(tunnel) = connect(p.addr(), authority).await else {
         panic!("CONNECT refused")
     };
+    let host = authority.split(':').next().unwrap().to_string();
     let tls = client_tls(&[p.ca()])
         .connect(
-            rustls::pki_types::ServerName::try_from("api.test").unwrap(),
+            rustls::pki_types::ServerName::try_from(host).unwrap(),
             tunnel,
         )
         .await
-        .expect("the proxy's leaf for api.test");
+        .expect("the proxy's leaf");
     let mut req = tokio_tungstenite::tungstenite::client::IntoClientRequest::into_client_request(
-        format!("wss://{api}/v1/realtime?key={PHANTOM}"),
+        format!("wss://{authority}/v1/realtime?key={PHANTOM}"),
     )
     .unwrap();
     req.headers_mut().insert(
         "authorization",
         format!("Bearer {PHANTOM}").parse().unwrap(),
     );
-    let (mut ws, resp) = tokio_tungstenite::client_async(req, tls).await.unwrap();
+    req.headers_mut().insert(
+        "sec-websocket-extensions",
+        "permessage-deflate; client_max_window_bits"
+            .parse()
+            .unwrap(),
+    );
+    let (ws, resp) = tokio_tungstenite::client_async(req, tls).await.unwrap();
     assert_eq!(resp.status(), 101);
+    ws
+}
+
+#[tokio::test]
+async fn a_wss_connection_in_a_decrypted_tunnel_has_its_secrets_swapped_and_is_closed_with_1012() {
+    let (server, api, keep, p) = wss_world().await;
+    let mut ws = wss_via(&p, &api).await;
     round_trip(&mut ws, "over tls").await;
     let Saw::Handshake(h) = &server.conn(0)[0] else {
         panic!("{:?}", server.conn(0))
@@ -466,6 +496,10 @@ async fn a_wss_connection_in_a_decrypted_tunnel_gets_the_value_and_is_closed_wit
     assert!(h.contains(&format!("key={VALUE}")), "{h}");
     assert!(!h.contains(PHANTOM), "{h}");
     assert!(
+        !h.contains("sec-websocket-extensions"),
+        "no compression, so that frames can be swapped: {h}"
+    );
+    assert!(
         p.events.has(&format!(
             r#"handler-egress {{"decision":"injected","host":"{api}","secret":"providers/x/apiKey"}}"#
         )),
@@ -473,10 +507,65 @@ async fn a_wss_connection_in_a_decrypted_tunnel_gets_the_value_and_is_closed_wit
         p.events.lines()
     );
 
+    // In messages too: the server reads the value, its echo comes back with the phantom.
+    let text = format!(r#"{{"type":"auth","key":"{PHANTOM}"}}"#);
+    ws.send(Message::text(text.clone())).await.unwrap();
+    let m = tokio::time::timeout(WAIT, ws.next())
+        .await
+        .expect("in time")
+        .expect("open")
+        .expect("a message");
+    assert_eq!(
+        m,
+        Message::text(format!("echo: {text}")),
+        "the phantom again"
+    );
+    let sent = format!(r#"{{"type":"auth","key":"{VALUE}"}}"#);
+    assert!(
+        server.conn(0).contains(&Saw::Text(sent)),
+        "the server read the value: {:?}",
+        server.conn(0)
+    );
+
     p.set("enforce", &[&keep]);
     expect_1012(&mut ws).await;
     let saw = server.ended(0).await;
     assert!(server_closed_with_1012(&saw), "{saw:?}");
+    assert!(
+        !saw.iter()
+            .any(|s| matches!(s, Saw::Text(t) if t.contains(PHANTOM))),
+        "{saw:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_websocket_message_carrying_another_hosts_phantom_is_cut_with_a_leak_event() {
+    let (server, api, _keep, p) = wss_world().await;
+    let mut ws = wss_via(&p, &api).await;
+    round_trip(&mut ws, "first").await;
+    ws.send(Message::text(format!("exfiltrate {OTHER_PHANTOM}")))
+        .await
+        .unwrap();
+    let end = tokio::time::timeout(WAIT, ws.next())
+        .await
+        .expect("cut in time");
+    assert!(
+        matches!(end, None | Some(Err(_))),
+        "the connection was cut: {end:?}"
+    );
+    let saw = server.ended(0).await;
+    assert!(
+        !saw.iter()
+            .any(|s| matches!(s, Saw::Text(t) if t.contains("exfiltrate"))),
+        "the message never reached the server: {saw:?}"
+    );
+    assert!(
+        p.events.has(&format!(
+            r#"handler-egress {{"decision":"leak","host":"{api}","secret":"bindings/b/token"}}"#
+        )),
+        "{:?}",
+        p.events.lines()
+    );
 }
 
 #[tokio::test]

@@ -709,6 +709,12 @@ async fn forward(
     strip_hop_by_hop(&mut parts.headers);
     if let Some(u) = &websocket {
         keep_upgrade(&mut parts.headers, u);
+        if !rules.is_empty() {
+            // Frames are swapped and checked uncompressed (no permessage-deflate).
+            parts
+                .headers
+                .remove(hyper::header::SEC_WEBSOCKET_EXTENSIONS);
+        }
     }
     hits.merge(rewrite_headers(&mut parts.headers, &rules));
     if injecting {
@@ -807,7 +813,11 @@ async fn forward(
             let back = shared.injections.response_rules(&target.host, target.port);
             rewrite_headers(&mut parts.headers, &back);
         }
-        spawn_websocket(shared.clone(), target.clone(), client, server);
+        let swaps = ws::Swaps {
+            up: (*rules).clone(),
+            down: shared.injections.response_rules(&target.host, target.port),
+        };
+        spawn_websocket(shared.clone(), target.clone(), swaps, client, server);
         return Response::from_parts(parts, full(Bytes::new()));
     }
     let (mut parts, body) = resp.into_parts();
@@ -821,11 +831,13 @@ async fn forward(
     Response::from_parts(parts, Rewriting::new(body, back, None, |_| {}).boxed())
 }
 
-/// Relays a WebSocket once both sides have switched protocols, until they close it or a policy
-/// change no longer allows `target` (then close frames 1012, `ws::relay`).
+/// Relays a WebSocket once both sides have switched protocols (payloads swapped by `swaps`),
+/// until they close it, a leak, or a policy change no longer allows `target` (then close frames
+/// 1012, `ws::relay`).
 fn spawn_websocket(
     shared: Arc<Shared>,
     target: Authority,
+    swaps: ws::Swaps,
     client: hyper::upgrade::OnUpgrade,
     server: hyper::upgrade::OnUpgrade,
 ) {
@@ -843,17 +855,33 @@ fn spawn_websocket(
         };
         let held = Held::default();
         held.add(&target);
+        let injected = |h: Hits| shared.report_hits(&h, &target);
         let ended = ws::relay(
             TokioIo::new(client),
             TokioIo::new(server),
+            swaps,
             shared.revoked(&held),
             rand::random(),
+            &injected,
         )
         .await;
-        if ended == ws::Ended::Revoked {
-            shared.events.log(&format!(
+        match ended {
+            ws::Ended::Closed => {}
+            ws::Ended::Revoked => shared.events.log(&format!(
                 "closed a WebSocket to {target} (1012): the egress policy no longer allows it"
-            ));
+            )),
+            ws::Ended::Leak(h) => {
+                shared.report_hits(
+                    &Hits {
+                        injected: Default::default(),
+                        leaked: h.leaked,
+                    },
+                    &target,
+                );
+                shared.events.log(&format!(
+                    "cut a WebSocket to {target}: a message carried a secret's stand-in not meant for it"
+                ));
+            }
         }
     });
 }

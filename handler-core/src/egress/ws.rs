@@ -1,12 +1,15 @@
-//! Relaying an upgraded WebSocket connection through the proxy, frames passed on as they are, and
-//! closing it when a policy change no longer allows its destination (egress-lessons): the frame in
-//! flight in each direction is finished (the pure `wsframe` tracker says where it ends), then the
-//! client gets a close frame with code 1012 and the server a masked one, and both connections end.
+//! Relaying an upgraded WebSocket connection through the proxy frame by frame: towards and from
+//! an injection's hosts the phantoms and values inside each frame's payload are swapped (the pure
+//! `wsframe::PayloadRewriter`), a phantom going where it must not cuts the connection; when a
+//! policy change no longer allows the destination (egress-lessons), the frame in flight in each
+//! direction is finished, then the client gets a close frame with code 1012 and the server a
+//! masked one, and both connections end.
 
 use std::future::Future;
 use std::time::Duration;
 
-use handler_sandbox::egress::wsframe::{self, FrameTracker, POLICY_CHANGED, SERVICE_RESTART};
+use handler_sandbox::egress::wsframe::{self, POLICY_CHANGED, PayloadRewriter, SERVICE_RESTART};
+use handler_sandbox::egress::{Hits, Rules};
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 use tokio::sync::watch;
 
@@ -17,22 +20,35 @@ pub const CLOSE_GRACE: Duration = Duration::from_secs(2);
 const BUF: usize = 16 * 1024;
 
 /// How a relayed WebSocket ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Ended {
     /// Both sides closed it.
     Closed,
     /// A policy change revoked it; the close frames were sent where a frame boundary was reached.
     Revoked,
+    /// The client sent a phantom where it must not go: cut before it left.
+    Leak(Hits),
 }
 
-/// Relays `client` ⇄ `server` (both already upgraded) until both directions end, or `revoked`
-/// resolves: then each direction finishes its frame in flight and gets a close frame 1012 — the
-/// client's unmasked, the server's masked with `mask` (drawn at random by the caller).
+/// The swaps of one WebSocket: `up` for the client's frames (phantoms → values towards the
+/// injections' hosts, every other phantom a leak), `down` for the server's (values → phantoms).
+#[derive(Debug, Clone)]
+pub struct Swaps {
+    pub up: Rules,
+    pub down: Rules,
+}
+
+/// Relays `client` ⇄ `server` (both already upgraded) until both directions end, a leak, or
+/// `revoked` resolves: then each direction finishes its frame in flight and gets a close frame
+/// 1012 — the client's unmasked, the server's masked with `mask` (drawn at random by the caller).
+/// `injected` hears of each injection used, once.
 pub async fn relay<C, S>(
     client: C,
     server: S,
+    swaps: Swaps,
     revoked: impl Future<Output = ()>,
     mask: [u8; 4],
+    injected: &(dyn Fn(Hits) + Sync),
 ) -> Ended
 where
     C: AsyncRead + AsyncWrite + Send + Unpin,
@@ -41,15 +57,41 @@ where
     let (client_read, client_write) = tokio::io::split(client);
     let (server_read, server_write) = tokio::io::split(server);
     let (stop_tx, stop_rx) = watch::channel(false);
-    let up = pump(client_read, server_write, stop_rx.clone(), Some(mask));
-    let down = pump(server_read, client_write, stop_rx, None);
+    let (leak_tx, mut leak_rx) = watch::channel(None::<Hits>);
+    let up_stop = stop_rx.clone();
+    let up = async {
+        let leak = pump(
+            client_read,
+            server_write,
+            up_stop,
+            Some(mask),
+            swaps.up,
+            injected,
+        )
+        .await;
+        if leak.is_some() {
+            let _ = leak_tx.send(leak);
+        }
+    };
+    let down = pump(
+        server_read,
+        client_write,
+        stop_rx,
+        None,
+        swaps.down,
+        injected,
+    );
     tokio::select! {
         _ = async { tokio::join!(up, down) } => {}
+        _ = async { leak_rx.wait_for(Option::is_some).await.map(|_| ()) } => {}
         _ = async {
             revoked.await;
             let _ = stop_tx.send(true);
             tokio::time::sleep(CLOSE_GRACE).await;
         } => {}
+    }
+    if let Some(h) = leak_rx.borrow().clone() {
+        return Ended::Leak(h);
     }
     if *stop_tx.borrow() {
         Ended::Revoked
@@ -58,16 +100,51 @@ where
     }
 }
 
-/// One direction: `src` to `dst`, frame boundaries followed; after `stop`, up to the end of the
-/// frame in flight, then a close frame (masked with `mask` when `dst` is the server) unless this
-/// direction already sent one, then `dst` is shut and what `src` still sends is read and dropped.
-async fn pump<R, W>(mut src: R, mut dst: W, mut stop: watch::Receiver<bool>, mask: Option<[u8; 4]>)
+/// One direction: `src` to `dst`, frame by frame, payloads swapped by `rules`; after `stop`, up
+/// to the end of the frame in flight, then a close frame (masked with `mask` when `dst` is the
+/// server) unless this direction already sent one, then `dst` is shut and what `src` still sends
+/// is read and dropped. Returns what leaked, if a phantom was going where it must not (nothing of
+/// that read is written).
+async fn pump<R, W>(
+    mut src: R,
+    mut dst: W,
+    mut stop: watch::Receiver<bool>,
+    mask: Option<[u8; 4]>,
+    rules: Rules,
+    injected: &(dyn Fn(Hits) + Sync),
+) -> Option<Hits>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let mut tracker = FrameTracker::new();
+    let swapping = !rules.is_empty();
+    let mut frames = PayloadRewriter::new(rules);
+    let mut reported = Hits::default();
     let mut buf = vec![0u8; BUF];
+    let mut out = Vec::with_capacity(BUF);
+    // Checks what the last read did: reports new injections, stops at a leak.
+    let mut check = |frames: &PayloadRewriter| -> Option<Hits> {
+        if !swapping {
+            return None;
+        }
+        let hits = frames.hits();
+        if hits.is_leak() {
+            return Some(hits);
+        }
+        let new: std::collections::BTreeSet<String> = hits
+            .injected
+            .difference(&reported.injected)
+            .cloned()
+            .collect();
+        if !new.is_empty() {
+            reported.injected.extend(new.iter().cloned());
+            injected(Hits {
+                injected: new,
+                leaked: Default::default(),
+            });
+        }
+        None
+    };
     loop {
         tokio::select! {
             biased;
@@ -75,39 +152,47 @@ where
             r = src.read(&mut buf) => match r {
                 Ok(0) | Err(_) => {
                     let _ = dst.shutdown().await;
-                    return;
+                    return None;
                 }
                 Ok(n) => {
-                    tracker.feed(&buf[..n]);
-                    if dst.write_all(&buf[..n]).await.is_err() {
-                        return;
+                    out.clear();
+                    frames.push(&buf[..n], &mut out, false);
+                    if let Some(leak) = check(&frames) {
+                        return Some(leak);
+                    }
+                    if dst.write_all(&out).await.is_err() {
+                        return None;
                     }
                 }
             }
         }
     }
-    while !tracker.at_boundary() {
-        if tracker.broken().is_some() {
+    while !frames.tracker().at_boundary() {
+        if frames.tracker().broken().is_some() {
             // Not frames as far as we can tell: no close frame can be put in, only the end.
             let _ = dst.shutdown().await;
-            return;
+            return None;
         }
         let n = match src.read(&mut buf).await {
             Ok(0) | Err(_) => {
                 let _ = dst.shutdown().await;
-                return;
+                return None;
             }
             Ok(n) => n,
         };
-        let k = tracker.to_boundary(&buf[..n]);
-        if dst.write_all(&buf[..k]).await.is_err() {
-            return;
+        out.clear();
+        frames.push(&buf[..n], &mut out, true);
+        if let Some(leak) = check(&frames) {
+            return Some(leak);
+        }
+        if dst.write_all(&out).await.is_err() {
+            return None;
         }
     }
-    if !tracker.close_seen() {
+    if !frames.tracker().close_seen() {
         let frame = wsframe::close_frame(SERVICE_RESTART, POLICY_CHANGED, mask);
         if dst.write_all(&frame).await.is_err() {
-            return;
+            return None;
         }
     }
     let _ = dst.flush().await;
@@ -118,4 +203,5 @@ where
             break;
         }
     }
+    None
 }

@@ -731,8 +731,8 @@ mod tests {
         let rules = injections().request_rules("api.x.com", 443);
         let k = Some([5, 6, 7, 8]);
         let input = [
-            frame(false, 0x1, PH[..10].as_bytes(), k),
-            frame(true, 0x0, PH[10..].as_bytes(), k),
+            frame(false, 0x1, &PH.as_bytes()[..10], k),
+            frame(true, 0x0, &PH.as_bytes()[10..], k),
         ]
         .concat();
         let (out, hits) = rewrite(&rules, &input, &[]);
