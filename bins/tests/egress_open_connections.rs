@@ -1,8 +1,10 @@
 //! A policy change applies to connections already open (A.4, egress-lessons), with real rootless
 //! Podman: a process in a filtered busybox sandbox holds four long-lived connections through its
 //! proxy to servers on this machine (reached as host.containers.internal) — a streamed plain
-//! http:// response, a CONNECT tunnel, a WebSocket (ws://, the handshake written by hand to
-//! busybox `nc`) and a second streamed response to a host that stays allowed — then
+//! http:// response, a CONNECT tunnel, a WebSocket (ws://, the handshake and a masked frame
+//! written by hand to busybox `nc`; the frame's phantom reaches the server as the value of the
+//! sandbox's injection, the server's echo comes back with the phantom) and a second streamed
+//! response to a host that stays allowed — then
 //! `handler-sandbox-podman set-allow` removes three hosts: those three connections end (the
 //! servers see their writes fail or a masked close frame 1012; the WebSocket client reads an
 //! unmasked close frame 1012), the fourth streams on to its end, and a new request to a removed
@@ -27,6 +29,9 @@ use tokio_tungstenite::tungstenite;
 const USER: &str = "handler-test";
 const HCI: &str = "host.containers.internal";
 const PROXY_IMAGE: &str = "localhost/handler-network-filter:latest";
+/// The sandbox holds the phantom; the WebSocket server's host gets the value.
+const PHANTOM: &str = "sk-test-AbCdEfGh0123456789xyzwABCDEFGH";
+const VALUE: &str = "sk-test-QwErTyUi9876543210abcdZYXWVUTS";
 
 /// A command run as the test user (setpriv execs: signals reach the program itself).
 fn as_user(program: &str, args: &[&str]) -> Command {
@@ -191,7 +196,8 @@ fn ticker() -> (u16, Log) {
 }
 
 /// WebSocket (tungstenite): after the handshake sends the text "hello", then logs what comes:
-/// `close <code> <reason>`, `message …`, `error …`, then `end`.
+/// `text <t>` (and answers `echo <t>`), `close <code> <reason>`, `message …`, `error …`, then
+/// `end`.
 fn websocket() -> (u16, Log) {
     listen(|s, logged| {
         let mut ws = match tungstenite::accept(s) {
@@ -212,6 +218,10 @@ fn websocket() -> (u16, Log) {
                         None => "close".into(),
                     },
                 ),
+                Ok(tungstenite::Message::Text(t)) => {
+                    log(logged, format!("text {t}"));
+                    let _ = ws.send(tungstenite::Message::text(format!("echo {t}")));
+                }
                 Ok(m) => log(logged, format!("message {m:?}")),
                 Err(tungstenite::Error::ConnectionClosed) => break,
                 Err(e) => {
@@ -296,8 +306,15 @@ impl Drop for Launch {
 }
 
 /// Launches `script` (sh) as a filtered busybox sandbox named `name` allowing `allow`, the probe
-/// at /probe and `ctl` (read-only) at /ctl.
-fn launch(setup: &Setup, name: &str, script: &str, allow: &[String], ctl: &Path) -> Launch {
+/// at /probe and `ctl` (read-only) at /ctl, with an injection (PHANTOM → VALUE) for `inject`.
+fn launch(
+    setup: &Setup,
+    name: &str,
+    script: &str,
+    allow: &[String],
+    inject: &str,
+    ctl: &Path,
+) -> Launch {
     let mounts = serde_json::json!([
         {"source": setup.probe_dir, "target": "/probe", "readOnly": true, "kind": "app"},
         {"source": ctl, "target": "/ctl", "readOnly": true, "kind": "state"},
@@ -308,7 +325,7 @@ fn launch(setup: &Setup, name: &str, script: &str, allow: &[String], ctl: &Path)
         "user": {"mode": "host-user", "home": "/home/handler-test"}, "mounts": mounts, "files": [],
         "writablePaths": [],
         "network": {"mode": "filtered", "allow": allow, "enforcement": "enforce"},
-        "injections": []
+        "injections": [{"name": "test/apiKey", "phantom": PHANTOM, "value": VALUE, "hosts": [inject]}]
     });
     let spec_path = setup.dir.join(format!("{name}.json"));
     std::fs::write(&spec_path, spec.to_string()).unwrap();
@@ -375,6 +392,7 @@ fn wait_exit(l: &mut Launch, within: Duration) {
 /// three to be dropped ended within 10 s (`ENDED x` / `OPEN x`) and what it received, a new
 /// request to a dropped host, then the kept stream's end and `== done`.
 fn script(http: u16, tunnel: u16, ws: u16, keep: u16) -> String {
+    let len = 0x80 | ("key=".len() + PHANTOM.len());
     format!(
         r#"P=/probe/egress-probe
 D=$HOME
@@ -389,6 +407,9 @@ mkfifo $D/tunnel.in $D/ws.in
 exec 3>$D/tunnel.in 4>$D/ws.in
 printf 'CONNECT {HCI}:{tunnel} HTTP/1.1\r\nHost: {HCI}:{tunnel}\r\n\r\n' >&3
 printf 'GET http://{HCI}:{ws}/chat HTTP/1.1\r\nHost: {HCI}:{ws}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n' >&4
+sleep 1
+# A masked text frame (key 00000000: the payload as it is): "key=" and the phantom.
+printf '\x81\x{len:02x}\x00\x00\x00\x00key={PHANTOM}' >&4
 echo '== open'
 w changed
 ended http; ended tunnel; ended ws
@@ -422,6 +443,7 @@ fn set_allow_closes_the_open_connections_it_no_longer_allows_and_keeps_the_other
         &name,
         &script(http, tunnel, ws, keep),
         &[entry(http), entry(tunnel), entry(ws), entry(keep)],
+        &entry(ws),
         &ctl,
     );
     l.until("== open", Duration::from_secs(60));
@@ -437,7 +459,14 @@ fn set_allow_closes_the_open_connections_it_no_longer_allows_and_keeps_the_other
         "every connection reached its server: {opened:?}; stderr: {}",
         l.stderr()
     );
-    std::thread::sleep(Duration::from_millis(1000));
+    // The WebSocket message reached its server with the value in place of the phantom.
+    let w = wait_log(&ws_log, "text ", Duration::from_secs(10));
+    assert!(
+        w.contains(&format!("text key={VALUE}")),
+        "the server read the value: {w:?}; stderr: {}",
+        l.stderr()
+    );
+    std::thread::sleep(Duration::from_millis(500));
 
     let o = as_user(&setup.hsp, &["set-allow", &name, &entry(keep)])
         .output()
@@ -490,8 +519,26 @@ fn set_allow_closes_the_open_connections_it_no_longer_allows_and_keeps_the_other
         .find_map(|x| x.strip_prefix("ws: "))
         .unwrap_or_default()
         .to_string();
-    // The 101 answer, the server's "hello" (81 05 …), then the proxy's unmasked close 1012
-    // with its reason (88 17 03 f4 "egress policy changed").
+    // The 101 answer, the server's "hello" (81 05 …), its echo with the phantom again (the value
+    // swapped back), then the proxy's unmasked close 1012 with its reason (88 17 03 f4 "egress
+    // policy changed").
+    let hex = |t: &str| {
+        t.bytes()
+            .map(|b| format!("{b:02x}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    assert!(
+        ws_bytes.contains(&{
+            let echo = format!("echo key={PHANTOM}");
+            format!("81 {:02x} {}", echo.len(), hex(&echo))
+        }),
+        "the echo came back with the phantom: {ws_bytes}"
+    );
+    assert!(
+        !ws_bytes.contains(&hex(VALUE)),
+        "never the value: {ws_bytes}"
+    );
     let close_1012 = "88 17 03 f4 65 67 72 65 73 73 20 70 6f 6c 69 63 79 20 63 68 61 6e 67 65 64";
     assert!(
         ws_bytes.contains("81 05 68 65 6c 6c 6f") && ws_bytes.contains(close_1012),
