@@ -209,6 +209,7 @@ async fn proxy(allow: &[String], injections: Vec<Injection>, roots: Option<&str>
     let config = ProxyConfig {
         mode: ProxyMode::Filter,
         listen: "127.0.0.1:0".into(),
+        listen_unix: None,
         settings_file: Some(settings.to_string_lossy().into()),
         ca_bundle_out: None,
         roots_files,
