@@ -1,9 +1,11 @@
 //! Egress proxy benchmarks (ignored; run by bench/egress-bench.sh in release): bulk download
-//! through a relayed tunnel against direct on loopback, measured side by side in one run, and
-//! injected HTTPS requests per second with keep-alive. Figures are printed, never asserted.
+//! through a relayed tunnel against direct on loopback, measured side by side in one run (same
+//! client code, pairs alternated in order, median of the pairs' ratios), and injected HTTPS
+//! requests per second with keep-alive. Figures are printed, never asserted.
 
 mod egress_support;
 
+use std::net::{IpAddr, SocketAddr};
 use std::time::Instant;
 
 use egress_support::*;
@@ -13,6 +15,126 @@ use handler_sandbox::egress::{ProxyConfig, ProxyMode, Settings};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 const MB: usize = 1 << 20;
+
+/// A bulk server that sends `GET /bytes/N` answers from one static buffer, so that a download
+/// costs the server only its sends (the test server builds each body anew, a fixed cost added
+/// to both paths that hides part of the relay's).
+async fn static_bulk_server(ip: IpAddr) -> SocketAddr {
+    let l = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let chunk = bytes::Bytes::from(vec![b'x'; 4 * MB]);
+    tokio::spawn(async move {
+        loop {
+            let (mut s, _) = l.accept().await.unwrap();
+            let _ = s.set_nodelay(true);
+            let chunk = chunk.clone();
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match s.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(k) => head.extend_from_slice(&buf[..k]),
+                    }
+                }
+                let head = String::from_utf8_lossy(&head);
+                let n: usize = head
+                    .split_whitespace()
+                    .nth(1)
+                    .and_then(|p| p.strip_prefix("/bytes/"))
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(0);
+                let answer = format!("HTTP/1.1 200 OK\r\ncontent-length: {n}\r\n\r\n");
+                if s.write_all(answer.as_bytes()).await.is_err() {
+                    return;
+                }
+                let mut left = n;
+                while left > 0 {
+                    let k = left.min(chunk.len());
+                    if s.write_all(&chunk[..k]).await.is_err() {
+                        return;
+                    }
+                    left -= k;
+                }
+                let _ = s.shutdown().await;
+            });
+        }
+    });
+    addr
+}
+
+/// CPU time this process has used so far (all its threads: the client, the proxy and the
+/// server), in clock ticks (`USER_HZ`, 100 per second on Linux).
+fn cpu_ticks() -> u64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    let after = &stat[stat.rfind(')').unwrap() + 1..];
+    let f: Vec<&str> = after.split_whitespace().collect();
+    // utime and stime: fields 14 and 15 of the line, 12th and 13th after the name.
+    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+}
+
+/// Downloads `n` bytes `rounds` times direct and through a tunnel, in pairs whose order
+/// alternates, after one pair of warm-up; prints MiB/s of each path over all rounds and the
+/// median, lowest and highest of the pairs' ratios (direct time ÷ tunnel time), and the CPU
+/// time of each path per GiB with their ratio (direct ÷ tunnel: what the throughput ratio is
+/// when the CPU is the bottleneck, whatever else the machine is running).
+async fn bulk(
+    what: &str,
+    proxy: SocketAddr,
+    server: SocketAddr,
+    target: &str,
+    n: usize,
+    rounds: usize,
+) {
+    let direct = || async move {
+        let (t, c) = (Instant::now(), cpu_ticks());
+        let s = tokio::net::TcpStream::connect(server).await.unwrap();
+        assert!(download(s, server.port(), n).await >= n);
+        (t.elapsed().as_secs_f64(), cpu_ticks() - c)
+    };
+    let tunnel = || async move {
+        let (t, c) = (Instant::now(), cpu_ticks());
+        let Connect::Open(s) = connect(proxy, target).await else {
+            panic!("tunnel to {target} refused")
+        };
+        assert!(download(s, server.port(), n).await >= n);
+        (t.elapsed().as_secs_f64(), cpu_ticks() - c)
+    };
+    direct().await;
+    tunnel().await;
+    let (mut d_sum, mut t_sum, mut ratios) = (0f64, 0f64, Vec::new());
+    let (mut d_cpu, mut t_cpu) = (0u64, 0u64);
+    for i in 0..rounds {
+        let (d, t) = if i % 2 == 0 {
+            let d = direct().await;
+            (d, tunnel().await)
+        } else {
+            let t = tunnel().await;
+            (direct().await, t)
+        };
+        d_sum += d.0;
+        t_sum += t.0;
+        d_cpu += d.1;
+        t_cpu += t.1;
+        ratios.push(d.0 / t.0);
+    }
+    ratios.sort_by(f64::total_cmp);
+    let mbps = |secs: f64| (rounds * n) as f64 / MB as f64 / secs;
+    let gib = (rounds * n) as f64 / (1u64 << 30) as f64;
+    let cpu = |ticks: u64| ticks as f64 / 100.0 / gib;
+    println!(
+        "bulk download ({what}, {rounds} × {} MiB): direct {:.0} MiB/s, through a tunnel {:.0} MiB/s, ratio median {:.2} (pairs {:.2}–{:.2}); CPU per GiB: direct {:.2} s, tunnel {:.2} s, ratio {:.2}",
+        n / MB,
+        mbps(d_sum),
+        mbps(t_sum),
+        ratios[rounds / 2],
+        ratios[0],
+        ratios[rounds - 1],
+        cpu(d_cpu),
+        cpu(t_cpu),
+        d_cpu as f64 / t_cpu as f64,
+    );
+}
 
 async fn download(
     mut s: impl tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
@@ -46,9 +168,12 @@ async fn bench_tunnel_throughput_and_injected_rps() {
     let roots = dir.path().join("roots.pem");
     std::fs::write(&roots, &ca.pem).unwrap();
     let settings = dir.path().join("settings.json");
+    let ip = host_ip();
+    let bulk_server = static_bulk_server(ip).await;
     let entries = [
         format!("bulk.test:{}", http.port),
         format!("api.test:{}", https.port),
+        format!("static.test:{}", bulk_server.port()),
     ];
     handler_core::egress::write_settings(
         &settings,
@@ -63,7 +188,6 @@ async fn bench_tunnel_throughput_and_injected_rps() {
     .unwrap();
     let phantom = "sk-bench-AbCdEfGh0123456789xyzwABCDEFGH";
     let value = "sk-bench-QwErTyUi9876543210abcdZYXWVUTS";
-    let ip = host_ip();
     let config = ProxyConfig {
         mode: ProxyMode::Filter,
         listen: "127.0.0.1:0".into(),
@@ -78,36 +202,39 @@ async fn bench_tunnel_throughput_and_injected_rps() {
             hosts: vec![AllowEntry::parse(&entries[1]).unwrap()],
         }],
         host_addresses: vec![],
-        resolve: [("bulk.test".to_string(), ip), ("api.test".to_string(), ip)].into(),
+        resolve: [
+            ("bulk.test".to_string(), ip),
+            ("api.test".to_string(), ip),
+            ("static.test".to_string(), ip),
+        ]
+        .into(),
     };
     let proxy = handler_core::egress::start(config, handler_core::egress::Events::with(|_| {}))
         .await
         .unwrap();
 
-    // Bulk download: direct and through a tunnel, alternated, 5 rounds of 256 MiB.
-    let n = 256 * MB;
-    let (mut direct, mut tunnel) = (0f64, 0f64);
-    for _ in 0..5 {
-        let t = Instant::now();
-        let s = tokio::net::TcpStream::connect((ip, http.port))
-            .await
-            .unwrap();
-        assert!(download(s, http.port, n).await >= n);
-        direct += t.elapsed().as_secs_f64();
-        let t = Instant::now();
-        let Connect::Open(s) = connect(proxy.addr(), &entries[0]).await else {
-            panic!()
-        };
-        assert!(download(s, http.port, n).await >= n);
-        tunnel += t.elapsed().as_secs_f64();
-    }
-    let mbps = |secs: f64| (5 * n) as f64 / MB as f64 / secs;
-    println!(
-        "bulk download: direct {:.0} MiB/s, through a tunnel {:.0} MiB/s, ratio {:.2}",
-        mbps(direct),
-        mbps(tunnel),
-        direct / tunnel
-    );
+    // Bulk download, direct and through a tunnel: from a server sending one static buffer (the
+    // relay's cost alone), and from the test server (a body built per request, as before).
+    let rounds = 9;
+    bulk(
+        "static body",
+        proxy.addr(),
+        bulk_server,
+        &entries[2],
+        256 * MB,
+        rounds,
+    )
+    .await;
+    let http_addr = SocketAddr::new(ip, http.port);
+    bulk(
+        "test server, body built per request",
+        proxy.addr(),
+        http_addr,
+        &entries[0],
+        256 * MB,
+        rounds,
+    )
+    .await;
 
     // Injected HTTPS requests with keep-alive, one connection, sequential.
     let (mut s, _) = https_session(

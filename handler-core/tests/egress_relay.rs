@@ -1,7 +1,8 @@
 //! The splice(2) relay of undecrypted tunnels (handler_core::egress::relay), on real sockets:
 //! 64 MiB each way at once arrive intact (every byte checked), half-close is kept (an EOF one way
 //! is passed on while the other way keeps flowing), TCP ↔ TCP and unix ↔ TCP, and a CONNECT
-//! through hyper hands its raw socket over with the bytes it had already read.
+//! through hyper hands its raw socket over with the bytes it had already read (any other
+//! transport is copied).
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -272,6 +273,18 @@ async fn a_connect_from_a_tcp_client_is_relayed_with_its_early_bytes() {
 async fn a_connect_from_a_unix_client_is_relayed_with_its_early_bytes() {
     let target = echo_server().await;
     let (client, proxy_side) = UnixStream::pair().unwrap();
+    let (moved, ()) = tokio::join!(
+        connect_server(TokioIo::new(proxy_side), target),
+        through_connect(client)
+    );
+    assert_eq!(moved, (12 + 4 * MIB, 12 + 4 * MIB));
+}
+
+/// Any other transport under hyper (here an in-memory pipe) is relayed by copying.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connect_over_another_transport_is_copied() {
+    let target = echo_server().await;
+    let (client, proxy_side) = tokio::io::duplex(64 * 1024);
     let (moved, ()) = tokio::join!(
         connect_server(TokioIo::new(proxy_side), target),
         through_connect(client)

@@ -1,0 +1,84 @@
+//! The proxy splices the tunnels it does not decrypt: while a tunnel is open the process holds
+//! its two pipes (one each way), and gives them back when the tunnel closes. Its own test binary,
+//! so that no other test's descriptors are counted.
+
+mod egress_support;
+
+use std::time::{Duration, Instant};
+
+use egress_support::*;
+use handler_contracts::allow::AllowEntry;
+use handler_contracts::sandbox::Enforcement;
+use handler_sandbox::egress::{ProxyConfig, ProxyMode, Settings};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+/// Pipe descriptors this process holds (two per pipe).
+fn pipe_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter(|l| l.to_string_lossy().starts_with("pipe:"))
+        .count()
+}
+
+#[tokio::test]
+async fn a_tunnel_through_the_proxy_is_spliced_and_its_pipes_released() {
+    let http = Server::start(None).await;
+    let dir = tempfile::tempdir().unwrap();
+    let target = format!("plain.test:{}", http.port);
+    let settings = dir.path().join("settings.json");
+    handler_core::egress::write_settings(
+        &settings,
+        &Settings {
+            enforcement: Enforcement::Enforce,
+            allow: vec![AllowEntry::parse(&target).unwrap()],
+        },
+    )
+    .unwrap();
+    let config = ProxyConfig {
+        mode: ProxyMode::Filter,
+        listen: "127.0.0.1:0".into(),
+        settings_file: Some(settings.to_string_lossy().into()),
+        ca_bundle_out: None,
+        roots_files: vec![],
+        injections: vec![],
+        host_addresses: vec![],
+        resolve: [("plain.test".to_string(), host_ip())].into(),
+    };
+    let proxy = handler_core::egress::start(config, handler_core::egress::Events::with(|_| {}))
+        .await
+        .unwrap();
+    let before = pipe_fds();
+    let Connect::Open(mut s) = connect(proxy.addr(), &target).await else {
+        panic!("the tunnel is refused")
+    };
+    s.write_all(format!("GET /bytes/300000 HTTP/1.1\r\nHost: {target}\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+        let k = s.read(&mut buf).await.unwrap();
+        assert!(k > 0, "the tunnel closed early");
+        got.extend_from_slice(&buf[..k]);
+    }
+    assert!(got.starts_with(b"HTTP/1.1 200"), "{got:?}");
+    // The answer came back through the relay, which is open (keep-alive) and holds its pipes.
+    assert_eq!(pipe_fds() - before, 4, "two pipes, each with two ends");
+    let head_len = got.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    while got.len() < head_len + 300_000 {
+        let k = s.read(&mut buf).await.unwrap();
+        assert!(k > 0, "the body was cut");
+        got.extend_from_slice(&buf[..k]);
+    }
+    assert!(got[head_len..].iter().all(|b| *b == b'x'));
+    drop(s);
+    let t = Instant::now();
+    while pipe_fds() != before {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "the pipes are given back when the tunnel closes"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
