@@ -1,6 +1,7 @@
 //! The proxy splices the tunnels it does not decrypt: while a tunnel is open the process holds
-//! its two pipes (one each way), and gives them back when the tunnel closes. Its own test binary,
-//! so that no other test's descriptors are counted.
+//! its two pipes (one each way), and gives them back when the tunnel closes; since a spliced
+//! tunnel holds six descriptors, the process's soft open-file limit is raised to the hard one.
+//! Its own test binary, so that no other test's descriptors or limits are involved.
 
 mod egress_support;
 
@@ -10,6 +11,7 @@ use egress_support::*;
 use handler_contracts::allow::AllowEntry;
 use handler_contracts::sandbox::Enforcement;
 use handler_sandbox::egress::{ProxyConfig, ProxyMode, Settings};
+use nix::sys::resource::{Resource, getrlimit, setrlimit};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 /// Pipe descriptors this process holds (two per pipe).
@@ -48,6 +50,9 @@ async fn a_tunnel_through_the_proxy_is_spliced_and_its_pipes_released() {
     let proxy = handler_core::egress::start(config, handler_core::egress::Events::with(|_| {}))
         .await
         .unwrap();
+    // A low soft limit, as a login session often has.
+    let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
+    setrlimit(Resource::RLIMIT_NOFILE, 256.min(hard), hard).unwrap();
     let before = pipe_fds();
     let Connect::Open(mut s) = connect(proxy.addr(), &target).await else {
         panic!("the tunnel is refused")
@@ -65,6 +70,11 @@ async fn a_tunnel_through_the_proxy_is_spliced_and_its_pipes_released() {
     assert!(got.starts_with(b"HTTP/1.1 200"), "{got:?}");
     // The answer came back through the relay, which is open (keep-alive) and holds its pipes.
     assert_eq!(pipe_fds() - before, 4, "two pipes, each with two ends");
+    assert_eq!(
+        getrlimit(Resource::RLIMIT_NOFILE).unwrap(),
+        (hard.min(1 << 20), hard),
+        "the soft limit on open files is raised to the hard one"
+    );
     let head_len = got.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
     while got.len() < head_len + 300_000 {
         let k = s.read(&mut buf).await.unwrap();

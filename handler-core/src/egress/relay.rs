@@ -152,7 +152,26 @@ fn retry(e: &io::Error) -> bool {
 /// Relays `a` ↔ `b` with splice(2) until both ways have seen EOF (each passed on as a shutdown
 /// of the other side's writing), or the first error. Returns the bytes moved a → b and b → a.
 pub async fn relay<A: Socket, B: Socket>(a: &mut A, b: &mut B) -> io::Result<(u64, u64)> {
-    run(Way::new()?, Way::new()?, a, b).await
+    let (a2b, b2a) = pipes()?;
+    run(a2b, b2a, a, b).await
+}
+
+/// The two ways' pipes. A spliced tunnel holds six descriptors (two sockets, two pipes) instead
+/// of two, so the first time, the soft limit on open files (often 1024) is raised to the hard
+/// one, as Go programs do at start.
+fn pipes() -> io::Result<(Way, Way)> {
+    static RAISE: std::sync::Once = std::sync::Once::new();
+    RAISE.call_once(|| {
+        use nix::sys::resource::{Resource, getrlimit, setrlimit};
+        if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
+            // An unlimited hard limit is still capped by fs.nr_open (2^20 by default).
+            let want = hard.min(1 << 20);
+            if soft < want {
+                let _ = setrlimit(Resource::RLIMIT_NOFILE, want, hard);
+            }
+        }
+    });
+    Ok((Way::new()?, Way::new()?))
 }
 
 async fn run<A: Socket, B: Socket>(
@@ -197,9 +216,9 @@ async fn relay_raw<C: Socket + tokio::io::AsyncRead>(
     server.write_all(early).await?;
     let early = early.len() as u64;
     // No pipe (out of descriptors): copy instead.
-    let (up, down) = match (Way::new(), Way::new()) {
-        (Ok(a2b), Ok(b2a)) => run(a2b, b2a, &mut client, server).await?,
-        _ => {
+    let (up, down) = match pipes() {
+        Ok((a2b, b2a)) => run(a2b, b2a, &mut client, server).await?,
+        Err(_) => {
             tokio::io::copy_bidirectional_with_sizes(&mut client, server, COPY_BUF, COPY_BUF)
                 .await?
         }
