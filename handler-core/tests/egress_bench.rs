@@ -6,6 +6,7 @@
 mod egress_support;
 
 use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
 use std::time::Instant;
 
 use egress_support::*;
@@ -78,9 +79,39 @@ fn cpu_ticks() -> u64 {
 /// median, lowest and highest of the pairs' ratios (direct time ÷ tunnel time), and the CPU
 /// time of each path per GiB with their ratio (direct ÷ tunnel: what the throughput ratio is
 /// when the CPU is the bottleneck, whatever else the machine is running).
+/// Opens a tunnel through the proxy's unix socket (the sandbox's way in, decision 0024).
+async fn connect_unix(path: &Path, target: &str) -> tokio::net::UnixStream {
+    let mut s = tokio::net::UnixStream::connect(path).await.unwrap();
+    s.write_all(format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert_eq!(
+            s.read(&mut b).await.unwrap(),
+            1,
+            "proxy closed during CONNECT"
+        );
+        head.push(b[0]);
+    }
+    assert!(
+        head.starts_with(b"HTTP/1.1 200"),
+        "tunnel to {target} refused"
+    );
+    s
+}
+
+/// How the client reaches the proxy.
+#[derive(Clone, Copy)]
+enum Via<'a> {
+    Tcp(SocketAddr),
+    Unix(&'a Path),
+}
+
 async fn bulk(
     what: &str,
-    proxy: SocketAddr,
+    proxy: Via<'_>,
     server: SocketAddr,
     target: &str,
     n: usize,
@@ -94,10 +125,18 @@ async fn bulk(
     };
     let tunnel = || async move {
         let (t, c) = (Instant::now(), cpu_ticks());
-        let Connect::Open(s) = connect(proxy, target).await else {
-            panic!("tunnel to {target} refused")
-        };
-        assert!(download(s, server.port(), n).await >= n);
+        match proxy {
+            Via::Tcp(addr) => {
+                let Connect::Open(s) = connect(addr, target).await else {
+                    panic!("tunnel to {target} refused")
+                };
+                assert!(download(s, server.port(), n).await >= n);
+            }
+            Via::Unix(path) => {
+                let s = connect_unix(path, target).await;
+                assert!(download(s, server.port(), n).await >= n);
+            }
+        }
         (t.elapsed().as_secs_f64(), cpu_ticks() - c)
     };
     direct().await;
@@ -191,7 +230,7 @@ async fn bench_tunnel_throughput_and_injected_rps() {
     let config = ProxyConfig {
         mode: ProxyMode::Filter,
         listen: "127.0.0.1:0".into(),
-        listen_unix: None,
+        listen_unix: Some(dir.path().join("proxy.sock").to_string_lossy().into()),
         settings_file: Some(settings.to_string_lossy().into()),
         ca_bundle_out: None,
         roots_files: vec![roots.to_string_lossy().into()],
@@ -214,27 +253,28 @@ async fn bench_tunnel_throughput_and_injected_rps() {
         .unwrap();
 
     // Bulk download, direct and through a tunnel: from a server sending one static buffer (the
-    // relay's cost alone), and from the test server (a body built per request, as before).
+    // relay's cost alone), and from the test server (a body built per request, as before);
+    // the client reaching the proxy over TCP, and over its unix socket (a sandbox's way in).
     let rounds = 9;
-    bulk(
-        "static body",
-        proxy.addr(),
-        bulk_server,
-        &entries[2],
-        256 * MB,
-        rounds,
-    )
-    .await;
+    let sock = dir.path().join("proxy.sock");
     let http_addr = SocketAddr::new(ip, http.port);
-    bulk(
-        "test server, body built per request",
-        proxy.addr(),
-        http_addr,
-        &entries[0],
-        256 * MB,
-        rounds,
-    )
-    .await;
+    for (what, via) in [
+        ("TCP", Via::Tcp(proxy.addr())),
+        ("unix socket", Via::Unix(&sock)),
+    ] {
+        let what_static = format!("static body, client over {what}");
+        bulk(
+            &what_static,
+            via,
+            bulk_server,
+            &entries[2],
+            256 * MB,
+            rounds,
+        )
+        .await;
+        let what_test = format!("test server, body built per request, client over {what}");
+        bulk(&what_test, via, http_addr, &entries[0], 256 * MB, rounds).await;
+    }
 
     // Injected HTTPS requests with keep-alive, one connection, sequential.
     let (mut s, _) = https_session(

@@ -1,4 +1,5 @@
-//! The proxy splices the tunnels it does not decrypt: while a tunnel is open the process holds
+//! The proxy splices the tunnels it does not decrypt, whether the client came over TCP or over the
+//! proxy's unix socket: while a tunnel is open the process holds
 //! its two pipes (one each way), and gives them back when the tunnel closes; since a spliced
 //! tunnel holds six descriptors, the process's soft open-file limit is raised to the hard one.
 //! Its own test binary, so that no other test's descriptors or limits are involved.
@@ -12,7 +13,8 @@ use handler_contracts::allow::AllowEntry;
 use handler_contracts::sandbox::Enforcement;
 use handler_sandbox::egress::{ProxyConfig, ProxyMode, Settings};
 use nix::sys::resource::{Resource, getrlimit, setrlimit};
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
+use tokio::net::UnixStream;
 
 /// Pipe descriptors this process holds (two per pipe).
 fn pipe_fds() -> usize {
@@ -24,7 +26,7 @@ fn pipe_fds() -> usize {
 }
 
 #[tokio::test]
-async fn a_tunnel_through_the_proxy_is_spliced_and_its_pipes_released() {
+async fn tunnels_through_the_proxy_over_tcp_and_its_unix_socket_are_spliced() {
     let http = Server::start(None).await;
     let dir = tempfile::tempdir().unwrap();
     let target = format!("plain.test:{}", http.port);
@@ -40,6 +42,7 @@ async fn a_tunnel_through_the_proxy_is_spliced_and_its_pipes_released() {
     let config = ProxyConfig {
         mode: ProxyMode::Filter,
         listen: "127.0.0.1:0".into(),
+        listen_unix: Some(dir.path().join("proxy.sock").to_string_lossy().into()),
         settings_file: Some(settings.to_string_lossy().into()),
         ca_bundle_out: None,
         roots_files: vec![],
@@ -54,9 +57,39 @@ async fn a_tunnel_through_the_proxy_is_spliced_and_its_pipes_released() {
     let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
     setrlimit(Resource::RLIMIT_NOFILE, 256.min(hard), hard).unwrap();
     let before = pipe_fds();
-    let Connect::Open(mut s) = connect(proxy.addr(), &target).await else {
+    let Connect::Open(s) = connect(proxy.addr(), &target).await else {
         panic!("the tunnel is refused")
     };
+    download_while_open(s, &target, before).await;
+    assert_eq!(
+        getrlimit(Resource::RLIMIT_NOFILE).unwrap(),
+        (hard.min(1 << 20), hard),
+        "the soft limit on open files is raised to the hard one"
+    );
+    // The same through the proxy's unix socket, the sandbox's way in.
+    let mut s = UnixStream::connect(dir.path().join("proxy.sock"))
+        .await
+        .unwrap();
+    s.write_all(format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert_eq!(s.read(&mut b).await.unwrap(), 1, "the proxy closed");
+        head.push(b[0]);
+    }
+    assert!(head.starts_with(b"HTTP/1.1 200"), "{head:?}");
+    download_while_open(s, &target, before).await;
+}
+
+/// Downloads through an open tunnel (keep-alive), checking that the relay holds its two pipes
+/// while open and gives them back once the client is gone.
+async fn download_while_open(
+    mut s: impl AsyncRead + AsyncWrite + Unpin,
+    target: &str,
+    before: usize,
+) {
     s.write_all(format!("GET /bytes/300000 HTTP/1.1\r\nHost: {target}\r\n\r\n").as_bytes())
         .await
         .unwrap();
@@ -70,11 +103,6 @@ async fn a_tunnel_through_the_proxy_is_spliced_and_its_pipes_released() {
     assert!(got.starts_with(b"HTTP/1.1 200"), "{got:?}");
     // The answer came back through the relay, which is open (keep-alive) and holds its pipes.
     assert_eq!(pipe_fds() - before, 4, "two pipes, each with two ends");
-    assert_eq!(
-        getrlimit(Resource::RLIMIT_NOFILE).unwrap(),
-        (hard.min(1 << 20), hard),
-        "the soft limit on open files is raised to the hard one"
-    );
     let head_len = got.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
     while got.len() < head_len + 300_000 {
         let k = s.read(&mut buf).await.unwrap();
