@@ -871,3 +871,65 @@ fn set_allow_and_set_egress_decide_the_next_request_then_sigterm_leaves_nothing(
     wait_exit(&mut l, Duration::from_secs(60));
     assert_nothing_left(&name);
 }
+
+/// Fail closed (A1, decision 0024): when the proxy container cannot start, the launch fails
+/// with 66 saying so, the process never runs (the sandbox started beside the proxy is held by
+/// its forwarder, then removed), and nothing is left.
+#[test]
+fn a_proxy_that_cannot_start_fails_the_launch_before_the_process_runs() {
+    let sh = shared();
+    let name = format!("egfail-{}", std::process::id());
+    // podman, except that the proxy's container (named <name>-egress) cannot be run.
+    let wrapper = sh.dir.join(format!("podman-no-proxy-{name}"));
+    std::fs::write(
+        &wrapper,
+        "#!/bin/sh\nfor a in \"$@\"; do case \"$a\" in *-egress) \
+         echo 'Error: simulated: the proxy container cannot start' >&2; exit 125;; esac; done\n\
+         exec podman \"$@\"\n",
+    )
+    .unwrap();
+    let work = sh.dir.join(format!("work-{name}"));
+    std::fs::create_dir_all(&work).unwrap();
+    for p in [&wrapper, &work] {
+        Command::new("chmod").arg("a+rwx").arg(p).status().unwrap();
+    }
+    let spec = serde_json::json!({
+        "apiVersion": "handler.sandbox/v1", "name": name, "image": "localhost/handler-test-busybox",
+        "argv": ["sh", "-c", "echo RAN > /work/ran; echo RAN"], "env": {}, "workdir": "/tmp",
+        "user": {"mode": "host-user", "home": "/home/handler-test"},
+        "mounts": [{"source": work, "target": "/work", "readOnly": false, "kind": "state"}],
+        "files": [], "writablePaths": [],
+        "network": filtered(&["example.com:443".to_string()], "enforce"),
+    });
+    let spec_path = sh.dir.join(format!("{name}.json"));
+    std::fs::write(&spec_path, spec.to_string()).unwrap();
+    Command::new("chmod")
+        .arg("a+r")
+        .arg(&spec_path)
+        .status()
+        .unwrap();
+    let podman_env = format!("HANDLER_PODMAN={}", wrapper.display());
+    let inner = as_user("env", &[&podman_env, &sh.hsp, "launch"]);
+    let out = Command::new("sh")
+        .args([
+            "-c",
+            &format!("exec \"$@\" 3<{}", spec_path.display()),
+            "sh",
+        ])
+        .arg(inner.get_program())
+        .args(inner.get_args())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(66), "{stderr}");
+    assert!(
+        stderr.contains("egress proxy did not start"),
+        "the error says why: {stderr}"
+    );
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("RAN") && !work.join("ran").exists(),
+        "the process ran without its proxy"
+    );
+    assert_nothing_left(&name);
+}
