@@ -12,7 +12,7 @@ ws="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ws"
 if [ "${EGRESS_BENCH_ONLY_START:-}" != 1 ]; then
 echo "== throughput and injected requests (release)"
-cargo test --release -p handler-core --test egress_bench -- --ignored --nocapture 2>&1 | grep -E "bulk download|injected HTTPS" || true
+cargo test --release -p handler-core --test egress_bench -- --ignored --nocapture 2>&1 | grep -E "bulk download|injected HTTPS|first answer" || true
 
 bin="${HANDLER_EGRESS_PROXY_BIN:-$(fixtures/egress/build-static-proxy.sh "$ws")}"
 echo "== proxy memory ($bin)"

@@ -197,12 +197,86 @@ async fn download(
     }
 }
 
+/// The time to the first answer on a new HTTPS connection to `server` (`host`, its allow-list
+/// `entry`): TCP, TLS and one request direct, against CONNECT, TLS with the proxy's leaf, the
+/// request rewritten (phantom → value) and sent on over the proxy's own TLS; 40 of each,
+/// alternated, medians.
+async fn first_answer(
+    what: &str,
+    proxy: SocketAddr,
+    server: SocketAddr,
+    (host, entry): (&str, &str),
+    (server_ca, proxy_ca): (
+        &rustls::pki_types::CertificateDer<'static>,
+        &rustls::pki_types::CertificateDer<'static>,
+    ),
+    (phantom, value): (&str, &str),
+) {
+    let req = |key: &str| {
+        hyper::Request::get(format!("/v1?k={key}"))
+            .header("host", entry)
+            .body(http_body_util::Full::new(bytes::Bytes::new()))
+            .unwrap()
+    };
+    let direct = || async {
+        let t = Instant::now();
+        let s = tokio::net::TcpStream::connect(server).await.unwrap();
+        s.set_nodelay(true).unwrap();
+        let tls = client_tls(std::slice::from_ref(server_ca))
+            .connect(
+                rustls::pki_types::ServerName::try_from(host.to_string()).unwrap(),
+                s,
+            )
+            .await
+            .unwrap();
+        let (mut sender, conn) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+                .await
+                .unwrap();
+        tokio::spawn(conn);
+        assert_eq!(send(&mut sender, req(value)).await.status, 200);
+        t.elapsed().as_secs_f64()
+    };
+    let proxied = || async {
+        let t = Instant::now();
+        let (mut sender, _) = https_session(proxy, entry, host, std::slice::from_ref(proxy_ca))
+            .await
+            .unwrap();
+        assert_eq!(send(&mut sender, req(phantom)).await.status, 200);
+        t.elapsed().as_secs_f64()
+    };
+    direct().await;
+    proxied().await; // the leaf is minted once, then cached
+    let (mut d, mut p) = (Vec::new(), Vec::new());
+    for i in 0..40 {
+        if i % 2 == 0 {
+            d.push(direct().await);
+            p.push(proxied().await);
+        } else {
+            p.push(proxied().await);
+            d.push(direct().await);
+        }
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (md, mp) = (median(&mut d), median(&mut p));
+    println!(
+        "first answer on a new HTTPS connection, {what}, 40 alternated, medians: direct {:.2} ms, injected through the proxy {:.2} ms, proxied ÷ direct {:.2}",
+        md * 1e3,
+        mp * 1e3,
+        mp / md
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore]
 async fn bench_tunnel_throughput_and_injected_rps() {
     let ca = TestCa::new();
     let http = Server::start(None).await;
     let https = Server::start(Some(ca.server_config(&["api.test"]))).await;
+    let https_nd = Server::start_with(Some(ca.server_config(&["api2.test"])), true).await;
     let dir = tempfile::tempdir().unwrap();
     let roots = dir.path().join("roots.pem");
     std::fs::write(&roots, &ca.pem).unwrap();
@@ -213,6 +287,7 @@ async fn bench_tunnel_throughput_and_injected_rps() {
         format!("bulk.test:{}", http.port),
         format!("api.test:{}", https.port),
         format!("static.test:{}", bulk_server.port()),
+        format!("api2.test:{}", https_nd.port),
     ];
     handler_core::egress::write_settings(
         &settings,
@@ -238,13 +313,17 @@ async fn bench_tunnel_throughput_and_injected_rps() {
             name: "providers/bench/apiKey".into(),
             phantom: phantom.into(),
             value: value.into(),
-            hosts: vec![AllowEntry::parse(&entries[1]).unwrap()],
+            hosts: vec![
+                AllowEntry::parse(&entries[1]).unwrap(),
+                AllowEntry::parse(&entries[3]).unwrap(),
+            ],
         }],
         host_addresses: vec![],
         resolve: [
             ("bulk.test".to_string(), ip),
             ("api.test".to_string(), ip),
             ("static.test".to_string(), ip),
+            ("api2.test".to_string(), ip),
         ]
         .into(),
     };
@@ -274,6 +353,26 @@ async fn bench_tunnel_throughput_and_injected_rps() {
         .await;
         let what_test = format!("test server, body built per request, client over {what}");
         bulk(&what_test, via, http_addr, &entries[0], 256 * MB, rounds).await;
+    }
+
+    // Time to the first answer on a new HTTPS connection (egress-lessons: time-to-first-byte
+    // through the proxy is part of its benchmark), to a server with TCP_NODELAY (as API servers
+    // set it) and to one without.
+    let proxy_ca = pem_der(&proxy.ready.ca);
+    for (what, port, entry) in [
+        ("server with TCP_NODELAY", https_nd.port, &entries[3]),
+        ("server without TCP_NODELAY", https.port, &entries[1]),
+    ] {
+        let host = entry.split(':').next().unwrap();
+        first_answer(
+            what,
+            proxy.addr(),
+            SocketAddr::new(ip, port),
+            (host, entry),
+            (&ca.der(), &proxy_ca),
+            (phantom, value),
+        )
+        .await;
     }
 
     // Injected HTTPS requests with keep-alive, one connection, sequential.

@@ -8,6 +8,7 @@ pub mod events;
 pub mod launch;
 pub mod live;
 pub mod proxy;
+pub mod quickack;
 pub mod relay;
 pub mod resolve;
 pub mod shim;

@@ -547,6 +547,7 @@ async fn open_upstream(
         .await
         .map_err(|e| format!("cannot reach {target}: {e}"))?;
     let _ = tcp.set_nodelay(true);
+    let tcp = crate::egress::quickack::QuickAck::new(tcp);
     let sender = if tls {
         let name = rustls::pki_types::ServerName::try_from(target.host.clone())
             .map_err(|e| e.to_string())?;

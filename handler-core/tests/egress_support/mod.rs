@@ -153,6 +153,11 @@ impl Drop for Server {
 
 impl Server {
     pub async fn start(tls: Option<Arc<rustls::ServerConfig>>) -> Server {
+        Self::start_with(tls, false).await
+    }
+
+    /// [`Server::start`], its sockets with TCP_NODELAY when `nodelay` (as API servers set it).
+    pub async fn start_with(tls: Option<Arc<rustls::ServerConfig>>, nodelay: bool) -> Server {
         let listener = TcpListener::bind("0.0.0.0:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let received = Received::default();
@@ -163,6 +168,9 @@ impl Server {
                 let Ok((s, _)) = listener.accept().await else {
                     continue;
                 };
+                if nodelay {
+                    let _ = s.set_nodelay(true);
+                }
                 let (rec, sec, tls) = (rec.clone(), sec.clone(), tls.clone());
                 tokio::spawn(async move {
                     let svc =
@@ -235,6 +243,8 @@ pub enum Connect {
 
 pub async fn connect(proxy: SocketAddr, target: &str) -> Connect {
     let mut s = TcpStream::connect(proxy).await.unwrap();
+    // As HTTP clients do (curl, Node, Python's http.client): no Nagle delay on small writes.
+    s.set_nodelay(true).unwrap();
     s.write_all(format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n").as_bytes())
         .await
         .unwrap();
