@@ -263,7 +263,7 @@ async fn first_answer(
     };
     let (md, mp) = (median(&mut d), median(&mut p));
     println!(
-        "first answer on a new HTTPS connection, {what}, 40 alternated, medians: direct {:.2} ms, injected through the proxy {:.2} ms, proxied ÷ direct {:.2}",
+        "first answer on a new HTTPS connection, {what}, 40 alternated, medians: direct {:.2} ms, through the proxy {:.2} ms, proxied ÷ direct {:.2}",
         md * 1e3,
         mp * 1e3,
         mp / md
@@ -277,6 +277,7 @@ async fn bench_tunnel_throughput_and_injected_rps() {
     let http = Server::start(None).await;
     let https = Server::start(Some(ca.server_config(&["api.test"]))).await;
     let https_nd = Server::start_with(Some(ca.server_config(&["api2.test"])), true).await;
+    let https_relayed = Server::start(Some(ca.server_config(&["plain.test"]))).await;
     let dir = tempfile::tempdir().unwrap();
     let roots = dir.path().join("roots.pem");
     std::fs::write(&roots, &ca.pem).unwrap();
@@ -288,6 +289,7 @@ async fn bench_tunnel_throughput_and_injected_rps() {
         format!("api.test:{}", https.port),
         format!("static.test:{}", bulk_server.port()),
         format!("api2.test:{}", https_nd.port),
+        format!("plain.test:{}", https_relayed.port),
     ];
     handler_core::egress::write_settings(
         &settings,
@@ -324,6 +326,7 @@ async fn bench_tunnel_throughput_and_injected_rps() {
             ("api.test".to_string(), ip),
             ("static.test".to_string(), ip),
             ("api2.test".to_string(), ip),
+            ("plain.test".to_string(), ip),
         ]
         .into(),
     };
@@ -374,6 +377,17 @@ async fn bench_tunnel_throughput_and_injected_rps() {
         )
         .await;
     }
+    // A host without injections: its tunnel is relayed untouched (TLS end to end).
+    let host = entries[4].split(':').next().unwrap();
+    first_answer(
+        "server without TCP_NODELAY, tunnel relayed (no injection)",
+        proxy.addr(),
+        SocketAddr::new(ip, https_relayed.port),
+        (host, &entries[4]),
+        (&ca.der(), &ca.der()),
+        (value, value),
+    )
+    .await;
 
     // Injected HTTPS requests with keep-alive, one connection, sequential.
     let (mut s, _) = https_session(
