@@ -89,10 +89,16 @@ pub async fn start_proxy(
         .spawn()
         .map_err(|e| format!("cannot run {podman}: {e}"))?;
     let mut stdin = child.stdin.take().expect("piped");
-    stdin
-        .write_all(config.as_bytes())
-        .await
-        .map_err(|e| format!("cannot configure the egress proxy: {e}"))?;
+    if let Err(e) = stdin.write_all(config.as_bytes()).await {
+        // Its podman ended first (a broken pipe): say why as for any start that fails.
+        drop(stdin);
+        return Err(failed_start(
+            podman,
+            child,
+            &format!("its configuration could not be given: {e}"),
+        )
+        .await);
+    }
     drop(stdin);
     let stdout = child.stdout.take().expect("piped");
     let mut lines = BufReader::new(stdout).lines();
@@ -106,19 +112,39 @@ pub async fn start_proxy(
                 name: topo.proxy_container.clone(),
             })
         }
-        _ => {
-            let _ = child.start_kill();
-            let status = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
-            if !image_exists(podman) {
-                return Err(format!(
-                    "the network filter is not built yet ({PROXY_IMAGE}): run handler-sandbox-podman image build-proxy"
-                ));
-            }
-            Err(format!(
-                "the egress proxy did not start ({status:?}); the sandbox is not started without it"
-            ))
+        // Not echoed: only its ready line is expected there.
+        Ok(Ok(Some(_))) => Err(failed_start(
+            podman,
+            child,
+            "it answered something else than its ready line",
+        )
+        .await),
+        Ok(Ok(None)) => Err(failed_start(podman, child, "it ended without a ready line").await),
+        Ok(Err(e)) => {
+            Err(failed_start(podman, child, &format!("reading its ready line: {e}")).await)
+        }
+        Err(_) => {
+            let why = format!("no ready line within {} s", PROXY_START_TIMEOUT.as_secs());
+            Err(failed_start(podman, child, &why).await)
         }
     }
+}
+
+/// Stops a proxy that did not start and says why (the image missing, else what happened).
+async fn failed_start(podman: &str, mut child: tokio::process::Child, why: &str) -> String {
+    let _ = child.start_kill();
+    let status = match tokio::time::timeout(Duration::from_secs(5), child.wait()).await {
+        Ok(Ok(st)) => format!("podman {st}"),
+        _ => "podman did not end".to_string(),
+    };
+    if !image_exists(podman) {
+        return format!(
+            "the network filter is not built yet ({PROXY_IMAGE}): run handler-sandbox-podman image build-proxy"
+        );
+    }
+    format!(
+        "the egress proxy did not start ({why}; {status}); the sandbox is not started without it"
+    )
 }
 
 impl ProxyProcess {
