@@ -494,18 +494,15 @@ async fn decrypted_tunnel(
         .await;
 }
 
+/// An upstream connection's request side, with the destination it was opened for.
+type Kept = (
+    Authority,
+    hyper::client::conn::http1::SendRequest<ProxyBody>,
+);
+
 /// One kept-alive upstream connection per client connection or tunnel.
 #[derive(Clone, Default)]
-struct Upstream(
-    Arc<
-        tokio::sync::Mutex<
-            Option<(
-                Authority,
-                hyper::client::conn::http1::SendRequest<ProxyBody>,
-            )>,
-        >,
-    >,
-);
+struct Upstream(Arc<tokio::sync::Mutex<Option<Kept>>>);
 
 impl Upstream {
     async fn sender(
