@@ -9,7 +9,10 @@
 //! injected event); a phantom sent to another allowed host refused 403 with a leak event; an
 //! SSE stream arriving event by event; a tunnel to a host without injections not decrypted (the
 //! client sees the server's own certificate); set-allow and set-egress (log-only → unlisted) on
-//! the running sandbox deciding the next request; nothing left after exit or SIGTERM. Runs as
+//! the running sandbox deciding the next request, and closing the connections already open that
+//! it no longer allows (WebSockets with a close 1012); a server on the host's loopback; an open
+//! sandbox with an injection; a proxy that cannot start failing the launch; nothing left after
+//! exit or SIGTERM. Runs as
 //! root like the other sandbox tests and starts the sandboxes as the unprivileged `handler-test`
 //! user (.ci/setup-podman.sh). Builds the static proxy and probe itself unless
 //! `$HANDLER_EGRESS_PROXY_BIN` / `$HANDLER_EGRESS_PROBE_BIN` are given.
@@ -18,7 +21,7 @@
 mod static_build;
 
 use std::io::{BufRead as _, BufReader, Read, Write};
-use std::net::TcpListener;
+use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{Receiver, channel};
@@ -28,6 +31,7 @@ use std::time::{Duration, Instant};
 use base64::Engine as _;
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
 use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
+use tokio_tungstenite::tungstenite;
 
 const USER: &str = "handler-test";
 const HCI: &str = "host.containers.internal";
@@ -932,4 +936,349 @@ fn a_proxy_that_cannot_start_fails_the_launch_before_the_process_runs() {
         "the process ran without its proxy"
     );
     assert_nothing_left(&name);
+}
+
+// A policy change applies to connections already open (A.4, egress-lessons): a process in a
+// filtered sandbox holds four long-lived connections through its proxy — a streamed plain
+// http:// response, a CONNECT tunnel, a WebSocket (ws://, the handshake and a masked frame
+// written by hand to busybox `nc`; the frame's phantom reaches the server as the value of the
+// sandbox's injection, the server's echo comes back with the phantom) and a second streamed
+// response to a host that stays allowed — then `set-allow` removes three hosts: those three
+// connections end (the servers see their writes fail or a masked close frame 1012; the
+// WebSocket client reads an unmasked close frame 1012), the fourth streams on to its end, and a
+// new request to a removed host is refused with a denied event.
+
+/// The sandbox holds the phantom; the WebSocket server's host gets the value.
+const PHANTOM: &str = "sk-test-AbCdEfGh0123456789xyzwABCDEFGH";
+const VALUE: &str = "sk-test-QwErTyUi9876543210abcdZYXWVUTS";
+
+/// What a server did, one entry per event.
+type Log = Arc<Mutex<Vec<String>>>;
+
+fn log(l: &Log, s: String) {
+    l.lock().unwrap().push(s);
+}
+
+/// A server on every address of this machine, one thread per connection.
+fn listen(serve: impl Fn(TcpStream, &Log) + Send + Sync + 'static) -> (u16, Log) {
+    let l = TcpListener::bind("0.0.0.0:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let logged: Log = Arc::default();
+    let (logged2, serve) = (logged.clone(), Arc::new(serve));
+    std::thread::spawn(move || {
+        for s in l.incoming().flatten() {
+            let (logged, serve) = (logged2.clone(), serve.clone());
+            std::thread::spawn(move || serve(s, &logged));
+        }
+    });
+    (port, logged)
+}
+
+/// Reads a request head.
+fn read_head(s: &mut TcpStream) -> String {
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match s.read(&mut b) {
+            Ok(1) => head.push(b[0]),
+            _ => break,
+        }
+    }
+    String::from_utf8_lossy(&head).to_string()
+}
+
+/// HTTP: answers every request with `lines` lines ("line NN"), one every `every`, in a body of
+/// known length; logs `request <path>`, then `done` or `cut after N` (a write failed: the peer
+/// closed).
+fn streaming_http(lines: usize, every: Duration) -> (u16, Log) {
+    listen(move |mut s, logged| {
+        let head = read_head(&mut s);
+        let path = head.split(' ').nth(1).unwrap_or("").to_string();
+        log(logged, format!("request {path}"));
+        let head = format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n",
+            lines * 8
+        );
+        if s.write_all(head.as_bytes()).is_err() {
+            log(logged, "cut after 0".into());
+            return;
+        }
+        for i in 0..lines {
+            if s.write_all(format!("line {i:02}\n").as_bytes()).is_err() || s.flush().is_err() {
+                log(logged, format!("cut after {i}"));
+                return;
+            }
+            std::thread::sleep(every);
+        }
+        log(logged, "done".into());
+    })
+}
+
+/// Raw TCP (for a tunnel): "tick NN" lines, one every 250 ms for 20 s; logs `open`, then `done` or
+/// `cut after N`.
+fn ticker() -> (u16, Log) {
+    listen(|mut s, logged| {
+        log(logged, "open".into());
+        for i in 0..80 {
+            if s.write_all(format!("tick {i:02}\n").as_bytes()).is_err() || s.flush().is_err() {
+                log(logged, format!("cut after {i}"));
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        log(logged, "done".into());
+    })
+}
+
+/// WebSocket (tungstenite): after the handshake sends the text "hello", then logs what comes:
+/// `text <t>` (and answers `echo <t>`), `close <code> <reason>`, `message …`, `error …`, then
+/// `end`.
+fn websocket() -> (u16, Log) {
+    listen(|s, logged| {
+        let mut ws = match tungstenite::accept(s) {
+            Ok(ws) => ws,
+            Err(e) => {
+                log(logged, format!("handshake failed {e}"));
+                return;
+            }
+        };
+        log(logged, "open".into());
+        let _ = ws.send(tungstenite::Message::text("hello"));
+        loop {
+            match ws.read() {
+                Ok(tungstenite::Message::Close(c)) => log(
+                    logged,
+                    match c {
+                        Some(c) => format!("close {} {}", u16::from(c.code), c.reason),
+                        None => "close".into(),
+                    },
+                ),
+                Ok(tungstenite::Message::Text(t)) => {
+                    log(logged, format!("text {t}"));
+                    let _ = ws.send(tungstenite::Message::text(format!("echo {t}")));
+                }
+                Ok(m) => log(logged, format!("message {m:?}")),
+                Err(tungstenite::Error::ConnectionClosed) => break,
+                Err(e) => {
+                    log(logged, format!("error {e}"));
+                    break;
+                }
+            }
+        }
+        log(logged, "end".into());
+    })
+}
+
+/// Waits until `l` holds an entry starting with `prefix`; returns the entries.
+fn wait_log(l: &Log, prefix: &str, within: Duration) -> Vec<String> {
+    let deadline = Instant::now() + within;
+    loop {
+        let now = l.lock().unwrap().clone();
+        if now.iter().any(|e| e.starts_with(prefix)) || Instant::now() > deadline {
+            return now;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The sandbox's script: four connections held open (each in the background, its output in a
+/// file in $HOME and a marker file when it ends), `== open`; once /ctl/changed exists, whether each of the
+/// three to be dropped ended within 10 s (`ENDED x` / `OPEN x`) and what it received, a new
+/// request to a dropped host, then the kept stream's end and `== done`.
+fn script(http: u16, tunnel: u16, ws: u16, keep: u16) -> String {
+    let len = 0x80 | ("key=".len() + PHANTOM.len());
+    format!(
+        r#"P=/probe/egress-probe
+D=$HOME
+w() {{ while [ ! -e /ctl/$1 ]; do sleep 0.1; done; }}
+ended() {{ n=0; while [ ! -e $D/$1.end ] && [ $n -lt 100 ]; do sleep 0.1; n=$((n+1)); done; if [ -e $D/$1.end ]; then echo "ENDED $1"; else echo "OPEN $1"; fi; }}
+PX=${{HTTP_PROXY#http://}}; PX=${{PX%/}}; PH=${{PX%:*}}; PP=${{PX##*:}}
+( $P http://{HCI}:{http}/slow > $D/http.out 2>&1; touch $D/http.end ) &
+( $P http://{HCI}:{keep}/kept > $D/keep.out 2>&1; touch $D/keep.end ) &
+mkfifo $D/tunnel.in $D/ws.in
+( nc $PH $PP < $D/tunnel.in > $D/tunnel.out 2>&1; touch $D/tunnel.end ) &
+( nc $PH $PP < $D/ws.in > $D/ws.out 2>&1; touch $D/ws.end ) &
+exec 3>$D/tunnel.in 4>$D/ws.in
+printf 'CONNECT {HCI}:{tunnel} HTTP/1.1\r\nHost: {HCI}:{tunnel}\r\n\r\n' >&3
+printf 'GET http://{HCI}:{ws}/chat HTTP/1.1\r\nHost: {HCI}:{ws}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n' >&4
+sleep 1
+# A masked text frame (key 00000000: the payload as it is): "key=" and the phantom.
+printf '\x81\x{len:02x}\x00\x00\x00\x00key={PHANTOM}' >&4
+echo '== open'
+w changed
+ended http; ended tunnel; ended ws
+sed 's/^/http: /' $D/http.out
+sed 's/^/tunnel: /' $D/tunnel.out | tr -d '\r'
+echo "ws: $(od -An -tx1 $D/ws.out | tr -s ' \n' '  ')"
+echo '== after'; $P http://{HCI}:{http}/after; echo '-- after'
+while [ ! -e $D/keep.end ]; do sleep 0.1; done
+sed 's/^/keep: /' $D/keep.out
+echo '== done'
+exec sleep 600
+"#
+    )
+}
+
+#[test]
+fn set_allow_closes_the_open_connections_it_no_longer_allows_and_keeps_the_others() {
+    let sh = shared();
+    // The dropped stream would last 20 s, the kept one 8 s: the change comes at about 2 s.
+    let (http, http_log) = streaming_http(80, Duration::from_millis(250));
+    let (tunnel, tunnel_log) = ticker();
+    let (ws, ws_log) = websocket();
+    let (keep, keep_log) = streaming_http(32, Duration::from_millis(250));
+    let name = format!("egopen-{}", std::process::id());
+    let ctl = sh.dir.join(format!("ctl-{name}"));
+    std::fs::create_dir_all(&ctl).unwrap();
+    Command::new("chmod").arg("755").arg(&ctl).status().unwrap();
+    let entry = |p: u16| format!("{HCI}:{p}");
+    let injections = serde_json::json!([{
+        "name": "test/apiKey", "phantom": PHANTOM, "value": VALUE, "hosts": [entry(ws)]
+    }]);
+    let mut l = launch(
+        &name,
+        &script(http, tunnel, ws, keep),
+        filtered(
+            &[entry(http), entry(tunnel), entry(ws), entry(keep)],
+            "enforce",
+        ),
+        injections,
+        Some(&ctl),
+    );
+    l.until("== open", Duration::from_secs(60));
+    // All four connections are open and carrying data.
+    let opened = [
+        wait_log(&http_log, "request /slow", Duration::from_secs(10)),
+        wait_log(&tunnel_log, "open", Duration::from_secs(10)),
+        wait_log(&ws_log, "open", Duration::from_secs(10)),
+        wait_log(&keep_log, "request /kept", Duration::from_secs(10)),
+    ];
+    assert!(
+        opened.iter().all(|o| !o.is_empty()),
+        "every connection reached its server: {opened:?}; stderr: {}",
+        l.stderr()
+    );
+    // The WebSocket message reached its server with the value in place of the phantom.
+    let w = wait_log(&ws_log, "text ", Duration::from_secs(10));
+    assert!(
+        w.contains(&format!("text key={VALUE}")),
+        "the server read the value: {w:?}; stderr: {}",
+        l.stderr()
+    );
+    std::thread::sleep(Duration::from_millis(500));
+
+    let o = as_user(&sh.hsp, &["set-allow", &name, &entry(keep)])
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "set-allow: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let changed = Instant::now();
+    std::fs::write(ctl.join("changed"), "").unwrap();
+
+    // The servers see the three dropped connections end, well before their streams would.
+    let h = wait_log(&http_log, "cut after", Duration::from_secs(10));
+    let t = wait_log(&tunnel_log, "cut after", Duration::from_secs(10));
+    let w = wait_log(&ws_log, "end", Duration::from_secs(10));
+    let within = changed.elapsed();
+    assert!(
+        h.iter().any(|e| e.starts_with("cut after")),
+        "the http stream was cut: {h:?}"
+    );
+    assert!(
+        t.iter().any(|e| e.starts_with("cut after")),
+        "the tunnel was cut: {t:?}"
+    );
+    assert!(
+        w.contains(&"close 1012 egress policy changed".to_string()),
+        "the WebSocket server got a (masked) close 1012: {w:?}"
+    );
+    assert!(within < Duration::from_secs(10), "closed within {within:?}");
+
+    // The sandbox's process saw them end, and the WebSocket client read the close frame.
+    let r = l.until("== after", Duration::from_secs(40));
+    for c in ["http", "tunnel", "ws"] {
+        assert!(r.contains(&format!("ENDED {c}")), "{c} ended: {r:?}");
+    }
+    let http_lines = r.iter().filter(|x| x.starts_with("http: LINE ")).count();
+    assert!(
+        (1..80).contains(&http_lines),
+        "the http stream got some lines, not all: {r:?}"
+    );
+    assert!(
+        r.iter().any(|x| x.starts_with("tunnel: HTTP/1.1 200")),
+        "the tunnel was opened: {r:?}"
+    );
+    let ticks = r.iter().filter(|x| x.starts_with("tunnel: tick ")).count();
+    assert!((1..80).contains(&ticks), "some ticks, not all: {r:?}");
+    let ws_bytes = r
+        .iter()
+        .find_map(|x| x.strip_prefix("ws: "))
+        .unwrap_or_default()
+        .to_string();
+    // The 101 answer, the server's "hello" (81 05 …), its echo with the phantom again (the value
+    // swapped back), then the proxy's unmasked close 1012 with its reason (88 17 03 f4 "egress
+    // policy changed").
+    let hex = |t: &str| {
+        t.bytes()
+            .map(|b| format!("{b:02x}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    assert!(
+        ws_bytes.contains(&{
+            let echo = format!("echo key={PHANTOM}");
+            format!("81 {:02x} {}", echo.len(), hex(&echo))
+        }),
+        "the echo came back with the phantom: {ws_bytes}"
+    );
+    assert!(
+        !ws_bytes.contains(&hex(VALUE)),
+        "never the value: {ws_bytes}"
+    );
+    let close_1012 = "88 17 03 f4 65 67 72 65 73 73 20 70 6f 6c 69 63 79 20 63 68 61 6e 67 65 64";
+    assert!(
+        ws_bytes.contains("81 05 68 65 6c 6c 6f") && ws_bytes.contains(close_1012),
+        "the WebSocket client read hello then a close 1012: {ws_bytes}"
+    );
+    assert!(
+        ws_bytes.trim_end().ends_with(close_1012),
+        "nothing after the close frame: {ws_bytes}"
+    );
+
+    // A new request to a dropped host is refused, with a denied event.
+    let r = l.until("-- after", Duration::from_secs(30));
+    assert!(r.contains(&"STATUS 403".to_string()), "{r:?}");
+    assert!(
+        l.stderr_has(&event("denied", &entry(http), None)),
+        "{}",
+        l.stderr()
+    );
+    assert!(
+        !http_log
+            .lock()
+            .unwrap()
+            .contains(&"request /after".to_string()),
+        "the refused request never reached the server"
+    );
+
+    // The connection to the host still allowed streamed on to its end.
+    let r = l.until("== done", Duration::from_secs(30));
+    let kept = r.iter().filter(|x| x.starts_with("keep: LINE ")).count();
+    assert_eq!(kept, 32, "{r:?}");
+    assert!(r.contains(&"keep: END".to_string()), "{r:?}");
+    assert_eq!(
+        wait_log(&keep_log, "done", Duration::from_secs(5))
+            .last()
+            .map(String::as_str),
+        Some("done")
+    );
+
+    Command::new("kill")
+        .args(["-TERM", &l.child.id().to_string()])
+        .status()
+        .unwrap();
+    wait_exit(&mut l, Duration::from_secs(60));
 }
