@@ -19,6 +19,7 @@ pub mod prepare;
 pub mod problem;
 pub mod providers;
 pub mod routes;
+pub mod secretref;
 pub mod secrets;
 pub mod skills;
 pub mod store;
