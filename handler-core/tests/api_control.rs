@@ -390,11 +390,11 @@ async fn token_references_are_checked_files_bounded_and_commands_timed_out() {
             .err()
     });
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    let answered =
-        tokio::time::timeout(std::time::Duration::from_millis(700), d.get("/v1/accounts")).await;
+    let (s, _) = d.get("/v1/accounts").await;
+    assert_eq!(s, 200);
     assert!(
-        answered.is_ok(),
-        "the daemon answers while a secret command runs"
+        started.elapsed() < std::time::Duration::from_millis(800),
+        "the daemon answers while a secret command runs (not after its 1 s limit)"
     );
     let e = opening.await.unwrap().expect("refused");
     assert!(started.elapsed() < std::time::Duration::from_secs(4));
