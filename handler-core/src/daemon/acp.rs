@@ -21,6 +21,7 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::{Notify, mpsc};
 
 use super::auth::{header_token_ok, offered_protocols, protocol_token_ok};
+use super::live::{self, LiveAllow};
 use super::prepare::{Prepared, canonicalize, prepare};
 use super::problem::{ApiError, ApiResult};
 use super::store::new_id;
@@ -85,7 +86,7 @@ fn accept(
     id: &str,
     q: ModelQuery,
     headers: &HeaderMap,
-) -> ApiResult<(Prepared, String)> {
+) -> ApiResult<(Prepared, String, Option<LiveAllow>)> {
     // The Host, Origin and token were checked before this handler (auth.rs); checked again
     // here so that this route never depends on the layers alone.
     let protocols = offered_protocols(headers);
@@ -95,7 +96,7 @@ fn accept(
     }
     // A client that offers subprotocols offers acp.v1 (C.1); one that offers none and sends the
     // token in Authorization (a non-browser client library) gets no subprotocol (docs/decisions/0020-daemon-readings.md).
-    if !(protocols.is_empty() && header_ok) && !protocols.iter().any(|p| p == SUBPROTOCOL_ACP) {
+    if !(protocols.iter().any(|p| p == SUBPROTOCOL_ACP) || protocols.is_empty() && header_ok) {
         return Err(ApiError::bad_request(
             "subprotocol required",
             format!("offer the subprotocol {SUBPROTOCOL_ACP}"),
@@ -122,7 +123,13 @@ fn accept(
         first
     };
     let conn = new_id("c");
-    Ok((prepare(app, &agent, &access, &conn)?, conn))
+    let prepared = prepare(app, &agent, &access, &conn)?;
+    let required: Vec<_> = super::agents::required_hosts(&app.snapshot(), &prepared.access)
+        .into_iter()
+        .map(|r| r.host)
+        .collect();
+    let allow = live::at_launch(app, &agent, &prepared.spec.network, &required);
+    Ok((prepared, conn, allow))
 }
 
 /// Reads one line (without its `\n`), at most `max` bytes; `Err(true)` when longer.
@@ -181,7 +188,7 @@ fn close_msg(code: u16, reason: &str) -> Message {
 async fn relay(
     app: AppState,
     agent_id: String,
-    (prepared, conn): (Prepared, String),
+    (prepared, conn, allow): (Prepared, String, Option<LiveAllow>),
     socket: WebSocket,
 ) {
     let (mut ws_tx, mut ws_rx) = socket.split();
@@ -231,6 +238,7 @@ async fn relay(
                 terminal: None,
             },
             stop: stop_signal.clone(),
+            allow,
         });
     }
     app.agents.touch(&agent_id);

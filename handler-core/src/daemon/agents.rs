@@ -649,6 +649,7 @@ pub async fn replace(
         .agent(&id)
         .ok_or_else(|| ApiError::not_found(format!("agent {id:?}")))?;
     let snap = app.snapshot();
+    let old_view = serde_json::to_value(view(&app, &snap, &old)).unwrap_or_default();
     let parse_err = |e: serde_json::Error| ApiError::unprocessable("invalid body", e.to_string());
     let (a, make_default) = match &old.project_id {
         None => (
@@ -699,7 +700,17 @@ pub async fn replace(
         }
         Ok(())
     })?;
-    Ok(Json(view(&app, &snap, &a)))
+    // A.4: its running sandboxes get the new allow-list; the rest applies to the next one.
+    super::live::apply_allow(&app, &a).await?;
+    let mut answer = view(&app, &snap, &a);
+    let mut v = serde_json::to_value(&answer).unwrap_or_default();
+    super::live::mark_next_sandbox(&mut v, &old_view, !answer.connections.is_empty());
+    if let Some(n) = v.get(super::live::NEXT_SANDBOX_FIELD) {
+        answer
+            .extra
+            .insert(super::live::NEXT_SANDBOX_FIELD.to_string(), n.clone());
+    }
+    Ok(Json(answer))
 }
 
 /// PATCH /v1/agents/{id}: the live switch of enforcement (A.4), not confirmed (D.8), applied to

@@ -14,6 +14,7 @@ pub mod contexts;
 pub mod folders;
 pub mod fsutil;
 pub mod harnesses;
+pub mod live;
 pub mod openapi;
 pub mod prepare;
 pub mod problem;
@@ -46,6 +47,8 @@ use crate::launch::launcher::{Launcher, ProcessLauncher};
 pub struct LiveConnection {
     pub info: AgentConnection,
     pub stop: Arc<Notify>,
+    /// A filtered sandbox's allow-list, switched live when the agent changes (A.4).
+    pub allow: Option<live::LiveAllow>,
 }
 
 /// An egress event as recorded for an agent (A.3).
