@@ -112,7 +112,7 @@ fn user() -> Option<User> {
         .cmd(
             "podman",
             &["image", "exists", IMAGE],
-            &[("HOME".into(), home_of(&u))],
+            &[("HOME", home_of(&u))],
         )
         .status()
         .is_ok_and(|s| s.success());

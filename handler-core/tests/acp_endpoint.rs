@@ -466,6 +466,20 @@ async fn a_changed_allow_list_reaches_the_running_sandbox_and_the_rest_waits_for
         .await;
     assert_eq!(s, 200, "{v}");
     assert_eq!(v["nextSandbox"], json!(["network"]), "{v}");
+    // A PATCH of its instructions too (they are rendered at a start); its name is not.
+    let (s, v) = d
+        .patch(
+            &format!("/v1/agents/{id}"),
+            json!({"instructions": "Be brief."}),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["nextSandbox"], json!(["instructions"]), "{v}");
+    let (s, v) = d
+        .patch(&format!("/v1/agents/{id}"), json!({"name": "Renamed"}))
+        .await;
+    assert_eq!(s, 200, "{v}");
+    assert!(v.get("nextSandbox").is_none(), "{v}");
     assert!(
         d.sandbox_log()
             .contains(&format!("set-allow {sandbox} api.fake.test:443\n")),
