@@ -7,7 +7,8 @@
 //! agent through the real network filter (its image built first, as the user): its account
 //! token and a binding's secret delivered as phantoms the proxy swaps back towards their host (a
 //! test server on the host, reached as host.containers.internal), other hosts denied, the egress
-//! events recorded on the agent, and PATCH {egress: log-only} switching the running sandbox.
+//! events recorded on the agent, PATCH {egress: log-only} switching the running sandbox, and a
+//! PUT of the agent's allow-list reaching it (set-allow).
 //! Missing podman or user FAILS, unless HANDLER_SKIP_PODMAN_TESTS=1.
 
 #[path = "support/static_build.rs"]
@@ -111,7 +112,7 @@ fn user() -> Option<User> {
         .cmd(
             "podman",
             &["image", "exists", IMAGE],
-            &[("HOME".into(), home_of(&u))],
+            &[("HOME", home_of(&u))],
         )
         .status()
         .is_ok_and(|s| s.success());
@@ -305,6 +306,17 @@ impl Daemon {
         let r = self
             .http
             .post(format!("http://127.0.0.1:{}{path}", self.port))
+            .bearer_auth(&self.token)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+    }
+    async fn put(&self, path: &str, body: Value) -> (u16, Value) {
+        let r = self
+            .http
+            .put(format!("http://127.0.0.1:{}{path}", self.port))
             .bearer_auth(&self.token)
             .json(&body)
             .send()
@@ -935,6 +947,45 @@ async fn a_filtered_agent_through_the_real_network_filter() {
         )
         .await;
     assert_eq!(r["result"]["status"], 403, "{r}");
+    // A.4: a PUT that lists the host opens it live (set-allow), one that drops it closes it;
+    // the model's host and the addon's stay reachable throughout.
+    let agent_body = |allow: Value| {
+        json!({"models": [{"account": "perso"}], "scope": d.scope, "bindings": ["probe"],
+            "allow": allow})
+    };
+    let (s, v) = d
+        .put(
+            &format!("/v1/agents/{id}"),
+            agent_body(json!(["unlisted.invalid:80"])),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    let r = c
+        .request(
+            "_fake/http",
+            json!({"url": "http://unlisted.invalid/z", "headers": {}}),
+        )
+        .await;
+    assert_ne!(r["result"]["status"], 403, "{r}: {}", d.log());
+    let (s, v) = d
+        .put(&format!("/v1/agents/{id}"), agent_body(json!([])))
+        .await;
+    assert_eq!(s, 200, "{v}");
+    let r = c
+        .request(
+            "_fake/http",
+            json!({"url": "http://unlisted.invalid/w", "headers": {}}),
+        )
+        .await;
+    assert_eq!(r["result"]["status"], 403, "{r}");
+    let r = c
+        .request(
+            "_fake/http",
+            json!({"url": format!("http://{host}/check"), "headers": {
+                "Authorization": "Bearer ${FAKE_TOKEN}", "X-Probe-Key": "${PROBE_KEY}"}}),
+        )
+        .await;
+    assert_eq!(r["result"]["status"], 200, "{r}: {}", d.log());
     // Close: the sandbox and its proxy go.
     let sandbox = d.get(&format!("/v1/agents/{id}")).await["connections"][0]["sandbox"]
         .as_str()

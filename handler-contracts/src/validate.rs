@@ -80,7 +80,7 @@ pub fn validate_secret_ref(field: &str, r: &SecretRef) -> Result {
             format!("{v:?} is not an environment variable name"),
         ),
         SecretRef::File(f) if f.is_empty() => err(format!("{field}.file"), "an empty path"),
-        SecretRef::Command(c) if c[0].is_empty() => {
+        SecretRef::Command(c) if c.first().is_none_or(|p| p.is_empty()) => {
             err(format!("{field}.command"), "an empty program")
         }
         _ => Ok(()),
@@ -760,5 +760,19 @@ pub fn check_model_access(
                     .or_else(|| provider.models.first().map(|m| m.id.clone())),
             })
         }
+    }
+}
+
+#[cfg(test)]
+mod secret_ref_tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_command_is_an_error_naming_the_field_not_a_panic() {
+        for argv in [vec![], vec![String::new()]] {
+            let e = validate_secret_ref("token", &SecretRef::Command(argv)).unwrap_err();
+            assert_eq!(e.path, "token.command");
+        }
+        assert!(validate_secret_ref("token", &SecretRef::Command(vec!["pass".into()])).is_ok());
     }
 }

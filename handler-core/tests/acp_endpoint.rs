@@ -429,3 +429,62 @@ async fn the_live_egress_switch_and_egress_events() {
     }
     d.stop().await;
 }
+
+#[tokio::test]
+async fn a_changed_allow_list_reaches_the_running_sandbox_and_the_rest_waits_for_the_next() {
+    let (d, id) = setup(json!({"allow": ["crates.io:443"]})).await;
+    let _c = d.acp(&id).await;
+    let (_, a) = d.get(&format!("/v1/agents/{id}")).await;
+    let sandbox = a["connections"][0]["sandbox"].as_str().unwrap().to_string();
+    // The new list replaces the old one live: crates.io closed, pypi.org open, the model's host
+    // kept.
+    let body = json!({"models": [{"account": "perso"}], "scope": d.scope(),
+        "allow": ["pypi.org:443"]});
+    let (s, v) = d.put(&format!("/v1/agents/{id}"), body.clone()).await;
+    assert_eq!(s, 200, "{v}");
+    assert!(v.get("nextSandbox").is_none(), "{v}");
+    let log = d.sandbox_log();
+    let line = log
+        .lines()
+        .find(|l| l.starts_with(&format!("set-allow {sandbox}")))
+        .unwrap_or_else(|| panic!("no set-allow: {log}"));
+    assert_eq!(
+        line,
+        format!("set-allow {sandbox} api.fake.test:443 pypi.org:443"),
+        "{log}"
+    );
+    // The same list again: nothing sent.
+    let (s, _) = d.put(&format!("/v1/agents/{id}"), body).await;
+    assert_eq!(s, 200);
+    assert_eq!(d.sandbox_log().matches("set-allow").count(), 1);
+    // What cannot change live is named in the answer; the list goes with it (narrowed).
+    let (s, v) = d
+        .put(
+            &format!("/v1/agents/{id}"),
+            json!({"models": [{"account": "perso"}], "scope": d.scope(), "network": "none"}),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["nextSandbox"], json!(["network"]), "{v}");
+    // A PATCH of its instructions too (they are rendered at a start); its name is not.
+    let (s, v) = d
+        .patch(
+            &format!("/v1/agents/{id}"),
+            json!({"instructions": "Be brief."}),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["nextSandbox"], json!(["instructions"]), "{v}");
+    let (s, v) = d
+        .patch(&format!("/v1/agents/{id}"), json!({"name": "Renamed"}))
+        .await;
+    assert_eq!(s, 200, "{v}");
+    assert!(v.get("nextSandbox").is_none(), "{v}");
+    assert!(
+        d.sandbox_log()
+            .contains(&format!("set-allow {sandbox} api.fake.test:443\n")),
+        "{}",
+        d.sandbox_log()
+    );
+    d.stop().await;
+}

@@ -14,10 +14,36 @@ const TOKEN_A: &str = "fk-Secret0TokenAAAA1111bbbb2222cccc3333";
 const KEY_P: &str = "sk-or-v1-KeyPPPP4444qqqq5555rrrr6666ssss";
 const SECRET_S: &str = "s3cret-Store-Value-7777tttt8888";
 
+/// Path parameters that once slipped past the token check (a path ending in `/acp`), and a
+/// plain one: every route of the table is tried with each.
+const PARAMS: &[&str] = &["x", "acp", "x/acp", "a%2Facp", "acp/acp", "x%2F..%2Facp"];
+
+fn concrete_with(path: &str, param: &str) -> String {
+    let rest = if param == "x" {
+        "providers/x/apiKey"
+    } else {
+        param
+    };
+    path.replace("{*path}", rest)
+        .replace("{name}", param)
+        .replace("{id}", param)
+}
+
+/// Whether a concrete path is one the router matches to `pattern` (`{x}` one segment).
+fn matches_route(pattern: &str, path: &str) -> bool {
+    let (p, c): (Vec<&str>, Vec<&str>) = (pattern.split('/').collect(), path.split('/').collect());
+    p.len() == c.len() && p.iter().zip(&c).all(|(p, c)| p.starts_with('{') || p == c)
+}
+
 fn concrete(path: &str) -> String {
-    path.replace("{*path}", "providers/x/apiKey")
-        .replace("{name}", "x")
-        .replace("{id}", "x")
+    concrete_with(path, "x")
+}
+
+/// A body a handler would act on, so that a request let through shows as something else than 401.
+fn body_for(method: &str) -> Option<Value> {
+    matches!(method, "PUT" | "POST" | "PATCH").then(|| {
+        json!({"name": "acp", "harness": "fake", "value": "v", "token": {"command": ["/bin/touch", "/tmp/handler-pwned"]}})
+    })
 }
 
 #[tokio::test]
@@ -27,36 +53,361 @@ async fn token_file_is_0600_and_every_route_needs_it() {
     let meta = std::fs::metadata(&tf).unwrap();
     assert_eq!(meta.permissions().mode() & 0o777, 0o600);
     assert_eq!(std::fs::read_to_string(&tf).unwrap().trim(), d.token);
+    let ws_token = format!("acp.v1, bearer.{}", d.token);
+    let upgrades: Vec<(&str, &str)> = table()
+        .iter()
+        .filter(|r| r.upgrade)
+        .map(|r| (r.method, r.path))
+        .collect();
+    assert!(!upgrades.is_empty());
+    for r in table() {
+        for param in PARAMS {
+            let url = format!("{}{}", d.url, concrete_with(r.path, param));
+            let m = reqwest::Method::from_bytes(r.method.as_bytes()).unwrap();
+            // The subprotocol token is a token only on the routes the table marks as upgrades.
+            let mut tries: Vec<(Option<&str>, Option<&str>)> = vec![
+                (None, None),
+                (Some("Bearer wrong-token"), None),
+                (Some("Basic abc"), None),
+                (None, Some("acp.v1, bearer.wrong")),
+            ];
+            let path = concrete_with(r.path, param);
+            if !upgrades
+                .iter()
+                .any(|(m, p)| *m == r.method && matches_route(p, &path))
+            {
+                tries.push((None, Some(&ws_token)));
+            }
+            for (auth, proto) in tries {
+                let mut req = d.http.request(m.clone(), &url);
+                if let Some(a) = auth {
+                    req = req.header("authorization", a);
+                }
+                if let Some(p) = proto {
+                    req = req
+                        .header("sec-websocket-protocol", p)
+                        .header("connection", "upgrade")
+                        .header("upgrade", "websocket")
+                        .header("sec-websocket-version", "13")
+                        .header("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ==");
+                }
+                if let Some(b) = body_for(r.method) {
+                    req = req.json(&b);
+                }
+                let res = req.send().await.unwrap();
+                assert_eq!(
+                    res.status().as_u16(),
+                    401,
+                    "{} {url} with {auth:?} {proto:?}",
+                    r.method,
+                );
+                assert_eq!(res.headers()["content-type"], "application/problem+json");
+                let p: Value = res.json().await.unwrap();
+                assert_eq!(p["status"], 401);
+                assert_eq!(p["title"], "unauthorized");
+            }
+        }
+    }
+    // Unknown routes too, also ending in /acp.
+    for path in ["/v1/nothing", "/v1/nothing/acp", "/acp"] {
+        let res = d.http.get(format!("{}{path}", d.url)).send().await.unwrap();
+        assert_eq!(res.status().as_u16(), 401, "{path}");
+    }
+    // Nothing was stored by those requests: no account, secret or provider named acp.
+    for path in [
+        "/v1/accounts",
+        "/v1/providers",
+        "/v1/contexts",
+        "/v1/bindings",
+    ] {
+        let (s, v) = d.get(path).await;
+        assert_eq!(s, 200);
+        assert!(!v.to_string().contains("\"acp\""), "{path}: {v}");
+    }
+    let (s, v) = d.get("/v1/secrets").await;
+    assert_eq!(s, 200);
+    assert!(!v.to_string().contains("acp"), "{v}");
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn an_account_named_acp_needs_the_token_and_its_command_never_runs() {
+    let d = TestDaemon::start().await;
+    let canary = d.home.path().join("pwned");
+    let body = json!({"name": "acp", "harness": "fake",
+        "token": {"command": ["/bin/touch", canary.display().to_string()]}});
+    for (m, path) in [
+        ("PUT", "/v1/accounts/acp"),
+        ("POST", "/v1/accounts/acp"),
+        ("PUT", "/v1/accounts/acp/token"),
+        ("PUT", "/v1/secrets/x/acp"),
+        ("PUT", "/v1/providers/acp"),
+        ("PUT", "/v1/contexts/acp"),
+    ] {
+        let res = d
+            .http
+            .request(
+                reqwest::Method::from_bytes(m.as_bytes()).unwrap(),
+                format!("{}{path}", d.url),
+            )
+            .header(
+                "sec-websocket-protocol",
+                format!("acp.v1, bearer.{}", d.token),
+            )
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status().as_u16(), 401, "{m} {path}");
+    }
+    assert!(
+        !d.home
+            .path()
+            .join(".config/handler-ai/accounts/acp.toml")
+            .exists()
+    );
+    let (s, v) = d.get("/v1/accounts").await;
+    assert_eq!((s, v), (200, json!([])));
+    assert!(!canary.exists());
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn a_foreign_host_is_421_before_the_token_on_every_route() {
+    let d = TestDaemon::start().await;
+    let port = d.port;
+    let bad = [
+        format!("evil.example:{port}"),
+        "evil.example".to_string(),
+        "127.0.0.1".to_string(),
+        format!("127.0.0.1:{}", port.wrapping_add(1)),
+        format!("app.localhost:{port}"),
+        format!("127.0.0.2:{port}"),
+    ];
     for r in table() {
         let url = format!("{}{}", d.url, concrete(r.path));
         let m = reqwest::Method::from_bytes(r.method.as_bytes()).unwrap();
-        for auth in [None, Some("Bearer wrong-token"), Some("Basic abc")] {
-            let mut req = d.http.request(m.clone(), &url);
-            if let Some(a) = auth {
-                req = req.header("authorization", a);
+        for host in &bad {
+            for with_token in [false, true] {
+                let mut req = d.http.request(m.clone(), &url).header("host", host);
+                if with_token {
+                    req = req.bearer_auth(&d.token);
+                }
+                let res = req.send().await.unwrap();
+                assert_eq!(
+                    res.status().as_u16(),
+                    421,
+                    "{} {} Host {host}",
+                    r.method,
+                    r.path
+                );
+                assert_eq!(res.headers()["content-type"], "application/problem+json");
+            }
+        }
+    }
+    for host in [
+        format!("127.0.0.1:{port}"),
+        format!("localhost:{port}"),
+        format!("LOCALHOST:{port}"),
+        format!("[::1]:{port}"),
+    ] {
+        let res = d
+            .http
+            .get(format!("{}/v1/accounts", d.url))
+            .header("host", &host)
+            .bearer_auth(&d.token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status().as_u16(), 200, "Host {host}");
+    }
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn a_foreign_origin_is_403_on_every_route() {
+    let d = TestDaemon::start_with(daemon_support::Options {
+        origins: vec!["http://ui.local".into()],
+        ..Default::default()
+    })
+    .await;
+    let port = d.port;
+    for r in table() {
+        let url = format!("{}{}", d.url, concrete(r.path));
+        let m = reqwest::Method::from_bytes(r.method.as_bytes()).unwrap();
+        for origin in [
+            "http://evil.example",
+            "null",
+            &format!("http://127.0.0.1:{}", port.wrapping_add(1)),
+            &format!("https://localhost:{port}"),
+        ] {
+            let mut req = d
+                .http
+                .request(m.clone(), &url)
+                .bearer_auth(&d.token)
+                .header("origin", origin);
+            if let Some(b) = body_for(r.method) {
+                req = req.json(&b);
             }
             let res = req.send().await.unwrap();
             assert_eq!(
                 res.status().as_u16(),
-                401,
-                "{} {} with {auth:?}",
+                403,
+                "{} {} Origin {origin}",
                 r.method,
                 r.path
             );
-            assert_eq!(res.headers()["content-type"], "application/problem+json");
             let p: Value = res.json().await.unwrap();
-            assert_eq!(p["status"], 401);
-            assert_eq!(p["title"], "unauthorized");
+            assert_eq!(p["title"], "origin not allowed");
         }
     }
-    // Unknown routes too.
-    let res = d
-        .http
-        .get(format!("{}/v1/nothing", d.url))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status().as_u16(), 401);
+    for origin in [
+        "http://ui.local".to_string(),
+        format!("http://127.0.0.1:{port}"),
+        format!("http://localhost:{port}"),
+        format!("http://[::1]:{port}"),
+    ] {
+        let res = d
+            .http
+            .get(format!("{}/v1/accounts", d.url))
+            .bearer_auth(&d.token)
+            .header("origin", &origin)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status().as_u16(), 200, "Origin {origin}");
+    }
+    d.stop().await;
+}
+
+#[test]
+fn a_token_file_others_could_read_is_replaced_and_another_mode_fixed_loudly() {
+    let dir = tempfile::tempdir().unwrap();
+    let tf = dir.path().join("token");
+    let old = "a".repeat(64);
+    std::fs::write(&tf, format!("{old}\n")).unwrap();
+    std::fs::set_permissions(&tf, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let t = handler_core::daemon::auth::load_or_create_token(&tf).unwrap();
+    assert_ne!(t, old, "a token others could read is not kept");
+    assert_eq!(std::fs::read_to_string(&tf).unwrap().trim(), t);
+    assert_eq!(
+        std::fs::metadata(&tf).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    std::fs::set_permissions(&tf, std::fs::Permissions::from_mode(0o400)).unwrap();
+    let again = handler_core::daemon::auth::load_or_create_token(&tf).unwrap();
+    assert_eq!(again, t, "the owner's own token kept");
+    assert_eq!(
+        std::fs::metadata(&tf).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    // A link is refused, not followed.
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(&tf, &link).unwrap();
+    assert!(handler_core::daemon::auth::load_or_create_token(&link).is_err());
+}
+
+/// The refusal of an ACP handshake: its status and body.
+async fn acp_refusal(d: &TestDaemon, agent: &str) -> (u16, String) {
+    match daemon_support::acp::open(&d.acp_url(agent, ""), &d.protocols(), None).await {
+        Ok(_) => (101, String::new()),
+        Err(tokio_tungstenite::tungstenite::Error::Http(r)) => (
+            r.status().as_u16(),
+            String::from_utf8_lossy(r.body().as_deref().unwrap_or_default()).into_owned(),
+        ),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+async fn agent_on(d: &TestDaemon, account: &str, token: Value) -> String {
+    let (s, v) = d
+        .post(
+            "/v1/accounts",
+            json!({"name": account, "harness": "fake", "token": token}),
+        )
+        .await;
+    assert_eq!(s, 201, "{v}");
+    let a = d.fake_agent(account, json!({})).await;
+    a["id"].as_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn token_references_are_checked_files_bounded_and_commands_timed_out() {
+    let d = TestDaemon::start_with(daemon_support::Options {
+        secret_command_timeout: Some(std::time::Duration::from_secs(1)),
+        ..Default::default()
+    })
+    .await;
+    // An empty command is a 400 naming the field, on create and on PUT …/token.
+    let (s, v) = d
+        .post(
+            "/v1/accounts",
+            json!({"name": "e", "harness": "fake", "token": {"command": []}}),
+        )
+        .await;
+    assert_eq!(s, 400, "{v}");
+    assert!(
+        v["detail"].as_str().unwrap().contains("token.command"),
+        "{v}"
+    );
+    d.fake_account("perso", TOKEN_A).await;
+    for bad in [
+        json!({"command": []}),
+        json!({"command": [""]}),
+        json!({"env": "NOT A NAME"}),
+        json!({"file": ""}),
+    ] {
+        let (s, v) = d.put("/v1/accounts/perso/token", bad.clone()).await;
+        assert_eq!(s, 400, "{bad}: {v}");
+        assert!(v["detail"].as_str().unwrap().starts_with("token."), "{v}");
+    }
+    // A file larger than 1 MiB (its first line a valid token) is refused, /dev/zero too.
+    let big = d.home.path().join("big-token");
+    let mut content = format!("{TOKEN_A}\n").into_bytes();
+    content.resize(2 * 1024 * 1024, b'x');
+    std::fs::write(&big, content).unwrap();
+    let id = agent_on(&d, "big", json!({"file": big.display().to_string()})).await;
+    let (s, body) = acp_refusal(&d, &id).await;
+    assert_eq!(s, 400, "{body}");
+    assert!(body.contains("larger than 1 MiB"), "{body}");
+    let id = agent_on(&d, "zero", json!({"file": "/dev/zero"})).await;
+    let (s, body) = acp_refusal(&d, &id).await;
+    assert_eq!(s, 400, "{body}");
+    assert!(body.contains("not a regular file"), "{body}");
+    // A slow command is killed after its time limit, and the daemon answers meanwhile.
+    let id = agent_on(
+        &d,
+        "slow",
+        json!({"command": ["/bin/sh", "-c", format!("sleep 6; echo {TOKEN_A}")]}),
+    )
+    .await;
+    let started = std::time::Instant::now();
+    let url = d.acp_url(&id, "");
+    let protocols = d.protocols();
+    let opening = tokio::spawn(async move {
+        daemon_support::acp::open(&url, &protocols, None)
+            .await
+            .err()
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let (s, _) = d.get("/v1/accounts").await;
+    assert_eq!(s, 200);
+    assert!(
+        started.elapsed() < std::time::Duration::from_millis(800),
+        "the daemon answers while a secret command runs (not after its 1 s limit)"
+    );
+    let e = opening.await.unwrap().expect("refused");
+    assert!(started.elapsed() < std::time::Duration::from_secs(4));
+    match e {
+        tokio_tungstenite::tungstenite::Error::Http(r) => {
+            assert_eq!(r.status().as_u16(), 400);
+            let body =
+                String::from_utf8_lossy(r.body().as_deref().unwrap_or_default()).into_owned();
+            assert!(body.contains("did not finish within 1 s"), "{body}");
+            assert!(!body.contains(TOKEN_A), "{body}");
+        }
+        e => panic!("{e}"),
+    }
     d.stop().await;
 }
 

@@ -511,3 +511,31 @@ async fn a_binding_variable_the_harness_sets_fails_the_start() {
     }
     d.stop().await;
 }
+
+#[tokio::test]
+async fn a_binding_changed_under_a_running_sandbox_changes_its_allow_list_live() {
+    let d = setup().await;
+    let a = d.fake_agent("perso", json!({"bindings": ["nb"]})).await;
+    let id = a["id"].as_str().unwrap().to_string();
+    let _c = d.acp(&id).await;
+    let (_, a) = d.get(&format!("/v1/agents/{id}")).await;
+    let sandbox = a["connections"][0]["sandbox"].as_str().unwrap().to_string();
+    assert!(
+        d.sandbox_log().contains("notes.example.org:443"),
+        "{}",
+        d.sandbox_log()
+    );
+    // The binding now takes an addon without egress: notes.example.org goes, the model's host
+    // stays.
+    let (s, v) = d
+        .put("/v1/bindings/nb", json!({"name": "nb", "addon": "tools"}))
+        .await;
+    assert_eq!(s, 200, "{v}");
+    assert!(
+        d.sandbox_log()
+            .contains(&format!("set-allow {sandbox} api.fake.test:443\n")),
+        "{}",
+        d.sandbox_log()
+    );
+    d.stop().await;
+}

@@ -271,10 +271,17 @@ fn apply_token(
                 .map_err(ApiError::internal)?;
             SecretRef::Secret(path)
         }
-        TokenInput::Env(v) => SecretRef::Env(v.clone()),
-        TokenInput::File(v) => SecretRef::File(v.clone()),
-        TokenInput::Command(v) => SecretRef::Command(v.clone()),
+        TokenInput::Env(v) => checked_ref(SecretRef::Env(v.clone()))?,
+        TokenInput::File(v) => checked_ref(SecretRef::File(v.clone()))?,
+        TokenInput::Command(v) => checked_ref(SecretRef::Command(v.clone()))?,
     })
+}
+
+/// A reference given through the API, checked before it is stored (E2): 400 naming the field.
+fn checked_ref(r: SecretRef) -> ApiResult<SecretRef> {
+    handler_contracts::validate::validate_secret_ref("token", &r)
+        .map_err(|e| ApiError::bad_request("token invalid", e.to_string()))?;
+    Ok(r)
 }
 
 fn write_account(app: &AppState, name: &str, a: &Account) -> ApiResult<()> {

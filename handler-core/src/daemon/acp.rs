@@ -9,10 +9,10 @@ use std::time::Duration;
 use axum::Json;
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use futures_util::{SinkExt, StreamExt};
-use handler_contracts::acp::{SUBPROTOCOL_ACP, SUBPROTOCOL_BEARER_PREFIX, close};
+use handler_contracts::acp::{SUBPROTOCOL_ACP, close};
 use handler_contracts::control::{AgentConnection, ModelAccess};
 use handler_contracts::sandbox::EgressEvent;
 use handler_policy::{Action, ClientId, Direction, Pipeline};
@@ -20,7 +20,8 @@ use serde::Deserialize;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::{Notify, mpsc};
 
-use super::auth::token_matches;
+use super::auth::{header_token_ok, offered_protocols, protocol_token_ok};
+use super::live::{self, LiveAllow};
 use super::prepare::{Prepared, canonicalize, prepare};
 use super::problem::{ApiError, ApiResult};
 use super::store::new_id;
@@ -46,16 +47,6 @@ const STOP_GRACE: Duration = Duration::from_secs(20);
 /// The pipeline's own client number for this socket.
 const CLIENT: ClientId = ClientId(1);
 
-fn offered_protocols(headers: &HeaderMap) -> Vec<String> {
-    headers
-        .get_all(header::SEC_WEBSOCKET_PROTOCOL)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(',').map(|s| s.trim().to_string()))
-        .filter(|s| !s.is_empty())
-        .collect()
-}
-
 /// GET /v1/agents/{id}/acp
 pub async fn connect(
     State(app): State<AppState>,
@@ -64,7 +55,14 @@ pub async fn connect(
     headers: HeaderMap,
     ws: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
 ) -> Response {
-    match accept(&app, &id, q, &headers) {
+    // Off the async workers: preparing reads files and may run a `{ command }` secret reference.
+    let accepted = {
+        let (app, id, headers) = (app.clone(), id.clone(), headers.clone());
+        tokio::task::spawn_blocking(move || accept(&app, &id, q, &headers))
+            .await
+            .unwrap_or_else(|e| Err(ApiError::internal(e)))
+    };
+    match accepted {
         Err(e) => e.into_response(),
         Ok(prepared) => match ws {
             Err(rej) => {
@@ -81,42 +79,24 @@ pub async fn connect(
     }
 }
 
-/// The checks before the upgrade: token (401), Origin (403), agent (404), model (400/409).
+/// The checks before the upgrade: token (401; Host 421 and Origin 403 before it, auth.rs),
+/// agent (404), model (400/409).
 fn accept(
     app: &AppState,
     id: &str,
     q: ModelQuery,
     headers: &HeaderMap,
-) -> ApiResult<(Prepared, String)> {
+) -> ApiResult<(Prepared, String, Option<LiveAllow>)> {
+    // The Host, Origin and token were checked before this handler (auth.rs); checked again
+    // here so that this route never depends on the layers alone.
     let protocols = offered_protocols(headers);
-    let header_ok = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split_once(' '))
-        .is_some_and(|(s, t)| {
-            s.eq_ignore_ascii_case("bearer") && token_matches(&app.token, t.trim())
-        });
-    let proto_ok = protocols.iter().any(|p| {
-        p.strip_prefix(SUBPROTOCOL_BEARER_PREFIX)
-            .is_some_and(|t| token_matches(&app.token, t))
-    });
-    if !header_ok && !proto_ok {
+    let header_ok = header_token_ok(headers, &app.token);
+    if !header_ok && !protocol_token_ok(headers, &app.token) {
         return Err(ApiError::unauthorized());
-    }
-    if let Some(origin) = headers.get(header::ORIGIN) {
-        let o = origin.to_str().unwrap_or_default();
-        if !app.config.allowed_origins.iter().any(|a| a == o) {
-            tracing::warn!(origin = %o, agent = %id, "ACP connection refused: origin not allowed");
-            return Err(ApiError::new(
-                StatusCode::FORBIDDEN,
-                "origin not allowed",
-                format!("Origin {o:?} is not in the allow-list (HANDLER_ALLOWED_ORIGINS)"),
-            ));
-        }
     }
     // A client that offers subprotocols offers acp.v1 (C.1); one that offers none and sends the
     // token in Authorization (a non-browser client library) gets no subprotocol (docs/decisions/0020-daemon-readings.md).
-    if !(protocols.is_empty() && header_ok) && !protocols.iter().any(|p| p == SUBPROTOCOL_ACP) {
+    if !(protocols.iter().any(|p| p == SUBPROTOCOL_ACP) || protocols.is_empty() && header_ok) {
         return Err(ApiError::bad_request(
             "subprotocol required",
             format!("offer the subprotocol {SUBPROTOCOL_ACP}"),
@@ -143,7 +123,13 @@ fn accept(
         first
     };
     let conn = new_id("c");
-    Ok((prepare(app, &agent, &access, &conn)?, conn))
+    let prepared = prepare(app, &agent, &access, &conn)?;
+    let required: Vec<_> = super::agents::required_hosts(&app.snapshot(), &prepared.access)
+        .into_iter()
+        .map(|r| r.host)
+        .collect();
+    let allow = live::at_launch(app, &agent, &prepared.spec.network, &required);
+    Ok((prepared, conn, allow))
 }
 
 /// Reads one line (without its `\n`), at most `max` bytes; `Err(true)` when longer.
@@ -202,7 +188,7 @@ fn close_msg(code: u16, reason: &str) -> Message {
 async fn relay(
     app: AppState,
     agent_id: String,
-    (prepared, conn): (Prepared, String),
+    (prepared, conn, allow): (Prepared, String, Option<LiveAllow>),
     socket: WebSocket,
 ) {
     let (mut ws_tx, mut ws_rx) = socket.split();
@@ -252,6 +238,7 @@ async fn relay(
                 terminal: None,
             },
             stop: stop_signal.clone(),
+            allow,
         });
     }
     app.agents.touch(&agent_id);

@@ -593,6 +593,12 @@ pub async fn replace_binding(
         })?;
         tracing::info!(binding = %name, to = %req.name, "binding renamed");
     }
+    // A.4: the running sandboxes of the agents that picked it get their new allow-list.
+    for a in app.agents.agents() {
+        if a.options.bindings.contains(&req.name) {
+            super::live::apply_allow(&app, &a).await?;
+        }
+    }
     let set = AddonSet::read(&app.config);
     Ok(Json(binding_info(&app, &set.bindings[&req.name])))
 }
@@ -633,6 +639,22 @@ pub struct AddonLaunch {
     pub injections: Vec<Injection>,
     /// Their secret values, named by store path (P5 redaction).
     pub secrets: Vec<(String, String)>,
+}
+
+/// The egress its bindings' addons give an agent (G4), read without resolving any secret; a
+/// binding that is not usable gives none.
+pub fn egress_of(app: &AppState, agent: &StoredAgent) -> Vec<AllowEntry> {
+    if agent.options.bindings.is_empty() {
+        return Vec::new();
+    }
+    let set = AddonSet::read(&app.config);
+    agent
+        .options
+        .bindings
+        .iter()
+        .filter_map(|name| set.usable(name).ok())
+        .flat_map(|(_, _, m)| m.egress.iter().cloned())
+        .collect()
 }
 
 /// G4: each selected binding, checked again (G2, G3), resolved for a start.

@@ -649,6 +649,7 @@ pub async fn replace(
         .agent(&id)
         .ok_or_else(|| ApiError::not_found(format!("agent {id:?}")))?;
     let snap = app.snapshot();
+    let old_view = serde_json::to_value(view(&app, &snap, &old)).unwrap_or_default();
     let parse_err = |e: serde_json::Error| ApiError::unprocessable("invalid body", e.to_string());
     let (a, make_default) = match &old.project_id {
         None => (
@@ -699,7 +700,22 @@ pub async fn replace(
         }
         Ok(())
     })?;
-    Ok(Json(view(&app, &snap, &a)))
+    // A.4: its running sandboxes get the new allow-list; the rest applies to the next one.
+    super::live::apply_allow(&app, &a).await?;
+    let mut answer = view(&app, &snap, &a);
+    next_sandbox(&mut answer, &old_view);
+    Ok(Json(answer))
+}
+
+/// Names in the answer what changed that a running sandbox does not get (A.4, `nextSandbox`).
+fn next_sandbox(answer: &mut Agent, old_view: &serde_json::Value) {
+    let mut v = serde_json::to_value(&*answer).unwrap_or_default();
+    super::live::mark_next_sandbox(&mut v, old_view, !answer.connections.is_empty());
+    if let Some(n) = v.get(super::live::NEXT_SANDBOX_FIELD) {
+        answer
+            .extra
+            .insert(super::live::NEXT_SANDBOX_FIELD.to_string(), n.clone());
+    }
 }
 
 /// PATCH /v1/agents/{id}: the live switch of enforcement (A.4), not confirmed (D.8), applied to
@@ -728,6 +744,7 @@ pub async fn patch(
         .agents
         .agent(&id)
         .ok_or_else(|| ApiError::not_found(format!("agent {id:?}")))?;
+    let old_view = serde_json::to_value(view(&app, &app.snapshot(), &old)).unwrap_or_default();
     let mut a = old.clone();
     if let Some(e) = req.egress {
         if containment(&a.options).network != NetworkMode::Filtered {
@@ -787,7 +804,9 @@ pub async fn patch(
             tracing::info!(agent = %id, sandbox = %c.sandbox, egress = e.as_str(), "egress switched");
         }
     }
-    Ok(Json(view(&app, &app.snapshot(), &a)))
+    let mut answer = view(&app, &app.snapshot(), &a);
+    next_sandbox(&mut answer, &old_view);
+    Ok(Json(answer))
 }
 
 /// DELETE /v1/agents/{id}: refused (409) for a project's last agent.

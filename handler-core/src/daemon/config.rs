@@ -54,6 +54,9 @@ pub struct DaemonConfig {
     pub max_message_bytes: usize,
     /// The sandbox executable and its leading arguments (`handler-sandbox-podman`).
     pub sandbox_command: Vec<String>,
+    /// How long a `{ command }` secret reference may run (`HANDLER_SECRET_COMMAND_TIMEOUT`,
+    /// seconds; default 10).
+    pub secret_command_timeout: std::time::Duration,
 }
 
 fn env_path(var: &str) -> Option<PathBuf> {
@@ -92,6 +95,7 @@ impl DaemonConfig {
             allowed_origins: default_origins(port),
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             sandbox_command: vec!["handler-sandbox-podman".to_string()],
+            secret_command_timeout: super::secretref::DEFAULT_COMMAND_TIMEOUT,
         }
     }
 
@@ -168,6 +172,17 @@ impl DaemonConfig {
                         var: "HANDLER_MAX_MESSAGE_BYTES",
                         message: format!("{m:?} is not a size in bytes of at least 1024"),
                     })?;
+        }
+        if let Ok(t) = std::env::var("HANDLER_SECRET_COMMAND_TIMEOUT") {
+            c.secret_command_timeout = t
+                .parse::<u64>()
+                .ok()
+                .filter(|n| (1..=600).contains(n))
+                .map(std::time::Duration::from_secs)
+                .ok_or_else(|| ConfigError::Invalid {
+                    var: "HANDLER_SECRET_COMMAND_TIMEOUT",
+                    message: format!("{t:?} is not a number of seconds from 1 to 600"),
+                })?;
         }
         if let Ok(s) = std::env::var("HANDLER_SANDBOX_COMMAND") {
             let argv: Vec<String> = s.split_whitespace().map(String::from).collect();

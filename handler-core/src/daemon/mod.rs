@@ -14,11 +14,13 @@ pub mod contexts;
 pub mod folders;
 pub mod fsutil;
 pub mod harnesses;
+pub mod live;
 pub mod openapi;
 pub mod prepare;
 pub mod problem;
 pub mod providers;
 pub mod routes;
+pub mod secretref;
 pub mod secrets;
 pub mod skills;
 pub mod store;
@@ -45,6 +47,8 @@ use crate::launch::launcher::{Launcher, ProcessLauncher};
 pub struct LiveConnection {
     pub info: AgentConnection,
     pub stop: Arc<Notify>,
+    /// A filtered sandbox's allow-list, switched live when the agent changes (A.4).
+    pub allow: Option<live::LiveAllow>,
 }
 
 /// An egress event as recorded for an agent (A.3).

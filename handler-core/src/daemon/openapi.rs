@@ -76,7 +76,7 @@ pub fn document() -> Value {
         "info": {
             "title": "Handler Control API (handler.control/v1)",
             "version": env!("CARGO_PKG_VERSION"),
-            "description": "handlerd's HTTP/JSON API on 127.0.0.1 (D). Every route needs Authorization: Bearer <token> (the token is in $HANDLER_CONFIG_DIR/token); the ACP WebSocket may carry it as the subprotocol bearer.<token> instead. Errors are application/problem+json (RFC 9457)."
+            "description": "handlerd's HTTP/JSON API on 127.0.0.1 (D). Every route needs Authorization: Bearer <token> (the token is in $HANDLER_CONFIG_DIR/token); only the ACP WebSocket (a GET upgrade) may carry it as the subprotocol bearer.<token> instead. A Host other than 127.0.0.1:<port>, localhost:<port> or [::1]:<port> is 421, an Origin outside the allow-list 403, before the token (401). Errors are application/problem+json (RFC 9457)."
         },
         "servers": [{"url": "/"}],
         "security": [{"bearer": []}],

@@ -59,25 +59,11 @@ pub fn resolve_secret(app: &AppState, r: &SecretRef) -> Result<String, String> {
         }
         SecretRef::File(f) => {
             let path = expand_home("file", f, &home).map_err(|e| e.to_string())?;
-            let text = std::fs::read_to_string(&path).map_err(|e| format!("{path}: {e}"))?;
-            Ok(text.lines().next().unwrap_or_default().trim().to_string())
+            super::secretref::read_file(&path).map_err(|e| e.to_string())
         }
         SecretRef::Command(argv) => {
-            let out = std::process::Command::new(&argv[0])
-                .args(&argv[1..])
-                .stdin(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .output()
-                .map_err(|e| format!("command {:?}: {e}", argv[0]))?;
-            if !out.status.success() {
-                return Err(format!("command {:?} failed ({})", argv[0], out.status));
-            }
-            Ok(String::from_utf8_lossy(&out.stdout)
-                .lines()
-                .next()
-                .unwrap_or_default()
-                .trim()
-                .to_string())
+            super::secretref::run_command(argv, app.config.secret_command_timeout)
+                .map_err(|e| e.to_string())
         }
     }
     .and_then(|v| {

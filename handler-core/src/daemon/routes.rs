@@ -34,6 +34,9 @@ pub struct Route {
     pub response: (u16, Option<SchemaFn>),
     /// Query parameters (name, description).
     pub query: &'static [(&'static str, &'static str)],
+    /// A WebSocket upgrade: the only kind of route that may carry the token as the
+    /// `bearer.<token>` subprotocol (C.1) instead of `Authorization: Bearer`.
+    pub upgrade: bool,
     pub handler: MethodRouter<AppState>,
 }
 
@@ -52,6 +55,7 @@ fn r(
         request,
         response,
         query: &[],
+        upgrade: false,
         handler,
     }
 }
@@ -414,6 +418,7 @@ pub fn table() -> Vec<Route> {
         ),
         Route {
             query: MODEL_QUERY,
+            upgrade: true,
             ..r(
                 "GET",
                 "/v1/agents/{id}/acp",
@@ -474,11 +479,16 @@ pub fn table() -> Vec<Route> {
     ]
 }
 
-/// The router: every route of the table behind the token check, problems for unknown routes
-/// and methods.
+/// The router: every route of the table behind the Host and Origin checks and the token check
+/// (the subprotocol token only on the routes marked `upgrade`), problems for unknown routes and
+/// methods.
 pub fn router(state: AppState) -> Router {
     let mut by_path: Vec<(&'static str, MethodRouter<AppState>)> = Vec::new();
+    let mut upgrades = std::collections::HashSet::new();
     for route in table() {
+        if route.upgrade {
+            upgrades.insert((route.method, route.path));
+        }
         match by_path.iter_mut().find(|(p, _)| *p == route.path) {
             Some((_, mr)) => *mr = std::mem::take(mr).merge(route.handler),
             None => by_path.push((route.path, route.handler)),
@@ -491,8 +501,12 @@ pub fn router(state: AppState) -> Router {
     router
         .fallback(not_found)
         .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
+            (state.clone(), std::sync::Arc::new(upgrades)),
             auth::require_token,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::check_host_and_origin,
         ))
         .layer(axum::middleware::from_fn(log_request))
         .with_state(state)

@@ -1,7 +1,7 @@
 //! The agents and projects store (D.8): `<state>/agents.json` (ad-hoc agents and projects'
 //! agents) and `<state>/projects.json`, held in memory and written atomically on each change.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use handler_contracts::control::{AgentOptions, CacheChoice, ModelAccess};
@@ -89,7 +89,7 @@ pub struct StoreError {
     pub message: String,
 }
 
-fn read_list<T: for<'de> Deserialize<'de>>(path: &PathBuf) -> Result<Vec<T>, StoreError> {
+fn read_list<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<T>, StoreError> {
     let err = |message: String| StoreError {
         path: path.display().to_string(),
         message,

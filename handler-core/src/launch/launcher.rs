@@ -1,7 +1,7 @@
 //! The launcher: the platform's sandbox executable (`handler-sandbox-podman`, contract A) run
 //! with the SandboxSpec on fd 3 — secrets travel only there, never in argv or env — its stdio
-//! the agent's ACP stream, its stderr logs and egress events. Also its `set-egress` and `sweep`
-//! verbs.
+//! the agent's ACP stream, its stderr logs and egress events. Also its `set-egress`, `set-allow` and
+//! `sweep` verbs.
 
 use std::future::Future;
 use std::io::Write;
@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use command_fds::{CommandFdExt, FdMapping};
 use handler_contracts::SandboxSpec;
+use handler_contracts::allow::AllowEntry;
 use handler_contracts::sandbox::Enforcement;
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 
@@ -55,6 +56,12 @@ pub trait Launcher: Send + Sync + std::fmt::Debug {
         &'a self,
         name: &'a str,
         e: Enforcement,
+    ) -> BoxFuture<'a, Result<(), LauncherError>>;
+    /// `set-allow <name> [entry …]` on a running instance: replaces its allow-list (A.4).
+    fn set_allow<'a>(
+        &'a self,
+        name: &'a str,
+        entries: &'a [AllowEntry],
     ) -> BoxFuture<'a, Result<(), LauncherError>>;
     /// `sweep`: removes what launchers that died left behind.
     fn sweep(&self) -> BoxFuture<'_, Result<String, LauncherError>>;
@@ -158,6 +165,18 @@ impl Launcher for ProcessLauncher {
             self.run_verb(&["set-egress", name, e.as_str()])
                 .await
                 .map(|_| ())
+        })
+    }
+
+    fn set_allow<'a>(
+        &'a self,
+        name: &'a str,
+        entries: &'a [AllowEntry],
+    ) -> BoxFuture<'a, Result<(), LauncherError>> {
+        Box::pin(async move {
+            let mut args = vec!["set-allow", name];
+            args.extend(entries.iter().map(AllowEntry::as_str));
+            self.run_verb(&args).await.map(|_| ())
         })
     }
 

@@ -153,6 +153,7 @@ pub struct Options {
     pub sandbox_command: Option<Vec<String>>,
     pub max_message_bytes: Option<usize>,
     pub origins: Vec<String>,
+    pub secret_command_timeout: Option<std::time::Duration>,
 }
 
 impl TestDaemon {
@@ -187,6 +188,9 @@ impl TestDaemon {
             c.max_message_bytes = m;
         }
         c.allowed_origins.extend(o.origins);
+        if let Some(t) = o.secret_command_timeout {
+            c.secret_command_timeout = t;
+        }
         let state = daemon::build(c, None).unwrap();
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let running = daemon::serve(state.clone(), async {
