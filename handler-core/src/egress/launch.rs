@@ -243,6 +243,10 @@ pub fn apply_change_within(
         }
         std::thread::sleep(Duration::from_millis(100));
     }
+    // One change at a time: two set-allow/set-egress at once each read, change and write the
+    // whole file, so without the lock one's change could be lost. The lock file is in the
+    // instance folder (neither container mounts it) and goes with it.
+    let _lock = lock_settings(dir)?;
     let file = settings_dir.join("settings.json");
     let text = match std::fs::read_to_string(&file) {
         Ok(t) => t,
@@ -258,6 +262,21 @@ pub fn apply_change_within(
     }
     super::write_settings(&file, &s).map_err(|e| ChangeError::Io(e.to_string()))?;
     Ok(s)
+}
+
+/// The lock file of an instance's settings.
+pub const SETTINGS_LOCK: &str = "egress.lock";
+
+/// Takes the instance's settings lock (flock, released when dropped or when the process ends).
+fn lock_settings(dir: &Path) -> Result<nix::fcntl::Flock<std::fs::File>, ChangeError> {
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join(SETTINGS_LOCK))
+        .map_err(|e| ChangeError::Io(format!("the settings lock: {e}")))?;
+    nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusive)
+        .map_err(|(_, e)| ChangeError::Io(format!("the settings lock: {e}")))
 }
 
 /// Whether an ELF file is statically linked (no program interpreter).
