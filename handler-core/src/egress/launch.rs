@@ -63,7 +63,7 @@ pub fn host_addresses() -> Vec<std::net::IpAddr> {
     out
 }
 
-/// The running proxy container's podman process (its stderr is the launcher's: events pass).
+/// The running proxy container's podman process (its stderr relayed by the launcher: events pass).
 #[derive(Debug)]
 pub struct ProxyProcess {
     pub child: tokio::process::Child,
@@ -80,14 +80,20 @@ pub async fn start_proxy(
 ) -> Result<ProxyProcess, String> {
     let config = topo.proxy_config(spec, host_addresses());
     let config = serde_json::to_string(&config).map_err(|e| e.to_string())?;
-    let mut child = tokio::process::Command::new(podman)
-        .args(topo.proxy_run_args(labels))
+    // Its stderr (events and log lines) comes on a pipe of its own that the launcher relays:
+    // the sandbox cannot write there (decision 0037). Its podman dies with the launcher.
+    let err = crate::sandbox::stderr::piped(crate::sandbox::stderr::Source::Proxy)
+        .map_err(|e| format!("a pipe for the proxy's output: {e}"))?;
+    let mut cmd = tokio::process::Command::new(podman);
+    cmd.args(topo.proxy_run_args(labels))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| format!("cannot run {podman}: {e}"))?;
+        .stderr(err)
+        .kill_on_drop(true);
+    crate::sandbox::podman::die_with_parent(&mut cmd);
+    let spawned = cmd.spawn();
+    drop(cmd);
+    let mut child = spawned.map_err(|e| format!("cannot run {podman}: {e}"))?;
     let mut stdin = child.stdin.take().expect("piped");
     if let Err(e) = stdin.write_all(config.as_bytes()).await {
         // Its podman ended first (a broken pipe): say why as for any start that fails.
