@@ -107,15 +107,16 @@ impl ProcessLauncher {
 impl Launcher for ProcessLauncher {
     fn launch(&self, spec: &SandboxSpec) -> Result<Instance, LauncherError> {
         let json = serde_json::to_vec(spec).map_err(|e| LauncherError::Spec(e.to_string()))?;
-        let (reader, mut writer) =
-            std::io::pipe().map_err(|e| LauncherError::Spec(e.to_string()))?;
+        let (reader, writer) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+            .map_err(|e| LauncherError::Spec(e.to_string()))?;
+        let mut writer = std::fs::File::from(writer);
         let mut c = self.command("launch");
         c.stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
         c.fd_mappings(vec![FdMapping {
-            parent_fd: reader.into(),
+            parent_fd: reader,
             child_fd: 3,
         }])
         .map_err(|e| LauncherError::Spec(e.to_string()))?;

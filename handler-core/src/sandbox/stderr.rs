@@ -101,8 +101,8 @@ pub fn wait_all(within: Duration) {
 /// A pipe for a child's stderr: the write end for the child (`Stdio::from`), the read end
 /// relayed.
 pub fn piped(source: Source) -> std::io::Result<std::process::Stdio> {
-    let (r, w) = std::io::pipe()?;
-    relay(r, source);
+    let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(std::io::Error::from)?;
+    relay(std::fs::File::from(r), source);
     Ok(std::process::Stdio::from(w))
 }
 

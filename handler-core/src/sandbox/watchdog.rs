@@ -23,7 +23,7 @@ const CLEANED_UP: u8 = b'X';
 /// The launcher's end of the watchdog's pipe.
 #[derive(Debug)]
 pub struct Watchdog {
-    pipe: std::io::PipeWriter,
+    pipe: std::fs::File,
 }
 
 impl Watchdog {
@@ -31,7 +31,9 @@ impl Watchdog {
     /// cannot be started (the launch then does not go on: a launcher that could leave its
     /// containers behind is not started).
     pub fn start(l: &LauncherId, dir: &Path) -> std::io::Result<Watchdog> {
-        let (r, w) = std::io::pipe()?;
+        // Close-on-exec: no podman child of the launcher holds the write end.
+        let (r, w) =
+            nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(std::io::Error::from)?;
         let exe = std::env::current_exe()?;
         Command::new(exe)
             .args([
@@ -53,7 +55,9 @@ impl Watchdog {
             .process_group(0)
             .spawn()?;
         // The child is not waited for: it outlives the launcher by design.
-        Ok(Watchdog { pipe: w })
+        Ok(Watchdog {
+            pipe: std::fs::File::from(w),
+        })
     }
 
     fn say(&self, b: u8) {
