@@ -87,6 +87,15 @@ fn as_user(program: &str, args: &[&str]) -> Command {
 fn dir() -> &'static Path {
     static D: OnceLock<PathBuf> = OnceLock::new();
     D.get_or_init(|| {
+        // Earlier runs' folders go now (this one's lives as long as the test process).
+        for e in std::fs::read_dir("/tmp").unwrap().flatten() {
+            let n = e.file_name().to_string_lossy().to_string();
+            if let Some(pid) = n.strip_prefix("sandbox-runtime-")
+                && !Path::new(&format!("/proc/{pid}")).exists()
+            {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
         let d = PathBuf::from(format!("/tmp/sandbox-runtime-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
