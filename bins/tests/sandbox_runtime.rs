@@ -745,29 +745,39 @@ async fn launchers_of_handlerd_killed_with_sigkill_leave_nothing() {
     if !ready() {
         return;
     }
+    network_filter();
     let d = daemon().await;
     let scope = d.root.join("home/code/app").display().to_string();
     let http = reqwest::Client::new();
-    let r = http
-        .post(format!("http://127.0.0.1:{}/v1/agents", d.port))
-        .bearer_auth(&d.token)
-        .json(&json!({"models": [{"account": "perso"}], "scope": scope, "network": "none", "permissions": "ask"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201);
-    let agent: Value = r.json().await.unwrap();
-    let id = agent["id"].as_str().unwrap().to_string();
+    // One agent with no network, one filtered (the default: guarded).
+    let mut agents = Vec::new();
+    for body in [
+        json!({"models": [{"account": "perso"}], "scope": scope, "network": "none", "permissions": "ask"}),
+        json!({"models": [{"account": "perso"}], "scope": scope, "permissions": "ask"}),
+    ] {
+        let r = http
+            .post(format!("http://127.0.0.1:{}/v1/agents", d.port))
+            .bearer_auth(&d.token)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 201);
+        let agent: Value = r.json().await.unwrap();
+        agents.push(agent["id"].as_str().unwrap().to_string());
+    }
     let mut seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_nanos() as u64;
     let daemon_pid = d.child.id();
     let mut failures = Vec::new();
-    for _batch in 0..2 {
+    // 20 runs, none and filtered in turn, 5 at a time.
+    for batch in 0..4 {
         let mut sockets = Vec::new();
         let before = children_named(daemon_pid, "handler-sandbox-podman");
-        for _ in 0..5 {
+        for i in 0..5 {
+            let id = &agents[(batch * 5 + i) % 2];
             use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
             let mut req = format!("ws://127.0.0.1:{}/v1/agents/{id}/acp", d.port)
                 .into_client_request()
