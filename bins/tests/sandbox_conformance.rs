@@ -576,6 +576,28 @@ fn sigterm_removes_everything_the_launcher_created() {
     );
 }
 
+/// The pid of launcher `pid`'s watchdog (`handler-sandbox-podman watchdog --pid PID …`).
+fn watchdog_of(pid: u32) -> Option<u32> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        for e in std::fs::read_dir("/proc").ok()?.flatten() {
+            let Ok(cmdline) = std::fs::read(e.path().join("cmdline")) else {
+                continue;
+            };
+            let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+            let is_it = args.iter().any(|a| *a == b"watchdog")
+                && args
+                    .windows(2)
+                    .any(|w| w[0] == b"--pid" && w[1] == pid.to_string().as_bytes());
+            if is_it {
+                return e.file_name().to_str()?.parse().ok();
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    None
+}
+
 #[test]
 fn sweep_removes_a_dead_launchers_leftovers_and_spares_a_live_one() {
     let e = env_or_skip!();
@@ -585,10 +607,47 @@ fn sweep_removes_a_dead_launchers_leftovers_and_spares_a_live_one() {
     let mut b = spawn_sleeper(e, &live, &scope);
     e.wait_running(&dead);
     e.wait_running(&live);
+    // A launcher dead with its watchdog (which otherwise cleans up at once, decision 0038):
+    // its folder stays; its podman dies with it (and its sandbox with podman), so the container
+    // a dead launcher leaves (e.g. one killed with its whole tree) is made here, with its labels.
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", a.id())).unwrap();
+    let start = stat[stat.rfind(')').unwrap() + 2..]
+        .split_whitespace()
+        .nth(19)
+        .unwrap()
+        .to_string();
+    let watchdog = watchdog_of(a.id()).expect("the launcher's watchdog");
+    kill(watchdog, "KILL");
     kill(a.id(), "KILL");
     a.wait().unwrap();
-    std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(e.containers(&dead).len(), 1, "SIGKILL leaves the container");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !e.containers(&dead).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
+    let left = e.podman(&[
+        "run",
+        "-d",
+        "--name",
+        &dead,
+        "--label",
+        &format!("handler.sandbox={dead}"),
+        "--label",
+        &format!("handler.launcher.pid={}", a.id()),
+        "--label",
+        &format!("handler.launcher.start={start}"),
+        "--label",
+        &format!("handler.launcher.boot={}", boot.trim()),
+        IMAGE,
+        "sleep",
+        "300",
+    ]);
+    assert!(left.status.success(), "{}", text(&left.stderr));
+    assert_eq!(
+        e.containers(&dead).len(),
+        1,
+        "the dead launcher's container"
+    );
     assert!(e.instance_dir(&dead).exists());
     let o = run(&mut e.bin(&["sweep"]));
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));

@@ -2,7 +2,7 @@
 //! launch (SandboxSpec on fd 3), attach, set-egress, set-allow, sweep, check, image and cache.
 
 use clap::{Parser, Subcommand};
-use handler_core::sandbox::{attach, cache, check, egress_verbs, image, launch, sweep};
+use handler_core::sandbox::{attach, cache, check, egress_verbs, image, launch, sweep, watchdog};
 
 #[derive(Parser)]
 #[command(
@@ -35,6 +35,18 @@ enum Verb {
     /// Measure and empty cache folders.
     #[command(subcommand)]
     Cache(CacheVerb),
+    /// A launcher's watchdog (started by `launch`): removes what it made if it dies.
+    #[command(hide = true)]
+    Watchdog {
+        #[arg(long)]
+        pid: u32,
+        #[arg(long)]
+        start: u64,
+        #[arg(long)]
+        boot: String,
+        #[arg(long)]
+        dir: std::path::PathBuf,
+    },
 }
 
 #[derive(Subcommand)]
@@ -130,6 +142,12 @@ fn main() {
         },
         Verb::Cache(CacheVerb::Size { paths }) => cache::size(&paths),
         Verb::Cache(CacheVerb::Clear { paths }) => cache::clear(&paths),
+        Verb::Watchdog {
+            pid,
+            start,
+            boot,
+            dir,
+        } => watchdog::run(pid, start, boot, dir),
     };
     std::process::exit(code);
 }

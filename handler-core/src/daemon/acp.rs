@@ -14,7 +14,6 @@ use axum::response::{IntoResponse, Response};
 use futures_util::{SinkExt, StreamExt};
 use handler_contracts::acp::{SUBPROTOCOL_ACP, close};
 use handler_contracts::control::{AgentConnection, ModelAccess};
-use handler_contracts::sandbox::EgressEvent;
 use handler_policy::{Action, ClientId, Direction, Pipeline};
 use serde::Deserialize;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -26,7 +25,7 @@ use super::prepare::{Prepared, canonicalize, prepare};
 use super::problem::{ApiError, ApiResult};
 use super::store::new_id;
 use super::{AppState, EgressRecord, LiveConnection, fsutil};
-use crate::launch::launcher::{Instance, stop};
+use crate::launch::launcher::{Instance, read_stderr, stop, stop_and_sweep};
 
 /// The model a connection runs with (C.1): the agent's first, or the one the query names.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -274,12 +273,14 @@ async fn relay(
         let agent_id = agent_id.clone();
         let sandbox = sandbox.clone();
         tokio::spawn(async move {
-            let mut lines = BufReader::new(stderr).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                if let Some(ev) = EgressEvent::from_line(&line) {
+            // Bounded lines (crate::launch::launcher::read_stderr).
+            read_stderr(
+                stderr,
+                |ev| {
                     tracing::info!(agent = %agent_id, %sandbox, decision = ?ev.decision, host = %ev.host, "egress");
                     app.record_egress(&agent_id, &sandbox, ev);
-                } else {
+                },
+                |line| {
                     let mut l = line;
                     for (name, value) in &secrets {
                         if !value.is_empty() {
@@ -287,8 +288,9 @@ async fn relay(
                         }
                     }
                     tracing::info!(agent = %agent_id, %sandbox, line = %l, "sandbox stderr");
-                }
-            }
+                },
+            )
+            .await;
         });
     }
     // Writes to the agent, in order, without blocking the loop.
@@ -357,7 +359,8 @@ async fn relay(
     if let Some((code, reason)) = &ending {
         let _ = ws_tx.send(close_msg(*code, &truncate(reason, 120))).await;
     }
-    let exit = stop(&mut child, STOP_GRACE).await;
+    // A launcher that was killed could not clean up: swept at once.
+    let exit = stop_and_sweep(&*app.launcher, &mut child, STOP_GRACE).await;
     let _ = ws_tx.close().await;
     {
         let mut m = app.connections.lock().unwrap_or_else(|e| e.into_inner());

@@ -63,7 +63,7 @@ pub fn host_addresses() -> Vec<std::net::IpAddr> {
     out
 }
 
-/// The running proxy container's podman process (its stderr is the launcher's: events pass).
+/// The running proxy container's podman process (its stderr relayed by the launcher: events pass).
 #[derive(Debug)]
 pub struct ProxyProcess {
     pub child: tokio::process::Child,
@@ -80,14 +80,20 @@ pub async fn start_proxy(
 ) -> Result<ProxyProcess, String> {
     let config = topo.proxy_config(spec, host_addresses());
     let config = serde_json::to_string(&config).map_err(|e| e.to_string())?;
-    let mut child = tokio::process::Command::new(podman)
-        .args(topo.proxy_run_args(labels))
+    // Its stderr (events and log lines) comes on a pipe of its own that the launcher relays:
+    // the sandbox cannot write there (decision 0037). Its podman dies with the launcher.
+    let err = crate::sandbox::stderr::piped(crate::sandbox::stderr::Source::Proxy)
+        .map_err(|e| format!("a pipe for the proxy's output: {e}"))?;
+    let mut cmd = tokio::process::Command::new(podman);
+    cmd.args(topo.proxy_run_args(labels))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| format!("cannot run {podman}: {e}"))?;
+        .stderr(err)
+        .kill_on_drop(true);
+    crate::sandbox::podman::die_with_parent(&mut cmd);
+    let spawned = cmd.spawn();
+    drop(cmd);
+    let mut child = spawned.map_err(|e| format!("cannot run {podman}: {e}"))?;
     let mut stdin = child.stdin.take().expect("piped");
     if let Err(e) = stdin.write_all(config.as_bytes()).await {
         // Its podman ended first (a broken pipe): say why as for any start that fails.
@@ -243,6 +249,10 @@ pub fn apply_change_within(
         }
         std::thread::sleep(Duration::from_millis(100));
     }
+    // One change at a time: two set-allow/set-egress at once each read, change and write the
+    // whole file, so without the lock one's change could be lost. The lock file is in the
+    // instance folder (neither container mounts it) and goes with it.
+    let _lock = lock_settings(dir)?;
     let file = settings_dir.join("settings.json");
     let text = match std::fs::read_to_string(&file) {
         Ok(t) => t,
@@ -258,6 +268,21 @@ pub fn apply_change_within(
     }
     super::write_settings(&file, &s).map_err(|e| ChangeError::Io(e.to_string()))?;
     Ok(s)
+}
+
+/// The lock file of an instance's settings.
+pub const SETTINGS_LOCK: &str = "egress.lock";
+
+/// Takes the instance's settings lock (flock, released when dropped or when the process ends).
+fn lock_settings(dir: &Path) -> Result<nix::fcntl::Flock<std::fs::File>, ChangeError> {
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join(SETTINGS_LOCK))
+        .map_err(|e| ChangeError::Io(format!("the settings lock: {e}")))?;
+    nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusive)
+        .map_err(|(_, e)| ChangeError::Io(format!("the settings lock: {e}")))
 }
 
 /// Whether an ELF file is statically linked (no program interpreter).

@@ -84,16 +84,21 @@ impl LiveSettings {
     }
 }
 
-/// Writes settings atomically (a new file renamed over the old one, in the same folder): the
-/// proxy sees the whole old file or the whole new one.
+/// Writes settings atomically (a new file with a name of its own, renamed over the old one in
+/// the same folder): the proxy sees the whole old file or the whole new one, and two writers
+/// never share a temporary file. The file is readable by the proxy (0644, no secret in it).
 pub fn write_settings(path: &Path, s: &Settings) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::PermissionsExt as _;
     let dir = path.parent().unwrap_or(Path::new("."));
-    let tmp = dir.join(format!(
-        ".{}.tmp",
-        path.file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or("settings")
-    ));
-    std::fs::write(&tmp, s.render())?;
-    std::fs::rename(&tmp, path)
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".settings.")
+        .suffix(".tmp")
+        .tempfile_in(dir)?;
+    tmp.write_all(s.render().as_bytes())?;
+    tmp.as_file().sync_all()?;
+    tmp.as_file()
+        .set_permissions(std::fs::Permissions::from_mode(0o644))?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
 }

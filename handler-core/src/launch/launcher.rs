@@ -114,15 +114,16 @@ impl ProcessLauncher {
 impl Launcher for ProcessLauncher {
     fn launch(&self, spec: &SandboxSpec) -> Result<Instance, LauncherError> {
         let json = serde_json::to_vec(spec).map_err(|e| LauncherError::Spec(e.to_string()))?;
-        let (reader, mut writer) =
-            std::io::pipe().map_err(|e| LauncherError::Spec(e.to_string()))?;
+        let (reader, writer) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+            .map_err(|e| LauncherError::Spec(e.to_string()))?;
+        let mut writer = std::fs::File::from(writer);
         let mut c = self.command("launch");
         c.stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
         c.fd_mappings(vec![FdMapping {
-            parent_fd: reader.into(),
+            parent_fd: reader,
             child_fd: 3,
         }])
         .map_err(|e| LauncherError::Spec(e.to_string()))?;
@@ -205,4 +206,41 @@ pub async fn stop(child: &mut Child, grace: Duration) -> Option<i32> {
             None
         }
     }
+}
+
+/// Stops a launcher as [`stop`] does; when it did not end with an exit code of its own (killed
+/// by a signal: by someone else, or by `stop` after the grace), it could not remove its sandbox,
+/// so what dead launchers left is swept at once (its watchdog does the same; this covers a
+/// launcher that has none, or whose watchdog was killed too).
+pub async fn stop_and_sweep(
+    launcher: &dyn Launcher,
+    child: &mut Child,
+    grace: Duration,
+) -> Option<i32> {
+    let code = stop(child, grace).await;
+    if code.is_none() {
+        tracing::warn!("a sandbox launcher was killed: sweeping what it left");
+        if let Err(e) = launcher.sweep().await {
+            tracing::warn!(error = %e, "sweep after a killed launcher failed");
+        }
+    }
+    code
+}
+
+/// Reads a launcher's stderr to its end in bounded lines ([`super::lines::MAX_LINE`]): `event`
+/// gets each whole line that is an egress event, `text` every other line or piece (a long line
+/// comes in pieces, none of which is taken for an event).
+pub async fn read_stderr(
+    stderr: impl tokio::io::AsyncRead + Unpin,
+    mut event: impl FnMut(handler_contracts::sandbox::EgressEvent),
+    mut text: impl FnMut(String),
+) {
+    super::lines::for_each_piece(stderr, super::lines::MAX_LINE + 64, |p| {
+        let line = String::from_utf8_lossy(p.bytes);
+        match handler_contracts::sandbox::EgressEvent::from_line(&line).filter(|_| p.whole()) {
+            Some(ev) => event(ev),
+            None => text(line.into_owned()),
+        }
+    })
+    .await;
 }

@@ -2,4 +2,5 @@
 //! control plane drives.
 
 pub mod launcher;
+pub mod lines;
 pub mod login;

@@ -20,6 +20,8 @@ use handler_sandbox::plan::{LaunchPlan, Stage, labels};
 use handler_sandbox::{plan_launch, validate_spec};
 use tokio::signal::unix::{SignalKind, signal};
 
+use super::stderr::{self, Source};
+use super::watchdog::Watchdog;
 use super::{host, log, podman};
 use crate::egress::launch::ProxyProcess;
 
@@ -32,10 +34,34 @@ fn attach_timeout() -> Duration {
         .map_or(Duration::from_secs(60), Duration::from_secs)
 }
 
+/// The descriptor the spec comes on (A).
+const SPEC_FD: std::os::fd::RawFd = 3;
+
+/// Takes the inherited fd 3 itself, once. Re-opening it by path (`/dev/fd/3`) is refused for a
+/// pipe or file made by another uid (a wrapper that made the pipe as root then dropped to the
+/// user): reading the descriptor needs no permission check.
+#[allow(unsafe_code)]
+fn take_spec_fd() -> std::io::Result<fs::File> {
+    use std::os::fd::FromRawFd as _;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static TAKEN: AtomicBool = AtomicBool::new(false);
+    if TAKEN.swap(true, Ordering::SeqCst) {
+        return Err(std::io::Error::other("fd 3 was already read"));
+    }
+    // SAFETY: F_GETFD only asks whether fd 3 is open; it touches no memory.
+    if unsafe { libc::fcntl(SPEC_FD, libc::F_GETFD) } == -1 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fd 3 is open (checked above), is the spec's by contract A (the launcher opens
+    // nothing before reading it), and is owned from here on by this File only: TAKEN makes sure
+    // no second owner is ever made.
+    Ok(unsafe { fs::File::from_raw_fd(SPEC_FD) })
+}
+
 /// Reads and validates the spec on fd 3.
 fn read_spec() -> Result<SandboxSpec, (i32, String)> {
     let mut text = String::new();
-    fs::File::open("/dev/fd/3")
+    take_spec_fd()
         .and_then(|mut f| f.read_to_string(&mut text))
         .map_err(|e| {
             (
@@ -61,6 +87,8 @@ pub fn launcher_line(l: &LauncherId) -> String {
 struct Instance {
     dir: PathBuf,
     launcher: LauncherId,
+    /// Removes the containers and the folder if this launcher dies without doing it.
+    watchdog: Watchdog,
 }
 
 impl Instance {
@@ -77,6 +105,7 @@ impl Instance {
                 self.dir.display()
             ));
         }
+        self.watchdog.cleaned_up();
     }
 }
 
@@ -170,17 +199,29 @@ pub fn run() -> i32 {
             return e.exit_code();
         }
     };
+    // The watchdog first: from here on, this launcher's death (SIGKILL too) removes what it
+    // made, daemon or not (decision 0038).
+    let watchdog = match Watchdog::start(&launcher, &dir) {
+        Ok(w) => w,
+        Err(e) => {
+            log(&format!("setup failed: cannot start the watchdog: {e}"));
+            return exit::SETUP_FAILED;
+        }
+    };
     // The instance folder: created empty, naming its launcher first (sweep reads it).
     if let Err(e) = fs::DirBuilder::new().mode(0o700).create(&dir) {
         log(&format!(
             "setup failed: instance folder {}: {e} (is an instance of that name running?)",
             dir.display()
         ));
+        watchdog.cleaned_up();
         return exit::SETUP_FAILED;
     }
+    watchdog.owns_folder();
     let mut inst = Instance {
         dir: dir.clone(),
         launcher: launcher.clone(),
+        watchdog,
     };
     if let Err(e) =
         fs::write(dir.join(LAUNCHER_FILE), launcher_line(&launcher)).and_then(|()| stage(&plan))
@@ -200,10 +241,10 @@ pub fn run() -> i32 {
             return exit::SETUP_FAILED;
         }
     };
-    rt.block_on(async move {
-        let code = run_instance(&spec, &plan, &mut inst).await;
-        code
-    })
+    let code = rt.block_on(run_instance(&spec, &plan, &mut inst));
+    // What the sandbox and the proxy wrote last reaches stderr before the launcher ends.
+    stderr::wait_all(Duration::from_secs(2));
+    code
 }
 
 /// The egress proxy's start (filtered, or open with injections), or nothing to wait for.
@@ -266,16 +307,31 @@ async fn run_instance(spec: &SandboxSpec, plan: &LaunchPlan, inst: &mut Instance
 
     let mut cmd = tokio::process::Command::new(podman::program());
     cmd.args(&plan.args).envs(&plan.podman_env);
+    podman::die_with_parent(&mut cmd);
+    // The process's stderr comes through the launcher (stderr::relay): only the launcher writes
+    // event lines on its stderr (decision 0037).
+    let err = match stderr::piped(Source::Sandbox) {
+        Ok(e) => e,
+        Err(e) => {
+            log(&format!(
+                "setup failed: a pipe for the sandbox's stderr: {e}"
+            ));
+            let proxy = ready.await.ok().flatten();
+            finish(inst, proxy, true).await;
+            return exit::SETUP_FAILED;
+        }
+    };
     if plan.tty {
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit());
+        cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(err);
     } else {
         cmd.stdin(Stdio::inherit())
             .stdout(Stdio::inherit())
-            .stderr(Stdio::inherit());
+            .stderr(err);
     }
-    let mut child = match cmd.spawn() {
+    let spawned = cmd.spawn();
+    // Our copy of the pipe's write end goes with the command: the relay ends with podman.
+    drop(cmd);
+    let mut child = match spawned {
         Ok(c) => c,
         Err(e) => {
             log(&format!(
@@ -393,6 +449,7 @@ async fn run_instance(spec: &SandboxSpec, plan: &LaunchPlan, inst: &mut Instance
         }
     }
     let mut wait = tokio::process::Command::new(podman::program());
+    podman::die_with_parent(&mut wait);
     wait.args(["wait", &spec.name])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

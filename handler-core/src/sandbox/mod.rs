@@ -10,7 +10,9 @@ pub mod host;
 pub mod image;
 pub mod launch;
 pub mod podman;
+pub mod stderr;
 pub mod sweep;
+pub mod watchdog;
 
 /// A log line on stderr (A5: never stdout).
 pub fn log(msg: &str) {

@@ -75,3 +75,24 @@ pub fn json(args: &[&str]) -> Result<serde_json::Value, PodmanError> {
         stderr: format!("unreadable JSON output: {e}"),
     })
 }
+
+/// Makes a podman child of the launcher die with it (SIGKILL when the launcher ends, also by
+/// SIGKILL): a podman left running after its launcher could still create or keep a container
+/// nobody removes. The launcher spawns from its one (main) thread, which lives as long as it.
+#[allow(unsafe_code)]
+pub fn die_with_parent(cmd: &mut tokio::process::Command) {
+    let parent = nix::unistd::getpid();
+    // SAFETY: the closure runs between fork and exec and only makes two system calls
+    // (prctl, getppid), both async-signal-safe; it allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+                .map_err(std::io::Error::from)?;
+            // The launcher died before the line above: end at once.
+            if nix::unistd::getppid() != parent {
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        });
+    }
+}

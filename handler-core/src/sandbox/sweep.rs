@@ -25,6 +25,23 @@ fn dead(labels: &Value, boot: &str) -> bool {
     }
 }
 
+/// The instance folder a label names, only when it is directly inside this user's runtime
+/// folder (a label is anyone's to write: `podman create --label handler.instance-dir=~` must not
+/// make sweep remove a home folder).
+fn own_instance_dir(dir: &str) -> Option<std::path::PathBuf> {
+    let base = host::runtime_base(nix::unistd::getuid().as_raw()).ok()?;
+    let base = fs::canonicalize(base).ok()?;
+    let p = std::path::Path::new(dir);
+    let name = p.file_name()?;
+    // The parent canonicalized (a link in the path resolved), the last part kept as it is: a
+    // link named like an instance is removed as a link, never followed.
+    let parent = fs::canonicalize(p.parent()?).ok()?;
+    if parent != base || name == ".." || name == "." {
+        return None;
+    }
+    Some(base.join(name))
+}
+
 /// Removes one kind of leftovers; the names removed.
 fn sweep_kind(
     list: &[&str],
@@ -56,11 +73,19 @@ fn sweep_kind(
         let mut args = rm.to_vec();
         args.push(&id);
         match podman::run(&args) {
-            Ok(_) => removed.push(id),
+            Ok(_) => removed.push(id.clone()),
             Err(e) => log(&format!("sweep: {e}")),
         }
         if let Some(dir) = label(&labels, labels::INSTANCE_DIR) {
-            let _ = fs::remove_dir_all(dir);
+            match own_instance_dir(dir) {
+                Some(d) => {
+                    let _ = fs::remove_dir_all(d);
+                }
+                None => log(&format!(
+                    "sweep: {id}: its label {} names {dir:?}, not a folder of this user's runtime folder: left alone",
+                    labels::INSTANCE_DIR
+                )),
+            }
         }
     }
     Ok(removed)
