@@ -261,9 +261,9 @@ pub fn prepare(
         .descriptor(&resolved.harness)
         .ok_or_else(|| unusable(format!("unknown harness {:?}", resolved.harness)))?
         .clone();
-    let scope = match (&project, &agent.scope) {
-        (Some(p), _) => p.folder.clone(),
-        (None, Some(s)) => s.clone(),
+    let (field, scope) = match (&project, &agent.scope) {
+        (Some(p), _) => ("folder", p.folder.clone()),
+        (None, Some(s)) => ("scope", s.clone()),
         (None, None) => {
             return Err(ApiError::bad_request(
                 "works in sessions only",
@@ -271,8 +271,9 @@ pub fn prepare(
             ));
         }
     };
-    let scope = std::fs::canonicalize(&scope)
-        .map_err(|e| ApiError::bad_request("scope unusable", format!("{scope}: {e}")))?
+    // Checked again now (D.13): what the stored folder resolves to may have changed since the
+    // save (a sandbox that can write its parent can swap it for a link).
+    let scope = super::folders::check_scope(app, field, &scope)?
         .display()
         .to_string();
     let c = containment(&agent.options);
