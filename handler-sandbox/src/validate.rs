@@ -456,7 +456,10 @@ mod placement_tests {
     fn a_scope_inside_a_work_folder_and_away_from_handlers_folders() {
         let roots = vec!["/home/u/code".to_string(), "/home/u".to_string()];
         let r = reserved();
-        assert_eq!(check_scope_placement("/home/u/code/app", &roots, &r), Ok(()));
+        assert_eq!(
+            check_scope_placement("/home/u/code/app", &roots, &r),
+            Ok(())
+        );
         assert_eq!(check_scope_placement("/home/u/code", &roots, &r), Ok(()));
         // A sibling whose name starts like Handler's folder is not inside it.
         assert_eq!(
