@@ -395,7 +395,10 @@ async fn a_scope_swapped_for_a_link_is_refused_at_start() {
     }
     // Only the first start reached the sandbox.
     assert_eq!(
-        d.sandbox_log().lines().filter(|l| l.starts_with("launch ")).count(),
+        d.sandbox_log()
+            .lines()
+            .filter(|l| l.starts_with("launch "))
+            .count(),
         1
     );
     d.stop().await;
@@ -425,7 +428,11 @@ async fn handlers_own_folders_are_no_scope_and_no_work_folder() {
             json!({"models": [{"account": "perso"}], "scope": canon(&h.join(".local/share/handler-ai"))}),
         )
         .await;
-    assert_eq!((s, p["title"].as_str()), (400, Some("scope is Handler's")), "{p}");
+    assert_eq!(
+        (s, p["title"].as_str()),
+        (400, Some("scope is Handler's")),
+        "{p}"
+    );
     // With `~` as a work folder: the scopes holding or inside Handler's folders are refused.
     let (s, p) = d.put("/v1/folders", json!({"roots": ["~"]})).await;
     assert_eq!(s, 200, "{p}");
@@ -456,10 +463,19 @@ async fn handlers_own_folders_are_no_scope_and_no_work_folder() {
     assert!(p["detail"].as_str().unwrap().starts_with("folder: "), "{p}");
     d.fake_agent("perso", json!({})).await;
     // Handler's folders as work folders.
-    for root in ["~/.local/share/handler-ai", "~/.config/handler-ai/skills", "~/.cache/handler-ai/x"] {
-        let (s, p) = d.put("/v1/folders", json!({"roots": ["~/code", root]})).await;
+    for root in [
+        "~/.local/share/handler-ai",
+        "~/.config/handler-ai/skills",
+        "~/.cache/handler-ai/x",
+    ] {
+        let (s, p) = d
+            .put("/v1/folders", json!({"roots": ["~/code", root]}))
+            .await;
         assert_eq!(s, 400, "{root}: {p}");
-        assert!(p["detail"].as_str().unwrap().starts_with("roots[1]: "), "{p}");
+        assert!(
+            p["detail"].as_str().unwrap().starts_with("roots[1]: "),
+            "{p}"
+        );
     }
     d.stop().await;
 }

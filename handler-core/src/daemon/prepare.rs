@@ -584,7 +584,12 @@ mod tests {
         ] {
             assert!(!shown.contains(secret), "{secret} in {shown}");
         }
-        for name in ["API_KEY", "/home/agent/auth.json", "providers/p/apiKey", "accounts/a/token"] {
+        for name in [
+            "API_KEY",
+            "/home/agent/auth.json",
+            "providers/p/apiKey",
+            "accounts/a/token",
+        ] {
             assert!(shown.contains(name), "{name} not in {shown}");
         }
     }
