@@ -303,6 +303,21 @@ pub fn git_read_only(spec: &SandboxSpec, facts: &HostFacts) -> Result<Vec<String
             }
         }
         for gp in &repo.paths {
+            // A writable mount inside what git reads (a scope in `.git/hooks`, in a hooks path).
+            if gp.exists
+                && let Some((i, m)) = spec.mounts.iter().enumerate().find(|(_, m)| {
+                    let src = facts.canonical_sources.get(&m.source).unwrap_or(&m.source);
+                    !m.read_only && is_within(src, &gp.path) && src != &gp.path
+                })
+            {
+                return Err(SpecError::unenforceable(
+                    format!("mounts[{i}].source"),
+                    format!(
+                        "{} lies inside {} ({}): the host's git takes it from there, so the sandbox may not write it",
+                        m.source, gp.path, gp.what
+                    ),
+                ));
+            }
             if let Some((i, target)) = in_writable_mount(spec, facts, &gp.path) {
                 if gp.exists {
                     ro.push((gp.path.clone(), target));

@@ -425,6 +425,11 @@ fn a_git_the_sandbox_could_redirect_is_refused() {
     let e = plan_launch(&spec(base()), &f).unwrap_err();
     assert_eq!(e.exit_code(), 64, "{e}");
     assert!(e.to_string().contains("/home/alice/proj/hooks"), "{e}");
+    // A scope inside what git reads: its hooks folder.
+    let mut g = f.clone();
+    g.git[0].paths = vec![git_path("hooks", "/home/alice", true)];
+    let e = plan_launch(&spec(base()), &g).unwrap_err();
+    assert_eq!((e.exit_code(), e.field()), (64, "mounts[0].source"), "{e}");
     // Missing inside a guarded folder (no hooks folder in .git) is fine.
     f.git[0].paths[1] = git_path("hooks", "/home/alice/proj/.git/hooks", false);
     assert!(plan_launch(&spec(base()), &f).is_ok());
