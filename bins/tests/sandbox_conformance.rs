@@ -1020,3 +1020,400 @@ fn check_reports_a_usable_host() {
         assert_eq!(it["ok"], true, "{it}");
     }
 }
+
+/// `git` on the host as the test user in `dir`, its failure ignored (what a person runs in a
+/// repository the sandbox may have broken).
+fn host_git_try(e: &Env, dir: &Path, args: &[&str]) {
+    let mut all = vec!["-C", dir.to_str().unwrap()];
+    all.extend_from_slice(args);
+    let _ = e.as_user("git", &all, &[]).stdin(Stdio::null()).output();
+}
+
+/// `git` on the host as the test user in `dir`, asserted to succeed; its stdout.
+fn host_git(e: &Env, dir: &Path, args: &[&str]) -> String {
+    let mut all = vec![
+        "-C",
+        dir.to_str().unwrap(),
+        "-c",
+        "user.name=Test",
+        "-c",
+        "user.email=test@example.invalid",
+        "-c",
+        "init.defaultBranch=main",
+    ];
+    all.extend_from_slice(args);
+    let o = e
+        .as_user("git", &all, &[])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "git {args:?}: {}{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+    text(&o.stdout)
+}
+
+/// Every file under `dir` with its content (links as `-> target`), for before/after comparisons.
+fn tree(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = entry.path();
+            let m = std::fs::symlink_metadata(&p).unwrap();
+            let key = p.strip_prefix(dir).unwrap().display().to_string();
+            if m.file_type().is_symlink() {
+                let t = std::fs::read_link(&p).unwrap();
+                out.insert(key, format!("-> {}", t.display()).into_bytes());
+            } else if m.is_dir() {
+                out.insert(key, b"<dir>".to_vec());
+                stack.push(p);
+            } else {
+                out.insert(key, std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    out
+}
+
+/// The paths that differ between two [`tree`]s, none expected.
+fn assert_same_tree(
+    before: &std::collections::BTreeMap<String, Vec<u8>>,
+    after: &std::collections::BTreeMap<String, Vec<u8>>,
+) {
+    let changed: Vec<&String> = before
+        .keys()
+        .chain(after.keys())
+        .filter(|k| before.get(*k) != after.get(*k))
+        .collect();
+    assert!(changed.is_empty(), "the host's .git changed: {changed:?}");
+}
+
+/// What an agent tries in its scope to get the host's git to run something: a hook, a
+/// `core.fsmonitor` and a hooks path in the config, a ref, and replacing or moving `.git`
+/// itself. `CANARY` is the file a successful attack creates on the host.
+fn git_attack(canary: &Path) -> String {
+    format!(
+        r#"hook='#!/bin/sh
+touch {canary}'
+printf '%s\n' "$hook" > .git/hooks/post-checkout 2>/dev/null && chmod +x .git/hooks/post-checkout && echo hook=written
+printf '[core]\n\tfsmonitor = "touch {canary}; false"\n\thooksPath = evil-hooks\n' >> .git/config 2>/dev/null && echo config=written
+mkdir -p evil-hooks && printf '%s\n' "$hook" > evil-hooks/post-checkout && chmod +x evil-hooks/post-checkout
+echo 0000000000000000000000000000000000000000 > .git/refs/heads/evil 2>/dev/null && echo ref=written
+ln -s /tmp .git/refs/heads/link 2>/dev/null && echo reflink=written
+mv .git .git-moved 2>/dev/null && echo moved=yes && mv .git-moved .git
+rmdir .git/refs/tags 2>/dev/null && echo removed=yes
+echo done > work.txt && echo scope_writable=yes
+"#,
+        canary = canary.display()
+    )
+}
+
+/// Issue 11, item 5: a sandbox whose scope is a git repository cannot change anything of its
+/// `.git` (hooks, config, refs), so the person's next `git checkout` on the host runs nothing
+/// the agent planted; the working tree stays writable.
+#[test]
+fn the_scopes_git_directory_is_read_only_in_the_sandbox() {
+    let e = env_or_skip!();
+    let n = name("git");
+    let root = e.tempdir("git");
+    let scope = root.join("repo");
+    std::fs::create_dir(&scope).unwrap();
+    e.give(&scope);
+    let canary = root.join("canary");
+    host_git(e, &scope, &["init", "-q"]);
+    std::fs::write(scope.join("a.txt"), "a\n").unwrap();
+    e.give(&scope.join("a.txt"));
+    host_git(e, &scope, &["add", "a.txt"]);
+    host_git(e, &scope, &["commit", "-q", "-m", "one"]);
+    host_git(e, &scope, &["branch", "other"]);
+    let before = tree(&scope.join(".git"));
+
+    let s = spec(&n, &scope, &["sh", "-c", &git_attack(&canary)]);
+    let o = run(&mut e.launch(&s, &[]));
+    let out = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{}", text(&o.stderr));
+    let after = tree(&scope.join(".git"));
+    // The person's next checkouts and status run nothing.
+    if scope.join(".git").exists() {
+        host_git(e, &scope, &["checkout", "-q", "other"]);
+        host_git(e, &scope, &["checkout", "-q", "main"]);
+        host_git(e, &scope, &["status", "--short"]);
+    }
+    assert!(
+        !canary.exists(),
+        "the host's git ran what the sandbox planted:\n{out}"
+    );
+    assert_eq!(
+        kv(&out).get("scope_writable").map(String::as_str),
+        Some("yes"),
+        "{out}"
+    );
+    for k in ["hook", "config", "ref", "reflink", "moved", "removed"] {
+        assert!(!kv(&out).contains_key(k), "{k}: {out}");
+    }
+    assert_same_tree(&before, &after);
+    assert!(e.containers(&n).is_empty());
+}
+
+/// Issue 11, item 5, a worktree: its `.git` file is read-only (else the sandbox points it at a
+/// git directory of its own making, with hooks), and a scope holding the main repository keeps
+/// its common directory (where the worktrees' hooks and config live) read-only too.
+#[test]
+fn a_worktrees_git_file_and_common_dir_are_read_only_in_the_sandbox() {
+    let e = env_or_skip!();
+    let root = e.tempdir("gitwt");
+    let main = root.join("main");
+    std::fs::create_dir(&main).unwrap();
+    e.give(&main);
+    let canary = root.join("canary");
+    host_git(e, &main, &["init", "-q"]);
+    std::fs::write(main.join("a.txt"), "a\n").unwrap();
+    e.give(&main.join("a.txt"));
+    host_git(e, &main, &["add", "a.txt"]);
+    host_git(e, &main, &["commit", "-q", "-m", "one"]);
+    let wt = root.join("wt");
+    host_git(
+        e,
+        &main,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            "feature",
+            wt.to_str().unwrap(),
+        ],
+    );
+    // The scope is the worktree; the sandbox redirects its .git file to a git directory it makes.
+    let n = name("gitwt");
+    let fake = wt.join("evil-gitdir");
+    let attack = format!(
+        r#"mkdir -p {fake}/hooks {fake}/objects {fake}/refs/heads; echo 'ref: refs/heads/feature' > {fake}/HEAD
+printf '#!/bin/sh\ntouch {canary}\n' > {fake}/hooks/post-checkout; chmod +x {fake}/hooks/post-checkout
+printf '[core]\n\tfsmonitor = "touch {canary}; false"\n' > {fake}/config
+echo 'gitdir: {fake}' > .git 2>/dev/null && echo gitfile=written
+echo done > work.txt && echo scope_writable=yes
+"#,
+        fake = fake.display(),
+        canary = canary.display()
+    );
+    let gitfile = std::fs::read(wt.join(".git")).unwrap();
+    let o = run(&mut e.launch(&spec(&n, &wt, &["sh", "-c", &attack]), &[]));
+    let out = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{}", text(&o.stderr));
+    host_git_try(e, &wt, &["status", "--short"]);
+    host_git_try(e, &wt, &["checkout", "-q", "-b", "next"]);
+    assert!(
+        !canary.exists(),
+        "the host's git ran a hook of the sandbox's git directory:\n{out}"
+    );
+    host_git(e, &wt, &["checkout", "-q", "feature"]);
+    assert_eq!(
+        kv(&out).get("scope_writable").map(String::as_str),
+        Some("yes"),
+        "{out}"
+    );
+    assert!(!kv(&out).contains_key("gitfile"), "{out}");
+    assert_eq!(std::fs::read(wt.join(".git")).unwrap(), gitfile);
+
+    // A scope holding the main repository and its worktree: both git directories read-only.
+    let n = name("gitwt2");
+    let before = tree(&main.join(".git"));
+    let attack = format!(
+        r#"cd {main} && {a}
+cd {wt} && echo 'gitdir: {fake}' > .git 2>/dev/null && echo gitfile=written
+echo x > {main}/.git/worktrees/wt/HEAD 2>/dev/null && echo wthead=written
+true
+"#,
+        main = main.display(),
+        wt = wt.display(),
+        fake = fake.display(),
+        a = git_attack(&canary)
+    );
+    let o = run(&mut e.launch(&spec(&n, &root, &["sh", "-c", &attack]), &[]));
+    let out = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{}", text(&o.stderr));
+    for k in [
+        "hook", "config", "ref", "moved", "removed", "gitfile", "wthead",
+    ] {
+        assert!(!kv(&out).contains_key(k), "{k}: {out}");
+    }
+    assert_same_tree(&before, &tree(&main.join(".git")));
+    assert_eq!(std::fs::read(wt.join(".git")).unwrap(), gitfile);
+    host_git(e, &main, &["checkout", "-q", "-b", "again"]);
+    host_git(e, &wt, &["checkout", "-q", "next"]);
+    assert!(
+        !canary.exists(),
+        "the host's git ran what the sandbox planted"
+    );
+}
+
+/// Issue 11, item 5: a `.git` that is a symbolic link in the scope (planted in an earlier
+/// session, say) is refused (64) before anything starts: the sandbox could point it anywhere.
+#[test]
+fn a_git_link_in_the_scope_is_refused() {
+    let e = env_or_skip!();
+    let n = name("gitlink");
+    let root = e.tempdir("gitlink");
+    let real = root.join("real");
+    std::fs::create_dir(&real).unwrap();
+    e.give(&real);
+    host_git(e, &real, &["init", "-q"]);
+    let scope = root.join("scope");
+    std::fs::create_dir(&scope).unwrap();
+    e.give(&scope);
+    std::os::unix::fs::symlink(real.join(".git"), scope.join(".git")).unwrap();
+    let o = run(&mut e.launch(&spec(&n, &scope, &["sh", "-c", "echo started"]), &[]));
+    assert_eq!(o.status.code(), Some(64), "{}", text(&o.stderr));
+    assert!(o.stdout.is_empty());
+    assert!(
+        text(&o.stderr).contains("symbolic link"),
+        "{}",
+        text(&o.stderr)
+    );
+}
+
+/// A2 whatever containers.conf says: a `[containers] volumes` in the file podman reads (here
+/// through CONTAINERS_CONF, and as a drop-in of the user's containers.conf.d) refuses the
+/// launch (64) naming the file and the setting, before anything starts; the test user's own
+/// containers.conf (`runtime = "runc"`) keeps working (every other test).
+#[test]
+fn a_containers_conf_that_adds_a_volume_is_refused() {
+    let e = env_or_skip!();
+    let n = name("conf");
+    let root = e.tempdir("conf");
+    let scope = root.join("scope");
+    std::fs::create_dir(&scope).unwrap();
+    e.give(&scope);
+    let user_conf =
+        std::fs::read_to_string(format!("{}/.config/containers/containers.conf", e.home))
+            .unwrap_or_default();
+    let conf = root.join("containers.conf");
+    std::fs::write(
+        &conf,
+        format!("[containers]\nvolumes = [\"/etc/hostname:/leaked:ro\"]\n{user_conf}"),
+    )
+    .unwrap();
+    e.give(&conf);
+    let s = spec(&n, &scope, &["sh", "-c", "echo started; cat /leaked"]);
+    let o = run(&mut e.launch(&s, &[("CONTAINERS_CONF", conf.to_str().unwrap())]));
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(64), "{}{err}", text(&o.stdout));
+    assert!(
+        o.stdout.is_empty(),
+        "the process started: {}",
+        text(&o.stdout)
+    );
+    assert!(
+        err.contains(conf.to_str().unwrap()) && err.contains("volumes"),
+        "{err}"
+    );
+
+    // The same as a drop-in beside the user's own containers.conf (and storage.conf).
+    let xdg = root.join("xdg");
+    let dropins = xdg.join("containers/containers.conf.d");
+    std::fs::create_dir_all(&dropins).unwrap();
+    for f in ["containers.conf", "storage.conf"] {
+        let _ = std::fs::copy(
+            format!("{}/.config/containers/{f}", e.home),
+            xdg.join("containers").join(f),
+        );
+    }
+    std::fs::write(
+        dropins.join("50-leak.conf"),
+        "[containers]\nvolumes = [\"/etc/hostname:/leaked:ro\"]\n",
+    )
+    .unwrap();
+    for p in [
+        &xdg,
+        &xdg.join("containers"),
+        &dropins,
+        &dropins.join("50-leak.conf"),
+    ] {
+        e.give(p);
+    }
+    let xdg_s = xdg.to_str().unwrap();
+    let o = run(&mut e.launch(&s, &[("XDG_CONFIG_HOME", xdg_s)]));
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(64), "{}{err}", text(&o.stdout));
+    assert!(
+        err.contains("50-leak.conf") && err.contains("volumes"),
+        "{err}"
+    );
+    // Without the drop-in the same folder works (runc from the copied containers.conf).
+    std::fs::remove_file(dropins.join("50-leak.conf")).unwrap();
+    let o = run(&mut e.launch(
+        &spec(&n, &scope, &["sh", "-c", "echo started"]),
+        &[("XDG_CONFIG_HOME", xdg_s)],
+    ));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(text(&o.stdout), "started\n");
+}
+
+/// The sandbox has a process limit: a fork loop stops there (here the launcher's own hard
+/// RLIMIT_NPROC, 400, lowers the default 4096), the sandbox's other processes go on.
+#[test]
+fn a_fork_loop_stops_at_the_process_limit() {
+    let e = env_or_skip!();
+    let n = name("pids");
+    let scope = e.tempdir("pids");
+    // The loop's shell dies when a fork fails; its count survives in the scope.
+    let script =
+        "(i=0; while [ $i -lt 1000 ]; do sleep 20 & i=$((i+1)); echo $i > count; done) 2>/dev/null
+kill -9 -1; wait; read n < count; echo started=$n
+grep 'Max processes' /proc/self/limits | tr -s ' ' | sed 's/^/limit=/'; echo alive=yes";
+    let spec_v = spec(&n, &scope, &["sh", "-c", script]);
+    let file = e.tempdir("pids-spec").join("spec.json");
+    std::fs::write(&file, serde_json::to_vec(&spec_v).unwrap()).unwrap();
+    e.give(&file);
+    let o = run(&mut e.as_user(
+        "sh",
+        &[
+            "-c",
+            "exec prlimit --nproc=400:400 \"$0\" launch 3<\"$1\"",
+            e.bin.to_str().unwrap(),
+            file.to_str().unwrap(),
+        ],
+        &[],
+    ));
+    let out = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{}", text(&o.stderr));
+    let v = kv(&out);
+    let started: u32 = v
+        .get("started")
+        .unwrap_or_else(|| panic!("{out}"))
+        .parse()
+        .unwrap();
+    assert!(
+        started < 400,
+        "{started} processes started: no limit\n{out}"
+    );
+    assert!(
+        v.get("limit").is_some_and(|l| l.contains("400 400")),
+        "{out}"
+    );
+    assert_eq!(v.get("alive").map(String::as_str), Some("yes"), "{out}");
+    // Launched with the test user's own limit, the sandbox's is the default.
+    let o = run(&mut e.launch(
+        &spec(
+            &n,
+            &scope,
+            &[
+                "sh",
+                "-c",
+                "grep 'Max processes' /proc/self/limits | tr -s ' '",
+            ],
+        ),
+        &[],
+    ));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout).contains("Max processes 4096 4096"),
+        "{}",
+        text(&o.stdout)
+    );
+}

@@ -356,3 +356,126 @@ async fn the_knowledge_root_of_knowledge_toml_is_read_at_each_start() {
     assert_eq!(p["title"], "knowledge unusable");
     d.stop().await;
 }
+
+/// Issue 11, item 3: the stored folder is checked again at every start (D.13), symbolic links
+/// resolved now: swapped for a link to Handler's own folders or outside the work folders, the
+/// start is refused (400 naming the folder), never mounted.
+#[tokio::test]
+async fn a_scope_swapped_for_a_link_is_refused_at_start() {
+    let d = TestDaemon::start().await;
+    d.fake_account("perso", TOKEN).await;
+    let h = d.home.path().to_path_buf();
+    let a = d.fake_agent("perso", json!({})).await;
+    let id = a["id"].as_str().unwrap().to_string();
+    let mut c = d.acp(&id).await;
+    c.start_session(&d.scope()).await;
+    drop(c);
+    let config = h.join(".config/handler-ai");
+    std::fs::create_dir_all(&config).unwrap();
+    let outside = h.join("elsewhere");
+    std::fs::create_dir_all(&outside).unwrap();
+    let scope = h.join("code/app");
+    for (target, title) in [
+        (config.clone(), "scope is Handler's"),
+        (h.join(".local/share/handler-ai"), "scope is Handler's"),
+        (outside.clone(), "scope outside work folders"),
+    ] {
+        std::fs::create_dir_all(&target).unwrap();
+        let _ = std::fs::remove_dir(&scope);
+        let _ = std::fs::remove_file(&scope);
+        std::os::unix::fs::symlink(&target, &scope).unwrap();
+        let (s, p) = refused(&d, &id).await;
+        assert_eq!(s, 400, "{p}");
+        assert_eq!(p["title"], title, "{p}");
+        let detail = p["detail"].as_str().unwrap();
+        assert!(
+            detail.starts_with("scope: ") && detail.contains(&canon(&target)),
+            "{detail}"
+        );
+    }
+    // Only the first start reached the sandbox.
+    assert_eq!(
+        d.sandbox_log()
+            .lines()
+            .filter(|l| l.starts_with("launch "))
+            .count(),
+        1
+    );
+    d.stop().await;
+}
+
+/// Issue 11, item 3: Handler's config, data, state and cache folders are no scope and no work
+/// folder: a scope that is one, is inside one or holds one is refused (400), and so is a work
+/// folder root that is or lies inside one (a root holding them, like `~`, is fine: its scopes
+/// are checked one by one).
+#[tokio::test]
+async fn handlers_own_folders_are_no_scope_and_no_work_folder() {
+    let d = TestDaemon::start().await;
+    d.fake_account("perso", TOKEN).await;
+    let h = d.home.path().to_path_buf();
+    for dir in [
+        ".config/handler-ai/skills",
+        ".local/share/handler-ai",
+        ".local/state/handler-ai",
+        ".cache/handler-ai",
+    ] {
+        std::fs::create_dir_all(h.join(dir)).unwrap();
+    }
+    // The data folder was accepted as a scope besides the work folders.
+    let (s, p) = d
+        .post(
+            "/v1/agents",
+            json!({"models": [{"account": "perso"}], "scope": canon(&h.join(".local/share/handler-ai"))}),
+        )
+        .await;
+    assert_eq!(
+        (s, p["title"].as_str()),
+        (400, Some("scope is Handler's")),
+        "{p}"
+    );
+    // With `~` as a work folder: the scopes holding or inside Handler's folders are refused.
+    let (s, p) = d.put("/v1/folders", json!({"roots": ["~"]})).await;
+    assert_eq!(s, 200, "{p}");
+    for scope in [
+        "~/.local",
+        "~/.config/handler-ai/skills",
+        "~/.cache/handler-ai",
+        "~/.local/state/handler-ai",
+        "~",
+    ] {
+        let (s, p) = d
+            .post(
+                "/v1/agents",
+                json!({"models": [{"account": "perso"}], "scope": scope}),
+            )
+            .await;
+        assert_eq!(s, 400, "{scope}: {p}");
+        assert_eq!(p["title"], "scope is Handler's", "{scope}: {p}");
+        assert!(p["detail"].as_str().unwrap().starts_with("scope: "), "{p}");
+    }
+    let (s, p) = d
+        .post(
+            "/v1/projects",
+            json!({"folder": "~/.local/share/handler-ai", "agent": {"name": "x", "models": [{"account": "perso"}]}}),
+        )
+        .await;
+    assert_eq!(s, 400, "{p}");
+    assert!(p["detail"].as_str().unwrap().starts_with("folder: "), "{p}");
+    d.fake_agent("perso", json!({})).await;
+    // Handler's folders as work folders.
+    for root in [
+        "~/.local/share/handler-ai",
+        "~/.config/handler-ai/skills",
+        "~/.cache/handler-ai/x",
+    ] {
+        let (s, p) = d
+            .put("/v1/folders", json!({"roots": ["~/code", root]}))
+            .await;
+        assert_eq!(s, 400, "{root}: {p}");
+        assert!(
+            p["detail"].as_str().unwrap().starts_with("roots[1]: "),
+            "{p}"
+        );
+    }
+    d.stop().await;
+}

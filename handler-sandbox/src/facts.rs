@@ -27,7 +27,7 @@ pub struct LauncherId {
 }
 
 /// The host facts the plan depends on.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct HostFacts {
     /// The host user's uid and gid (the sandbox user's, keep-id).
     pub uid: u32,
@@ -52,6 +52,62 @@ pub struct HostFacts {
     /// This instance's private host folder (files, seeds, env file), created by the launcher.
     pub instance_dir: String,
     pub launcher: LauncherId,
+    /// The git repository each writable scope mount is or is inside (item 5 of issue 11): what
+    /// the host's git would read there, so the plan keeps it read-only in the sandbox.
+    pub git: Vec<GitRepo>,
+    /// Each writable mount's source, symbolic links resolved (where the git paths are compared).
+    pub canonical_sources: BTreeMap<String, String>,
+    /// The launcher's hard RLIMIT_NPROC (the sandbox's process limit cannot exceed it rootless);
+    /// `None` when unlimited.
+    pub nproc_hard: Option<u64>,
+    /// Rootless podman can enforce `--pids-limit` here (cgroups v2, pids controller delegated).
+    pub cgroup_pids: bool,
+    /// The `[containers]` table podman will apply from the user's and the system's
+    /// containers.conf files, as it merges them.
+    pub containers_conf: ContainersConf,
+}
+
+/// What podman's containers.conf files set in `[containers]`, merged in podman's order
+/// (`CONTAINERS_CONF` alone when set; else /usr/share, /etc, /etc's containers.conf.d, the
+/// user's, the user's containers.conf.d): each key with the file that set it last and its value.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ContainersConf {
+    pub settings: BTreeMap<String, (String, serde_json::Value)>,
+    /// A file podman would read that could not be read or parsed (podman would fail too).
+    pub unreadable: Option<String>,
+}
+
+/// What a repository's `.git` entry is (not followed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GitEntryKind {
+    /// A git directory.
+    Dir,
+    /// A gitfile (`gitdir: <path>`: a worktree, a submodule).
+    File,
+    /// A symbolic link (git follows it).
+    Symlink,
+}
+
+/// A path the host's git takes from a repository: the git directory, its common directory,
+/// hooks, config files and what they include.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GitPath {
+    /// What named it, for messages (`gitdir of /p/.git`, `core.hooksPath in /p/.git/config`).
+    pub what: String,
+    /// Canonical when it exists; otherwise the canonical nearest existing folder with the rest
+    /// appended (where it would be created).
+    pub path: String,
+    pub exists: bool,
+}
+
+/// The repository a scope is or is inside: its `.git` entry (the nearest one from the scope
+/// up, as git finds it) and every path the host's git takes from it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GitRepo {
+    /// `<folder>/.git` as found, not resolved.
+    pub entry: String,
+    pub kind: GitEntryKind,
+    pub paths: Vec<GitPath>,
 }
 
 impl HostFacts {

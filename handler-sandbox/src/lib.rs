@@ -6,6 +6,7 @@ pub mod compose;
 pub mod egress;
 pub mod error;
 pub mod facts;
+pub mod git;
 pub mod host;
 pub mod network;
 pub mod plan;

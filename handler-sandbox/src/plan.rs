@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use handler_contracts::sandbox::{Confinement, SandboxSpec};
 
 use crate::error::SpecError;
-use crate::facts::{HostFacts, PathKind};
+use crate::facts::{GitEntryKind, HostFacts, PathKind};
 use crate::network::{NetworkPlan, plan_network};
 use crate::validate::{is_within, parse_mode, validate_spec, writable_dirs};
 
@@ -150,6 +150,208 @@ pub fn nested_subids(id: u32, count: u32) -> String {
     lines.join("\n") + "\n"
 }
 
+/// The processes (threads included) a sandbox may run at once, so a fork bomb stops there
+/// (decision 0032): RLIMIT_NPROC always (rootless podman on cgroups v1 ignores `--pids-limit`),
+/// and `--pids-limit` too where the pids controller is delegated; lowered to the launcher's own
+/// hard limit, which a rootless container cannot exceed.
+pub const PIDS_LIMIT: u64 = 4096;
+
+/// `[containers]` keys of containers.conf that add nothing to what a sandbox sees or may do, or
+/// that the plan sets itself on podman's command line (decision 0032). Any other key set to
+/// something (not `[]`, `""`, `false`, `{}`) refuses the launch (64, A1/A2).
+const CONF_KEYS_HARMLESS_OR_OVERRIDDEN: [&str; 22] = [
+    "base_hosts_file",
+    "cgroups",
+    "default_sysctls",
+    "default_ulimits",
+    "dns_options",
+    "dns_searches",
+    "dns_servers",
+    "http_proxy",
+    "init",
+    "init_path",
+    "log_driver",
+    "log_size_max",
+    "log_tag",
+    "netns",
+    "no_hosts",
+    "oom_score_adj",
+    "pids_limit",
+    "read_only",
+    "shm_size",
+    "tz",
+    "umask",
+    "userns",
+];
+
+/// Podman's own default capabilities: `default_capabilities` may name these (the distribution's
+/// containers.conf lists them), never more.
+const PODMAN_DEFAULT_CAPS: [&str; 11] = [
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FOWNER",
+    "FSETID",
+    "KILL",
+    "NET_BIND_SERVICE",
+    "SETFCAP",
+    "SETGID",
+    "SETPCAP",
+    "SETUID",
+    "SYS_CHROOT",
+];
+
+fn conf_value_empty(v: &serde_json::Value) -> bool {
+    match v {
+        serde_json::Value::Null | serde_json::Value::Bool(false) => true,
+        serde_json::Value::String(s) => s.is_empty(),
+        serde_json::Value::Array(a) => a.is_empty(),
+        serde_json::Value::Object(o) => o.is_empty(),
+        _ => false,
+    }
+}
+
+/// A2 whatever the user's containers.conf says: refused (64) when its `[containers]` table
+/// adds volumes, devices, env, mounts, capabilities, namespaces shared with the host or anything
+/// else the plan does not set itself, naming the file and the key.
+pub fn check_containers_conf(conf: &crate::facts::ContainersConf) -> Result {
+    if let Some(e) = &conf.unreadable {
+        return Err(SpecError::unenforceable("containers.conf", e.clone()));
+    }
+    for (key, (file, value)) in &conf.settings {
+        let ok = match key.as_str() {
+            "default_capabilities" => value.as_array().is_some_and(|a| {
+                a.iter().all(|c| {
+                    c.as_str().is_some_and(|c| {
+                        let c = c.trim_start_matches("CAP_");
+                        PODMAN_DEFAULT_CAPS
+                            .iter()
+                            .any(|d| d.eq_ignore_ascii_case(c))
+                    })
+                })
+            }),
+            // SELinux labelling may not be switched off.
+            "label" => value.as_bool() != Some(false),
+            k if CONF_KEYS_HARMLESS_OR_OVERRIDDEN.contains(&k) => true,
+            _ => conf_value_empty(value),
+        };
+        if !ok {
+            return Err(SpecError::unenforceable(
+                "containers.conf",
+                format!(
+                    "{file}: [containers] {key} would change what every container sees or may do, which the sandbox cannot allow (A2): remove it there, or point CONTAINERS_CONF at a file without it"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Where host path `p` appears in the sandbox when a writable mount holds it: the index of the
+/// innermost such mount and the sandbox path.
+fn in_writable_mount(spec: &SandboxSpec, facts: &HostFacts, p: &str) -> Option<(usize, String)> {
+    let source = |m: &handler_contracts::sandbox::Mount| {
+        facts
+            .canonical_sources
+            .get(&m.source)
+            .cloned()
+            .unwrap_or_else(|| m.source.clone())
+    };
+    let (i, m, src) = spec
+        .mounts
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| !m.read_only)
+        .map(|(i, m)| (i, m, source(m)))
+        .filter(|(_, _, src)| is_within(p, src))
+        .max_by_key(|(_, _, src)| src.len())?;
+    let rest = &p[src.trim_end_matches('/').len()..];
+    let target = format!("{}{rest}", m.target.trim_end_matches('/'));
+    Some((
+        i,
+        if target.is_empty() {
+            "/".into()
+        } else {
+            target
+        },
+    ))
+}
+
+/// The read-only mounts that keep a writable scope's git repository out of the sandbox's reach
+/// (issue 11, item 5): every path the host's git takes from it (git directory, common
+/// directory, hooks, config files and their includes, a worktree's `.git` file) that lies in a
+/// writable mount is mounted read-only over itself, so an agent cannot plant a hook or a
+/// `core.fsmonitor` the person's next `git checkout` would run. Refused (64) when that cannot be
+/// made to hold: a `.git` that is a symbolic link the sandbox can rewrite, or a path git would
+/// read that does not exist yet where the sandbox could create it.
+pub fn git_read_only(spec: &SandboxSpec, facts: &HostFacts) -> Result<Vec<String>> {
+    let mut ro: Vec<(String, String)> = Vec::new();
+    let mut missing: Vec<(usize, &str, &str)> = Vec::new();
+    for repo in &facts.git {
+        if let Some((i, target)) = in_writable_mount(spec, facts, &repo.entry) {
+            match repo.kind {
+                GitEntryKind::Symlink => {
+                    return Err(SpecError::unenforceable(
+                        format!("mounts[{i}].source"),
+                        format!(
+                            "{} is a symbolic link the sandbox could point elsewhere, and the host's git would follow it: replace it with the folder it names",
+                            repo.entry
+                        ),
+                    ));
+                }
+                GitEntryKind::File => ro.push((repo.entry.clone(), target)),
+                GitEntryKind::Dir => {}
+            }
+        }
+        for gp in &repo.paths {
+            // A writable mount inside what git reads (a scope in `.git/hooks`, in a hooks path).
+            if gp.exists
+                && let Some((i, m)) = spec.mounts.iter().enumerate().find(|(_, m)| {
+                    let src = facts.canonical_sources.get(&m.source).unwrap_or(&m.source);
+                    !m.read_only && is_within(src, &gp.path) && src != &gp.path
+                })
+            {
+                return Err(SpecError::unenforceable(
+                    format!("mounts[{i}].source"),
+                    format!(
+                        "{} lies inside {} ({}): the host's git takes it from there, so the sandbox may not write it",
+                        m.source, gp.path, gp.what
+                    ),
+                ));
+            }
+            if let Some((i, target)) = in_writable_mount(spec, facts, &gp.path) {
+                if gp.exists {
+                    ro.push((gp.path.clone(), target));
+                } else {
+                    missing.push((i, &gp.what, &gp.path));
+                }
+            }
+        }
+    }
+    ro.sort();
+    ro.dedup();
+    let outermost: Vec<&(String, String)> = ro
+        .iter()
+        .filter(|(p, _)| !ro.iter().any(|(q, _)| q != p && is_within(p, q)))
+        .collect();
+    for (i, what, path) in missing {
+        if !outermost.iter().any(|(q, _)| is_within(path, q)) {
+            return Err(SpecError::unenforceable(
+                format!("mounts[{i}].source"),
+                format!(
+                    "{what} names {path}, which does not exist, in a folder the sandbox can write: the sandbox could create it and the host's git would use it"
+                ),
+            ));
+        }
+    }
+    let mut out = Vec::new();
+    for (p, t) in outermost {
+        mount_path_ok("git", p)?;
+        mount_path_ok("git", t)?;
+        out.push(bind(p, t, true));
+    }
+    Ok(out)
+}
+
 /// The launch plan of `spec` on a host with `facts`.
 pub fn plan_launch(spec: &SandboxSpec, facts: &HostFacts) -> Result<LaunchPlan> {
     validate_spec(spec)?;
@@ -159,6 +361,8 @@ pub fn plan_launch(spec: &SandboxSpec, facts: &HostFacts) -> Result<LaunchPlan> 
             "running as root: the sandbox runs rootless as the host user (A3); run the launcher as that user",
         ));
     }
+    check_containers_conf(&facts.containers_conf)?;
+    let pids = facts.nproc_hard.map_or(PIDS_LIMIT, |h| h.min(PIDS_LIMIT));
     let inst = facts.instance_dir.trim_end_matches('/').to_string();
     mount_path_ok("instance folder", &inst)?;
     let network = plan_network(spec, &inst)?;
@@ -188,11 +392,14 @@ pub fn plan_launch(spec: &SandboxSpec, facts: &HostFacts) -> Result<LaunchPlan> 
             "--workdir",
             &spec.workdir,
             "--ulimit",
-            "host",
+            &format!("nproc={pids}:{pids}"),
             "--http-proxy=false",
             "--read-only",
         ],
     );
+    if facts.cgroup_pids {
+        push(&mut args, &["--pids-limit", &pids.to_string()]);
+    }
     push(&mut args, &["--entrypoint", "[]"]);
 
     let mut stage: Vec<Stage> = Vec::new();
@@ -306,6 +513,8 @@ pub fn plan_launch(spec: &SandboxSpec, facts: &HostFacts) -> Result<LaunchPlan> 
         }
         mounts.push(bind(&m.source, &m.target, m.read_only));
     }
+    // The host's git takes nothing from where the sandbox writes (issue 11, item 5).
+    mounts.extend(git_read_only(spec, facts)?);
     // Image mounts pinned to the id resolved now (A6).
     for (i, im) in spec.image_mounts.iter().enumerate() {
         mount_path_ok(&format!("imageMounts[{i}].target"), &im.target)?;

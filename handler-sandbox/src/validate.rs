@@ -354,3 +354,165 @@ pub fn validate_spec(spec: &SandboxSpec) -> Result {
     }
     Ok(())
 }
+
+/// Why a folder cannot be an agent's scope or a work folder (D.13, issue 11 item 3): Handler's
+/// own folders (config, data, state, cache…) never reach a sandbox.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlacementError {
+    #[error("{folder} is Handler's {what} folder")]
+    IsHandlers { folder: String, what: String },
+    #[error("{folder} holds Handler's {what} folder ({dir})")]
+    HoldsHandlers {
+        folder: String,
+        what: String,
+        dir: String,
+    },
+    #[error("{folder} is inside Handler's {what} folder ({dir})")]
+    InsideHandlers {
+        folder: String,
+        what: String,
+        dir: String,
+    },
+    #[error("{folder} is not inside a work folder")]
+    OutsideWorkFolders { folder: String },
+}
+
+/// A folder Handler keeps for itself: what it is (`config`, `data`…) and its path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reserved {
+    pub what: String,
+    pub dir: String,
+}
+
+fn reserved_clash(folder: &str, reserved: &[Reserved], holds: bool) -> Option<PlacementError> {
+    reserved.iter().find_map(|r| {
+        let (f, what, dir) = (folder.to_string(), r.what.clone(), r.dir.clone());
+        if folder == r.dir {
+            Some(PlacementError::IsHandlers { folder: f, what })
+        } else if is_within(folder, &r.dir) {
+            Some(PlacementError::InsideHandlers {
+                folder: f,
+                what,
+                dir,
+            })
+        } else if holds && is_within(&r.dir, folder) {
+            Some(PlacementError::HoldsHandlers {
+                folder: f,
+                what,
+                dir,
+            })
+        } else {
+            None
+        }
+    })
+}
+
+/// D.13 at every save and every start: `scope` (canonical) is inside one of `roots` (canonical
+/// work folders) and is not, does not hold and is not inside any of Handler's own folders.
+pub fn check_scope_placement(
+    scope: &str,
+    roots: &[String],
+    reserved: &[Reserved],
+) -> std::result::Result<(), PlacementError> {
+    if let Some(e) = reserved_clash(scope, reserved, true) {
+        return Err(e);
+    }
+    if roots.iter().any(|r| is_within(scope, r)) {
+        Ok(())
+    } else {
+        Err(PlacementError::OutsideWorkFolders {
+            folder: scope.to_string(),
+        })
+    }
+}
+
+/// A work folder root may hold Handler's folders (`~`; the scopes inside are checked one by
+/// one) but may not be one of them or inside one.
+pub fn check_root_placement(
+    root: &str,
+    reserved: &[Reserved],
+) -> std::result::Result<(), PlacementError> {
+    reserved_clash(root, reserved, false).map_or(Ok(()), Err)
+}
+
+#[cfg(test)]
+mod placement_tests {
+    use super::*;
+
+    fn reserved() -> Vec<Reserved> {
+        [
+            ("config", "/home/u/.config/handler-ai"),
+            ("data", "/home/u/.local/share/handler-ai"),
+        ]
+        .into_iter()
+        .map(|(w, d)| Reserved {
+            what: w.into(),
+            dir: d.into(),
+        })
+        .collect()
+    }
+
+    #[test]
+    fn a_scope_inside_a_work_folder_and_away_from_handlers_folders() {
+        let roots = vec!["/home/u/code".to_string(), "/home/u".to_string()];
+        let r = reserved();
+        assert_eq!(
+            check_scope_placement("/home/u/code/app", &roots, &r),
+            Ok(())
+        );
+        assert_eq!(check_scope_placement("/home/u/code", &roots, &r), Ok(()));
+        // A sibling whose name starts like Handler's folder is not inside it.
+        assert_eq!(
+            check_scope_placement("/home/u/.config/handler-ai-other", &roots, &r),
+            Ok(())
+        );
+        assert_eq!(
+            check_scope_placement("/home/u/.local/share/handler-ai", &roots, &r),
+            Err(PlacementError::IsHandlers {
+                folder: "/home/u/.local/share/handler-ai".into(),
+                what: "data".into()
+            })
+        );
+        assert!(matches!(
+            check_scope_placement("/home/u/.config/handler-ai/skills", &roots, &r),
+            Err(PlacementError::InsideHandlers { .. })
+        ));
+        assert!(matches!(
+            check_scope_placement("/home/u/.local", &roots, &r),
+            Err(PlacementError::HoldsHandlers { .. })
+        ));
+        assert!(matches!(
+            check_scope_placement("/home/u", &roots, &r),
+            Err(PlacementError::HoldsHandlers { .. })
+        ));
+        assert_eq!(
+            check_scope_placement("/srv/x", &roots, &r),
+            Err(PlacementError::OutsideWorkFolders {
+                folder: "/srv/x".into()
+            })
+        );
+        // `/` as a root does not let Handler's folders through.
+        assert!(check_scope_placement("/", &["/".to_string()], &r).is_err());
+        assert_eq!(
+            check_scope_placement("/home/u/.local/share/handler-ai", &[], &r)
+                .unwrap_err()
+                .to_string(),
+            "/home/u/.local/share/handler-ai is Handler's data folder"
+        );
+    }
+
+    #[test]
+    fn a_work_folder_may_hold_handlers_folders_but_not_be_one() {
+        let r = reserved();
+        assert_eq!(check_root_placement("/home/u", &r), Ok(()));
+        assert_eq!(check_root_placement("/home/u/code", &r), Ok(()));
+        assert!(matches!(
+            check_root_placement("/home/u/.local/share/handler-ai", &r),
+            Err(PlacementError::IsHandlers { .. })
+        ));
+        assert!(matches!(
+            check_root_placement("/home/u/.config/handler-ai/x", &r),
+            Err(PlacementError::InsideHandlers { .. })
+        ));
+    }
+}

@@ -44,6 +44,11 @@ fn facts() -> HostFacts {
             start: 987654,
             boot: "b00t".into(),
         },
+        git: Vec::new(),
+        canonical_sources: BTreeMap::new(),
+        nproc_hard: None,
+        cgroup_pids: false,
+        containers_conf: Default::default(),
     }
 }
 
@@ -294,4 +299,219 @@ fn filtered_plan_has_no_route_and_starts_through_the_forwarder() {
     assert_eq!(plan.args[dd - 5], "shim");
     assert_eq!(plan.args[dd + 1..], spec(base()).argv[..]);
     insta::assert_debug_snapshot!(plan);
+}
+
+fn git_path(what: &str, path: &str, exists: bool) -> handler_sandbox::facts::GitPath {
+    handler_sandbox::facts::GitPath {
+        what: what.into(),
+        path: path.into(),
+        exists,
+    }
+}
+
+/// The read-only mounts a plan adds (`ro=true` binds), in order.
+fn read_only_binds(plan: &handler_sandbox::LaunchPlan) -> Vec<String> {
+    plan.args
+        .iter()
+        .filter(|a| a.starts_with("type=bind") && a.ends_with(",ro=true"))
+        .cloned()
+        .collect()
+}
+
+/// Issue 11, item 5: a scope's git directory, and everything else the host's git takes from the
+/// repository inside a writable mount (hooks, config, includes, a worktree's `.git` file), is
+/// mounted read-only over itself; what lies outside every writable mount adds no mount (the
+/// sandbox does not see it at all).
+#[test]
+fn a_writable_scopes_git_is_read_only() {
+    use handler_sandbox::facts::{GitEntryKind, GitRepo};
+    let mut f = facts();
+    f.canonical_sources
+        .insert("/home/alice/proj".into(), "/home/alice/proj".into());
+    f.git = vec![GitRepo {
+        entry: "/home/alice/proj/.git".into(),
+        kind: GitEntryKind::Dir,
+        paths: vec![
+            git_path("gitdir", "/home/alice/proj/.git", true),
+            git_path("hooks", "/home/alice/proj/.git/hooks", true),
+            git_path("config", "/home/alice/proj/.git/config", true),
+            git_path("core.hooksPath", "/home/alice/proj/.husky", true),
+            git_path("~/.gitconfig", "/home/alice/.gitconfig", true),
+        ],
+    }];
+    let plan = plan_launch(&spec(base()), &f).unwrap();
+    insta::assert_debug_snapshot!(read_only_binds(&plan), @r#"
+    [
+        "type=bind,source=/home/alice/proj/.git,destination=/home/alice/proj/.git,ro=true",
+        "type=bind,source=/home/alice/proj/.husky,destination=/home/alice/proj/.husky,ro=true",
+    ]
+    "#);
+
+    // A worktree: its `.git` file is read-only (else the sandbox points it at a git directory
+    // of its making); its git and common directories elsewhere add nothing.
+    f.git = vec![GitRepo {
+        entry: "/home/alice/proj/.git".into(),
+        kind: GitEntryKind::File,
+        paths: vec![
+            git_path("gitdir", "/home/alice/main/.git/worktrees/proj", true),
+            git_path("commondir", "/home/alice/main/.git", true),
+        ],
+    }];
+    let plan = plan_launch(&spec(base()), &f).unwrap();
+    insta::assert_debug_snapshot!(read_only_binds(&plan), @r#"
+    [
+        "type=bind,source=/home/alice/proj/.git,destination=/home/alice/proj/.git,ro=true",
+    ]
+    "#);
+
+    // A mount whose source is reached through a link is compared by its canonical path, and the
+    // git paths appear at their place under its target.
+    let s = with(json!({
+        "mounts": [
+            {"source": "/home/alice/proj", "target": "/home/alice/proj", "readOnly": false, "kind": "scope"},
+            {"source": "/home/alice/.cache/handler-ai/cargo", "target": "/home/agent/.cargo", "readOnly": false, "kind": "cache"}
+        ]
+    }));
+    f.canonical_sources.insert(
+        "/home/alice/.cache/handler-ai/cargo".into(),
+        "/data/cargo".into(),
+    );
+    f.git[0].paths = vec![git_path("include", "/data/cargo/git.cfg", true)];
+    let plan = plan_launch(&s, &f).unwrap();
+    assert_eq!(
+        read_only_binds(&plan),
+        vec![
+            "type=bind,source=/data/cargo/git.cfg,destination=/home/agent/.cargo/git.cfg,ro=true",
+            "type=bind,source=/home/alice/proj/.git,destination=/home/alice/proj/.git,ro=true",
+        ]
+    );
+}
+
+#[test]
+fn a_git_the_sandbox_could_redirect_is_refused() {
+    use handler_sandbox::facts::{GitEntryKind, GitRepo};
+    let mut f = facts();
+    // `.git` a link inside the scope: the sandbox could point it anywhere.
+    f.git = vec![GitRepo {
+        entry: "/home/alice/proj/.git".into(),
+        kind: GitEntryKind::Symlink,
+        paths: vec![git_path("gitdir", "/home/alice/elsewhere", true)],
+    }];
+    let e = plan_launch(&spec(base()), &f).unwrap_err();
+    assert_eq!((e.exit_code(), e.field()), (64, "mounts[0].source"), "{e}");
+    assert!(e.to_string().contains("symbolic link"), "{e}");
+    // A link above the scope (the sandbox cannot touch it) is followed: its target is guarded.
+    f.git = vec![GitRepo {
+        entry: "/home/alice/.git".into(),
+        kind: GitEntryKind::Symlink,
+        paths: vec![git_path("gitdir", "/home/alice/proj/.realgit", true)],
+    }];
+    let plan = plan_launch(&spec(base()), &f).unwrap();
+    assert_eq!(
+        read_only_binds(&plan),
+        vec![
+            "type=bind,source=/home/alice/proj/.realgit,destination=/home/alice/proj/.realgit,ro=true"
+        ]
+    );
+    // A path git would read that does not exist yet, where the sandbox could create it.
+    f.git = vec![GitRepo {
+        entry: "/home/alice/proj/.git".into(),
+        kind: GitEntryKind::Dir,
+        paths: vec![
+            git_path("gitdir", "/home/alice/proj/.git", true),
+            git_path("core.hooksPath", "/home/alice/proj/hooks", false),
+        ],
+    }];
+    let e = plan_launch(&spec(base()), &f).unwrap_err();
+    assert_eq!(e.exit_code(), 64, "{e}");
+    assert!(e.to_string().contains("/home/alice/proj/hooks"), "{e}");
+    // A scope inside what git reads: its hooks folder.
+    let mut g = f.clone();
+    g.git[0].paths = vec![git_path("hooks", "/home/alice", true)];
+    let e = plan_launch(&spec(base()), &g).unwrap_err();
+    assert_eq!((e.exit_code(), e.field()), (64, "mounts[0].source"), "{e}");
+    // Missing inside a guarded folder (no hooks folder in .git) is fine.
+    f.git[0].paths[1] = git_path("hooks", "/home/alice/proj/.git/hooks", false);
+    assert!(plan_launch(&spec(base()), &f).is_ok());
+    // A read-only scope needs nothing but itself.
+    let ro = with(json!({"mounts": [
+        {"source": "/home/alice/proj", "target": "/home/alice/proj", "readOnly": true, "kind": "scope"}
+    ]}));
+    f.git[0].kind = GitEntryKind::Symlink;
+    assert_eq!(
+        read_only_binds(&plan_launch(&ro, &f).unwrap()),
+        vec!["type=bind,source=/home/alice/proj,destination=/home/alice/proj,ro=true"]
+    );
+}
+
+/// A2 whatever containers.conf says: a `[containers]` setting that adds to what a container sees
+/// refuses the launch (64) naming the file and the key; the distribution's defaults, the test
+/// user's engine settings and what the plan overrides pass.
+#[test]
+fn containers_conf_that_adds_to_a_container_is_refused() {
+    let set = |k: &str, v: serde_json::Value| {
+        let mut f = facts();
+        f.containers_conf.settings.insert(
+            k.into(),
+            ("/home/alice/.config/containers/containers.conf".into(), v),
+        );
+        f
+    };
+    for (k, v) in [
+        ("volumes", json!(["/home/alice/.ssh:/ssh"])),
+        ("devices", json!(["/dev/kvm"])),
+        ("env", json!(["AWS_SECRET=x"])),
+        ("mounts", json!(["type=bind,src=/etc,dst=/h"])),
+        ("env_host", json!(true)),
+        ("pidns", json!("host")),
+        ("default_capabilities", json!(["SYS_ADMIN"])),
+        ("label", json!(false)),
+    ] {
+        let e = plan_launch(&spec(base()), &set(k, v.clone())).unwrap_err();
+        assert_eq!((e.exit_code(), e.field()), (64, "containers.conf"), "{k}");
+        let m = e.to_string();
+        assert!(
+            m.contains("[containers] ") && m.contains(k) && m.contains("containers.conf:"),
+            "{m}"
+        );
+        assert!(!m.contains("AWS_SECRET=x"), "{m}");
+    }
+    for (k, v) in [
+        ("volumes", json!([])),
+        ("env_host", json!(false)),
+        (
+            "default_capabilities",
+            json!(["CHOWN", "CAP_KILL", "SETUID"]),
+        ),
+        ("default_sysctls", json!(["net.ipv4.ping_group_range=0 0"])),
+        ("userns", json!("host")),
+        ("log_driver", json!("k8s-file")),
+    ] {
+        plan_launch(&spec(base()), &set(k, v)).unwrap_or_else(|e| panic!("{k}: {e}"));
+    }
+    let mut f = facts();
+    f.containers_conf.unreadable = Some("/etc/containers/containers.conf: bad".into());
+    let e = plan_launch(&spec(base()), &f).unwrap_err();
+    assert_eq!((e.exit_code(), e.field()), (64, "containers.conf"));
+}
+
+/// A process limit always (RLIMIT_NPROC, which rootless podman on cgroups v1 still applies),
+/// `--pids-limit` too where cgroups v2 delegates the pids controller; never above the
+/// launcher's own hard limit.
+#[test]
+fn the_sandbox_has_a_process_limit() {
+    let a = plan_launch(&spec(base()), &facts()).unwrap().args.join(" ");
+    assert!(a.contains("--ulimit nproc=4096:4096"), "{a}");
+    assert!(
+        !a.contains("--pids-limit") && !a.contains("--ulimit host"),
+        "{a}"
+    );
+    let mut f = facts();
+    f.cgroup_pids = true;
+    f.nproc_hard = Some(1000);
+    let a = plan_launch(&spec(base()), &f).unwrap().args.join(" ");
+    assert!(
+        a.contains("--ulimit nproc=1000:1000") && a.contains("--pids-limit 1000"),
+        "{a}"
+    );
 }

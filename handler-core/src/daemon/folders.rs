@@ -1,11 +1,14 @@
 //! Work folders (D.13): the folders agents may work in, `<config>/folders.toml`
-//! (`roots = ["~/code"]`), and the scope check every project folder and ad-hoc scope passes.
+//! (`roots = ["~/code"]`), and the scope check every project folder and ad-hoc scope passes, at
+//! every save and again at every start: inside a work folder, and never one of Handler's own
+//! folders (config, data, state, cache…), inside one or holding one (issue 11, item 3).
 
 use std::path::{Path, PathBuf};
 
 use axum::Json;
 use axum::extract::State;
 use handler_contracts::validate::expand_home;
+use handler_sandbox::validate::{Reserved, check_root_placement, check_scope_placement};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use toml_edit::{Array, Value};
@@ -41,18 +44,67 @@ pub fn roots(app: &AppState) -> Vec<String> {
     }
 }
 
-/// The roots, expanded and canonical; those that do not exist are left out.
+/// The folders Handler keeps for itself, each as configured and, when it exists, canonical.
+pub fn reserved(app: &AppState) -> Vec<Reserved> {
+    let c = &app.config;
+    let mut dirs: Vec<(&str, &Path)> = vec![
+        ("config", &c.config_dir),
+        ("data", &c.data_dir),
+        ("state", &c.state_dir),
+        ("cache", &c.cache_dir),
+        ("accounts", &c.accounts_dir),
+        ("providers", &c.providers_dir),
+        ("skills", &c.skills_dir),
+        ("toolbox", &c.toolbox_dir),
+        ("addons", &c.addons_dir),
+        ("bindings", &c.bindings_dir),
+    ];
+    let runtime = std::env::var_os("XDG_RUNTIME_DIR")
+        .filter(|d| !d.is_empty())
+        .map(|d| PathBuf::from(d).join("handler-sandbox"));
+    let tmp = PathBuf::from(format!(
+        "/tmp/handler-sandbox-{}",
+        nix::unistd::getuid().as_raw()
+    ));
+    if let Some(r) = &runtime {
+        dirs.push(("sandbox runtime", r));
+    }
+    dirs.push(("sandbox runtime", &tmp));
+    let mut out = Vec::new();
+    for (what, d) in dirs {
+        let mut forms = vec![d.to_path_buf()];
+        if let Ok(canon) = std::fs::canonicalize(d) {
+            forms.push(canon);
+        }
+        for f in forms {
+            let r = Reserved {
+                what: what.to_string(),
+                dir: f.display().to_string(),
+            };
+            if f.is_absolute() && !out.contains(&r) {
+                out.push(r);
+            }
+        }
+    }
+    out
+}
+
+/// The roots, expanded and canonical; those that do not exist, or are or lie inside one of
+/// Handler's own folders (a hand-edited folders.toml), are left out.
 pub fn resolved_roots(app: &AppState) -> Vec<PathBuf> {
     let home = app.config.home.to_string_lossy().into_owned();
+    let reserved = reserved(app);
     roots(app)
         .iter()
         .filter_map(|r| expand_home("roots", r, &home).ok())
         .filter_map(|r| std::fs::canonicalize(r).ok())
+        .filter(|r| check_root_placement(&r.display().to_string(), &reserved).is_ok())
         .collect()
 }
 
-/// D.13: `scope` must be a folder inside a work folder (or one Handler keeps itself); returns
-/// it canonical. 400 otherwise, naming the field.
+/// D.13: `scope` must be a folder inside a work folder, and not one of Handler's own folders,
+/// inside one or holding one; returns it canonical (symbolic links resolved now: checked at
+/// every save and every start). 400 otherwise, naming the field and the folder.
 pub fn check_scope(app: &AppState, field: &str, scope: &str) -> ApiResult<PathBuf> {
     let home = app.config.home.to_string_lossy().into_owned();
     let expanded = expand_home(field, scope, &home)
@@ -65,21 +117,25 @@ pub fn check_scope(app: &AppState, field: &str, scope: &str) -> ApiResult<PathBu
             format!("{field}: {expanded} is not a folder"),
         ));
     }
-    let mut allowed = resolved_roots(app);
-    if let Ok(d) = std::fs::canonicalize(&app.config.data_dir) {
-        allowed.push(d);
-    }
-    if allowed.iter().any(|r| inside(&canon, r)) {
-        Ok(canon)
-    } else {
-        Err(ApiError::bad_request(
-            "scope outside work folders",
-            format!(
-                "{field}: {} is not inside a work folder ({}); add one in Settings → Folders (PUT /v1/folders)",
-                canon.display(),
-                roots(app).join(", ")
-            ),
-        ))
+    let roots_now: Vec<String> = resolved_roots(app)
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    match check_scope_placement(&canon.display().to_string(), &roots_now, &reserved(app)) {
+        Ok(()) => Ok(canon),
+        Err(e @ handler_sandbox::validate::PlacementError::OutsideWorkFolders { .. }) => {
+            Err(ApiError::bad_request(
+                "scope outside work folders",
+                format!(
+                    "{field}: {e} ({}); add one in Settings → Folders (PUT /v1/folders)",
+                    roots(app).join(", ")
+                ),
+            ))
+        }
+        Err(e) => Err(ApiError::bad_request(
+            "scope is Handler's",
+            format!("{field}: {e}: Handler's own folders never reach a sandbox"),
+        )),
     }
 }
 
@@ -106,9 +162,18 @@ pub async fn put(
 ) -> ApiResult<Json<WorkFolders>> {
     let _w = app.write_lock.lock().await;
     let home = app.config.home.to_string_lossy().into_owned();
+    let reserved = reserved(&app);
     for (i, r) in req.roots.iter().enumerate() {
-        expand_home(&format!("roots[{i}]"), r, &home)
+        let expanded = expand_home(&format!("roots[{i}]"), r, &home)
             .map_err(|e| ApiError::bad_request("folders invalid", e.to_string()))?;
+        let canon = std::fs::canonicalize(&expanded)
+            .map(|p| p.display().to_string())
+            .unwrap_or(expanded.clone());
+        for form in [&expanded, &canon] {
+            check_root_placement(form, &reserved).map_err(|e| {
+                ApiError::bad_request("folders invalid", format!("roots[{i}]: {e}"))
+            })?;
+        }
     }
     let p = path(&app);
     let mut doc = tomlfile::load(&p).map_err(ApiError::internal)?;

@@ -30,11 +30,44 @@ use super::providers::key_secret_path;
 use super::store::StoredAgent;
 
 /// Everything a connection needs to start its sandbox and its pipeline.
-#[derive(Debug)]
 pub struct Prepared {
     pub spec: SandboxSpec,
     pub policy: PolicyConfig,
     pub access: ModelAccess,
+}
+
+/// Names, never values: the spec's env and files and the policy's secrets hold secret values.
+impl std::fmt::Debug for Prepared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = &self.spec;
+        f.debug_struct("Prepared")
+            .field("name", &s.name)
+            .field("image", &s.image)
+            .field("argv", &s.argv)
+            .field("env", &s.env.keys().collect::<Vec<_>>())
+            .field("mounts", &s.mounts)
+            .field(
+                "files",
+                &s.files.iter().map(|f| &f.target).collect::<Vec<_>>(),
+            )
+            .field("network", &s.network)
+            .field(
+                "injections",
+                &s.injections.iter().map(|i| &i.name).collect::<Vec<_>>(),
+            )
+            .field("scope", &self.policy.scope)
+            .field(
+                "policy_secrets",
+                &self
+                    .policy
+                    .secrets
+                    .iter()
+                    .map(|(n, _)| n)
+                    .collect::<Vec<_>>(),
+            )
+            .field("access", &self.access)
+            .finish_non_exhaustive()
+    }
 }
 
 struct OsRandom;
@@ -247,9 +280,9 @@ pub fn prepare(
         .descriptor(&resolved.harness)
         .ok_or_else(|| unusable(format!("unknown harness {:?}", resolved.harness)))?
         .clone();
-    let scope = match (&project, &agent.scope) {
-        (Some(p), _) => p.folder.clone(),
-        (None, Some(s)) => s.clone(),
+    let (field, scope) = match (&project, &agent.scope) {
+        (Some(p), _) => ("folder", p.folder.clone()),
+        (None, Some(s)) => ("scope", s.clone()),
         (None, None) => {
             return Err(ApiError::bad_request(
                 "works in sessions only",
@@ -257,8 +290,9 @@ pub fn prepare(
             ));
         }
     };
-    let scope = std::fs::canonicalize(&scope)
-        .map_err(|e| ApiError::bad_request("scope unusable", format!("{scope}: {e}")))?
+    // Checked again now (D.13): what the stored folder resolves to may have changed since the
+    // save (a sandbox that can write its parent can swap it for a link).
+    let scope = super::folders::check_scope(app, field, &scope)?
         .display()
         .to_string();
     let c = containment(&agent.options);
@@ -496,4 +530,53 @@ pub fn canonicalize(path: &str) -> Result<String, String> {
     std::fs::canonicalize(Path::new(path))
         .map(|p: PathBuf| p.display().to_string())
         .map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prepared_debug_names_secrets_never_their_values() {
+        let spec: SandboxSpec = serde_json::from_value(serde_json::json!({
+            "apiVersion": "handler.sandbox/v1",
+            "name": "handler-a1-c1",
+            "image": "localhost/handler-fake:latest",
+            "argv": ["agent"],
+            "env": {"API_KEY": "envSecretValue0001"},
+            "workdir": "/w",
+            "user": {"mode": "host-user", "home": "/home/agent"},
+            "mounts": [],
+            "files": [{"target": "/home/agent/auth.json", "content": "fileSecretValue0002"}],
+            "writablePaths": [],
+            "network": {"mode": "filtered", "allow": ["api.example.com:443"], "enforcement": "enforce"},
+            "injections": [{"name": "providers/p/apiKey", "phantom": "phantomValue0000003",
+                "value": "injectedSecretVal03", "hosts": ["api.example.com:443"]}]
+        }))
+        .unwrap();
+        let mut policy = PolicyConfig::new("/w", spec.network.clone());
+        policy.secrets = vec![("accounts/a/token".into(), "policySecretValue04".into())];
+        let p = Prepared {
+            spec,
+            policy,
+            access: ModelAccess::default(),
+        };
+        let shown = format!("{p:?}");
+        for secret in [
+            "envSecretValue0001",
+            "fileSecretValue0002",
+            "injectedSecretVal03",
+            "policySecretValue04",
+        ] {
+            assert!(!shown.contains(secret), "{secret} in {shown}");
+        }
+        for name in [
+            "API_KEY",
+            "/home/agent/auth.json",
+            "providers/p/apiKey",
+            "accounts/a/token",
+        ] {
+            assert!(shown.contains(name), "{name} not in {shown}");
+        }
+    }
 }

@@ -8,7 +8,11 @@ use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt}
 use std::path::{Path, PathBuf};
 
 use handler_contracts::SandboxSpec;
-use handler_sandbox::facts::{HostFacts, LauncherId, PathKind};
+use handler_contracts::sandbox::MountKind;
+use handler_sandbox::facts::{
+    ContainersConf, GitEntryKind, GitPath, GitRepo, HostFacts, LauncherId, PathKind,
+};
+use handler_sandbox::git::{ConfigPathKey, commondir_target, config_paths, gitfile_target};
 use handler_sandbox::host::{stat_start_time, subid_count};
 
 use super::podman;
@@ -121,6 +125,299 @@ pub fn image_id(image: &str) -> Result<String, podman::PodmanError> {
     )
 }
 
+/// `p` resolved: canonical when it exists, else the canonical nearest existing folder above it
+/// with the rest appended (where it would be created); and whether it exists.
+fn resolve(p: &Path) -> (String, bool) {
+    if let Ok(c) = fs::canonicalize(p) {
+        return (c.display().to_string(), true);
+    }
+    for a in p.ancestors().skip(1) {
+        if let Ok(c) = fs::canonicalize(a) {
+            let rest = p.strip_prefix(a).unwrap_or(p);
+            return (c.join(rest).display().to_string(), false);
+        }
+    }
+    (p.display().to_string(), false)
+}
+
+/// A small regular file's text (at most `limit` bytes read; never blocks on a fifo), `None` when
+/// it is missing, not a regular file or unreadable.
+fn read_small(p: &Path, limit: u64) -> Option<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    if !fs::metadata(p).ok()?.is_file() {
+        return None;
+    }
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK)
+        .open(p)
+        .ok()?;
+    let mut buf = Vec::new();
+    f.take(limit).read_to_end(&mut buf).ok()?;
+    Some(String::from_utf8_lossy(&buf).into_owned())
+}
+
+/// `~/x` against `home`, a relative path against `base`.
+fn expand(v: &str, base: &Path, home: Option<&Path>) -> PathBuf {
+    match (v.strip_prefix("~/"), home) {
+        (Some(rest), Some(h)) => h.join(rest),
+        _ => base.join(v),
+    }
+}
+
+/// Collects a repository's git paths: the folder or file itself, and for a folder each entry
+/// in it (a hook may be a link elsewhere).
+struct GitWalk<'a> {
+    paths: Vec<GitPath>,
+    home: Option<&'a Path>,
+    top: PathBuf,
+    seen: std::collections::BTreeSet<String>,
+}
+
+impl GitWalk<'_> {
+    fn add(&mut self, what: String, p: &Path) -> Option<PathBuf> {
+        let (path, exists) = resolve(p);
+        self.paths.push(GitPath {
+            what,
+            path: path.clone(),
+            exists,
+        });
+        exists.then(|| PathBuf::from(path))
+    }
+
+    /// A hooks folder and every entry of it.
+    fn hooks(&mut self, what: String, p: &Path) {
+        let Some(dir) = self.add(what.clone(), p) else {
+            return;
+        };
+        if let Ok(rd) = fs::read_dir(&dir) {
+            for e in rd.flatten().take(1000) {
+                self.add(
+                    format!("{what} ({})", e.file_name().to_string_lossy()),
+                    &e.path(),
+                );
+            }
+        }
+    }
+
+    /// A config file, the hooks folder and the includes it names, those included in turn.
+    fn config(&mut self, what: String, p: &Path, depth: u32) {
+        let Some(file) = self.add(what, p) else {
+            return;
+        };
+        if depth > 10 || !self.seen.insert(file.display().to_string()) {
+            return;
+        }
+        let Some(text) = read_small(&file, 1024 * 1024) else {
+            return;
+        };
+        let dir = file.parent().unwrap_or(Path::new("/")).to_path_buf();
+        for (key, v) in config_paths(&text) {
+            match key {
+                ConfigPathKey::HooksPath => {
+                    let hp = expand(&v, &self.top, self.home);
+                    self.hooks(format!("core.hooksPath in {}", file.display()), &hp);
+                }
+                ConfigPathKey::Include => {
+                    let inc = expand(&v, &dir, self.home);
+                    self.config(format!("an include in {}", file.display()), &inc, depth + 1);
+                }
+            }
+        }
+    }
+}
+
+/// The repository `scope` (canonical) is or is inside, as the host's git finds it (the nearest
+/// `.git` from the scope up), with every path git takes from it: its git directory (a gitfile's
+/// target, a link's), the common directory its `commondir` names, the hooks, the config files
+/// (the repository's, the worktree's, the user's and the system's) and what they include or
+/// name as `core.hooksPath`. `None` outside any repository.
+pub fn git_repo(scope: &Path, home: Option<&Path>) -> Option<GitRepo> {
+    let (top, entry, meta) = scope.ancestors().find_map(|d| {
+        let e = d.join(".git");
+        fs::symlink_metadata(&e)
+            .ok()
+            .map(|m| (d.to_path_buf(), e, m))
+    })?;
+    Some(git_repo_at(top, entry, &meta, home))
+}
+
+/// The most folders [`nested_git_repos`] looks into in one scope.
+pub const NESTED_GIT_WALK_LIMIT: usize = 100_000;
+
+/// The repositories inside `scope` (canonical), below it: every folder holding a `.git`
+/// (folder, file or link), found without following links and without looking into a `.git`
+/// folder, at most [`NESTED_GIT_WALK_LIMIT`] folders looked into (decision 0031).
+pub fn nested_git_repos(scope: &Path, home: Option<&Path>) -> Vec<GitRepo> {
+    let mut out = Vec::new();
+    let mut stack = vec![scope.to_path_buf()];
+    let mut seen = 0usize;
+    while let Some(d) = stack.pop() {
+        seen += 1;
+        if seen > NESTED_GIT_WALK_LIMIT {
+            break;
+        }
+        let Ok(rd) = fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let Ok(ft) = e.file_type() else {
+                continue;
+            };
+            if e.file_name() == ".git" {
+                if d != scope
+                    && let Ok(meta) = fs::symlink_metadata(e.path())
+                {
+                    out.push(git_repo_at(d.clone(), e.path(), &meta, home));
+                }
+            } else if ft.is_dir() {
+                stack.push(e.path());
+            }
+        }
+    }
+    out
+}
+
+fn git_repo_at(top: PathBuf, entry: PathBuf, meta: &fs::Metadata, home: Option<&Path>) -> GitRepo {
+    let kind = if meta.file_type().is_symlink() {
+        GitEntryKind::Symlink
+    } else if meta.is_dir() {
+        GitEntryKind::Dir
+    } else {
+        GitEntryKind::File
+    };
+    let shown = entry.display().to_string();
+    let mut w = GitWalk {
+        paths: Vec::new(),
+        home,
+        top: top.clone(),
+        seen: Default::default(),
+    };
+    let gitdir = match kind {
+        GitEntryKind::Dir | GitEntryKind::Symlink => Some(entry.clone()),
+        GitEntryKind::File => {
+            read_small(&entry, 64 * 1024).and_then(|t| gitfile_target(&t).map(|g| top.join(g)))
+        }
+    };
+    if let Some(g) = gitdir
+        && let Some(g) = w.add(format!("the git directory of {shown}"), &g)
+    {
+        let common = read_small(&g.join("commondir"), 64 * 1024)
+            .and_then(|t| commondir_target(&t).map(|c| g.join(c)));
+        let common = match common {
+            Some(c) => w.add(format!("the commondir of {}", g.display()), &c),
+            None => Some(g.clone()),
+        };
+        if let Some(c) = &common {
+            w.hooks(format!("the hooks of {}", c.display()), &c.join("hooks"));
+            w.config(
+                format!("the config of {}", c.display()),
+                &c.join("config"),
+                0,
+            );
+        }
+        w.config(
+            format!("the worktree config of {}", g.display()),
+            &g.join("config.worktree"),
+            0,
+        );
+        if common.as_ref() != Some(&g) {
+            w.config(
+                format!("the config of {}", g.display()),
+                &g.join("config"),
+                0,
+            );
+        }
+    }
+    // The user's and the system's configs (a relative core.hooksPath there is the working tree's).
+    if let Some(h) = home {
+        w.config("~/.gitconfig".into(), &h.join(".gitconfig"), 0);
+        let xdg = std::env::var_os("XDG_CONFIG_HOME")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| h.join(".config"));
+        w.config("the user's git config".into(), &xdg.join("git/config"), 0);
+    }
+    w.config("/etc/gitconfig".into(), Path::new("/etc/gitconfig"), 0);
+    GitRepo {
+        entry: shown,
+        kind,
+        paths: w.paths,
+    }
+}
+
+/// The containers.conf files podman 4 reads for a rootless user, in its order: `CONTAINERS_CONF`
+/// alone when set; else /usr/share/containers/containers.conf, /etc/containers/containers.conf,
+/// /etc/containers/containers.conf.d/*.conf, the user's `$XDG_CONFIG_HOME/containers/
+/// containers.conf` (default `~/.config`) and its containers.conf.d/*.conf (each folder sorted);
+/// `CONTAINERS_CONF_OVERRIDE` (newer podman) last.
+pub fn containers_conf_files() -> Vec<PathBuf> {
+    let env = |v: &str| {
+        std::env::var_os(v)
+            .filter(|x| !x.is_empty())
+            .map(PathBuf::from)
+    };
+    let mut files = Vec::new();
+    if let Some(f) = env("CONTAINERS_CONF") {
+        files.push(f);
+    } else {
+        let dropins = |dir: PathBuf, files: &mut Vec<PathBuf>| {
+            let mut found: Vec<PathBuf> = fs::read_dir(&dir)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "conf"))
+                .collect();
+            found.sort();
+            files.extend(found);
+        };
+        files.push("/usr/share/containers/containers.conf".into());
+        files.push("/etc/containers/containers.conf".into());
+        dropins("/etc/containers/containers.conf.d".into(), &mut files);
+        let user = env("XDG_CONFIG_HOME").or_else(|| env("HOME").map(|h| h.join(".config")));
+        if let Some(u) = user {
+            files.push(u.join("containers/containers.conf"));
+            dropins(u.join("containers/containers.conf.d"), &mut files);
+        }
+    }
+    if let Some(f) = env("CONTAINERS_CONF_OVERRIDE") {
+        files.push(f);
+    }
+    files
+}
+
+/// The `[containers]` settings of `files` merged as podman merges them (a later file's key
+/// wins); missing files are skipped, an unreadable or unparsable one is reported.
+pub fn containers_conf(files: &[PathBuf]) -> ContainersConf {
+    let mut conf = ContainersConf::default();
+    for f in files {
+        let text = match fs::read_to_string(f) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => {
+                conf.unreadable = Some(format!("{}: {e}", f.display()));
+                return conf;
+            }
+        };
+        let doc: toml::Table = match toml::from_str(&text) {
+            Ok(d) => d,
+            Err(e) => {
+                conf.unreadable = Some(format!("{}: {}", f.display(), e.message()));
+                return conf;
+            }
+        };
+        if let Some(toml::Value::Table(c)) = doc.get("containers") {
+            for (k, v) in c {
+                let v = serde_json::to_value(v).unwrap_or(serde_json::Value::Null);
+                conf.settings
+                    .insert(k.clone(), (f.display().to_string(), v));
+            }
+        }
+    }
+    conf
+}
+
 /// The host facts a spec's plan needs. Errors: an image that cannot be resolved (setup failed).
 pub fn gather(
     spec: &SandboxSpec,
@@ -147,6 +444,25 @@ pub fn gather(
         image_path(&spec.image).map_err(|e| format!("image {:?}: {e}", spec.image))?
     };
     let nested = spec.confinement == handler_contracts::sandbox::Confinement::Nested;
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let mut git = Vec::new();
+    let mut canonical_sources = BTreeMap::new();
+    for m in spec.mounts.iter().filter(|m| !m.read_only) {
+        let Ok(c) = fs::canonicalize(&m.source) else {
+            continue;
+        };
+        if m.kind == MountKind::Scope {
+            let repos = git_repo(&c, home.as_deref())
+                .into_iter()
+                .chain(nested_git_repos(&c, home.as_deref()));
+            for r in repos {
+                if !git.contains(&r) {
+                    git.push(r);
+                }
+            }
+        }
+        canonical_sources.insert(m.source.clone(), c.display().to_string());
+    }
     Ok(HostFacts {
         uid,
         gid,
@@ -171,5 +487,13 @@ pub fn gather(
         image_ids,
         instance_dir,
         launcher,
+        git,
+        canonical_sources,
+        nproc_hard: nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NPROC)
+            .ok()
+            .map(|(_, hard)| hard)
+            .filter(|h| *h != nix::sys::resource::RLIM_INFINITY),
+        cgroup_pids: cgroup_delegated(uid, "pids"),
+        containers_conf: containers_conf(&containers_conf_files()),
     })
 }
