@@ -116,6 +116,7 @@ pub(super) fn deliver(
                 phantom,
                 value,
                 hosts,
+                body: false,
             }),
         },
         // No host to give it to, or not injectable: the sandbox gets the value itself (E3).
