@@ -652,7 +652,9 @@ fn injection_leak_stream_and_undecrypted_tunnel() {
         .map(|p| format!("{HCI}:{p}"))
         .collect();
     let injections = serde_json::json!([{
-        "name": "test/apiKey", "phantom": phantom, "value": value, "hosts": [format!("{HCI}:{inj}")]
+        "name": "test/apiKey", "phantom": phantom, "value": value, "hosts": [format!("{HCI}:{inj}")],
+        // The form body's phantom is swapped too: an opt-in (decision 0033).
+        "body": true
     }]);
     let mut l = launch(
         &name,
@@ -1133,7 +1135,9 @@ fn set_allow_closes_the_open_connections_it_no_longer_allows_and_keeps_the_other
     Command::new("chmod").arg("755").arg(&ctl).status().unwrap();
     let entry = |p: u16| format!("{HCI}:{p}");
     let injections = serde_json::json!([{
-        "name": "test/apiKey", "phantom": PHANTOM, "value": VALUE, "hosts": [entry(ws)]
+        "name": "test/apiKey", "phantom": PHANTOM, "value": VALUE, "hosts": [entry(ws)],
+        // The WebSocket message's phantom is swapped too: an opt-in (decision 0033).
+        "body": true
     }]);
     let mut l = launch(
         &name,
