@@ -412,7 +412,7 @@ async fn connect(mut req: Request<Incoming>, shared: Arc<Shared>) -> Response<Pr
             return;
         };
         tokio::select! {
-            _ = relayed_tunnel(upgraded, server, shared.clone(), target, addr) => {}
+            _ = relayed_tunnel(upgraded, server, shared.clone(), target) => {}
             _ = shared.revoked(&held) => {}
         }
     });
@@ -428,7 +428,6 @@ async fn relayed_tunnel(
     mut server: TcpStream,
     shared: Arc<Shared>,
     target: Authority,
-    addr: SocketAddr,
 ) {
     let (mut client, mut first) = relay::Client::of(upgraded);
     let start = match peek_start(&mut client, &mut first, &mut server).await {
