@@ -1015,3 +1015,56 @@ async fn a_tunnel_that_is_neither_tls_nor_http_is_relayed_as_it_is() {
     s.read_exact(&mut b).await.unwrap();
     assert_eq!(&b, b"\x00ping");
 }
+
+#[tokio::test]
+async fn a_websocket_answer_with_an_extension_the_proxy_dropped_is_refused() {
+    // A server that switches protocols with permessage-deflate although nobody offered it.
+    let l = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
+    let port = l.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        let (mut s, _) = l.accept().await.unwrap();
+        let mut head = Vec::new();
+        let mut b = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            if s.read(&mut b).await.unwrap() == 0 {
+                return;
+            }
+            head.push(b[0]);
+        }
+        s.write_all(
+            b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+              Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\
+              Sec-WebSocket-Extensions: permessage-deflate\r\n\r\n",
+        )
+        .await
+        .unwrap();
+        let _ = s.read(&mut b).await;
+    });
+    let target = format!("plain.test:{port}");
+    let t2 = target.clone();
+    let w = world_with("enforce", &[&target], move |_, _| {
+        vec![injection("bindings/p/key", PHANTOM, VALUE, &[t2])]
+    })
+    .await;
+    let mut s = tokio::net::TcpStream::connect(w.proxy.addr())
+        .await
+        .unwrap();
+    s.write_all(
+        format!(
+            "GET http://{target}/ws HTTP/1.1\r\nHost: {target}\r\nUpgrade: websocket\r\n\
+             Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+             Sec-WebSocket-Version: 13\r\nSec-WebSocket-Extensions: permessage-deflate\r\n\r\n"
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    let mut got = vec![0u8; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut got))
+        .await
+        .unwrap()
+        .unwrap();
+    let got = String::from_utf8_lossy(&got[..n]).to_string();
+    assert!(got.starts_with("HTTP/1.1 502"), "{got}");
+    assert!(got.contains("x-handler-egress: encoded"), "{got}");
+}
