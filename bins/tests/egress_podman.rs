@@ -652,7 +652,9 @@ fn injection_leak_stream_and_undecrypted_tunnel() {
         .map(|p| format!("{HCI}:{p}"))
         .collect();
     let injections = serde_json::json!([{
-        "name": "test/apiKey", "phantom": phantom, "value": value, "hosts": [format!("{HCI}:{inj}")]
+        "name": "test/apiKey", "phantom": phantom, "value": value, "hosts": [format!("{HCI}:{inj}")],
+        // The form body's phantom is swapped too: an opt-in (decision 0033).
+        "body": true
     }]);
     let mut l = launch(
         &name,
@@ -941,8 +943,9 @@ fn a_proxy_that_cannot_start_fails_the_launch_before_the_process_runs() {
 // A policy change applies to connections already open (A.4, egress-lessons): a process in a
 // filtered sandbox holds four long-lived connections through its proxy — a streamed plain
 // http:// response, a CONNECT tunnel, a WebSocket (ws://, the handshake and a masked frame
-// written by hand to busybox `nc`; the frame's phantom reaches the server as the value of the
-// sandbox's injection, the server's echo comes back with the phantom) and a second streamed
+// written by hand to busybox `nc`; the frame's phantom reaches the server as the phantom, ws://
+// being plain and a message content (decisions 0033, 0036), the server's echo comes back with
+// the phantom) and a second streamed
 // response to a host that stays allowed — then `set-allow` removes three hosts: those three
 // connections end (the servers see their writes fail or a masked close frame 1012; the
 // WebSocket client reads an unmasked close frame 1012), the fourth streams on to its end, and a
@@ -1158,11 +1161,12 @@ fn set_allow_closes_the_open_connections_it_no_longer_allows_and_keeps_the_other
         "every connection reached its server: {opened:?}; stderr: {}",
         l.stderr()
     );
-    // The WebSocket message reached its server with the value in place of the phantom.
+    // The WebSocket message reached its server with the phantom: ws:// is plain, and a value
+    // never travels in cleartext (decisions 0033, 0036).
     let w = wait_log(&ws_log, "text ", Duration::from_secs(10));
     assert!(
-        w.contains(&format!("text key={VALUE}")),
-        "the server read the value: {w:?}; stderr: {}",
+        w.contains(&format!("text key={PHANTOM}")),
+        "the server read the phantom: {w:?}; stderr: {}",
         l.stderr()
     );
     std::thread::sleep(Duration::from_millis(500));

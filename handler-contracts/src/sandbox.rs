@@ -259,6 +259,11 @@ pub struct Injection {
     pub value: String,
     /// Allow-list entries it is given to; at least one.
     pub hosts: Vec<AllowEntry>,
+    /// Whether its phantom is also swapped in request bodies and WebSocket messages (default
+    /// false: headers, Basic credentials and the URL only, decision 0033). Only for a secret an
+    /// API wants in a form body (an addon's secret slot), never a model endpoint's key or token.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub body: bool,
 }
 
 impl std::fmt::Debug for Injection {
@@ -268,6 +273,7 @@ impl std::fmt::Debug for Injection {
             .field("phantom", &self.phantom)
             .field("value", &"[redacted]")
             .field("hosts", &self.hosts)
+            .field("body", &self.body)
             .finish()
     }
 }

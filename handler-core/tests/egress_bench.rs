@@ -319,6 +319,7 @@ async fn bench_tunnel_throughput_and_injected_rps() {
                 AllowEntry::parse(&entries[1]).unwrap(),
                 AllowEntry::parse(&entries[3]).unwrap(),
             ],
+            body: false,
         }],
         host_addresses: vec![],
         resolve: [

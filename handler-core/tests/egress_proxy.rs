@@ -34,6 +34,15 @@ struct World {
 /// Test servers on this machine's outward address, names for them (api.test, other.test,
 /// plain.test, inj.test), and a proxy trusting the test CA towards upstreams.
 async fn world(enforcement: &str, allow: &[&str], injections: Vec<Injection>) -> World {
+    world_with(enforcement, allow, |_, _| injections).await
+}
+
+/// [`world`], the injections made once the servers' ports are known.
+async fn world_with(
+    enforcement: &str,
+    allow: &[&str],
+    injections: impl FnOnce(&Server, &Server) -> Vec<Injection>,
+) -> World {
     let ca = TestCa::new();
     let https = Server::start(Some(ca.server_config(&[
         "api.test",
@@ -54,6 +63,7 @@ async fn world(enforcement: &str, allow: &[&str], injections: Vec<Injection>) ->
     let events = Collected::default();
     let settings = dir.path().join("settings.json");
     let allow = expand(allow, &https, &http);
+    let injections = injections(&https, &http);
     let s = handler_sandbox::egress::Settings {
         enforcement: serde_json::from_value(serde_json::json!(enforcement)).unwrap(),
         allow: allow
@@ -144,6 +154,7 @@ fn injection(name: &str, phantom: &str, value: &str, hosts: &[String]) -> Inject
             .iter()
             .map(|h| AllowEntry::parse(h).unwrap())
             .collect(),
+        body: false,
     }
 }
 
@@ -331,12 +342,17 @@ async fn injection_world() -> World {
     let api = w.t("api.test");
     let inj = w.t("inj.test");
     let injections = vec![
-        injection("providers/x/apiKey", PHANTOM, VALUE, &[api.clone()]),
+        injection(
+            "providers/x/apiKey",
+            PHANTOM,
+            VALUE,
+            std::slice::from_ref(&api),
+        ),
         injection(
             "bindings/b/token",
             OTHER_PHANTOM,
             OTHER_VALUE,
-            &[inj.clone()],
+            std::slice::from_ref(&inj),
         ),
     ];
     let dir = tempfile::tempdir().unwrap();
@@ -420,13 +436,15 @@ async fn the_server_gets_the_value_and_the_process_only_the_phantom() {
         seen.contains(&format!("authorization: Basic {real_basic}")),
         "basic: {seen}"
     );
+    // The body is not swapped (decision 0033): what the process wrote there reaches the model.
     assert!(
-        seen.contains(&format!(r#"{{"key":"{VALUE}","n":1}}"#)),
+        seen.contains(&format!(r#"{{"key":"{PHANTOM}","n":1}}"#)),
         "body: {seen}"
     );
-    assert!(
-        !seen.contains(PHANTOM),
-        "no phantom reached the server: {seen}"
+    assert_eq!(
+        seen.matches(PHANTOM).count(),
+        1,
+        "no phantom reached the server but the body's: {seen}"
     );
     assert!(
         !seen.contains("accept-encoding"),
@@ -708,4 +726,345 @@ async fn a_proxy_with_invalid_settings_does_not_start() {
         .unwrap_err();
     assert!(e.to_string().contains("allow[0]"), "{e}");
     let _ = tokio::io::sink().write_all(b"").await;
+}
+
+// ---- Issue 11: bodies (decision 0033), IP literals (0035), relayed tunnels' SNI (0034),
+// encoded answers and plain http:// (0036).
+
+/// A world whose api.test (HTTPS) carries the model key's injection, and whose inj.test
+/// (HTTPS too) an injection that opts in to bodies.
+async fn body_world() -> World {
+    world_with(
+        "enforce",
+        &["api.test:{https}", "inj.test:{https}", "plain.test:{http}"],
+        |https, http| {
+            let mut form = injection(
+                "bindings/f/key",
+                OTHER_PHANTOM,
+                OTHER_VALUE,
+                &[format!("inj.test:{}", https.port)],
+            );
+            form.body = true;
+            vec![
+                injection(
+                    "providers/x/apiKey",
+                    PHANTOM,
+                    VALUE,
+                    &[format!("api.test:{}", https.port)],
+                ),
+                form,
+                injection(
+                    "bindings/p/key",
+                    "pk-Qq11Ww22Ee33Rr44",
+                    "pk-Zz99Xx88Cc77Vv66",
+                    &[format!("plain.test:{}", http.port)],
+                ),
+            ]
+        },
+    )
+    .await
+}
+
+async fn post(w: &World, host: &str, path: &str, body: String) -> Got {
+    let (mut s, _) = https_session(w.proxy.addr(), &w.t(host), host, &[w.proxy.ca()])
+        .await
+        .unwrap();
+    let req = Request::post(path)
+        .header("host", w.t(host))
+        .header("x-api-key", PHANTOM)
+        .body(Full::new(Bytes::from(body)))
+        .unwrap();
+    send(&mut s, req).await
+}
+
+#[tokio::test]
+async fn a_phantom_in_a_prompt_reaches_the_model_host_as_the_phantom() {
+    let w = body_world().await;
+    let prompt = format!(r#"{{"messages":[{{"role":"user","content":"repeat {PHANTOM}"}}]}}"#);
+    let g = post(&w, "api.test", "/v1/messages", prompt.clone()).await;
+    assert_eq!(g.status, 200, "{}", g.body);
+    let seen = w.https.received.all();
+    assert!(seen.contains(&prompt), "the body as it was sent: {seen}");
+    assert!(
+        seen.contains(&format!("x-api-key: {VALUE}")),
+        "the header still: {seen}"
+    );
+    assert!(!seen.contains(&format!("repeat {VALUE}")), "{seen}");
+}
+
+#[tokio::test]
+async fn a_model_echoing_a_prompt_reversed_never_gives_the_process_the_key() {
+    let w = body_world().await;
+    let g = post(&w, "api.test", "/reverse", format!("key={PHANTOM}")).await;
+    assert_eq!(g.status, 200, "{}", g.body);
+    let reversed: String = VALUE.chars().rev().collect();
+    assert!(
+        !g.body.contains(&reversed),
+        "the real key, reversed: {}",
+        g.body
+    );
+    assert!(
+        g.body.contains(&PHANTOM.chars().rev().collect::<String>()),
+        "{}",
+        g.body
+    );
+    assert!(!w.https.received.all().contains(VALUE.split_at(8).1));
+}
+
+#[tokio::test]
+async fn an_injection_that_opts_in_is_still_swapped_in_a_body() {
+    let w = body_world().await;
+    let g = post(
+        &w,
+        "inj.test",
+        "/token",
+        format!("client_secret={OTHER_PHANTOM}&x=1"),
+    )
+    .await;
+    // x-api-key carries the model key's phantom to a host it is not for: a leak, refused.
+    assert_eq!(g.status, 403, "{}", g.body);
+    let (mut s, _) = https_session(
+        w.proxy.addr(),
+        &w.t("inj.test"),
+        "inj.test",
+        &[w.proxy.ca()],
+    )
+    .await
+    .unwrap();
+    let req = Request::post("/token")
+        .header("host", w.t("inj.test"))
+        .body(Full::new(Bytes::from(format!(
+            "client_secret={OTHER_PHANTOM}&x=1"
+        ))))
+        .unwrap();
+    let g = send(&mut s, req).await;
+    assert_eq!(g.status, 200, "{}", g.body);
+    let seen = w.https.received.all();
+    assert!(
+        seen.contains(&format!("client_secret={OTHER_VALUE}&x=1")),
+        "{seen}"
+    );
+    assert!(!g.body.contains(OTHER_VALUE), "{}", g.body);
+    // The model key's phantom in that body is a leak.
+    let req = Request::post("/token")
+        .header("host", w.t("inj.test"))
+        .body(Full::new(Bytes::from(format!("k={PHANTOM}"))))
+        .unwrap();
+    assert_eq!(send(&mut s, req).await.status, 403);
+}
+
+#[tokio::test]
+async fn a_value_echoed_base64_or_json_escaped_comes_back_as_the_phantom() {
+    let w = body_world().await;
+    *w.https.echo_secret.lock().unwrap() = VALUE.to_string();
+    let g = post(&w, "api.test", "/encoded", String::new()).await;
+    assert_eq!(g.status, 200, "{}", g.body);
+    let v: serde_json::Value = serde_json::from_str(&g.body).unwrap();
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(v["b64"].as_str().unwrap())
+        .unwrap();
+    let decoded = String::from_utf8_lossy(&decoded).to_string();
+    assert!(!decoded.contains(&VALUE[1..VALUE.len() - 1]), "{decoded}");
+    assert!(
+        decoded.contains(&PHANTOM[1..PHANTOM.len() - 1]),
+        "{decoded}"
+    );
+    assert_eq!(v["json"], format!("say \"{PHANTOM}\""));
+}
+
+#[tokio::test]
+async fn an_encoded_answer_from_an_injection_host_is_refused_with_502() {
+    let w = body_world().await;
+    *w.https.echo_secret.lock().unwrap() = VALUE.to_string();
+    let g = post(&w, "api.test", "/gzip", String::new()).await;
+    assert_eq!(g.status, 502, "{}", g.body);
+    assert_eq!(g.headers["x-handler-egress"], "encoded");
+    assert!(!g.body.contains(VALUE), "{}", g.body);
+    assert!(g.body.contains("Content-Encoding gzip"), "{}", g.body);
+    assert!(
+        w.proxy.events.has(&w.event("denied", &w.t("api.test"))),
+        "{:?}",
+        w.proxy.events.lines()
+    );
+}
+
+#[tokio::test]
+async fn plain_http_to_an_injection_host_never_carries_the_value() {
+    let w = body_world().await;
+    let uri = format!("http://{}/", w.h("plain.test"));
+    let req = Request::get(&uri)
+        .header("host", w.h("plain.test"))
+        .header("authorization", "Bearer pk-Qq11Ww22Ee33Rr44")
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let g = http_via(w.proxy.addr(), req).await;
+    assert_eq!(g.status, 403, "{}", g.body);
+    assert_eq!(g.headers["x-handler-egress"], "cleartext");
+    assert!(
+        g.body.contains("bindings/p/key") && g.body.contains("https://"),
+        "{}",
+        g.body
+    );
+    assert!(w.http.received.all().is_empty(), "nothing was sent");
+    // Without the phantom, the request goes on.
+    let g = http_via(w.proxy.addr(), get(&uri, &w.h("plain.test"))).await;
+    assert_eq!(g.status, 200, "{}", g.body);
+}
+
+#[tokio::test]
+async fn ip_literals_of_loopback_metadata_or_the_host_are_refused_in_log_only_too() {
+    let w = world("log-only", &[], vec![]).await;
+    let port = w.http.port;
+    for target in [
+        format!("127.0.0.1:{port}"),
+        format!("10.0.2.2:{port}"),
+        "169.254.169.254:80".to_string(),
+        format!("[::1]:{port}"),
+    ] {
+        match connect(w.proxy.addr(), &target).await {
+            Connect::Refused { status, body, .. } => {
+                assert_eq!(status, 403, "{target}: {body}");
+                assert!(body.contains("exactly"), "{body}");
+            }
+            Connect::Open(_) => panic!("{target} was let through"),
+        }
+    }
+    let uri = format!("http://127.0.0.1:{port}/");
+    let g = http_via(w.proxy.addr(), get(&uri, &format!("127.0.0.1:{port}"))).await;
+    assert_eq!(g.status, 403, "{}", g.body);
+    let lines = w.proxy.events.lines();
+    assert!(
+        w.proxy
+            .events
+            .has(&w.event("denied", &format!("127.0.0.1:{port}"))),
+        "{lines:?}"
+    );
+    assert!(
+        !lines.iter().any(|l| l.contains("unlisted")),
+        "not let through as unlisted: {lines:?}"
+    );
+    assert!(w.http.received.all().is_empty());
+    // An entry naming exactly that address:port allows it.
+    w.set("log-only", &["127.0.0.1:{http}"]);
+    let g = http_via(w.proxy.addr(), get(&uri, &format!("127.0.0.1:{port}"))).await;
+    assert_eq!(g.status, 200, "{}", g.body);
+    w.set("enforce", &["127.0.0.1:{http}"]);
+    assert!(matches!(
+        connect(w.proxy.addr(), &format!("127.0.0.1:{port}")).await,
+        Connect::Open(_)
+    ));
+}
+
+#[tokio::test]
+async fn a_relayed_tunnel_whose_tls_names_another_host_is_refused() {
+    // other.test has no injection: its tunnels are relayed, not decrypted. The server's
+    // certificate also names api.test, as a shared CDN's would.
+    let w = world("enforce", &["other.test:{https}"], vec![]).await;
+    let r = https_session(
+        w.proxy.addr(),
+        &w.t("other.test"),
+        "api.test",
+        &[w.ca.der()],
+    )
+    .await;
+    assert!(r.is_err(), "fronting through other.test's address");
+    assert!(
+        w.https.received.all().is_empty(),
+        "nothing reached the server"
+    );
+    assert!(
+        w.proxy.events.has(&w.event("denied", &w.t("api.test"))),
+        "{:?}",
+        w.proxy.events.lines()
+    );
+    // The right name still goes through, the server's own certificate.
+    let (mut s, peer) = https_session(
+        w.proxy.addr(),
+        &w.t("other.test"),
+        "other.test",
+        &[w.ca.der()],
+    )
+    .await
+    .unwrap();
+    assert!(peer.is_some());
+    assert_eq!(send(&mut s, get("/", &w.t("other.test"))).await.status, 200);
+}
+
+#[tokio::test]
+async fn a_tunnel_that_is_neither_tls_nor_http_is_relayed_as_it_is() {
+    let w = world("enforce", &["plain.test:{http}"], vec![]).await;
+    // A server that speaks first (as SSH or SMTP do).
+    let l = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
+    let port = l.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        let (mut s, _) = l.accept().await.unwrap();
+        s.write_all(b"220 hello\r\n").await.unwrap();
+        let mut b = [0u8; 5];
+        s.read_exact(&mut b).await.unwrap();
+        s.write_all(&b).await.unwrap();
+    });
+    w.set("enforce", &[&format!("plain.test:{port}")]);
+    let Connect::Open(mut s) = connect(w.proxy.addr(), &format!("plain.test:{port}")).await else {
+        panic!("CONNECT refused")
+    };
+    let mut b = [0u8; 11];
+    s.read_exact(&mut b).await.unwrap();
+    assert_eq!(&b, b"220 hello\r\n");
+    s.write_all(b"\x00ping").await.unwrap();
+    let mut b = [0u8; 5];
+    s.read_exact(&mut b).await.unwrap();
+    assert_eq!(&b, b"\x00ping");
+}
+
+#[tokio::test]
+async fn a_websocket_answer_with_an_extension_the_proxy_dropped_is_refused() {
+    // A server that switches protocols with permessage-deflate although nobody offered it.
+    let l = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
+    let port = l.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        let (mut s, _) = l.accept().await.unwrap();
+        let mut head = Vec::new();
+        let mut b = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            if s.read(&mut b).await.unwrap() == 0 {
+                return;
+            }
+            head.push(b[0]);
+        }
+        s.write_all(
+            b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+              Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\
+              Sec-WebSocket-Extensions: permessage-deflate\r\n\r\n",
+        )
+        .await
+        .unwrap();
+        let _ = s.read(&mut b).await;
+    });
+    let target = format!("plain.test:{port}");
+    let t2 = target.clone();
+    let w = world_with("enforce", &[&target], move |_, _| {
+        vec![injection("bindings/p/key", PHANTOM, VALUE, &[t2])]
+    })
+    .await;
+    let mut s = tokio::net::TcpStream::connect(w.proxy.addr())
+        .await
+        .unwrap();
+    s.write_all(
+        format!(
+            "GET http://{target}/ws HTTP/1.1\r\nHost: {target}\r\nUpgrade: websocket\r\n\
+             Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+             Sec-WebSocket-Version: 13\r\nSec-WebSocket-Extensions: permessage-deflate\r\n\r\n"
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    let mut got = vec![0u8; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut got))
+        .await
+        .unwrap()
+        .unwrap();
+    let got = String::from_utf8_lossy(&got[..n]).to_string();
+    assert!(got.starts_with("HTTP/1.1 502"), "{got}");
+    assert!(got.contains("x-handler-egress: encoded"), "{got}");
 }

@@ -142,7 +142,14 @@ async fn echo<S: AsyncRead + AsyncWrite + Unpin>(s: S, note: &impl Fn(Saw)) {
             Ok(Message::Text(t)) => {
                 let t = t.to_string();
                 note(Saw::Text(t.clone()));
-                if let Some(args) = t.strip_prefix("split ") {
+                if let Some(secret) = t.strip_prefix("fragments ") {
+                    // The secret back in a message cut in two frames, inside the secret.
+                    let (a, b) = secret.split_at(10);
+                    let mut f = raw_frame(false, 0x1, format!("key {a}").as_bytes(), None);
+                    f.extend_from_slice(&raw_frame(true, 0x0, b.as_bytes(), None));
+                    ws.get_mut().write_all(&f).await.unwrap();
+                    ws.get_mut().flush().await.unwrap();
+                } else if let Some(args) = t.strip_prefix("split ") {
                     let (n, ms) = args.split_once(' ').unwrap();
                     let (n, ms): (usize, u64) = (n.parse().unwrap(), ms.parse().unwrap());
                     let f = binary_frame(&vec![b'z'; 100_000], None);
@@ -169,6 +176,22 @@ async fn echo<S: AsyncRead + AsyncWrite + Unpin>(s: S, note: &impl Fn(Saw)) {
         }
     }
     note(Saw::End);
+}
+
+/// One frame, written by hand (RFC 6455 §5.2), payloads under 126 bytes.
+fn raw_frame(fin: bool, opcode: u8, payload: &[u8], mask: Option<[u8; 4]>) -> Vec<u8> {
+    assert!(payload.len() < 126);
+    let mut f = vec![(if fin { 0x80 } else { 0 }) | opcode];
+    f.push(if mask.is_some() { 0x80 } else { 0 } | payload.len() as u8);
+    let mut p = payload.to_vec();
+    if let Some(k) = mask {
+        f.extend_from_slice(&k);
+        for (i, b) in p.iter_mut().enumerate() {
+            *b ^= k[i % 4];
+        }
+    }
+    f.extend_from_slice(&p);
+    f
 }
 
 /// One binary frame, written by hand (to send part of it).
@@ -429,8 +452,14 @@ const OTHER_PHANTOM: &str = "tok-Zz99Yy88Xx77Ww66Vv55Uu44Tt33";
 const OTHER_VALUE: &str = "tok-Aa11Bb22Cc33Dd44Ee55Ff66Gg77";
 
 /// A TLS WebSocket server named api.test and keep.test; a proxy allowing both, with an injection
-/// for each (PHANTOM → VALUE towards api.test, OTHER_PHANTOM → OTHER_VALUE towards keep.test).
+/// for each (PHANTOM → VALUE towards api.test, OTHER_PHANTOM → OTHER_VALUE towards keep.test),
+/// both swapped in messages too.
 async fn wss_world() -> (WsServer, String, String, Proxy) {
+    wss_world_with(true).await
+}
+
+/// [`wss_world`], api.test's injection swapped in messages only when `body` (decision 0033).
+async fn wss_world_with(body: bool) -> (WsServer, String, String, Proxy) {
     let ca = TestCa::new();
     let server = WsServer::start(Some(ca.server_config(&["api.test", "keep.test"]))).await;
     let api = format!("api.test:{}", server.port);
@@ -440,6 +469,7 @@ async fn wss_world() -> (WsServer, String, String, Proxy) {
         phantom: phantom.into(),
         value: value.into(),
         hosts: vec![AllowEntry::parse(host).unwrap()],
+        body,
     };
     let injections = vec![
         injection("providers/x/apiKey", PHANTOM, VALUE, &api),
@@ -650,4 +680,70 @@ fn the_frame_tracker_agrees_with_tungstenite_on_where_frames_end() {
         assert_eq!(found, ends, "chunks of {chunk}");
         assert!(t.close_seen());
     }
+}
+
+#[tokio::test]
+async fn a_message_to_the_model_host_carries_the_phantom_unless_its_injection_opts_in() {
+    let (server, api, _keep, p) = wss_world_with(false).await;
+    let mut ws = wss_via(&p, &api).await;
+    let text = format!("repeat {PHANTOM}");
+    ws.send(Message::text(text.clone())).await.unwrap();
+    let m = tokio::time::timeout(WAIT, ws.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(m, Message::text(format!("echo: {text}")));
+    assert!(
+        server.conn(0).contains(&Saw::Text(text)),
+        "{:?}",
+        server.conn(0)
+    );
+    let Saw::Handshake(h) = &server.conn(0)[0] else {
+        panic!("{:?}", server.conn(0))
+    };
+    assert!(
+        h.contains(&format!("authorization: Bearer {VALUE}")),
+        "the handshake still: {h}"
+    );
+}
+
+#[tokio::test]
+async fn secrets_split_between_the_frames_of_a_message_are_swapped_both_ways() {
+    let (server, api, _keep, p) = wss_world().await;
+    let mut ws = wss_via(&p, &api).await;
+    round_trip(&mut ws, "first").await;
+    // From the server: the value cut in two frames reaches the process as the phantom.
+    ws.send(Message::text(format!("fragments {VALUE}")))
+        .await
+        .unwrap();
+    let m = tokio::time::timeout(WAIT, ws.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        m,
+        Message::text(format!("key {PHANTOM}")),
+        "never the value"
+    );
+    // From the client: a phantom cut in two frames (a ping between) reaches the server as the
+    // value.
+    let (k1, k2) = ([1, 2, 3, 4], [9, 8, 7, 6]);
+    let mut f = raw_frame(
+        false,
+        0x1,
+        format!("auth {}", &PHANTOM[..12]).as_bytes(),
+        Some(k1),
+    );
+    f.extend_from_slice(&raw_frame(true, 0x9, b"hi", Some(k2)));
+    f.extend_from_slice(&raw_frame(true, 0x0, &PHANTOM.as_bytes()[12..], Some(k2)));
+    ws.get_mut().write_all(&f).await.unwrap();
+    ws.get_mut().flush().await.unwrap();
+    let want = Saw::Text(format!("auth {VALUE}"));
+    let deadline = std::time::Instant::now() + WAIT;
+    while !server.conn(0).contains(&want) && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(server.conn(0).contains(&want), "{:?}", server.conn(0));
 }

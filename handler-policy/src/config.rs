@@ -5,8 +5,9 @@ use handler_contracts::harness::SessionDefaults;
 use handler_contracts::sandbox::NetworkPolicy;
 use serde::{Deserialize, Serialize};
 
-/// A pipeline's configuration (one agent connection or one Session's agent).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// A pipeline's configuration (one agent connection or one Session's agent). Its `Debug` names
+/// the secrets but never shows their values.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PolicyConfig {
     /// The agent's folder: an absolute, canonical path (P2). `cwd` and `additionalDirectories`
@@ -30,6 +31,25 @@ pub struct PolicyConfig {
     /// agent's id from the first successful session/new is translated to it both ways.
     #[serde(default)]
     pub client_session_id: Option<String>,
+}
+
+impl std::fmt::Debug for PolicyConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let secrets: Vec<(&str, &str)> = self
+            .secrets
+            .iter()
+            .map(|(name, _)| (name.as_str(), "[redacted]"))
+            .collect();
+        f.debug_struct("PolicyConfig")
+            .field("scope", &self.scope)
+            .field("network", &self.network)
+            .field("secrets", &secrets)
+            .field("session_defaults", &self.session_defaults)
+            .field("unattended", &self.unattended)
+            .field("max_message_bytes", &self.max_message_bytes)
+            .field("client_session_id", &self.client_session_id)
+            .finish()
+    }
 }
 
 fn default_max() -> usize {
@@ -89,4 +109,23 @@ pub enum ConfigError {
     SecretName(usize),
     #[error("maxMessageBytes must be at least 1")]
     MaxMessageBytes,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_names_the_secrets_but_never_shows_their_values() {
+        let mut c = PolicyConfig::new("/work/p", NetworkPolicy::Open);
+        c.secrets = vec![(
+            "providers/x/apiKey".into(),
+            "sk-live-QwErTyUi9876543210".into(),
+        )];
+        let d = format!("{c:?}");
+        assert!(d.contains("providers/x/apiKey"), "{d}");
+        assert!(d.contains("[redacted]"), "{d}");
+        assert!(!d.contains("QwErTy"), "{d}");
+        assert!(d.contains("/work/p"), "{d}");
+    }
 }

@@ -365,6 +365,7 @@ mod tests {
                 phantom: "sk-ant-oat01-abcdEFGH12345678abcdEFGH12".into(),
                 value: "sk-ant-oat01-zyxwVUTS98765432zyxwVUTS98".into(),
                 hosts: vec![e("api.anthropic.com:443")],
+                body: false,
             }],
             display: None,
             labels: [("handler.agent".to_string(), "a_1".to_string())].into(),

@@ -18,7 +18,7 @@ use handler_contracts::{
 };
 use handler_policy::{PolicyConfig, UnattendedMode};
 use handler_sandbox::compose::{ComposeError, ComposeInput, compose};
-use handler_sandbox::egress::phantom::{RandomSource, make_phantom};
+use handler_sandbox::egress::phantom::{RandomSource, make_phantom_keeping};
 
 use super::AppState;
 use super::accounts::{credential_path, login_state, token_secret_path};
@@ -123,7 +123,18 @@ pub(super) fn deliver(
     hosts: Vec<AllowEntry>,
     network: NetworkMode,
 ) -> Delivered {
-    match make_phantom(&value, &mut OsRandom) {
+    deliver_keeping(name, value, hosts, network, None)
+}
+
+/// [`deliver`], the phantom keeping `prefix` (the harness's `login.tokenPrefix`) too.
+fn deliver_keeping(
+    name: &str,
+    value: String,
+    hosts: Vec<AllowEntry>,
+    network: NetworkMode,
+    prefix: Option<&str>,
+) -> Delivered {
+    match make_phantom_keeping(&value, prefix, &mut OsRandom) {
         Ok(phantom) if network == NetworkMode::None => Delivered {
             given: phantom,
             injection: None,
@@ -135,6 +146,7 @@ pub(super) fn deliver(
                 phantom,
                 value,
                 hosts,
+                body: false,
             }),
         },
         // No host to give it to, or not injectable: the sandbox gets the value itself (E3).
@@ -369,7 +381,13 @@ pub fn prepare(
                 )));
             }
             let secret_name = token_secret_path(name);
-            let dl = deliver(&secret_name, value.clone(), login.hosts.clone(), c.network);
+            let dl = deliver_keeping(
+                &secret_name,
+                value.clone(),
+                login.hosts.clone(),
+                c.network,
+                login.token_prefix.as_deref(),
+            );
             secrets_for_render.insert("token".into(), dl.given);
             injections.extend(dl.injection);
             policy_secrets.push((secret_name, value));

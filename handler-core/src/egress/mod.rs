@@ -106,6 +106,10 @@ pub async fn start(config: ProxyConfig, events: Events) -> Result<Running, Proxy
         _ => None,
     };
     let mut host_addresses = config.host_addresses.clone();
+    // The host's loopback as slirp4netns shows it (decision 0024): handlerd is there.
+    if !host_addresses.contains(&rebind::SLIRP_HOST_LOOPBACK) {
+        host_addresses.push(rebind::SLIRP_HOST_LOOPBACK);
+    }
     if let Ok(hosts) = std::fs::read_to_string("/etc/hosts") {
         for a in rebind::host_alias_addresses(&hosts) {
             if !host_addresses.contains(&a) {

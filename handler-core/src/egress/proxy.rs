@@ -13,7 +13,8 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use handler_contracts::sandbox::EgressDecision;
-use handler_sandbox::egress::authority::{self, Authority};
+use handler_sandbox::egress::authority::{self, Authority, Mismatch};
+use handler_sandbox::egress::hello::{self, Start};
 use handler_sandbox::egress::judge::{self, EGRESS_HEADER, Verdict};
 use handler_sandbox::egress::{Hits, InjectionSet, ProxyMode, Rules, Settings, rebind};
 use http_body_util::BodyExt as _;
@@ -22,6 +23,7 @@ use hyper::header::{HeaderName, HeaderValue};
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode, Uri};
 use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio_rustls::{LazyConfigAcceptor, TlsConnector};
@@ -31,7 +33,7 @@ use crate::egress::ca::Ca;
 use crate::egress::events::Events;
 use crate::egress::live::LiveSettings;
 use crate::egress::resolve::Resolver;
-use crate::egress::ws;
+use crate::egress::{relay, ws};
 
 /// Request bodies up to this size are read whole before they leave, so a leak is refused with a
 /// clean 403 before anything was sent; longer ones are streamed and cut at the leak.
@@ -85,6 +87,34 @@ impl Shared {
             },
             _ => (Verdict::Allowed, Vec::new()),
         }
+    }
+
+    /// Judges a destination and reports it: the allow-list in force when it may go on, else
+    /// the refusal. An IP literal naming a loopback, link-local or host address must be listed
+    /// exactly, in log-only too (decision 0035).
+    async fn admit(
+        &self,
+        target: &Authority,
+    ) -> Result<Vec<handler_contracts::allow::AllowEntry>, Response<ProxyBody>> {
+        let (verdict, allow) = self.judge(target).await;
+        if verdict.passes()
+            && self.mode == ProxyMode::Filter
+            && rebind::check_literal(&target.host, target.port, &allow, &self.host_addresses)
+                .is_err()
+        {
+            self.events
+                .emit(EgressDecision::Denied, &target.to_string(), None);
+            return Err(plain(
+                StatusCode::FORBIDDEN,
+                "denied",
+                &judge::literal_body(&target.to_string()),
+            ));
+        }
+        self.report(verdict, target);
+        if !verdict.passes() {
+            return Err(denied(target));
+        }
+        Ok(allow)
     }
 
     fn report(&self, verdict: Verdict, target: &Authority) {
@@ -309,11 +339,10 @@ async fn handle(
                     &judge::mismatch_body(&m.to_string()),
                 );
             }
-            let (verdict, allow) = shared.judge(&target).await;
-            shared.report(verdict, &target);
-            if !verdict.passes() {
-                return denied(&target);
-            }
+            let allow = match shared.admit(&target).await {
+                Ok(a) => a,
+                Err(r) => return r,
+            };
             let addr = match shared.address(&target, &allow).await {
                 Ok(a) => a,
                 Err(r) => return r,
@@ -344,11 +373,10 @@ async fn connect(mut req: Request<Incoming>, shared: Arc<Shared>) -> Response<Pr
             );
         }
     };
-    let (verdict, allow) = shared.judge(&target).await;
-    shared.report(verdict, &target);
-    if !verdict.passes() {
-        return denied(&target);
-    }
+    let allow = match shared.admit(&target).await {
+        Ok(a) => a,
+        Err(r) => return r,
+    };
     let addr = match shared.address(&target, &allow).await {
         Ok(a) => a,
         Err(r) => return r,
@@ -383,14 +411,97 @@ async fn connect(mut req: Request<Incoming>, shared: Arc<Shared>) -> Response<Pr
         let Ok(upgraded) = on_upgrade.await else {
             return;
         };
-        let mut server = server;
         tokio::select! {
-            // splice(2) between the two sockets (zero copy), else a 64 KiB copy each way.
-            _ = crate::egress::relay::relay_upgraded(upgraded, &mut server) => {}
+            _ = relayed_tunnel(upgraded, server, shared.clone(), target) => {}
             _ = shared.revoked(&held) => {}
         }
     });
     Response::new(full(Bytes::new()))
+}
+
+/// A tunnel that is not decrypted (decision 0034): its client's first bytes are read first. A
+/// TLS ClientHello must name the CONNECT target (else a fatal alert, a `denied` event, the end);
+/// TLS that agrees, and anything that is not TLS, is relayed with splice(2) (zero copy, else a
+/// 64 KiB copy each way), the bytes read first handed on.
+async fn relayed_tunnel(
+    upgraded: hyper::upgrade::Upgraded,
+    mut server: TcpStream,
+    shared: Arc<Shared>,
+    target: Authority,
+) {
+    let (mut client, mut first) = relay::Client::of(upgraded);
+    if shared.mode == ProxyMode::Report {
+        // An open sandbox's proxy filters nothing (it has its own route out anyway).
+        let _ = relay::relay_client(client, &first, &mut server).await;
+        return;
+    }
+    let start = match peek_start(&mut client, &mut first, &mut server).await {
+        Ok(s) => s,
+        Err(_) => return,
+    };
+    if let Err(m) = hello::check_start(&target, &start) {
+        let named = match &m {
+            Mismatch::Sni { sni, .. } => Authority::parse(sni, Some(target.port))
+                .map_or_else(|_| target.to_string(), |a| a.to_string()),
+            _ => target.to_string(),
+        };
+        shared.events.emit(EgressDecision::Denied, &named, None);
+        shared.events.log(&format!(
+            "refused a tunnel: {m} (domain fronting is not allowed)"
+        ));
+        // A fatal TLS alert: unrecognized_name (112), or decode_error (50) for a ClientHello
+        // that cannot be read.
+        let code = if matches!(m, Mismatch::BadHello { .. }) {
+            50
+        } else {
+            112
+        };
+        let _ = client
+            .write_all(&[0x15, 0x03, 0x03, 0x00, 0x02, 0x02, code])
+            .await;
+        let _ = client.shutdown().await;
+        return;
+    }
+    let _ = relay::relay_client(client, &first, &mut server).await;
+}
+
+/// Reads the client's first bytes until `hello::classify` can tell what they are. If the server
+/// speaks first, what it says goes to the client at once and the protocol is neither TLS nor
+/// HTTP (whose clients speak first): nothing more is waited for.
+async fn peek_start(
+    client: &mut relay::Client,
+    first: &mut Vec<u8>,
+    server: &mut TcpStream,
+) -> std::io::Result<Start> {
+    let mut chunk = vec![0u8; 16 * 1024];
+    loop {
+        let start = hello::classify(first);
+        if start != Start::NeedMore {
+            return Ok(start);
+        }
+        if first.len() >= hello::MAX_HELLO {
+            return Ok(Start::Other);
+        }
+        tokio::select! {
+            r = client.read(&mut chunk) => match r? {
+                // The client ended before it said enough: relay what there is.
+                0 => return Ok(Start::Other),
+                n => first.extend_from_slice(&chunk[..n]),
+            },
+            r = server.readable() => {
+                r?;
+                match server.try_read(&mut chunk) {
+                    Ok(0) => return Ok(Start::Other),
+                    Ok(n) => {
+                        client.write_all(&chunk[..n]).await?;
+                        return Ok(Start::Other);
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+    }
 }
 
 /// A tunnel to an injection's host: TLS ends here (a leaf for the CONNECT target), the requests
@@ -636,6 +747,47 @@ fn leak_response(shared: &Shared, hits: &Hits, target: &Authority) -> Response<P
     )
 }
 
+/// The refusal of a request that would carry an injection's value over plain http://.
+fn cleartext_response(shared: &Shared, hits: &Hits, target: &Authority) -> Response<ProxyBody> {
+    shared
+        .events
+        .emit(EgressDecision::Denied, &target.to_string(), None);
+    let name = hits.injected.iter().next().cloned().unwrap_or_default();
+    plain(
+        StatusCode::FORBIDDEN,
+        "cleartext",
+        &judge::cleartext_body(&target.to_string(), &name),
+    )
+}
+
+/// The response's content coding, when it has one other than `identity`.
+fn encoded(h: &hyper::HeaderMap) -> Option<String> {
+    h.get_all(hyper::header::CONTENT_ENCODING)
+        .iter()
+        .map(|v| {
+            String::from_utf8_lossy(v.as_bytes())
+                .trim()
+                .to_ascii_lowercase()
+        })
+        .find(|v| !v.is_empty() && v != "identity")
+}
+
+/// The 502 for an answer from an injection's host that the proxy cannot read to swap values
+/// back (compressed although asked uncompressed); reported as `denied` with a log line.
+fn encoded_response(shared: &Shared, target: &Authority, what: &str) -> Response<ProxyBody> {
+    shared
+        .events
+        .emit(EgressDecision::Denied, &target.to_string(), None);
+    shared.events.log(&format!(
+        "refused an answer from {target}: it came with {what}, so a secret's value in it could not be replaced"
+    ));
+    plain(
+        StatusCode::BAD_GATEWAY,
+        "encoded",
+        &judge::encoded_body(&target.to_string(), what),
+    )
+}
+
 /// The `Upgrade` value of a WebSocket handshake (GET, `Connection: upgrade`, `Upgrade:
 /// websocket`); other upgrades are not passed on (their headers are hop-by-hop and dropped).
 fn websocket_upgrade(req: &Request<Incoming>) -> Option<HeaderValue> {
@@ -680,6 +832,13 @@ async fn forward(
     let (mut parts, body) = req.into_parts();
     let injecting = shared.injections.injects_into(&target.host, target.port);
     let rules = Arc::new(shared.injections.request_rules(&target.host, target.port));
+    // Bodies and WebSocket messages: only the injections that opt in are swapped there
+    // (decision 0033); every other injection's phantom is still a leak.
+    let body_rules = Arc::new(
+        shared
+            .injections
+            .request_body_rules(&target.host, target.port, tls),
+    );
     let mut hits = Hits::default();
 
     // The request target, in origin form, rewritten.
@@ -718,6 +877,10 @@ async fn forward(
     if hits.is_leak() {
         return leak_response(shared, &hits, target);
     }
+    if !tls && !hits.injected.is_empty() {
+        // Plain http:// would carry the value in cleartext (decision 0036).
+        return cleartext_response(shared, &hits, target);
+    }
 
     // The body: small ones read whole and checked before anything leaves, others streamed.
     let leaked: LeakSlot = Arc::new(std::sync::Mutex::new(None));
@@ -725,7 +888,7 @@ async fn forward(
         .size_hint()
         .upper()
         .is_some_and(|n| n <= LEAK_CHECK_BUFFER);
-    let body: ProxyBody = if rules.is_empty() {
+    let body: ProxyBody = if body_rules.is_empty() {
         body.map_err(Into::into).boxed()
     } else if small {
         let bytes = match body.collect().await {
@@ -738,7 +901,7 @@ async fn forward(
                 );
             }
         };
-        let (out, h) = rules.bytes(&bytes);
+        let (out, h) = body_rules.bytes(&bytes);
         hits.merge(h);
         if hits.is_leak() {
             return leak_response(shared, &hits, target);
@@ -748,7 +911,7 @@ async fn forward(
         let (s, t) = (shared.clone(), target.clone());
         Rewriting::new(
             body.map_err(Into::into).boxed(),
-            rules.clone(),
+            body_rules.clone(),
             Some(leaked.clone()),
             move |h| {
                 s.report_hits(
@@ -807,8 +970,16 @@ async fn forward(
             let back = shared.injections.response_rules(&target.host, target.port);
             rewrite_headers(&mut parts.headers, &back);
         }
+        if injecting
+            && parts
+                .headers
+                .contains_key(hyper::header::SEC_WEBSOCKET_EXTENSIONS)
+        {
+            // An extension (permessage-deflate) nobody asked for: frames could not be read.
+            return encoded_response(shared, target, "a WebSocket extension");
+        }
         let swaps = ws::Swaps {
-            up: (*rules).clone(),
+            up: (*body_rules).clone(),
             down: shared.injections.response_rules(&target.host, target.port),
         };
         spawn_websocket(shared.clone(), target.clone(), swaps, client, server);
@@ -819,6 +990,11 @@ async fn forward(
     let body = body.map_err(Into::into).boxed();
     if !injecting {
         return Response::from_parts(parts, body);
+    }
+    if let Some(enc) = encoded(&parts.headers) {
+        // Asked uncompressed (Accept-Encoding dropped) yet encoded: a value inside could not be
+        // swapped back, so the answer is not passed on.
+        return encoded_response(shared, target, &format!("Content-Encoding {enc}"));
     }
     let back = Arc::new(shared.injections.response_rules(&target.host, target.port));
     rewrite_headers(&mut parts.headers, &back);

@@ -13,7 +13,7 @@ use std::task::{Context, Poll, ready};
 use hyper::upgrade::Upgraded;
 use hyper_util::rt::TokioIo;
 use nix::fcntl::{FcntlArg, OFlag, SpliceFFlags, fcntl, splice};
-use tokio::io::{AsyncWrite, AsyncWriteExt as _};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt as _};
 use tokio::net::{TcpStream, UnixStream};
 
 /// The pipe asked for each way. Larger pipes take more of a socket's queue per splice (fewer
@@ -191,21 +191,90 @@ async fn run<A: Socket, B: Socket>(
     .await
 }
 
+/// A CONNECT tunnel's client underneath hyper's upgraded connection: a TCP or unix socket the
+/// relay can splice, or (any other transport) the upgraded connection itself.
+pub enum Client {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+    Other(TokioIo<Upgraded>),
+}
+
+impl Client {
+    /// The client of an upgraded CONNECT, and the bytes hyper already read past its head.
+    pub fn of(upgraded: Upgraded) -> (Client, Vec<u8>) {
+        let upgraded = match upgraded.downcast::<TokioIo<TcpStream>>() {
+            Ok(parts) => return (Client::Tcp(parts.io.into_inner()), parts.read_buf.to_vec()),
+            Err(u) => u,
+        };
+        match upgraded.downcast::<TokioIo<UnixStream>>() {
+            Ok(parts) => (Client::Unix(parts.io.into_inner()), parts.read_buf.to_vec()),
+            Err(u) => (Client::Other(TokioIo::new(u)), Vec::new()),
+        }
+    }
+}
+
+macro_rules! each {
+    ($self:ident, $c:ident => $e:expr) => {
+        match $self.get_mut() {
+            Client::Tcp($c) => $e,
+            Client::Unix($c) => $e,
+            Client::Other($c) => $e,
+        }
+    };
+}
+
+impl AsyncRead for Client {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        each!(self, c => Pin::new(c).poll_read(cx, buf))
+    }
+}
+
+impl AsyncWrite for Client {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        each!(self, c => Pin::new(c).poll_write(cx, buf))
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        each!(self, c => Pin::new(c).poll_flush(cx))
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        each!(self, c => Pin::new(c).poll_shutdown(cx))
+    }
+}
+
 /// Relays a CONNECT tunnel's client (hyper's upgraded connection) ↔ `server`. When the client
 /// is a TCP or unix socket underneath, the bytes hyper already read past the CONNECT go to the
 /// server first and the rest is spliced; otherwise (or when no pipe can be had) the bytes are
 /// copied through user space.
 pub async fn relay_upgraded(upgraded: Upgraded, server: &mut TcpStream) -> io::Result<(u64, u64)> {
-    let upgraded = match upgraded.downcast::<TokioIo<TcpStream>>() {
-        Ok(parts) => return relay_raw(parts.io.into_inner(), &parts.read_buf, server).await,
-        Err(u) => u,
-    };
-    let upgraded = match upgraded.downcast::<TokioIo<UnixStream>>() {
-        Ok(parts) => return relay_raw(parts.io.into_inner(), &parts.read_buf, server).await,
-        Err(u) => u,
-    };
-    let mut client = TokioIo::new(upgraded);
-    tokio::io::copy_bidirectional_with_sizes(&mut client, server, COPY_BUF, COPY_BUF).await
+    let (client, early) = Client::of(upgraded);
+    relay_client(client, &early, server).await
+}
+
+/// Relays `client` ↔ `server`, `early` (the client's bytes read already) sent first.
+pub async fn relay_client(
+    client: Client,
+    early: &[u8],
+    server: &mut TcpStream,
+) -> io::Result<(u64, u64)> {
+    match client {
+        Client::Tcp(c) => relay_raw(c, early, server).await,
+        Client::Unix(c) => relay_raw(c, early, server).await,
+        Client::Other(mut c) => {
+            server.write_all(early).await?;
+            let (up, down) =
+                tokio::io::copy_bidirectional_with_sizes(&mut c, server, COPY_BUF, COPY_BUF)
+                    .await?;
+            Ok((up + early.len() as u64, down))
+        }
+    }
 }
 
 async fn relay_raw<C: Socket + tokio::io::AsyncRead>(

@@ -1,5 +1,6 @@
 //! Relaying an upgraded WebSocket connection through the proxy frame by frame: towards and from
-//! an injection's hosts the phantoms and values inside each frame's payload are swapped (the pure
+//! an injection's hosts the phantoms and values inside each message's payload (across its
+//! fragments) are swapped (the pure
 //! `wsframe::PayloadRewriter`), a phantom going where it must not cuts the connection; when a
 //! policy change no longer allows the destination (egress-lessons), the frame in flight in each
 //! direction is finished, then the client gets a close frame with code 1012 and the server a
@@ -151,6 +152,12 @@ where
             Ok(()) = async { stop.wait_for(|s| *s).await.map(|_| ()) } => break,
             r = src.read(&mut buf) => match r {
                 Ok(0) | Err(_) => {
+                    // What was held back (the end of a fragment) goes out before the end.
+                    out.clear();
+                    frames.flush(&mut out);
+                    if check(&frames).is_none() {
+                        let _ = dst.write_all(&out).await;
+                    }
                     let _ = dst.shutdown().await;
                     return None;
                 }
@@ -188,6 +195,15 @@ where
         if dst.write_all(&out).await.is_err() {
             return None;
         }
+    }
+    // Nothing held back stays behind the close frame.
+    out.clear();
+    frames.flush(&mut out);
+    if let Some(leak) = check(&frames) {
+        return Some(leak);
+    }
+    if dst.write_all(&out).await.is_err() {
+        return None;
     }
     if !frames.tracker().close_seen() {
         let frame = wsframe::close_frame(SERVICE_RESTART, POLICY_CHANGED, mask);

@@ -115,6 +115,36 @@ async fn echo(
         .await
         .map(|b| b.to_bytes())
         .unwrap_or_default();
+    if path.starts_with("/reverse") {
+        // As a model asked to would: the body it received, reversed.
+        rec.0.lock().unwrap().push(format!(
+            "{} {}\n\n{}",
+            parts.method,
+            path,
+            String::from_utf8_lossy(&body)
+        ));
+        let mut back = body.to_vec();
+        back.reverse();
+        return Ok(Response::new(Full::new(Bytes::from(back)).boxed()));
+    }
+    if path.starts_with("/encoded") {
+        // The secret it echoes, base64-encoded and inside a JSON string.
+        use base64::Engine as _;
+        let secret = secret_to_echo.lock().unwrap().clone();
+        let b64 = base64::engine::general_purpose::STANDARD.encode(format!("user:{secret}"));
+        let json = serde_json::json!({ "b64": b64, "json": format!("say \"{secret}\"") });
+        return Ok(Response::new(
+            Full::new(Bytes::from(json.to_string())).boxed(),
+        ));
+    }
+    if path.starts_with("/gzip") {
+        // Compressed although not asked for (the proxy drops Accept-Encoding).
+        let secret = secret_to_echo.lock().unwrap().clone();
+        return Ok(Response::builder()
+            .header("content-encoding", "gzip")
+            .body(Full::new(Bytes::from(format!("not really gzip {secret}"))).boxed())
+            .unwrap());
+    }
     let mut dump = format!("{} {}\n", parts.method, path);
     for (k, v) in &parts.headers {
         dump.push_str(&format!("{k}: {}\n", String::from_utf8_lossy(v.as_bytes())));

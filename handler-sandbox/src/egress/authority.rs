@@ -29,6 +29,8 @@ pub enum Mismatch {
     Sni { connect: String, sni: String },
     #[error("the tunnel was opened to {connect} but its TLS names no server")]
     NoSni { connect: String },
+    #[error("the tunnel was opened to {connect} but its TLS start cannot be read: {reason}")]
+    BadHello { connect: String, reason: String },
     #[error("the tunnel was opened to {connect} but the request's Host is {host}")]
     Host { connect: String, host: String },
     #[error("the request has no Host header")]

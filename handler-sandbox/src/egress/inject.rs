@@ -1,8 +1,10 @@
 //! Injections (A.3, E3) as rules: towards an injection's hosts the phantom becomes the value
-//! (header values, `Authorization: Basic` inside its base64, the URL, the body) and the value in
-//! a response becomes the phantom again; towards any other host a phantom is a leak. Phantoms are
-//! also matched percent-encoded (same length as the value's, since only their letters and digits
-//! differ), so a secret in a query string or a form body is found either way.
+//! in header values, `Authorization: Basic` inside its base64 and the URL — in request bodies and
+//! WebSocket messages only for an injection that opts in (`body`, decision 0033) — and the value
+//! in a response becomes the phantom again, also JSON-escaped or base64-encoded; towards any
+//! other host a phantom is a leak, wherever it is. Phantoms are also matched percent-encoded
+//! (same length as the value's, since only their letters and digits differ), so a secret in a
+//! query string or a form body is found either way.
 
 use std::collections::BTreeSet;
 
@@ -132,6 +134,48 @@ fn pct_encode(s: &str) -> String {
     out
 }
 
+/// `s` inside a JSON string (printable ASCII: only `"` and `\` must be escaped), and with `/`
+/// escaped too, as some encoders write it.
+fn json_escapes(s: &str) -> [String; 2] {
+    let plain: String = s
+        .chars()
+        .flat_map(|c| match c {
+            '"' => vec!['\\', '"'],
+            '\\' => vec!['\\', '\\'],
+            c => vec![c],
+        })
+        .collect();
+    let slash = plain.replace('/', "\\/");
+    [plain, slash]
+}
+
+/// The characters of `s`'s base64 (standard and URL-safe alphabets) that only `s`'s bytes
+/// determine, for each of the three offsets `s` can start at inside a longer encoded string.
+/// The same offsets of another string of the same length give pieces of the same lengths.
+fn base64_pieces(s: &str) -> Vec<String> {
+    use base64::engine::general_purpose::{STANDARD_NO_PAD, URL_SAFE_NO_PAD};
+    let n = s.len();
+    let mut out = Vec::new();
+    for engine in [&STANDARD_NO_PAD, &URL_SAFE_NO_PAD] {
+        for k in 0..3usize {
+            let mut bytes = vec![0u8; k];
+            bytes.extend_from_slice(s.as_bytes());
+            let enc = engine.encode(&bytes);
+            // Character i holds bits 6i..6i+6; the string's bits are 8k..8(k+n).
+            let first = (8 * k).div_ceil(6);
+            let last = (8 * (k + n) - 6) / 6;
+            out.push(enc[first..=last].to_string());
+        }
+    }
+    out
+}
+
+/// A replacement of `len` characters for an encoded value whose phantom, encoded the same way,
+/// has another length (a phantom not made by `make_phantom`): the value is masked.
+fn masked(len: usize) -> String {
+    "*".repeat(len)
+}
+
 impl InjectionSet {
     /// A set of valid injections.
     pub fn new(items: Vec<Injection>) -> Result<Self, InjectionError> {
@@ -155,21 +199,43 @@ impl InjectionSet {
         i.hosts.iter().any(|e| e.allows(host, port))
     }
 
-    fn rules(&self, f: impl Fn(usize, &Injection) -> Option<(String, String, Effect)>) -> Rules {
+    fn rules(
+        &self,
+        encoded: bool,
+        f: impl Fn(usize, &Injection) -> Option<(String, String, Effect)>,
+    ) -> Rules {
         let mut pairs = Vec::new();
         let mut meta = Vec::new();
+        let mut add = |from: String, to: String, idx: usize, effect: Effect| {
+            if !from.is_empty()
+                && !pairs
+                    .iter()
+                    .any(|(f, _): &(Vec<u8>, Vec<u8>)| *f == from.as_bytes())
+            {
+                pairs.push((from.into_bytes(), to.into_bytes()));
+                meta.push((idx, effect));
+            }
+        };
         for (idx, i) in self.items.iter().enumerate() {
             let Some((from, to, effect)) = f(idx, i) else {
                 continue;
             };
             let (pf, pt) = (pct_encode(&from), pct_encode(&to));
-            let encoded_differs = pf != from;
-            pairs.push((from.into_bytes(), to.into_bytes()));
-            meta.push((idx, effect));
-            if encoded_differs {
-                pairs.push((pf.into_bytes(), pt.into_bytes()));
-                meta.push((idx, effect));
+            if encoded {
+                for (ef, et) in json_escapes(&from).into_iter().zip(json_escapes(&to)) {
+                    let et = if et.len() == ef.len() {
+                        et
+                    } else {
+                        masked(ef.len())
+                    };
+                    add(ef, et, idx, effect);
+                }
+                for (bf, bt) in base64_pieces(&from).into_iter().zip(base64_pieces(&to)) {
+                    add(bf, bt, idx, effect);
+                }
             }
+            add(from, to, idx, effect);
+            add(pf, pt, idx, effect);
         }
         Rules {
             pairs,
@@ -178,10 +244,10 @@ impl InjectionSet {
         }
     }
 
-    /// For a request to `host:port`: its injections' phantoms become their values; every other
-    /// phantom is a leak.
+    /// For a request's URL and headers to `host:port`: its injections' phantoms become their
+    /// values; every other phantom is a leak.
     pub fn request_rules(&self, host: &str, port: u16) -> Rules {
-        self.rules(|_, i| {
+        self.rules(false, |_, i| {
             if Self::applies(i, host, port) {
                 Some((i.phantom.clone(), i.value.clone(), Effect::Inject))
             } else {
@@ -190,9 +256,25 @@ impl InjectionSet {
         })
     }
 
-    /// For a response from `host:port`: its injections' values become their phantoms.
+    /// For a request's body (and a WebSocket's messages from the client) to `host:port`: the
+    /// phantoms of its injections that opt in (`body`) become their values, those of its other
+    /// injections pass as they are (decision 0033: a prompt holding a phantom reaches the model
+    /// as the phantom), every other phantom is a leak. Over plain http:// (`tls` false) no
+    /// phantom becomes its value (decision 0036).
+    pub fn request_body_rules(&self, host: &str, port: u16, tls: bool) -> Rules {
+        self.rules(false, |_, i| {
+            match (Self::applies(i, host, port), i.body && tls) {
+                (true, true) => Some((i.phantom.clone(), i.value.clone(), Effect::Inject)),
+                (true, false) => None,
+                (false, _) => Some((i.phantom.clone(), i.phantom.clone(), Effect::Leak)),
+            }
+        })
+    }
+
+    /// For a response from `host:port`: its injections' values become their phantoms, as they
+    /// are, percent-encoded, JSON-escaped or base64-encoded.
     pub fn response_rules(&self, host: &str, port: u16) -> Rules {
-        self.rules(|_, i| {
+        self.rules(true, |_, i| {
             Self::applies(i, host, port)
                 .then(|| (i.value.clone(), i.phantom.clone(), Effect::Restore))
         })
@@ -293,6 +375,7 @@ mod tests {
                 .iter()
                 .map(|h| AllowEntry::parse(h).unwrap())
                 .collect(),
+            body: false,
         }
     }
 
@@ -416,6 +499,84 @@ mod tests {
         let (out, _) = r.bytes(format!("you sent {VA}").as_bytes());
         assert_eq!(out, format!("you sent {PH}").as_bytes());
         assert!(s.response_rules("other.com", 443).is_empty());
+    }
+
+    #[test]
+    fn a_phantom_in_a_body_stays_a_phantom_unless_its_injection_opts_in() {
+        let mut form = inj(
+            "bindings/f/key",
+            "fk-1234abcdWXYZ",
+            "fk-9876zyxwABCD",
+            &["form.io:443"],
+        );
+        form.body = true;
+        let s = InjectionSet::new(vec![
+            inj("providers/x/apiKey", PH, VA, &["api.x.com:443"]),
+            form,
+        ])
+        .unwrap();
+        // A prompt holding the model key's phantom reaches the model as the phantom.
+        let r = s.request_body_rules("api.x.com", 443, true);
+        let prompt = format!(r#"{{"messages":[{{"content":"reverse {PH}"}}]}}"#);
+        let (out, hits) = r.bytes(prompt.as_bytes());
+        assert_eq!(out, prompt.as_bytes());
+        assert!(hits.injected.is_empty() && !hits.is_leak());
+        // Headers and the URL still get the value.
+        let (out, _) = s
+            .request_rules("api.x.com", 443)
+            .header_value("x-api-key", PH.as_bytes());
+        assert_eq!(out, VA.as_bytes());
+        // Another injection's phantom in the body is still a leak.
+        let (_, hits) = r.bytes(b"k=fk-1234abcdWXYZ");
+        assert_eq!(hits.leaked, BTreeSet::from(["bindings/f/key".to_string()]));
+        // The injection that opts in is swapped in a body (form-encoded too).
+        let (out, hits) = s
+            .request_body_rules("form.io", 443, false)
+            .bytes(b"key=fk-1234abcdWXYZ&x=1");
+        assert_eq!(
+            out, b"key=fk-1234abcdWXYZ&x=1",
+            "never the value over plain http"
+        );
+        assert!(hits.injected.is_empty() && !hits.is_leak());
+        let r = s.request_body_rules("form.io", 443, true);
+        let (out, hits) = r.bytes(b"key=fk-1234abcdWXYZ&x=1");
+        assert_eq!(out, b"key=fk-9876zyxwABCD&x=1");
+        assert!(hits.injected.contains("bindings/f/key"));
+        let (_, hits) = r.bytes(PH.as_bytes());
+        assert!(
+            hits.is_leak(),
+            "the model key's phantom to the form host is a leak"
+        );
+    }
+
+    #[test]
+    fn a_value_comes_back_as_the_phantom_json_escaped_or_base64_encoded() {
+        let ph = r#"ab"cd\ef/gh12345678"#;
+        let va = r#"zy"xw\vu/ts98765432"#;
+        let s = InjectionSet::new(vec![
+            inj("n", ph, va, &["api.x.com:443"]),
+            inj("m", PH, VA, &["api.x.com:443"]),
+        ])
+        .unwrap();
+        let r = s.response_rules("api.x.com", 443);
+        let json = serde_json::to_string(&serde_json::json!({ "echo": va })).unwrap();
+        let (out, _) = r.bytes(json.as_bytes());
+        let back: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(back["echo"], ph);
+        let (out, _) = r.bytes(br#"zy\"xw\\vu\/ts98765432"#);
+        assert_eq!(out, br#"ab\"cd\\ef\/gh12345678"#);
+        for pre in ["", "a", "ab", "abc"] {
+            for engine in [&B64, &base64::engine::general_purpose::URL_SAFE] {
+                let enc = engine.encode(format!("{pre}{VA}{pre}"));
+                let (out, _) = r.bytes(enc.as_bytes());
+                let decoded = String::from_utf8_lossy(&engine.decode(&out).unwrap()).to_string();
+                assert!(
+                    !decoded.contains(&VA[2..VA.len() - 2]),
+                    "{pre:?}: {decoded}"
+                );
+                assert!(decoded.contains(&PH[2..PH.len() - 2]), "{pre:?}: {decoded}");
+            }
+        }
     }
 
     proptest! {

@@ -78,11 +78,41 @@ pub fn rebinding_body(host_port: &str, addr: &str) -> String {
     )
 }
 
+/// The body of the 403 for an IP address literal that is loopback, link-local or the host's own
+/// and that no entry names exactly (log-only included).
+pub fn literal_body(host_port: &str) -> String {
+    format!(
+        "handler egress filter: {host_port} is a loopback, link-local or host address, which a \
+         sandbox reaches only when its allow-list names {host_port} exactly (also in log-only), \
+         so the request was refused. The person running this agent can allow it by adding \
+         {host_port} to the allow-list.\n"
+    )
+}
+
 /// The body of the 403 for a request carrying a secret's phantom to a host it is not for.
 pub fn leak_body(host_port: &str, secret: &str) -> String {
     format!(
         "handler egress filter: this request to {host_port} carries the stand-in of the secret \
          {secret}, which is only given to its own hosts, so the request was refused.\n"
+    )
+}
+
+/// The body of the 403 for a plain http:// request that would carry a secret's value.
+pub fn cleartext_body(host_port: &str, secret: &str) -> String {
+    format!(
+        "handler egress filter: this request to {host_port} carries the stand-in of the secret \
+         {secret} over plain http://, where its value would travel unencrypted, so the request \
+         was refused. Use https:// for this host.\n"
+    )
+}
+
+/// The body of the 502 for an answer from an injection's host that came encoded although the
+/// proxy asked for it uncompressed (a secret's value in it could not be replaced).
+pub fn encoded_body(host_port: &str, what: &str) -> String {
+    format!(
+        "handler egress filter: the answer from {host_port} came with {what} although it was \
+         asked uncompressed, so a secret's value in it could not be replaced by its stand-in; \
+         the answer was refused.\n"
     )
 }
 

@@ -6,6 +6,7 @@
 
 pub mod authority;
 pub mod config;
+pub mod hello;
 pub mod inject;
 pub mod judge;
 pub mod phantom;

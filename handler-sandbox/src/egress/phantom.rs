@@ -1,7 +1,8 @@
 //! Phantoms (E3): a stand-in of a secret with the same length and form — a digit for a digit, a
-//! letter for a letter of the same case, every other character and a vendor prefix (such as
-//! `sk-ant-oat01-`) kept when at least 24 characters follow it — random at each launch. The
-//! randomness comes in as an argument, so the generator is pure and testable.
+//! letter for a letter of the same case, every other character and a known vendor prefix (such
+//! as `sk-ant-oat01-`, from [`KNOWN_PREFIXES`]) kept when at least 24 characters follow it —
+//! random at each launch. The randomness comes in as an argument, so the generator is pure and
+//! testable.
 
 /// A source of uniform random numbers (the runtime passes an OS-seeded one).
 pub trait RandomSource {
@@ -55,41 +56,89 @@ pub fn injectable(value: &str) -> bool {
     check_injectable(value).is_ok()
 }
 
-/// The length of the vendor prefix kept in a phantom: the longest run of leading tag segments
-/// (`[a-z]+[0-9]*`, at most 8 characters, each followed by `-` or `_`, at most 4 of them) after
-/// which at least 24 characters follow; 0 when there is none. `sk-ant-oat01-`, `sk-proj-`,
-/// `ghp_`, `github_pat_`, `xoxb-`, `sk-or-v1-` are such prefixes.
+/// Vendors' key prefixes a phantom keeps (E3), so that SDKs checking a key's shape accept it.
+/// Longer ones first where one begins another.
+pub const KNOWN_PREFIXES: &[&str] = &[
+    // Anthropic
+    "sk-ant-admin01-",
+    "sk-ant-oat01-",
+    "sk-ant-ort01-",
+    "sk-ant-api03-",
+    "sk-ant-",
+    // OpenAI
+    "sk-proj-",
+    "sk-svcacct-",
+    "sk-admin-",
+    "sk-None-",
+    // OpenRouter
+    "sk-or-v1-",
+    // Generic `sk-` (OpenAI's older keys, DeepSeek, Moonshot, …)
+    "sk-",
+    // GitHub
+    "github_pat_",
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    // GitLab
+    "glpat-",
+    // Slack
+    "xoxb-",
+    "xoxp-",
+    "xoxa-",
+    "xoxe-",
+    "xapp-",
+    // Google (API keys)
+    "AIza",
+    // Hugging Face, Groq, Replicate, Perplexity, xAI, NVIDIA, Cerebras, Fireworks
+    "hf_",
+    "gsk_",
+    "r8_",
+    "pplx-",
+    "xai-",
+    "nvapi-",
+    "csk-",
+    "fw_",
+    // npm, PyPI
+    "npm_",
+    "pypi-",
+];
+
+/// The length of the vendor prefix kept in a phantom: the longest of [`KNOWN_PREFIXES`] that
+/// `value` starts with and after which at least 24 characters follow; 0 when there is none (a
+/// value's own leading letters are never taken for a prefix).
 pub fn vendor_prefix_len(value: &str) -> usize {
-    let b = value.as_bytes();
-    let mut ends = Vec::new();
-    let mut i = 0;
-    while ends.len() < 4 {
-        let start = i;
-        while i < b.len() && b[i].is_ascii_lowercase() {
-            i += 1;
-        }
-        if i == start {
-            break;
-        }
-        while i < b.len() && b[i].is_ascii_digit() {
-            i += 1;
-        }
-        if i - start > 8 || i >= b.len() || !matches!(b[i], b'-' | b'_') {
-            break;
-        }
-        i += 1;
-        ends.push(i);
-    }
-    ends.into_iter()
-        .rev()
-        .find(|&e| b.len() - e >= PREFIX_KEEP_MIN_FOLLOWING)
+    prefix_len_with(value, None)
+}
+
+/// [`vendor_prefix_len`], `extra` (a harness's declared `login.tokenPrefix`, B.1) counting as a
+/// known prefix too.
+pub fn prefix_len_with(value: &str, extra: Option<&str>) -> usize {
+    KNOWN_PREFIXES
+        .iter()
+        .copied()
+        .chain(extra.filter(|p| !p.is_empty()))
+        .filter(|p| value.starts_with(*p) && value.len() - p.len() >= PREFIX_KEEP_MIN_FOLLOWING)
+        .map(str::len)
+        .max()
         .unwrap_or(0)
 }
 
 /// A phantom for `value`: same length and form, different from it, random from `rng`.
 pub fn make_phantom(value: &str, rng: &mut dyn RandomSource) -> Result<String, NotInjectable> {
+    make_phantom_keeping(value, None, rng)
+}
+
+/// [`make_phantom`], also keeping `prefix` (a harness's declared token prefix) when `value`
+/// starts with it.
+pub fn make_phantom_keeping(
+    value: &str,
+    prefix: Option<&str>,
+    rng: &mut dyn RandomSource,
+) -> Result<String, NotInjectable> {
     check_injectable(value)?;
-    let keep = vendor_prefix_len(value);
+    let keep = prefix_len_with(value, prefix);
     let varying = value
         .bytes()
         .skip(keep)
@@ -178,6 +227,37 @@ mod tests {
         assert_eq!(vendor_prefix_len(v), "sk-ant-oat01-".len());
         // A random-looking first segment is not a tag.
         assert_eq!(vendor_prefix_len("Ab3f91cd-0123456789abcdef0123456789"), 0);
+    }
+
+    #[test]
+    fn only_known_vendor_prefixes_are_kept() {
+        // A value's own leading letters are random, not a vendor's: they vary in the phantom.
+        for v in [
+            "deadbeef-0123456789abcdef0123456789",
+            "abc_0123456789abcdefABCDEF0123456789",
+            "key-live-0123456789abcdefABCDEF0123456789",
+        ] {
+            assert_eq!(vendor_prefix_len(v), 0, "{v}");
+        }
+        assert_eq!(
+            vendor_prefix_len("AIzaSyA0123456789abcdefghijklmnopqrstu"),
+            4
+        );
+        assert_eq!(
+            vendor_prefix_len("sk-proj-0123456789abcdefABCDEF0123456789"),
+            8
+        );
+        assert_eq!(
+            vendor_prefix_len("xoxb-0123456789-abcdefABCDEF0123456789"),
+            5
+        );
+        assert_eq!(vendor_prefix_len("hf_0123456789abcdefABCDEF0123456789"), 3);
+        // A harness's declared token prefix is kept too.
+        let v = "fk-Acp0Token1111aaaa2222bbbb3333cccc";
+        assert_eq!(vendor_prefix_len(v), 0);
+        assert_eq!(prefix_len_with(v, Some("fk-")), 3);
+        let p = make_phantom_keeping(v, Some("fk-"), &mut Xorshift(3)).unwrap();
+        assert!(p.starts_with("fk-") && same_form(v, &p) && p != v, "{p}");
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! The DNS-rebinding guard (egress-lessons): an allowed name that resolves to loopback,
 //! link-local (169.254.0.0/16: cloud metadata), an unspecified address or one of the host's own
 //! addresses is refused, unless the allow-list names that address itself. The proxy resolves once
-//! per connection and dials the address judged here.
+//! per connection and dials the address judged here. An IP literal naming such an address
+//! (`CONNECT 10.0.2.2:PORT`, the host's loopback through slirp4netns) is refused the same way
+//! unless an entry names exactly that address:port — in log-only too (decision 0035).
 //!
 //! `host.containers.internal` (and `host.docker.internal`) name the host on purpose: a sandbox
 //! reaches a service on the host that way (A.3). An entry naming one of them exactly (not a
@@ -11,6 +13,10 @@
 use std::net::IpAddr;
 
 use handler_contracts::allow::AllowEntry;
+
+/// The address slirp4netns gives the host's loopback (`allow_host_loopback=true`, decision
+/// 0024): always one of the host's own addresses for the proxy.
+pub const SLIRP_HOST_LOOPBACK: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 2, 2));
 
 /// The names that stand for the container's host.
 pub const HOST_ALIASES: [&str; 2] = ["host.containers.internal", "host.docker.internal"];
@@ -43,8 +49,32 @@ pub fn is_sensitive(addr: IpAddr, host_addresses: &[IpAddr]) -> bool {
     local || host_addresses.contains(&addr)
 }
 
+/// An IP literal `host` (brackets allowed) that is a loopback, link-local, unspecified or host
+/// address is refused unless an entry names exactly `host:port` (whatever the enforcement: in
+/// log-only it is not let through as unlisted). Names pass (their addresses are judged by
+/// [`pick_address`]).
+pub fn check_literal(
+    host: &str,
+    port: u16,
+    allow: &[AllowEntry],
+    host_addresses: &[IpAddr],
+) -> Result<(), Rebinding> {
+    let h = host.trim_end_matches('.').to_ascii_lowercase();
+    let h = h.trim_start_matches('[').trim_end_matches(']');
+    let Ok(ip) = h.parse::<IpAddr>() else {
+        return Ok(());
+    };
+    if !is_sensitive(ip, host_addresses) || allow.iter().any(|e| e.allows(h, port)) {
+        return Ok(());
+    }
+    Err(Rebinding::Guarded {
+        host: h.to_string(),
+        addr: ip,
+    })
+}
+
 /// Picks the address to dial for `host:port` among those it resolved to, in order. An IP
-/// literal needs no guard: the allow-list judged the address itself.
+/// literal is its own address, guarded by [`check_literal`].
 pub fn pick_address(
     host: &str,
     port: u16,
@@ -54,6 +84,7 @@ pub fn pick_address(
 ) -> Result<IpAddr, Rebinding> {
     let host_lc = host.trim_end_matches('.').to_ascii_lowercase();
     if let Ok(ip) = host_lc.parse::<IpAddr>() {
+        check_literal(&host_lc, port, allow, host_addresses)?;
         return Ok(ip);
     }
     let named_host_alias = HOST_ALIASES.contains(&host_lc.as_str())
@@ -221,10 +252,49 @@ mod tests {
     }
 
     #[test]
-    fn an_ip_literal_was_judged_by_the_list_itself() {
+    fn an_ip_literal_listed_exactly_is_dialed() {
         assert_eq!(
             pick_address("127.0.0.1", 80, &[], &list(&["127.0.0.1:80"]), &[]),
             Ok(ip("127.0.0.1"))
         );
+        assert_eq!(
+            pick_address("93.184.216.34", 443, &[], &[], &[]),
+            Ok(ip("93.184.216.34")),
+            "a public address is the allow-list's (or log-only's) to judge"
+        );
+    }
+
+    #[test]
+    fn a_sensitive_ip_literal_is_refused_unless_listed_exactly() {
+        let host = [SLIRP_HOST_LOOPBACK, ip("192.168.1.5")];
+        let l = list(&["host.containers.internal:8080", "10.0.2.2:3000"]);
+        for (h, port) in [
+            ("10.0.2.2", 8080),
+            ("10.0.2.2", 3001),
+            ("169.254.169.254", 80),
+            ("127.0.0.1", 8080),
+            ("127.1.2.3", 3000),
+            ("0.0.0.0", 80),
+            ("192.168.1.5", 22),
+            ("::1", 8080),
+            ("[::1]", 8080),
+            ("::ffff:127.0.0.1", 80),
+            ("fe80::1", 80),
+        ] {
+            assert!(
+                matches!(
+                    check_literal(h, port, &l, &host),
+                    Err(Rebinding::Guarded { .. })
+                ),
+                "{h}:{port}"
+            );
+            assert!(pick_address(h, port, &[], &l, &host).is_err(), "{h}:{port}");
+        }
+        assert_eq!(check_literal("10.0.2.2", 3000, &l, &host), Ok(()));
+        assert_eq!(
+            check_literal("host.containers.internal", 8080, &l, &host),
+            Ok(())
+        );
+        assert_eq!(check_literal("8.8.8.8", 53, &[], &host), Ok(()));
     }
 }

@@ -2,8 +2,10 @@
 //! proxy sends when a policy change revokes a WebSocket (code 1012, egress-lessons): the proxy
 //! relays frames, and needs to know where one frame ends so that a close frame is never put in
 //! the middle of another; towards and from an injection's hosts it also swaps phantoms and values
-//! inside each frame's payload (same length: headers unchanged). Pure: bytes in, bytes and
+//! inside payloads, across the frames of a fragmented message (same length: headers unchanged). Pure: bytes in, bytes and
 //! positions out; the mask key comes in as an argument.
+
+use std::collections::VecDeque;
 
 use crate::egress::inject::{Hits, Rules};
 use crate::egress::replace::Replacer;
@@ -52,6 +54,8 @@ pub struct FrameTracker {
     state: State,
     close_seen: bool,
     frames: u64,
+    /// The opcode and FIN bit of the frame in flight, or of the last one read whole.
+    kind: Option<(u8, bool)>,
 }
 
 impl Default for FrameTracker {
@@ -70,7 +74,14 @@ impl FrameTracker {
             },
             close_seen: false,
             frames: 0,
+            kind: None,
         }
+    }
+
+    /// The opcode and FIN bit of the frame in flight (its header read whole), or else of the
+    /// last frame read whole.
+    pub fn kind(&self) -> Option<(u8, bool)> {
+        self.kind
     }
 
     /// Whether the stream is between two frames (a frame may be inserted here).
@@ -159,6 +170,7 @@ impl FrameTracker {
                 match parse_header(head) {
                     Err(e) => self.state = State::Broken(e),
                     Ok((opcode, payload)) => {
+                        self.kind = Some((opcode, head[0] & 0x80 != 0));
                         let mask = (head[1] & 0x80 != 0).then(|| {
                             let k = &head[head.len() - 4..];
                             [k[0], k[1], k[2], k[3]]
@@ -223,30 +235,54 @@ pub fn apply_mask(bytes: &mut [u8], key: [u8; 4], offset: u64) {
     }
 }
 
-/// Follows a frame stream and swaps phantoms and values inside each frame's payload (unmasked,
-/// swapped, masked again with the same key), frame by frame: a phantom split across two frames
-/// (a fragmented message) is not seen. Lengths never change, so headers pass through as they are.
+/// Follows a frame stream and swaps phantoms and values inside payloads (unmasked, swapped,
+/// masked again with the same key). A data message's payload goes through one replacer across
+/// all its frames, so a phantom or a value split between two continuation frames is still
+/// found: the end of a frame that is not its message's last is then held (at most a pattern's
+/// length less one byte, with what follows it) until the next frame tells. A control frame
+/// between two fragments has its own replacer. Lengths never change, so headers pass through as
+/// they are.
 #[derive(Debug, Clone)]
 pub struct PayloadRewriter {
     tracker: FrameTracker,
     rules: Rules,
-    rep: Replacer,
-    /// Payload bytes of the current frame given out so far (for masking them again).
-    emitted: u64,
-    mask: Option<[u8; 4]>,
+    /// The data message in flight.
+    msg: Replacer,
+    /// The control frame in flight.
+    ctl: Replacer,
+    /// What goes out next, in stream order; payload pieces wait for their swapped bytes.
+    queue: VecDeque<Piece>,
     hits: Hits,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Channel {
+    Message,
+    Control,
+}
+
+#[derive(Debug, Clone)]
+enum Piece {
+    Raw(Vec<u8>),
+    Payload {
+        channel: Channel,
+        mask: Option<[u8; 4]>,
+        /// Where the piece starts in its frame's payload (for the mask).
+        offset: u64,
+        len: usize,
+        filled: Vec<u8>,
+    },
 }
 
 impl PayloadRewriter {
     /// A rewriter with `rules` (empty rules: frames are only followed).
     pub fn new(rules: Rules) -> Self {
-        let rep = rules.replacer();
         PayloadRewriter {
             tracker: FrameTracker::new(),
+            msg: rules.replacer(),
+            ctl: rules.replacer(),
             rules,
-            rep,
-            emitted: 0,
-            mask: None,
+            queue: VecDeque::new(),
             hits: Hits::default(),
         }
     }
@@ -256,19 +292,28 @@ impl PayloadRewriter {
         &self.tracker
     }
 
-    /// What was injected or leaked so far (the frame in flight included).
+    /// What was injected or leaked so far (the frames in flight included).
     pub fn hits(&self) -> Hits {
         let mut h = self.hits.clone();
-        h.merge(self.rules.hits_of(self.rep.hits()));
+        h.merge(self.rules.hits_of(self.msg.hits()));
+        h.merge(self.rules.hits_of(self.ctl.hits()));
         h
     }
 
+    /// Whether bytes read are still held back (the end of a fragment that could begin a
+    /// pattern the next fragment completes).
+    pub fn holding(&self) -> bool {
+        !self.queue.is_empty()
+    }
+
     /// Reads `input` (all of it, or with `to_boundary` only up to the end of the frame in flight:
-    /// nothing when between frames) and appends to `out` what can go on: headers at once, payload
-    /// bytes swapped, less what could still begin a phantom (held until the frame's end). Returns
-    /// how many bytes of `input` it read.
+    /// nothing when between frames) and appends to `out` what can go on: headers, payload bytes
+    /// swapped, less what could still begin a phantom (held until its message's or control
+    /// frame's end, or the next call with `to_boundary`, which gives out everything up to the
+    /// boundary). Returns how many bytes of `input` it read.
     pub fn push(&mut self, input: &[u8], out: &mut Vec<u8>, to_boundary: bool) -> usize {
         if to_boundary && self.tracker.at_boundary() {
+            self.flush(out);
             return 0;
         }
         let mut used = 0;
@@ -278,44 +323,132 @@ impl PayloadRewriter {
             let chunk = &input[used..used + n];
             used += n;
             match span {
-                Span::Header | Span::Untracked => out.extend_from_slice(chunk),
-                Span::Payload { .. } if self.rules.is_empty() => out.extend_from_slice(chunk),
+                _ if self.rules.is_empty() => out.extend_from_slice(chunk),
+                Span::Header => self.queue.push_back(Piece::Raw(chunk.to_vec())),
+                Span::Untracked => {
+                    self.flush(out);
+                    out.extend_from_slice(chunk);
+                }
                 Span::Payload { mask, offset } => {
-                    self.mask = mask;
+                    let channel = self.channel();
                     let mut plain = chunk.to_vec();
                     if let Some(k) = mask {
                         apply_mask(&mut plain, k, offset);
                     }
+                    self.queue.push_back(Piece::Payload {
+                        channel,
+                        mask,
+                        offset,
+                        len: plain.len(),
+                        filled: Vec::new(),
+                    });
                     let mut swapped = Vec::with_capacity(plain.len());
-                    self.rep.push(&plain, &mut swapped);
-                    self.emit(swapped, out);
+                    match channel {
+                        Channel::Message => self.msg.push(&plain, &mut swapped),
+                        Channel::Control => self.ctl.push(&plain, &mut swapped),
+                    }
+                    self.fill(channel, swapped);
                 }
             }
             if self.tracker.frames() != frames {
-                let mut rest = Vec::new();
-                self.rep.finish(&mut rest);
-                self.emit(rest, out);
-                self.hits.merge(self.rules.hits_of(self.rep.hits()));
-                self.rep = self.rules.replacer();
-                self.emitted = 0;
-                self.mask = None;
+                match self.tracker.kind() {
+                    Some((op, _)) if op >= 0x8 => self.end(Channel::Control),
+                    Some((_, true)) => self.end(Channel::Message),
+                    _ => {}
+                }
                 if to_boundary {
+                    self.flush(out);
                     break;
                 }
             }
+            self.drain(out);
             if n == 0 {
                 break;
             }
         }
+        self.drain(out);
         used
     }
 
-    fn emit(&mut self, mut bytes: Vec<u8>, out: &mut Vec<u8>) {
-        if let Some(k) = self.mask {
-            apply_mask(&mut bytes, k, self.emitted);
+    /// Gives out everything held back (a partial pattern is no match): before a close frame is
+    /// put in, or at the stream's end.
+    pub fn flush(&mut self, out: &mut Vec<u8>) {
+        self.end(Channel::Message);
+        self.end(Channel::Control);
+        self.drain(out);
+    }
+
+    fn channel(&self) -> Channel {
+        match self.tracker.kind() {
+            Some((op, _)) if op >= 0x8 => Channel::Control,
+            _ => Channel::Message,
         }
-        self.emitted += bytes.len() as u64;
-        out.extend_from_slice(&bytes);
+    }
+
+    /// Ends a channel's replacer (its message or control frame is complete).
+    fn end(&mut self, channel: Channel) {
+        let rep = match channel {
+            Channel::Message => &mut self.msg,
+            Channel::Control => &mut self.ctl,
+        };
+        let mut rest = Vec::new();
+        rep.finish(&mut rest);
+        self.hits.merge(self.rules.hits_of(rep.hits()));
+        *rep = self.rules.replacer();
+        self.fill(channel, rest);
+    }
+
+    /// Hands a channel's swapped bytes to its waiting pieces, in order.
+    fn fill(&mut self, channel: Channel, bytes: Vec<u8>) {
+        let mut bytes = &bytes[..];
+        for piece in self.queue.iter_mut() {
+            if bytes.is_empty() {
+                break;
+            }
+            if let Piece::Payload {
+                channel: c,
+                len,
+                filled,
+                ..
+            } = piece
+            {
+                if *c == channel && filled.len() < *len {
+                    let take = (*len - filled.len()).min(bytes.len());
+                    filled.extend_from_slice(&bytes[..take]);
+                    bytes = &bytes[take..];
+                }
+            }
+        }
+        debug_assert!(bytes.is_empty(), "a replacer gives out what it was given");
+    }
+
+    /// Gives out the pieces at the front that are complete, and what is swapped of the first
+    /// one that is not.
+    fn drain(&mut self, out: &mut Vec<u8>) {
+        while let Some(front) = self.queue.front_mut() {
+            match front {
+                Piece::Raw(b) => out.append(b),
+                Piece::Payload {
+                    mask,
+                    offset,
+                    len,
+                    filled,
+                    ..
+                } => {
+                    let n = filled.len();
+                    if let Some(k) = mask {
+                        apply_mask(filled, *k, *offset);
+                    }
+                    out.append(filled);
+                    *offset += n as u64;
+                    *len -= n;
+                    if *len > 0 {
+                        break;
+                    }
+                }
+            }
+            self.queue.pop_front();
+        }
     }
 }
 
@@ -617,6 +750,7 @@ mod tests {
             phantom: phantom.into(),
             value: value.into(),
             hosts: vec![AllowEntry::parse(host).unwrap()],
+            body: false,
         };
         crate::egress::InjectionSet::new(vec![
             inj("providers/x/apiKey", PH, VA, "api.x.com:443"),
@@ -727,16 +861,65 @@ mod tests {
     }
 
     #[test]
-    fn a_phantom_split_between_two_frames_is_not_seen() {
+    fn a_phantom_split_between_the_frames_of_a_message_is_swapped() {
         let rules = injections().request_rules("api.x.com", 443);
-        let k = Some([5, 6, 7, 8]);
-        let input = [
-            frame(false, 0x1, &PH.as_bytes()[..10], k),
-            frame(true, 0x0, &PH.as_bytes()[10..], k),
-        ]
-        .concat();
-        let (out, hits) = rewrite(&rules, &input, &[]);
-        assert_eq!(out, input);
-        assert!(hits.injected.is_empty());
+        let (k, j) = (Some([5, 6, 7, 8]), Some([1, 9, 2, 8]));
+        let split = |s: &str, ping: bool| {
+            let mut v = vec![
+                frame(false, 0x1, format!("say {}", &s[..10]).as_bytes(), k),
+                frame(false, 0x0, &s.as_bytes()[10..20], j),
+            ];
+            if ping {
+                v.push(frame(true, 0x9, b"ping", None));
+            }
+            v.push(frame(true, 0x0, format!("{} now", &s[20..]).as_bytes(), k));
+            v.push(frame(true, 0x1, b"next", j));
+            v.concat()
+        };
+        for ping in [false, true] {
+            let input = split(PH, ping);
+            let want = split(VA, ping);
+            for cut in 0..=input.len() {
+                let (out, hits) = rewrite(&rules, &input, &[cut]);
+                assert_eq!(out, want, "ping {ping}, cut at {cut}");
+                assert!(hits.injected.contains("providers/x/apiKey"));
+            }
+        }
+        // From the server: a value split between fragments comes back as the phantom.
+        let back = injections().response_rules("api.x.com", 443);
+        let server = |s: &str| {
+            [
+                frame(false, 0x1, &s.as_bytes()[..7], None),
+                frame(true, 0x0, &s.as_bytes()[7..], None),
+            ]
+            .concat()
+        };
+        assert_eq!(rewrite(&back, &server(VA), &[3, 12]).0, server(PH));
+        // Another injection's phantom split so is a leak.
+        assert!(rewrite(&rules, &split(OTHER_PH, true), &[]).1.is_leak());
+    }
+
+    #[test]
+    fn the_end_of_a_fragment_is_held_only_while_it_could_begin_a_phantom() {
+        let rules = injections().request_rules("api.x.com", 443);
+        let first = frame(false, 0x1, format!("abc {}", &PH[..6]).as_bytes(), None);
+        let mut r = PayloadRewriter::new(rules.clone());
+        let mut out = Vec::new();
+        r.push(&first, &mut out, false);
+        assert_eq!(
+            out.len(),
+            first.len() - 6,
+            "the phantom's beginning is held"
+        );
+        assert!(r.holding());
+        // Going to the boundary (a policy change) gives it out as it is.
+        assert_eq!(r.push(b"", &mut out, true), 0);
+        assert_eq!(out, first);
+        assert!(!r.holding());
+        let plain = frame(false, 0x1, b"nothing to see", None);
+        let mut r = PayloadRewriter::new(rules);
+        let mut out = Vec::new();
+        r.push(&plain, &mut out, false);
+        assert_eq!(out, plain, "nothing held");
     }
 }
