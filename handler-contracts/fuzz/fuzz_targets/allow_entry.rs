@@ -33,13 +33,19 @@ fuzz_target!(|data: &[u8]| {
                 AllowTarget::Subdomains { domain, port } => (format!("a.{domain}"), *port),
                 AllowTarget::Ipv4 { addr, port } => (addr.to_string(), *port),
             };
-            assert!(entry.allows(&host, port), "{shown} does not allow {host}:{port}");
+            assert!(
+                entry.allows(&host, port),
+                "{shown} does not allow {host}:{port}"
+            );
             assert!(
                 !entry.allows(&host, port.wrapping_add(1).max(1)) || port == u16::MAX,
                 "{shown} allows another port"
             );
             if let AllowTarget::Subdomains { domain, port } = &target {
-                assert!(!entry.allows(domain, *port), "{shown} allows its bare domain");
+                assert!(
+                    !entry.allows(domain, *port),
+                    "{shown} allows its bare domain"
+                );
             }
         }
     }

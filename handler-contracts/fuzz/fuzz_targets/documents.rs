@@ -2,7 +2,8 @@
 //! descriptors, mini app manifests, the toolbox manifest) read with `parse::from_toml` and, when
 //! it reads, checked by its validator. Oracles: no panic; an error (of the reader or of the
 //! validator) never quotes a secret-looking word of the input (12 or more of
-//! `[A-Za-z0-9_+/=-]` with a letter and a digit: an API key pasted where a reference belongs),
+//! `[A-Za-z0-9_+/=-]` with a letter and a digit, not an apiVersion's `account/v1`: an API key
+//! pasted where a reference belongs),
 //! and its line and column lie inside the document.
 //!
 //! Input: the first byte picks the document type (by value mod 7), the rest is the TOML text.
@@ -22,6 +23,16 @@ fn word_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || matches!(b, b'_' | b'+' | b'/' | b'=' | b'-')
 }
 
+/// `account/v1`, the tail of an apiVersion (`handler.account/v1`): named in version errors.
+fn api_version_tail(w: &str) -> bool {
+    w.split_once("/v").is_some_and(|(c, m)| {
+        !c.is_empty()
+            && c.bytes().all(|b| b.is_ascii_lowercase() || b == b'-')
+            && !m.is_empty()
+            && m.bytes().all(|b| b.is_ascii_digit())
+    })
+}
+
 /// The input's secret-looking words.
 fn secret_words(text: &str) -> Vec<&str> {
     text.split(|c: char| !c.is_ascii() || !word_byte(c as u8))
@@ -29,6 +40,7 @@ fn secret_words(text: &str) -> Vec<&str> {
             w.len() >= 12
                 && w.bytes().any(|b| b.is_ascii_alphabetic())
                 && w.bytes().any(|b| b.is_ascii_digit())
+                && !api_version_tail(w)
         })
         .collect()
 }
@@ -45,7 +57,10 @@ fn check_quiet(what: &str, text: &str, message: &str) {
 fn check_read(text: &str, e: &DocumentError) {
     let (line, column) = e.position();
     assert!(line >= 1 && column >= 1);
-    assert!(line <= text.lines().count().max(1) + 1, "line {line} past the end");
+    assert!(
+        line <= text.lines().count().max(1) + 1,
+        "line {line} past the end"
+    );
     check_quiet("reader", text, &e.to_string());
 }
 

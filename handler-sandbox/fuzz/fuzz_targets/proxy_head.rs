@@ -80,7 +80,10 @@ fn rewrite(set: &InjectionSet, target: &Authority, h: &Head) {
     assert_eq!(out.len(), pq.len());
     let sent = has(pq.as_bytes(), PHANTOM) || has(pq.as_bytes(), PHANTOM_PCT);
     if injecting {
-        assert!(!has(&out, PHANTOM) && !has(&out, PHANTOM_PCT), "phantom left in the URL");
+        assert!(
+            !has(&out, PHANTOM) && !has(&out, PHANTOM_PCT),
+            "phantom left in the URL"
+        );
         assert_eq!(hh.injected.contains("k"), sent);
     } else {
         assert_eq!(out, pq.as_bytes(), "swapped towards another host");
@@ -93,14 +96,21 @@ fn rewrite(set: &InjectionSet, target: &Authority, h: &Head) {
             || name.eq_ignore_ascii_case("proxy-authorization"))
             && value.len() > 6
             && value[..6].eq_ignore_ascii_case(b"basic ");
-        let decoded = |v: &[u8]| basic.then(|| B64.decode(v[6..].trim_ascii()).ok()).flatten();
+        let decoded = |v: &[u8]| {
+            basic
+                .then(|| B64.decode(v[6..].trim_ascii()).ok())
+                .flatten()
+        };
         let sent = has(value, PHANTOM)
             || has(value, PHANTOM_PCT)
             || decoded(value).is_some_and(|d| has(&d, PHANTOM) || has(&d, PHANTOM_PCT));
         if injecting {
             assert!(!has(&out, PHANTOM), "phantom left in {name}");
             if let Some(d) = decoded(&out) {
-                assert!(!has(&d, PHANTOM), "phantom left in {name}'s Basic credentials");
+                assert!(
+                    !has(&d, PHANTOM),
+                    "phantom left in {name}'s Basic credentials"
+                );
             }
         } else {
             assert_eq!(hh.is_leak(), sent, "a phantom in {name} not reported");
@@ -110,7 +120,10 @@ fn rewrite(set: &InjectionSet, target: &Authority, h: &Head) {
         }
         hits.merge(hh);
     }
-    assert!(!injecting || !hits.is_leak(), "a leak towards the injection's host");
+    assert!(
+        !injecting || !hits.is_leak(),
+        "a leak towards the injection's host"
+    );
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -126,7 +139,11 @@ fuzz_target!(|data: &[u8]| {
     };
     if h.method == "CONNECT" {
         // `connect`: the authority-form target, no default port.
-        let Some(Ok(target)) = h.uri.authority().map(|a| Authority::parse(a.as_str(), None)) else {
+        let Some(Ok(target)) = h
+            .uri
+            .authority()
+            .map(|a| Authority::parse(a.as_str(), None))
+        else {
             return;
         };
         round_trips(&target, None);
@@ -155,9 +172,16 @@ fuzz_target!(|data: &[u8]| {
             return;
         }
         let named = Authority::parse(inner.host.as_deref().unwrap(), Some(443));
-        assert_eq!(named.as_ref(), Ok(&target), "a Host other than the tunnel's passed");
+        assert_eq!(
+            named.as_ref(),
+            Ok(&target),
+            "a Host other than the tunnel's passed"
+        );
         if let Some(a) = inner.uri.authority() {
-            assert_eq!(Authority::parse(a.as_str(), Some(443)).as_ref(), Ok(&target));
+            assert_eq!(
+                Authority::parse(a.as_str(), Some(443)).as_ref(),
+                Ok(&target)
+            );
         }
         rewrite(&set, &target, &inner);
         return;

@@ -42,7 +42,9 @@ fuzz_target!(|data: &[u8]| {
     let mut pairs = Vec::new();
     for k in 0..(1 + n % 4) {
         let Some(l) = it.next() else { return };
-        let from: Vec<u8> = (0..1 + l % 12).map_while(|_| it.next().map(letter)).collect();
+        let from: Vec<u8> = (0..1 + l % 12)
+            .map_while(|_| it.next().map(letter))
+            .collect();
         if from.is_empty() {
             return;
         }
@@ -74,7 +76,10 @@ fuzz_target!(|data: &[u8]| {
     assert!(r.held() < longest);
     r.finish(&mut out);
     assert_eq!(r.held(), 0);
-    assert_eq!(out, want, "streamed output differs from a whole-buffer replace");
+    assert_eq!(
+        out, want,
+        "streamed output differs from a whole-buffer replace"
+    );
     assert_eq!(r.hits(), &want_hits[..]);
 
     let (whole, whole_hits) = replace_all(&pairs, &body).expect("equal lengths");

@@ -66,7 +66,10 @@ fn values(text: &str) -> Vec<String> {
 
 fn quiet(what: &str, secrets: &[String], msg: &str) {
     for s in secrets {
-        assert!(!msg.contains(s.as_str()), "{what} error quotes a value: {msg}");
+        assert!(
+            !msg.contains(s.as_str()),
+            "{what} error quotes a value: {msg}"
+        );
     }
 }
 
@@ -111,7 +114,8 @@ fuzz_target!(|data: &[u8]| {
     }
     if let Some(s) = initial_settings(&spec) {
         let text = s.render();
-        let back = handler_sandbox::egress::Settings::parse(&text).expect("rendered settings read back");
+        let back =
+            handler_sandbox::egress::Settings::parse(&text).expect("rendered settings read back");
         assert_eq!(back, s);
     }
 });

@@ -147,7 +147,11 @@ fn run(rw: &mut PayloadRewriter, stream: &[u8], cuts: &[usize], to_boundary: boo
             if n == 0 {
                 assert_eq!(out.len(), before, "nothing read, something written");
                 n = rw.push(piece, &mut out, false);
-                assert_eq!(n, piece.len(), "a push without to_boundary reads everything");
+                assert_eq!(
+                    n,
+                    piece.len(),
+                    "a push without to_boundary reads everything"
+                );
             }
             piece = &piece[n..];
         }
@@ -207,7 +211,11 @@ fuzz_target!(|data: &[u8]| {
         last = c;
     }
     tracker.feed(&stream[last..]);
-    assert_eq!(&tracker, pieces.tracker(), "tracker alone and rewriter disagree");
+    assert_eq!(
+        &tracker,
+        pieces.tracker(),
+        "tracker alone and rewriter disagree"
+    );
     if tracker.at_boundary() {
         assert_eq!(out.len(), stream.len(), "bytes held back between frames");
     }
@@ -225,7 +233,11 @@ fuzz_target!(|data: &[u8]| {
     let mut at = 0;
     let mut sent_phantom = false;
     for f in &encoded {
-        assert_eq!(&out[at..at + f.header.len()], &f.header[..], "a header changed");
+        assert_eq!(
+            &out[at..at + f.header.len()],
+            &f.header[..],
+            "a header changed"
+        );
         at += f.header.len();
         let got = masked(&out[at..at + f.payload.len()], f.mask);
         at += f.payload.len();
