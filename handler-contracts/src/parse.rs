@@ -102,8 +102,8 @@ fn word_byte(b: u8) -> bool {
 }
 
 /// Whether a word looks like a secret (an API key, a token): at least 8 of
-/// `[A-Za-z0-9_+/=-]` with a digit, or at least 24 of them; an apiVersion's tail (`account/v1`)
-/// is not one.
+/// `[A-Za-z0-9_+/=-]` with a digit, or at least 24 of them without a `/` (a store path such as
+/// `providers/openrouter/apiKey` is not one, nor an apiVersion's tail such as `account/v1`).
 fn secret_looking(w: &str) -> bool {
     let api_version_tail = w.split_once("/v").is_some_and(|(c, m)| {
         !c.is_empty()
@@ -111,7 +111,9 @@ fn secret_looking(w: &str) -> bool {
             && !m.is_empty()
             && m.bytes().all(|b| b.is_ascii_digit())
     });
-    !api_version_tail && (w.len() >= 24 || (w.len() >= 8 && w.bytes().any(|b| b.is_ascii_digit())))
+    !api_version_tail
+        && ((w.len() >= 8 && w.bytes().any(|b| b.is_ascii_digit()))
+            || (w.len() >= 24 && !w.contains('/')))
 }
 
 fn words(text: &str) -> impl Iterator<Item = &str> {

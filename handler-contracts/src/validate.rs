@@ -788,5 +788,10 @@ mod redaction_tests {
         // Names that do not look like secrets are still quoted.
         let e = validate_secret_ref("token", &SecretRef::Env("my-var".into())).unwrap_err();
         assert!(e.message.contains("\"my-var\""), "{e}");
+        let e = validate_secret_path("providers/openrouter-long//apiKey").unwrap_err();
+        assert!(
+            e.message.contains("providers/openrouter-long//apiKey"),
+            "{e}"
+        );
     }
 }
