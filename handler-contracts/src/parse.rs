@@ -90,21 +90,64 @@ fn toml_error(what: &str, text: &str, path: String, e: &toml::de::Error) -> Docu
     let (line, column) = e.span().map_or((1, 1), |s| line_column(text, s.start));
     DocumentError::Toml {
         what: what.to_string(),
-        path,
+        path: redact_secrets(&path, text),
         line,
         column,
-        message: e.message().trim().to_string(),
+        message: redact_secrets(e.message().trim(), text),
     }
+}
+
+fn word_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'+' | b'/' | b'=' | b'-')
+}
+
+/// Whether a word looks like a secret (an API key, a token): at least 8 of
+/// `[A-Za-z0-9_+/=-]` with a digit, or at least 24 of them without a `/` (a store path such as
+/// `providers/openrouter/apiKey` is not one, nor an apiVersion's tail such as `account/v1`).
+fn secret_looking(w: &str) -> bool {
+    let api_version_tail = w.split_once("/v").is_some_and(|(c, m)| {
+        !c.is_empty()
+            && c.bytes().all(|b| b.is_ascii_lowercase() || b == b'-')
+            && !m.is_empty()
+            && m.bytes().all(|b| b.is_ascii_digit())
+    });
+    !api_version_tail
+        && ((w.len() >= 8 && w.bytes().any(|b| b.is_ascii_digit()))
+            || (w.len() >= 24 && !w.contains('/')))
+}
+
+fn words(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c: char| !c.is_ascii() || !word_byte(c as u8))
+}
+
+/// Every secret-looking word of `s` becomes `…` (a message that has no document at hand).
+pub(crate) fn redact_secret_words(s: &str) -> String {
+    redact_secrets(s, s)
+}
+
+/// serde's and toml's messages quote the offending value or key, and a field's path names a
+/// table's keys: every secret-looking word of the document `text` in `s` becomes `…` (0041).
+fn redact_secrets(s: &str, text: &str) -> String {
+    let mut words: Vec<&str> = words(text).filter(|w| secret_looking(w)).collect();
+    words.sort_unstable_by_key(|w| std::cmp::Reverse(w.len()));
+    words.dedup();
+    let mut out = s.to_string();
+    for w in words {
+        if out.contains(w) {
+            out = out.replace(w, "…");
+        }
+    }
+    out
 }
 
 /// Reads a JSON document; `what` names it in errors.
 pub fn from_json<T: DeserializeOwned>(what: &str, text: &str) -> Result<T, DocumentError> {
     let json_error = |path: String, inner: &serde_json::Error| DocumentError::Json {
         what: what.to_string(),
-        path,
+        path: redact_secrets(&path, text),
         line: inner.line(),
         column: inner.column(),
-        message: strip_json_position(&inner.to_string()),
+        message: redact_secrets(&strip_json_position(&inner.to_string()), text),
     };
     let mut de = serde_json::Deserializer::from_str(text);
     let value = serde_path_to_error::deserialize(&mut de)
@@ -133,5 +176,46 @@ mod tests {
         assert_eq!(line_column("a\nbc\nd", 0), (1, 1));
         assert_eq!(line_column("a\nbc\nd", 3), (2, 2));
         assert_eq!(line_column("a\nbc\nd", 5), (3, 1));
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Doc {
+        flag: Option<bool>,
+        api_version: Option<crate::api_version::AccountApiVersion>,
+        token: Option<crate::access::SecretRef>,
+    }
+
+    /// Found by the `documents` fuzz target: serde quoted a pasted key in a wrong type, an
+    /// unknown field (and its path), a secret reference's extra key, an apiVersion.
+    #[test]
+    fn errors_never_quote_a_secret_looking_word() {
+        let key = "sk-abc1234567890xyz";
+        for doc in [
+            format!("flag = \"{key}\"\n"),
+            format!("{key} = 1\n"),
+            format!("[{key}]\nx = 1\n"),
+            format!("token = {{ secret = \"a\", {key} = \"b\" }}\n"),
+            format!("api_version = \"{key}\"\n"),
+            format!("flag = \"x\" {key}\n"),
+        ] {
+            let e = from_toml::<Doc>("doc.toml", &doc).unwrap_err().to_string();
+            assert!(!e.contains("abc1234567890"), "{doc}: {e}");
+            assert!(e.starts_with("doc.toml: "), "{e}");
+        }
+        let json = format!("{{\"flag\": \"{key}\"}}");
+        let e = from_json::<Doc>("doc.json", &json).unwrap_err().to_string();
+        assert!(!e.contains("abc1234567890"), "{e}");
+        assert!(e.contains("flag"), "{e}");
+        // What is not secret-looking is still quoted.
+        let e = from_toml::<Doc>("doc.toml", "flg = 1\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`flg`"), "{e}");
+        let e = from_toml::<Doc>("doc.toml", "api_version = \"handler.account/v2\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("v2"), "{e}");
     }
 }

@@ -23,11 +23,12 @@ pub struct ValidationError {
 }
 
 impl ValidationError {
-    /// An error about `path`.
+    /// An error about `path`. A secret-looking word in either (a key pasted where a reference
+    /// or a name belongs, then quoted) becomes `…` (decision 0041).
     pub fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
         ValidationError {
-            path: path.into(),
-            message: message.into(),
+            path: crate::parse::redact_secret_words(&path.into()),
+            message: crate::parse::redact_secret_words(&message.into()),
         }
     }
 }
@@ -774,5 +775,37 @@ mod secret_ref_tests {
             assert_eq!(e.path, "token.command");
         }
         assert!(validate_secret_ref("token", &SecretRef::Command(vec!["pass".into()])).is_ok());
+    }
+}
+
+#[cfg(test)]
+mod redaction_tests {
+    use super::*;
+
+    /// A key pasted where a variable name, a store path or a secret's name belongs is never
+    /// quoted back (the `documents` fuzz target's oracle, decision 0041).
+    #[test]
+    fn a_pasted_key_is_not_quoted() {
+        let key = "sk-abc1234567890xyz";
+        let e = validate_secret_ref("token", &SecretRef::Env(key.into())).unwrap_err();
+        assert_eq!(e.path, "token.env");
+        assert!(!e.to_string().contains("abc1234567890"), "{e}");
+        assert!(
+            e.message.contains("is not an environment variable name"),
+            "{e}"
+        );
+        let e =
+            validate_secret_ref("token", &SecretRef::Secret(format!("{key}+/x=="))).unwrap_err();
+        assert!(!e.to_string().contains("abc1234567890"), "{e}");
+        let e = validate_miniapp_secret_name("needs.secrets[0]", key).unwrap_err();
+        assert!(!e.to_string().contains("abc1234567890"), "{e}");
+        // Names that do not look like secrets are still quoted.
+        let e = validate_secret_ref("token", &SecretRef::Env("my-var".into())).unwrap_err();
+        assert!(e.message.contains("\"my-var\""), "{e}");
+        let e = validate_secret_path("providers/openrouter-long//apiKey").unwrap_err();
+        assert!(
+            e.message.contains("providers/openrouter-long//apiKey"),
+            "{e}"
+        );
     }
 }
