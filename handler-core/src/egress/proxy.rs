@@ -831,13 +831,15 @@ async fn forward(
     let client_upgrade = websocket.as_ref().map(|_| hyper::upgrade::on(&mut req));
     let (mut parts, body) = req.into_parts();
     let injecting = shared.injections.injects_into(&target.host, target.port);
+    // Values travel over TLS, or to the machine itself (decision 0036).
+    let secure = tls || judge::cleartext_stays_on_this_machine(&target.host);
     let rules = Arc::new(shared.injections.request_rules(&target.host, target.port));
     // Bodies and WebSocket messages: only the injections that opt in are swapped there
     // (decision 0033); every other injection's phantom is still a leak.
     let body_rules = Arc::new(
         shared
             .injections
-            .request_body_rules(&target.host, target.port, tls),
+            .request_body_rules(&target.host, target.port, secure),
     );
     let mut hits = Hits::default();
 
@@ -877,7 +879,7 @@ async fn forward(
     if hits.is_leak() {
         return leak_response(shared, &hits, target);
     }
-    if !tls && !hits.injected.is_empty() {
+    if !secure && !hits.injected.is_empty() {
         // Plain http:// would carry the value in cleartext (decision 0036).
         return cleartext_response(shared, &hits, target);
     }

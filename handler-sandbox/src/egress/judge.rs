@@ -97,6 +97,16 @@ pub fn leak_body(host_port: &str, secret: &str) -> String {
     )
 }
 
+/// Whether a plain http:// request to `host` may carry a secret's value (decision 0036): only
+/// to the machine itself (`host.containers.internal`, `host.docker.internal`), a hop that never
+/// leaves this machine — a model server on the host's loopback, such as E.4's llama.cpp, with a
+/// key. Every other host gets values over TLS only.
+pub fn cleartext_stays_on_this_machine(host: &str) -> bool {
+    super::rebind::HOST_ALIASES
+        .iter()
+        .any(|a| host.trim_end_matches('.').eq_ignore_ascii_case(a))
+}
+
 /// The body of the 403 for a plain http:// request that would carry a secret's value.
 pub fn cleartext_body(host_port: &str, secret: &str) -> String {
     format!(
@@ -128,6 +138,26 @@ pub fn mismatch_body(detail: &str) -> String {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn values_go_in_cleartext_only_to_this_machine() {
+        for h in [
+            "host.containers.internal",
+            "HOST.docker.internal",
+            "host.containers.internal.",
+        ] {
+            assert!(cleartext_stays_on_this_machine(h), "{h}");
+        }
+        for h in [
+            "api.openai.com",
+            "192.168.1.20",
+            "host.containers.internal.evil.example",
+            "xhost.containers.internal",
+            "10.0.2.2",
+        ] {
+            assert!(!cleartext_stays_on_this_machine(h), "{h}");
+        }
+    }
 
     fn list(entries: &[&str]) -> Vec<AllowEntry> {
         entries
