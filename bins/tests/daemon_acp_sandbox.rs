@@ -663,7 +663,9 @@ async fn acp_conformance_in_a_real_rootless_sandbox() {
 
 const PROXY_IMAGE: &str = "localhost/handler-network-filter:latest";
 
-/// The network filter image in the user's store (`image build-proxy`, A.7), built when missing.
+/// The network filter image in the user's store (`image build-proxy`, A.7), built from this
+/// checkout's proxy by every run of this test: an image left by an older build would test the
+/// older proxy.
 fn ensure_network_filter(u: &User) {
     let home = home_of(u);
     let exists = |u: &User| {
@@ -675,9 +677,6 @@ fn ensure_network_filter(u: &User) {
         .status()
         .is_ok_and(|s| s.success())
     };
-    if exists(u) {
-        return;
-    }
     let dir = PathBuf::from(format!("/tmp/hdt-{}-proxy", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     for (name, src) in [
@@ -708,7 +707,7 @@ fn ensure_network_filter(u: &User) {
         .unwrap();
     let _ = std::fs::remove_dir_all(&dir);
     assert!(
-        out.status.success() || exists(u),
+        out.status.success() && exists(u),
         "image build-proxy failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );

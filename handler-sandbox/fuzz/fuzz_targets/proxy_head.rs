@@ -132,6 +132,7 @@ fuzz_target!(|data: &[u8]| {
         phantom: PHANTOM.into(),
         value: VALUE.into(),
         hosts: vec![AllowEntry::parse(&format!("{HOST}:443")).unwrap()],
+        body: true,
     }])
     .unwrap();
     let Some(h) = head(data) else {

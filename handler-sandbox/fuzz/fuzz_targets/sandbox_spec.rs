@@ -46,6 +46,11 @@ fn facts(spec: &SandboxSpec) -> HostFacts {
             start: 7,
             boot: "b".into(),
         },
+        git: Vec::new(),
+        canonical_sources: BTreeMap::new(),
+        nproc_hard: None,
+        cgroup_pids: false,
+        containers_conf: Default::default(),
     }
 }
 

@@ -30,6 +30,7 @@ fn rules(on: bool) -> Rules {
         phantom: PHANTOM.into(),
         value: VALUE.into(),
         hosts: vec![AllowEntry::parse("api.x.com:443").unwrap()],
+        body: true,
     }])
     .unwrap();
     if on {
