@@ -823,9 +823,12 @@ fn set_allow_and_set_egress_decide_the_next_request_then_sigterm_leaves_nothing(
     );
     assert!(l.stderr_has(&event("allowed", &hb, None)), "{}", l.stderr());
 
-    // log-only lets an unlisted destination through, reported `unlisted`. (A name resolving
-    // to the host's own addresses stays refused unless listed, log-only or not, decision 0006;
-    // so the host's address, written out as the sandbox's /etc/hosts gives it, is used.)
+    // log-only lets an unlisted name through, reported `unlisted` (the host test
+    // `log_only_lets_an_unlisted_host_through_and_reports_it`); but the host's own address,
+    // written out as an IP literal (as the sandbox's /etc/hosts gives it), stays refused unless
+    // an entry names exactly that address:port, log-only or not (decision 0035): from a real
+    // sandbox, the host's services (handlerd among them) are not reached by switching to
+    // log-only.
     let ip_line = l.next_line(Duration::from_secs(10));
     let ip = ip_line.strip_prefix("IP ").unwrap_or("").to_string();
     assert!(
@@ -839,12 +842,17 @@ fn set_allow_and_set_egress_decide_the_next_request_then_sigterm_leaves_nothing(
     let r = l.until("-- 3", Duration::from_secs(30));
     assert_eq!(
         status(&r).as_deref(),
-        Some("STATUS 200"),
-        "log-only lets it through: {r:?}"
+        Some("STATUS 403"),
+        "log-only does not open the host's address: {r:?}"
     );
     assert!(
-        l.stderr_has(&event("unlisted", &hip, None)),
-        "{}",
+        r.iter().any(|l| l.contains(&format!("names {hip} exactly"))),
+        "the 403 says how to allow it: {r:?}"
+    );
+    assert!(l.stderr_has(&event("denied", &hip, None)), "{}", l.stderr());
+    assert!(
+        !l.stderr_has(&event("unlisted", &hip, None)),
+        "not let through as unlisted: {}",
         l.stderr()
     );
 
@@ -865,8 +873,8 @@ fn set_allow_and_set_egress_decide_the_next_request_then_sigterm_leaves_nothing(
         .collect();
     assert_eq!(
         seen,
-        ["path /2", "path /3"],
-        "only the allowed requests reached the server"
+        ["path /2"],
+        "only the allowed request reached the server"
     );
 
     // SIGTERM: the launcher removes the sandbox and its proxy.
