@@ -122,16 +122,21 @@ pub struct Rules {
     names: Vec<String>,
 }
 
-fn pct_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() * 3);
+/// `s` percent-encoded (RFC 3986 unreserved characters kept), with upper-case hex digits, and
+/// with lower-case ones (RFC 3986 §2.1 makes them equivalent; some encoders write them).
+fn pct_encodings(s: &str) -> [String; 2] {
+    let mut upper = String::with_capacity(s.len() * 3);
+    let mut lower = String::with_capacity(s.len() * 3);
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(b as char);
+            upper.push(b as char);
+            lower.push(b as char);
         } else {
-            out.push_str(&format!("%{b:02X}"));
+            upper.push_str(&format!("%{b:02X}"));
+            lower.push_str(&format!("%{b:02x}"));
         }
     }
-    out
+    [upper, lower]
 }
 
 /// `s` inside a JSON string (printable ASCII: only `"` and `\` must be escaped), and with `/`
@@ -220,7 +225,7 @@ impl InjectionSet {
             let Some((from, to, effect)) = f(idx, i) else {
                 continue;
             };
-            let (pf, pt) = (pct_encode(&from), pct_encode(&to));
+            let (pf, pt) = (pct_encodings(&from), pct_encodings(&to));
             if encoded {
                 for (ef, et) in json_escapes(&from).into_iter().zip(json_escapes(&to)) {
                     let et = if et.len() == ef.len() {
@@ -235,7 +240,9 @@ impl InjectionSet {
                 }
             }
             add(from, to, idx, effect);
-            add(pf, pt, idx, effect);
+            for (f, t) in pf.into_iter().zip(pt) {
+                add(f, t, idx, effect);
+            }
         }
         Rules {
             pairs,
@@ -490,6 +497,12 @@ mod tests {
         let (out, hits) = r.bytes(b"tok=ph%2Bph%2Fph%3D12");
         assert_eq!(out, b"tok=va%2Bva%2Fva%3D98");
         assert!(hits.injected.contains("bindings/b/tok"));
+        // Lower-case escapes are the same characters (RFC 3986 §2.1): swapped towards its
+        // host, a leak towards another.
+        let (out, _) = r.bytes(b"tok=ph%2bph%2fph%3d12");
+        assert_eq!(out, b"tok=va%2bva%2fva%3d98");
+        let (_, hits) = s.request_rules("evil.com", 443).bytes(b"tok=ph%2bph%2fph%3d12");
+        assert!(hits.is_leak(), "a lower-case escaped phantom to another host");
     }
 
     #[test]
