@@ -535,6 +535,11 @@ pub struct Agent {
     pub created_at: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_used_at: Option<String>,
+    /// In the answer to a PUT or PATCH while the agent has running sandboxes: the fields that
+    /// changed and apply only to its next sandbox (network, confinement, scope, instructions…);
+    /// its allow-list and enforcement reach the running ones at once (A.4).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub next_sandbox: Vec<String>,
     #[serde(flatten)]
     #[schemars(skip)]
     pub extra: Map<String, Value>,

@@ -291,6 +291,7 @@ pub fn view(app: &AppState, snap: &Snapshot, a: &StoredAgent) -> Agent {
         connections: app.connections_of(&a.id),
         created_at: a.created_at.clone(),
         last_used_at: a.last_used_at.clone(),
+        next_sandbox: Vec::new(),
         extra: Default::default(),
     }
 }
@@ -712,9 +713,7 @@ fn next_sandbox(answer: &mut Agent, old_view: &serde_json::Value) {
     let mut v = serde_json::to_value(&*answer).unwrap_or_default();
     super::live::mark_next_sandbox(&mut v, old_view, !answer.connections.is_empty());
     if let Some(n) = v.get(super::live::NEXT_SANDBOX_FIELD) {
-        answer
-            .extra
-            .insert(super::live::NEXT_SANDBOX_FIELD.to_string(), n.clone());
+        answer.next_sandbox = serde_json::from_value(n.clone()).unwrap_or_default();
     }
 }
 
