@@ -846,7 +846,8 @@ fn set_allow_and_set_egress_decide_the_next_request_then_sigterm_leaves_nothing(
         "log-only does not open the host's address: {r:?}"
     );
     assert!(
-        r.iter().any(|l| l.contains(&format!("names {hip} exactly"))),
+        r.iter()
+            .any(|l| l.contains(&format!("names {hip} exactly"))),
         "the 403 says how to allow it: {r:?}"
     );
     assert!(l.stderr_has(&event("denied", &hip, None)), "{}", l.stderr());
