@@ -836,11 +836,11 @@ async fn forward(
     let rules = Arc::new(shared.injections.request_rules(&target.host, target.port));
     // Bodies and WebSocket messages: only the injections that opt in are swapped there
     // (decision 0033); every other injection's phantom is still a leak.
-    let body_rules = Arc::new(
-        shared
-            .injections
-            .request_body_rules(&target.host, target.port, secure),
-    );
+    let body_rules = Arc::new(shared.injections.request_body_rules(
+        &target.host,
+        target.port,
+        secure,
+    ));
     let mut hits = Hits::default();
 
     // The request target, in origin form, rewritten.

@@ -501,8 +501,13 @@ mod tests {
         // host, a leak towards another.
         let (out, _) = r.bytes(b"tok=ph%2bph%2fph%3d12");
         assert_eq!(out, b"tok=va%2bva%2fva%3d98");
-        let (_, hits) = s.request_rules("evil.com", 443).bytes(b"tok=ph%2bph%2fph%3d12");
-        assert!(hits.is_leak(), "a lower-case escaped phantom to another host");
+        let (_, hits) = s
+            .request_rules("evil.com", 443)
+            .bytes(b"tok=ph%2bph%2fph%3d12");
+        assert!(
+            hits.is_leak(),
+            "a lower-case escaped phantom to another host"
+        );
     }
 
     #[test]
