@@ -1,6 +1,11 @@
 //! Checks the workspace's shape (docs/ARCHITECTURE.md): pure crates depend only on allowed
 //! crates and their library code does no I/O (no file system, processes, sockets, clock or
 //! ambient randomness).
+#![allow(
+    clippy::disallowed_methods,
+    clippy::disallowed_types,
+    reason = "a test that reads fixtures: the I/O is outside the pure library"
+)]
 
 use std::path::{Path, PathBuf};
 
@@ -132,5 +137,51 @@ fn every_module_says_what_it_is_for() {
             "{} does not start with a `//!` line",
             f.display()
         );
+    }
+}
+
+/// What each pure crate's `clippy.toml` must refuse, so that clippy (not only the text search
+/// above) stops I/O in a pure crate (decision 0043).
+const DISALLOWED_BY_CLIPPY: [&str; 16] = [
+    "std::fs::read",
+    "std::fs::read_to_string",
+    "std::fs::write",
+    "std::fs::File",
+    "std::process::Command",
+    "std::net::TcpStream",
+    "std::net::TcpListener",
+    "std::net::UdpSocket",
+    "std::time::SystemTime::now",
+    "std::time::Instant::now",
+    "std::env::var",
+    "std::env::var_os",
+    "std::env::vars",
+    "rand::thread_rng",
+    "rand::rng",
+    "rand::random",
+];
+
+#[test]
+fn every_pure_crate_has_a_clippy_toml_refusing_io() {
+    for krate in PURE_CRATES {
+        let path = workspace().join(krate).join("clippy.toml");
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{krate}/clippy.toml (decision 0043): {e}"));
+        let doc: toml::Table = toml::from_str(&text).unwrap();
+        let mut paths = Vec::new();
+        for key in ["disallowed-methods", "disallowed-types"] {
+            for entry in doc.get(key).and_then(|v| v.as_array()).into_iter().flatten() {
+                let p = entry.get("path").and_then(|p| p.as_str()).unwrap_or("");
+                let reason = entry.get("reason").and_then(|r| r.as_str()).unwrap_or("");
+                assert!(!reason.is_empty(), "{krate}/clippy.toml: {p} has no reason");
+                paths.push(p.to_string());
+            }
+        }
+        for want in DISALLOWED_BY_CLIPPY {
+            assert!(
+                paths.iter().any(|p| p == want),
+                "{krate}/clippy.toml does not refuse {want}"
+            );
+        }
     }
 }

@@ -1,5 +1,10 @@
 //! The committed schemas in `schemas/` are exactly what the types generate: a type changed
 //! without running `cargo run -p handler-contracts --bin gen-schemas` fails here, with the diff.
+#![allow(
+    clippy::disallowed_methods,
+    clippy::disallowed_types,
+    reason = "a test that reads fixtures: the I/O is outside the pure library"
+)]
 
 use std::path::Path;
 

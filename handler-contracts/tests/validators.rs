@@ -1,4 +1,9 @@
 //! The pure validators: each rule's accepted and refused cases, the refusal naming the field.
+#![allow(
+    clippy::disallowed_methods,
+    clippy::disallowed_types,
+    reason = "a test that reads fixtures: the I/O is outside the pure library"
+)]
 
 use std::collections::BTreeMap;
 

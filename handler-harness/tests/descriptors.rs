@@ -1,5 +1,10 @@
 //! The platform descriptors parse and validate, and every ACP session mode they map and their
 //! model option exist in the real agent's session/new answer (fixtures/harness/<name>/).
+#![allow(
+    clippy::disallowed_methods,
+    clippy::disallowed_types,
+    reason = "a test that reads fixtures: the I/O is outside the pure library"
+)]
 
 mod common;
 

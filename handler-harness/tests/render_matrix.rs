@@ -2,6 +2,11 @@
 //! account/provider × permission mode, and skills, MCP servers, terminal, caches, a model), each
 //! rendered and snapshotted in fixtures/render/snapshots/. HANDLER_UPDATE_FIXTURES=1 rewrites the
 //! input files from the matrix built here (then review and `cargo insta review`).
+#![allow(
+    clippy::disallowed_methods,
+    clippy::disallowed_types,
+    reason = "a test that reads fixtures: the I/O is outside the pure library"
+)]
 
 mod common;
 

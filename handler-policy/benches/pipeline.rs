@@ -1,6 +1,11 @@
 //! Per-message cost of the policy pipeline on real agents' traffic (fixtures/policy/corpus),
 //! next to baselines measured in the same run: copying the frame (the least a relay does) and
 //! parsing it fully with serde_json (what a typed relay would at least do).
+#![allow(
+    clippy::disallowed_methods,
+    clippy::disallowed_types,
+    reason = "a benchmark that reads fixtures: the I/O is outside the pure library"
+)]
 
 use std::hint::black_box;
 use std::path::PathBuf;

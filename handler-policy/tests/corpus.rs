@@ -1,5 +1,10 @@
 //! Pass-through fidelity: real agents' traffic (fixtures/policy/corpus, fixtures/harness) goes
 //! through a pipeline with nothing to change byte for byte, both ways, in the order recorded.
+#![allow(
+    clippy::disallowed_methods,
+    clippy::disallowed_types,
+    reason = "a test that reads fixtures: the I/O is outside the pure library"
+)]
 
 use std::path::{Path, PathBuf};
 

@@ -8,6 +8,11 @@
 //! An action out is `{"to": "agent"|"client:N"|"all"|"all-but:N", ...}` with `"same": true`
 //! (the input's bytes, unchanged), `"msg": value` (bytes equal to the value's compact JSON) or
 //! `"raw": "text"`; or `{"log": event}`.
+#![allow(
+    clippy::disallowed_methods,
+    clippy::disallowed_types,
+    reason = "a test that reads fixtures: the I/O is outside the pure library"
+)]
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
