@@ -18,4 +18,5 @@ mod tools;
 pub use config::{ConfigError, PathResolver, PolicyConfig, UnattendedMode};
 pub use event::{Answerer, Event, Side};
 pub use pipeline::{Action, ClientId, Direction, Pipeline};
+pub use redact::redact;
 pub use tools::ToolCallInfo;

@@ -1,10 +1,75 @@
-//! P5: secret values in agent→client traffic replaced by `[secret NAME]`, on the raw text. A
-//! message without a secret is left as it is (not re-serialized); one with a secret has only
-//! the strings holding it rewritten.
+//! P5: secret values replaced by `[secret NAME]`. [`redact`] does it to any text (a log line, a
+//! message); [`Secrets`] does it to agent→client JSON-RPC frames on the raw text: a message
+//! without a secret is left as it is (not re-serialized), one with a secret has only the strings
+//! holding it rewritten.
 
 use memchr::memmem::Finder;
 
 use crate::json::{self, Splice};
+
+/// `text` with every value of `secrets` (name, value) replaced by `[secret NAME]`: the one
+/// redaction of Handler (P5), used on agent→client messages and on every line logged from a
+/// sandbox.
+///
+/// At each position the longest value that starts there wins, so a secret that contains another
+/// (`ghp_abc123XYZ` and `ghp_abc123`) is replaced whole and never leaves a tail behind; text
+/// written by one replacement is never searched again. Empty values are ignored (they would
+/// match everywhere). Text holding no value comes back unchanged.
+///
+/// ```
+/// let secrets = [
+///     ("SHORT".to_string(), "abc123".to_string()),
+///     ("LONG".to_string(), "abc123XYZ".to_string()),
+/// ];
+/// assert_eq!(
+///     handler_policy::redact("key=abc123XYZ, other=abc123", &secrets),
+///     "key=[secret LONG], other=[secret SHORT]"
+/// );
+/// ```
+pub fn redact(text: &str, secrets: &[(String, String)]) -> String {
+    let mut by_length: Vec<(&str, &str)> = secrets
+        .iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(n, v)| (n.as_str(), v.as_str()))
+        .collect();
+    by_length.sort_by_key(|(_, v)| std::cmp::Reverse(v.len()));
+    replace_longest_first(text, &by_length, &mut Vec::new())
+}
+
+/// `text` with each of `secrets` (name, value; non-empty, longest value first) replaced in one
+/// left-to-right pass, the longest value starting at a position winning; the names replaced are
+/// added to `names` in the order first met.
+fn replace_longest_first(text: &str, secrets: &[(&str, &str)], names: &mut Vec<String>) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    loop {
+        // The earliest occurrence of any value; at equal positions the first in `secrets`,
+        // which is the longest (`min_by_key` keeps the first of equal keys).
+        let next = secrets
+            .iter()
+            .filter_map(|(n, v)| {
+                memchr::memmem::find(rest.as_bytes(), v.as_bytes()).map(|i| (i, n, v))
+            })
+            .min_by_key(|(i, _, _)| *i);
+        let Some((at, name, value)) = next else {
+            if out.is_empty() {
+                // Nothing replaced: the usual case for a log line.
+                return text.to_string();
+            }
+            out.push_str(rest);
+            return out;
+        };
+        // A value is valid UTF-8 found in valid UTF-8: `at` and `at + len` are char boundaries.
+        out.push_str(&rest[..at]);
+        out.push_str("[secret ");
+        out.push_str(name);
+        out.push(']');
+        if !names.iter().any(|n| n == name) {
+            names.push((*name).to_string());
+        }
+        rest = &rest[at + value.len()..];
+    }
+}
 
 /// The agent's secrets, ready to search for.
 #[derive(Debug, Default)]
@@ -103,15 +168,12 @@ impl Secrets {
             {
                 return;
             }
-            let mut text = decoded.into_owned();
-            for (name, value, _) in &self.items {
-                if text.contains(value.as_str()) {
-                    text = text.replace(value.as_str(), &format!("[secret {name}]"));
-                    if !names.contains(name) {
-                        names.push(name.clone());
-                    }
-                }
-            }
+            let pairs: Vec<(&str, &str)> = self
+                .items
+                .iter()
+                .map(|(n, v, _)| (n.as_str(), v.as_str()))
+                .collect();
+            let text = replace_longest_first(&decoded, &pairs, &mut names);
             splice.replace(range, json::quote(&text));
         });
         if splice.is_empty() {
@@ -124,6 +186,57 @@ impl Secrets {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn pairs(p: &[(&str, &str)]) -> Vec<(String, String)> {
+        p.iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn redact_replaces_every_occurrence_and_keeps_the_rest() {
+        let s = pairs(&[("TOKEN", "ghp_abc123")]);
+        assert_eq!(
+            redact("a ghp_abc123 b ghp_abc123", &s),
+            "a [secret TOKEN] b [secret TOKEN]"
+        );
+        assert_eq!(redact("nothing here", &s), "nothing here");
+        assert_eq!(redact("", &s), "");
+        assert_eq!(redact("é ghp_abc123 ü", &s), "é [secret TOKEN] ü");
+    }
+
+    #[test]
+    fn redact_takes_the_longest_value_first_whatever_the_order_given() {
+        for s in [
+            pairs(&[("SHORT", "abc123"), ("LONG", "abc123XYZ")]),
+            pairs(&[("LONG", "abc123XYZ"), ("SHORT", "abc123")]),
+        ] {
+            assert_eq!(
+                redact("abc123XYZ abc123", &s),
+                "[secret LONG] [secret SHORT]"
+            );
+        }
+    }
+
+    #[test]
+    fn redact_handles_overlapping_values() {
+        // One secret is the other's tail: the longest starting at a position wins, and no piece
+        // of either is left in clear.
+        let s = pairs(&[("A", "xyz-secret"), ("B", "secret-42")]);
+        assert_eq!(redact("xyz-secret-42", &s), "[secret A]-42");
+        assert_eq!(redact("the secret-42", &s), "the [secret B]");
+        // A replacement's own text is not searched again.
+        let s = pairs(&[("K", "secret K"), ("S", "secret")]);
+        assert_eq!(redact("secret K secret", &s), "[secret K] [secret S]");
+    }
+
+    #[test]
+    fn redact_ignores_empty_values() {
+        let s = pairs(&[("EMPTY", ""), ("T", "tok")]);
+        assert_eq!(redact("a tok b", &s), "a [secret T] b");
+        assert_eq!(redact("abc", &pairs(&[("EMPTY", "")])), "abc");
+        assert_eq!(redact("abc", &[]), "abc");
+    }
 
     fn secrets() -> Secrets {
         Secrets::new(&[
