@@ -140,6 +140,38 @@ fn every_module_says_what_it_is_for() {
     }
 }
 
+/// What each half of handler-core may not name (docs/ARCHITECTURE.md, "handler-core"): the
+/// runtime and the daemon meet only as processes (fd 3, CLI verbs), the client only over HTTP.
+const HALVES: [(&str, &[&str]); 3] = [
+    ("runtime", &["crate::daemon", "crate::client", "axum"]),
+    ("daemon", &["crate::runtime", "crate::client"]),
+    ("client", &["crate::daemon", "crate::runtime", "axum"]),
+];
+
+#[test]
+fn the_halves_of_handler_core_never_import_each_other() {
+    let src = workspace().join("handler-core/src");
+    for (half, banned) in HALVES {
+        let mut files = Vec::new();
+        rust_files(&src.join(half), false, &mut files);
+        assert!(!files.is_empty(), "handler-core/src/{half} has no source");
+        for f in files {
+            let text = std::fs::read_to_string(&f).unwrap();
+            for (n, line) in text.lines().enumerate() {
+                let code = line.split("//").next().unwrap_or("");
+                for bad in banned {
+                    assert!(
+                        !code.contains(bad),
+                        "{}:{}: the {half} half of handler-core names `{bad}` (docs/ARCHITECTURE.md: the halves meet only as processes)",
+                        f.display(),
+                        n + 1
+                    );
+                }
+            }
+        }
+    }
+}
+
 /// What each pure crate's `clippy.toml` must refuse, so that clippy (not only the text search
 /// above) stops I/O in a pure crate (decision 0043).
 const DISALLOWED_BY_CLIPPY: [&str; 16] = [
@@ -170,7 +202,12 @@ fn every_pure_crate_has_a_clippy_toml_refusing_io() {
         let doc: toml::Table = toml::from_str(&text).unwrap();
         let mut paths = Vec::new();
         for key in ["disallowed-methods", "disallowed-types"] {
-            for entry in doc.get(key).and_then(|v| v.as_array()).into_iter().flatten() {
+            for entry in doc
+                .get(key)
+                .and_then(|v| v.as_array())
+                .into_iter()
+                .flatten()
+            {
                 let p = entry.get("path").and_then(|p| p.as_str()).unwrap_or("");
                 let reason = entry.get("reason").and_then(|r| r.as_str()).unwrap_or("");
                 assert!(!reason.is_empty(), "{krate}/clippy.toml: {p} has no reason");
