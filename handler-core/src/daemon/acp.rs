@@ -281,12 +281,7 @@ async fn relay(
                     app.record_egress(&agent_id, &sandbox, ev);
                 },
                 |line| {
-                    let mut l = line;
-                    for (name, value) in &secrets {
-                        if !value.is_empty() {
-                            l = l.replace(value.as_str(), &format!("[secret {name}]"));
-                        }
-                    }
+                    let l = handler_policy::redact(&line, &secrets);
                     tracing::info!(agent = %agent_id, %sandbox, line = %l, "sandbox stderr");
                 },
             )
