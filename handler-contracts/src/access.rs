@@ -38,13 +38,16 @@ impl Protocol {
 #[serde(rename_all = "camelCase")]
 pub enum SecretRef {
     /// Handler's secret store (D.14), e.g. `providers/openrouter/apiKey`.
-    Secret(String),
+    Secret(#[schemars(regex(pattern = crate::patterns::SECRET_PATH))] String),
     /// An environment variable of the control plane.
-    Env(String),
+    Env(#[schemars(regex(pattern = crate::patterns::ENV_NAME))] String),
     /// A host file (first line, trimmed).
-    File(String),
-    /// The stdout of a command, e.g. `["pass", "show", "x"]`.
-    Command(Vec<String>),
+    File(#[schemars(length(min = 1))] String),
+    /// The stdout of a command, e.g. `["pass", "show", "x"]`: a program and its arguments.
+    Command(
+        #[schemars(length(min = 1), extend("prefixItems" = [{"type": "string", "minLength": 1}]))]
+        Vec<String>,
+    ),
 }
 
 /// The message given for a literal where a reference is expected (E2). It never repeats the
@@ -115,6 +118,7 @@ pub enum FileSource {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Account {
     pub api_version: AccountApiVersion,
+    #[schemars(length(min = 1))]
     pub harness: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
@@ -125,6 +129,7 @@ pub struct Account {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<SecretRef>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(inner(regex(pattern = crate::patterns::CONTEXT_NAME)))]
     pub contexts: Option<Vec<String>>,
 }
 
@@ -132,6 +137,7 @@ pub struct Account {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ProviderModel {
+    #[schemars(length(min = 1))]
     pub id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
@@ -158,14 +164,17 @@ pub struct Provider {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     /// At least one: an http(s) URL per protocol.
+    #[schemars(transform = crate::schema::rules::http_url_values)]
     pub endpoints: BTreeMap<Protocol, String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key: Option<SecretRef>,
+    #[schemars(length(min = 1))]
     pub models: Vec<ProviderModel>,
     /// harness → its config file slot → content source.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub files: BTreeMap<String, BTreeMap<String, FileSource>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(inner(regex(pattern = crate::patterns::CONTEXT_NAME)))]
     pub contexts: Option<Vec<String>>,
 }
 

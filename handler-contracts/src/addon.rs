@@ -13,6 +13,7 @@ use crate::api_version::{AddonApiVersion, BindingApiVersion};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AddonSlot {
+    #[schemars(transform = crate::schema::rules::addon_env_name)]
     pub env: String,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub required: bool,
@@ -34,7 +35,12 @@ pub enum SecretDelivery {
 /// A secret slot (G.1).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(extend(
+    "if" = {"properties": {"delivery": {"const": "env"}}, "required": ["delivery"]},
+    "then" = {"not": {"required": ["hosts"]}}
+))]
 pub struct AddonSecretSlot {
+    #[schemars(transform = crate::schema::rules::addon_env_name)]
     pub env: String,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub required: bool,
@@ -51,12 +57,18 @@ pub struct AddonSecretSlot {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AddonMcp {
+    #[schemars(length(min = 1))]
     pub command: Vec<String>,
 }
 
 /// `addon.toml` (G.1).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(extend(
+    "if" = {"required": ["image"]},
+    "then" = {"required": ["commands"], "properties": {"commands": {"minItems": 1}}},
+    "else" = {"properties": {"commands": {"maxItems": 0}}}
+))]
 pub struct AddonManifest {
     pub api_version: AddonApiVersion,
     /// = the directory name.
@@ -70,6 +82,7 @@ pub struct AddonManifest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub check: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(transform = crate::schema::rules::addon_env_keys)]
     pub env: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub settings: BTreeMap<String, AddonSlot>,

@@ -367,6 +367,10 @@ pub struct SkillUrlRequest {
 /// Write one file of a skill: exactly one of text and base64 (D.17).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(extend("oneOf" = [
+    {"required": ["text"], "not": {"required": ["base64"]}},
+    {"required": ["base64"], "not": {"required": ["text"]}}
+]))]
 pub struct SkillFileRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
@@ -376,11 +380,18 @@ pub struct SkillFileRequest {
     pub executable: Option<bool>,
 }
 
-/// What an agent runs as (D.1, E): exactly one of account and provider.
+/// What an agent runs as (D.1, E): exactly one of account and provider; a provider needs the
+/// harness that talks to it.
 #[derive(
     Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
 )]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend(
+    "oneOf" = [
+        {"required": ["account"], "not": {"required": ["provider"]}},
+        {"required": ["provider", "harness"], "not": {"required": ["account"]}}
+    ]
+))]
 pub struct ModelAccess {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub harness: Option<String>,
@@ -563,6 +574,7 @@ pub struct AgentRequest {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub remote_start: bool,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(inner(regex(pattern = crate::patterns::SKILL_NAME), length(max = 64)))]
     pub skills: Vec<String>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub confirm_risks: bool,
@@ -588,6 +600,7 @@ pub struct AdHocAgentRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(inner(regex(pattern = crate::patterns::SKILL_NAME), length(max = 64)))]
     pub skills: Vec<String>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub confirm_risks: bool,

@@ -43,6 +43,10 @@ impl PermissionMode {
 /// A state slot of a harness (B.1).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(extend(
+    "if" = {"properties": {"credential": {"const": true}}, "required": ["credential"]},
+    "then" = {"properties": {"kind": {"const": "file"}, "perSession": {"const": false}}}
+))]
 pub struct StateSlot {
     /// In-sandbox path, "~" = home.
     pub target: String,
@@ -75,12 +79,22 @@ pub enum Unattended {
     Refused,
 }
 
-/// How an account of a harness logs in (B.1 login, D.9).
+/// How an account of a harness logs in (B.1 login, D.9): exactly one of a token and a file; a
+/// file login has its command; plans and planEnv go together.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(extend(
+    "oneOf" = [
+        {"required": ["token"], "not": {"required": ["file"]}},
+        {"required": ["file", "command"], "not": {"required": ["token"]},
+         "properties": {"command": {"minItems": 1}}}
+    ],
+    "dependentRequired" = {"plans": ["planEnv"], "planEnv": ["plans"]}
+))]
 pub struct Login {
     pub unattended: Unattended,
     /// https: the vendor's terms.
+    #[schemars(regex(pattern = crate::patterns::HTTPS_URL))]
     pub terms: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checked: Option<String>,
@@ -166,6 +180,10 @@ pub enum McpEnv {
 /// A harness's own terminal program (B.1 terminal, D.16).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(extend("allOf" = [
+    {"not": {"required": ["modelFlag", "modelEnv"]}},
+    {"not": {"required": ["mcpConfigFlag", "mcpServersEnv"]}}
+]))]
 pub struct TerminalProgram {
     pub command: Vec<String>,
     pub permissions: BTreeMap<PermissionMode, Vec<String>>,
@@ -189,7 +207,9 @@ pub struct HarnessDescriptor {
     pub name: String,
     pub product: String,
     /// Repository, no tag (B.6).
+    #[schemars(regex(pattern = crate::patterns::IMAGE_REPOSITORY))]
     pub image: String,
+    #[schemars(length(min = 1))]
     pub acp_command: Vec<String>,
     pub home: String,
     #[serde(default)]
@@ -203,6 +223,7 @@ pub struct HarnessDescriptor {
     pub config_files: BTreeMap<String, ConfigFileSlot>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub provider_protocols: Vec<Protocol>,
+    #[schemars(extend("minProperties" = 1))]
     pub permissions: BTreeMap<PermissionMode, PermissionMapping>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_option: Option<String>,

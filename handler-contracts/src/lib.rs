@@ -12,6 +12,7 @@ pub mod control;
 pub mod harness;
 pub mod miniapp;
 pub mod parse;
+pub mod patterns;
 pub mod sandbox;
 pub mod schema;
 pub mod session;

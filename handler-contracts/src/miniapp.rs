@@ -13,6 +13,7 @@ use crate::sandbox::Resources;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MiniAppServer {
+    #[schemars(regex(pattern = crate::patterns::RELATIVE_PATH_IN_DIR))]
     pub entry: String,
 }
 
@@ -20,6 +21,7 @@ pub struct MiniAppServer {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MiniAppUi {
+    #[schemars(regex(pattern = crate::patterns::RELATIVE_PATH))]
     pub dir: String,
 }
 
@@ -36,6 +38,7 @@ pub enum FileAccess {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MiniAppFileNeed {
+    #[schemars(length(min = 1))]
     pub path: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<FileAccess>,
@@ -48,8 +51,10 @@ pub struct MiniAppNeeds {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub egress: Vec<AllowEntry>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(transform = crate::schema::rules::miniapp_secret_names)]
     pub secrets: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 10))]
     pub files: Vec<MiniAppFileNeed>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub notify: bool,
@@ -68,7 +73,9 @@ pub enum RouteMode {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MiniAppManifest {
     pub api_version: MiniAppApiVersion,
+    #[schemars(regex(pattern = crate::patterns::MINIAPP_NAME))]
     pub name: String,
+    #[schemars(regex(pattern = crate::patterns::SEMVER))]
     pub version: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
@@ -80,6 +87,7 @@ pub struct MiniAppManifest {
     pub needs: Option<MiniAppNeeds>,
     /// "POST /api/checkin" → sync | queued.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("propertyNames" = {"pattern": crate::patterns::MINIAPP_ROUTE}))]
     pub routes: BTreeMap<String, RouteMode>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<Resources>,

@@ -92,6 +92,77 @@ schemas! {
     "miniapp" => MiniAppManifest,
 }
 
+/// Rules the schemas state beyond what the types say, for the derive's `transform` attributes:
+/// each mirrors a check of [`crate::validate`].
+pub(crate) mod rules {
+    use schemars::Schema;
+    use serde_json::{Value, json};
+
+    use crate::patterns;
+    use crate::sandbox::{CA_ENV_VARS, PROXY_ENV_VARS};
+
+    /// A provider's endpoints: at least one, each an http(s) URL.
+    pub(crate) fn http_url_values(s: &mut Schema) {
+        s.insert("minProperties".into(), json!(1));
+        // A map keyed by an enum has one property per key; other maps, `additionalProperties`.
+        if let Some(Value::Object(props)) = s.get_mut("properties") {
+            for v in props.values_mut() {
+                if let Value::Object(v) = v {
+                    v.insert("pattern".into(), json!(patterns::HTTP_URL));
+                }
+            }
+        }
+        if let Some(Value::Object(values)) = s.get_mut("additionalProperties") {
+            values.insert("pattern".into(), json!(patterns::HTTP_URL));
+        }
+    }
+
+    /// What an addon's variable may not be named (G1): the platform's.
+    fn addon_reserved() -> Value {
+        let mut names = vec!["PATH", "HOME"];
+        names.extend(PROXY_ENV_VARS);
+        names.extend(CA_ENV_VARS);
+        json!({"enum": names})
+    }
+
+    /// An addon slot's variable: an environment variable name the platform does not own.
+    pub(crate) fn addon_env_name(s: &mut Schema) {
+        s.insert("pattern".into(), json!(patterns::ENV_NAME));
+        s.insert("not".into(), addon_reserved());
+    }
+
+    /// An addon's `env` table: its keys are variable names the platform does not own.
+    pub(crate) fn addon_env_keys(s: &mut Schema) {
+        s.insert(
+            "propertyNames".into(),
+            json!({"pattern": patterns::ENV_NAME, "not": addon_reserved()}),
+        );
+    }
+
+    /// A mini app's secrets (H.2): names of its form, none twice, none the platform's.
+    pub(crate) fn miniapp_secret_names(s: &mut Schema) {
+        let mut reserved = vec!["PATH", "HOME", "NO_COLOR", "TINI_SUBREAPER"];
+        reserved.extend(
+            PROXY_ENV_VARS
+                .iter()
+                .filter(|v| v.bytes().all(|b| !b.is_ascii_lowercase())),
+        );
+        s.insert("uniqueItems".into(), json!(true));
+        s.insert(
+            "items".into(),
+            json!({
+                "type": "string",
+                "pattern": patterns::MINIAPP_SECRET_NAME,
+                "not": {"anyOf": [
+                    {"pattern": "^HANDLER_"},
+                    {"pattern": "^DENO_"},
+                    {"enum": reserved}
+                ]}
+            }),
+        );
+    }
+}
+
 /// The text of a schema file as `gen-schemas` writes it: pretty JSON and a final newline.
 pub fn schema_file_text(schema: &Value) -> String {
     let mut s = serde_json::to_string_pretty(schema).expect("a schema serializes");

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::access::{Account, Protocol, Provider, SecretRef};
 use crate::addon::{AddonManifest, Binding, SecretDelivery};
 use crate::allow::entry_for_url;
-use crate::control::ModelAccess;
+use crate::control::{ModelAccess, SkillFileRequest};
 use crate::harness::{HarnessDescriptor, SlotKind};
 use crate::miniapp::MiniAppManifest;
 use crate::sandbox::{CA_ENV_VARS, PROXY_ENV_VARS};
@@ -649,6 +649,14 @@ pub fn validate_provider(p: &Provider) -> Result {
         validate_secret_ref("apiKey", k)?;
     }
     validate_contexts(p.contexts.as_deref())
+}
+
+/// A request writing one file of a skill (D.17): exactly one of `text` and `base64`.
+pub fn validate_skill_file_request(r: &SkillFileRequest) -> Result {
+    match (&r.text, &r.base64) {
+        (Some(_), None) | (None, Some(_)) => Ok(()),
+        _ => err("text", "exactly one of text and base64"),
+    }
 }
 
 /// What model access resolves to once E1 holds.
