@@ -5,11 +5,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use handler_contracts::access::FileSource;
+use handler_contracts::access::{AgentSpec, FileSource};
 use handler_contracts::allow::{AllowEntry, entry_for_url};
 use handler_contracts::api_version::HarnessLaunchApiVersion;
 use handler_contracts::harness::{
-    HarnessLaunch, McpEnv, McpServer, NameValue, PermissionMode, RenderInput, SessionDefaults,
+    HarnessLaunch, McpEnv, McpServer, NameValue, PermissionMapping, PermissionMode, RenderInput,
+    SessionDefaults,
 };
 use handler_contracts::sandbox::{GeneratedFile, Mount, MountKind};
 use handler_contracts::validate::validate_descriptor;
@@ -63,10 +64,72 @@ pub fn render_json(input_json: &str) -> Result<String, RenderError> {
     Ok(pretty(&v))
 }
 
-/// render (B.3).
+/// render (B.3): the launch of `input`'s agent, or the first rule it breaks. Each step below is
+/// one section of contract B, in the order the errors are looked for.
 pub fn render(input: &RenderInput, ctx: &RenderContext) -> Result<HarnessLaunch, RenderError> {
+    check_input(input, ctx)?;
     let d = &input.descriptor;
-    let h = d.name.as_str();
+    let mut out = Draft {
+        env: d.env.clone(),
+        ..Draft::default()
+    };
+    let mapping = permission_mapping(input, &mut out)?;
+    let provider_files = provider_files(&input.agent)?;
+    let (who, model_via_acp) = match (&input.agent.account, &input.agent.provider) {
+        (Some(_), Some(_)) | (None, None) => {
+            return Err(RenderError::invalid(
+                "agent",
+                "exactly one of account and provider",
+            ));
+        }
+        (Some(account), None) => (
+            account_access(input, account, &provider_files, &mut out)?,
+            true,
+        ),
+        (None, Some(name)) => (
+            provider_access(input, name, &provider_files, &mut out)?,
+            false,
+        ),
+    };
+    let terminal_model = acp_model(input, model_via_acp, &mut out)?;
+    state_mounts(input, ctx, &who, &mut out)?;
+    skill_mounts(input, &mut out)?;
+    cache_mounts(input, &mut out)?;
+    let servers = mcp_servers(input, &mut out)?;
+    let (argv, session_defaults) = match &input.terminal {
+        None => acp_argv(input, mapping, servers, &mut out),
+        Some(args) => (
+            terminal_argv(
+                input,
+                ctx,
+                args,
+                terminal_model.as_deref(),
+                &servers,
+                &mut out,
+            )?,
+            None,
+        ),
+    };
+    finish(input, out, argv, session_defaults)
+}
+
+/// What render accumulates on its way, section by section.
+#[derive(Default)]
+struct Draft {
+    env: BTreeMap<String, String>,
+    files: Vec<GeneratedFile>,
+    mounts: Vec<Mount>,
+    egress: BTreeSet<AllowEntry>,
+    /// The variables holding a secret (B6: dropped for stdio MCP servers).
+    secret_envs: Vec<String>,
+    /// ACP config options set at session start (the model of an account).
+    config_options: BTreeMap<String, String>,
+}
+
+/// The input's own consistency: a valid descriptor for the agent's harness, absolute folders,
+/// and only the secret slots this agent has (B3: they go to env, never argv).
+fn check_input(input: &RenderInput, ctx: &RenderContext) -> Result<(), RenderError> {
+    let d = &input.descriptor;
     validate_descriptor(d)
         .map_err(|e| RenderError::invalid(format!("descriptor.{}", e.path), e.message))?;
     let agent = &input.agent;
@@ -82,15 +145,6 @@ pub fn render(input: &RenderInput, ctx: &RenderContext) -> Result<HarnessLaunch,
     absolute("context.dataDir", &ctx.data_dir)?;
     segment("context.agentId", &ctx.agent_id)?;
     absolute("scope", &input.scope)?;
-
-    let mut env: BTreeMap<String, String> = d.env.clone();
-    let mut files: Vec<GeneratedFile> = vec![];
-    let mut mounts: Vec<Mount> = vec![];
-    let mut egress: BTreeSet<AllowEntry> = BTreeSet::new();
-    let mut secret_envs: Vec<String> = vec![];
-    let mut config_options: BTreeMap<String, String> = BTreeMap::new();
-
-    // Secrets: only the slots this agent has (B3: they go to env, never argv).
     for slot in input.secrets.keys() {
         let ok = (slot == SECRET_TOKEN && agent.account.is_some())
             || (slot == SECRET_API_KEY && agent.provider.is_some());
@@ -101,13 +155,20 @@ pub fn render(input: &RenderInput, ctx: &RenderContext) -> Result<HarnessLaunch,
             ));
         }
     }
+    Ok(())
+}
 
-    // Permission mode (B5: one the descriptor maps).
+/// Permission mode (B5: one the descriptor maps); its env goes to the launch.
+fn permission_mapping<'a>(
+    input: &'a RenderInput,
+    out: &mut Draft,
+) -> Result<&'a PermissionMapping, RenderError> {
+    let d = &input.descriptor;
     let mode = input.permission_mode;
     let Some(mapping) = d.permissions.get(&mode) else {
         let mapped: Vec<_> = d.permissions.keys().map(|m| m.as_str()).collect();
         return Err(RenderError::unsupported(
-            h,
+            &d.name,
             "permissionMode",
             format!(
                 "{:?} is not a mode it has (it maps: {})",
@@ -117,11 +178,15 @@ pub fn render(input: &RenderInput, ctx: &RenderContext) -> Result<HarnessLaunch,
         ));
     };
     if let Some(menv) = &mapping.env {
-        env.extend(menv.iter().map(|(k, v)| (k.clone(), v.clone())));
+        out.env
+            .extend(menv.iter().map(|(k, v)| (k.clone(), v.clone())));
     }
+    Ok(mapping)
+}
 
-    // The provider's files for this harness: resolved content only.
-    let mut provider_files: BTreeMap<String, String> = BTreeMap::new();
+/// The provider's files for this harness: resolved content only.
+fn provider_files(agent: &AgentSpec) -> Result<BTreeMap<String, String>, RenderError> {
+    let mut provider_files = BTreeMap::new();
     for (slot, src) in &agent.files {
         match src {
             FileSource::Content(c) => {
@@ -135,163 +200,194 @@ pub fn render(input: &RenderInput, ctx: &RenderContext) -> Result<HarnessLaunch,
             }
         }
     }
+    Ok(provider_files)
+}
 
-    // Account or provider (exactly one, E1).
-    let (who, model_via_acp) = match (&agent.account, &agent.provider) {
-        (Some(_), Some(_)) | (None, None) => {
+/// An account (E1, D.9): its token in env or its credential file mounted, its plan, its
+/// connectors, its login's hosts. Returns who the state slots belong to.
+fn account_access(
+    input: &RenderInput,
+    account: &str,
+    provider_files: &BTreeMap<String, String>,
+    out: &mut Draft,
+) -> Result<String, RenderError> {
+    let d = &input.descriptor;
+    let h = d.name.as_str();
+    let agent = &input.agent;
+    segment("agent.account", account)?;
+    let Some(login) = &d.login else {
+        return Err(RenderError::unsupported(
+            h,
+            "agent.account",
+            "it has no login: it runs on providers only",
+        ));
+    };
+    if !provider_files.is_empty() {
+        return Err(RenderError::invalid(
+            "agent.files",
+            "an account's agent has no provider files",
+        ));
+    }
+    if let Some(var) = &login.token {
+        let Some(token) = input.secrets.get(SECRET_TOKEN) else {
             return Err(RenderError::invalid(
-                "agent",
-                "exactly one of account and provider",
+                "secrets.token",
+                format!("account {account:?} has no token (not logged in)"),
+            ));
+        };
+        out.env.insert(var.clone(), token.clone());
+        out.secret_envs.push(var.clone());
+        if agent.account_login.is_some() {
+            return Err(RenderError::invalid(
+                "agent.accountLogin",
+                "a token login has no login file",
             ));
         }
-        (Some(account), None) => {
-            segment("agent.account", account)?;
-            let Some(login) = &d.login else {
+    }
+    if login.file.is_some() {
+        credential_mounts(input, account, out)?;
+    }
+    if let Some(plan) = &agent.account_plan {
+        match (&login.plans, &login.plan_env) {
+            (Some(plans), Some(var)) if plans.contains(plan) => {
+                out.env.insert(var.clone(), plan.clone());
+            }
+            (Some(plans), Some(_)) => {
+                return Err(RenderError::invalid(
+                    "agent.accountPlan",
+                    format!("{plan:?} is not one of {}", plans.join(", ")),
+                ));
+            }
+            _ => {
                 return Err(RenderError::unsupported(
                     h,
-                    "agent.account",
-                    "it has no login: it runs on providers only",
-                ));
-            };
-            if !provider_files.is_empty() {
-                return Err(RenderError::invalid(
-                    "agent.files",
-                    "an account's agent has no provider files",
+                    "agent.accountPlan",
+                    "its login has no plans",
                 ));
             }
-            if let Some(var) = &login.token {
-                let Some(token) = input.secrets.get(SECRET_TOKEN) else {
-                    return Err(RenderError::invalid(
-                        "secrets.token",
-                        format!("account {account:?} has no token (not logged in)"),
-                    ));
-                };
-                env.insert(var.clone(), token.clone());
-                secret_envs.push(var.clone());
-                if agent.account_login.is_some() {
-                    return Err(RenderError::invalid(
-                        "agent.accountLogin",
-                        "a token login has no login file",
-                    ));
-                }
-            }
-            if login.file.is_some() {
-                let Some(cred) = &agent.account_login else {
-                    return Err(RenderError::invalid(
-                        "agent.accountLogin",
-                        format!("account {account:?} is not logged in (no credential file)"),
-                    ));
-                };
-                absolute("agent.accountLogin", cred)?;
-                for (name, slot) in &d.state_slots {
-                    if slot.credential {
-                        mounts.push(Mount {
-                            source: cred.clone(),
-                            target: expand(
-                                &format!("descriptor.stateSlots.{name}.target"),
-                                &slot.target,
-                                &d.home,
-                            )?,
-                            read_only: slot.read_only,
-                            kind: MountKind::State,
-                        });
-                    }
-                }
-            }
-            if let Some(plan) = &agent.account_plan {
-                match (&login.plans, &login.plan_env) {
-                    (Some(plans), Some(var)) if plans.contains(plan) => {
-                        env.insert(var.clone(), plan.clone());
-                    }
-                    (Some(plans), Some(_)) => {
-                        return Err(RenderError::invalid(
-                            "agent.accountPlan",
-                            format!("{plan:?} is not one of {}", plans.join(", ")),
-                        ));
-                    }
-                    _ => {
-                        return Err(RenderError::unsupported(
-                            h,
-                            "agent.accountPlan",
-                            "its login has no plans",
-                        ));
-                    }
-                }
-            }
-            if agent.config.account_connectors && !d.account_connectors {
-                return Err(RenderError::unsupported(
-                    h,
-                    "agent.config.accountConnectors",
-                    "it has no account connectors",
-                ));
-            }
-            account_env(h, agent.config.account_connectors, &mut env);
-            for host in &login.hosts {
-                egress.insert(host.clone());
-            }
-            (account.clone(), true)
         }
-        (None, Some(pname)) => {
-            segment("agent.provider", pname)?;
-            let Some(p) = &agent.provider_spec else {
-                return Err(RenderError::invalid(
-                    "agent.providerSpec",
-                    format!("provider {pname:?} is not resolved"),
-                ));
-            };
-            if agent.config.account_connectors {
-                return Err(RenderError::invalid(
-                    "agent.config.accountConnectors",
-                    "a provider has no account connectors",
-                ));
-            }
-            let model = match &agent.config.model {
-                Some(id) => p.models.iter().find(|m| m.id == *id).ok_or_else(|| {
-                    RenderError::invalid(
-                        "agent.config.model",
-                        format!("{id:?} is not one of provider {pname:?}'s models"),
-                    )
-                })?,
-                None => p
-                    .models
-                    .first()
-                    .ok_or_else(|| RenderError::invalid("agent.providerSpec.models", "no model"))?,
-            };
-            let api_key = input.secrets.get(SECRET_API_KEY).map(String::as_str);
-            if p.api_key.is_some() && api_key.is_none() {
-                return Err(RenderError::invalid(
-                    "secrets.apiKey",
-                    format!("provider {pname:?} has a key but none was given"),
-                ));
-            }
-            if p.api_key.is_none() && api_key.is_some() {
-                return Err(RenderError::invalid(
-                    "secrets.apiKey",
-                    format!("provider {pname:?} has no key"),
-                ));
-            }
-            let w = write_provider(&ProviderArgs {
-                descriptor: d,
-                name: pname,
-                provider: p,
-                model,
-                files: &provider_files,
-                api_key,
-            })?;
-            env.extend(w.env);
-            files.extend(w.files);
-            secret_envs.extend(w.key_env);
-            egress.insert(url_entry(
-                "agent.providerSpec.endpoints",
-                &p.endpoints[&w.protocol],
-            )?);
-            (pname.clone(), false)
-        }
-    };
+    }
+    if agent.config.account_connectors && !d.account_connectors {
+        return Err(RenderError::unsupported(
+            h,
+            "agent.config.accountConnectors",
+            "it has no account connectors",
+        ));
+    }
+    account_env(h, agent.config.account_connectors, &mut out.env);
+    for host in &login.hosts {
+        out.egress.insert(host.clone());
+    }
+    Ok(account.to_string())
+}
 
-    // The model chosen over ACP (an account's): needs modelOption (B5).
+/// A file login (D.9): the credential file Handler keeps, mounted on each credential slot.
+fn credential_mounts(
+    input: &RenderInput,
+    account: &str,
+    out: &mut Draft,
+) -> Result<(), RenderError> {
+    let d = &input.descriptor;
+    let Some(cred) = &input.agent.account_login else {
+        return Err(RenderError::invalid(
+            "agent.accountLogin",
+            format!("account {account:?} is not logged in (no credential file)"),
+        ));
+    };
+    absolute("agent.accountLogin", cred)?;
+    for (name, slot) in &d.state_slots {
+        if slot.credential {
+            out.mounts.push(Mount {
+                source: cred.clone(),
+                target: expand(
+                    &format!("descriptor.stateSlots.{name}.target"),
+                    &slot.target,
+                    &d.home,
+                )?,
+                read_only: slot.read_only,
+                kind: MountKind::State,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// A provider (E, B.4): its model, its key, what the harness's writer makes of it, its
+/// endpoint's host. Returns who the state slots belong to.
+fn provider_access(
+    input: &RenderInput,
+    pname: &str,
+    provider_files: &BTreeMap<String, String>,
+    out: &mut Draft,
+) -> Result<String, RenderError> {
+    let d = &input.descriptor;
+    let agent = &input.agent;
+    segment("agent.provider", pname)?;
+    let Some(p) = &agent.provider_spec else {
+        return Err(RenderError::invalid(
+            "agent.providerSpec",
+            format!("provider {pname:?} is not resolved"),
+        ));
+    };
+    if agent.config.account_connectors {
+        return Err(RenderError::invalid(
+            "agent.config.accountConnectors",
+            "a provider has no account connectors",
+        ));
+    }
+    let model = match &agent.config.model {
+        Some(id) => p.models.iter().find(|m| m.id == *id).ok_or_else(|| {
+            RenderError::invalid(
+                "agent.config.model",
+                format!("{id:?} is not one of provider {pname:?}'s models"),
+            )
+        })?,
+        None => p
+            .models
+            .first()
+            .ok_or_else(|| RenderError::invalid("agent.providerSpec.models", "no model"))?,
+    };
+    let api_key = input.secrets.get(SECRET_API_KEY).map(String::as_str);
+    if p.api_key.is_some() && api_key.is_none() {
+        return Err(RenderError::invalid(
+            "secrets.apiKey",
+            format!("provider {pname:?} has a key but none was given"),
+        ));
+    }
+    if p.api_key.is_none() && api_key.is_some() {
+        return Err(RenderError::invalid(
+            "secrets.apiKey",
+            format!("provider {pname:?} has no key"),
+        ));
+    }
+    let w = write_provider(&ProviderArgs {
+        descriptor: d,
+        name: pname,
+        provider: p,
+        model,
+        files: provider_files,
+        api_key,
+    })?;
+    out.env.extend(w.env);
+    out.files.extend(w.files);
+    out.secret_envs.extend(w.key_env);
+    out.egress.insert(url_entry(
+        "agent.providerSpec.endpoints",
+        &p.endpoints[&w.protocol],
+    )?);
+    Ok(pname.to_string())
+}
+
+/// The model chosen over ACP (an account's): needs modelOption (B5), except in a terminal, which
+/// takes it on its command line. Returns the model a terminal must be given.
+fn acp_model(
+    input: &RenderInput,
+    model_via_acp: bool,
+    out: &mut Draft,
+) -> Result<Option<String>, RenderError> {
+    let d = &input.descriptor;
     let terminal_model = if model_via_acp {
-        agent.config.model.clone()
+        input.agent.config.model.clone()
     } else {
         None
     };
@@ -300,15 +396,24 @@ pub fn render(input: &RenderInput, ctx: &RenderContext) -> Result<HarnessLaunch,
     {
         let Some(opt) = &d.model_option else {
             return Err(RenderError::unsupported(
-                h,
+                &d.name,
                 "agent.config.model",
                 format!("{model:?} cannot be chosen: it has no modelOption"),
             ));
         };
-        config_options.insert(opt.clone(), model.clone());
+        out.config_options.insert(opt.clone(), model.clone());
     }
+    Ok(terminal_model)
+}
 
-    // State slots (E6): the agent's own, per model; credential and per-session ones elsewhere.
+/// State slots (E6): the agent's own, per model; credential and per-session ones elsewhere.
+fn state_mounts(
+    input: &RenderInput,
+    ctx: &RenderContext,
+    who: &str,
+    out: &mut Draft,
+) -> Result<(), RenderError> {
+    let d = &input.descriptor;
     let state_root = format!(
         "{}/agent-state/{}/{}@{}",
         ctx.data_dir.trim_end_matches('/'),
@@ -320,7 +425,7 @@ pub fn render(input: &RenderInput, ctx: &RenderContext) -> Result<HarnessLaunch,
         if slot.credential || slot.per_session {
             continue;
         }
-        mounts.push(Mount {
+        out.mounts.push(Mount {
             source: format!("{state_root}/{name}"),
             target: expand(
                 &format!("descriptor.stateSlots.{name}.target"),
@@ -331,49 +436,68 @@ pub fn render(input: &RenderInput, ctx: &RenderContext) -> Result<HarnessLaunch,
             kind: MountKind::State,
         });
     }
+    Ok(())
+}
 
-    // Skills (D.17, G4): read-only at <skillsDir>/<folder name>, names unique.
-    if !input.skills.is_empty() {
-        let Some(dir) = &d.skills_dir else {
-            return Err(RenderError::unsupported(h, "skills", "it has no skillsDir"));
-        };
-        let dir = expand("descriptor.skillsDir", dir, &d.home)?;
-        let mut names = BTreeSet::new();
-        for (i, s) in input.skills.iter().enumerate() {
-            absolute(&format!("skills[{i}]"), s)?;
-            let name = s
-                .trim_end_matches('/')
-                .rsplit('/')
-                .next()
-                .unwrap_or_default();
-            segment(&format!("skills[{i}]"), name)?;
-            if !names.insert(name.to_string()) {
-                return Err(RenderError::invalid(
-                    format!("skills[{i}]"),
-                    format!("a second skill named {name:?}"),
-                ));
-            }
-            mounts.push(Mount {
-                source: s.clone(),
-                target: format!("{dir}/{name}"),
-                read_only: true,
-                kind: MountKind::Config,
-            });
-        }
+/// Skills (D.17, G4): read-only at <skillsDir>/<folder name>, names unique.
+fn skill_mounts(input: &RenderInput, out: &mut Draft) -> Result<(), RenderError> {
+    if input.skills.is_empty() {
+        return Ok(());
     }
+    let d = &input.descriptor;
+    let Some(dir) = &d.skills_dir else {
+        return Err(RenderError::unsupported(
+            &d.name,
+            "skills",
+            "it has no skillsDir",
+        ));
+    };
+    let dir = expand("descriptor.skillsDir", dir, &d.home)?;
+    let mut names = BTreeSet::new();
+    for (i, s) in input.skills.iter().enumerate() {
+        absolute(&format!("skills[{i}]"), s)?;
+        let name = s
+            .trim_end_matches('/')
+            .rsplit('/')
+            .next()
+            .unwrap_or_default();
+        segment(&format!("skills[{i}]"), name)?;
+        if !names.insert(name.to_string()) {
+            return Err(RenderError::invalid(
+                format!("skills[{i}]"),
+                format!("a second skill named {name:?}"),
+            ));
+        }
+        out.mounts.push(Mount {
+            source: s.clone(),
+            target: format!("{dir}/{name}"),
+            read_only: true,
+            kind: MountKind::Config,
+        });
+    }
+    Ok(())
+}
 
-    // Caches (B.6, D.8): read-write at their home path.
+/// Caches (B.6, D.8): read-write at their home path.
+fn cache_mounts(input: &RenderInput, out: &mut Draft) -> Result<(), RenderError> {
+    let d = &input.descriptor;
     for (target, host) in &input.caches {
         absolute(&format!("caches.{target}"), host)?;
-        mounts.push(Mount {
+        out.mounts.push(Mount {
             source: host.clone(),
             target: expand(&format!("caches.{target}"), target, &d.home)?,
             read_only: false,
             kind: MountKind::Cache,
         });
     }
+    Ok(())
+}
 
-    // MCP servers (B.3, B5, B6, B7).
+/// MCP servers (B.3, B5, B6, B7): names unique, transports the harness accepts, remote hosts
+/// allowed, stdio servers wrapped when the harness starts them in the sandbox's env, and the
+/// harness's own MCP config file. Returns the servers as the harness gets them.
+fn mcp_servers(input: &RenderInput, out: &mut Draft) -> Result<Vec<McpServer>, RenderError> {
+    let d = &input.descriptor;
     let mut names = BTreeSet::new();
     for (i, s) in input.mcp_servers.iter().enumerate() {
         if !names.insert(s.name()) {
@@ -390,7 +514,7 @@ pub fn render(input: &RenderInput, ctx: &RenderContext) -> Result<HarnessLaunch,
                 .map(|t| format!("{t:?}").to_lowercase())
                 .collect();
             return Err(RenderError::unsupported(
-                h,
+                &d.name,
                 format!("mcpServers[{i}]"),
                 format!(
                     "server {:?} uses transport {}, not one it accepts ({})",
@@ -405,7 +529,8 @@ pub fn render(input: &RenderInput, ctx: &RenderContext) -> Result<HarnessLaunch,
             ));
         }
         if let McpServer::Remote { url, .. } = s {
-            egress.insert(url_entry(&format!("mcpServers[{i}].url"), url)?);
+            out.egress
+                .insert(url_entry(&format!("mcpServers[{i}].url"), url)?);
         }
     }
     let servers: Vec<McpServer> = input
@@ -414,7 +539,7 @@ pub fn render(input: &RenderInput, ctx: &RenderContext) -> Result<HarnessLaunch,
         .map(|s| {
             let s = remote_in_container(s);
             if d.mcp_env == McpEnv::Sandbox {
-                wrap_stdio(&s, &secret_envs)
+                wrap_stdio(&s, &out.secret_envs)
             } else {
                 s
             }
@@ -422,7 +547,7 @@ pub fn render(input: &RenderInput, ctx: &RenderContext) -> Result<HarnessLaunch,
         .collect();
     if d.mcp_env == McpEnv::Sandbox && servers.iter().any(|s| matches!(s, McpServer::Stdio { .. }))
     {
-        files.push(GeneratedFile {
+        out.files.push(GeneratedFile {
             target: SANDBOX_ENV_PATH.to_string(),
             content: SANDBOX_ENV_SCRIPT.to_string(),
             mode: Some("0755".into()),
@@ -430,104 +555,140 @@ pub fn render(input: &RenderInput, ctx: &RenderContext) -> Result<HarnessLaunch,
         });
     }
     if let Some(path) = &d.mcp_config_file {
-        files.push(GeneratedFile {
+        out.files.push(GeneratedFile {
             target: expand("descriptor.mcpConfigFile", path, &d.home)?,
             content: pretty(&mcp_config_file(&servers)),
             mode: None,
             seed: false,
         });
     }
+    Ok(servers)
+}
 
-    // argv: the ACP command, or the terminal program with its flags (B8).
-    let (argv, session_defaults) = match &input.terminal {
-        None => {
-            let sd = SessionDefaults {
-                mode_id: mapping.session_mode.clone(),
-                config_options,
-                mcp_servers: servers,
-            };
-            let empty =
-                sd.mode_id.is_none() && sd.config_options.is_empty() && sd.mcp_servers.is_empty();
-            (d.acp_command.clone(), if empty { None } else { Some(sd) })
-        }
-        Some(args) => {
-            let Some(t) = &d.terminal else {
-                return Err(RenderError::unsupported(
-                    h,
-                    "terminal",
-                    "it has no terminal program",
-                ));
-            };
-            let mut argv = t.command.clone();
-            let Some(flags) = t.permissions.get(&mode) else {
-                return Err(RenderError::unsupported(
-                    h,
-                    "permissionMode",
-                    format!("its terminal has no flags for {:?}", mode.as_str()),
-                ));
-            };
-            argv.extend(flags.iter().cloned());
-            if let Some(model) = &terminal_model {
-                match (&t.model_flag, &t.model_env) {
-                    (Some(flag), _) => argv.extend([flag.clone(), model.clone()]),
-                    (None, Some(var)) => {
-                        env.insert(var.clone(), model.clone());
-                    }
-                    (None, None) => {
-                        return Err(RenderError::unsupported(
-                            h,
-                            "agent.config.model",
-                            format!("its terminal cannot take a model ({model:?})"),
-                        ));
-                    }
-                }
-            }
-            if !servers.is_empty() {
-                match (&t.mcp_config_flag, &t.mcp_servers_env) {
-                    (Some(flag), _) => {
-                        let target = expand("terminal-mcp", TERMINAL_MCP_FILE, &d.home)?;
-                        files.push(GeneratedFile {
-                            target: target.clone(),
-                            content: pretty(&terminal_mcp_file(&servers)),
-                            mode: None,
-                            seed: false,
-                        });
-                        argv.extend([flag.clone(), target]);
-                    }
-                    (None, Some(var)) => {
-                        env.insert(var.clone(), terminal_mcp_env(h, &servers)?);
-                    }
-                    (None, None) => {
-                        return Err(RenderError::unsupported(
-                            h,
-                            "mcpServers",
-                            "its terminal cannot take MCP servers",
-                        ));
-                    }
-                }
-            }
-            if let Some(text) = &ctx.instructions {
-                let Some(flag) = &t.instructions_flag else {
-                    return Err(RenderError::unsupported(
-                        h,
-                        "context.instructions",
-                        "its terminal has no instructionsFlag: an agent with instructions has no terminal",
-                    ));
-                };
-                argv.extend([flag.clone(), text.clone()]);
-            }
-            argv.extend(args.iter().cloned());
-            (argv, None)
-        }
+/// argv over ACP: the descriptor's ACP command, and the session defaults (mode, options, MCP
+/// servers) the policy applies at session start (P7, P8), none when there are none.
+fn acp_argv(
+    input: &RenderInput,
+    mapping: &PermissionMapping,
+    servers: Vec<McpServer>,
+    out: &mut Draft,
+) -> (Vec<String>, Option<SessionDefaults>) {
+    let sd = SessionDefaults {
+        mode_id: mapping.session_mode.clone(),
+        config_options: std::mem::take(&mut out.config_options),
+        mcp_servers: servers,
     };
+    let empty = sd.mode_id.is_none() && sd.config_options.is_empty() && sd.mcp_servers.is_empty();
+    (
+        input.descriptor.acp_command.clone(),
+        if empty { None } else { Some(sd) },
+    )
+}
 
+/// argv of the harness's own terminal program (B8): its command, its flags for the mode, the
+/// model, the MCP servers, the instructions, then the person's arguments.
+fn terminal_argv(
+    input: &RenderInput,
+    ctx: &RenderContext,
+    args: &[String],
+    model: Option<&str>,
+    servers: &[McpServer],
+    out: &mut Draft,
+) -> Result<Vec<String>, RenderError> {
+    let d = &input.descriptor;
+    let h = d.name.as_str();
+    let mode = input.permission_mode;
+    let Some(t) = &d.terminal else {
+        return Err(RenderError::unsupported(
+            h,
+            "terminal",
+            "it has no terminal program",
+        ));
+    };
+    let mut argv = t.command.clone();
+    let Some(flags) = t.permissions.get(&mode) else {
+        return Err(RenderError::unsupported(
+            h,
+            "permissionMode",
+            format!("its terminal has no flags for {:?}", mode.as_str()),
+        ));
+    };
+    argv.extend(flags.iter().cloned());
+    if let Some(model) = model {
+        match (&t.model_flag, &t.model_env) {
+            (Some(flag), _) => argv.extend([flag.clone(), model.to_string()]),
+            (None, Some(var)) => {
+                out.env.insert(var.clone(), model.to_string());
+            }
+            (None, None) => {
+                return Err(RenderError::unsupported(
+                    h,
+                    "agent.config.model",
+                    format!("its terminal cannot take a model ({model:?})"),
+                ));
+            }
+        }
+    }
+    if !servers.is_empty() {
+        match (&t.mcp_config_flag, &t.mcp_servers_env) {
+            (Some(flag), _) => {
+                let target = expand("terminal-mcp", TERMINAL_MCP_FILE, &d.home)?;
+                out.files.push(GeneratedFile {
+                    target: target.clone(),
+                    content: pretty(&terminal_mcp_file(servers)),
+                    mode: None,
+                    seed: false,
+                });
+                argv.extend([flag.clone(), target]);
+            }
+            (None, Some(var)) => {
+                out.env.insert(var.clone(), terminal_mcp_env(h, servers)?);
+            }
+            (None, None) => {
+                return Err(RenderError::unsupported(
+                    h,
+                    "mcpServers",
+                    "its terminal cannot take MCP servers",
+                ));
+            }
+        }
+    }
+    if let Some(text) = &ctx.instructions {
+        let Some(flag) = &t.instructions_flag else {
+            return Err(RenderError::unsupported(
+                h,
+                "context.instructions",
+                "its terminal has no instructionsFlag: an agent with instructions has no terminal",
+            ));
+        };
+        argv.extend([flag.clone(), text.clone()]);
+    }
+    argv.extend(args.iter().cloned());
+    Ok(argv)
+}
+
+/// The launch (B.3's output): writable paths expanded, files and mounts in a stable order (B1),
+/// one file per target, and B3 checked rather than assumed: no secret value in argv.
+fn finish(
+    input: &RenderInput,
+    out: Draft,
+    argv: Vec<String>,
+    session_defaults: Option<SessionDefaults>,
+) -> Result<HarnessLaunch, RenderError> {
+    let d = &input.descriptor;
     let writable_paths = d
         .writable_paths
         .iter()
         .enumerate()
         .map(|(i, p)| expand(&format!("descriptor.writablePaths[{i}]"), p, &d.home))
         .collect::<Result<Vec<_>, _>>()?;
-
+    let Draft {
+        env,
+        mut files,
+        mut mounts,
+        egress,
+        ..
+    } = out;
     files.sort_by(|a, b| a.target.cmp(&b.target));
     for w in files.windows(2) {
         if w[0].target == w[1].target {
@@ -538,7 +699,6 @@ pub fn render(input: &RenderInput, ctx: &RenderContext) -> Result<HarnessLaunch,
         }
     }
     mounts.sort_by(|a, b| (&a.target, &a.source).cmp(&(&b.target, &b.source)));
-
     let launch = HarnessLaunch {
         api_version: HarnessLaunchApiVersion,
         image: format!("{}:latest", d.image),
@@ -551,7 +711,6 @@ pub fn render(input: &RenderInput, ctx: &RenderContext) -> Result<HarnessLaunch,
         egress: egress.into_iter().collect(),
         session_defaults,
     };
-    // B3, checked rather than assumed: no secret value in argv.
     for v in input.secrets.values() {
         if !v.is_empty() && launch.argv.iter().any(|a| a.contains(v.as_str())) {
             return Err(RenderError::invalid(
