@@ -334,39 +334,7 @@ fn pi(
         Protocol::Anthropic => "anthropic-messages",
         Protocol::Responses => "openai-responses",
     };
-    let mut models = vec![];
-    for m in &a.provider.models {
-        let mut e = Map::new();
-        e.insert("id".into(), json!(m.id));
-        if let Some(n) = &m.name {
-            e.insert("name".into(), json!(n));
-        }
-        if let Some(r) = m.reasoning {
-            e.insert("reasoning".into(), json!(r));
-        }
-        if let Some(i) = m.images {
-            e.insert(
-                "input".into(),
-                if i {
-                    json!(["text", "image"])
-                } else {
-                    json!(["text"])
-                },
-            );
-        }
-        if let Some(w) = m.context_window {
-            e.insert("contextWindow".into(), json!(w));
-        }
-        if let Some(o) = m.max_output {
-            e.insert("maxTokens".into(), json!(o));
-        }
-        if let Some(n) = native(m, "pi") {
-            for (k, v) in n {
-                e.insert(k.clone(), v.clone());
-            }
-        }
-        models.push(Value::Object(e));
-    }
+    let models = a.provider.models.iter().map(pi_model).collect();
     let mut entry = Map::new();
     entry.insert("baseUrl".into(), json!(endpoint));
     entry.insert("api".into(), json!(api));
@@ -390,6 +358,61 @@ fn pi(
     };
     providers.insert(a.name.to_string(), Value::Object(entry));
 
+    let settings = pi_settings(a)?;
+    let mut env = BTreeMap::new();
+    if let Some(k) = a.api_key {
+        env.insert(PROVIDER_KEY_ENV.to_string(), k.to_string());
+    }
+    let files = vec![
+        file(d, "models_json", pretty(&Value::Object(doc)), false)?,
+        file(d, "settings_json", pretty(&Value::Object(settings)), true)?,
+    ];
+    Ok(ProviderWrite {
+        protocol,
+        endpoint,
+        env,
+        files,
+        key_env: a.api_key.map(|_| PROVIDER_KEY_ENV.to_string()),
+    })
+}
+
+/// One model in pi's models.json.
+fn pi_model(m: &ProviderModel) -> Value {
+    let mut e = Map::new();
+    e.insert("id".into(), json!(m.id));
+    if let Some(n) = &m.name {
+        e.insert("name".into(), json!(n));
+    }
+    if let Some(r) = m.reasoning {
+        e.insert("reasoning".into(), json!(r));
+    }
+    if let Some(i) = m.images {
+        e.insert(
+            "input".into(),
+            if i {
+                json!(["text", "image"])
+            } else {
+                json!(["text"])
+            },
+        );
+    }
+    if let Some(w) = m.context_window {
+        e.insert("contextWindow".into(), json!(w));
+    }
+    if let Some(o) = m.max_output {
+        e.insert("maxTokens".into(), json!(o));
+    }
+    if let Some(n) = native(m, "pi") {
+        for (k, v) in n {
+            e.insert(k.clone(), v.clone());
+        }
+    }
+    Value::Object(e)
+}
+
+/// pi's settings.json over the provider's: the default provider and model, a quiet start, the
+/// compaction reserve, pi-mcp-adapter among the packages.
+fn pi_settings(a: &ProviderArgs<'_>) -> Result<Map<String, Value>, RenderError> {
     let mut settings = parse_json("agent.files.settings_json", a.files.get("settings_json"))?;
     settings.insert("defaultProvider".into(), json!(a.name));
     settings.insert("defaultModel".into(), json!(a.model.id));
@@ -408,21 +431,7 @@ fn pi(
             p.push(adapter);
         }
     }
-    let mut env = BTreeMap::new();
-    if let Some(k) = a.api_key {
-        env.insert(PROVIDER_KEY_ENV.to_string(), k.to_string());
-    }
-    let files = vec![
-        file(d, "models_json", pretty(&Value::Object(doc)), false)?,
-        file(d, "settings_json", pretty(&Value::Object(settings)), true)?,
-    ];
-    Ok(ProviderWrite {
-        protocol,
-        endpoint,
-        env,
-        files,
-        key_env: a.api_key.map(|_| PROVIDER_KEY_ENV.to_string()),
-    })
+    Ok(settings)
 }
 
 /// Where the pi image installs pi-mcp-adapter (its Containerfile: npm install -g).
