@@ -689,87 +689,102 @@ pub fn check_model_access(
             "model",
             "names neither an account nor a provider: give exactly one",
         ),
-        (Some(name), None) => {
-            let account = match catalog.account(name) {
-                None => return err("account", format!("account {name:?} does not exist")),
-                Some(Err(why)) => {
-                    return err("account", format!("account {name:?} is invalid: {why}"));
-                }
-                Some(Ok(a)) => a,
-            };
-            if let Some(h) = &access.harness
-                && *h != account.harness
-            {
-                return err(
-                    "harness",
-                    format!("account {name:?} is for {}, not {h}", account.harness),
-                );
-            }
-            validate_account(account, catalog.descriptor(&account.harness)).map_err(|e| {
-                ValidationError::new("account", format!("account {name:?} is invalid: {e}"))
-            })?;
-            Ok(ResolvedAccess {
-                harness: account.harness.clone(),
-                protocol: None,
-                model: access.model.clone(),
-            })
-        }
-        (None, Some(name)) => {
-            let provider = match catalog.provider(name) {
-                None => return err("provider", format!("provider {name:?} does not exist")),
-                Some(Err(why)) => {
-                    return err("provider", format!("provider {name:?} is invalid: {why}"));
-                }
-                Some(Ok(p)) => p,
-            };
-            validate_provider(provider).map_err(|e| {
-                ValidationError::new("provider", format!("provider {name:?} is invalid: {e}"))
-            })?;
-            let Some(h) = &access.harness else {
-                return err(
-                    "harness",
-                    format!("provider {name:?} needs the harness that talks to it"),
-                );
-            };
-            let Some(d) = catalog.descriptor(h) else {
-                return err("harness", format!("unknown harness {h:?}"));
-            };
-            let Some(protocol) = d
-                .provider_protocols
-                .iter()
-                .find(|p| provider.endpoints.contains_key(p))
-            else {
-                let accepted: Vec<_> = d.provider_protocols.iter().map(|p| p.as_str()).collect();
-                return err(
-                    "provider",
-                    if accepted.is_empty() {
-                        format!("{h} runs only on an account, not on a provider")
-                    } else {
-                        format!(
-                            "provider {name:?} has no endpoint for a protocol {h} speaks ({})",
-                            accepted.join(", ")
-                        )
-                    },
-                );
-            };
-            if let Some(m) = &access.model
-                && !provider.models.iter().any(|pm| pm.id == *m)
-            {
-                return err(
-                    "model",
-                    format!("{m:?} is not one of provider {name:?}'s models"),
-                );
-            }
-            Ok(ResolvedAccess {
-                harness: h.clone(),
-                protocol: Some(*protocol),
-                model: access
-                    .model
-                    .clone()
-                    .or_else(|| provider.models.first().map(|m| m.id.clone())),
-            })
-        }
+        (Some(name), None) => account_access(access, name, catalog),
+        (None, Some(name)) => provider_access(access, name, catalog),
     }
+}
+
+/// E1 for an account: it exists, is valid against its harness, and is for the harness asked.
+fn account_access(
+    access: &ModelAccess,
+    name: &str,
+    catalog: &dyn AccessCatalog,
+) -> Result<ResolvedAccess> {
+    let account = match catalog.account(name) {
+        None => return err("account", format!("account {name:?} does not exist")),
+        Some(Err(why)) => {
+            return err("account", format!("account {name:?} is invalid: {why}"));
+        }
+        Some(Ok(a)) => a,
+    };
+    if let Some(h) = &access.harness
+        && *h != account.harness
+    {
+        return err(
+            "harness",
+            format!("account {name:?} is for {}, not {h}", account.harness),
+        );
+    }
+    validate_account(account, catalog.descriptor(&account.harness)).map_err(|e| {
+        ValidationError::new("account", format!("account {name:?} is invalid: {e}"))
+    })?;
+    Ok(ResolvedAccess {
+        harness: account.harness.clone(),
+        protocol: None,
+        model: access.model.clone(),
+    })
+}
+
+/// E1 for a provider: it exists and is valid, the harness talks one of its protocols, and the
+/// model asked is one of its models (its first by default).
+fn provider_access(
+    access: &ModelAccess,
+    name: &str,
+    catalog: &dyn AccessCatalog,
+) -> Result<ResolvedAccess> {
+    let provider = match catalog.provider(name) {
+        None => return err("provider", format!("provider {name:?} does not exist")),
+        Some(Err(why)) => {
+            return err("provider", format!("provider {name:?} is invalid: {why}"));
+        }
+        Some(Ok(p)) => p,
+    };
+    validate_provider(provider).map_err(|e| {
+        ValidationError::new("provider", format!("provider {name:?} is invalid: {e}"))
+    })?;
+    let Some(h) = &access.harness else {
+        return err(
+            "harness",
+            format!("provider {name:?} needs the harness that talks to it"),
+        );
+    };
+    let Some(d) = catalog.descriptor(h) else {
+        return err("harness", format!("unknown harness {h:?}"));
+    };
+    let Some(protocol) = d
+        .provider_protocols
+        .iter()
+        .find(|p| provider.endpoints.contains_key(p))
+    else {
+        let accepted: Vec<_> = d.provider_protocols.iter().map(|p| p.as_str()).collect();
+        return err(
+            "provider",
+            if accepted.is_empty() {
+                format!("{h} runs only on an account, not on a provider")
+            } else {
+                format!(
+                    "provider {name:?} has no endpoint for a protocol {h} speaks ({})",
+                    accepted.join(", ")
+                )
+            },
+        );
+    };
+    if let Some(m) = &access.model
+        && !provider.models.iter().any(|pm| pm.id == *m)
+    {
+        return err(
+            "model",
+            format!("{m:?} is not one of provider {name:?}'s models"),
+        );
+    }
+    Ok(ResolvedAccess {
+        harness: h.clone(),
+        protocol: Some(*protocol),
+        model: access
+            .model
+            .clone()
+            .or_else(|| provider.models.first().map(|m| m.id.clone())),
+    })
 }
 
 #[cfg(test)]
