@@ -527,32 +527,8 @@ impl Pipeline {
                 name: None,
             });
         }
-        for sid in pmr.all("sessionId") {
-            let Some(s) = json::string(sid) else { continue };
-            let hidden = self
-                .translation
-                .as_ref()
-                .is_some_and(|(_, agent)| *agent == s);
-            let agent_sid = self.sid_to_agent(&s).to_owned();
-            if hidden {
-                return Verdict::Refuse(Refusal {
-                    code: acp::ERR_NOT_PERMITTED,
-                    policy: "P4",
-                    message: format!("session {s:?} is not open on this connection"),
-                    name: None,
-                });
-            }
-            if agent_sid != s {
-                splice.replace(json::span(frame, sid.get()), json::quote(&agent_sid));
-            }
-            if !rules::OPENING_METHODS.contains(&method) && !self.owned.contains(&agent_sid) {
-                return Verdict::Refuse(Refusal {
-                    code: acp::ERR_NOT_PERMITTED,
-                    policy: "P4",
-                    message: format!("session {s:?} is not open on this connection"),
-                    name: None,
-                });
-            }
+        if let Err(r) = self.p4_sessions(frame, method, pmr, &mut splice) {
+            return Verdict::Refuse(r);
         }
         // P6
         if rules::is_daemon_method(method) {
@@ -564,39 +540,12 @@ impl Pipeline {
             });
         }
         // P8
-        if opener && !self.cfg.session_defaults.mcp_servers.is_empty() {
-            let existing = pm
-                .as_ref()
-                .and_then(|m| m.get("mcpServers"))
-                .filter(|v| v.get() != "null");
-            match rules::p8_merge(&self.cfg.session_defaults.mcp_servers, existing) {
-                Err(r) => return Verdict::Refuse(r),
-                Ok(list) => {
-                    match (existing, params) {
-                        (Some(e), _) => splice.replace(json::span(frame, e.get()), list),
-                        (None, Some(p)) if pm.is_some() => {
-                            let r = json::span(frame, p.get());
-                            let sep = if pmr.0.is_empty() { "" } else { "," };
-                            splice.insert(r.end - 1, format!("{sep}\"mcpServers\":{list}"));
-                        }
-                        _ => {}
-                    }
-                    out.push(Action::Log(Event::Rewritten {
-                        from: side,
-                        policy: "P8",
-                        method: Some(method.to_owned()),
-                        what: format!(
-                            "added MCP servers {:?}",
-                            self.cfg
-                                .session_defaults
-                                .mcp_servers
-                                .iter()
-                                .map(|s| s.name())
-                                .collect::<Vec<_>>()
-                        ),
-                    }));
-                }
-            }
+        if opener
+            && !self.cfg.session_defaults.mcp_servers.is_empty()
+            && let Err(r) =
+                self.p8_defaults(side, frame, method, params, pm.as_ref(), &mut splice, out)
+        {
+            return Verdict::Refuse(r);
         }
         let bytes = if splice.is_empty() {
             frame.to_vec()
@@ -611,6 +560,97 @@ impl Pipeline {
                 reason: "message nested too deeply".into(),
             },
         }
+    }
+
+    /// P4 on the sessions a client's message names: each one this connection opened (the
+    /// agent's id written in place of a translated one), none the translation hides.
+    fn p4_sessions(
+        &self,
+        frame: &[u8],
+        method: &str,
+        pmr: &json::Members<'_>,
+        splice: &mut Splice,
+    ) -> Result<(), Refusal> {
+        for sid in pmr.all("sessionId") {
+            let Some(s) = json::string(sid) else { continue };
+            let hidden = self
+                .translation
+                .as_ref()
+                .is_some_and(|(_, agent)| *agent == s);
+            let agent_sid = self.sid_to_agent(&s).to_owned();
+            if hidden {
+                return Err(Refusal {
+                    code: acp::ERR_NOT_PERMITTED,
+                    policy: "P4",
+                    message: format!("session {s:?} is not open on this connection"),
+                    name: None,
+                });
+            }
+            if agent_sid != s {
+                splice.replace(json::span(frame, sid.get()), json::quote(&agent_sid));
+            }
+            if !rules::OPENING_METHODS.contains(&method) && !self.owned.contains(&agent_sid) {
+                return Err(Refusal {
+                    code: acp::ERR_NOT_PERMITTED,
+                    policy: "P4",
+                    message: format!("session {s:?} is not open on this connection"),
+                    name: None,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// P8: the launch's MCP servers added to a session opener's, a client's server of the same
+    /// name refused.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the parts of one message being checked"
+    )]
+    fn p8_defaults(
+        &self,
+        side: Side,
+        frame: &[u8],
+        method: &str,
+        params: Option<&RawValue>,
+        pm: Option<&json::Members<'_>>,
+        splice: &mut Splice,
+        out: &mut Vec<Action>,
+    ) -> Result<(), Refusal> {
+        let empty = json::Members(Vec::new());
+        let pmr = pm.unwrap_or(&empty);
+        let existing = pm
+            .and_then(|m| m.get("mcpServers"))
+            .filter(|v| v.get() != "null");
+        match rules::p8_merge(&self.cfg.session_defaults.mcp_servers, existing) {
+            Err(r) => return Err(r),
+            Ok(list) => {
+                match (existing, params) {
+                    (Some(e), _) => splice.replace(json::span(frame, e.get()), list),
+                    (None, Some(p)) if pm.is_some() => {
+                        let r = json::span(frame, p.get());
+                        let sep = if pmr.0.is_empty() { "" } else { "," };
+                        splice.insert(r.end - 1, format!("{sep}\"mcpServers\":{list}"));
+                    }
+                    _ => {}
+                }
+                out.push(Action::Log(Event::Rewritten {
+                    from: side,
+                    policy: "P8",
+                    method: Some(method.to_owned()),
+                    what: format!(
+                        "added MCP servers {:?}",
+                        self.cfg
+                            .session_defaults
+                            .mcp_servers
+                            .iter()
+                            .map(|s| s.name())
+                            .collect::<Vec<_>>()
+                    ),
+                }));
+            }
+        }
+        Ok(())
     }
 
     fn client_response(
