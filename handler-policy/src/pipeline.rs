@@ -738,24 +738,7 @@ impl Pipeline {
                 reason: r.message,
             }));
         };
-        // P4
-        if !(rules::AGENT_TO_CLIENT_REQUESTS.contains(&method) || method.starts_with('_')) {
-            let r = Refusal {
-                code: acp::ERR_NOT_PERMITTED,
-                policy: "P4",
-                message: format!("{method} is not permitted: the agent works in its sandbox"),
-                name: None,
-            };
-            return refuse(out, r);
-        }
-        // P6
-        if rules::is_daemon_method(method) {
-            let r = Refusal {
-                code: acp::ERR_METHOD_NOT_FOUND,
-                policy: "P6",
-                message: format!("{method}: methods under _handler/ belong to the daemon"),
-                name: None,
-            };
+        if let Err(r) = agent_request_method(method) {
             return refuse(out, r);
         }
         let key = envelope::id_key(id).expect("requests have usable ids");
@@ -783,36 +766,23 @@ impl Pipeline {
             None
         };
         // P9
-        if let Some(mode) = self.cfg.unattended {
-            let answer = match method {
-                "session/request_permission" => Some(rules::p9_choose(
-                    mode,
-                    pm.as_ref().and_then(|m| m.get("options")),
-                )),
-                "elicitation/create" => Some((
-                    r#"{"action":"cancel"}"#.to_owned(),
-                    "cancel (elicitation)".to_owned(),
-                )),
-                _ => None,
-            };
-            if let Some((result, outcome)) = answer {
-                out.push(Action::ToAgent(
-                    format!(
-                        r#"{{"jsonrpc":"2.0","id":{},"result":{}}}"#,
-                        id.get(),
-                        result
-                    )
-                    .into_bytes(),
-                ));
-                out.push(Action::Log(Event::PermissionAnswered {
-                    by: Answerer::Daemon,
-                    request_id: id.get().to_owned(),
-                    session_id: session.as_deref().map(|s| self.sid_to_client(s).to_owned()),
-                    tool_call,
-                    outcome,
-                }));
-                return;
-            }
+        if let Some((result, outcome)) = self.p9_answer(method, pm.as_ref()) {
+            out.push(Action::ToAgent(
+                format!(
+                    r#"{{"jsonrpc":"2.0","id":{},"result":{}}}"#,
+                    id.get(),
+                    result
+                )
+                .into_bytes(),
+            ));
+            out.push(Action::Log(Event::PermissionAnswered {
+                by: Answerer::Daemon,
+                request_id: id.get().to_owned(),
+                session_id: session.as_deref().map(|s| self.sid_to_client(s).to_owned()),
+                tool_call,
+                outcome,
+            }));
+            return;
         }
         let Ok(message) = self.agent_output(frame, Some(method), params, None, out) else {
             let r = Refusal {
@@ -840,6 +810,22 @@ impl Pipeline {
             except: None,
             message,
         });
+    }
+
+    /// P9: in an unattended run, the daemon's answer (result JSON, outcome logged) to a
+    /// permission request or an elicitation; `None` when the request goes to the clients.
+    fn p9_answer(&self, method: &str, pm: Option<&json::Members<'_>>) -> Option<(String, String)> {
+        let mode = self.cfg.unattended?;
+        match method {
+            "session/request_permission" => {
+                Some(rules::p9_choose(mode, pm.and_then(|m| m.get("options"))))
+            }
+            "elicitation/create" => Some((
+                r#"{"action":"cancel"}"#.to_owned(),
+                "cancel (elicitation)".to_owned(),
+            )),
+            _ => None,
+        }
     }
 
     fn agent_notification(
@@ -1317,4 +1303,28 @@ fn frame_has_member(frame: &[u8], name: &str) -> bool {
     serde_json::from_slice::<json::Members<'_>>(frame)
         .map(|m| m.get(name).is_some())
         .unwrap_or(false)
+}
+
+/// P4 and P6 on an agent's request: only the client methods ACP lets an agent call (and
+/// extensions), none of the daemon's own.
+fn agent_request_method(method: &str) -> Result<(), Refusal> {
+    // P4
+    if !(rules::AGENT_TO_CLIENT_REQUESTS.contains(&method) || method.starts_with('_')) {
+        return Err(Refusal {
+            code: acp::ERR_NOT_PERMITTED,
+            policy: "P4",
+            message: format!("{method} is not permitted: the agent works in its sandbox"),
+            name: None,
+        });
+    }
+    // P6
+    if rules::is_daemon_method(method) {
+        return Err(Refusal {
+            code: acp::ERR_METHOD_NOT_FOUND,
+            policy: "P6",
+            message: format!("{method}: methods under _handler/ belong to the daemon"),
+            name: None,
+        });
+    }
+    Ok(())
 }
