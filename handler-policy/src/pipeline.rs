@@ -868,6 +868,34 @@ impl Pipeline {
         }
     }
 
+    /// The agent's answer to initialize: whether it can load sessions (recorded and logged).
+    fn note_initialized(&mut self, rm: Option<&json::Members<'_>>, out: &mut Vec<Action>) {
+        let load = rm
+            .and_then(|m| m.get("agentCapabilities"))
+            .and_then(json::members)
+            .and_then(|c| c.get("loadSession"))
+            .is_some_and(|v| v.get() == "true");
+        self.load_session = Some(load);
+        out.push(Action::Log(Event::AgentInitialized { load_session: load }));
+    }
+
+    /// F: the first session/new's id is shown to clients as the launch's client session id
+    /// when the two differ.
+    fn translate_first_session(&mut self, sid: &str, out: &mut Vec<Action>) {
+        if self.translation.is_some() {
+            return;
+        }
+        if let Some(alias) = self.cfg.client_session_id.clone()
+            && alias != sid
+        {
+            out.push(Action::Log(Event::SessionTranslated {
+                client_session_id: alias.clone(),
+                agent_session_id: sid.to_owned(),
+            }));
+            self.translation = Some((alias, sid.to_owned()));
+        }
+    }
+
     fn agent_response(
         &mut self,
         frame: &[u8],
@@ -899,17 +927,8 @@ impl Pipeline {
                 detached,
             } => {
                 let rm = result.and_then(json::members);
-                if method == "initialize" {
-                    let load = rm
-                        .as_ref()
-                        .and_then(|m| m.get("agentCapabilities"))
-                        .and_then(json::members)
-                        .and_then(|c| c.get("loadSession"))
-                        .is_some_and(|v| v.get() == "true");
-                    if result.is_some() {
-                        self.load_session = Some(load);
-                        out.push(Action::Log(Event::AgentInitialized { load_session: load }));
-                    }
+                if method == "initialize" && result.is_some() {
+                    self.note_initialized(rm.as_ref(), out);
                 }
                 let opened = match method.as_str() {
                     "session/new" | "session/fork" => rm
@@ -927,16 +946,8 @@ impl Pipeline {
                     }
                 }
                 if let Some(sid) = opened {
-                    if method == "session/new" && self.translation.is_none() {
-                        if let Some(alias) = self.cfg.client_session_id.clone() {
-                            if alias != sid {
-                                out.push(Action::Log(Event::SessionTranslated {
-                                    client_session_id: alias.clone(),
-                                    agent_session_id: sid.clone(),
-                                }));
-                                self.translation = Some((alias, sid.clone()));
-                            }
-                        }
+                    if method == "session/new" {
+                        self.translate_first_session(&sid, out);
                     }
                     let d = &self.cfg.session_defaults;
                     if matches!(method.as_str(), "session/new" | "session/load")
