@@ -728,16 +728,7 @@ impl Pipeline {
         params: Option<&RawValue>,
         out: &mut Vec<Action>,
     ) {
-        let refuse = |out: &mut Vec<Action>, r: Refusal| {
-            out.push(Action::ToAgent(error_response(id.get(), &r.error_json())));
-            out.push(Action::Log(Event::Refused {
-                from: Side::Agent,
-                policy: Some(r.policy),
-                code: r.code,
-                method: Some(method.to_owned()),
-                reason: r.message,
-            }));
-        };
+        let refuse = |out: &mut Vec<Action>, r: Refusal| refuse_agent(out, id, method, r);
         if let Err(r) = agent_request_method(method) {
             return refuse(out, r);
         }
@@ -757,14 +748,9 @@ impl Pipeline {
             .and_then(|m| m.get("sessionId"))
             .and_then(json::string)
             .map(|s| s.into_owned());
-        let tool_call = if method == "session/request_permission" {
-            pm.as_ref()
-                .and_then(|m| m.get("toolCall"))
-                .and_then(|t| self.tools.describe(session.as_deref(), t))
-                .map(|t| self.redact_tool(t))
-        } else {
-            None
-        };
+        let tool_call = (method == "session/request_permission")
+            .then(|| self.permission_tool_call(pm.as_ref(), session.as_deref()))
+            .flatten();
         // P9
         if let Some((result, outcome)) = self.p9_answer(method, pm.as_ref()) {
             out.push(Action::ToAgent(
@@ -810,6 +796,18 @@ impl Pipeline {
             except: None,
             message,
         });
+    }
+
+    /// What a permission request asks about: its tool call, completed from the updates seen
+    /// before (an agent may send only the id), secrets redacted (P5).
+    fn permission_tool_call(
+        &self,
+        pm: Option<&json::Members<'_>>,
+        session: Option<&str>,
+    ) -> Option<ToolCallInfo> {
+        pm.and_then(|m| m.get("toolCall"))
+            .and_then(|t| self.tools.describe(session, t))
+            .map(|t| self.redact_tool(t))
     }
 
     /// P9: in an unattended run, the daemon's answer (result JSON, outcome logged) to a
@@ -1314,6 +1312,18 @@ fn frame_has_member(frame: &[u8], name: &str) -> bool {
     serde_json::from_slice::<json::Members<'_>>(frame)
         .map(|m| m.get(name).is_some())
         .unwrap_or(false)
+}
+
+/// Answers an agent's request with the refusal's error, and logs it.
+fn refuse_agent(out: &mut Vec<Action>, id: &RawValue, method: &str, r: Refusal) {
+    out.push(Action::ToAgent(error_response(id.get(), &r.error_json())));
+    out.push(Action::Log(Event::Refused {
+        from: Side::Agent,
+        policy: Some(r.policy),
+        code: r.code,
+        method: Some(method.to_owned()),
+        reason: r.message,
+    }));
 }
 
 /// P4 and P6 on an agent's request: only the client methods ACP lets an agent call (and
