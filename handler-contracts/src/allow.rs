@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 /// Why a string is not an allow-list entry.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum AllowEntryError {
     #[error(
         "{entry:?} has no port: write it as HOST:PORT (e.g. {entry}:443); a bare host is invalid"

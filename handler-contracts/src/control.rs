@@ -201,6 +201,7 @@ pub struct AddonInstallRequest {
 /// An image build (D.4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum BuildState {
     Running,
     Succeeded,

@@ -6,6 +6,7 @@ use serde::de::DeserializeOwned;
 
 /// A document that could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum DocumentError {
     /// A TOML document with a syntax or shape error.
     #[error("{what}: {path_prefix}{message} (line {line}, column {column})", path_prefix = path_prefix(path))]

@@ -101,6 +101,7 @@ pub enum TurnPhase {
 /// A lifecycle event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum LifecycleEvent {
     Started,
     Stopped,
@@ -109,6 +110,7 @@ pub enum LifecycleEvent {
 /// What one event of the log says (F.5).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum SessionEventKind {
     /// ACP session/update params.update, kept as the agent sent it.
     Update { update: Value },

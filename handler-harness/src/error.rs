@@ -3,6 +3,7 @@
 
 /// Why render refused its input.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum RenderError {
     /// An input the harness cannot honour (B5): never silently dropped.
     #[error("{field}: {harness} cannot honour it (B5): {reason}")]

@@ -102,6 +102,7 @@ where
 
 /// A configuration the pipeline cannot run with.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConfigError {
     #[error("scope {0:?} must be an absolute path without `.` or `..` components")]
     Scope(String),

@@ -17,6 +17,7 @@ pub enum Side {
 /// One thing worth logging.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "camelCase")]
+#[non_exhaustive]
 pub enum Event {
     /// A request answered with an error by the pipeline (a policy or a malformed message).
     #[serde(rename_all = "camelCase")]
