@@ -15,9 +15,12 @@ pub enum RenderError {
     /// An input that is wrong whatever the harness.
     #[error("{field}: {reason}")]
     Invalid { field: String, reason: String },
-    /// The CLI's input is not a render request.
-    #[error("render input: {0}")]
-    Json(String),
+    /// The CLI's input is not a render request: the field and the place, never its text.
+    #[error(transparent)]
+    Json(#[from] handler_contracts::DocumentError),
+    /// The launch could not be written as JSON (a map with a key JSON cannot hold).
+    #[error("the launch cannot be written as JSON")]
+    Output,
 }
 
 impl RenderError {

@@ -57,10 +57,9 @@ pub struct RenderRequest {
 /// Renders a request given as JSON and answers the launch as pretty JSON (for
 /// `handler harness render --input FILE`).
 pub fn render_json(input_json: &str) -> Result<String, RenderError> {
-    let req: RenderRequest =
-        serde_json::from_str(input_json).map_err(|e| RenderError::Json(e.to_string()))?;
+    let req: RenderRequest = handler_contracts::parse::from_json("render input", input_json)?;
     let launch = render(&req.input, &req.context)?;
-    let v = serde_json::to_value(&launch).map_err(|e| RenderError::Json(e.to_string()))?;
+    let v = serde_json::to_value(&launch).map_err(|_| RenderError::Output)?;
     Ok(pretty(&v))
 }
 
