@@ -10,6 +10,8 @@ pub const SANDBOX_ENV_SCRIPT: &str = include_str!("../data/bin/handler-sandbox-e
 
 /// The default toolbox recipe and manifest (B.6).
 pub const TOOLBOX_CONTAINERFILE: &str = include_str!("../data/toolbox/Containerfile");
+/// The default toolbox's manifest (`toolbox.toml`): what the toolbox image installs, by name and
+/// version.
 pub const TOOLBOX_MANIFEST: &str = include_str!("../data/toolbox/toolbox.toml");
 
 struct Builtin {

@@ -8,13 +8,21 @@ pub enum RenderError {
     /// An input the harness cannot honour (B5): never silently dropped.
     #[error("{field}: {harness} cannot honour it (B5): {reason}")]
     Unsupported {
+        /// The harness's name.
         harness: String,
+        /// The input's field it cannot honour, e.g. `permissionMode`.
         field: String,
+        /// Why, naming what the descriptor lacks.
         reason: String,
     },
     /// An input that is wrong whatever the harness.
     #[error("{field}: {reason}")]
-    Invalid { field: String, reason: String },
+    Invalid {
+        /// The input's field, e.g. `agent.accountLogin`.
+        field: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// The CLI's input is not a render request: the field and the place, never its text.
     #[error(transparent)]
     Json(#[from] handler_contracts::DocumentError),

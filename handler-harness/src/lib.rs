@@ -1,6 +1,7 @@
 //! Harness adapters (contract B): the platform's descriptors for five real agents (embedded
 //! platform data), the pure, deterministic `render` (B.3) and the writing of a provider into each
 //! harness's own configuration (B.4). No I/O: everything comes in as arguments.
+#![warn(missing_docs)]
 
 pub mod descriptors;
 pub mod error;

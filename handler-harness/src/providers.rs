@@ -22,10 +22,14 @@ pub const CONTAINER_HOST: &str = "host.containers.internal";
 /// What writing a provider gives the launch.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProviderWrite {
+    /// The protocol of the provider's endpoint the harness talks (its first choice the provider
+    /// has).
     pub protocol: Protocol,
     /// The endpoint as the harness reaches it (loopback rewritten, E4).
     pub endpoint: String,
+    /// Environment the harness reads the provider's settings from (the key among them, by name).
     pub env: BTreeMap<String, String>,
+    /// The harness's own configuration files, written for this provider and model.
     pub files: Vec<GeneratedFile>,
     /// The env var holding the key, when there is one (dropped from MCP servers, B6).
     pub key_env: Option<String>,
@@ -34,9 +38,11 @@ pub struct ProviderWrite {
 /// What a provider writer needs.
 #[derive(Debug, Clone, Copy)]
 pub struct ProviderArgs<'a> {
+    /// The harness the provider is written for.
     pub descriptor: &'a HarnessDescriptor,
     /// The provider's name (its file stem).
     pub name: &'a str,
+    /// The provider, as its document says.
     pub provider: &'a Provider,
     /// The model the agent runs with (one of the provider's).
     pub model: &'a ProviderModel,

@@ -50,7 +50,10 @@ pub struct RenderContext {
 #[serde(rename_all = "camelCase")]
 pub struct RenderRequest {
     #[serde(flatten)]
+    /// B.3's input: descriptor, AgentSpec, scope, secrets, skills, MCP servers, terminal, mode,
+    /// caches.
     pub input: RenderInput,
+    /// What render needs from the machine besides the input.
     pub context: RenderContext,
 }
 

@@ -105,10 +105,13 @@ where
 #[non_exhaustive]
 pub enum ConfigError {
     #[error("scope {0:?} must be an absolute path without `.` or `..` components")]
+    /// The scope is not an absolute, normalized path.
     Scope(String),
     #[error("secret #{0} has an empty name")]
+    /// The secret at this index has an empty name.
     SecretName(usize),
     #[error("maxMessageBytes must be at least 1")]
+    /// maxMessageBytes is 0.
     MaxMessageBytes,
 }
 

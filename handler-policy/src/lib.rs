@@ -5,6 +5,7 @@
 //! original bytes, forward a rewritten message, answer a request with an error, drop, log.
 //! Only the JSON-RPC envelope is parsed; rules read the few fields they need through narrow
 //! views; a message no rule touches is forwarded byte for byte. See `docs/policy.md`.
+#![warn(missing_docs)]
 
 mod config;
 mod envelope;

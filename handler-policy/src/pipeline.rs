@@ -24,7 +24,9 @@ pub struct ClientId(pub u64);
 /// Where a frame came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Direction {
+    /// A frame a client sent, with the client's id.
     FromClient(ClientId),
+    /// A frame the agent wrote on its stdout.
     FromAgent,
 }
 
@@ -38,7 +40,9 @@ pub enum Action {
     ToClient(ClientId, Vec<u8>),
     /// Send this to every attached client, but `except`.
     Broadcast {
+        /// The client that caused the message, which already has its answer (none: every client).
         except: Option<ClientId>,
+        /// The message, one JSON text.
         message: Vec<u8>,
     },
     /// Record this in the log.

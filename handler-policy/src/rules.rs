@@ -14,8 +14,11 @@ use crate::json::{self, Splice};
 /// A policy's refusal: the JSON-RPC error a request gets (C.4).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
+    /// The JSON-RPC error code answered (C.4).
     pub code: i64,
+    /// The rule that refused, `P1` to `P9`.
     pub policy: &'static str,
+    /// The error's message, naming what was refused.
     pub message: String,
     /// An extra `data` member besides `policy` (P8: the server's name).
     pub name: Option<String>,

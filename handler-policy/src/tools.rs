@@ -15,12 +15,16 @@ const CAPACITY: usize = 1024;
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolCallInfo {
+    /// The tool call's id, as the agent gave it.
     pub tool_call_id: String,
     #[serde(skip_serializing_if = "Option::is_none")]
+    /// Its title (what the agent says it does), secrets redacted.
     pub title: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    /// Its kind (read, edit, execute…), as an open string.
     pub kind: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    /// Its last status (pending, in_progress, completed, failed), as an open string.
     pub status: Option<String>,
 }
 
