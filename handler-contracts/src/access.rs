@@ -17,8 +17,11 @@ use crate::harness::NeutralConfig;
 )]
 #[serde(rename_all = "kebab-case")]
 pub enum Protocol {
+    /// Anthropic's Messages API (`/v1/messages`).
     Anthropic,
+    /// OpenAI's Chat Completions API (`/v1/chat/completions`), which most local servers speak.
     OpenaiChat,
+    /// OpenAI's Responses API (`/v1/responses`).
     Responses,
 }
 
@@ -117,17 +120,26 @@ pub enum FileSource {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Account {
+    /// `handler.account/v1`.
     pub api_version: AccountApiVersion,
+    /// The harness the subscription logs in to (a descriptor's name).
     #[schemars(length(min = 1))]
     pub harness: String,
+    /// What the person calls it, shown in lists.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// The subscription's plan, one of the harness login's `plans` (given to the harness in its
+    /// planEnv).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<String>,
+    /// Whether the account's own connectors (claude.ai MCP servers) are used by agents running on
+    /// it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub connectors: bool,
+    /// Where the token of a token login is (E2): never the token itself. A file login has none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<SecretRef>,
+    /// The contexts (D.19) the account may be used in; `any` or none: every context.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(inner(regex(pattern = crate::patterns::CONTEXT_NAME)))]
     pub contexts: Option<Vec<String>>,
@@ -137,18 +149,25 @@ pub struct Account {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ProviderModel {
+    /// The model's id, as the provider's API takes it.
     #[schemars(length(min = 1))]
     pub id: String,
+    /// A name to show, when the id is not one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// The context window, in tokens.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_window: Option<u64>,
+    /// The most tokens one answer may have (below the context window).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_output: Option<u64>,
+    /// Whether the model reasons (thinks) before it answers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning: Option<bool>,
+    /// Whether the model takes images as input.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub images: Option<bool>,
+    /// The sampling temperature harnesses should use with it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f64>,
     /// Per harness: merged into the entry written for it.
@@ -160,19 +179,24 @@ pub struct ProviderModel {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Provider {
+    /// `handler.provider/v1`.
     pub api_version: ProviderApiVersion,
+    /// What the person calls it, shown in lists.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     /// At least one: an http(s) URL per protocol.
     #[schemars(transform = crate::schema::rules::http_url_values)]
     pub endpoints: BTreeMap<Protocol, String>,
+    /// Where the key is (E2), when the provider needs one: the sandbox gets a phantom of it (E3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key: Option<SecretRef>,
+    /// The models it serves, the first the default; at least one.
     #[schemars(length(min = 1))]
     pub models: Vec<ProviderModel>,
     /// harness → its config file slot → content source.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub files: BTreeMap<String, BTreeMap<String, FileSource>>,
+    /// The contexts (D.19) the provider may be used in; `any` or none: every context.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(inner(regex(pattern = crate::patterns::CONTEXT_NAME)))]
     pub contexts: Option<Vec<String>>,
@@ -182,20 +206,27 @@ pub struct Provider {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AgentSpec {
+    /// The harness it runs (a descriptor's name).
     pub harness: String,
+    /// The account's name, when it runs on an account (exactly one of account and provider).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub account: Option<String>,
+    /// The provider's name, when it runs on a provider.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider: Option<String>,
     /// The account's credential file Handler keeps (a file login).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub account_login: Option<String>,
+    /// The account's plan, when it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub account_plan: Option<String>,
+    /// The provider's document, when it runs on a provider.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider_spec: Option<Provider>,
     /// The provider's files for this harness (slot → source).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub files: BTreeMap<String, FileSource>,
+    /// What the harness is configured with, whatever the harness (B.2): the model, the account's
+    /// connectors.
     pub config: NeutralConfig,
 }

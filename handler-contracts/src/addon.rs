@@ -13,10 +13,13 @@ use crate::api_version::{AddonApiVersion, BindingApiVersion};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AddonSlot {
+    /// The environment variable the bound value is given in, inside the sandbox.
     #[schemars(transform = crate::schema::rules::addon_env_name)]
     pub env: String,
+    /// Whether a binding must give it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub required: bool,
+    /// What to put in it, shown when binding.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
 }
@@ -40,15 +43,19 @@ pub enum SecretDelivery {
     "then" = {"not": {"required": ["hosts"]}}
 ))]
 pub struct AddonSecretSlot {
+    /// The environment variable the secret (or its phantom) is given in, inside the sandbox.
     #[schemars(transform = crate::schema::rules::addon_env_name)]
     pub env: String,
+    /// Whether a binding must give it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub required: bool,
+    /// What secret it wants, shown when binding.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     /// Where its value goes: some of the addon's egress; default all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hosts: Option<Vec<AllowEntry>>,
+    /// How the value reaches the tool; default `proxy`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delivery: Option<SecretDelivery>,
 }
@@ -57,6 +64,7 @@ pub struct AddonSecretSlot {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AddonMcp {
+    /// The command that starts it (one of the addon's commands, then its arguments).
     #[schemars(length(min = 1))]
     pub command: Vec<String>,
 }
@@ -70,26 +78,36 @@ pub struct AddonMcp {
     "else" = {"properties": {"commands": {"maxItems": 0}}}
 ))]
 pub struct AddonManifest {
+    /// `handler.addon/v1`.
     pub api_version: AddonApiVersion,
     /// = the directory name.
     pub name: String,
+    /// What it gives an agent, shown in the catalog.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// The image whose `bin/` provides the commands (mounted into the sandbox).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
+    /// The commands the image provides, exactly: required with an image, none without.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub commands: Vec<String>,
+    /// A command that shows the addon works (e.g. `["gh", "--version"]`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub check: Option<Vec<String>>,
+    /// Fixed environment variables it sets in the sandbox.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(transform = crate::schema::rules::addon_env_keys)]
     pub env: BTreeMap<String, String>,
+    /// Its settings: slot name → the variable a binding's value goes to.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub settings: BTreeMap<String, AddonSlot>,
+    /// Its secrets: slot name → the variable and the hosts its value is for.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub secret_slots: BTreeMap<String, AddonSecretSlot>,
+    /// The hosts its tools reach, added to the sandbox's allow-list.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub egress: Vec<AllowEntry>,
+    /// Its stdio MCP server, when it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcp: Option<AddonMcp>,
 }
@@ -98,12 +116,17 @@ pub struct AddonManifest {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Binding {
+    /// `handler.binding/v1`.
     pub api_version: BindingApiVersion,
+    /// The addon it binds (its name).
     pub addon: String,
+    /// What this binding is for (e.g. which account), shown in lists.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// A value for each of the addon's settings: slot → value.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub settings: BTreeMap<String, String>,
+    /// Where each of the addon's secrets is (E2): slot → reference, never the value.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub secrets: BTreeMap<String, SecretRef>,
 }

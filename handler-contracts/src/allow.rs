@@ -14,24 +14,59 @@ pub enum AllowEntryError {
     #[error(
         "{entry:?} has no port: write it as HOST:PORT (e.g. {entry}:443); a bare host is invalid"
     )]
-    MissingPort { entry: String },
+    /// A bare host: an entry always names its port.
+    MissingPort {
+        /// The entry as written.
+        entry: String,
+    },
+    /// The port is not a number from 1 to 65535.
     #[error("{entry:?} has an invalid port {port:?}: a port is a number from 1 to 65535")]
-    BadPort { entry: String, port: String },
+    BadPort {
+        /// The entry as written.
+        entry: String,
+        /// The port part, which is not a number from 1 to 65535.
+        port: String,
+    },
+    /// A `*` anywhere but as the whole first label.
     #[error("{entry:?}: a wildcard may only be the whole first label (*.example.com:443)")]
-    MisplacedWildcard { entry: String },
+    MisplacedWildcard {
+        /// The entry as written.
+        entry: String,
+    },
+    /// The host is not a DNS name or an IPv4 address.
     #[error("{entry:?}: {reason}")]
-    BadHost { entry: String, reason: &'static str },
+    BadHost {
+        /// The entry as written.
+        entry: String,
+        /// What is wrong with its host.
+        reason: &'static str,
+    },
 }
 
 /// What an entry names, parsed.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum AllowTarget {
     /// `example.com:443`: that host exactly (lowercased).
-    Exact { host: String, port: u16 },
+    Exact {
+        /// The host, lowercased.
+        host: String,
+        /// The port.
+        port: u16,
+    },
     /// `*.example.com:443`: every subdomain of `domain`, not `domain` itself.
-    Subdomains { domain: String, port: u16 },
+    Subdomains {
+        /// The domain whose subdomains are allowed (without `*.`).
+        domain: String,
+        /// The port.
+        port: u16,
+    },
     /// `192.168.1.20:11434`.
-    Ipv4 { addr: Ipv4Addr, port: u16 },
+    Ipv4 {
+        /// The address.
+        addr: Ipv4Addr,
+        /// The port.
+        port: u16,
+    },
 }
 
 /// One validated allow-list entry, kept as written (lowercased host).

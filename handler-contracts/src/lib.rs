@@ -2,6 +2,7 @@
 //! validators for rules about one document, and the JSON Schemas generated from the types.
 //!
 //! This crate does no I/O: no file system, no processes, no clock, no network.
+#![warn(missing_docs)]
 
 pub mod access;
 pub mod acp;

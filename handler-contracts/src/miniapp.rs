@@ -13,6 +13,8 @@ use crate::sandbox::Resources;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MiniAppServer {
+    /// The backend's entry file, relative to the app's folder and inside a folder of its own
+    /// (default `server/main.ts`).
     #[schemars(regex(pattern = crate::patterns::RELATIVE_PATH_IN_DIR))]
     pub entry: String,
 }
@@ -21,6 +23,7 @@ pub struct MiniAppServer {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MiniAppUi {
+    /// The built UI's folder, relative to the app's folder (default `ui/dist`).
     #[schemars(regex(pattern = crate::patterns::RELATIVE_PATH))]
     pub dir: String,
 }
@@ -29,8 +32,10 @@ pub struct MiniAppUi {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum FileAccess {
+    /// Read only.
     #[default]
     Ro,
+    /// Read and write.
     Rw,
 }
 
@@ -38,8 +43,10 @@ pub enum FileAccess {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MiniAppFileNeed {
+    /// The host path (`~/` allowed).
     #[schemars(length(min = 1))]
     pub path: String,
+    /// Read only (the default) or read-write.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<FileAccess>,
 }
@@ -48,14 +55,18 @@ pub struct MiniAppFileNeed {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MiniAppNeeds {
+    /// The hosts the backend may reach.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub egress: Vec<AllowEntry>,
+    /// The secrets it is given, by the variable names it reads them from (H.2).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(transform = crate::schema::rules::miniapp_secret_names)]
     pub secrets: Vec<String>,
+    /// Host files or folders it is given (at most 10).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 10))]
     pub files: Vec<MiniAppFileNeed>,
+    /// Whether it may send the person notifications.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub notify: bool,
 }
@@ -64,7 +75,9 @@ pub struct MiniAppNeeds {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum RouteMode {
+    /// The request waits for the backend's answer.
     Sync,
+    /// The request is queued and answered at once; the backend handles it later.
     Queued,
 }
 
@@ -72,23 +85,31 @@ pub enum RouteMode {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MiniAppManifest {
+    /// `handler.miniapp/v1`.
     pub api_version: MiniAppApiVersion,
+    /// The app's name: a lowercase DNS label of 1–30 characters (H.1).
     #[schemars(regex(pattern = crate::patterns::MINIAPP_NAME))]
     pub name: String,
+    /// Its version, a semantic version.
     #[schemars(regex(pattern = crate::patterns::SEMVER))]
     pub version: String,
+    /// What it does, shown in lists.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// Its backend's entry; default `server/main.ts`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<MiniAppServer>,
+    /// Its built UI's folder; default `ui/dist`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ui: Option<MiniAppUi>,
+    /// What it may reach beyond its own data.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub needs: Option<MiniAppNeeds>,
     /// "POST /api/checkin" → sync | queued.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(extend("propertyNames" = {"pattern": crate::patterns::MINIAPP_ROUTE}))]
     pub routes: BTreeMap<String, RouteMode>,
+    /// The memory and CPU its backend may use.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<Resources>,
 }

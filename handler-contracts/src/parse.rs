@@ -11,19 +11,29 @@ pub enum DocumentError {
     /// A TOML document with a syntax or shape error.
     #[error("{what}: {path_prefix}{message} (line {line}, column {column})", path_prefix = path_prefix(path))]
     Toml {
+        /// What was read (a file name or a description).
         what: String,
+        /// The field's path in the document, e.g. `models[0].id` ("" for the whole document).
         path: String,
+        /// The line of the error, 1-based.
         line: usize,
+        /// The column of the error, 1-based.
         column: usize,
+        /// What is wrong, secret-looking words replaced by `…`.
         message: String,
     },
     /// A JSON document with a syntax or shape error.
     #[error("{what}: {path_prefix}{message} (line {line}, column {column})", path_prefix = path_prefix(path))]
     Json {
+        /// What was read (a file name or a description).
         what: String,
+        /// The field's path in the document, e.g. `models[0].id` ("" for the whole document).
         path: String,
+        /// The line of the error, 1-based.
         line: usize,
+        /// The column of the error, 1-based.
         column: usize,
+        /// What is wrong, secret-looking words replaced by `…`.
         message: String,
     },
 }

@@ -13,7 +13,9 @@ use crate::api_version::SandboxApiVersion;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct GeneratedFile {
+    /// Its path in the sandbox.
     pub target: String,
+    /// Its content (it may hold a secret, B3: never in argv).
     pub content: String,
     /// Octal mode, e.g. "0644" (default) or "0755".
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -41,9 +43,12 @@ pub struct GeneratedFile {
 )]
 #[serde(rename_all = "kebab-case")]
 pub enum Confinement {
+    /// The A3 hardening: no capability, no new privileges, read-only root (the default).
     #[default]
     Strict,
+    /// Rootless containers inside the sandbox (fuse and tun devices, generated subordinate ids).
     Nested,
+    /// Containers inside with fewer restrictions still; shown with a warning.
     Privileged,
 }
 
@@ -53,12 +58,19 @@ pub enum Confinement {
 )]
 #[serde(rename_all = "kebab-case")]
 pub enum MountKind {
+    /// The agent's folder, at the same path (A2).
     Scope,
+    /// A harness's state slot (E6).
     State,
+    /// A cache (B.6, D.8), read-write.
     Cache,
+    /// Configuration given read-only (skills, an account's files).
     Config,
+    /// A knowledge folder (K), read-only.
     Knowledge,
+    /// A mini app's files (H).
     App,
+    /// The Handler object a run works on (D.18).
     Subject,
 }
 
@@ -70,7 +82,9 @@ pub struct Mount {
     pub source: String,
     /// Sandbox path; scope mounts use target = source.
     pub target: String,
+    /// Mounted read-only.
     pub read_only: bool,
+    /// What it is for.
     pub kind: MountKind,
 }
 
@@ -78,7 +92,9 @@ pub struct Mount {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ImageMount {
+    /// The image, pinned to the id it resolves to when the sandbox is created (A6).
     pub image: String,
+    /// Where its filesystem appears in the sandbox.
     pub target: String,
 }
 
@@ -86,7 +102,9 @@ pub struct ImageMount {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SandboxUser {
+    /// How the process's user is chosen: v1 knows only the host user.
     pub mode: UserMode,
+    /// The user's home in the sandbox.
     pub home: String,
 }
 
@@ -94,6 +112,7 @@ pub struct SandboxUser {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum UserMode {
+    /// The host user's uid and gid (rootless, keep-id).
     HostUser,
 }
 
@@ -114,8 +133,11 @@ pub enum UserMode {
 )]
 #[serde(rename_all = "kebab-case")]
 pub enum Enforcement {
+    /// What no entry allows is refused (403) and reported.
     #[default]
     Enforce,
+    /// What no entry allows is let through and reported `unlisted`: how to learn the hosts an agent
+    /// needs.
     LogOnly,
 }
 
@@ -143,7 +165,9 @@ pub enum NetworkPolicy {
     Open,
     /// Only through the sandbox's HTTP(S) proxy, to listed destinations.
     Filtered {
+        /// The destinations allowed, each HOST:PORT.
         allow: Vec<AllowEntry>,
+        /// Whether what no entry allows is refused or only reported.
         enforcement: Enforcement,
     },
 }
@@ -226,8 +250,10 @@ impl NetworkPolicy {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Resources {
+    /// The memory limit, e.g. `512m`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<String>,
+    /// The CPU limit, e.g. `1.5`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpus: Option<String>,
 }
@@ -236,7 +262,9 @@ pub struct Resources {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Display {
+    /// The display protocol: only Wayland.
     pub mode: DisplayMode,
+    /// The host's Wayland socket, absolute.
     pub socket: String,
 }
 
@@ -244,6 +272,7 @@ pub struct Display {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum DisplayMode {
+    /// A Wayland socket.
     Wayland,
 }
 
@@ -282,37 +311,54 @@ impl std::fmt::Debug for Injection {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SandboxSpec {
+    /// `handler.sandbox/v1`.
     pub api_version: SandboxApiVersion,
     /// Unique per instance, e.g. `handler-<agent>-<conn>`.
     pub name: String,
+    /// How locked down the sandbox is (A.5); default strict.
     #[serde(default)]
     pub confinement: Confinement,
+    /// The image the process runs in.
     pub image: String,
+    /// The process's command (never a secret).
     pub argv: Vec<String>,
+    /// The process's environment (not PATH when pathAppend is set).
     #[serde(default)]
     pub env: BTreeMap<String, String>,
     /// The scope.
     pub workdir: String,
+    /// Who the process runs as (A3).
     pub user: SandboxUser,
+    /// The host paths it sees; nothing else of the host is visible (A2).
     #[serde(default)]
     pub mounts: Vec<Mount>,
+    /// Read-only image filesystems (A6).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub image_mounts: Vec<ImageMount>,
+    /// Folders appended to the image's PATH.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub path_append: Vec<String>,
+    /// Files written into the sandbox before the process starts.
     #[serde(default)]
     pub files: Vec<GeneratedFile>,
+    /// Paths the process may write besides its mounts (tmpfs).
     #[serde(default)]
     pub writable_paths: Vec<String>,
+    /// Its network (A.3).
     pub network: NetworkPolicy,
+    /// Memory and CPU limits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<Resources>,
+    /// A host Wayland socket the process may draw on (A.6).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub display: Option<Display>,
+    /// Labels for listing and cleanup (agent id, connection).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
+    /// The process runs on a terminal of its own (D.16), reached through `attach`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub tty: bool,
+    /// Secrets its proxy gives towards their hosts, the process holding only phantoms (A.3, E3).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub injections: Vec<Injection>,
 }
@@ -321,7 +367,9 @@ pub struct SandboxSpec {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RuntimeCheckItem {
+    /// What was checked.
     pub name: String,
+    /// Whether it holds.
     pub ok: bool,
     /// false: only some sandboxes need it.
     pub required: bool,
@@ -335,7 +383,9 @@ pub struct RuntimeCheckItem {
 pub struct RuntimeCheck {
     /// e.g. "podman 4.3.1".
     pub runtime: String,
+    /// Whether every required item holds: sandboxes can run on this host.
     pub ok: bool,
+    /// Each thing checked.
     pub items: Vec<RuntimeCheckItem>,
 }
 
@@ -343,10 +393,15 @@ pub struct RuntimeCheck {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum EgressDecision {
+    /// A request an entry allows, let through.
     Allowed,
+    /// A request no entry allows, refused (enforce).
     Denied,
+    /// A request no entry allows, let through (log only).
     Unlisted,
+    /// A secret's value given to a request towards one of its hosts.
     Injected,
+    /// A phantom seen going to a host it is not for: refused.
     Leak,
 }
 
@@ -354,6 +409,7 @@ pub enum EgressDecision {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EgressEvent {
+    /// What happened.
     pub decision: EgressDecision,
     /// `<host>:<port>`, as the entry that would allow it.
     pub host: String,

@@ -19,6 +19,7 @@ use crate::sandbox::{CA_ENV_VARS, PROXY_ENV_VARS};
 pub struct ValidationError {
     /// The field, e.g. `needs.secrets[1]`.
     pub path: String,
+    /// What is wrong with it, secret-looking words replaced by `…`.
     pub message: String,
 }
 
@@ -662,16 +663,23 @@ pub fn validate_skill_file_request(r: &SkillFileRequest) -> Result {
 /// What model access resolves to once E1 holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResolvedAccess {
+    /// The harness the agent runs.
     pub harness: String,
     /// The provider's protocol the harness uses (its first choice the provider has).
     pub protocol: Option<Protocol>,
+    /// The model: the one asked for, else a provider's first.
     pub model: Option<String>,
 }
 
 /// What E1 needs to look up. `Err(reason)` for a document that exists but is invalid.
 pub trait AccessCatalog {
+    /// The descriptor of a harness, `None` when unknown.
     fn descriptor(&self, harness: &str) -> Option<&HarnessDescriptor>;
+    /// An account by name: `None` when it does not exist, `Err(reason)` when its document is
+    /// invalid.
     fn account(&self, name: &str) -> Option<std::result::Result<&Account, String>>;
+    /// A provider by name: `None` when it does not exist, `Err(reason)` when its document is
+    /// invalid.
     fn provider(&self, name: &str) -> Option<std::result::Result<&Provider, String>>;
 }
 

@@ -24,9 +24,9 @@ use crate::providers::{
     CONTAINER_HOST, ProviderArgs, container_url, is_loopback, pretty, write_provider,
 };
 
-/// The secret slot of an account's token (E3: accounts/<name>/token).
+/// The secret slot of an account's token (E3: `accounts/<name>/token`).
 pub const SECRET_TOKEN: &str = "token";
-/// The secret slot of a provider's key (E3: providers/<name>/apiKey).
+/// The secret slot of a provider's key (E3: `providers/<name>/apiKey`).
 pub const SECRET_API_KEY: &str = "apiKey";
 /// Where a terminal's MCP servers are written (B8).
 pub const TERMINAL_MCP_FILE: &str = "~/.handler/terminal-mcp.json";
