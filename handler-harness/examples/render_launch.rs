@@ -80,13 +80,9 @@ pub fn run() -> Result<Vec<String>, RenderError> {
     Ok(lines)
 }
 
-fn main() {
-    match run() {
-        Ok(lines) => {
-            for l in lines {
-                println!("{l}");
-            }
-        }
-        Err(e) => eprintln!("render refused: {e}"),
+fn main() -> Result<(), RenderError> {
+    for l in run()? {
+        println!("{l}");
     }
+    Ok(())
 }

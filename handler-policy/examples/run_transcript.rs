@@ -64,13 +64,9 @@ fn describe(action: &Action) -> String {
     }
 }
 
-fn main() {
-    match run() {
-        Ok(lines) => {
-            for l in lines {
-                println!("{l}");
-            }
-        }
-        Err(e) => eprintln!("the configuration is refused: {e}"),
+fn main() -> Result<(), handler_policy::ConfigError> {
+    for l in run()? {
+        println!("{l}");
     }
+    Ok(())
 }
