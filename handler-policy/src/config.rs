@@ -86,18 +86,33 @@ pub enum UnattendedMode {
 
 /// Resolves a path the way the host sees it (symlinks followed). P2's canonicalization is I/O,
 /// so the caller provides it; the pipeline checks the answer lexically against the scope.
+///
+/// Any `Fn(&str) -> Result<String, E>` with a displayable `E` is a resolver (the error's text
+/// becomes the reason P2 gives).
 pub trait PathResolver: Send + Sync {
     /// The canonical form of `path`, or why it has none (it does not exist, …).
-    fn canonicalize(&self, path: &str) -> Result<String, String>;
+    fn canonicalize(&self, path: &str) -> Result<String, ResolveError>;
 }
 
-impl<F> PathResolver for F
+impl<F, E> PathResolver for F
 where
-    F: Fn(&str) -> Result<String, String> + Send + Sync,
+    F: Fn(&str) -> Result<String, E> + Send + Sync,
+    E: std::fmt::Display,
 {
-    fn canonicalize(&self, path: &str) -> Result<String, String> {
-        self(path)
+    fn canonicalize(&self, path: &str) -> Result<String, ResolveError> {
+        self(path).map_err(|e| ResolveError {
+            reason: e.to_string(),
+        })
     }
+}
+
+/// Why a path has no canonical form, as the caller's resolver says (it does not exist, a link
+/// loops, …): P2 refuses the path with it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}")]
+pub struct ResolveError {
+    /// The resolver's reason, e.g. "No such file or directory (os error 2)".
+    pub reason: String,
 }
 
 /// A configuration the pipeline cannot run with.

@@ -16,7 +16,7 @@ mod redact;
 pub mod rules;
 mod tools;
 
-pub use config::{ConfigError, PathResolver, PolicyConfig, UnattendedMode};
+pub use config::{ConfigError, PathResolver, PolicyConfig, ResolveError, UnattendedMode};
 pub use event::{Answerer, Event, Side};
 pub use pipeline::{Action, ClientId, Direction, Pipeline};
 pub use redact::redact;

@@ -68,7 +68,9 @@ fn run_fixture(name: &str) {
                         .filter(|(l, _)| path == l.as_str() || path.starts_with(&format!("{l}/")))
                         .max_by_key(|(l, _)| l.len());
                     match hit {
-                        Some((_, t)) if t == "ENOENT" => Err("no such file or directory".into()),
+                        Some((_, t)) if t == "ENOENT" => {
+                            Err("no such file or directory".to_string())
+                        }
                         Some((l, t)) => Ok(format!("{t}{}", &path[l.len()..])),
                         None => Ok(path.to_string()),
                     }
