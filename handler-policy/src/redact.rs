@@ -230,6 +230,31 @@ mod tests {
         assert_eq!(redact("secret K secret", &s), "[secret K] [secret S]");
     }
 
+    proptest::proptest! {
+        /// Whatever the text and however the secrets overlap, no secret's value is left in
+        /// what `redact` gives (names and the `[secret …]` text share no letter with the
+        /// values here, so a replacement cannot spell one), and text without a secret comes
+        /// back unchanged.
+        #[test]
+        fn redact_leaves_no_secret(
+            text in "[xyz ]{0,60}",
+            values in proptest::collection::vec("[xyz]{2,6}", 0..4),
+        ) {
+            let secrets: Vec<(String, String)> = values
+                .iter()
+                .enumerate()
+                .map(|(i, v)| (format!("S{i}"), v.clone()))
+                .collect();
+            let out = redact(&text, &secrets);
+            for (_, v) in &secrets {
+                proptest::prop_assert!(!out.contains(v.as_str()), "{out:?} holds {v:?}");
+            }
+            if secrets.iter().all(|(_, v)| !text.contains(v.as_str())) {
+                proptest::prop_assert_eq!(out, text);
+            }
+        }
+    }
+
     #[test]
     fn redact_ignores_empty_values() {
         let s = pairs(&[("EMPTY", ""), ("T", "tok")]);
