@@ -8,13 +8,17 @@ pub mod acp;
 pub mod addon;
 pub mod allow;
 pub mod api_version;
+pub mod containment;
+pub mod context;
 pub mod control;
 pub mod harness;
+pub mod hosts;
 pub mod miniapp;
 pub mod parse;
 pub mod sandbox;
 pub mod schema;
 pub mod session;
+pub mod skill;
 pub mod validate;
 
 pub use access::{Account, AgentSpec, FileSource, Protocol, Provider, ProviderModel, SecretRef};
