@@ -583,3 +583,6 @@ pub fn resolve(
         access: input.access.clone(),
     })
 }
+
+#[cfg(test)]
+mod tests;
