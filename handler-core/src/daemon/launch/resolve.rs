@@ -17,7 +17,8 @@ use handler_contracts::hosts::{container_host, required_hosts};
 use handler_contracts::sandbox::{Injection, Mount, MountKind};
 use handler_contracts::validate::{AccessCatalog, ResolvedAccess, check_model_access};
 use handler_contracts::{
-    Account, AgentSpec, FileSource, HarnessDescriptor, Provider, RenderInput, SandboxSpec,
+    Account, AgentSpec, FileSource, HarnessDescriptor, HarnessLaunch, Provider, RenderInput,
+    SandboxSpec,
 };
 use handler_policy::{PolicyConfig, UnattendedMode};
 use handler_sandbox::compose::{AddonPart, ComposeError, ComposeInput, compose};
@@ -518,7 +519,7 @@ pub fn resolve(
         descriptor: d.clone(),
         agent: spec,
         scope: input.scope.clone(),
-        secrets: secrets.for_render,
+        secrets: std::mem::take(&mut secrets.for_render),
         skills,
         mcp_servers: input.addons.mcp_servers.clone(),
         terminal: None,
@@ -535,6 +536,19 @@ pub fn resolve(
             harness: d.name.clone(),
             error,
         })?;
+    compose_and_configure(input, &launch, state, secrets)
+}
+
+/// A.1 and C.4: the rendered launch composed with the agent's settings into the SandboxSpec,
+/// and the pipeline's configuration.
+fn compose_and_configure(
+    input: ResolveInput<'_>,
+    launch: &HarnessLaunch,
+    state: Vec<Mount>,
+    secrets: Secrets,
+) -> Result<Prepared, ResolveError> {
+    let agent = input.agent;
+    let c = containment(&agent.options);
     let required: Vec<AllowEntry> = if c.network == NetworkMode::Filtered {
         required_hosts(input.catalog, input.access)
             .into_iter()
@@ -544,7 +558,6 @@ pub fn resolve(
     } else {
         Vec::new()
     };
-    let agent = input.agent;
     let labels = BTreeMap::from([
         ("handler.agent".to_string(), agent.id.clone()),
         ("handler.connection".to_string(), input.conn.to_string()),
@@ -565,7 +578,7 @@ pub fn resolve(
         labels,
         addons: input.addons.parts,
     };
-    let spec = compose(&launch, &compose_input).map_err(|e| match e {
+    let spec = compose(launch, &compose_input).map_err(|e| match e {
         // A binding's variable clashing is the user's configuration, not a fault.
         ComposeError::EnvClash { .. } | ComposeError::AddonTwice(..) => ResolveError::Binding(e),
         _ => ResolveError::Compose(e),

@@ -67,8 +67,8 @@ fn catalog() -> Catalog {
             include_str!("../../../../../fixtures/contracts/account/codex-plan.toml"),
         ),
     ] {
-        c.accounts
-            .insert(name, from_toml(&format!("accounts/x.toml"), &text).unwrap());
+        let a = from_toml(&format!("accounts/{name}.toml"), &text).unwrap();
+        c.accounts.insert(name, a);
     }
     for (name, text) in [
         doc(
@@ -80,10 +80,8 @@ fn catalog() -> Catalog {
             include_str!("../../../../../fixtures/contracts/provider/llamacpp.toml"),
         ),
     ] {
-        c.providers.insert(
-            name,
-            from_toml(&format!("providers/x.toml"), &text).unwrap(),
-        );
+        let p = from_toml(&format!("providers/{name}.toml"), &text).unwrap();
+        c.providers.insert(name, p);
     }
     c
 }
