@@ -18,6 +18,7 @@ pub mod parse;
 pub mod sandbox;
 pub mod schema;
 pub mod session;
+pub mod settings;
 pub mod skill;
 pub mod validate;
 

@@ -14,9 +14,9 @@ use handler_contracts::control::{
     AdHocAgentRequest, Agent, AgentModel, AgentOptions, AgentRequest, ModelAccess, NetworkMode,
     RequiredHost,
 };
-use handler_contracts::harness::PermissionMode;
 use handler_contracts::hosts::required_hosts;
 use handler_contracts::sandbox::Enforcement;
+use handler_contracts::settings::{self, SettingsError, resolved_harness};
 use handler_contracts::validate::AccessCatalog;
 use handler_contracts::validate::{
     check_model_access, normalize_knowledge_folders, validate_skill_name,
@@ -66,17 +66,6 @@ pub fn model_problem(
     context::check(snap, context, m)
         .err()
         .map(|e| e.to_string())
-}
-
-fn resolved_harness(snap: &Snapshot, m: &ModelAccess) -> String {
-    if let Some(h) = &m.harness {
-        return h.clone();
-    }
-    m.account
-        .as_ref()
-        .and_then(|a| snap.account(a))
-        .and_then(|r| r.ok().map(|a| a.harness.clone()))
-        .unwrap_or_default()
 }
 
 /// The Agent as the API shows it.
@@ -207,90 +196,21 @@ fn check_settings(
     options: &AgentOptions,
     skills: &[String],
 ) -> ApiResult<AgentOptions> {
-    if models.is_empty() {
-        return Err(ApiError::bad_request(
-            "model access unusable",
-            "models: at least one model",
-        ));
-    }
-    for (i, m) in models.iter().enumerate() {
-        if models[..i].contains(m) {
-            return Err(ApiError::bad_request(
-                "model access unusable",
-                format!("models[{i}]: listed twice"),
-            ));
+    let problem = |e: SettingsError| {
+        if e.is_conflict() {
+            ApiError::conflict(e.title(), e.to_string())
+        } else {
+            ApiError::bad_request(e.title(), e.to_string())
         }
-        check_model_access(m, snap).map_err(|e| {
-            ApiError::bad_request("model access unusable", format!("models[{i}]: {e}"))
-        })?;
-        if let Err(why) = context::check(snap, context, m) {
-            return Err(ApiError::conflict(
-                "not for this project's context",
-                format!("models[{i}]: {why}"),
-            ));
-        }
-    }
+    };
+    settings::check_models(snap, context, models, options).map_err(problem)?;
     let mut o = options.clone();
-    let c = containment(&o);
-    if o.egress.is_some() && c.network != NetworkMode::Filtered {
-        return Err(ApiError::bad_request(
-            "agent invalid",
-            "egress: only for a filtered network",
-        ));
-    }
-    if !o.allow.is_empty() && c.network != NetworkMode::Filtered {
-        return Err(ApiError::bad_request(
-            "agent invalid",
-            "allow: only for a filtered network",
-        ));
-    }
-    for (i, m) in models.iter().enumerate() {
-        let h = resolved_harness(snap, m);
-        if let Some(d) = snap.descriptor(&h)
-            && !d.permissions.contains_key(&c.permissions)
-        {
-            return Err(ApiError::bad_request(
-                "permissions unusable",
-                format!(
-                    "permissions: {} does not offer {} (models[{i}])",
-                    h,
-                    c.permissions.as_str()
-                ),
-            ));
-        }
-    }
     // G3: each binding known and valid, one per addon, no command declared twice.
     o.bindings = sorted_unique(&o.bindings);
     super::addons::AddonSet::read(&app.config)
         .check_selection(&o.bindings)
         .map_err(|e| ApiError::bad_request("binding unusable", e))?;
-    if let Some(iface) = &o.interface {
-        if c.permissions != PermissionMode::Bypass {
-            return Err(ApiError::bad_request(
-                "interface invalid",
-                "permissions: an agent with an interface runs unattended, in bypass",
-            ));
-        }
-        if iface.timeout_sec == 0 || iface.timeout_sec > 86_400 {
-            return Err(ApiError::bad_request(
-                "interface invalid",
-                "timeoutSec: 1 to 86400",
-            ));
-        }
-        for (field, s) in [
-            ("fields", iface.fields.as_ref()),
-            ("result", Some(&iface.result)),
-        ] {
-            if let Some(s) = s
-                && serde_json::to_vec(s).map(|v| v.len()).unwrap_or(0) > 64 * 1024
-            {
-                return Err(ApiError::bad_request(
-                    "interface invalid",
-                    format!("{field}: larger than 64 KiB"),
-                ));
-            }
-        }
-    }
+    settings::check_interface(&o).map_err(problem)?;
     for s in skills {
         validate_skill_name(s)
             .map_err(|e| ApiError::bad_request("skill unusable", format!("skills: {e}")))?;
