@@ -4,6 +4,7 @@
 //! This crate does no I/O: no file system, no processes, no clock, no network.
 
 pub mod access;
+pub mod account;
 pub mod acp;
 pub mod addon;
 pub mod allow;
