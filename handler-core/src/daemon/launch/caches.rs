@@ -16,7 +16,7 @@ use crate::daemon::store::StoredProject;
 /// The caches of a launch that cannot be placed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum CacheError {
+pub(crate) enum CacheError {
     /// The user's toolbox.toml is not a manifest.
     #[error(transparent)]
     Manifest(#[from] handler_contracts::DocumentError),
@@ -44,7 +44,7 @@ pub enum CacheError {
 }
 
 /// The toolbox's manifest: `<toolbox>/toolbox.toml`, else the platform's default.
-pub fn toolbox_manifest(config: &DaemonConfig) -> Result<ToolboxManifest, CacheError> {
+fn toolbox_manifest(config: &DaemonConfig) -> Result<ToolboxManifest, CacheError> {
     let path = config.toolbox_dir.join("toolbox.toml");
     match std::fs::read_to_string(&path) {
         Ok(text) => Ok(from_toml::<ToolboxManifest>("toolbox/toolbox.toml", &text)?),
@@ -59,7 +59,7 @@ pub fn toolbox_manifest(config: &DaemonConfig) -> Result<ToolboxManifest, CacheE
 }
 
 /// Where a cache lives for an agent of `project` (none: an ad-hoc agent, global).
-pub fn cache_folder(
+fn cache_folder(
     config: &DaemonConfig,
     project: Option<&StoredProject>,
     name: &str,
@@ -74,7 +74,7 @@ pub fn cache_folder(
 }
 
 /// The caches a launch mounts: home path ("~/…") → host folder, each folder made when missing.
-pub fn resolve(
+pub(crate) fn resolve(
     config: &DaemonConfig,
     project: Option<&StoredProject>,
 ) -> Result<BTreeMap<String, String>, CacheError> {

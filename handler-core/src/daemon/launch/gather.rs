@@ -24,7 +24,7 @@ use crate::daemon::problem::{ApiError, ApiResult};
 use crate::daemon::store::{StoredAgent, StoredProject};
 
 /// The operating system's randomness, for phantoms.
-pub struct OsRandom;
+pub(crate) struct OsRandom;
 
 impl RandomSource for OsRandom {
     fn next_u32(&mut self) -> u32 {
@@ -33,7 +33,7 @@ impl RandomSource for OsRandom {
 }
 
 /// [`resolve::deliver`] with the operating system's randomness (an addon's secrets, G4).
-pub fn deliver(
+pub(crate) fn deliver(
     name: &str,
     value: String,
     hosts: Vec<AllowEntry>,
@@ -43,31 +43,31 @@ pub fn deliver(
 }
 
 /// What gather read for one launch: resolve's inputs, owned.
-pub struct Gathered {
+pub(crate) struct Gathered {
     /// The catalog, read once.
-    pub catalog: Box<dyn AccessCatalog>,
+    pub(crate) catalog: Box<dyn AccessCatalog>,
     /// The project's context (D.19).
-    pub context: Option<String>,
+    pub(crate) context: Option<String>,
     /// The agent.
-    pub agent: AgentFacts,
+    pub(crate) agent: AgentFacts,
     /// The scope, checked now, canonical.
-    pub scope: String,
+    pub(crate) scope: String,
     /// The knowledge folders, canonical.
-    pub knowledge: Vec<String>,
+    pub(crate) knowledge: Vec<String>,
     /// What its bindings add.
-    pub addons: AddonLaunch,
+    pub(crate) addons: AddonLaunch,
     /// Its own skills and its project's: name → canonical folder.
-    pub skills: Vec<(String, String)>,
+    pub(crate) skills: Vec<(String, String)>,
     /// The caches, made.
-    pub caches: BTreeMap<String, String>,
+    pub(crate) caches: BTreeMap<String, String>,
     /// Its credential.
-    pub credential: Credential,
+    pub(crate) credential: Credential,
     /// The Wayland socket, when it has a display.
-    pub display: Option<String>,
+    pub(crate) display: Option<String>,
 }
 
 /// A problem of resolve's, as the API answers it.
-pub fn problem(e: ResolveError) -> ApiError {
+pub(crate) fn problem(e: ResolveError) -> ApiError {
     use axum::http::StatusCode;
     let detail = e.to_string();
     match e {
@@ -90,7 +90,11 @@ fn unusable(detail: impl Into<String>) -> ApiError {
 /// Reads everything a launch of `agent` with `access` needs, in the order the checks have
 /// always answered in (400 model access unusable, 409 context, 400 for what a start checks
 /// again).
-pub fn gather(app: &AppState, agent: &StoredAgent, access: &ModelAccess) -> ApiResult<Gathered> {
+pub(crate) fn gather(
+    app: &AppState,
+    agent: &StoredAgent,
+    access: &ModelAccess,
+) -> ApiResult<Gathered> {
     let catalog = app.catalog();
     let project = agent
         .project_id
@@ -213,7 +217,7 @@ fn credential(
 /// A provider's file for a harness that cannot be read.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum FileError {
+pub(crate) enum FileError {
     /// `{ env }` names a variable handlerd does not have.
     #[error("files.{slot}: environment variable {var} is not set")]
     EnvUnset {
@@ -297,7 +301,7 @@ fn make_state(slots: &[resolve::StateSlotPlan]) -> ApiResult<()> {
 /// The Wayland socket cannot be found (A.6).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum WaylandError {
+pub(crate) enum WaylandError {
     /// Neither variable is set.
     #[error("no Wayland display: set HANDLER_WAYLAND_SOCKET")]
     NoDisplay,

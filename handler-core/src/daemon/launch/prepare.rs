@@ -13,11 +13,11 @@ use crate::daemon::AppState;
 use crate::daemon::problem::ApiResult;
 use crate::daemon::store::StoredAgent;
 
-pub use super::resolve::Prepared;
+pub(crate) use super::resolve::Prepared;
 
 /// Resolves `access` for `agent`'s connection `conn` and builds its SandboxSpec (400 model
 /// access unusable, 409 not for this project's context, 400 for what a start checks again).
-pub fn prepare(
+pub(crate) fn prepare(
     app: &AppState,
     agent: &StoredAgent,
     access: &ModelAccess,
@@ -46,7 +46,7 @@ pub fn prepare(
 
 /// P2's path resolution: the host's view, symbolic links followed. (The error is text because
 /// `handler_policy::PathResolver` takes it so: it goes into a JSON-RPC error's message.)
-pub fn canonicalize(path: &str) -> Result<String, String> {
+pub(crate) fn canonicalize(path: &str) -> Result<String, String> {
     std::fs::canonicalize(Path::new(path))
         .map(|p| p.display().to_string())
         .map_err(|e| e.to_string())

@@ -11,17 +11,17 @@ use handler_contracts::validate::validate_skill_name;
 /// A skill that cannot be used, named.
 #[derive(Debug, thiserror::Error)]
 #[error("skill '{name}': {problem}")]
-pub struct SkillError {
+pub(crate) struct SkillError {
     /// The skill's name as asked.
-    pub name: String,
+    pub(crate) name: String,
     /// What is wrong with it.
-    pub problem: SkillProblem,
+    pub(crate) problem: SkillProblem,
 }
 
 /// What is wrong with a skill.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum SkillProblem {
+pub(crate) enum SkillProblem {
     /// Its name is not a skill name (the validator's message).
     #[error("{0}")]
     Name(String),
@@ -49,7 +49,7 @@ pub enum SkillProblem {
 }
 
 /// Checks the skill in `dir` (named `name`, its folder's name): its canonical path.
-pub fn check_skill_dir(dir: &Path, name: &str) -> Result<PathBuf, SkillError> {
+pub(crate) fn check_skill_dir(dir: &Path, name: &str) -> Result<PathBuf, SkillError> {
     let fail = |problem: SkillProblem| SkillError {
         name: name.to_string(),
         problem,
@@ -69,7 +69,7 @@ pub fn check_skill_dir(dir: &Path, name: &str) -> Result<PathBuf, SkillError> {
 }
 
 /// A skill of the library by name.
-pub fn library_skill(skills_dir: &Path, name: &str) -> Result<PathBuf, SkillError> {
+pub(crate) fn library_skill(skills_dir: &Path, name: &str) -> Result<PathBuf, SkillError> {
     if validate_skill_name(name).is_err() {
         return Err(SkillError {
             name: name.to_string(),
@@ -80,7 +80,7 @@ pub fn library_skill(skills_dir: &Path, name: &str) -> Result<PathBuf, SkillErro
 }
 
 /// The skills an addon brings: `<addon dir>/skills/<skill>/`, sorted by name.
-pub fn addon_skill_names(addon_dir: &Path) -> Vec<String> {
+pub(crate) fn addon_skill_names(addon_dir: &Path) -> Vec<String> {
     let Ok(rd) = std::fs::read_dir(addon_dir.join("skills")) else {
         return Vec::new();
     };

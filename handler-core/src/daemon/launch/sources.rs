@@ -18,7 +18,7 @@ use crate::daemon::store::StoredAgent;
 /// A secret reference that gave no value (E2). Names the reference, never a value.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum SecretValueError {
+pub(crate) enum SecretValueError {
     /// The secret store has none, or cannot be read.
     #[error(transparent)]
     Store(#[from] crate::daemon::secrets::SecretError),
@@ -37,7 +37,7 @@ pub enum SecretValueError {
 }
 
 /// Reads a secret reference's value (E2) for a launch.
-pub fn resolve_secret(app: &AppState, r: &SecretRef) -> Result<String, SecretValueError> {
+pub(crate) fn resolve_secret(app: &AppState, r: &SecretRef) -> Result<String, SecretValueError> {
     let home = app.config.home.to_string_lossy().into_owned();
     let v = match r {
         SecretRef::Secret(p) => app.secrets.value(p)?,
@@ -54,7 +54,7 @@ pub fn resolve_secret(app: &AppState, r: &SecretRef) -> Result<String, SecretVal
 }
 
 /// What gather reads through the daemon's resources.
-pub trait Sources {
+pub(crate) trait Sources {
     /// The descriptors, accounts and providers, read now.
     fn catalog(&self) -> Box<dyn AccessCatalog>;
     /// D.13: the scope checked now, canonical.
