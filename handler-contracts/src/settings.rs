@@ -198,7 +198,7 @@ mod tests {
             account: Some("gone".into()),
             ..Default::default()
         };
-        let e = check_models(&Empty, None, &[m.clone()], &o).unwrap_err();
+        let e = check_models(&Empty, None, std::slice::from_ref(&m), &o).unwrap_err();
         assert!(matches!(e, SettingsError::Model { index: 0, .. }), "{e}");
         assert_eq!(e.title(), "model access unusable");
         let twice = check_models(&Empty, None, &[m.clone(), m], &o).unwrap_err();
