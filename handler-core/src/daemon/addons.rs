@@ -26,7 +26,7 @@ use toml_edit::{DocumentMut, Item, Table};
 use super::catalog::valid_name;
 use super::config::DaemonConfig;
 use super::launch::gather;
-pub use super::launch::resolve::AddonLaunch;
+use super::launch::resolve::AddonLaunch;
 use super::launch::skills;
 use super::launch::sources;
 use super::problem::{ApiError, ApiJson, ApiResult};
