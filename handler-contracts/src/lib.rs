@@ -5,18 +5,24 @@
 #![warn(missing_docs)]
 
 pub mod access;
+pub mod account;
 pub mod acp;
 pub mod addon;
 pub mod allow;
 pub mod api_version;
+pub mod containment;
+pub mod context;
 pub mod control;
 pub mod harness;
+pub mod hosts;
 pub mod miniapp;
 pub mod parse;
 pub mod patterns;
 pub mod sandbox;
 pub mod schema;
 pub mod session;
+pub mod settings;
+pub mod skill;
 pub mod validate;
 
 pub use access::{Account, AgentSpec, FileSource, Protocol, Provider, ProviderModel, SecretRef};

@@ -222,3 +222,36 @@ fn every_pure_crate_has_a_clippy_toml_refusing_io() {
         }
     }
 }
+
+/// The pure step of a launch inside handler-core (docs/decisions/0052): `daemon/launch/resolve.rs`
+/// (and its tests) does what the pure crates do — no I/O, no clock, no ambient randomness (the
+/// phantoms' source is an argument) — and names nothing of handler-core, whose other modules
+/// do I/O.
+#[test]
+fn the_launchs_resolve_is_pure() {
+    let launch = workspace().join("handler-core/src/daemon/launch");
+    let mut files = vec![launch.join("resolve.rs")];
+    if launch.join("resolve").is_dir() {
+        rust_files(&launch.join("resolve"), false, &mut files);
+    }
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        let own = f.file_name().is_some_and(|n| n == "resolve.rs");
+        for (n, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            let mut banned: Vec<&str> = FORBIDDEN.to_vec();
+            banned.extend(["rand::", "std::env", "std::time"]);
+            if own {
+                banned.extend(["crate::", "super::"]);
+            }
+            for bad in banned {
+                assert!(
+                    !code.contains(bad),
+                    "{}:{}: `{bad}` in the launch's pure resolve (gather does the I/O; decision 0052)",
+                    f.display(),
+                    n + 1
+                );
+            }
+        }
+    }
+}

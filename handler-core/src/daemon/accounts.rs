@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
+use handler_contracts::account::{BuildError, build_account};
 use handler_contracts::api_version::AccountApiVersion;
-use handler_contracts::validate::validate_account;
 use handler_contracts::{Account, HarnessDescriptor, SecretRef};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -313,13 +313,7 @@ fn build(
     req: &AccountRequest,
     old_token: Option<SecretRef>,
 ) -> ApiResult<Account> {
-    let d = snap.descriptors.get(&req.harness).ok_or_else(|| {
-        ApiError::bad_request(
-            "account invalid",
-            format!("harness: unknown harness {:?}", req.harness),
-        )
-    })?;
-    let mut a = Account {
+    let draft = Account {
         api_version: AccountApiVersion,
         harness: req.harness.clone(),
         description: req.description.clone(),
@@ -328,15 +322,15 @@ fn build(
         token: None,
         contexts: req.contexts.clone(),
     };
-    validate_account(&a, Some(d))
-        .map_err(|e| ApiError::bad_request("account invalid", e.to_string()))?;
-    a.token = match &req.token {
-        Some(t) => Some(apply_token(app, name, d, t)?),
-        None => old_token,
-    };
-    validate_account(&a, Some(d))
-        .map_err(|e| ApiError::bad_request("account invalid", e.to_string()))?;
-    Ok(a)
+    let d = snap.descriptors.get(&req.harness);
+    build_account(draft, d, |d| match &req.token {
+        Some(t) => apply_token(app, name, d, t).map(Some),
+        None => Ok(old_token),
+    })
+    .map_err(|e| match e {
+        BuildError::Token(e) => e,
+        e => ApiError::bad_request("account invalid", e.to_string()),
+    })
 }
 
 /// POST /v1/accounts

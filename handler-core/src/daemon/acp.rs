@@ -20,8 +20,8 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::{Notify, mpsc};
 
 use super::auth::{header_token_ok, offered_protocols, protocol_token_ok};
+use super::launch::prepare::{Prepared, canonicalize, prepare};
 use super::live::{self, LiveAllow};
-use super::prepare::{Prepared, canonicalize, prepare};
 use super::problem::{ApiError, ApiResult};
 use super::store::new_id;
 use super::{AppState, EgressRecord, LiveConnection, fsutil};
@@ -123,10 +123,11 @@ fn accept(
     };
     let conn = new_id("c");
     let prepared = prepare(app, &agent, &access, &conn)?;
-    let required: Vec<_> = super::agents::required_hosts(&app.snapshot(), &prepared.access)
-        .into_iter()
-        .map(|r| r.host)
-        .collect();
+    let required: Vec<_> =
+        handler_contracts::hosts::required_hosts(&app.snapshot(), &prepared.access)
+            .into_iter()
+            .map(|r| r.host)
+            .collect();
     let allow = live::at_launch(app, &agent, &prepared.spec.network, &required);
     Ok((prepared, conn, allow))
 }

@@ -19,17 +19,19 @@ use handler_contracts::control::{
 };
 use handler_contracts::harness::McpServer;
 use handler_contracts::parse::from_toml;
-use handler_contracts::sandbox::Injection;
 use handler_contracts::validate::{validate_addon, validate_binding};
 use handler_sandbox::compose::AddonPart;
 use toml_edit::{DocumentMut, Item, Table};
 
 use super::catalog::valid_name;
 use super::config::DaemonConfig;
+use super::launch::gather;
+use super::launch::resolve::AddonLaunch;
+use super::launch::skills;
+use super::launch::sources;
 use super::problem::{ApiError, ApiJson, ApiResult};
-use super::skills;
 use super::store::StoredAgent;
-use super::{AppState, prepare, tomlfile};
+use super::{AppState, tomlfile};
 
 /// An addon as loaded from its folder.
 #[derive(Debug, Clone)]
@@ -627,20 +629,6 @@ pub async fn delete_binding(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// What an agent's bindings add to one start (G4).
-#[derive(Debug, Default)]
-pub struct AddonLaunch {
-    pub parts: Vec<AddonPart>,
-    /// Their egress (E4), each with what requires it.
-    pub egress: Vec<(AllowEntry, String)>,
-    /// Their skills: name → folder.
-    pub skills: Vec<(String, PathBuf)>,
-    pub mcp_servers: Vec<McpServer>,
-    pub injections: Vec<Injection>,
-    /// Their secret values, named by store path (P5 redaction).
-    pub secrets: Vec<(String, String)>,
-}
-
 /// The egress its bindings' addons give an agent (G4), read without resolving any secret; a
 /// binding that is not usable gives none.
 pub fn egress_of(app: &AppState, agent: &StoredAgent) -> Vec<AllowEntry> {
@@ -680,13 +668,13 @@ pub fn resolve_for_launch(
         for (slot, r) in &b.secrets {
             let s = &m.secret_slots[slot];
             let store_name = secret_path(name, slot);
-            let value = prepare::resolve_secret(app, r)
+            let value = sources::resolve_secret(app, r)
                 .map_err(|e| unusable(format!("binding {name:?}: secrets.{slot}: {e}")))?;
             let given = match s.delivery.unwrap_or_default() {
                 SecretDelivery::Env => value.clone(),
                 SecretDelivery::Proxy => {
                     let hosts = s.hosts.clone().unwrap_or_else(|| m.egress.clone());
-                    let d = prepare::deliver(&store_name, value.clone(), hosts, network);
+                    let d = gather::deliver(&store_name, value.clone(), hosts, network);
                     out.injections.extend(d.injection);
                     d.given
                 }

@@ -8,13 +8,15 @@ use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use handler_contracts::SecretRef;
-use handler_contracts::allow::{AllowEntry, entry_for_url};
+use handler_contracts::containment::{Containment, Preset, confirm, containment};
+use handler_contracts::context;
 use handler_contracts::control::{
     AdHocAgentRequest, Agent, AgentModel, AgentOptions, AgentRequest, ModelAccess, NetworkMode,
     RequiredHost,
 };
-use handler_contracts::harness::PermissionMode;
-use handler_contracts::sandbox::{Confinement, Enforcement};
+use handler_contracts::hosts::required_hosts;
+use handler_contracts::sandbox::Enforcement;
+use handler_contracts::settings::{self, SettingsError, resolved_harness};
 use handler_contracts::validate::AccessCatalog;
 use handler_contracts::validate::{
     check_model_access, normalize_knowledge_folders, validate_skill_name,
@@ -34,157 +36,6 @@ impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         ApiError::internal(e)
     }
-}
-
-/// The presets a new project's first agent copies (D.8).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum Preset {
-    /// none, ask.
-    LockedDown,
-    /// filtered, enforce, strict, bypass: the defaults of new agents.
-    #[default]
-    Guarded,
-    /// open, bypass.
-    Open,
-}
-
-/// How an agent is contained, resolved (what risks compare).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Containment {
-    pub network: NetworkMode,
-    pub egress: Option<Enforcement>,
-    pub confinement: Confinement,
-    pub permissions: PermissionMode,
-}
-
-impl Preset {
-    /// Its values.
-    pub fn containment(self) -> Containment {
-        match self {
-            Preset::LockedDown => Containment {
-                network: NetworkMode::None,
-                egress: None,
-                confinement: Confinement::Strict,
-                permissions: PermissionMode::Ask,
-            },
-            Preset::Guarded => Containment {
-                network: NetworkMode::Filtered,
-                egress: Some(Enforcement::Enforce),
-                confinement: Confinement::Strict,
-                permissions: PermissionMode::Bypass,
-            },
-            Preset::Open => Containment {
-                network: NetworkMode::Open,
-                egress: None,
-                confinement: Confinement::Strict,
-                permissions: PermissionMode::Bypass,
-            },
-        }
-    }
-}
-
-/// An agent's containment: what it set, else the defaults of new agents (Guarded).
-pub fn containment(o: &AgentOptions) -> Containment {
-    let d = Preset::Guarded.containment();
-    let network = o.network.unwrap_or(d.network);
-    Containment {
-        network,
-        egress: (network == NetworkMode::Filtered)
-            .then(|| o.egress.unwrap_or(Enforcement::Enforce)),
-        confinement: o.confinement.unwrap_or(d.confinement),
-        permissions: o.permissions.unwrap_or(d.permissions),
-    }
-}
-
-fn network_rank(c: &Containment) -> u8 {
-    match (c.network, c.egress) {
-        (NetworkMode::None, _) => 0,
-        (NetworkMode::Filtered, Some(Enforcement::LogOnly)) => 2,
-        (NetworkMode::Filtered, _) => 1,
-        (NetworkMode::Open, _) => 3,
-    }
-}
-
-fn network_word(c: &Containment) -> &'static str {
-    match network_rank(c) {
-        0 => "no network",
-        1 => "a filtered network",
-        2 => "a filtered network in log only (every host let through)",
-        _ => "an open network",
-    }
-}
-
-/// D.8: what `new` widens compared with `old`.
-pub fn risks(old: &Containment, new: &Containment) -> Vec<String> {
-    let mut r = Vec::new();
-    if network_rank(new) > network_rank(old) {
-        r.push(format!(
-            "network: {} instead of {}",
-            network_word(new),
-            network_word(old)
-        ));
-    }
-    if new.confinement > old.confinement {
-        let w = |c: Confinement| match c {
-            Confinement::Strict => "strict",
-            Confinement::Nested => "nested (runs containers)",
-            Confinement::Privileged => "privileged",
-        };
-        r.push(format!(
-            "confinement: {} instead of {}",
-            w(new.confinement),
-            w(old.confinement)
-        ));
-    }
-    if new.permissions > old.permissions {
-        r.push(format!(
-            "permissions: {} instead of {}",
-            new.permissions.as_str(),
-            old.permissions.as_str()
-        ));
-    }
-    r
-}
-
-/// The host a container reaches for a host URL (E4: the machine's loopback is the container
-/// host's name in a container).
-pub fn container_host(host: &str) -> String {
-    let h = host.trim_start_matches('[').trim_end_matches(']');
-    if h == "localhost" || h == "::1" || h.starts_with("127.") {
-        "host.containers.internal".to_string()
-    } else {
-        host.to_string()
-    }
-}
-
-/// E4: the hosts a model's account or provider requires, each with what requires it.
-pub fn required_hosts(snap: &Snapshot, m: &ModelAccess) -> Vec<RequiredHost> {
-    let mut out = Vec::new();
-    if let Some(a) = &m.account
-        && let Some(Ok(acc)) = snap.account(a)
-        && let Some(login) = snap.descriptor(&acc.harness).and_then(|d| d.login.as_ref())
-    {
-        for h in &login.hosts {
-            out.push(RequiredHost {
-                host: h.clone(),
-                by: format!("account {a}"),
-            });
-        }
-    }
-    if let Some(p) = &m.provider
-        && let Ok(r) = check_model_access(m, snap)
-        && let (Some(proto), Some(Ok(prov))) = (r.protocol, snap.provider(p))
-        && let Some(url) = prov.endpoints.get(&proto)
-        && let Some((host, port)) = entry_for_url(url)
-        && let Ok(e) = AllowEntry::parse(&format!("{}:{port}", container_host(&host)))
-    {
-        out.push(RequiredHost {
-            host: e,
-            by: format!("provider {p}"),
-        });
-    }
-    out
 }
 
 /// Why a session cannot start with this model now (E1, D.9, D.14, D.19), if it cannot.
@@ -212,18 +63,9 @@ pub fn model_problem(
     {
         return Some(format!("provider {p:?}: secret {path} is not set"));
     }
-    contexts::check(snap, context, m)
-}
-
-fn resolved_harness(snap: &Snapshot, m: &ModelAccess) -> String {
-    if let Some(h) = &m.harness {
-        return h.clone();
-    }
-    m.account
-        .as_ref()
-        .and_then(|a| snap.account(a))
-        .and_then(|r| r.ok().map(|a| a.harness.clone()))
-        .unwrap_or_default()
+    context::check(snap, context, m)
+        .err()
+        .map(|e| e.to_string())
 }
 
 /// The Agent as the API shows it.
@@ -354,90 +196,21 @@ fn check_settings(
     options: &AgentOptions,
     skills: &[String],
 ) -> ApiResult<AgentOptions> {
-    if models.is_empty() {
-        return Err(ApiError::bad_request(
-            "model access unusable",
-            "models: at least one model",
-        ));
-    }
-    for (i, m) in models.iter().enumerate() {
-        if models[..i].contains(m) {
-            return Err(ApiError::bad_request(
-                "model access unusable",
-                format!("models[{i}]: listed twice"),
-            ));
+    let problem = |e: SettingsError| {
+        if e.is_conflict() {
+            ApiError::conflict(e.title(), e.to_string())
+        } else {
+            ApiError::bad_request(e.title(), e.to_string())
         }
-        check_model_access(m, snap).map_err(|e| {
-            ApiError::bad_request("model access unusable", format!("models[{i}]: {e}"))
-        })?;
-        if let Some(why) = contexts::check(snap, context, m) {
-            return Err(ApiError::conflict(
-                "not for this project's context",
-                format!("models[{i}]: {why}"),
-            ));
-        }
-    }
+    };
+    settings::check_models(snap, context, models, options).map_err(problem)?;
     let mut o = options.clone();
-    let c = containment(&o);
-    if o.egress.is_some() && c.network != NetworkMode::Filtered {
-        return Err(ApiError::bad_request(
-            "agent invalid",
-            "egress: only for a filtered network",
-        ));
-    }
-    if !o.allow.is_empty() && c.network != NetworkMode::Filtered {
-        return Err(ApiError::bad_request(
-            "agent invalid",
-            "allow: only for a filtered network",
-        ));
-    }
-    for (i, m) in models.iter().enumerate() {
-        let h = resolved_harness(snap, m);
-        if let Some(d) = snap.descriptor(&h)
-            && !d.permissions.contains_key(&c.permissions)
-        {
-            return Err(ApiError::bad_request(
-                "permissions unusable",
-                format!(
-                    "permissions: {} does not offer {} (models[{i}])",
-                    h,
-                    c.permissions.as_str()
-                ),
-            ));
-        }
-    }
     // G3: each binding known and valid, one per addon, no command declared twice.
     o.bindings = sorted_unique(&o.bindings);
     super::addons::AddonSet::read(&app.config)
         .check_selection(&o.bindings)
         .map_err(|e| ApiError::bad_request("binding unusable", e))?;
-    if let Some(iface) = &o.interface {
-        if c.permissions != PermissionMode::Bypass {
-            return Err(ApiError::bad_request(
-                "interface invalid",
-                "permissions: an agent with an interface runs unattended, in bypass",
-            ));
-        }
-        if iface.timeout_sec == 0 || iface.timeout_sec > 86_400 {
-            return Err(ApiError::bad_request(
-                "interface invalid",
-                "timeoutSec: 1 to 86400",
-            ));
-        }
-        for (field, s) in [
-            ("fields", iface.fields.as_ref()),
-            ("result", Some(&iface.result)),
-        ] {
-            if let Some(s) = s
-                && serde_json::to_vec(s).map(|v| v.len()).unwrap_or(0) > 64 * 1024
-            {
-                return Err(ApiError::bad_request(
-                    "interface invalid",
-                    format!("{field}: larger than 64 KiB"),
-                ));
-            }
-        }
-    }
+    settings::check_interface(&o).map_err(problem)?;
     for s in skills {
         validate_skill_name(s)
             .map_err(|e| ApiError::bad_request("skill unusable", format!("skills: {e}")))?;
@@ -452,18 +225,6 @@ fn check_settings(
     o.allow = sorted_unique(&o.allow);
     o.bindings = sorted_unique(&o.bindings);
     Ok(o)
-}
-
-fn confirm(old: &Containment, new: &Containment, confirmed: bool) -> ApiResult<()> {
-    let r = risks(old, new);
-    if r.is_empty() || confirmed {
-        Ok(())
-    } else {
-        Err(ApiError::conflict(
-            "risks not confirmed",
-            format!("{}; send confirmRisks: true to save it", r.join("; ")),
-        ))
-    }
 }
 
 /// GET /v1/agents?project=…
@@ -537,7 +298,8 @@ fn adhoc_stored(
     let baseline = old
         .map(|a| containment(&a.options))
         .unwrap_or(Preset::Guarded.containment());
-    confirm(&baseline, &containment(&options), req.confirm_risks)?;
+    confirm(&baseline, &containment(&options), req.confirm_risks)
+        .map_err(|e| ApiError::conflict("risks not confirmed", e.to_string()))?;
     Ok(StoredAgent {
         id: old.map(|a| a.id.clone()).unwrap_or_else(|| new_id("a_")),
         project_id: None,
@@ -617,7 +379,8 @@ fn project_stored(
         &req.skills,
     )?;
     let base = old.map(|a| containment(&a.options)).unwrap_or(baseline);
-    confirm(&base, &containment(&options), req.confirm_risks)?;
+    confirm(&base, &containment(&options), req.confirm_risks)
+        .map_err(|e| ApiError::conflict("risks not confirmed", e.to_string()))?;
     Ok(StoredAgent {
         id: old.map(|a| a.id.clone()).unwrap_or_else(|| new_id("a_")),
         project_id: Some(p.id.clone()),
@@ -1009,20 +772,6 @@ pub mod projects {
         Ok(())
     }
 
-    /// With the apply-preset rule: what the first agent leaves out comes from the preset.
-    fn with_preset(mut o: AgentOptions, preset: Preset) -> AgentOptions {
-        let c = preset.containment();
-        if o.network.is_none() {
-            o.network = Some(c.network);
-            if o.egress.is_none() {
-                o.egress = c.egress;
-            }
-        }
-        o.confinement.get_or_insert(c.confinement);
-        o.permissions.get_or_insert(c.permissions);
-        o
-    }
-
     /// GET /v1/projects
     pub async fn list(State(app): State<AppState>) -> Json<Vec<Project>> {
         let snap = app.snapshot();
@@ -1088,7 +837,7 @@ pub mod projects {
         };
         let snap = app.snapshot();
         let mut first = req.agent.clone();
-        first.options = with_preset(first.options, req.preset);
+        first.options = req.preset.apply(first.options);
         let a = project_stored(&app, &snap, &p, &[], &first, None, req.preset.containment())?;
         let mut p2 = p.clone();
         p2.default_agent = Some(a.id.clone());
@@ -1136,7 +885,7 @@ pub mod projects {
             check_context(&app, &c)?;
             for a in &agents {
                 for (i, m) in a.models.iter().enumerate() {
-                    if let Some(why) = contexts::check(&snap, c.as_deref(), m) {
+                    if let Err(why) = context::check(&snap, c.as_deref(), m) {
                         return Err(ApiError::conflict(
                             "not for this project's context",
                             format!(

@@ -95,7 +95,7 @@ impl DaemonConfig {
             allowed_origins: default_origins(port),
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             sandbox_command: vec!["handler-sandbox-podman".to_string()],
-            secret_command_timeout: super::secretref::DEFAULT_COMMAND_TIMEOUT,
+            secret_command_timeout: super::launch::secretref::DEFAULT_COMMAND_TIMEOUT,
         }
     }
 

@@ -8,13 +8,12 @@ use std::path::PathBuf;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use handler_contracts::control::{ContextColor, ContextInfo, ModelAccess};
+use handler_contracts::control::{ContextColor, ContextInfo};
 use handler_contracts::validate::validate_context_name;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::AppState;
-use super::catalog::Snapshot;
 use super::problem::{ApiError, ApiJson, ApiResult};
 use super::tomlfile;
 
@@ -43,40 +42,6 @@ pub fn read(app: &AppState) -> BTreeMap<String, ContextColor> {
             Some((k.to_string(), color))
         })
         .collect()
-}
-
-/// The contexts an account or a provider may be used in.
-pub fn contexts_of(snap: &Snapshot, m: &ModelAccess) -> Option<Vec<String>> {
-    if let Some(a) = &m.account {
-        snap.accounts.get(a)?.as_ref().ok()?.contexts.clone()
-    } else if let Some(p) = &m.provider {
-        snap.providers.get(p)?.as_ref().ok()?.contexts.clone()
-    } else {
-        None
-    }
-}
-
-/// D.19: `None` when the model may run in a project of `context`, else why not.
-pub fn check(snap: &Snapshot, context: Option<&str>, m: &ModelAccess) -> Option<String> {
-    let ctx = context?;
-    let list = contexts_of(snap, m).unwrap_or_default();
-    if list.iter().any(|c| c == "any" || c == ctx) {
-        return None;
-    }
-    let what = m
-        .account
-        .as_ref()
-        .map(|a| format!("account {a:?}"))
-        .or_else(|| m.provider.as_ref().map(|p| format!("provider {p:?}")))
-        .unwrap_or_default();
-    Some(format!(
-        "{what} is not made for this project's context {ctx:?} (its contexts: {})",
-        if list.is_empty() {
-            "none".into()
-        } else {
-            list.join(", ")
-        }
-    ))
 }
 
 fn infos(app: &AppState) -> Vec<ContextInfo> {

@@ -139,11 +139,6 @@ pub fn check_scope(app: &AppState, field: &str, scope: &str) -> ApiResult<PathBu
     }
 }
 
-/// Whether `p` is `root` or inside it (both canonical).
-pub fn inside(p: &Path, root: &Path) -> bool {
-    p.starts_with(root)
-}
-
 /// GET /v1/folders
 pub async fn get(State(app): State<AppState>) -> Json<WorkFolders> {
     Json(WorkFolders {

@@ -18,17 +18,25 @@ use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 /// A launch or a verb that failed.
 #[derive(Debug, thiserror::Error)]
 pub enum LauncherError {
+    /// The sandbox executable cannot be started.
     #[error("cannot run the sandbox executable {program}: {source}")]
     Spawn {
+        /// The executable.
         program: String,
+        /// Why.
         source: std::io::Error,
     },
+    /// The spec cannot be written to fd 3 (or the child's stdio taken).
     #[error("cannot hand the spec to the sandbox executable: {0}")]
     Spec(String),
+    /// A verb failed (its stderr, bounded).
     #[error("{verb} exited with {code:?}: {stderr}")]
     Verb {
+        /// The verb.
         verb: String,
+        /// Its exit code (none: killed, or timed out).
         code: Option<i32>,
+        /// What it printed on stderr, at most 2000 characters.
         stderr: String,
     },
 }
@@ -38,9 +46,13 @@ pub enum LauncherError {
 pub struct Instance {
     /// The spec's name.
     pub name: String,
+    /// The launcher process.
     pub child: Child,
+    /// The agent's ACP input.
     pub stdin: ChildStdin,
+    /// The agent's ACP output.
     pub stdout: ChildStdout,
+    /// The launcher's logs and egress events.
     pub stderr: ChildStderr,
 }
 
@@ -71,6 +83,7 @@ pub trait Launcher: Send + Sync + std::fmt::Debug {
 /// another user: fds are inherited).
 #[derive(Debug, Clone)]
 pub struct ProcessLauncher {
+    /// The program and its first arguments; the verb follows them.
     pub command: Vec<String>,
 }
 

@@ -10,15 +10,15 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The largest `{ file }` a secret is read from.
-pub const FILE_MAX_BYTES: u64 = 1024 * 1024;
+pub(crate) const FILE_MAX_BYTES: u64 = 1024 * 1024;
 /// The most of a `{ command }`'s output that is read.
-pub const COMMAND_MAX_BYTES: u64 = 1024 * 1024;
+pub(crate) const COMMAND_MAX_BYTES: u64 = 1024 * 1024;
 /// How long a `{ command }` may run by default (`HANDLER_SECRET_COMMAND_TIMEOUT`, seconds).
-pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A reference that gave no value.
 #[derive(Debug, thiserror::Error)]
-pub enum SecretRefError {
+pub(crate) enum SecretRefError {
     #[error("file {path}: {source}")]
     Io {
         path: String,
@@ -44,7 +44,7 @@ pub enum SecretRefError {
 }
 
 /// The first line of a regular file of at most 1 MiB, trimmed.
-pub fn read_file(path: &str) -> Result<String, SecretRefError> {
+pub(crate) fn read_file(path: &str) -> Result<String, SecretRefError> {
     let io = |source| SecretRefError::Io {
         path: path.to_string(),
         source,
@@ -74,7 +74,7 @@ pub fn read_file(path: &str) -> Result<String, SecretRefError> {
 
 /// The first line a command prints, trimmed; killed after `timeout`. Its stdin is empty and
 /// its stderr dropped (it might print the secret there too).
-pub fn run_command(argv: &[String], timeout: Duration) -> Result<String, SecretRefError> {
+pub(crate) fn run_command(argv: &[String], timeout: Duration) -> Result<String, SecretRefError> {
     let Some(program) = argv.first().filter(|p| !p.is_empty()) else {
         return Err(SecretRefError::Empty {
             program: String::new(),

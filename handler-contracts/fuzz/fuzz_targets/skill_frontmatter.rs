@@ -1,4 +1,4 @@
-//! Fuzz target: a SKILL.md's frontmatter (`handler-core/src/daemon/skills.rs` `frontmatter`, as
+//! Fuzz target: a SKILL.md's frontmatter (`handler_contracts::skill::frontmatter`, as
 //! `check_skill_dir` reads it at each start, D.17). Oracles: no panic on any text; a read
 //! frontmatter has a description of 1 to 1024 characters, and a name and a description without a
 //! line break unless they came from a `|` block; the skill-name check that follows never panics
@@ -7,8 +7,8 @@
 //! Input: the SKILL.md text (UTF-8).
 #![no_main]
 
+use handler_contracts::skill::frontmatter;
 use handler_contracts::validate::validate_skill_name;
-use handler_core::daemon::skills::frontmatter;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

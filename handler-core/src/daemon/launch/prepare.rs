@@ -1,0 +1,104 @@
+//! Preparing a launch (E, B.3, A.1, C.4): [`gather`] reads the world, [`resolve`] decides —
+//! one of an agent's models checked again, resolved, its secrets made phantoms and injections,
+//! rendered and composed into the SandboxSpec with the policy pipeline's configuration — and
+//! the launcher starts it.
+
+use std::path::Path;
+
+use handler_contracts::control::ModelAccess;
+
+use super::gather::{OsRandom, gather, problem};
+use super::resolve::{ResolveInput, resolve};
+use crate::daemon::AppState;
+use crate::daemon::problem::ApiResult;
+use crate::daemon::store::StoredAgent;
+
+pub(crate) use super::resolve::Prepared;
+
+/// Resolves `access` for `agent`'s connection `conn` and builds its SandboxSpec (400 model
+/// access unusable, 409 not for this project's context, 400 for what a start checks again).
+pub(crate) fn prepare(
+    app: &AppState,
+    agent: &StoredAgent,
+    access: &ModelAccess,
+    conn: &str,
+) -> ApiResult<Prepared> {
+    let g = gather(app, agent, access)?;
+    let data_dir = app.config.data_dir.display().to_string();
+    let input = ResolveInput {
+        catalog: &*g.catalog,
+        access,
+        context: g.context.as_deref(),
+        agent: &g.agent,
+        conn,
+        data_dir: &data_dir,
+        max_message_bytes: app.config.max_message_bytes,
+        scope: g.scope,
+        knowledge: g.knowledge,
+        addons: g.addons,
+        skills: g.skills,
+        caches: g.caches,
+        credential: g.credential,
+        display: g.display,
+    };
+    resolve(input, &mut OsRandom).map_err(problem)
+}
+
+/// P2's path resolution: the host's view, symbolic links followed. (The error is text because
+/// `handler_policy::PathResolver` takes it so: it goes into a JSON-RPC error's message.)
+pub(crate) fn canonicalize(path: &str) -> Result<String, String> {
+    std::fs::canonicalize(Path::new(path))
+        .map(|p| p.display().to_string())
+        .map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use handler_contracts::SandboxSpec;
+    use handler_policy::PolicyConfig;
+
+    #[test]
+    fn prepared_debug_names_secrets_never_their_values() {
+        let spec: SandboxSpec = serde_json::from_value(serde_json::json!({
+            "apiVersion": "handler.sandbox/v1",
+            "name": "handler-a1-c1",
+            "image": "localhost/handler-fake:latest",
+            "argv": ["agent"],
+            "env": {"API_KEY": "envSecretValue0001"},
+            "workdir": "/w",
+            "user": {"mode": "host-user", "home": "/home/agent"},
+            "mounts": [],
+            "files": [{"target": "/home/agent/auth.json", "content": "fileSecretValue0002"}],
+            "writablePaths": [],
+            "network": {"mode": "filtered", "allow": ["api.example.com:443"], "enforcement": "enforce"},
+            "injections": [{"name": "providers/p/apiKey", "phantom": "phantomValue0000003",
+                "value": "injectedSecretVal03", "hosts": ["api.example.com:443"]}]
+        }))
+        .unwrap();
+        let mut policy = PolicyConfig::new("/w", spec.network.clone());
+        policy.secrets = vec![("accounts/a/token".into(), "policySecretValue04".into())];
+        let p = Prepared {
+            spec,
+            policy,
+            access: ModelAccess::default(),
+        };
+        let shown = format!("{p:?}");
+        for secret in [
+            "envSecretValue0001",
+            "fileSecretValue0002",
+            "injectedSecretVal03",
+            "policySecretValue04",
+        ] {
+            assert!(!shown.contains(secret), "{secret} in {shown}");
+        }
+        for name in [
+            "API_KEY",
+            "/home/agent/auth.json",
+            "providers/p/apiKey",
+            "accounts/a/token",
+        ] {
+            assert!(shown.contains(name), "{name} not in {shown}");
+        }
+    }
+}
