@@ -65,6 +65,9 @@ pub struct HostFacts {
     /// The `[containers]` table podman will apply from the user's and the system's
     /// containers.conf files, as it merges them.
     pub containers_conf: ContainersConf,
+    /// The host's own addresses, for the egress proxy's DNS-rebinding guard (gathered when the
+    /// spec needs a proxy; empty otherwise).
+    pub host_addresses: Vec<std::net::IpAddr>,
 }
 
 /// What podman's containers.conf files set in `[containers]`, merged in podman's order

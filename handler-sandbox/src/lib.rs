@@ -15,5 +15,5 @@ pub mod validate;
 pub use error::SpecError;
 pub use facts::{HostFacts, LauncherId, PathKind};
 pub use network::{NetworkPlan, plan_network};
-pub use plan::{LaunchPlan, Stage, plan_launch};
-pub use validate::validate_spec;
+pub use plan::{LaunchPlan, ProxyPlan, Stage, plan_launch};
+pub use validate::{ValidSpec, validate_spec};

@@ -71,7 +71,7 @@ pub enum ProxyMode {
 }
 
 /// The proxy's configuration, read once from stdin at start.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ProxyConfig {
     pub mode: ProxyMode,

@@ -41,6 +41,10 @@ pub const PROXY_ROOTS: &str = "/etc/ssl/certs/ca-certificates.crt";
 /// host.containers.internal (a model server listening on 127.0.0.1 only).
 pub const PROXY_NETWORK: &str = "slirp4netns:allow_host_loopback=true";
 
+/// The file in the settings folder the launcher creates once the proxy answers; set-egress and
+/// set-allow wait for it.
+pub const READY_MARKER: &str = "ready";
+
 /// Names and paths of one instance's egress resources.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Topology {
@@ -79,6 +83,11 @@ impl Topology {
     /// The settings file on the host (what set-egress/set-allow rewrite).
     pub fn settings_file(&self) -> String {
         format!("{}/settings.json", self.settings_dir)
+    }
+
+    /// The ready marker on the host ([`READY_MARKER`] in the settings folder).
+    pub fn ready_file(&self) -> String {
+        format!("{}/{READY_MARKER}", self.settings_dir)
     }
 
     /// The CA bundle on the host.
