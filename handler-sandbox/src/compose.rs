@@ -16,7 +16,7 @@ use handler_contracts::sandbox::{
 /// What one addon binding adds to a sandbox (G4), resolved by the control plane.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AddonPart {
-    /// The addon's name (its image is mounted at /opt/addons/<name>).
+    /// The addon's name (its image is mounted at `/opt/addons/<name>`).
     pub addon: String,
     /// The binding that selected it (named in errors).
     pub binding: String,
@@ -35,6 +35,7 @@ pub struct ComposeInput {
     pub name: String,
     /// The agent's folder (canonical): the workdir, mounted at the same path (A2).
     pub scope: String,
+    /// The sandbox's network mode (D.1).
     pub network: NetworkMode,
     /// Filtered only.
     pub enforcement: Enforcement,
@@ -42,17 +43,19 @@ pub struct ComposeInput {
     pub allow: Vec<AllowEntry>,
     /// What its account or provider and addons require (E4).
     pub required: Vec<AllowEntry>,
+    /// How strictly the sandbox is confined (A.5).
     pub confinement: Confinement,
     /// The agent's state slots (E6), host folder or file → sandbox path.
     pub state: Vec<Mount>,
     /// Cache folders (D.8): sandbox path ("~" = the harness home) → host folder.
     pub caches: BTreeMap<String, String>,
-    /// Knowledge folders (D.5): host folder, each mounted read-only at /knowledge/<its name>.
+    /// Knowledge folders (D.5): host folder, each mounted read-only at `/knowledge/<its name>`.
     pub knowledge: Vec<String>,
     /// Secrets its proxy gives (E3); dropped without network (the process holds phantoms).
     pub injections: Vec<Injection>,
     /// A host Wayland socket (A.6).
     pub display: Option<String>,
+    /// Labels the control plane puts on the instance's containers.
     pub labels: BTreeMap<String, String>,
     /// The agent's addons, one per selected binding (G4); their egress is in `required`.
     pub addons: Vec<AddonPart>,
@@ -67,22 +70,32 @@ pub fn addon_mount_path(addon: &str) -> String {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ComposeError {
     #[error("scope {0:?} is not an absolute path")]
+    /// The scope is not an absolute path.
     ScopeNotAbsolute(String),
     #[error("knowledge folder {0:?} is not an absolute path")]
+    /// A knowledge folder is not an absolute path.
     KnowledgeNotAbsolute(String),
     #[error("knowledge folders {0:?} and {1:?} would both be /knowledge/{2}")]
+    /// Two knowledge folders have the same name, so the same target: the two folders and the name.
     KnowledgeClash(String, String, String),
     #[error("two mounts at {0}")]
+    /// Two different mounts would share this target.
     MountClash(String),
     #[error("injection {0}: no host to give it to")]
+    /// An injection names no host to give its value to.
     InjectionWithoutHost(String),
     #[error("binding {binding}: {name} is also set by {other}")]
+    /// Two bindings, or a binding and the harness, set the same env variable.
     EnvClash {
+        /// The binding that sets it a second time.
         binding: String,
+        /// The env variable's name.
         name: String,
+        /// Who set it first (`the harness` or `binding <name>`).
         other: String,
     },
     #[error("bindings {0:?} and {1:?} both use addon {2}")]
+    /// Two bindings select the same addon: the two bindings and the addon.
     AddonTwice(String, String, String),
 }
 
@@ -180,7 +193,7 @@ impl Mounts {
 }
 
 /// The scope at its own path (A2), the launch's mounts, the state slots render did not bind
-/// (E6), the caches (D.8) and the knowledge folders, read-only at /knowledge/<name> (D.5).
+/// (E6), the caches (D.8) and the knowledge folders, read-only at `/knowledge/<name>` (D.5).
 fn compose_mounts(
     launch: &HarnessLaunch,
     input: &ComposeInput,
@@ -287,7 +300,7 @@ struct AddonsPart {
     path_append: Vec<String>,
 }
 
-/// G4: per binding, its image at /opt/addons/<name> with its bin/ on PATH, its env; an addon
+/// G4: per binding, its image at `/opt/addons/<name>` with its bin/ on PATH, its env; an addon
 /// twice, an env variable set twice or an image at a taken target is refused.
 fn compose_addons(
     launch: &HarnessLaunch,

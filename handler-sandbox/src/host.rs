@@ -1,5 +1,5 @@
 //! Pure readings of host files and pure decisions around them: a process's start time from
-//! /proc/<pid>/stat, subordinate id ranges from /etc/subuid, whether a launcher is still alive,
+//! `/proc/<pid>/stat`, subordinate id ranges from /etc/subuid, whether a launcher is still alive,
 //! which cache folders a sandbox holds, and the RuntimeCheck verdict (A.8).
 
 use handler_contracts::sandbox::{RuntimeCheck, RuntimeCheckItem};
@@ -7,7 +7,7 @@ use handler_contracts::sandbox::{RuntimeCheck, RuntimeCheckItem};
 use crate::facts::LauncherId;
 use crate::validate::is_within;
 
-/// Field 22 (starttime) of a /proc/<pid>/stat line; the command name may hold spaces and
+/// Field 22 (starttime) of a `/proc/<pid>/stat` line; the command name may hold spaces and
 /// parentheses, so fields are counted after its last `)`.
 pub fn stat_start_time(stat: &str) -> Option<u64> {
     let rest = &stat[stat.rfind(')')? + 1..];

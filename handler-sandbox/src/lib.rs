@@ -2,6 +2,8 @@
 //! what this host can enforce (64), and the podman plan (argv, podman's environment, staged
 //! files) as a pure function of the spec and the host facts. No I/O: handler-core runs the plan.
 
+#![warn(missing_docs)]
+
 pub mod compose;
 pub mod egress;
 pub mod error;

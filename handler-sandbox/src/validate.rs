@@ -424,27 +424,47 @@ fn check_labels(spec: &SandboxSpec) -> Result {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PlacementError {
     #[error("{folder} is Handler's {what} folder")]
-    IsHandlers { folder: String, what: String },
-    #[error("{folder} holds Handler's {what} folder ({dir})")]
-    HoldsHandlers {
+    /// The folder is one of Handler's own.
+    IsHandlers {
+        /// The folder refused.
         folder: String,
+        /// Which of Handler's folders it is (`config`, `data`…).
         what: String,
+    },
+    #[error("{folder} holds Handler's {what} folder ({dir})")]
+    /// The folder holds one of Handler's own folders.
+    HoldsHandlers {
+        /// The folder refused.
+        folder: String,
+        /// Which of Handler's folders it is (`config`, `data`…).
+        what: String,
+        /// That folder's path.
         dir: String,
     },
     #[error("{folder} is inside Handler's {what} folder ({dir})")]
+    /// The folder is inside one of Handler's own folders.
     InsideHandlers {
+        /// The folder refused.
         folder: String,
+        /// Which of Handler's folders it is (`config`, `data`…).
         what: String,
+        /// That folder's path.
         dir: String,
     },
     #[error("{folder} is not inside a work folder")]
-    OutsideWorkFolders { folder: String },
+    /// The folder is in no work folder.
+    OutsideWorkFolders {
+        /// The folder refused.
+        folder: String,
+    },
 }
 
 /// A folder Handler keeps for itself: what it is (`config`, `data`…) and its path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reserved {
+    /// What the folder is for (`config`, `data`, `state`, `cache`…).
     pub what: String,
+    /// Its path.
     pub dir: String,
 }
 

@@ -16,7 +16,9 @@ use crate::egress::inject::{InjectionError, validate_injections};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Settings {
+    /// Whether a denied request is refused (enforce) or only reported.
     pub enforcement: Enforcement,
+    /// The destinations the sandbox may reach (A.3).
     pub allow: Vec<AllowEntry>,
 }
 
@@ -24,10 +26,13 @@ pub struct Settings {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SettingsError {
     #[error("the egress settings are not valid: {0}")]
+    /// The settings file is not valid JSON of the settings' shape.
     Syntax(String),
     #[error("the egress proxy configuration is not valid: {0}")]
+    /// The proxy's configuration is not valid (its text is never quoted: it holds secrets).
     Config(String),
     #[error(transparent)]
+    /// An injection of the configuration is not valid.
     Injection(#[from] InjectionError),
 }
 
@@ -74,6 +79,7 @@ pub enum ProxyMode {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ProxyConfig {
+    /// Whether the proxy filters or only reports injections.
     pub mode: ProxyMode,
     /// Where to listen, e.g. `0.0.0.0:3128` (`127.0.0.1:0` picks a port, printed when ready).
     pub listen: String,
@@ -92,6 +98,7 @@ pub struct ProxyConfig {
     #[serde(default)]
     pub roots_files: Vec<String>,
     #[serde(default)]
+    /// The secrets the proxy swaps in for their phantoms, towards their hosts only (E3).
     pub injections: Vec<Injection>,
     /// The host's own addresses (the DNS-rebinding guard refuses names resolving there).
     #[serde(default)]

@@ -50,13 +50,18 @@ pub const READY_MARKER: &str = "ready";
 pub struct Topology {
     /// Whether the sandbox keeps a direct route (open with injections) or has none (filtered).
     pub direct_route: bool,
+    /// The proxy container's name: `<sandbox>-egress`.
     pub proxy_container: String,
     /// Host folders under the instance folder: settings (`egress/`), CA bundle (`egress-ca/`),
     /// the proxy's socket (`egress-sock/`).
     pub settings_dir: String,
+    /// The host folder the proxy writes the CA bundle into (`egress-ca/`).
     pub ca_dir: String,
+    /// The host folder holding the proxy's socket (`egress-sock/`).
     pub socket_dir: String,
+    /// Whether the proxy filters (a filtered network) or only reports (open with injections).
     pub mode: ProxyMode,
+    /// Whether the spec has injections (then the sandbox trusts the proxy's CA).
     pub injections: bool,
 }
 

@@ -26,7 +26,9 @@ pub mod labels {
     pub const SANDBOX: &str = "handler.sandbox";
     /// The launcher's pid, its start time (clock ticks since boot) and the boot id.
     pub const LAUNCHER_PID: &str = "handler.launcher.pid";
+    /// The launcher's start time (clock ticks since boot), with its pid.
     pub const LAUNCHER_START: &str = "handler.launcher.start";
+    /// The boot the launcher started in (`/proc/sys/kernel/random/boot_id`).
     pub const LAUNCHER_BOOT: &str = "handler.launcher.boot";
     /// The instance's private host folder.
     pub const INSTANCE_DIR: &str = "handler.instance-dir";
@@ -44,11 +46,19 @@ pub const WAYLAND_SOCKET_NAME: &str = "wayland-0";
 #[derive(Clone, PartialEq, Eq)]
 pub enum Stage {
     /// A folder (parents included) with this mode.
-    Dir { path: String, mode: u32 },
+    Dir {
+        /// The folder's host path.
+        path: String,
+        /// Its permission bits.
+        mode: u32,
+    },
     /// A file with this content and mode (its folder exists by then).
     File {
+        /// The file's host path.
         path: String,
+        /// What the file holds.
         content: String,
+        /// Its permission bits.
         mode: u32,
     },
 }
