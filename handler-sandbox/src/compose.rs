@@ -68,6 +68,7 @@ pub fn addon_mount_path(addon: &str) -> String {
 
 /// A launch and settings that cannot make a spec.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ComposeError {
     #[error("scope {0:?} is not an absolute path")]
     /// The scope is not an absolute path.

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 /// What a host path is, as seen by the launcher.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum PathKind {
     /// Nothing is there (or it was not looked at).
     Missing,

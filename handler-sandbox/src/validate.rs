@@ -422,6 +422,7 @@ fn check_labels(spec: &SandboxSpec) -> Result {
 /// Why a folder cannot be an agent's scope or a work folder (D.13, issue 11 item 3): Handler's
 /// own folders (config, data, state, cache…) never reach a sandbox.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum PlacementError {
     #[error("{folder} is Handler's {what} folder")]
     /// The folder is one of Handler's own.

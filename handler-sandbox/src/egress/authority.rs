@@ -28,6 +28,7 @@ pub enum AuthorityError {
 
 /// Two names of one request that disagree; the request is refused (403) and reported.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum Mismatch {
     #[error("the tunnel was opened to {connect} but its TLS names {sni}")]
     /// The TLS server name differs from the CONNECT target.

@@ -24,6 +24,7 @@ pub struct Settings {
 
 /// Why a settings or configuration file cannot be used; the proxy then refuses (fail closed).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum SettingsError {
     #[error("the egress settings are not valid: {0}")]
     /// The settings file is not valid JSON of the settings' shape.
@@ -68,6 +69,7 @@ impl Settings {
 /// What the proxy does with requests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum ProxyMode {
     /// A filtered sandbox: judge every request against the live settings.
     Filter,

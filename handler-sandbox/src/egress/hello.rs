@@ -12,6 +12,7 @@ pub const MAX_HELLO: usize = 64 * 1024;
 
 /// Why a tunnel's first bytes, which claim to be a TLS handshake, are not a ClientHello.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum HelloError {
     #[error("the TLS record is not a handshake")]
     /// The first TLS record is not a handshake record.

@@ -17,6 +17,7 @@ use crate::egress::replace::Replacer;
 
 /// Why a set of injections is invalid (exit 65).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum InjectionError {
     #[error("injections[{index}].name is empty")]
     /// An injection has an empty name.

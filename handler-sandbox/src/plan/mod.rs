@@ -44,6 +44,7 @@ pub const WAYLAND_SOCKET_NAME: &str = "wayland-0";
 
 /// Something to create under the instance folder before podman starts.
 #[derive(Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Stage {
     /// A folder (parents included) with this mode.
     Dir {
