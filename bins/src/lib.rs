@@ -1,4 +1,6 @@
 //! Argument types and glue shared by Handler's thin binaries (clap structs → handler-core calls).
+//! Today all of it is the `handler` CLI's, so it is built only with the `client` feature.
+#![cfg(feature = "client")]
 
 use clap::Args;
 use handler_core::client::{Discovery, acp_bridge};
@@ -103,7 +105,7 @@ pub struct LoginArgs {
 /// Runs the account's file login (D.9) on this terminal and gives handlerd the file; a token
 /// login is not run: it says what to run instead (exit 2).
 pub async fn run_account_login(args: LoginArgs) -> anyhow::Result<i32> {
-    use handler_core::launch::login::{LoginError, Relay, account_login};
+    use handler_core::client::login::{LoginError, Relay, account_login};
     let discovery = Discovery::from_process_env()?;
     let r = account_login(&discovery, &args.name, Relay::Terminal).await;
     let code = match r {

@@ -134,3 +134,35 @@ fn every_module_says_what_it_is_for() {
         );
     }
 }
+
+/// What each half of handler-core may not name (docs/ARCHITECTURE.md, "handler-core"): the
+/// runtime and the daemon meet only as processes (fd 3, CLI verbs), the client only over HTTP.
+const HALVES: [(&str, &[&str]); 3] = [
+    ("runtime", &["crate::daemon", "crate::client", "axum"]),
+    ("daemon", &["crate::runtime", "crate::client"]),
+    ("client", &["crate::daemon", "crate::runtime", "axum"]),
+];
+
+#[test]
+fn the_halves_of_handler_core_never_import_each_other() {
+    let src = workspace().join("handler-core/src");
+    for (half, banned) in HALVES {
+        let mut files = Vec::new();
+        rust_files(&src.join(half), false, &mut files);
+        assert!(!files.is_empty(), "handler-core/src/{half} has no source");
+        for f in files {
+            let text = std::fs::read_to_string(&f).unwrap();
+            for (n, line) in text.lines().enumerate() {
+                let code = line.split("//").next().unwrap_or("");
+                for bad in banned {
+                    assert!(
+                        !code.contains(bad),
+                        "{}:{}: the {half} half of handler-core names `{bad}` (docs/ARCHITECTURE.md: the halves meet only as processes)",
+                        f.display(),
+                        n + 1
+                    );
+                }
+            }
+        }
+    }
+}

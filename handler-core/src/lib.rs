@@ -1,8 +1,15 @@
-//! Handler's I/O: the daemon, the Podman launcher, the egress proxy runtime and the client
-//! bridge, wiring tokio to the pure crates, which make every decision.
+//! Handler's I/O, as libraries: the daemon (control plane), the sandbox runtime (the launcher
+//! verbs and the egress proxy) and the client side of handlerd, wiring tokio to the pure crates,
+//! which make every decision.
+//!
+//! The halves are cargo features (both on by default): `daemon` (handlerd), `runtime`
+//! (`handler-sandbox-podman`, `handler-egress-proxy`) and `client` (`handler`). They never import
+//! each other: the daemon starts the runtime as a process (the spec on fd 3, CLI verbs).
 
+#[cfg(feature = "client")]
 pub mod client;
+#[cfg(feature = "daemon")]
 pub mod daemon;
-pub mod egress;
-pub mod launch;
-pub mod sandbox;
+pub mod lines;
+#[cfg(feature = "runtime")]
+pub mod runtime;

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use daemon_support::TestDaemon;
 use handler_core::client::Discovery;
-use handler_core::launch::login::{LoginError, Relay, account_login};
+use handler_core::client::login::{LoginError, Relay, account_login};
 use serde_json::json;
 
 #[derive(Clone, Default)]

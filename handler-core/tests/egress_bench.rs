@@ -291,7 +291,7 @@ async fn bench_tunnel_throughput_and_injected_rps() {
         format!("api2.test:{}", https_nd.port),
         format!("plain.test:{}", https_relayed.port),
     ];
-    handler_core::egress::write_settings(
+    handler_core::runtime::egress::write_settings(
         &settings,
         &Settings {
             enforcement: Enforcement::Enforce,
@@ -331,9 +331,12 @@ async fn bench_tunnel_throughput_and_injected_rps() {
         ]
         .into(),
     };
-    let proxy = handler_core::egress::start(config, handler_core::egress::Events::with(|_| {}))
-        .await
-        .unwrap();
+    let proxy = handler_core::runtime::egress::start(
+        config,
+        handler_core::runtime::egress::Events::with(|_| {}),
+    )
+    .await
+    .unwrap();
 
     // Bulk download, direct and through a tunnel: from a server sending one static buffer (the
     // relay's cost alone), and from the test server (a body built per request, as before);

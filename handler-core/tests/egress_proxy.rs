@@ -71,7 +71,7 @@ async fn world_with(
             .map(|a| AllowEntry::parse(a).unwrap())
             .collect(),
     };
-    handler_core::egress::write_settings(&settings, &s).unwrap();
+    handler_core::runtime::egress::write_settings(&settings, &s).unwrap();
     let config = ProxyConfig {
         mode: ProxyMode::Filter,
         listen: "127.0.0.1:0".into(),
@@ -83,7 +83,7 @@ async fn world_with(
         host_addresses: vec![],
         resolve,
     };
-    let running = handler_core::egress::start(config, events.events())
+    let running = handler_core::runtime::egress::start(config, events.events())
         .await
         .unwrap();
     World {
@@ -367,7 +367,7 @@ async fn injection_world() -> World {
             .map(|a| AllowEntry::parse(a).unwrap())
             .collect(),
     };
-    handler_core::egress::write_settings(&settings, &s).unwrap();
+    handler_core::runtime::egress::write_settings(&settings, &s).unwrap();
     let events = Collected::default();
     let config = ProxyConfig {
         mode: ProxyMode::Filter,
@@ -383,7 +383,7 @@ async fn injection_world() -> World {
             .map(|n| (n.to_string(), ip))
             .collect(),
     };
-    let running = handler_core::egress::start(config, events.events())
+    let running = handler_core::runtime::egress::start(config, events.events())
         .await
         .unwrap();
     World {
@@ -666,7 +666,7 @@ async fn a_name_resolving_to_loopback_is_refused_unless_the_address_is_listed() 
         host_addresses: vec![],
         resolve: [("loop.test".to_string(), "127.0.0.1".parse().unwrap())].into(),
     };
-    let p = handler_core::egress::start(config, events.events())
+    let p = handler_core::runtime::egress::start(config, events.events())
         .await
         .unwrap();
     let uri = format!("http://{}/", w.h("loop.test"));
@@ -680,7 +680,7 @@ async fn a_name_resolving_to_loopback_is_refused_unless_the_address_is_listed() 
             AllowEntry::parse(&w.h("127.0.0.1")).unwrap(),
         ],
     };
-    handler_core::egress::write_settings(&settings, &listed).unwrap();
+    handler_core::runtime::egress::write_settings(&settings, &listed).unwrap();
     let g = http_via(p.addr(), get(&uri, &w.h("loop.test"))).await;
     assert_eq!(g.status, 200, "listed by address: {}", g.body);
 }
@@ -721,7 +721,7 @@ async fn a_proxy_with_invalid_settings_does_not_start() {
         host_addresses: vec![],
         resolve: BTreeMap::new(),
     };
-    let e = handler_core::egress::start(config, Collected::default().events())
+    let e = handler_core::runtime::egress::start(config, Collected::default().events())
         .await
         .unwrap_err();
     assert!(e.to_string().contains("allow[0]"), "{e}");

@@ -1,4 +1,4 @@
-//! The splice(2) relay of undecrypted tunnels (handler_core::egress::relay), on real sockets:
+//! The splice(2) relay of undecrypted tunnels (handler_core::runtime::egress::relay), on real sockets:
 //! 64 MiB each way at once arrive intact (every byte checked), half-close is kept (an EOF one way
 //! is passed on while the other way keeps flowing), TCP ↔ TCP and unix ↔ TCP, and a CONNECT
 //! through hyper hands its raw socket over with the bytes it had already read (any other
@@ -8,7 +8,7 @@ use std::convert::Infallible;
 use std::time::Duration;
 
 use bytes::Bytes;
-use handler_core::egress::relay::{relay, relay_upgraded};
+use handler_core::runtime::egress::relay::{relay, relay_upgraded};
 use http_body_util::Empty;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
@@ -54,7 +54,7 @@ async fn tcp_pair() -> (TcpStream, TcpStream) {
 /// the server is still sending, and the server's data keeps flowing to the client after it.
 async fn both_ways<C>(
     client: C,
-    mut proxy_side: impl handler_core::egress::relay::Socket + Send + 'static,
+    mut proxy_side: impl handler_core::runtime::egress::relay::Socket + Send + 'static,
 ) where
     C: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {

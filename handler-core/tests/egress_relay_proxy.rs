@@ -31,7 +31,7 @@ async fn tunnels_through_the_proxy_over_tcp_and_its_unix_socket_are_spliced() {
     let dir = tempfile::tempdir().unwrap();
     let target = format!("plain.test:{}", http.port);
     let settings = dir.path().join("settings.json");
-    handler_core::egress::write_settings(
+    handler_core::runtime::egress::write_settings(
         &settings,
         &Settings {
             enforcement: Enforcement::Enforce,
@@ -50,9 +50,12 @@ async fn tunnels_through_the_proxy_over_tcp_and_its_unix_socket_are_spliced() {
         host_addresses: vec![],
         resolve: [("plain.test".to_string(), host_ip())].into(),
     };
-    let proxy = handler_core::egress::start(config, handler_core::egress::Events::with(|_| {}))
-        .await
-        .unwrap();
+    let proxy = handler_core::runtime::egress::start(
+        config,
+        handler_core::runtime::egress::Events::with(|_| {}),
+    )
+    .await
+    .unwrap();
     // A low soft limit, as a login session often has.
     let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
     setrlimit(Resource::RLIMIT_NOFILE, 256.min(hard), hard).unwrap();

@@ -215,7 +215,7 @@ async fn proxy(allow: &[String], injections: Vec<Injection>, roots: Option<&str>
             .map(|a| AllowEntry::parse(a).unwrap())
             .collect(),
     };
-    handler_core::egress::write_settings(&settings, &s).unwrap();
+    handler_core::runtime::egress::write_settings(&settings, &s).unwrap();
     let mut roots_files = vec![];
     if let Some(pem) = roots {
         let p = dir.path().join("roots.pem");
@@ -240,7 +240,7 @@ async fn proxy(allow: &[String], injections: Vec<Injection>, roots: Option<&str>
         host_addresses: vec![],
         resolve,
     };
-    let running = handler_core::egress::start(config, events.events())
+    let running = handler_core::runtime::egress::start(config, events.events())
         .await
         .unwrap();
     Proxy {

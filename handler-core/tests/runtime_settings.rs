@@ -9,14 +9,14 @@ use std::time::Duration;
 
 use handler_contracts::AllowEntry;
 use handler_contracts::sandbox::Enforcement;
-use handler_core::egress::launch::{Change, READY_MARKER, apply_change_within};
+use handler_core::runtime::egress::launch::{Change, READY_MARKER, apply_change_within};
 use handler_sandbox::egress::Settings;
 
 fn instance(dir: &Path) {
     std::fs::create_dir_all(dir.join("egress")).unwrap();
     std::fs::write(dir.join("launcher"), "1 1 boot\n").unwrap();
     std::fs::write(dir.join("egress").join(READY_MARKER), "").unwrap();
-    handler_core::egress::write_settings(
+    handler_core::runtime::egress::write_settings(
         &dir.join("egress/settings.json"),
         &Settings {
             enforcement: Enforcement::Enforce,

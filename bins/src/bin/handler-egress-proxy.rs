@@ -42,12 +42,12 @@ fn main() -> anyhow::Result<()> {
             socket,
             command,
         }) => {
-            let e = handler_core::egress::shim::run(&exe, &listen, &socket, &command);
+            let e = handler_core::runtime::egress::shim::run(&exe, &listen, &socket, &command);
             eprintln!("{e}");
             std::process::exit(e.exit_code());
         }
         Some(Cmd::ShimForward { socket, detach }) => {
-            return Ok(handler_core::egress::shim::forward_main(
+            return Ok(handler_core::runtime::egress::shim::forward_main(
                 &exe, &socket, detach,
             )?);
         }
@@ -57,7 +57,7 @@ fn main() -> anyhow::Result<()> {
         .worker_threads(2)
         .enable_all()
         .build()?;
-    if let Err(e) = rt.block_on(handler_core::egress::run_from_stdin()) {
+    if let Err(e) = rt.block_on(handler_core::runtime::egress::run_from_stdin()) {
         eprintln!("handler-egress-proxy: {e}");
         std::process::exit(66);
     }

@@ -2,7 +2,9 @@
 //! launch (SandboxSpec on fd 3), attach, set-egress, set-allow, sweep, check, image and cache.
 
 use clap::{Parser, Subcommand};
-use handler_core::sandbox::{attach, cache, check, egress_verbs, image, launch, sweep, watchdog};
+use handler_core::runtime::sandbox::{
+    attach, cache, check, egress_verbs, image, launch, sweep, watchdog,
+};
 
 #[derive(Parser)]
 #[command(
@@ -121,8 +123,8 @@ fn main() {
                 no_cache,
             }),
             ImageVerb::BuildProxy => {
-                match handler_core::egress::launch::build_proxy(
-                    &handler_core::sandbox::podman::program(),
+                match handler_core::runtime::egress::launch::build_proxy(
+                    &handler_core::runtime::sandbox::podman::program(),
                 ) {
                     Ok(img) => {
                         println!("{img}");

@@ -25,7 +25,7 @@ use super::prepare::{Prepared, canonicalize, prepare};
 use super::problem::{ApiError, ApiResult};
 use super::store::new_id;
 use super::{AppState, EgressRecord, LiveConnection, fsutil};
-use crate::launch::launcher::{Instance, read_stderr, stop, stop_and_sweep};
+use crate::daemon::launch::launcher::{Instance, read_stderr, stop, stop_and_sweep};
 
 /// The model a connection runs with (C.1): the agent's first, or the one the query names.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -273,7 +273,7 @@ async fn relay(
         let agent_id = agent_id.clone();
         let sandbox = sandbox.clone();
         tokio::spawn(async move {
-            // Bounded lines (crate::launch::launcher::read_stderr).
+            // Bounded lines (crate::daemon::launch::launcher::read_stderr).
             read_stderr(
                 stderr,
                 |ev| {

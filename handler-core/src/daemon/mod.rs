@@ -14,6 +14,7 @@ pub mod contexts;
 pub mod folders;
 pub mod fsutil;
 pub mod harnesses;
+pub mod launch;
 pub mod live;
 pub mod openapi;
 pub mod prepare;
@@ -40,7 +41,7 @@ use tokio::sync::Notify;
 
 pub use config::DaemonConfig;
 
-use crate::launch::launcher::{Launcher, ProcessLauncher};
+use crate::daemon::launch::launcher::{Launcher, ProcessLauncher};
 
 /// A running connection's handle: how to stop it.
 #[derive(Debug)]

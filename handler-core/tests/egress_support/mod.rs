@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use handler_contracts::sandbox::EgressEvent;
-use handler_core::egress::{Events, Running};
+use handler_core::runtime::egress::{Events, Running};
 use http_body_util::{BodyExt as _, Full, StreamBody};
 use hyper::body::{Frame, Incoming};
 use hyper::{Request, Response};
@@ -426,6 +426,6 @@ impl Proxy {
                 .map(|a| handler_contracts::allow::AllowEntry::parse(a).unwrap())
                 .collect(),
         };
-        handler_core::egress::write_settings(&self.settings_path(), &s).unwrap();
+        handler_core::runtime::egress::write_settings(&self.settings_path(), &s).unwrap();
     }
 }

@@ -5,7 +5,7 @@
 use handler_contracts::AllowEntry;
 use handler_contracts::sandbox::{Enforcement, exit};
 
-use crate::egress::launch::{Change, apply_change};
+use crate::runtime::egress::launch::{Change, apply_change};
 
 use super::log;
 

@@ -11,7 +11,7 @@ use std::process::Stdio;
 
 use handler_contracts::harness::Login;
 
-use crate::client::Discovery;
+use super::Discovery;
 
 /// The largest credential file kept (PUT …/login takes at most 1 MiB).
 pub const MAX_CREDENTIAL_BYTES: u64 = 1024 * 1024;

@@ -23,7 +23,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use super::stderr::{self, Source};
 use super::watchdog::Watchdog;
 use super::{host, log, podman};
-use crate::egress::launch::ProxyProcess;
+use crate::runtime::egress::launch::ProxyProcess;
 
 /// How long a tty launch waits for `attach` (A: 60 s); `HANDLER_SANDBOX_ATTACH_TIMEOUT` (seconds)
 /// shortens it for tests.
@@ -263,7 +263,7 @@ async fn proxy_ready(
         (labels::LAUNCHER_BOOT.into(), l.boot.clone()),
         (labels::SANDBOX.into(), spec.name.clone()),
     ];
-    crate::egress::launch::start_proxy(&podman::program(), topo, spec, &labels)
+    crate::runtime::egress::launch::start_proxy(&podman::program(), topo, spec, &labels)
         .await
         .map(Some)
 }
@@ -296,7 +296,7 @@ async fn run_instance(spec: &SandboxSpec, plan: &LaunchPlan, inst: &mut Instance
     // are the launcher's (A.3).
     let topo = Topology::of(spec, &inst.dir.to_string_lossy());
     if let Some(t) = &topo
-        && let Err(e) = crate::egress::launch::stage(t, spec)
+        && let Err(e) = crate::runtime::egress::launch::stage(t, spec)
     {
         log(&format!("setup failed: egress settings: {e}"));
         inst.cleanup(false);

@@ -227,7 +227,7 @@ pub async fn stop_and_sweep(
     code
 }
 
-/// Reads a launcher's stderr to its end in bounded lines ([`super::lines::MAX_LINE`]): `event`
+/// Reads a launcher's stderr to its end in bounded lines ([`crate::lines::MAX_LINE`]): `event`
 /// gets each whole line that is an egress event, `text` every other line or piece (a long line
 /// comes in pieces, none of which is taken for an event).
 pub async fn read_stderr(
@@ -235,7 +235,7 @@ pub async fn read_stderr(
     mut event: impl FnMut(handler_contracts::sandbox::EgressEvent),
     mut text: impl FnMut(String),
 ) {
-    super::lines::for_each_piece(stderr, super::lines::MAX_LINE + 64, |p| {
+    crate::lines::for_each_piece(stderr, crate::lines::MAX_LINE + 64, |p| {
         let line = String::from_utf8_lossy(p.bytes);
         match handler_contracts::sandbox::EgressEvent::from_line(&line).filter(|_| p.whole()) {
             Some(ev) => event(ev),

@@ -9,7 +9,7 @@ use std::time::Duration;
 use handler_sandbox::egress::Settings;
 use tokio::sync::watch;
 
-use crate::egress::events::Events;
+use crate::runtime::egress::events::Events;
 
 /// How often the file is checked for changes, for open connections (requests read it anyway).
 pub const POLL: Duration = Duration::from_millis(100);

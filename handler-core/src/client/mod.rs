@@ -2,6 +2,8 @@
 //! bridge `handler acp` runs for editors — the editor's stdio NDJSON to the agent's WebSocket
 //! (C.1), one message per line each way.
 
+pub mod login;
+
 use std::path::{Path, PathBuf};
 
 use futures_util::{SinkExt, StreamExt};

@@ -2,5 +2,3 @@
 //! control plane drives.
 
 pub mod launcher;
-pub mod lines;
-pub mod login;

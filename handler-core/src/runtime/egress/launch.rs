@@ -82,15 +82,16 @@ pub async fn start_proxy(
     let config = serde_json::to_string(&config).map_err(|e| e.to_string())?;
     // Its stderr (events and log lines) comes on a pipe of its own that the launcher relays:
     // the sandbox cannot write there (decision 0037). Its podman dies with the launcher.
-    let err = crate::sandbox::stderr::piped(crate::sandbox::stderr::Source::Proxy)
-        .map_err(|e| format!("a pipe for the proxy's output: {e}"))?;
+    let err =
+        crate::runtime::sandbox::stderr::piped(crate::runtime::sandbox::stderr::Source::Proxy)
+            .map_err(|e| format!("a pipe for the proxy's output: {e}"))?;
     let mut cmd = tokio::process::Command::new(podman);
     cmd.args(topo.proxy_run_args(labels))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(err)
         .kill_on_drop(true);
-    crate::sandbox::podman::die_with_parent(&mut cmd);
+    crate::runtime::sandbox::podman::die_with_parent(&mut cmd);
     let spawned = cmd.spawn();
     drop(cmd);
     let mut child = spawned.map_err(|e| format!("cannot run {podman}: {e}"))?;

@@ -28,12 +28,12 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio_rustls::{LazyConfigAcceptor, TlsConnector};
 
-use crate::egress::body::{LeakSlot, ProxyBody, Rewriting, full};
-use crate::egress::ca::Ca;
-use crate::egress::events::Events;
-use crate::egress::live::LiveSettings;
-use crate::egress::resolve::Resolver;
-use crate::egress::{relay, ws};
+use crate::runtime::egress::body::{LeakSlot, ProxyBody, Rewriting, full};
+use crate::runtime::egress::ca::Ca;
+use crate::runtime::egress::events::Events;
+use crate::runtime::egress::live::LiveSettings;
+use crate::runtime::egress::resolve::Resolver;
+use crate::runtime::egress::{relay, ws};
 
 /// Request bodies up to this size are read whole before they leave, so a leak is refused with a
 /// clean 403 before anything was sent; longer ones are streamed and cut at the leak.
@@ -655,7 +655,7 @@ async fn open_upstream(
         .await
         .map_err(|e| format!("cannot reach {target}: {e}"))?;
     let _ = tcp.set_nodelay(true);
-    let tcp = crate::egress::quickack::QuickAck::new(tcp);
+    let tcp = crate::runtime::egress::quickack::QuickAck::new(tcp);
     let sender = if tls {
         let name = rustls::pki_types::ServerName::try_from(target.host.clone())
             .map_err(|e| e.to_string())?;

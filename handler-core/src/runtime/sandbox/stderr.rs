@@ -1,6 +1,6 @@
 //! The launcher's stderr (contract A: logs, and the egress events of its proxy): the launcher
 //! is the only writer of event lines there. The sandbox's stderr and the proxy's come on pipes
-//! of their own, read by a thread each in bounded pieces (`launch::lines`) and written out line
+//! of their own, read by a thread each in bounded pieces (`crate::lines`) and written out line
 //! by line: the proxy's events as events, anything of the sandbox's that would read as an event
 //! (or as the tty ready line) behind a prefix, so a process cannot forge an egress event
 //! (decision 0037).
@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use handler_contracts::sandbox::{EGRESS_EVENT_PREFIX, EgressEvent, TTY_READY_LINE};
 
-use crate::egress::events::LOG_PREFIX;
-use crate::launch::lines::{MAX_LINE, Piece, for_each_piece_blocking};
+use crate::lines::{MAX_LINE, Piece, for_each_piece_blocking};
+use crate::runtime::egress::events::LOG_PREFIX;
 
 /// What a sandbox's line that would read as the launcher's own gets in front of it.
 pub const SANDBOX_PREFIX: &[u8] = b"sandbox: ";
