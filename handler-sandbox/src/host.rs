@@ -28,6 +28,25 @@ pub fn subid_count(text: &str, user: &str, id: u32) -> Option<u32> {
     })
 }
 
+/// The host's own IPv4 addresses in a `/proc/net/fib_trie` text (for the egress proxy's
+/// DNS-rebinding guard): each `|-- a.b.c.d` line followed by a `/32 host LOCAL` line, once.
+pub fn fib_trie_local_addresses(text: &str) -> Vec<std::net::IpAddr> {
+    let mut out = Vec::new();
+    let lines: Vec<&str> = text.lines().collect();
+    for w in lines.windows(2) {
+        if w[1].contains("/32 host LOCAL")
+            && let Some(ip) = w[0]
+                .trim()
+                .strip_prefix("|-- ")
+                .and_then(|s| s.parse().ok())
+            && !out.contains(&ip)
+        {
+            out.push(ip);
+        }
+    }
+    out
+}
+
 /// Whether the launcher named by a resource's labels is still the live process: same boot, and
 /// the pid's current start time equals the recorded one. `observed_start`: the start time of
 /// that pid now (None: no such process); `boot`: this boot's id.
@@ -59,4 +78,18 @@ pub fn holds_cache(mount_source: &str, cache: &str) -> bool {
 pub fn runtime_check(runtime: String, items: Vec<RuntimeCheckItem>) -> RuntimeCheck {
     let ok = items.iter().all(|i| i.ok || !i.required);
     RuntimeCheck { runtime, ok, items }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_local_addresses_of_a_fib_trie() {
+        let t = "Main:\n  +-- 0.0.0.0/0 3 0 5\n     |-- 10.0.0.5\n        /32 host LOCAL\n     |-- 10.0.0.255\n        /32 link BROADCAST\n     |-- 127.0.0.1\n        /32 host LOCAL\nLocal:\n     |-- 10.0.0.5\n        /32 host LOCAL\n";
+        let want: Vec<std::net::IpAddr> =
+            vec!["10.0.0.5".parse().unwrap(), "127.0.0.1".parse().unwrap()];
+        assert_eq!(fib_trie_local_addresses(t), want);
+        assert!(fib_trie_local_addresses("").is_empty());
+    }
 }

@@ -1,152 +1,92 @@
-//! The launcher's side of the egress filter (A.3, A.4, D.4): staging the instance's settings,
-//! starting the proxy container with its configuration on stdin and waiting for its ready line
-//! (fail closed: no proxy, no sandbox), `set-egress`/`set-allow`, and `image build-proxy`.
+//! The launcher's side of the egress filter (A.3, A.4, D.4): starting the proxy container the
+//! plan describes (`handler_sandbox::ProxyPlan`) with its configuration on stdin and waiting for
+//! its ready line (fail closed: no proxy, no sandbox), `set-egress`/`set-allow`, and `image
+//! build-proxy`.
 
 use std::io::Write as _;
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use handler_contracts::sandbox::{Enforcement, SandboxSpec};
-use handler_sandbox::egress::topology::{PROXY_IMAGE, Topology, initial_settings};
-use handler_sandbox::egress::{ProxyMode, Settings};
+use handler_contracts::sandbox::Enforcement;
+use handler_sandbox::ProxyPlan;
+use handler_sandbox::egress::Settings;
+use handler_sandbox::egress::topology::PROXY_IMAGE;
+pub use handler_sandbox::egress::topology::READY_MARKER;
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
 
-/// A marker the launcher writes once the proxy answers; set-egress/set-allow wait for it.
-pub const READY_MARKER: &str = "ready";
+use crate::runtime::sandbox::podman::{Podman, PodmanProcess, SpawnError};
+
 /// How long the proxy has to say it is ready.
 pub const PROXY_START_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long set-egress/set-allow wait for an instance still starting (A.4).
 pub const STARTING_WAIT: Duration = Duration::from_secs(60);
 
-/// Creates the settings and CA folders of the instance (before the containers start).
-pub fn stage(topo: &Topology, spec: &SandboxSpec) -> std::io::Result<()> {
-    for d in [&topo.settings_dir, &topo.ca_dir, &topo.socket_dir] {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o755)
-            .create(d)?;
-    }
-    if let Some(s) = initial_settings(spec) {
-        super::write_settings(Path::new(&topo.settings_file()), &s)?;
-        std::fs::set_permissions(topo.settings_file(), std::fs::Permissions::from_mode(0o644))?;
-    }
-    if topo.injections {
-        // The sandbox mounts this file; the proxy writes the bundle into it in place.
-        std::fs::write(topo.ca_bundle(), "")?;
-        std::fs::set_permissions(topo.ca_bundle(), std::fs::Permissions::from_mode(0o644))?;
-    }
-    Ok(())
-}
-
-/// This host's own addresses (for the DNS-rebinding guard), read from /proc.
-pub fn host_addresses() -> Vec<std::net::IpAddr> {
-    let mut out = Vec::new();
-    // fib_trie lists local addresses as "|-- a.b.c.d" followed by "/32 host LOCAL".
-    if let Ok(t) = std::fs::read_to_string("/proc/net/fib_trie") {
-        let lines: Vec<&str> = t.lines().collect();
-        for w in lines.windows(2) {
-            if w[1].contains("/32 host LOCAL") {
-                if let Some(ip) = w[0]
-                    .trim()
-                    .strip_prefix("|-- ")
-                    .and_then(|s| s.parse().ok())
-                {
-                    if !out.contains(&ip) {
-                        out.push(ip);
-                    }
-                }
-            }
-        }
-    }
-    out
-}
-
 /// The running proxy container's podman process (its stderr relayed by the launcher: events pass).
 #[derive(Debug)]
-pub struct ProxyProcess {
-    pub child: tokio::process::Child,
+pub struct ProxyProcess<C> {
+    /// Its podman process.
+    pub child: C,
     /// Its container's name.
     pub name: String,
 }
 
-/// Starts the proxy container and waits for its ready line. Errors say what is missing.
-pub async fn start_proxy(
-    podman: &str,
-    topo: &Topology,
-    spec: &SandboxSpec,
-    labels: &[(String, String)],
-) -> Result<ProxyProcess, String> {
-    let config = topo.proxy_config(spec, host_addresses());
-    let config = serde_json::to_string(&config).map_err(|e| e.to_string())?;
-    // Its stderr (events and log lines) comes on a pipe of its own that the launcher relays:
-    // the sandbox cannot write there (decision 0037). Its podman dies with the launcher.
-    let err =
-        crate::runtime::sandbox::stderr::piped(crate::runtime::sandbox::stderr::Source::Proxy)
-            .map_err(|e| format!("a pipe for the proxy's output: {e}"))?;
-    let mut cmd = tokio::process::Command::new(podman);
-    cmd.args(topo.proxy_run_args(labels))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(err)
-        .kill_on_drop(true);
-    crate::runtime::sandbox::podman::die_with_parent(&mut cmd);
-    let spawned = cmd.spawn();
-    drop(cmd);
-    let mut child = spawned.map_err(|e| format!("cannot run {podman}: {e}"))?;
-    let mut stdin = child.stdin.take().expect("piped");
+/// Starts the proxy container of `plan` and waits for its ready line, then writes the ready
+/// marker. Errors say what is missing.
+pub async fn start_proxy<P: Podman>(
+    podman: &P,
+    plan: &ProxyPlan,
+) -> Result<ProxyProcess<P::Process>, String> {
+    let config = serde_json::to_string(&plan.config).map_err(|e| e.to_string())?;
+    let io = podman.spawn_proxy(&plan.args).map_err(|e| match e {
+        SpawnError::Pipe(e) => format!("a pipe for the proxy's output: {e}"),
+        SpawnError::Podman(e) => e.to_string(),
+    })?;
+    let (child, mut stdin) = (io.process, io.stdin);
     if let Err(e) = stdin.write_all(config.as_bytes()).await {
         // Its podman ended first (a broken pipe): say why as for any start that fails.
         drop(stdin);
-        return Err(failed_start(
-            podman,
-            child,
-            &format!("its configuration could not be given: {e}"),
-        )
-        .await);
+        let why = format!("its configuration could not be given: {e}");
+        return Err(failed_start(podman, plan, child, &why).await);
     }
+    // Closed: the proxy reads its configuration to the end.
     drop(stdin);
-    let stdout = child.stdout.take().expect("piped");
-    let mut lines = BufReader::new(stdout).lines();
+    let mut lines = BufReader::new(io.stdout).lines();
     let line = tokio::time::timeout(PROXY_START_TIMEOUT, lines.next_line()).await;
-    match line {
+    let why = match line {
         Ok(Ok(Some(l))) if l.contains("\"ready\":true") => {
-            std::fs::write(Path::new(&topo.settings_dir).join(READY_MARKER), "")
+            std::fs::write(&plan.ready_file, "")
                 .map_err(|e| format!("egress settings folder: {e}"))?;
-            Ok(ProxyProcess {
+            return Ok(ProxyProcess {
                 child,
-                name: topo.proxy_container.clone(),
-            })
+                name: plan.container.clone(),
+            });
         }
         // Not echoed: only its ready line is expected there.
-        Ok(Ok(Some(_))) => Err(failed_start(
-            podman,
-            child,
-            "it answered something else than its ready line",
-        )
-        .await),
-        Ok(Ok(None)) => Err(failed_start(podman, child, "it ended without a ready line").await),
-        Ok(Err(e)) => {
-            Err(failed_start(podman, child, &format!("reading its ready line: {e}")).await)
-        }
-        Err(_) => {
-            let why = format!("no ready line within {} s", PROXY_START_TIMEOUT.as_secs());
-            Err(failed_start(podman, child, &why).await)
-        }
-    }
+        Ok(Ok(Some(_))) => "it answered something else than its ready line".to_string(),
+        Ok(Ok(None)) => "it ended without a ready line".to_string(),
+        Ok(Err(e)) => format!("reading its ready line: {e}"),
+        Err(_) => format!("no ready line within {} s", PROXY_START_TIMEOUT.as_secs()),
+    };
+    Err(failed_start(podman, plan, child, &why).await)
 }
 
 /// Stops a proxy that did not start and says why (the image missing, else what happened).
-async fn failed_start(podman: &str, mut child: tokio::process::Child, why: &str) -> String {
+async fn failed_start<P: Podman>(
+    podman: &P,
+    plan: &ProxyPlan,
+    mut child: P::Process,
+    why: &str,
+) -> String {
     let _ = child.start_kill();
     let status = match tokio::time::timeout(Duration::from_secs(5), child.wait()).await {
         Ok(Ok(st)) => format!("podman {st}"),
         _ => "podman did not end".to_string(),
     };
-    if !image_exists(podman) {
+    if !podman.image_exists(&plan.image) {
         return format!(
-            "the network filter is not built yet ({PROXY_IMAGE}): run handler-sandbox-podman image build-proxy"
+            "the network filter is not built yet ({}): run handler-sandbox-podman image build-proxy",
+            plan.image
         );
     }
     format!(
@@ -154,35 +94,19 @@ async fn failed_start(podman: &str, mut child: tokio::process::Child, why: &str)
     )
 }
 
-impl ProxyProcess {
+impl<C: PodmanProcess> ProxyProcess<C> {
     /// Stops and removes the proxy container (`podman rm -f`: when `launch` returns, nothing of
     /// the instance is left, A4; a `--rm` container is otherwise removed later, by conmon), and
     /// waits for its `podman run` at most `within`. False when that failed (the caller then
     /// removes the instance's containers by label).
-    pub async fn stop(&mut self, podman: &str, within: Duration) -> bool {
-        let rm = tokio::process::Command::new(podman)
-            .args(["rm", "-f", "--time", "0", "--ignore", &self.name])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
-        let removed = matches!(tokio::time::timeout(within, rm).await, Ok(Ok(s)) if s.success());
+    pub async fn stop(&mut self, podman: &impl Podman<Process = C>, within: Duration) -> bool {
+        let removed = podman.remove(&self.name, within).await;
         let ended = matches!(
             tokio::time::timeout(within, self.child.wait()).await,
             Ok(Ok(_))
         );
         removed && ended
     }
-}
-
-fn image_exists(podman: &str) -> bool {
-    std::process::Command::new(podman)
-        .args(["image", "exists", PROXY_IMAGE])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
 }
 
 /// What set-egress/set-allow change.
@@ -427,9 +351,4 @@ pub fn build_proxy(podman: &str) -> Result<String, String> {
     })();
     let _ = std::fs::remove_dir_all(&ctx);
     result
-}
-
-/// Whether the spec's proxy is a filter (set-egress/set-allow apply) or only reports.
-pub fn is_filter(topo: &Topology) -> bool {
-    topo.mode == ProxyMode::Filter
 }

@@ -194,12 +194,10 @@ pub async fn run_from_stdin() -> Result<(), ProxyError> {
         "{}",
         serde_json::to_string(&running.ready).expect("ready line")
     );
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+    // Until SIGTERM (its container stopped) or SIGINT.
+    let mut signals = crate::runtime::signals::Signals::new(&[libc::SIGTERM, libc::SIGINT])
         .map_err(ProxyError::Stdin)?;
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
-    }
+    signals.recv().await;
     Ok(())
 }
 

@@ -9,11 +9,12 @@ use std::path::{Path, PathBuf};
 
 use handler_contracts::SandboxSpec;
 use handler_contracts::sandbox::MountKind;
+use handler_sandbox::egress::topology::Topology;
 use handler_sandbox::facts::{
     ContainersConf, GitEntryKind, GitPath, GitRepo, HostFacts, LauncherId, PathKind,
 };
 use handler_sandbox::git::{ConfigPathKey, commondir_target, config_paths, gitfile_target};
-use handler_sandbox::host::{stat_start_time, subid_count};
+use handler_sandbox::host::{fib_trie_local_addresses, stat_start_time, subid_count};
 
 use super::podman;
 
@@ -418,7 +419,14 @@ pub fn containers_conf(files: &[PathBuf]) -> ContainersConf {
     conf
 }
 
-/// The host facts a spec's plan needs. Errors: an image that cannot be resolved (setup failed).
+/// This host's own addresses (for the egress proxy's DNS-rebinding guard), read from /proc.
+pub fn host_addresses() -> Vec<std::net::IpAddr> {
+    fs::read_to_string("/proc/net/fib_trie")
+        .map(|t| fib_trie_local_addresses(&t))
+        .unwrap_or_default()
+}
+
+/// The host facts a spec's plan needs, gathered once. Errors: an image that cannot be resolved (setup failed).
 pub fn gather(
     spec: &SandboxSpec,
     instance_dir: String,
@@ -485,7 +493,6 @@ pub fn gather(
         paths,
         image_path,
         image_ids,
-        instance_dir,
         launcher,
         git,
         canonical_sources,
@@ -495,5 +502,12 @@ pub fn gather(
             .filter(|h| *h != nix::sys::resource::RLIM_INFINITY),
         cgroup_pids: cgroup_delegated(uid, "pids"),
         containers_conf: containers_conf(&containers_conf_files()),
+        // Only a spec with a proxy needs them (its rebinding guard).
+        host_addresses: if Topology::of(spec, &instance_dir).is_some() {
+            host_addresses()
+        } else {
+            Vec::new()
+        },
+        instance_dir,
     })
 }
