@@ -88,9 +88,7 @@ pub fn check() -> RuntimeCheck {
         "newuidmap",
         newuidmap.is_some(),
         true,
-        newuidmap.map_or("newuidmap is missing: install uidmap".into(), |p| {
-            format!("{p}")
-        }),
+        newuidmap.map_or("newuidmap is missing: install uidmap".into(), |p| p.to_string()),
     ));
     let info = podman::json(&["info", "--format", "json"]);
     match &info {

@@ -359,7 +359,7 @@ async fn run_instance<P: Podman>(
     if plan.tty {
         run.tty(name, child, ended).await
     } else {
-        run.to_end(child, ended).await
+        run.until_exit(child, ended).await
     }
 }
 
@@ -374,7 +374,7 @@ struct Running<'a, P: Podman> {
 impl<P: Podman> Running<'_, P> {
     /// Without tty: the sandbox's podman runs the process; its end is the launch's (125:
     /// podman could not start it).
-    async fn to_end(
+    async fn until_exit(
         mut self,
         mut child: P::Process,
         ended: Option<std::io::Result<ExitStatus>>,
