@@ -276,79 +276,88 @@ pub fn build_proxy(podman: &str) -> Result<String, String> {
     let ctx = std::env::temp_dir().join(format!("handler-build-proxy-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&ctx);
     std::fs::create_dir_all(&ctx).map_err(|e| e.to_string())?;
-    let result = (|| {
-        std::fs::copy(&bin, ctx.join("handler-egress-proxy"))
-            .map_err(|e| format!("copying the proxy: {e}"))?;
-        let mut roots = std::fs::read("/etc/ssl/certs/ca-certificates.crt")
-            .map_err(|e| format!("the host's roots /etc/ssl/certs/ca-certificates.crt: {e}"))?;
-        roots.extend(extra_roots()?);
-        std::fs::write(ctx.join("ca-certificates.crt"), roots)
-            .map_err(|e| format!("writing the roots: {e}"))?;
-        let mut f = std::fs::File::create(ctx.join("Containerfile")).map_err(|e| e.to_string())?;
-        f.write_all(
-            b"FROM scratch\nCOPY ca-certificates.crt /etc/ssl/certs/ca-certificates.crt\n\
-              COPY handler-egress-proxy /handler-egress-proxy\nENTRYPOINT [\"/handler-egress-proxy\"]\n",
-        )
-        .map_err(|e| e.to_string())?;
-        let untagged = format!("{PROXY_IMAGE}-new");
-        let out = std::process::Command::new(podman)
-            .args([
-                "build",
-                "--no-cache",
-                "--tag",
-                &untagged,
-                &ctx.to_string_lossy(),
-            ])
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| format!("cannot run {podman}: {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "podman build failed: {}",
-                String::from_utf8_lossy(&out.stderr)
-            ));
-        }
-        let check = std::process::Command::new(podman)
-            .args([
-                "run",
-                "--rm",
-                "--network",
-                "none",
-                "--read-only",
-                "--cap-drop",
-                "all",
-                &untagged,
-                "--version",
-            ])
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| e.to_string())?;
-        if !check.status.success()
-            || !String::from_utf8_lossy(&check.stdout).contains("handler-egress-proxy")
-        {
-            let _ = std::process::Command::new(podman)
-                .args(["rmi", &untagged])
-                .output();
-            return Err(format!(
-                "the new network filter image does not run: {}",
-                String::from_utf8_lossy(&check.stderr)
-            ));
-        }
-        let tag = std::process::Command::new(podman)
-            .args(["tag", &untagged, PROXY_IMAGE])
-            .output()
-            .map_err(|e| e.to_string())?;
-        let _ = std::process::Command::new(podman)
-            .args(["untag", &untagged, &untagged]) // alone, `untag IMAGE` drops every name
-            .output();
-        if !tag.status.success() {
-            return Err(format!(
-                "podman tag failed: {}",
-                String::from_utf8_lossy(&tag.stderr)
-            ));
-        }
-        Ok(PROXY_IMAGE.to_string())
-    })();
+    let result = build_context(&bin, &ctx).and_then(|()| build_image(podman, &ctx));
     let _ = std::fs::remove_dir_all(&ctx);
     result
+}
+
+/// The build context in `ctx`: the static proxy `bin`, the host's roots (and the extra ones),
+/// the Containerfile.
+fn build_context(bin: &Path, ctx: &Path) -> Result<(), String> {
+    std::fs::copy(bin, ctx.join("handler-egress-proxy"))
+        .map_err(|e| format!("copying the proxy: {e}"))?;
+    let mut roots = std::fs::read("/etc/ssl/certs/ca-certificates.crt")
+        .map_err(|e| format!("the host's roots /etc/ssl/certs/ca-certificates.crt: {e}"))?;
+    roots.extend(extra_roots()?);
+    std::fs::write(ctx.join("ca-certificates.crt"), roots)
+        .map_err(|e| format!("writing the roots: {e}"))?;
+    let mut f = std::fs::File::create(ctx.join("Containerfile")).map_err(|e| e.to_string())?;
+    f.write_all(
+        b"FROM scratch\nCOPY ca-certificates.crt /etc/ssl/certs/ca-certificates.crt\n\
+          COPY handler-egress-proxy /handler-egress-proxy\nENTRYPOINT [\"/handler-egress-proxy\"]\n",
+    )
+    .map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// Builds the image of `ctx` without cache, checks that it runs, and tags it.
+fn build_image(podman: &str, ctx: &Path) -> Result<String, String> {
+    let untagged = format!("{PROXY_IMAGE}-new");
+    let out = std::process::Command::new(podman)
+        .args([
+            "build",
+            "--no-cache",
+            "--tag",
+            &untagged,
+            &ctx.to_string_lossy(),
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run {podman}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "podman build failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let check = std::process::Command::new(podman)
+        .args([
+            "run",
+            "--rm",
+            "--network",
+            "none",
+            "--read-only",
+            "--cap-drop",
+            "all",
+            &untagged,
+            "--version",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !check.status.success()
+        || !String::from_utf8_lossy(&check.stdout).contains("handler-egress-proxy")
+    {
+        let _ = std::process::Command::new(podman)
+            .args(["rmi", &untagged])
+            .output();
+        return Err(format!(
+            "the new network filter image does not run: {}",
+            String::from_utf8_lossy(&check.stderr)
+        ));
+    }
+    let tag = std::process::Command::new(podman)
+        .args(["tag", &untagged, PROXY_IMAGE])
+        .output()
+        .map_err(|e| e.to_string())?;
+    let _ = std::process::Command::new(podman)
+        .args(["untag", &untagged, &untagged]) // alone, `untag IMAGE` drops every name
+        .output();
+    if !tag.status.success() {
+        return Err(format!(
+            "podman tag failed: {}",
+            String::from_utf8_lossy(&tag.stderr)
+        ));
+    }
+    Ok(PROXY_IMAGE.to_string())
 }

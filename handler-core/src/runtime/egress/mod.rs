@@ -105,18 +105,7 @@ pub async fn start(config: ProxyConfig, events: Events) -> Result<Running, Proxy
         }
         _ => None,
     };
-    let mut host_addresses = config.host_addresses.clone();
-    // The host's loopback as slirp4netns shows it (decision 0024): handlerd is there.
-    if !host_addresses.contains(&rebind::SLIRP_HOST_LOOPBACK) {
-        host_addresses.push(rebind::SLIRP_HOST_LOOPBACK);
-    }
-    if let Ok(hosts) = std::fs::read_to_string("/etc/hosts") {
-        for a in rebind::host_alias_addresses(&hosts) {
-            if !host_addresses.contains(&a) {
-                host_addresses.push(a);
-            }
-        }
-    }
+    let host_addresses = guarded_addresses(&config);
     let listener =
         TcpListener::bind(&config.listen)
             .await
@@ -161,6 +150,24 @@ pub async fn start(config: ProxyConfig, events: Events) -> Result<Running, Proxy
         }
     });
     Ok(Running { ready, task })
+}
+
+/// The addresses the rebinding guard keeps a name from: the host's (from the configuration),
+/// its loopback as slirp4netns shows it, and the host aliases of the proxy's /etc/hosts.
+fn guarded_addresses(config: &ProxyConfig) -> Vec<std::net::IpAddr> {
+    let mut host_addresses = config.host_addresses.clone();
+    // The host's loopback as slirp4netns shows it (decision 0024): handlerd is there.
+    if !host_addresses.contains(&rebind::SLIRP_HOST_LOOPBACK) {
+        host_addresses.push(rebind::SLIRP_HOST_LOOPBACK);
+    }
+    if let Ok(hosts) = std::fs::read_to_string("/etc/hosts") {
+        for a in rebind::host_alias_addresses(&hosts) {
+            if !host_addresses.contains(&a) {
+                host_addresses.push(a);
+            }
+        }
+    }
+    host_addresses
 }
 
 /// Listens on a unix socket at `path` (a stale one is replaced), open to the sandbox's user.

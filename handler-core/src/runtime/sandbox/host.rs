@@ -426,6 +426,31 @@ pub fn host_addresses() -> Vec<std::net::IpAddr> {
         .unwrap_or_default()
 }
 
+/// The repositories the writable scope mounts are or hold (what the host's git reads there),
+/// and each writable mount's source with its links resolved.
+fn writable_sources(spec: &SandboxSpec) -> (Vec<GitRepo>, BTreeMap<String, String>) {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let mut git = Vec::new();
+    let mut canonical_sources = BTreeMap::new();
+    for m in spec.mounts.iter().filter(|m| !m.read_only) {
+        let Ok(c) = fs::canonicalize(&m.source) else {
+            continue;
+        };
+        if m.kind == MountKind::Scope {
+            let repos = git_repo(&c, home.as_deref())
+                .into_iter()
+                .chain(nested_git_repos(&c, home.as_deref()));
+            for r in repos {
+                if !git.contains(&r) {
+                    git.push(r);
+                }
+            }
+        }
+        canonical_sources.insert(m.source.clone(), c.display().to_string());
+    }
+    (git, canonical_sources)
+}
+
 /// The host facts a spec's plan needs, gathered once. Errors: an image that cannot be resolved (setup failed).
 pub fn gather(
     spec: &SandboxSpec,
@@ -452,25 +477,7 @@ pub fn gather(
         image_path(&spec.image).map_err(|e| format!("image {:?}: {e}", spec.image))?
     };
     let nested = spec.confinement == handler_contracts::sandbox::Confinement::Nested;
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    let mut git = Vec::new();
-    let mut canonical_sources = BTreeMap::new();
-    for m in spec.mounts.iter().filter(|m| !m.read_only) {
-        let Ok(c) = fs::canonicalize(&m.source) else {
-            continue;
-        };
-        if m.kind == MountKind::Scope {
-            let repos = git_repo(&c, home.as_deref())
-                .into_iter()
-                .chain(nested_git_repos(&c, home.as_deref()));
-            for r in repos {
-                if !git.contains(&r) {
-                    git.push(r);
-                }
-            }
-        }
-        canonical_sources.insert(m.source.clone(), c.display().to_string());
-    }
+    let (git, canonical_sources) = writable_sources(spec);
     Ok(HostFacts {
         uid,
         gid,
