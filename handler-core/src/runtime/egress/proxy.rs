@@ -854,7 +854,13 @@ async fn forward(
     ));
     let mut hits = match rewrite_request_head(&mut parts, &rules, websocket.as_ref(), injecting) {
         Ok(h) => h,
-        Err(resp) => return resp,
+        Err(e) => {
+            return plain(
+                StatusCode::BAD_REQUEST,
+                "bad-request",
+                &format!("handler egress filter: {e}\n"),
+            );
+        }
     };
     if hits.is_leak() {
         return leak_response(shared, &hits, target);
@@ -911,13 +917,14 @@ async fn forward(
 
 /// The request's target (in origin form) and headers rewritten by `rules`, hop-by-hop headers
 /// dropped, a WebSocket upgrade kept (uncompressed when values are swapped), and responses
-/// asked uncompressed when `injecting`; what was swapped or leaked, or the refusal.
+/// asked uncompressed when `injecting`; what was swapped or leaked, or why the rewritten target
+/// is no URI.
 fn rewrite_request_head(
     parts: &mut hyper::http::request::Parts,
     rules: &Rules,
     websocket: Option<&HeaderValue>,
     injecting: bool,
-) -> Result<Hits, Response<ProxyBody>> {
+) -> Result<Hits, hyper::http::Error> {
     let mut hits = Hits::default();
     let pq = parts
         .uri
@@ -926,13 +933,7 @@ fn rewrite_request_head(
         .to_string();
     let (pq, h) = rules.bytes(pq.as_bytes());
     hits.merge(h);
-    parts.uri = Uri::builder().path_and_query(pq).build().map_err(|e| {
-        plain(
-            StatusCode::BAD_REQUEST,
-            "bad-request",
-            &format!("handler egress filter: {e}\n"),
-        )
-    })?;
+    parts.uri = Uri::builder().path_and_query(pq).build()?;
     strip_hop_by_hop(&mut parts.headers);
     if let Some(u) = websocket {
         keep_upgrade(&mut parts.headers, u);
