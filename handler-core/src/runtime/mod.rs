@@ -4,6 +4,8 @@
 //! the one way its verbs wait for a signal. It never imports the daemon; the daemon reaches it
 //! only as a process (fd 3, CLI verbs).
 
+#![warn(missing_docs)]
+
 pub mod egress;
 pub mod sandbox;
 pub mod signals;

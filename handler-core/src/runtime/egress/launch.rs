@@ -112,7 +112,9 @@ impl<C: PodmanProcess> ProxyProcess<C> {
 /// What set-egress/set-allow change.
 #[derive(Debug, Clone)]
 pub enum Change {
+    /// Switch the enforcement (enforce or report).
     Enforcement(Enforcement),
+    /// Replace the allow-list.
     Allow(Vec<handler_contracts::allow::AllowEntry>),
 }
 
@@ -120,12 +122,16 @@ pub enum Change {
 #[derive(Debug, thiserror::Error)]
 pub enum ChangeError {
     #[error("no running sandbox named {0}")]
+    /// No instance of that name runs.
     NoInstance(String),
     #[error("{0} is not filtered: its network cannot be switched (A.4)")]
+    /// The instance's network is not filtered: nothing to switch.
     NotFiltered(String),
     #[error("{0} did not finish starting within 60 s")]
+    /// The instance did not finish starting within the wait.
     Starting(String),
     #[error("cannot apply the change: {0}")]
+    /// The settings could not be read, locked or written.
     Io(String),
 }
 

@@ -30,22 +30,32 @@ pub use live::write_settings;
 #[derive(Debug, thiserror::Error)]
 pub enum ProxyError {
     #[error(transparent)]
+    /// The configuration on stdin is not valid.
     Config(#[from] handler_sandbox::egress::SettingsError),
     #[error(transparent)]
+    /// The CA, a certificate or the roots could not be set up.
     Tls(#[from] ca::TlsError),
     #[error("{0}")]
+    /// The settings file cannot be read or is not valid.
     Settings(String),
     #[error("cannot listen on {addr}: {source}")]
+    /// The proxy cannot listen where its configuration says.
     Listen {
+        /// The address or socket path.
         addr: String,
+        /// Why.
         source: std::io::Error,
     },
     #[error("cannot write the CA bundle {path}: {source}")]
+    /// The CA bundle for the sandbox cannot be written.
     Bundle {
+        /// Where it goes.
         path: String,
+        /// Why.
         source: std::io::Error,
     },
     #[error("cannot read the configuration on stdin: {0}")]
+    /// The configuration cannot be read from stdin.
     Stdin(std::io::Error),
 }
 
@@ -53,7 +63,9 @@ pub enum ProxyError {
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Ready {
+    /// Always true: the proxy listens.
     pub ready: bool,
+    /// The address it listens on (the port chosen when it asked for 0).
     pub listen: SocketAddr,
     /// The proxy's CA certificate (public).
     pub ca: String,
@@ -62,6 +74,7 @@ pub struct Ready {
 /// A proxy running in this process.
 #[derive(Debug)]
 pub struct Running {
+    /// What it printed (or would print) as its ready line.
     pub ready: Ready,
     task: tokio::task::JoinHandle<()>,
 }

@@ -41,13 +41,21 @@ pub const LEAK_CHECK_BUFFER: u64 = 64 * 1024;
 
 /// What every connection shares.
 pub struct Shared {
+    /// Whether the proxy filters or only reports.
     pub mode: ProxyMode,
+    /// The live settings (filter mode), re-read when the file changes.
     pub live: Option<Arc<LiveSettings>>,
+    /// The injections, with their phantoms and values.
     pub injections: InjectionSet,
+    /// The proxy's CA, minting leaves for decrypted tunnels.
     pub ca: Ca,
+    /// The TLS client configuration towards upstreams (the roots).
     pub tls: Arc<rustls::ClientConfig>,
+    /// The proxy's resolver (its fixed answers, then DNS).
     pub resolver: Resolver,
+    /// The addresses the rebinding guard refuses for a name.
     pub host_addresses: Vec<IpAddr>,
+    /// Where decisions and log lines go.
     pub events: Events,
 }
 

@@ -35,7 +35,9 @@ pub enum Ended {
 /// injections' hosts, every other phantom a leak), `down` for the server's (values → phantoms).
 #[derive(Debug, Clone)]
 pub struct Swaps {
+    /// The client's frames: phantoms to values towards the injections' hosts.
     pub up: Rules,
+    /// The server's frames: values back to phantoms.
     pub down: Rules,
 }
 

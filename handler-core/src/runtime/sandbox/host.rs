@@ -19,14 +19,14 @@ use handler_sandbox::host::{fib_trie_local_addresses, stat_start_time, subid_cou
 use super::podman;
 
 /// This boot's id (`/proc/sys/kernel/random/boot_id`).
-pub fn boot_id() -> String {
+pub(crate) fn boot_id() -> String {
     fs::read_to_string("/proc/sys/kernel/random/boot_id")
         .map(|s| s.trim().to_string())
         .unwrap_or_default()
 }
 
 /// The start time of process `pid` (clock ticks since boot), None when there is no such process.
-pub fn process_start(pid: u32) -> Option<u64> {
+pub(crate) fn process_start(pid: u32) -> Option<u64> {
     stat_start_time(&fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
 }
 
@@ -41,7 +41,7 @@ pub fn launcher_self() -> LauncherId {
 }
 
 /// The user's name (for /etc/subuid), or its uid as text.
-pub fn user_name(uid: u32) -> String {
+pub(crate) fn user_name(uid: u32) -> String {
     nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
         .ok()
         .flatten()
@@ -50,12 +50,12 @@ pub fn user_name(uid: u32) -> String {
 }
 
 /// The size of the user's subordinate range in `file` (/etc/subuid or /etc/subgid).
-pub fn subids(file: &str, uid: u32) -> Option<u32> {
+pub(crate) fn subids(file: &str, uid: u32) -> Option<u32> {
     subid_count(&fs::read_to_string(file).ok()?, &user_name(uid), uid)
 }
 
 /// What `path` is (symlinks followed).
-pub fn path_kind(path: &str) -> PathKind {
+pub(crate) fn path_kind(path: &str) -> PathKind {
     match fs::metadata(path) {
         Err(_) => PathKind::Missing,
         Ok(m) if m.is_dir() => PathKind::Directory,
@@ -67,7 +67,7 @@ pub fn path_kind(path: &str) -> PathKind {
 
 /// Whether rootless podman can set this cgroup controller for `uid`: cgroups v2 with the
 /// controller delegated to the user's systemd service.
-pub fn cgroup_delegated(uid: u32, controller: &str) -> bool {
+pub(crate) fn cgroup_delegated(uid: u32, controller: &str) -> bool {
     if !Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
         return false;
     }
@@ -102,7 +102,7 @@ pub fn runtime_base(uid: u32) -> Result<PathBuf, String> {
 }
 
 /// The image's PATH from its config.
-pub fn image_path(image: &str) -> Result<Option<String>, podman::PodmanError> {
+pub(crate) fn image_path(image: &str) -> Result<Option<String>, podman::PodmanError> {
     let env = podman::json(&[
         "image",
         "inspect",
@@ -118,7 +118,7 @@ pub fn image_path(image: &str) -> Result<Option<String>, podman::PodmanError> {
 }
 
 /// The id an image reference resolves to now.
-pub fn image_id(image: &str) -> Result<String, podman::PodmanError> {
+pub(crate) fn image_id(image: &str) -> Result<String, podman::PodmanError> {
     Ok(
         podman::run(&["image", "inspect", "--format", "{{.Id}}", image])?
             .trim()
@@ -234,7 +234,7 @@ impl GitWalk<'_> {
 /// target, a link's), the common directory its `commondir` names, the hooks, the config files
 /// (the repository's, the worktree's, the user's and the system's) and what they include or
 /// name as `core.hooksPath`. `None` outside any repository.
-pub fn git_repo(scope: &Path, home: Option<&Path>) -> Option<GitRepo> {
+pub(crate) fn git_repo(scope: &Path, home: Option<&Path>) -> Option<GitRepo> {
     let (top, entry, meta) = scope.ancestors().find_map(|d| {
         let e = d.join(".git");
         fs::symlink_metadata(&e)
@@ -245,12 +245,12 @@ pub fn git_repo(scope: &Path, home: Option<&Path>) -> Option<GitRepo> {
 }
 
 /// The most folders [`nested_git_repos`] looks into in one scope.
-pub const NESTED_GIT_WALK_LIMIT: usize = 100_000;
+pub(crate) const NESTED_GIT_WALK_LIMIT: usize = 100_000;
 
 /// The repositories inside `scope` (canonical), below it: every folder holding a `.git`
 /// (folder, file or link), found without following links and without looking into a `.git`
 /// folder, at most [`NESTED_GIT_WALK_LIMIT`] folders looked into (decision 0031).
-pub fn nested_git_repos(scope: &Path, home: Option<&Path>) -> Vec<GitRepo> {
+pub(crate) fn nested_git_repos(scope: &Path, home: Option<&Path>) -> Vec<GitRepo> {
     let mut out = Vec::new();
     let mut stack = vec![scope.to_path_buf()];
     let mut seen = 0usize;
@@ -352,7 +352,7 @@ fn git_repo_at(top: PathBuf, entry: PathBuf, meta: &fs::Metadata, home: Option<&
 /// /etc/containers/containers.conf.d/*.conf, the user's `$XDG_CONFIG_HOME/containers/
 /// containers.conf` (default `~/.config`) and its containers.conf.d/*.conf (each folder sorted);
 /// `CONTAINERS_CONF_OVERRIDE` (newer podman) last.
-pub fn containers_conf_files() -> Vec<PathBuf> {
+pub(crate) fn containers_conf_files() -> Vec<PathBuf> {
     let env = |v: &str| {
         std::env::var_os(v)
             .filter(|x| !x.is_empty())
@@ -390,7 +390,7 @@ pub fn containers_conf_files() -> Vec<PathBuf> {
 
 /// The `[containers]` settings of `files` merged as podman merges them (a later file's key
 /// wins); missing files are skipped, an unreadable or unparsable one is reported.
-pub fn containers_conf(files: &[PathBuf]) -> ContainersConf {
+pub(crate) fn containers_conf(files: &[PathBuf]) -> ContainersConf {
     let mut conf = ContainersConf::default();
     for f in files {
         let text = match fs::read_to_string(f) {
@@ -420,7 +420,7 @@ pub fn containers_conf(files: &[PathBuf]) -> ContainersConf {
 }
 
 /// This host's own addresses (for the egress proxy's DNS-rebinding guard), read from /proc.
-pub fn host_addresses() -> Vec<std::net::IpAddr> {
+pub(crate) fn host_addresses() -> Vec<std::net::IpAddr> {
     fs::read_to_string("/proc/net/fib_trie")
         .map(|t| fib_trie_local_addresses(&t))
         .unwrap_or_default()

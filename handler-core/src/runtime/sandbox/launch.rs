@@ -74,10 +74,10 @@ fn read_spec() -> Result<SandboxSpec, (i32, String)> {
 }
 
 /// The file in an instance folder naming its launcher (for sweep).
-pub const LAUNCHER_FILE: &str = "launcher";
+pub(crate) const LAUNCHER_FILE: &str = "launcher";
 
 /// Writes `pid start boot` for sweep.
-pub fn launcher_line(l: &LauncherId) -> String {
+pub(crate) fn launcher_line(l: &LauncherId) -> String {
     format!("{} {} {}\n", l.pid, l.start, l.boot)
 }
 
@@ -111,7 +111,7 @@ impl Instance {
 }
 
 /// Removes every container labelled with this launcher (never another's).
-pub fn remove_containers_of(l: &LauncherId) {
+pub(crate) fn remove_containers_of(l: &LauncherId) {
     PodmanCli.remove_containers_of(l);
 }
 
@@ -466,7 +466,7 @@ impl<P: Podman> Running<'_, P> {
 }
 
 /// Whether an instance folder's launcher is gone (sweep). Unreadable: treated as live.
-pub fn instance_dir_launcher(dir: &Path) -> Option<LauncherId> {
+pub(crate) fn instance_dir_launcher(dir: &Path) -> Option<LauncherId> {
     let text = fs::read_to_string(dir.join(LAUNCHER_FILE)).ok()?;
     let mut f = text.split_whitespace();
     handler_sandbox::host::launcher_from_labels(f.next(), f.next(), f.next())

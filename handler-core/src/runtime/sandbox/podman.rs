@@ -21,7 +21,7 @@ pub fn program() -> String {
 }
 
 /// A podman command with these arguments (stdin closed).
-pub fn command<I, S>(args: I) -> Command
+pub(crate) fn command<I, S>(args: I) -> Command
 where
     I: IntoIterator<Item = S>,
     S: AsRef<std::ffi::OsStr>,
@@ -35,20 +35,27 @@ where
 #[derive(Debug, thiserror::Error)]
 pub enum PodmanError {
     #[error("cannot run {program}: {source}")]
+    /// podman could not be run at all.
     Spawn {
+        /// The podman executable tried.
         program: String,
+        /// Why it could not be run.
         source: std::io::Error,
     },
     #[error("podman {verb} failed: {stderr}")]
+    /// podman ran and failed.
     Failed {
+        /// Its verb (the first two arguments).
         verb: String,
+        /// Its exit code, if it exited.
         code: Option<i32>,
+        /// What it wrote on stderr.
         stderr: String,
     },
 }
 
 /// Runs podman with `args`, capturing stdout and stderr.
-pub fn output(args: &[&str]) -> Result<Output, PodmanError> {
+pub(crate) fn output(args: &[&str]) -> Result<Output, PodmanError> {
     command(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
