@@ -15,7 +15,7 @@ use handler_sandbox::egress::topology::PROXY_IMAGE;
 pub use handler_sandbox::egress::topology::READY_MARKER;
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
 
-use crate::runtime::sandbox::podman::{Podman, PodmanProcess, SpawnError};
+use crate::runtime::sandbox::podman::{Podman, PodmanError, PodmanProcess, SpawnError};
 
 /// How long the proxy has to say it is ready.
 pub const PROXY_START_TIMEOUT: Duration = Duration::from_secs(30);
@@ -31,16 +31,51 @@ pub struct ProxyProcess<C> {
     pub name: String,
 }
 
+/// Why the proxy did not start (the sandbox then does not start either: fail closed, A1).
+#[derive(Debug, thiserror::Error)]
+pub enum ProxyStartError {
+    /// Its configuration could not be serialized.
+    #[error(transparent)]
+    Config(#[from] serde_json::Error),
+    /// The pipe its output is relayed through could not be made.
+    #[error("a pipe for the proxy's output: {0}")]
+    Pipe(std::io::Error),
+    /// podman could not be run.
+    #[error(transparent)]
+    Podman(#[from] PodmanError),
+    /// The network filter image is missing.
+    #[error(
+        "the network filter is not built yet ({image}): run handler-sandbox-podman image build-proxy"
+    )]
+    NotBuilt {
+        /// The image looked for.
+        image: String,
+    },
+    /// It started but did not say it is ready.
+    #[error(
+        "the egress proxy did not start ({why}; {status}); the sandbox is not started without it"
+    )]
+    DidNotStart {
+        /// What happened instead of its ready line.
+        why: String,
+        /// How its podman ended.
+        status: String,
+    },
+    /// The ready marker could not be written.
+    #[error("egress settings folder: {0}")]
+    ReadyMarker(std::io::Error),
+}
+
 /// Starts the proxy container of `plan` and waits for its ready line, then writes the ready
 /// marker. Errors say what is missing.
 pub async fn start_proxy<P: Podman>(
     podman: &P,
     plan: &ProxyPlan,
-) -> Result<ProxyProcess<P::Process>, String> {
-    let config = serde_json::to_string(&plan.config).map_err(|e| e.to_string())?;
+) -> Result<ProxyProcess<P::Process>, ProxyStartError> {
+    let config = serde_json::to_string(&plan.config)?;
     let io = podman.spawn_proxy(&plan.args).map_err(|e| match e {
-        SpawnError::Pipe(e) => format!("a pipe for the proxy's output: {e}"),
-        SpawnError::Podman(e) => e.to_string(),
+        SpawnError::Pipe(e) => ProxyStartError::Pipe(e),
+        SpawnError::Podman(e) => ProxyStartError::Podman(e),
     })?;
     let (child, mut stdin) = (io.process, io.stdin);
     if let Err(e) = stdin.write_all(config.as_bytes()).await {
@@ -55,8 +90,7 @@ pub async fn start_proxy<P: Podman>(
     let line = tokio::time::timeout(PROXY_START_TIMEOUT, lines.next_line()).await;
     let why = match line {
         Ok(Ok(Some(l))) if l.contains("\"ready\":true") => {
-            std::fs::write(&plan.ready_file, "")
-                .map_err(|e| format!("egress settings folder: {e}"))?;
+            std::fs::write(&plan.ready_file, "").map_err(ProxyStartError::ReadyMarker)?;
             return Ok(ProxyProcess {
                 child,
                 name: plan.container.clone(),
@@ -77,21 +111,21 @@ async fn failed_start<P: Podman>(
     plan: &ProxyPlan,
     mut child: P::Process,
     why: &str,
-) -> String {
+) -> ProxyStartError {
     let _ = child.start_kill();
     let status = match tokio::time::timeout(Duration::from_secs(5), child.wait()).await {
         Ok(Ok(st)) => format!("podman {st}"),
         _ => "podman did not end".to_string(),
     };
     if !podman.image_exists(&plan.image) {
-        return format!(
-            "the network filter is not built yet ({}): run handler-sandbox-podman image build-proxy",
-            plan.image
-        );
+        return ProxyStartError::NotBuilt {
+            image: plan.image.clone(),
+        };
     }
-    format!(
-        "the egress proxy did not start ({why}; {status}); the sandbox is not started without it"
-    )
+    ProxyStartError::DidNotStart {
+        why: why.to_string(),
+        status,
+    }
 }
 
 impl<C: PodmanProcess> ProxyProcess<C> {

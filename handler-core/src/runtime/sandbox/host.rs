@@ -76,9 +76,52 @@ pub(crate) fn cgroup_delegated(uid: u32, controller: &str) -> bool {
     fs::read_to_string(f).is_ok_and(|s| s.split_whitespace().any(|c| c == controller))
 }
 
+/// Why the host could not be looked at (the launch then fails: 66).
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    /// The folder of this user's instance folders cannot be made or used.
+    #[error("cannot create {}: {source}", path.display())]
+    CreateBase {
+        /// The folder.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// That folder cannot be looked at or given its mode.
+    #[error("{}: {source}", path.display())]
+    Base {
+        /// The folder.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// That folder is not a folder of this user's.
+    #[error("{} is not a folder of this user's", path.display())]
+    NotOurs {
+        /// The folder.
+        path: PathBuf,
+    },
+    /// An image mount's image cannot be resolved to an id.
+    #[error("image mount {image:?}: {source}")]
+    ImageMount {
+        /// The image reference.
+        image: String,
+        /// podman's words.
+        source: podman::PodmanError,
+    },
+    /// The image's PATH cannot be read.
+    #[error("image {image:?}: {source}")]
+    Image {
+        /// The image reference.
+        image: String,
+        /// podman's words.
+        source: podman::PodmanError,
+    },
+}
+
 /// The folder holding this user's instance folders: `$XDG_RUNTIME_DIR/handler-sandbox`, else
 /// `/tmp/handler-sandbox-<uid>`; created 0700, and refused when another user owns it.
-pub fn runtime_base(uid: u32) -> Result<PathBuf, String> {
+pub fn runtime_base(uid: u32) -> Result<PathBuf, HostError> {
     let base = match std::env::var("XDG_RUNTIME_DIR") {
         Ok(d) if !d.is_empty() && Path::new(&d).is_dir() => {
             PathBuf::from(d).join("handler-sandbox")
@@ -88,15 +131,19 @@ pub fn runtime_base(uid: u32) -> Result<PathBuf, String> {
     match fs::DirBuilder::new().mode(0o700).create(&base) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(format!("cannot create {}: {e}", base.display())),
+        Err(source) => return Err(HostError::CreateBase { path: base, source }),
     }
-    let m = fs::symlink_metadata(&base).map_err(|e| format!("{}: {e}", base.display()))?;
+    let m = match fs::symlink_metadata(&base) {
+        Ok(m) => m,
+        Err(source) => return Err(HostError::Base { path: base, source }),
+    };
     if !m.is_dir() || m.uid() != uid {
-        return Err(format!("{} is not a folder of this user's", base.display()));
+        return Err(HostError::NotOurs { path: base });
     }
-    if m.permissions().mode() & 0o077 != 0 {
-        fs::set_permissions(&base, fs::Permissions::from_mode(0o700))
-            .map_err(|e| format!("{}: {e}", base.display()))?;
+    if m.permissions().mode() & 0o077 != 0
+        && let Err(source) = fs::set_permissions(&base, fs::Permissions::from_mode(0o700))
+    {
+        return Err(HostError::Base { path: base, source });
     }
     Ok(base)
 }
@@ -456,7 +503,7 @@ pub fn gather(
     spec: &SandboxSpec,
     instance_dir: String,
     launcher: LauncherId,
-) -> Result<HostFacts, String> {
+) -> Result<HostFacts, HostError> {
     let uid = nix::unistd::getuid().as_raw();
     let gid = nix::unistd::getgid().as_raw();
     let mut paths = BTreeMap::new();
@@ -468,13 +515,19 @@ pub fn gather(
     }
     let mut image_ids = BTreeMap::new();
     for im in &spec.image_mounts {
-        let id = image_id(&im.image).map_err(|e| format!("image mount {:?}: {e}", im.image))?;
+        let id = image_id(&im.image).map_err(|source| HostError::ImageMount {
+            image: im.image.clone(),
+            source,
+        })?;
         image_ids.insert(im.image.clone(), id);
     }
     let image_path = if spec.path_append.is_empty() && spec.image_mounts.is_empty() {
         None
     } else {
-        image_path(&spec.image).map_err(|e| format!("image {:?}: {e}", spec.image))?
+        image_path(&spec.image).map_err(|source| HostError::Image {
+            image: spec.image.clone(),
+            source,
+        })?
     };
     let nested = spec.confinement == handler_contracts::sandbox::Confinement::Nested;
     let (git, canonical_sources) = writable_sources(spec);
