@@ -16,7 +16,7 @@ use handler_contracts::sandbox::{
 /// What one addon binding adds to a sandbox (G4), resolved by the control plane.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AddonPart {
-    /// The addon's name (its image is mounted at /opt/addons/<name>).
+    /// The addon's name (its image is mounted at `/opt/addons/<name>`).
     pub addon: String,
     /// The binding that selected it (named in errors).
     pub binding: String,
@@ -35,6 +35,7 @@ pub struct ComposeInput {
     pub name: String,
     /// The agent's folder (canonical): the workdir, mounted at the same path (A2).
     pub scope: String,
+    /// The sandbox's network mode (D.1).
     pub network: NetworkMode,
     /// Filtered only.
     pub enforcement: Enforcement,
@@ -42,17 +43,19 @@ pub struct ComposeInput {
     pub allow: Vec<AllowEntry>,
     /// What its account or provider and addons require (E4).
     pub required: Vec<AllowEntry>,
+    /// How strictly the sandbox is confined (A.5).
     pub confinement: Confinement,
     /// The agent's state slots (E6), host folder or file → sandbox path.
     pub state: Vec<Mount>,
     /// Cache folders (D.8): sandbox path ("~" = the harness home) → host folder.
     pub caches: BTreeMap<String, String>,
-    /// Knowledge folders (D.5): host folder, each mounted read-only at /knowledge/<its name>.
+    /// Knowledge folders (D.5): host folder, each mounted read-only at `/knowledge/<its name>`.
     pub knowledge: Vec<String>,
     /// Secrets its proxy gives (E3); dropped without network (the process holds phantoms).
     pub injections: Vec<Injection>,
     /// A host Wayland socket (A.6).
     pub display: Option<String>,
+    /// Labels the control plane puts on the instance's containers.
     pub labels: BTreeMap<String, String>,
     /// The agent's addons, one per selected binding (G4); their egress is in `required`.
     pub addons: Vec<AddonPart>,
@@ -65,24 +68,35 @@ pub fn addon_mount_path(addon: &str) -> String {
 
 /// A launch and settings that cannot make a spec.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ComposeError {
     #[error("scope {0:?} is not an absolute path")]
+    /// The scope is not an absolute path.
     ScopeNotAbsolute(String),
     #[error("knowledge folder {0:?} is not an absolute path")]
+    /// A knowledge folder is not an absolute path.
     KnowledgeNotAbsolute(String),
     #[error("knowledge folders {0:?} and {1:?} would both be /knowledge/{2}")]
+    /// Two knowledge folders have the same name, so the same target: the two folders and the name.
     KnowledgeClash(String, String, String),
     #[error("two mounts at {0}")]
+    /// Two different mounts would share this target.
     MountClash(String),
     #[error("injection {0}: no host to give it to")]
+    /// An injection names no host to give its value to.
     InjectionWithoutHost(String),
     #[error("binding {binding}: {name} is also set by {other}")]
+    /// Two bindings, or a binding and the harness, set the same env variable.
     EnvClash {
+        /// The binding that sets it a second time.
         binding: String,
+        /// The env variable's name.
         name: String,
+        /// Who set it first (`the harness` or `binding <name>`).
         other: String,
     },
     #[error("bindings {0:?} and {1:?} both use addon {2}")]
+    /// Two bindings select the same addon: the two bindings and the addon.
     AddonTwice(String, String, String),
 }
 
@@ -96,18 +110,73 @@ fn expand(home: &str, target: &str) -> String {
     }
 }
 
-/// Merges a launch and an agent's settings into a SandboxSpec (A.1).
+/// Merges a launch and an agent's settings into a SandboxSpec (A.1): mounts (A2, D.5, D.8,
+/// E6), network (D.1, E4), injections (E3), addons (G4), files and writable paths (B.3).
 pub fn compose(launch: &HarnessLaunch, input: &ComposeInput) -> Result<SandboxSpec, ComposeError> {
     if !input.scope.starts_with('/') {
         return Err(ComposeError::ScopeNotAbsolute(input.scope.clone()));
     }
     let home = launch.home.clone();
-    let mut mounts: Vec<Mount> = Vec::new();
-    let mut targets: BTreeSet<String> = BTreeSet::new();
-    let mut add = |m: Mount, mounts: &mut Vec<Mount>| -> Result<(), ComposeError> {
-        if !targets.insert(m.target.clone()) {
-            // The same source at the same target twice is one mount; anything else clashes.
-            if mounts
+    let mounts = compose_mounts(launch, input, &home)?;
+    let network = compose_network(launch, input);
+    let injections = compose_injections(input)?;
+    let addons = compose_addons(launch, input, &mounts.targets)?;
+    let files = launch
+        .files
+        .iter()
+        .map(|f| handler_contracts::sandbox::GeneratedFile {
+            target: expand(&home, &f.target),
+            ..f.clone()
+        })
+        .collect();
+    let writable_paths = launch
+        .writable_paths
+        .iter()
+        .map(|w| expand(&home, w))
+        .collect();
+    Ok(SandboxSpec {
+        api_version: SandboxApiVersion,
+        name: input.name.clone(),
+        confinement: input.confinement,
+        image: launch.image.clone(),
+        argv: launch.argv.clone(),
+        env: addons.env,
+        workdir: input.scope.clone(),
+        user: SandboxUser {
+            mode: UserMode::HostUser,
+            home,
+        },
+        mounts: mounts.list,
+        image_mounts: addons.image_mounts,
+        path_append: addons.path_append,
+        files,
+        writable_paths,
+        network,
+        resources: None,
+        display: input.display.as_ref().map(|s| Display {
+            mode: DisplayMode::Wayland,
+            socket: s.clone(),
+        }),
+        labels: input.labels.clone(),
+        tty: false,
+        injections,
+    })
+}
+
+/// The mounts so far and their targets.
+#[derive(Default)]
+struct Mounts {
+    list: Vec<Mount>,
+    targets: BTreeSet<String>,
+}
+
+impl Mounts {
+    /// Adds `m`; the same source at the same target twice is one mount, anything else at a
+    /// target already taken clashes.
+    fn add(&mut self, m: Mount) -> Result<(), ComposeError> {
+        if !self.targets.insert(m.target.clone()) {
+            if self
+                .list
                 .iter()
                 .any(|x| x.target == m.target && x.source == m.source)
             {
@@ -115,49 +184,56 @@ pub fn compose(launch: &HarnessLaunch, input: &ComposeInput) -> Result<SandboxSp
             }
             return Err(ComposeError::MountClash(m.target));
         }
-        mounts.push(m);
+        self.list.push(m);
         Ok(())
-    };
-    add(
-        Mount {
-            source: input.scope.clone(),
-            target: input.scope.clone(),
-            read_only: false,
-            kind: MountKind::Scope,
-        },
-        &mut mounts,
-    )?;
+    }
+
+    fn has_target(&self, target: &str) -> bool {
+        self.list.iter().any(|x| x.target == target)
+    }
+}
+
+/// The scope at its own path (A2), the launch's mounts, the state slots render did not bind
+/// (E6), the caches (D.8) and the knowledge folders, read-only at `/knowledge/<name>` (D.5).
+fn compose_mounts(
+    launch: &HarnessLaunch,
+    input: &ComposeInput,
+    home: &str,
+) -> Result<Mounts, ComposeError> {
+    let mut mounts = Mounts::default();
+    mounts.add(Mount {
+        source: input.scope.clone(),
+        target: input.scope.clone(),
+        read_only: false,
+        kind: MountKind::Scope,
+    })?;
     for m in &launch.mounts {
-        let m = Mount {
-            target: expand(&home, &m.target),
+        mounts.add(Mount {
+            target: expand(home, &m.target),
             ..m.clone()
-        };
-        add(m, &mut mounts)?;
+        })?;
     }
     for m in &input.state {
         let m = Mount {
-            target: expand(&home, &m.target),
+            target: expand(home, &m.target),
             ..m.clone()
         };
-        if mounts.iter().any(|x| x.target == m.target) {
+        if mounts.has_target(&m.target) {
             continue; // render bound it already (E6)
         }
-        add(m, &mut mounts)?;
+        mounts.add(m)?;
     }
     for (target, source) in &input.caches {
-        let target = expand(&home, target);
-        if mounts.iter().any(|x| x.target == target) {
+        let target = expand(home, target);
+        if mounts.has_target(&target) {
             continue;
         }
-        add(
-            Mount {
-                source: source.clone(),
-                target,
-                read_only: false,
-                kind: MountKind::Cache,
-            },
-            &mut mounts,
-        )?;
+        mounts.add(Mount {
+            source: source.clone(),
+            target,
+            read_only: false,
+            kind: MountKind::Cache,
+        })?;
     }
     let mut names: BTreeMap<String, String> = BTreeMap::new();
     for k in &input.knowledge {
@@ -173,18 +249,20 @@ pub fn compose(launch: &HarnessLaunch, input: &ComposeInput) -> Result<SandboxSp
         if let Some(other) = names.insert(name.clone(), k.clone()) {
             return Err(ComposeError::KnowledgeClash(other, k.clone(), name));
         }
-        add(
-            Mount {
-                source: k.clone(),
-                target: format!("/knowledge/{name}"),
-                read_only: true,
-                kind: MountKind::Knowledge,
-            },
-            &mut mounts,
-        )?;
+        mounts.add(Mount {
+            source: k.clone(),
+            target: format!("/knowledge/{name}"),
+            read_only: true,
+            kind: MountKind::Knowledge,
+        })?;
     }
+    Ok(mounts)
+}
 
-    let network = match input.network {
+/// The network (D.1): filtered allows what the account or provider and addons require (E4),
+/// what the harness names and the agent's own entries, each once.
+fn compose_network(launch: &HarnessLaunch, input: &ComposeInput) -> NetworkPolicy {
+    match input.network {
         NetworkMode::None => NetworkPolicy::None,
         NetworkMode::Open => NetworkPolicy::Open,
         NetworkMode::Filtered => {
@@ -200,18 +278,36 @@ pub fn compose(launch: &HarnessLaunch, input: &ComposeInput) -> Result<SandboxSp
                 enforcement: input.enforcement,
             }
         }
-    };
-    let injections = if input.network == NetworkMode::None {
-        Vec::new()
-    } else {
-        for i in &input.injections {
-            if i.hosts.is_empty() {
-                return Err(ComposeError::InjectionWithoutHost(i.name.clone()));
-            }
+    }
+}
+
+/// The injections (E3): none without network (the process holds phantoms), each with a host.
+fn compose_injections(input: &ComposeInput) -> Result<Vec<Injection>, ComposeError> {
+    if input.network == NetworkMode::None {
+        return Ok(Vec::new());
+    }
+    for i in &input.injections {
+        if i.hosts.is_empty() {
+            return Err(ComposeError::InjectionWithoutHost(i.name.clone()));
         }
-        input.injections.clone()
-    };
-    // G4: per binding, its image at /opt/addons/<name> with its bin/ on PATH, its env.
+    }
+    Ok(input.injections.clone())
+}
+
+/// What the addons add to the launch's env, image mounts and PATH (G4).
+struct AddonsPart {
+    env: BTreeMap<String, String>,
+    image_mounts: Vec<ImageMount>,
+    path_append: Vec<String>,
+}
+
+/// G4: per binding, its image at `/opt/addons/<name>` with its bin/ on PATH, its env; an addon
+/// twice, an env variable set twice or an image at a taken target is refused.
+fn compose_addons(
+    launch: &HarnessLaunch,
+    input: &ComposeInput,
+    targets: &BTreeSet<String>,
+) -> Result<AddonsPart, ComposeError> {
     let mut env = launch.env.clone();
     let mut env_owner: BTreeMap<String, String> = env
         .keys()
@@ -250,45 +346,10 @@ pub fn compose(launch: &HarnessLaunch, input: &ComposeInput) -> Result<SandboxSp
             env.insert(k.clone(), v.clone());
         }
     }
-    let files = launch
-        .files
-        .iter()
-        .map(|f| handler_contracts::sandbox::GeneratedFile {
-            target: expand(&home, &f.target),
-            ..f.clone()
-        })
-        .collect();
-    let writable_paths = launch
-        .writable_paths
-        .iter()
-        .map(|w| expand(&home, w))
-        .collect();
-    Ok(SandboxSpec {
-        api_version: SandboxApiVersion,
-        name: input.name.clone(),
-        confinement: input.confinement,
-        image: launch.image.clone(),
-        argv: launch.argv.clone(),
+    Ok(AddonsPart {
         env,
-        workdir: input.scope.clone(),
-        user: SandboxUser {
-            mode: UserMode::HostUser,
-            home,
-        },
-        mounts,
         image_mounts,
         path_append,
-        files,
-        writable_paths,
-        network,
-        resources: None,
-        display: input.display.as_ref().map(|s| Display {
-            mode: DisplayMode::Wayland,
-            socket: s.clone(),
-        }),
-        labels: input.labels.clone(),
-        tty: false,
-        injections,
     })
 }
 

@@ -7,10 +7,20 @@ use handler_contracts::sandbox::exit;
 pub enum SpecError {
     /// The spec breaks a rule of contract A (exit 65).
     #[error("invalid spec: {field}: {message}")]
-    Invalid { field: String, message: String },
+    Invalid {
+        /// The field the refusal is about, e.g. `mounts[1].target`.
+        field: String,
+        /// Why, in words (never a secret value).
+        message: String,
+    },
     /// The spec is valid but cannot be fully enforced on this host (A1, exit 64).
     #[error("unenforceable spec: {field}: {message}")]
-    Unenforceable { field: String, message: String },
+    Unenforceable {
+        /// The field the refusal is about, e.g. `mounts[1].target`.
+        field: String,
+        /// Why, in words (never a secret value).
+        message: String,
+    },
 }
 
 impl SpecError {

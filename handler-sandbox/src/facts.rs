@@ -6,10 +6,15 @@ use std::collections::BTreeMap;
 
 /// What a host path is, as seen by the launcher.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum PathKind {
+    /// Nothing is there (or it was not looked at).
     Missing,
+    /// A folder.
     Directory,
+    /// A regular file.
     File,
+    /// A unix socket.
     Socket,
     /// Something else (fifo, device…).
     Other,
@@ -19,8 +24,9 @@ pub enum PathKind {
 /// started in (after a reboot the first pids come back).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LauncherId {
+    /// The launcher's process id.
     pub pid: u32,
-    /// Field 22 of /proc/<pid>/stat: clock ticks since boot.
+    /// Field 22 of `/proc/<pid>/stat`: clock ticks since boot.
     pub start: u64,
     /// /proc/sys/kernel/random/boot_id.
     pub boot: String,
@@ -31,17 +37,21 @@ pub struct LauncherId {
 pub struct HostFacts {
     /// The host user's uid and gid (the sandbox user's, keep-id).
     pub uid: u32,
+    /// The host user's gid.
     pub gid: u32,
     /// The number of subordinate uids and gids of the user (the size of its user namespace
     /// minus one); `None` when /etc/subuid or /etc/subgid has no range for it.
     pub subuid_count: Option<u32>,
+    /// The number of subordinate gids of the user; `None` when /etc/subgid has no range for it.
     pub subgid_count: Option<u32>,
     /// /dev/fuse and /dev/net/tun exist (nested confinement needs both).
     pub has_fuse: bool,
+    /// /dev/net/tun exists.
     pub has_tun: bool,
     /// Rootless podman can enforce memory and cpu limits here (cgroups v2 with those controllers
     /// delegated to the user).
     pub cgroup_memory: bool,
+    /// Rootless podman can enforce cpu limits here.
     pub cgroup_cpu: bool,
     /// What each host path the spec names is (mount sources, the display socket).
     pub paths: BTreeMap<String, PathKind>,
@@ -51,6 +61,7 @@ pub struct HostFacts {
     pub image_ids: BTreeMap<String, String>,
     /// This instance's private host folder (files, seeds, env file), created by the launcher.
     pub instance_dir: String,
+    /// The launcher, as recorded in the labels of what it creates (for sweep).
     pub launcher: LauncherId,
     /// The git repository each writable scope mount is or is inside (item 5 of issue 11): what
     /// the host's git would read there, so the plan keeps it read-only in the sandbox.
@@ -65,6 +76,9 @@ pub struct HostFacts {
     /// The `[containers]` table podman will apply from the user's and the system's
     /// containers.conf files, as it merges them.
     pub containers_conf: ContainersConf,
+    /// The host's own addresses, for the egress proxy's DNS-rebinding guard (gathered when the
+    /// spec needs a proxy; empty otherwise).
+    pub host_addresses: Vec<std::net::IpAddr>,
 }
 
 /// What podman's containers.conf files set in `[containers]`, merged in podman's order
@@ -72,6 +86,7 @@ pub struct HostFacts {
 /// user's, the user's containers.conf.d): each key with the file that set it last and its value.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ContainersConf {
+    /// Each `[containers]` key set: the file that set it last, and its value.
     pub settings: BTreeMap<String, (String, serde_json::Value)>,
     /// A file podman would read that could not be read or parsed (podman would fail too).
     pub unreadable: Option<String>,
@@ -97,6 +112,7 @@ pub struct GitPath {
     /// Canonical when it exists; otherwise the canonical nearest existing folder with the rest
     /// appended (where it would be created).
     pub path: String,
+    /// Whether the path exists now.
     pub exists: bool,
 }
 
@@ -106,7 +122,9 @@ pub struct GitPath {
 pub struct GitRepo {
     /// `<folder>/.git` as found, not resolved.
     pub entry: String,
+    /// What that `.git` entry is.
     pub kind: GitEntryKind,
+    /// Every path the host's git takes from the repository.
     pub paths: Vec<GitPath>,
 }
 

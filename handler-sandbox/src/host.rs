@@ -1,5 +1,5 @@
 //! Pure readings of host files and pure decisions around them: a process's start time from
-//! /proc/<pid>/stat, subordinate id ranges from /etc/subuid, whether a launcher is still alive,
+//! `/proc/<pid>/stat`, subordinate id ranges from /etc/subuid, whether a launcher is still alive,
 //! which cache folders a sandbox holds, and the RuntimeCheck verdict (A.8).
 
 use handler_contracts::sandbox::{RuntimeCheck, RuntimeCheckItem};
@@ -7,7 +7,7 @@ use handler_contracts::sandbox::{RuntimeCheck, RuntimeCheckItem};
 use crate::facts::LauncherId;
 use crate::validate::is_within;
 
-/// Field 22 (starttime) of a /proc/<pid>/stat line; the command name may hold spaces and
+/// Field 22 (starttime) of a `/proc/<pid>/stat` line; the command name may hold spaces and
 /// parentheses, so fields are counted after its last `)`.
 pub fn stat_start_time(stat: &str) -> Option<u64> {
     let rest = &stat[stat.rfind(')')? + 1..];
@@ -26,6 +26,25 @@ pub fn subid_count(text: &str, user: &str, id: u32) -> Option<u32> {
         let count: u32 = f.next()?.parse().ok()?;
         (who == user || who == id).then_some(count)
     })
+}
+
+/// The host's own IPv4 addresses in a `/proc/net/fib_trie` text (for the egress proxy's
+/// DNS-rebinding guard): each `|-- a.b.c.d` line followed by a `/32 host LOCAL` line, once.
+pub fn fib_trie_local_addresses(text: &str) -> Vec<std::net::IpAddr> {
+    let mut out = Vec::new();
+    let lines: Vec<&str> = text.lines().collect();
+    for w in lines.windows(2) {
+        if w[1].contains("/32 host LOCAL")
+            && let Some(ip) = w[0]
+                .trim()
+                .strip_prefix("|-- ")
+                .and_then(|s| s.parse().ok())
+            && !out.contains(&ip)
+        {
+            out.push(ip);
+        }
+    }
+    out
 }
 
 /// Whether the launcher named by a resource's labels is still the live process: same boot, and
@@ -59,4 +78,18 @@ pub fn holds_cache(mount_source: &str, cache: &str) -> bool {
 pub fn runtime_check(runtime: String, items: Vec<RuntimeCheckItem>) -> RuntimeCheck {
     let ok = items.iter().all(|i| i.ok || !i.required);
     RuntimeCheck { runtime, ok, items }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_local_addresses_of_a_fib_trie() {
+        let t = "Main:\n  +-- 0.0.0.0/0 3 0 5\n     |-- 10.0.0.5\n        /32 host LOCAL\n     |-- 10.0.0.255\n        /32 link BROADCAST\n     |-- 127.0.0.1\n        /32 host LOCAL\nLocal:\n     |-- 10.0.0.5\n        /32 host LOCAL\n";
+        let want: Vec<std::net::IpAddr> =
+            vec!["10.0.0.5".parse().unwrap(), "127.0.0.1".parse().unwrap()];
+        assert_eq!(fib_trie_local_addresses(t), want);
+        assert!(fib_trie_local_addresses("").is_empty());
+    }
 }

@@ -2,6 +2,8 @@
 //! what this host can enforce (64), and the podman plan (argv, podman's environment, staged
 //! files) as a pure function of the spec and the host facts. No I/O: handler-core runs the plan.
 
+#![warn(missing_docs)]
+
 pub mod compose;
 pub mod egress;
 pub mod error;
@@ -15,5 +17,5 @@ pub mod validate;
 pub use error::SpecError;
 pub use facts::{HostFacts, LauncherId, PathKind};
 pub use network::{NetworkPlan, plan_network};
-pub use plan::{LaunchPlan, Stage, plan_launch};
-pub use validate::validate_spec;
+pub use plan::{LaunchPlan, ProxyPlan, Stage, plan_launch};
+pub use validate::{ValidSpec, validate_spec};

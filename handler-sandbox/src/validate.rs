@@ -113,8 +113,52 @@ pub fn writable_dirs(spec: &SandboxSpec) -> Vec<String> {
     dirs
 }
 
-/// Every rule about the spec on its own (65).
-pub fn validate_spec(spec: &SandboxSpec) -> Result {
+/// A spec that passed [`validate_spec`]: the only way to the plan ([`crate::plan_launch`]), so
+/// a spec is validated exactly once on its way to podman.
+#[derive(Debug, Clone, Copy)]
+pub struct ValidSpec<'a> {
+    spec: &'a SandboxSpec,
+}
+
+impl<'a> ValidSpec<'a> {
+    /// The spec itself.
+    pub fn spec(&self) -> &'a SandboxSpec {
+        self.spec
+    }
+}
+
+impl std::ops::Deref for ValidSpec<'_> {
+    type Target = SandboxSpec;
+
+    fn deref(&self) -> &SandboxSpec {
+        self.spec
+    }
+}
+
+/// Every rule about the spec on its own (65), in the order of contract A's sections: identity,
+/// env, mounts, writable paths, files, resources, display, labels, injections.
+pub fn validate_spec(spec: &SandboxSpec) -> Result<ValidSpec<'_>> {
+    check_identity(spec)?;
+    check_env(spec)?;
+    let targets = check_mounts(spec)?;
+    check_writable_paths(spec, &targets)?;
+    check_files(spec, &targets)?;
+    check_resources(spec)?;
+    if let Some(d) = &spec.display {
+        check_abs_path("display.socket", &d.socket)?;
+    }
+    check_labels(spec)?;
+    if matches!(spec.network, NetworkPolicy::None) && !spec.injections.is_empty() {
+        return invalid(
+            "injections",
+            "a sandbox without network cannot have injections (A.3)",
+        );
+    }
+    Ok(ValidSpec { spec })
+}
+
+/// The name, the image, the process, the workdir and the home.
+fn check_identity(spec: &SandboxSpec) -> Result {
     if !is_sandbox_name(&spec.name) {
         return invalid(
             "name",
@@ -148,53 +192,13 @@ pub fn validate_spec(spec: &SandboxSpec) -> Result {
     if spec.user.home == "/" {
         return invalid("user.home", "the home cannot be /");
     }
+    Ok(())
+}
 
-    // Env (A3, A6, A7, A.3).
-    let filtered = matches!(spec.network, NetworkPolicy::Filtered { .. });
+/// Env (A3, A6, A7, A.3): names, values, and the names the runtime sets itself; `pathAppend`.
+fn check_env(spec: &SandboxSpec) -> Result {
     for (name, value) in &spec.env {
-        let field = format!("env.{name}");
-        if !is_env_name(name) {
-            return invalid(
-                field,
-                format!("{name:?} is not an environment variable name"),
-            );
-        }
-        if value.contains('\0') {
-            return invalid(field, "the value holds a NUL byte");
-        }
-        if name == "HOME" {
-            return invalid(field, "HOME is user.home (A3): the env must not set it");
-        }
-        if name == "PATH" && !spec.path_append.is_empty() {
-            return invalid(
-                field,
-                "with pathAppend the runtime sets PATH (A6): the env must not",
-            );
-        }
-        if name == "DISPLAY" || name == "WAYLAND_DISPLAY" {
-            return invalid(
-                field,
-                format!("{name} is the runtime's (A7): a display is given with `display`"),
-            );
-        }
-        if spec.display.is_some() && DISPLAY_ENV_VARS.contains(&name.as_str()) {
-            return invalid(
-                field,
-                format!("with a display the runtime sets {name} (A7)"),
-            );
-        }
-        if filtered && PROXY_ENV_VARS.iter().any(|p| p.eq_ignore_ascii_case(name)) {
-            return invalid(
-                field,
-                format!("a filtered sandbox's {name} is the runtime's (A.3)"),
-            );
-        }
-        if !spec.injections.is_empty() && CA_ENV_VARS.contains(&name.as_str()) {
-            return invalid(
-                field,
-                format!("with injections the runtime sets {name} (A.3, trust)"),
-            );
-        }
+        check_env_var(spec, name, value)?;
     }
     for (i, p) in spec.path_append.iter().enumerate() {
         let field = format!("pathAppend[{i}]");
@@ -203,8 +207,61 @@ pub fn validate_spec(spec: &SandboxSpec) -> Result {
             return invalid(field, format!("{p:?}: a PATH entry cannot hold ':'"));
         }
     }
+    Ok(())
+}
 
-    // Mounts (A2).
+/// One env entry: a valid name and value that the runtime does not set itself.
+fn check_env_var(spec: &SandboxSpec, name: &str, value: &str) -> Result {
+    let filtered = matches!(spec.network, NetworkPolicy::Filtered { .. });
+    let field = format!("env.{name}");
+    if !is_env_name(name) {
+        return invalid(
+            field,
+            format!("{name:?} is not an environment variable name"),
+        );
+    }
+    if value.contains('\0') {
+        return invalid(field, "the value holds a NUL byte");
+    }
+    if name == "HOME" {
+        return invalid(field, "HOME is user.home (A3): the env must not set it");
+    }
+    if name == "PATH" && !spec.path_append.is_empty() {
+        return invalid(
+            field,
+            "with pathAppend the runtime sets PATH (A6): the env must not",
+        );
+    }
+    if name == "DISPLAY" || name == "WAYLAND_DISPLAY" {
+        return invalid(
+            field,
+            format!("{name} is the runtime's (A7): a display is given with `display`"),
+        );
+    }
+    if spec.display.is_some() && DISPLAY_ENV_VARS.contains(&name) {
+        return invalid(
+            field,
+            format!("with a display the runtime sets {name} (A7)"),
+        );
+    }
+    if filtered && PROXY_ENV_VARS.iter().any(|p| p.eq_ignore_ascii_case(name)) {
+        return invalid(
+            field,
+            format!("a filtered sandbox's {name} is the runtime's (A.3)"),
+        );
+    }
+    if !spec.injections.is_empty() && CA_ENV_VARS.contains(&name) {
+        return invalid(
+            field,
+            format!("with injections the runtime sets {name} (A.3, trust)"),
+        );
+    }
+    Ok(())
+}
+
+/// Mounts and image mounts (A2): normalized paths, scopes at their own path, read-only kinds,
+/// no target twice. The targets, for the checks after.
+fn check_mounts(spec: &SandboxSpec) -> Result<BTreeSet<&str>> {
     let mut targets: BTreeSet<&str> = BTreeSet::new();
     for (i, m) in spec.mounts.iter().enumerate() {
         check_abs_path(&format!("mounts[{i}].source"), &m.source)?;
@@ -249,8 +306,11 @@ pub fn validate_spec(spec: &SandboxSpec) -> Result {
             );
         }
     }
+    Ok(targets)
+}
 
-    // Writable paths.
+/// Writable paths: not the root, not twice, not a mount target, not inside another.
+fn check_writable_paths(spec: &SandboxSpec, targets: &BTreeSet<&str>) -> Result {
     let mut seen = BTreeSet::new();
     for (i, w) in spec.writable_paths.iter().enumerate() {
         let field = format!("writablePaths[{i}]");
@@ -275,8 +335,11 @@ pub fn validate_spec(spec: &SandboxSpec) -> Result {
             );
         }
     }
+    Ok(())
+}
 
-    // Files.
+/// Files: each target once, a valid mode, seed files inside a writable path and not a mount.
+fn check_files(spec: &SandboxSpec, targets: &BTreeSet<&str>) -> Result {
     let writable = writable_dirs(spec);
     let mut file_targets = BTreeSet::new();
     for (i, f) in spec.files.iter().enumerate() {
@@ -306,28 +369,35 @@ pub fn validate_spec(spec: &SandboxSpec) -> Result {
             }
         }
     }
+    Ok(())
+}
 
-    if let Some(r) = &spec.resources {
-        if let Some(m) = &r.memory
-            && !check_memory(m)
-        {
-            return invalid(
-                "resources.memory",
-                format!("{m:?} is not a memory size like \"512m\" or \"2g\""),
-            );
-        }
-        if let Some(c) = &r.cpus
-            && !check_cpus(c)
-        {
-            return invalid(
-                "resources.cpus",
-                format!("{c:?} is not a positive number of cpus like \"1.5\""),
-            );
-        }
+/// Resources: a memory size and a positive number of cpus, as podman reads them.
+fn check_resources(spec: &SandboxSpec) -> Result {
+    let Some(r) = &spec.resources else {
+        return Ok(());
+    };
+    if let Some(m) = &r.memory
+        && !check_memory(m)
+    {
+        return invalid(
+            "resources.memory",
+            format!("{m:?} is not a memory size like \"512m\" or \"2g\""),
+        );
     }
-    if let Some(d) = &spec.display {
-        check_abs_path("display.socket", &d.socket)?;
+    if let Some(c) = &r.cpus
+        && !check_cpus(c)
+    {
+        return invalid(
+            "resources.cpus",
+            format!("{c:?} is not a positive number of cpus like \"1.5\""),
+        );
     }
+    Ok(())
+}
+
+/// Labels: keys podman can carry, values without newline or NUL, none of the runtime's own.
+fn check_labels(spec: &SandboxSpec) -> Result {
     for (k, v) in &spec.labels {
         let field = format!("labels.{k}");
         if k.is_empty()
@@ -346,41 +416,56 @@ pub fn validate_spec(spec: &SandboxSpec) -> Result {
             return invalid(field, "this label belongs to the runtime");
         }
     }
-    if matches!(spec.network, NetworkPolicy::None) && !spec.injections.is_empty() {
-        return invalid(
-            "injections",
-            "a sandbox without network cannot have injections (A.3)",
-        );
-    }
     Ok(())
 }
 
 /// Why a folder cannot be an agent's scope or a work folder (D.13, issue 11 item 3): Handler's
 /// own folders (config, data, state, cache…) never reach a sandbox.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum PlacementError {
     #[error("{folder} is Handler's {what} folder")]
-    IsHandlers { folder: String, what: String },
-    #[error("{folder} holds Handler's {what} folder ({dir})")]
-    HoldsHandlers {
+    /// The folder is one of Handler's own.
+    IsHandlers {
+        /// The folder refused.
         folder: String,
+        /// Which of Handler's folders it is (`config`, `data`…).
         what: String,
+    },
+    #[error("{folder} holds Handler's {what} folder ({dir})")]
+    /// The folder holds one of Handler's own folders.
+    HoldsHandlers {
+        /// The folder refused.
+        folder: String,
+        /// Which of Handler's folders it is (`config`, `data`…).
+        what: String,
+        /// That folder's path.
         dir: String,
     },
     #[error("{folder} is inside Handler's {what} folder ({dir})")]
+    /// The folder is inside one of Handler's own folders.
     InsideHandlers {
+        /// The folder refused.
         folder: String,
+        /// Which of Handler's folders it is (`config`, `data`…).
         what: String,
+        /// That folder's path.
         dir: String,
     },
     #[error("{folder} is not inside a work folder")]
-    OutsideWorkFolders { folder: String },
+    /// The folder is in no work folder.
+    OutsideWorkFolders {
+        /// The folder refused.
+        folder: String,
+    },
 }
 
 /// A folder Handler keeps for itself: what it is (`config`, `data`…) and its path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reserved {
+    /// What the folder is for (`config`, `data`, `state`, `cache`…).
     pub what: String,
+    /// Its path.
     pub dir: String,
 }
 

@@ -5,7 +5,12 @@ use std::collections::BTreeMap;
 
 use handler_contracts::SandboxSpec;
 use handler_sandbox::plan::nested_subids;
-use handler_sandbox::{HostFacts, LauncherId, PathKind, SpecError, plan_launch};
+use handler_sandbox::{HostFacts, LaunchPlan, LauncherId, PathKind, SpecError, validate_spec};
+
+/// The plan of `s` on a host with `f`: validated first, as the runtime does.
+fn plan_launch(s: &SandboxSpec, f: &HostFacts) -> Result<LaunchPlan, SpecError> {
+    handler_sandbox::plan_launch(&validate_spec(s)?, f)
+}
 use serde_json::json;
 
 fn facts() -> HostFacts {
@@ -49,6 +54,7 @@ fn facts() -> HostFacts {
         nproc_hard: None,
         cgroup_pids: false,
         containers_conf: Default::default(),
+        host_addresses: Vec::new(),
     }
 }
 
@@ -299,6 +305,35 @@ fn filtered_plan_has_no_route_and_starts_through_the_forwarder() {
     assert_eq!(plan.args[dd - 5], "shim");
     assert_eq!(plan.args[dd + 1..], spec(base()).argv[..]);
     insta::assert_debug_snapshot!(plan);
+}
+
+/// Issue 12, item 5: the plan holds the proxy's part too, and an injection's value is only in
+/// the configuration the proxy reads on stdin: never in an argv, never in the plan's Debug.
+#[test]
+fn the_proxy_is_planned_with_its_staging_argv_and_configuration() {
+    let mut f = facts();
+    f.host_addresses = vec!["192.0.2.7".parse().unwrap()];
+    let s = with(json!({
+        "network": {"mode": "open"},
+        "injections": [{"name": "k", "phantom": "phantom-012345678", "value": "secret-9876543210", "hosts": ["api.example.com:443"]}]
+    }));
+    let plan = plan_launch(&s, &f).unwrap();
+    let p = plan.proxy.as_ref().expect("injections bring a proxy");
+    assert_eq!(p.container, "handler-a1-c1-egress");
+    assert_eq!(p.mode, handler_sandbox::egress::ProxyMode::Report);
+    assert_eq!(p.config.host_addresses, f.host_addresses);
+    assert_eq!(p.config.injections[0].value, "secret-9876543210");
+    // open: no settings file; injections: the empty CA bundle the sandbox mounts.
+    let staged = format!("{:?}", p.stage);
+    assert!(!staged.contains("settings.json"), "{staged}");
+    assert!(
+        staged.contains("egress-ca/ca-bundle.pem, 644, 0 bytes"),
+        "{staged}"
+    );
+    for text in [plan.args.join(" "), p.args.join(" "), format!("{plan:?}")] {
+        assert!(!text.contains("secret-9876543210"), "{text}");
+    }
+    assert!(plan_launch(&spec(base()), &f).unwrap().proxy.is_none());
 }
 
 fn git_path(what: &str, path: &str, exists: bool) -> handler_sandbox::facts::GitPath {

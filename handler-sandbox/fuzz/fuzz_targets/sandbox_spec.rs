@@ -51,6 +51,7 @@ fn facts(spec: &SandboxSpec) -> HostFacts {
         nproc_hard: None,
         cgroup_pids: false,
         containers_conf: Default::default(),
+        host_addresses: vec!["10.0.0.1".parse().unwrap()],
     }
 }
 
@@ -97,14 +98,24 @@ fuzz_target!(|data: &[u8]| {
         .into_iter()
         .filter(|v| text.matches(v.as_str()).count() == 1)
         .collect();
-    if let Err(e) = validate_spec(&spec) {
-        let _ = e.exit_code();
-        quiet("validator", &secrets, &e.to_string());
-        return;
-    }
-    match plan_launch(&spec, &facts(&spec)) {
+    let valid = match validate_spec(&spec) {
+        Ok(v) => v,
+        Err(e) => {
+            let _ = e.exit_code();
+            quiet("validator", &secrets, &e.to_string());
+            return;
+        }
+    };
+    match plan_launch(&valid, &facts(&spec)) {
         Ok(plan) => {
             let _ = format!("{plan:?}");
+            // What the launcher hands the proxy must be what the proxy accepts.
+            if let Some(p) = &plan.proxy {
+                let json = serde_json::to_string(&p.config).expect("a proxy configuration serializes");
+                if let Err(e) = handler_sandbox::egress::ProxyConfig::parse(&json) {
+                    panic!("the proxy refuses the planned configuration: {e}");
+                }
+            }
         }
         Err(e) => {
             // The plan checks the injections (`plan_network`): only a planned spec goes on.

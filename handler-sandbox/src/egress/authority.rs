@@ -9,7 +9,9 @@ use std::net::IpAddr;
 /// A destination: lowercase host without a trailing dot (IPv6 without brackets), and a port.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Authority {
+    /// The host: a lowercase name without a trailing dot, or an IP address (IPv6 without brackets).
     pub host: String,
+    /// The port.
     pub port: u16,
 }
 
@@ -17,26 +19,58 @@ pub struct Authority {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AuthorityError {
     #[error("{0:?} is not a host:port")]
+    /// The text is not a host:port.
     Malformed(String),
     #[error("{0:?} has no port")]
+    /// The text has no port (and none can be implied).
     NoPort(String),
 }
 
 /// Two names of one request that disagree; the request is refused (403) and reported.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum Mismatch {
     #[error("the tunnel was opened to {connect} but its TLS names {sni}")]
-    Sni { connect: String, sni: String },
+    /// The TLS server name differs from the CONNECT target.
+    Sni {
+        /// The CONNECT target.
+        connect: String,
+        /// The server name the ClientHello asks for.
+        sni: String,
+    },
     #[error("the tunnel was opened to {connect} but its TLS names no server")]
-    NoSni { connect: String },
+    /// The TLS ClientHello names no server.
+    NoSni {
+        /// The CONNECT target.
+        connect: String,
+    },
     #[error("the tunnel was opened to {connect} but its TLS start cannot be read: {reason}")]
-    BadHello { connect: String, reason: String },
+    /// The tunnel's first bytes claim TLS but are no readable ClientHello.
+    BadHello {
+        /// The CONNECT target.
+        connect: String,
+        /// Why the ClientHello cannot be read.
+        reason: String,
+    },
     #[error("the tunnel was opened to {connect} but the request's Host is {host}")]
-    Host { connect: String, host: String },
+    /// The inner request's Host differs from the CONNECT target.
+    Host {
+        /// The CONNECT target.
+        connect: String,
+        /// The request's Host header.
+        host: String,
+    },
     #[error("the request has no Host header")]
+    /// The request has no Host header.
     NoHost,
     #[error("the request is for {uri} but its Host is {host}")]
-    Fronting { uri: String, host: String },
+    /// A plain http request whose Host differs from its URI's authority (domain fronting).
+    Fronting {
+        /// The request URI's authority.
+        uri: String,
+        /// The request's Host header.
+        host: String,
+    },
 }
 
 impl fmt::Display for Authority {

@@ -16,18 +16,24 @@ use crate::egress::inject::{InjectionError, validate_injections};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Settings {
+    /// Whether a denied request is refused (enforce) or only reported.
     pub enforcement: Enforcement,
+    /// The destinations the sandbox may reach (A.3).
     pub allow: Vec<AllowEntry>,
 }
 
 /// Why a settings or configuration file cannot be used; the proxy then refuses (fail closed).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum SettingsError {
     #[error("the egress settings are not valid: {0}")]
+    /// The settings file is not valid JSON of the settings' shape.
     Syntax(String),
     #[error("the egress proxy configuration is not valid: {0}")]
+    /// The proxy's configuration is not valid (its text is never quoted: it holds secrets).
     Config(String),
     #[error(transparent)]
+    /// An injection of the configuration is not valid.
     Injection(#[from] InjectionError),
 }
 
@@ -63,6 +69,7 @@ impl Settings {
 /// What the proxy does with requests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum ProxyMode {
     /// A filtered sandbox: judge every request against the live settings.
     Filter,
@@ -71,9 +78,10 @@ pub enum ProxyMode {
 }
 
 /// The proxy's configuration, read once from stdin at start.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ProxyConfig {
+    /// Whether the proxy filters or only reports injections.
     pub mode: ProxyMode,
     /// Where to listen, e.g. `0.0.0.0:3128` (`127.0.0.1:0` picks a port, printed when ready).
     pub listen: String,
@@ -92,6 +100,7 @@ pub struct ProxyConfig {
     #[serde(default)]
     pub roots_files: Vec<String>,
     #[serde(default)]
+    /// The secrets the proxy swaps in for their phantoms, towards their hosts only (E3).
     pub injections: Vec<Injection>,
     /// The host's own addresses (the DNS-rebinding guard refuses names resolving there).
     #[serde(default)]

@@ -12,18 +12,25 @@ pub const MAX_HELLO: usize = 64 * 1024;
 
 /// Why a tunnel's first bytes, which claim to be a TLS handshake, are not a ClientHello.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum HelloError {
     #[error("the TLS record is not a handshake")]
+    /// The first TLS record is not a handshake record.
     NotHandshake,
     #[error("the first TLS handshake message is not a ClientHello")]
+    /// The first handshake message is not a ClientHello.
     NotClientHello,
     #[error("the ClientHello is cut short or longer than its record says")]
+    /// The ClientHello ends early or runs past its record.
     Truncated,
     #[error("the ClientHello is longer than {MAX_HELLO} bytes")]
+    /// The ClientHello is longer than the proxy reads.
     TooLong,
     #[error("the ClientHello's server name is not a host name")]
+    /// The server_name extension holds no valid host name.
     BadServerName,
     #[error("the ClientHello has two server_name extensions")]
+    /// The ClientHello has two server_name extensions.
     DuplicateServerName,
 }
 
@@ -33,7 +40,10 @@ pub enum Start {
     /// Not enough bytes yet to tell.
     NeedMore,
     /// A TLS ClientHello, with the server name it asks for (none: no `server_name`).
-    Tls { sni: Option<String> },
+    Tls {
+        /// The server name the ClientHello asks for, if any.
+        sni: Option<String>,
+    },
     /// A plain HTTP/1 request (a method token and a space), relayed as it is.
     Http,
     /// Neither: another protocol (SSH, a database's), relayed as it is.

@@ -17,29 +17,66 @@ use crate::egress::replace::Replacer;
 
 /// Why a set of injections is invalid (exit 65).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum InjectionError {
     #[error("injections[{index}].name is empty")]
-    NoName { index: usize },
-    #[error("injections[{index}] ({name}): hosts must name at least one allow-list entry")]
-    NoHosts { index: usize, name: String },
-    #[error("injections[{index}] ({name}).phantom: {reason}")]
-    Phantom {
+    /// An injection has an empty name.
+    NoName {
+        /// The injection's position in the list.
         index: usize,
+    },
+    #[error("injections[{index}] ({name}): hosts must name at least one allow-list entry")]
+    /// An injection names no host.
+    NoHosts {
+        /// The injection's position in the list.
+        index: usize,
+        /// The injection's name.
         name: String,
+    },
+    #[error("injections[{index}] ({name}).phantom: {reason}")]
+    /// An injection's phantom cannot be swapped.
+    Phantom {
+        /// The injection's position in the list.
+        index: usize,
+        /// The injection's name.
+        name: String,
+        /// Why the phantom cannot be swapped.
         reason: NotInjectable,
     },
     #[error("injections[{index}] ({name}).value: {reason}")]
+    /// An injection's value cannot be swapped.
     Value {
+        /// The injection's position in the list.
         index: usize,
+        /// The injection's name.
         name: String,
+        /// Why the value cannot be swapped.
         reason: NotInjectable,
     },
     #[error("injections[{index}] ({name}): the phantom must be exactly as long as the value")]
-    Length { index: usize, name: String },
+    /// An injection's phantom and value differ in length.
+    Length {
+        /// The injection's position in the list.
+        index: usize,
+        /// The injection's name.
+        name: String,
+    },
     #[error("injections[{index}] ({name}): the phantom must differ from the value")]
-    SameAsValue { index: usize, name: String },
+    /// An injection's phantom is its value.
+    SameAsValue {
+        /// The injection's position in the list.
+        index: usize,
+        /// The injection's name.
+        name: String,
+    },
     #[error("injections[{index}] ({name}): its phantom is also another injection's")]
-    DuplicatePhantom { index: usize, name: String },
+    /// Two injections share a phantom.
+    DuplicatePhantom {
+        /// The injection's position in the list.
+        index: usize,
+        /// The injection's name.
+        name: String,
+    },
 }
 
 /// Validates injections (A.1): phantom printable without space and ≥ 8 characters, value
@@ -91,7 +128,9 @@ enum Effect {
 /// Which injections a piece of traffic used or leaked, by name.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Hits {
+    /// The injections whose value was swapped in.
     pub injected: BTreeSet<String>,
+    /// The injections whose value was seen going out (towards a host not its own, or back to the sandbox).
     pub leaked: BTreeSet<String>,
 }
 

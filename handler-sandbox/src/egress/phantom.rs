@@ -25,10 +25,13 @@ pub trait RandomSource {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NotInjectable {
     #[error("a value under 8 characters cannot be injected")]
+    /// The value is shorter than 8 characters.
     TooShort,
     #[error("a value with a character other than printable ASCII without space cannot be injected")]
+    /// The value holds a character other than printable ASCII without space.
     NotPrintable,
     #[error("a value without a letter or a digit to vary cannot be injected")]
+    /// The value has no letter or digit a phantom could vary.
     NothingToVary,
 }
 

@@ -25,11 +25,21 @@ pub const HOST_ALIASES: [&str; 2] = ["host.containers.internal", "host.docker.in
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Rebinding {
     #[error("{host} resolves to no address")]
-    NoAddress { host: String },
+    /// The name resolves to no address at all.
+    NoAddress {
+        /// The name that was resolved.
+        host: String,
+    },
     #[error(
         "{host} resolves to {addr}, a loopback, link-local or host address the allow-list does not name"
     )]
-    Guarded { host: String, addr: IpAddr },
+    /// The name resolves to a loopback, link-local or host address the allow-list does not name.
+    Guarded {
+        /// The name that was resolved.
+        host: String,
+        /// The guarded address it resolves to.
+        addr: IpAddr,
+    },
 }
 
 /// Whether an address is one a name must not lead to unless listed.

@@ -7,6 +7,7 @@
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("pattern {index} is empty or not as long as its replacement")]
 pub struct BadPattern {
+    /// The position of the pattern in the list.
     pub index: usize,
 }
 

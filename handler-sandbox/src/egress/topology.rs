@@ -41,18 +41,27 @@ pub const PROXY_ROOTS: &str = "/etc/ssl/certs/ca-certificates.crt";
 /// host.containers.internal (a model server listening on 127.0.0.1 only).
 pub const PROXY_NETWORK: &str = "slirp4netns:allow_host_loopback=true";
 
+/// The file in the settings folder the launcher creates once the proxy answers; set-egress and
+/// set-allow wait for it.
+pub const READY_MARKER: &str = "ready";
+
 /// Names and paths of one instance's egress resources.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Topology {
     /// Whether the sandbox keeps a direct route (open with injections) or has none (filtered).
     pub direct_route: bool,
+    /// The proxy container's name: `<sandbox>-egress`.
     pub proxy_container: String,
     /// Host folders under the instance folder: settings (`egress/`), CA bundle (`egress-ca/`),
     /// the proxy's socket (`egress-sock/`).
     pub settings_dir: String,
+    /// The host folder the proxy writes the CA bundle into (`egress-ca/`).
     pub ca_dir: String,
+    /// The host folder holding the proxy's socket (`egress-sock/`).
     pub socket_dir: String,
+    /// Whether the proxy filters (a filtered network) or only reports (open with injections).
     pub mode: ProxyMode,
+    /// Whether the spec has injections (then the sandbox trusts the proxy's CA).
     pub injections: bool,
 }
 
@@ -79,6 +88,11 @@ impl Topology {
     /// The settings file on the host (what set-egress/set-allow rewrite).
     pub fn settings_file(&self) -> String {
         format!("{}/settings.json", self.settings_dir)
+    }
+
+    /// The ready marker on the host ([`READY_MARKER`] in the settings folder).
+    pub fn ready_file(&self) -> String {
+        format!("{}/{READY_MARKER}", self.settings_dir)
     }
 
     /// The CA bundle on the host.

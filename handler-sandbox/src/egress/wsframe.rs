@@ -22,12 +22,16 @@ pub const POLICY_CHANGED: &str = "egress policy changed";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum FrameError {
     #[error("reserved WebSocket opcode {0:#x}")]
+    /// A frame uses a reserved opcode.
     ReservedOpcode(u8),
     #[error("WebSocket control frame longer than 125 bytes ({0})")]
+    /// A control frame's payload is longer than 125 bytes.
     LongControl(u64),
     #[error("fragmented WebSocket control frame")]
+    /// A control frame is fragmented.
     FragmentedControl,
     #[error("WebSocket frame length with the most significant bit set")]
+    /// A frame's 64-bit length has its most significant bit set.
     OversizedLength,
 }
 
@@ -222,7 +226,12 @@ pub enum Span {
     /// (Part of) a frame's header.
     Header,
     /// (Part of) a payload, starting `offset` bytes into it, masked with `mask`.
-    Payload { mask: Option<[u8; 4]>, offset: u64 },
+    Payload {
+        /// The frame's masking key, if it is masked.
+        mask: Option<[u8; 4]>,
+        /// How far into the payload the span starts.
+        offset: u64,
+    },
     /// Bytes after tracking stopped.
     Untracked,
 }

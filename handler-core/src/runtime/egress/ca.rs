@@ -16,11 +16,24 @@ use rustls::{ClientConfig, RootCertStore, ServerConfig};
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
     #[error("cannot make the proxy's CA: {0}")]
+    /// The proxy's own CA cannot be made.
     Ca(String),
     #[error("cannot mint a certificate for {host}: {reason}")]
-    Leaf { host: String, reason: String },
+    /// No leaf certificate can be made for a host.
+    Leaf {
+        /// The host the leaf was for.
+        host: String,
+        /// Why, in rcgen's or rustls's words.
+        reason: String,
+    },
     #[error("cannot read the roots in {path}: {reason}")]
-    Roots { path: String, reason: String },
+    /// A roots file cannot be read.
+    Roots {
+        /// The roots file.
+        path: String,
+        /// Why it cannot be read.
+        reason: String,
+    },
 }
 
 /// The proxy's CA and its cache of per-host server configurations.

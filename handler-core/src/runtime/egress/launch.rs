@@ -1,172 +1,140 @@
-//! The launcher's side of the egress filter (A.3, A.4, D.4): staging the instance's settings,
-//! starting the proxy container with its configuration on stdin and waiting for its ready line
-//! (fail closed: no proxy, no sandbox), `set-egress`/`set-allow`, and `image build-proxy`.
+//! The launcher's side of the egress filter (A.3, A.4, D.4): starting the proxy container the
+//! plan describes (`handler_sandbox::ProxyPlan`) with its configuration on stdin and waiting for
+//! its ready line (fail closed: no proxy, no sandbox), `set-egress`/`set-allow`, and `image
+//! build-proxy`.
 
 use std::io::Write as _;
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use handler_contracts::sandbox::{Enforcement, SandboxSpec};
-use handler_sandbox::egress::topology::{PROXY_IMAGE, Topology, initial_settings};
-use handler_sandbox::egress::{ProxyMode, Settings};
+use handler_contracts::sandbox::Enforcement;
+use handler_sandbox::ProxyPlan;
+use handler_sandbox::egress::Settings;
+use handler_sandbox::egress::topology::PROXY_IMAGE;
+pub use handler_sandbox::egress::topology::READY_MARKER;
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
 
-/// A marker the launcher writes once the proxy answers; set-egress/set-allow wait for it.
-pub const READY_MARKER: &str = "ready";
+use crate::runtime::sandbox::podman::{Podman, PodmanError, PodmanProcess, SpawnError};
+
 /// How long the proxy has to say it is ready.
 pub const PROXY_START_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long set-egress/set-allow wait for an instance still starting (A.4).
 pub const STARTING_WAIT: Duration = Duration::from_secs(60);
 
-/// Creates the settings and CA folders of the instance (before the containers start).
-pub fn stage(topo: &Topology, spec: &SandboxSpec) -> std::io::Result<()> {
-    for d in [&topo.settings_dir, &topo.ca_dir, &topo.socket_dir] {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o755)
-            .create(d)?;
-    }
-    if let Some(s) = initial_settings(spec) {
-        super::write_settings(Path::new(&topo.settings_file()), &s)?;
-        std::fs::set_permissions(topo.settings_file(), std::fs::Permissions::from_mode(0o644))?;
-    }
-    if topo.injections {
-        // The sandbox mounts this file; the proxy writes the bundle into it in place.
-        std::fs::write(topo.ca_bundle(), "")?;
-        std::fs::set_permissions(topo.ca_bundle(), std::fs::Permissions::from_mode(0o644))?;
-    }
-    Ok(())
-}
-
-/// This host's own addresses (for the DNS-rebinding guard), read from /proc.
-pub fn host_addresses() -> Vec<std::net::IpAddr> {
-    let mut out = Vec::new();
-    // fib_trie lists local addresses as "|-- a.b.c.d" followed by "/32 host LOCAL".
-    if let Ok(t) = std::fs::read_to_string("/proc/net/fib_trie") {
-        let lines: Vec<&str> = t.lines().collect();
-        for w in lines.windows(2) {
-            if w[1].contains("/32 host LOCAL") {
-                if let Some(ip) = w[0]
-                    .trim()
-                    .strip_prefix("|-- ")
-                    .and_then(|s| s.parse().ok())
-                {
-                    if !out.contains(&ip) {
-                        out.push(ip);
-                    }
-                }
-            }
-        }
-    }
-    out
-}
-
 /// The running proxy container's podman process (its stderr relayed by the launcher: events pass).
 #[derive(Debug)]
-pub struct ProxyProcess {
-    pub child: tokio::process::Child,
+pub struct ProxyProcess<C> {
+    /// Its podman process.
+    pub child: C,
     /// Its container's name.
     pub name: String,
 }
 
-/// Starts the proxy container and waits for its ready line. Errors say what is missing.
-pub async fn start_proxy(
-    podman: &str,
-    topo: &Topology,
-    spec: &SandboxSpec,
-    labels: &[(String, String)],
-) -> Result<ProxyProcess, String> {
-    let config = topo.proxy_config(spec, host_addresses());
-    let config = serde_json::to_string(&config).map_err(|e| e.to_string())?;
-    // Its stderr (events and log lines) comes on a pipe of its own that the launcher relays:
-    // the sandbox cannot write there (decision 0037). Its podman dies with the launcher.
-    let err =
-        crate::runtime::sandbox::stderr::piped(crate::runtime::sandbox::stderr::Source::Proxy)
-            .map_err(|e| format!("a pipe for the proxy's output: {e}"))?;
-    let mut cmd = tokio::process::Command::new(podman);
-    cmd.args(topo.proxy_run_args(labels))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(err)
-        .kill_on_drop(true);
-    crate::runtime::sandbox::podman::die_with_parent(&mut cmd);
-    let spawned = cmd.spawn();
-    drop(cmd);
-    let mut child = spawned.map_err(|e| format!("cannot run {podman}: {e}"))?;
-    let mut stdin = child.stdin.take().expect("piped");
+/// Why the proxy did not start (the sandbox then does not start either: fail closed, A1).
+#[derive(Debug, thiserror::Error)]
+pub enum ProxyStartError {
+    /// Its configuration could not be serialized.
+    #[error(transparent)]
+    Config(#[from] serde_json::Error),
+    /// The pipe its output is relayed through could not be made.
+    #[error("a pipe for the proxy's output: {0}")]
+    Pipe(std::io::Error),
+    /// podman could not be run.
+    #[error(transparent)]
+    Podman(#[from] PodmanError),
+    /// The network filter image is missing.
+    #[error(
+        "the network filter is not built yet ({image}): run handler-sandbox-podman image build-proxy"
+    )]
+    NotBuilt {
+        /// The image looked for.
+        image: String,
+    },
+    /// It started but did not say it is ready.
+    #[error(
+        "the egress proxy did not start ({why}; {status}); the sandbox is not started without it"
+    )]
+    DidNotStart {
+        /// What happened instead of its ready line.
+        why: String,
+        /// How its podman ended.
+        status: String,
+    },
+    /// The ready marker could not be written.
+    #[error("egress settings folder: {0}")]
+    ReadyMarker(std::io::Error),
+}
+
+/// Starts the proxy container of `plan` and waits for its ready line, then writes the ready
+/// marker. Errors say what is missing.
+pub async fn start_proxy<P: Podman>(
+    podman: &P,
+    plan: &ProxyPlan,
+) -> Result<ProxyProcess<P::Process>, ProxyStartError> {
+    let config = serde_json::to_string(&plan.config)?;
+    let io = podman.spawn_proxy(&plan.args).map_err(|e| match e {
+        SpawnError::Pipe(e) => ProxyStartError::Pipe(e),
+        SpawnError::Podman(e) => ProxyStartError::Podman(e),
+    })?;
+    let (child, mut stdin) = (io.process, io.stdin);
     if let Err(e) = stdin.write_all(config.as_bytes()).await {
         // Its podman ended first (a broken pipe): say why as for any start that fails.
         drop(stdin);
-        return Err(failed_start(
-            podman,
-            child,
-            &format!("its configuration could not be given: {e}"),
-        )
-        .await);
+        let why = format!("its configuration could not be given: {e}");
+        return Err(failed_start(podman, plan, child, &why).await);
     }
+    // Closed: the proxy reads its configuration to the end.
     drop(stdin);
-    let stdout = child.stdout.take().expect("piped");
-    let mut lines = BufReader::new(stdout).lines();
+    let mut lines = BufReader::new(io.stdout).lines();
     let line = tokio::time::timeout(PROXY_START_TIMEOUT, lines.next_line()).await;
-    match line {
+    let why = match line {
         Ok(Ok(Some(l))) if l.contains("\"ready\":true") => {
-            std::fs::write(Path::new(&topo.settings_dir).join(READY_MARKER), "")
-                .map_err(|e| format!("egress settings folder: {e}"))?;
-            Ok(ProxyProcess {
+            std::fs::write(&plan.ready_file, "").map_err(ProxyStartError::ReadyMarker)?;
+            return Ok(ProxyProcess {
                 child,
-                name: topo.proxy_container.clone(),
-            })
+                name: plan.container.clone(),
+            });
         }
         // Not echoed: only its ready line is expected there.
-        Ok(Ok(Some(_))) => Err(failed_start(
-            podman,
-            child,
-            "it answered something else than its ready line",
-        )
-        .await),
-        Ok(Ok(None)) => Err(failed_start(podman, child, "it ended without a ready line").await),
-        Ok(Err(e)) => {
-            Err(failed_start(podman, child, &format!("reading its ready line: {e}")).await)
-        }
-        Err(_) => {
-            let why = format!("no ready line within {} s", PROXY_START_TIMEOUT.as_secs());
-            Err(failed_start(podman, child, &why).await)
-        }
-    }
+        Ok(Ok(Some(_))) => "it answered something else than its ready line".to_string(),
+        Ok(Ok(None)) => "it ended without a ready line".to_string(),
+        Ok(Err(e)) => format!("reading its ready line: {e}"),
+        Err(_) => format!("no ready line within {} s", PROXY_START_TIMEOUT.as_secs()),
+    };
+    Err(failed_start(podman, plan, child, &why).await)
 }
 
 /// Stops a proxy that did not start and says why (the image missing, else what happened).
-async fn failed_start(podman: &str, mut child: tokio::process::Child, why: &str) -> String {
+async fn failed_start<P: Podman>(
+    podman: &P,
+    plan: &ProxyPlan,
+    mut child: P::Process,
+    why: &str,
+) -> ProxyStartError {
     let _ = child.start_kill();
     let status = match tokio::time::timeout(Duration::from_secs(5), child.wait()).await {
         Ok(Ok(st)) => format!("podman {st}"),
         _ => "podman did not end".to_string(),
     };
-    if !image_exists(podman) {
-        return format!(
-            "the network filter is not built yet ({PROXY_IMAGE}): run handler-sandbox-podman image build-proxy"
-        );
+    if !podman.image_exists(&plan.image) {
+        return ProxyStartError::NotBuilt {
+            image: plan.image.clone(),
+        };
     }
-    format!(
-        "the egress proxy did not start ({why}; {status}); the sandbox is not started without it"
-    )
+    ProxyStartError::DidNotStart {
+        why: why.to_string(),
+        status,
+    }
 }
 
-impl ProxyProcess {
+impl<C: PodmanProcess> ProxyProcess<C> {
     /// Stops and removes the proxy container (`podman rm -f`: when `launch` returns, nothing of
     /// the instance is left, A4; a `--rm` container is otherwise removed later, by conmon), and
     /// waits for its `podman run` at most `within`. False when that failed (the caller then
     /// removes the instance's containers by label).
-    pub async fn stop(&mut self, podman: &str, within: Duration) -> bool {
-        let rm = tokio::process::Command::new(podman)
-            .args(["rm", "-f", "--time", "0", "--ignore", &self.name])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
-        let removed = matches!(tokio::time::timeout(within, rm).await, Ok(Ok(s)) if s.success());
+    pub async fn stop(&mut self, podman: &impl Podman<Process = C>, within: Duration) -> bool {
+        let removed = podman.remove(&self.name, within).await;
         let ended = matches!(
             tokio::time::timeout(within, self.child.wait()).await,
             Ok(Ok(_))
@@ -175,20 +143,12 @@ impl ProxyProcess {
     }
 }
 
-fn image_exists(podman: &str) -> bool {
-    std::process::Command::new(podman)
-        .args(["image", "exists", PROXY_IMAGE])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
 /// What set-egress/set-allow change.
 #[derive(Debug, Clone)]
 pub enum Change {
+    /// Switch the enforcement (enforce or report).
     Enforcement(Enforcement),
+    /// Replace the allow-list.
     Allow(Vec<handler_contracts::allow::AllowEntry>),
 }
 
@@ -196,12 +156,16 @@ pub enum Change {
 #[derive(Debug, thiserror::Error)]
 pub enum ChangeError {
     #[error("no running sandbox named {0}")]
+    /// No instance of that name runs.
     NoInstance(String),
     #[error("{0} is not filtered: its network cannot be switched (A.4)")]
+    /// The instance's network is not filtered: nothing to switch.
     NotFiltered(String),
     #[error("{0} did not finish starting within 60 s")]
+    /// The instance did not finish starting within the wait.
     Starting(String),
     #[error("cannot apply the change: {0}")]
+    /// The settings could not be read, locked or written.
     Io(String),
 }
 
@@ -352,84 +316,88 @@ pub fn build_proxy(podman: &str) -> Result<String, String> {
     let ctx = std::env::temp_dir().join(format!("handler-build-proxy-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&ctx);
     std::fs::create_dir_all(&ctx).map_err(|e| e.to_string())?;
-    let result = (|| {
-        std::fs::copy(&bin, ctx.join("handler-egress-proxy"))
-            .map_err(|e| format!("copying the proxy: {e}"))?;
-        let mut roots = std::fs::read("/etc/ssl/certs/ca-certificates.crt")
-            .map_err(|e| format!("the host's roots /etc/ssl/certs/ca-certificates.crt: {e}"))?;
-        roots.extend(extra_roots()?);
-        std::fs::write(ctx.join("ca-certificates.crt"), roots)
-            .map_err(|e| format!("writing the roots: {e}"))?;
-        let mut f = std::fs::File::create(ctx.join("Containerfile")).map_err(|e| e.to_string())?;
-        f.write_all(
-            b"FROM scratch\nCOPY ca-certificates.crt /etc/ssl/certs/ca-certificates.crt\n\
-              COPY handler-egress-proxy /handler-egress-proxy\nENTRYPOINT [\"/handler-egress-proxy\"]\n",
-        )
-        .map_err(|e| e.to_string())?;
-        let untagged = format!("{PROXY_IMAGE}-new");
-        let out = std::process::Command::new(podman)
-            .args([
-                "build",
-                "--no-cache",
-                "--tag",
-                &untagged,
-                &ctx.to_string_lossy(),
-            ])
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| format!("cannot run {podman}: {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "podman build failed: {}",
-                String::from_utf8_lossy(&out.stderr)
-            ));
-        }
-        let check = std::process::Command::new(podman)
-            .args([
-                "run",
-                "--rm",
-                "--network",
-                "none",
-                "--read-only",
-                "--cap-drop",
-                "all",
-                &untagged,
-                "--version",
-            ])
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| e.to_string())?;
-        if !check.status.success()
-            || !String::from_utf8_lossy(&check.stdout).contains("handler-egress-proxy")
-        {
-            let _ = std::process::Command::new(podman)
-                .args(["rmi", &untagged])
-                .output();
-            return Err(format!(
-                "the new network filter image does not run: {}",
-                String::from_utf8_lossy(&check.stderr)
-            ));
-        }
-        let tag = std::process::Command::new(podman)
-            .args(["tag", &untagged, PROXY_IMAGE])
-            .output()
-            .map_err(|e| e.to_string())?;
-        let _ = std::process::Command::new(podman)
-            .args(["untag", &untagged, &untagged]) // alone, `untag IMAGE` drops every name
-            .output();
-        if !tag.status.success() {
-            return Err(format!(
-                "podman tag failed: {}",
-                String::from_utf8_lossy(&tag.stderr)
-            ));
-        }
-        Ok(PROXY_IMAGE.to_string())
-    })();
+    let result = build_context(&bin, &ctx).and_then(|()| build_image(podman, &ctx));
     let _ = std::fs::remove_dir_all(&ctx);
     result
 }
 
-/// Whether the spec's proxy is a filter (set-egress/set-allow apply) or only reports.
-pub fn is_filter(topo: &Topology) -> bool {
-    topo.mode == ProxyMode::Filter
+/// The build context in `ctx`: the static proxy `bin`, the host's roots (and the extra ones),
+/// the Containerfile.
+fn build_context(bin: &Path, ctx: &Path) -> Result<(), String> {
+    std::fs::copy(bin, ctx.join("handler-egress-proxy"))
+        .map_err(|e| format!("copying the proxy: {e}"))?;
+    let mut roots = std::fs::read("/etc/ssl/certs/ca-certificates.crt")
+        .map_err(|e| format!("the host's roots /etc/ssl/certs/ca-certificates.crt: {e}"))?;
+    roots.extend(extra_roots()?);
+    std::fs::write(ctx.join("ca-certificates.crt"), roots)
+        .map_err(|e| format!("writing the roots: {e}"))?;
+    let mut f = std::fs::File::create(ctx.join("Containerfile")).map_err(|e| e.to_string())?;
+    f.write_all(
+        b"FROM scratch\nCOPY ca-certificates.crt /etc/ssl/certs/ca-certificates.crt\n\
+          COPY handler-egress-proxy /handler-egress-proxy\nENTRYPOINT [\"/handler-egress-proxy\"]\n",
+    )
+    .map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// Builds the image of `ctx` without cache, checks that it runs, and tags it.
+fn build_image(podman: &str, ctx: &Path) -> Result<String, String> {
+    let untagged = format!("{PROXY_IMAGE}-new");
+    let out = std::process::Command::new(podman)
+        .args([
+            "build",
+            "--no-cache",
+            "--tag",
+            &untagged,
+            &ctx.to_string_lossy(),
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run {podman}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "podman build failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let check = std::process::Command::new(podman)
+        .args([
+            "run",
+            "--rm",
+            "--network",
+            "none",
+            "--read-only",
+            "--cap-drop",
+            "all",
+            &untagged,
+            "--version",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !check.status.success()
+        || !String::from_utf8_lossy(&check.stdout).contains("handler-egress-proxy")
+    {
+        let _ = std::process::Command::new(podman)
+            .args(["rmi", &untagged])
+            .output();
+        return Err(format!(
+            "the new network filter image does not run: {}",
+            String::from_utf8_lossy(&check.stderr)
+        ));
+    }
+    let tag = std::process::Command::new(podman)
+        .args(["tag", &untagged, PROXY_IMAGE])
+        .output()
+        .map_err(|e| e.to_string())?;
+    let _ = std::process::Command::new(podman)
+        .args(["untag", &untagged, &untagged]) // alone, `untag IMAGE` drops every name
+        .output();
+    if !tag.status.success() {
+        return Err(format!(
+            "podman tag failed: {}",
+            String::from_utf8_lossy(&tag.stderr)
+        ));
+    }
+    Ok(PROXY_IMAGE.to_string())
 }

@@ -30,22 +30,32 @@ pub use live::write_settings;
 #[derive(Debug, thiserror::Error)]
 pub enum ProxyError {
     #[error(transparent)]
+    /// The configuration on stdin is not valid.
     Config(#[from] handler_sandbox::egress::SettingsError),
     #[error(transparent)]
+    /// The CA, a certificate or the roots could not be set up.
     Tls(#[from] ca::TlsError),
     #[error("{0}")]
+    /// The settings file cannot be read or is not valid.
     Settings(String),
     #[error("cannot listen on {addr}: {source}")]
+    /// The proxy cannot listen where its configuration says.
     Listen {
+        /// The address or socket path.
         addr: String,
+        /// Why.
         source: std::io::Error,
     },
     #[error("cannot write the CA bundle {path}: {source}")]
+    /// The CA bundle for the sandbox cannot be written.
     Bundle {
+        /// Where it goes.
         path: String,
+        /// Why.
         source: std::io::Error,
     },
     #[error("cannot read the configuration on stdin: {0}")]
+    /// The configuration cannot be read from stdin.
     Stdin(std::io::Error),
 }
 
@@ -53,7 +63,9 @@ pub enum ProxyError {
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Ready {
+    /// Always true: the proxy listens.
     pub ready: bool,
+    /// The address it listens on (the port chosen when it asked for 0).
     pub listen: SocketAddr,
     /// The proxy's CA certificate (public).
     pub ca: String,
@@ -62,6 +74,7 @@ pub struct Ready {
 /// A proxy running in this process.
 #[derive(Debug)]
 pub struct Running {
+    /// What it printed (or would print) as its ready line.
     pub ready: Ready,
     task: tokio::task::JoinHandle<()>,
 }
@@ -105,18 +118,7 @@ pub async fn start(config: ProxyConfig, events: Events) -> Result<Running, Proxy
         }
         _ => None,
     };
-    let mut host_addresses = config.host_addresses.clone();
-    // The host's loopback as slirp4netns shows it (decision 0024): handlerd is there.
-    if !host_addresses.contains(&rebind::SLIRP_HOST_LOOPBACK) {
-        host_addresses.push(rebind::SLIRP_HOST_LOOPBACK);
-    }
-    if let Ok(hosts) = std::fs::read_to_string("/etc/hosts") {
-        for a in rebind::host_alias_addresses(&hosts) {
-            if !host_addresses.contains(&a) {
-                host_addresses.push(a);
-            }
-        }
-    }
+    let host_addresses = guarded_addresses(&config);
     let listener =
         TcpListener::bind(&config.listen)
             .await
@@ -163,6 +165,24 @@ pub async fn start(config: ProxyConfig, events: Events) -> Result<Running, Proxy
     Ok(Running { ready, task })
 }
 
+/// The addresses the rebinding guard keeps a name from: the host's (from the configuration),
+/// its loopback as slirp4netns shows it, and the host aliases of the proxy's /etc/hosts.
+fn guarded_addresses(config: &ProxyConfig) -> Vec<std::net::IpAddr> {
+    let mut host_addresses = config.host_addresses.clone();
+    // The host's loopback as slirp4netns shows it (decision 0024): handlerd is there.
+    if !host_addresses.contains(&rebind::SLIRP_HOST_LOOPBACK) {
+        host_addresses.push(rebind::SLIRP_HOST_LOOPBACK);
+    }
+    if let Ok(hosts) = std::fs::read_to_string("/etc/hosts") {
+        for a in rebind::host_alias_addresses(&hosts) {
+            if !host_addresses.contains(&a) {
+                host_addresses.push(a);
+            }
+        }
+    }
+    host_addresses
+}
+
 /// Listens on a unix socket at `path` (a stale one is replaced), open to the sandbox's user.
 fn bind_unix(path: &str) -> Result<tokio::net::UnixListener, ProxyError> {
     use std::os::unix::fs::PermissionsExt as _;
@@ -194,12 +214,10 @@ pub async fn run_from_stdin() -> Result<(), ProxyError> {
         "{}",
         serde_json::to_string(&running.ready).expect("ready line")
     );
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+    // Until SIGTERM (its container stopped) or SIGINT.
+    let mut signals = crate::runtime::signals::Signals::new(&[libc::SIGTERM, libc::SIGINT])
         .map_err(ProxyError::Stdin)?;
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
-    }
+    signals.recv().await;
     Ok(())
 }
 

@@ -41,13 +41,21 @@ pub const LEAK_CHECK_BUFFER: u64 = 64 * 1024;
 
 /// What every connection shares.
 pub struct Shared {
+    /// Whether the proxy filters or only reports.
     pub mode: ProxyMode,
+    /// The live settings (filter mode), re-read when the file changes.
     pub live: Option<Arc<LiveSettings>>,
+    /// The injections, with their phantoms and values.
     pub injections: InjectionSet,
+    /// The proxy's CA, minting leaves for decrypted tunnels.
     pub ca: Ca,
+    /// The TLS client configuration towards upstreams (the roots).
     pub tls: Arc<rustls::ClientConfig>,
+    /// The proxy's resolver (its fixed answers, then DNS).
     pub resolver: Resolver,
+    /// The addresses the rebinding guard refuses for a name.
     pub host_addresses: Vec<IpAddr>,
+    /// Where decisions and log lines go.
     pub events: Events,
 }
 
@@ -563,37 +571,7 @@ async fn decrypted_tunnel(
             mismatch.clone(),
         );
         async move {
-            if let Some(m) = mismatch {
-                return Ok::<_, Infallible>(plain(
-                    StatusCode::FORBIDDEN,
-                    "mismatch",
-                    &judge::mismatch_body(&m.to_string()),
-                ));
-            }
-            let host = req
-                .headers()
-                .get(hyper::header::HOST)
-                .and_then(|h| h.to_str().ok());
-            if let Err(m) = authority::check_tunnel_request(
-                &target,
-                host,
-                req.uri().authority().map(|a| a.as_str()),
-            ) {
-                shared.events.emit(
-                    EgressDecision::Denied,
-                    &host
-                        .and_then(|h| Authority::parse(h, Some(443)).ok())
-                        .unwrap_or(target.clone())
-                        .to_string(),
-                    None,
-                );
-                return Ok(plain(
-                    StatusCode::FORBIDDEN,
-                    "mismatch",
-                    &judge::mismatch_body(&m.to_string()),
-                ));
-            }
-            Ok(forward(req, &shared, &target, addr, true, &upstream).await)
+            Ok::<_, Infallible>(tunnel_request(req, shared, target, addr, upstream, mismatch).await)
         }
     });
     // With upgrades: a WebSocket in the tunnel goes on in its own task (`forward`), judged anew
@@ -603,6 +581,47 @@ async fn decrypted_tunnel(
         .serve_connection(TokioIo::new(tls), svc)
         .with_upgrades()
         .await;
+}
+
+/// One request inside a decrypted tunnel: refused (403) when the tunnel's TLS named another
+/// server (`mismatch`) or its Host or URI names another than the CONNECT target, else forwarded.
+async fn tunnel_request(
+    req: Request<Incoming>,
+    shared: Arc<Shared>,
+    target: Authority,
+    addr: SocketAddr,
+    upstream: Upstream,
+    mismatch: Option<Mismatch>,
+) -> Response<ProxyBody> {
+    if let Some(m) = mismatch {
+        return plain(
+            StatusCode::FORBIDDEN,
+            "mismatch",
+            &judge::mismatch_body(&m.to_string()),
+        );
+    }
+    let host = req
+        .headers()
+        .get(hyper::header::HOST)
+        .and_then(|h| h.to_str().ok());
+    if let Err(m) =
+        authority::check_tunnel_request(&target, host, req.uri().authority().map(|a| a.as_str()))
+    {
+        shared.events.emit(
+            EgressDecision::Denied,
+            &host
+                .and_then(|h| Authority::parse(h, Some(443)).ok())
+                .unwrap_or(target.clone())
+                .to_string(),
+            None,
+        );
+        return plain(
+            StatusCode::FORBIDDEN,
+            "mismatch",
+            &judge::mismatch_body(&m.to_string()),
+        );
+    }
+    forward(req, &shared, &target, addr, true, &upstream).await
 }
 
 /// An upstream connection's request side, with the destination it was opened for.
@@ -841,18 +860,8 @@ async fn forward(
         target.port,
         secure,
     ));
-    let mut hits = Hits::default();
-
-    // The request target, in origin form, rewritten.
-    let pq = parts
-        .uri
-        .path_and_query()
-        .map_or("/", |p| p.as_str())
-        .to_string();
-    let (pq, h) = rules.bytes(pq.as_bytes());
-    hits.merge(h);
-    parts.uri = match Uri::builder().path_and_query(pq).build() {
-        Ok(u) => u,
+    let mut hits = match rewrite_request_head(&mut parts, &rules, websocket.as_ref(), injecting) {
+        Ok(h) => h,
         Err(e) => {
             return plain(
                 StatusCode::BAD_REQUEST,
@@ -861,21 +870,6 @@ async fn forward(
             );
         }
     };
-    strip_hop_by_hop(&mut parts.headers);
-    if let Some(u) = &websocket {
-        keep_upgrade(&mut parts.headers, u);
-        if !rules.is_empty() {
-            // Frames are swapped and checked uncompressed (no permessage-deflate).
-            parts
-                .headers
-                .remove(hyper::header::SEC_WEBSOCKET_EXTENSIONS);
-        }
-    }
-    hits.merge(rewrite_headers(&mut parts.headers, &rules));
-    if injecting {
-        // Responses from an injection's hosts come uncompressed, so values can be swapped back.
-        parts.headers.remove(hyper::header::ACCEPT_ENCODING);
-    }
     if hits.is_leak() {
         return leak_response(shared, &hits, target);
     }
@@ -883,49 +877,10 @@ async fn forward(
         // Plain http:// would carry the value in cleartext (decision 0036).
         return cleartext_response(shared, &hits, target);
     }
-
-    // The body: small ones read whole and checked before anything leaves, others streamed.
     let leaked: LeakSlot = Arc::new(std::sync::Mutex::new(None));
-    let small = body
-        .size_hint()
-        .upper()
-        .is_some_and(|n| n <= LEAK_CHECK_BUFFER);
-    let body: ProxyBody = if body_rules.is_empty() {
-        body.map_err(Into::into).boxed()
-    } else if small {
-        let bytes = match body.collect().await {
-            Ok(b) => b.to_bytes(),
-            Err(e) => {
-                return plain(
-                    StatusCode::BAD_REQUEST,
-                    "bad-request",
-                    &format!("handler egress filter: {e}\n"),
-                );
-            }
-        };
-        let (out, h) = body_rules.bytes(&bytes);
-        hits.merge(h);
-        if hits.is_leak() {
-            return leak_response(shared, &hits, target);
-        }
-        full(out)
-    } else {
-        let (s, t) = (shared.clone(), target.clone());
-        Rewriting::new(
-            body.map_err(Into::into).boxed(),
-            body_rules.clone(),
-            Some(leaked.clone()),
-            move |h| {
-                s.report_hits(
-                    &Hits {
-                        injected: h.injected,
-                        leaked: Default::default(),
-                    },
-                    &t,
-                )
-            },
-        )
-        .boxed()
+    let body = match request_body(body, &body_rules, &mut hits, shared, target, &leaked).await {
+        Ok(b) => b,
+        Err(resp) => return resp,
     };
     shared.report_hits(&hits, target);
 
@@ -947,7 +902,7 @@ async fn forward(
     if websocket.is_none() {
         upstream.put_back(target, sender).await;
     }
-    let mut resp = match result {
+    let resp = match result {
         Ok(r) => r,
         Err(e) => {
             if let Some(h) = leaked.lock().expect("leak slot").take() {
@@ -960,33 +915,149 @@ async fn forward(
             );
         }
     };
-    if let (Some(client), StatusCode::SWITCHING_PROTOCOLS) = (client_upgrade, resp.status()) {
-        let server = hyper::upgrade::on(&mut resp);
-        let (mut parts, _) = resp.into_parts();
-        let upgrade = parts.headers.get(hyper::header::UPGRADE).cloned();
-        strip_hop_by_hop(&mut parts.headers);
-        if let Some(u) = &upgrade {
-            keep_upgrade(&mut parts.headers, u);
+    match client_upgrade {
+        Some(client) if resp.status() == StatusCode::SWITCHING_PROTOCOLS => {
+            switched(resp, client, shared, target, injecting, &body_rules)
         }
-        if injecting {
-            let back = shared.injections.response_rules(&target.host, target.port);
-            rewrite_headers(&mut parts.headers, &back);
-        }
-        if injecting
-            && parts
-                .headers
-                .contains_key(hyper::header::SEC_WEBSOCKET_EXTENSIONS)
-        {
-            // An extension (permessage-deflate) nobody asked for: frames could not be read.
-            return encoded_response(shared, target, "a WebSocket extension");
-        }
-        let swaps = ws::Swaps {
-            up: (*body_rules).clone(),
-            down: shared.injections.response_rules(&target.host, target.port),
-        };
-        spawn_websocket(shared.clone(), target.clone(), swaps, client, server);
-        return Response::from_parts(parts, full(Bytes::new()));
+        _ => response(resp, shared, target, injecting),
     }
+}
+
+/// The request's target (in origin form) and headers rewritten by `rules`, hop-by-hop headers
+/// dropped, a WebSocket upgrade kept (uncompressed when values are swapped), and responses
+/// asked uncompressed when `injecting`; what was swapped or leaked, or why the rewritten target
+/// is no URI.
+fn rewrite_request_head(
+    parts: &mut hyper::http::request::Parts,
+    rules: &Rules,
+    websocket: Option<&HeaderValue>,
+    injecting: bool,
+) -> Result<Hits, hyper::http::Error> {
+    let mut hits = Hits::default();
+    let pq = parts
+        .uri
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .to_string();
+    let (pq, h) = rules.bytes(pq.as_bytes());
+    hits.merge(h);
+    parts.uri = Uri::builder().path_and_query(pq).build()?;
+    strip_hop_by_hop(&mut parts.headers);
+    if let Some(u) = websocket {
+        keep_upgrade(&mut parts.headers, u);
+        if !rules.is_empty() {
+            // Frames are swapped and checked uncompressed (no permessage-deflate).
+            parts
+                .headers
+                .remove(hyper::header::SEC_WEBSOCKET_EXTENSIONS);
+        }
+    }
+    hits.merge(rewrite_headers(&mut parts.headers, rules));
+    if injecting {
+        // Responses from an injection's hosts come uncompressed, so values can be swapped back.
+        parts.headers.remove(hyper::header::ACCEPT_ENCODING);
+    }
+    Ok(hits)
+}
+
+/// The request's body with `body_rules` applied: small ones read whole and checked before
+/// anything leaves (a leak refused here), others streamed and cut at a leak (`leaked`).
+async fn request_body(
+    body: Incoming,
+    body_rules: &Arc<Rules>,
+    hits: &mut Hits,
+    shared: &Arc<Shared>,
+    target: &Authority,
+    leaked: &LeakSlot,
+) -> Result<ProxyBody, Response<ProxyBody>> {
+    if body_rules.is_empty() {
+        return Ok(body.map_err(Into::into).boxed());
+    }
+    let small = body
+        .size_hint()
+        .upper()
+        .is_some_and(|n| n <= LEAK_CHECK_BUFFER);
+    if small {
+        let bytes = match body.collect().await {
+            Ok(b) => b.to_bytes(),
+            Err(e) => {
+                return Err(plain(
+                    StatusCode::BAD_REQUEST,
+                    "bad-request",
+                    &format!("handler egress filter: {e}\n"),
+                ));
+            }
+        };
+        let (out, h) = body_rules.bytes(&bytes);
+        hits.merge(h);
+        if hits.is_leak() {
+            return Err(leak_response(shared, hits, target));
+        }
+        return Ok(full(out));
+    }
+    let (s, t) = (shared.clone(), target.clone());
+    Ok(Rewriting::new(
+        body.map_err(Into::into).boxed(),
+        body_rules.clone(),
+        Some(leaked.clone()),
+        move |h| {
+            s.report_hits(
+                &Hits {
+                    injected: h.injected,
+                    leaked: Default::default(),
+                },
+                &t,
+            )
+        },
+    )
+    .boxed())
+}
+
+/// The server switched protocols: its answer passed on (values swapped back), and both sides
+/// relayed frame by frame; refused when it chose an extension frames could not be read under.
+fn switched(
+    mut resp: Response<Incoming>,
+    client: hyper::upgrade::OnUpgrade,
+    shared: &Arc<Shared>,
+    target: &Authority,
+    injecting: bool,
+    body_rules: &Rules,
+) -> Response<ProxyBody> {
+    let server = hyper::upgrade::on(&mut resp);
+    let (mut parts, _) = resp.into_parts();
+    let upgrade = parts.headers.get(hyper::header::UPGRADE).cloned();
+    strip_hop_by_hop(&mut parts.headers);
+    if let Some(u) = &upgrade {
+        keep_upgrade(&mut parts.headers, u);
+    }
+    if injecting {
+        let back = shared.injections.response_rules(&target.host, target.port);
+        rewrite_headers(&mut parts.headers, &back);
+    }
+    if injecting
+        && parts
+            .headers
+            .contains_key(hyper::header::SEC_WEBSOCKET_EXTENSIONS)
+    {
+        // An extension (permessage-deflate) nobody asked for: frames could not be read.
+        return encoded_response(shared, target, "a WebSocket extension");
+    }
+    let swaps = ws::Swaps {
+        up: body_rules.clone(),
+        down: shared.injections.response_rules(&target.host, target.port),
+    };
+    spawn_websocket(shared.clone(), target.clone(), swaps, client, server);
+    Response::from_parts(parts, full(Bytes::new()))
+}
+
+/// An answer passed on: hop-by-hop headers dropped and, from an injection's hosts, values
+/// swapped back in its headers and body (refused when it is encoded all the same).
+fn response(
+    resp: Response<Incoming>,
+    shared: &Arc<Shared>,
+    target: &Authority,
+    injecting: bool,
+) -> Response<ProxyBody> {
     let (mut parts, body) = resp.into_parts();
     strip_hop_by_hop(&mut parts.headers);
     let body = body.map_err(Into::into).boxed();

@@ -194,8 +194,11 @@ async fn run<A: Socket, B: Socket>(
 /// A CONNECT tunnel's client underneath hyper's upgraded connection: a TCP or unix socket the
 /// relay can splice, or (any other transport) the upgraded connection itself.
 pub enum Client {
+    /// A TCP socket.
     Tcp(TcpStream),
+    /// A unix socket (the sandbox's forwarder).
     Unix(UnixStream),
+    /// Any other transport: hyper's upgraded connection.
     Other(TokioIo<Upgraded>),
 }
 

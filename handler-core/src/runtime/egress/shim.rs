@@ -24,24 +24,36 @@ const BUF: usize = 64 * 1024;
 #[derive(Debug, thiserror::Error)]
 pub enum ShimError {
     #[error("egress forwarder: cannot listen on {addr}: {source}")]
+    /// The forwarder cannot listen on the sandbox's loopback.
     Listen {
+        /// The address.
         addr: String,
+        /// Why.
         source: std::io::Error,
     },
     #[error("egress forwarder: the proxy did not answer on {path} within {secs} s: {last}")]
+    /// The proxy's socket did not answer in time.
     NoProxy {
+        /// The socket's path.
         path: String,
+        /// How long the forwarder waited.
         secs: u64,
+        /// The last error seen.
         last: String,
     },
     #[error("egress forwarder: cannot start the forwarder: {0}")]
+    /// The forwarder's thread or runtime could not be started.
     Forwarder(std::io::Error),
     #[error("cannot run {program}: {source}")]
+    /// The process could not be executed.
     Exec {
+        /// Its program.
         program: String,
+        /// Why.
         source: std::io::Error,
     },
     #[error("egress forwarder: no command to run")]
+    /// The command line after `--` is empty.
     NoCommand,
 }
 

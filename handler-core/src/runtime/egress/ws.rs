@@ -35,7 +35,9 @@ pub enum Ended {
 /// injections' hosts, every other phantom a leak), `down` for the server's (values → phantoms).
 #[derive(Debug, Clone)]
 pub struct Swaps {
+    /// The client's frames: phantoms to values towards the injections' hosts.
     pub up: Rules,
+    /// The server's frames: values back to phantoms.
     pub down: Rules,
 }
 
@@ -118,106 +120,149 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let swapping = !rules.is_empty();
-    let mut frames = PayloadRewriter::new(rules);
-    let mut reported = Hits::default();
-    let mut buf = vec![0u8; BUF];
-    let mut out = Vec::with_capacity(BUF);
-    // Checks what the last read did: reports new injections, stops at a leak.
-    let mut check = |frames: &PayloadRewriter| -> Option<Hits> {
-        if !swapping {
+    let mut p = Pump {
+        swapping: !rules.is_empty(),
+        frames: PayloadRewriter::new(rules),
+        reported: Hits::default(),
+        buf: vec![0u8; BUF],
+        out: Vec::with_capacity(BUF),
+        injected,
+    };
+    if let Some(ended) = p.until_stop(&mut src, &mut dst, &mut stop).await {
+        return ended;
+    }
+    p.close(&mut src, &mut dst, mask).await
+}
+
+/// One direction's state: its frames, the injections reported so far, its buffers.
+struct Pump<'a> {
+    swapping: bool,
+    frames: PayloadRewriter,
+    reported: Hits,
+    buf: Vec<u8>,
+    out: Vec<u8>,
+    injected: &'a (dyn Fn(Hits) + Sync),
+}
+
+impl Pump<'_> {
+    /// Checks what the last read did: reports new injections, stops at a leak.
+    fn check(&mut self) -> Option<Hits> {
+        if !self.swapping {
             return None;
         }
-        let hits = frames.hits();
+        let hits = self.frames.hits();
         if hits.is_leak() {
             return Some(hits);
         }
         let new: std::collections::BTreeSet<String> = hits
             .injected
-            .difference(&reported.injected)
+            .difference(&self.reported.injected)
             .cloned()
             .collect();
         if !new.is_empty() {
-            reported.injected.extend(new.iter().cloned());
-            injected(Hits {
+            self.reported.injected.extend(new.iter().cloned());
+            (self.injected)(Hits {
                 injected: new,
                 leaked: Default::default(),
             });
         }
         None
-    };
-    loop {
-        tokio::select! {
-            biased;
-            Ok(()) = async { stop.wait_for(|s| *s).await.map(|_| ()) } => break,
-            r = src.read(&mut buf) => match r {
-                Ok(0) | Err(_) => {
-                    // What was held back (the end of a fragment) goes out before the end.
-                    out.clear();
-                    frames.flush(&mut out);
-                    if check(&frames).is_none() {
-                        let _ = dst.write_all(&out).await;
+    }
+
+    /// Relays until `stop` (then `None`) or the end of this direction: `Some` of what it
+    /// returns (a leak, or nothing).
+    async fn until_stop<R, W>(
+        &mut self,
+        src: &mut R,
+        dst: &mut W,
+        stop: &mut watch::Receiver<bool>,
+    ) -> Option<Option<Hits>>
+    where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin,
+    {
+        loop {
+            tokio::select! {
+                biased;
+                Ok(()) = async { stop.wait_for(|s| *s).await.map(|_| ()) } => return None,
+                r = src.read(&mut self.buf) => match r {
+                    Ok(0) | Err(_) => {
+                        // What was held back (the end of a fragment) goes out before the end.
+                        self.out.clear();
+                        self.frames.flush(&mut self.out);
+                        if self.check().is_none() {
+                            let _ = dst.write_all(&self.out).await;
+                        }
+                        let _ = dst.shutdown().await;
+                        return Some(None);
                     }
-                    let _ = dst.shutdown().await;
-                    return None;
-                }
-                Ok(n) => {
-                    out.clear();
-                    frames.push(&buf[..n], &mut out, false);
-                    if let Some(leak) = check(&frames) {
-                        return Some(leak);
-                    }
-                    if dst.write_all(&out).await.is_err() {
-                        return None;
+                    Ok(n) => {
+                        self.out.clear();
+                        self.frames.push(&self.buf[..n], &mut self.out, false);
+                        if let Some(leak) = self.check() {
+                            return Some(Some(leak));
+                        }
+                        if dst.write_all(&self.out).await.is_err() {
+                            return Some(None);
+                        }
                     }
                 }
             }
         }
     }
-    while !frames.tracker().at_boundary() {
-        if frames.tracker().broken().is_some() {
-            // Not frames as far as we can tell: no close frame can be put in, only the end.
-            let _ = dst.shutdown().await;
-            return None;
-        }
-        let n = match src.read(&mut buf).await {
-            Ok(0) | Err(_) => {
+
+    /// After `stop`: up to the end of the frame in flight, then the close frame (unless this
+    /// direction sent one), `dst` shut, and what `src` still sends read and dropped.
+    async fn close<R, W>(&mut self, src: &mut R, dst: &mut W, mask: Option<[u8; 4]>) -> Option<Hits>
+    where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin,
+    {
+        while !self.frames.tracker().at_boundary() {
+            if self.frames.tracker().broken().is_some() {
+                // Not frames as far as we can tell: no close frame can be put in, only the end.
                 let _ = dst.shutdown().await;
                 return None;
             }
-            Ok(n) => n,
-        };
-        out.clear();
-        frames.push(&buf[..n], &mut out, true);
-        if let Some(leak) = check(&frames) {
+            let n = match src.read(&mut self.buf).await {
+                Ok(0) | Err(_) => {
+                    let _ = dst.shutdown().await;
+                    return None;
+                }
+                Ok(n) => n,
+            };
+            self.out.clear();
+            self.frames.push(&self.buf[..n], &mut self.out, true);
+            if let Some(leak) = self.check() {
+                return Some(leak);
+            }
+            if dst.write_all(&self.out).await.is_err() {
+                return None;
+            }
+        }
+        // Nothing held back stays behind the close frame.
+        self.out.clear();
+        self.frames.flush(&mut self.out);
+        if let Some(leak) = self.check() {
             return Some(leak);
         }
-        if dst.write_all(&out).await.is_err() {
+        if dst.write_all(&self.out).await.is_err() {
             return None;
         }
-    }
-    // Nothing held back stays behind the close frame.
-    out.clear();
-    frames.flush(&mut out);
-    if let Some(leak) = check(&frames) {
-        return Some(leak);
-    }
-    if dst.write_all(&out).await.is_err() {
-        return None;
-    }
-    if !frames.tracker().close_seen() {
-        let frame = wsframe::close_frame(SERVICE_RESTART, POLICY_CHANGED, mask);
-        if dst.write_all(&frame).await.is_err() {
-            return None;
+        if !self.frames.tracker().close_seen() {
+            let frame = wsframe::close_frame(SERVICE_RESTART, POLICY_CHANGED, mask);
+            if dst.write_all(&frame).await.is_err() {
+                return None;
+            }
         }
-    }
-    let _ = dst.flush().await;
-    let _ = dst.shutdown().await;
-    // The peer answers the close (and anything it had in flight); that is not passed on.
-    while let Ok(n) = src.read(&mut buf).await {
-        if n == 0 {
-            break;
+        let _ = dst.flush().await;
+        let _ = dst.shutdown().await;
+        // The peer answers the close (and anything it had in flight); that is not passed on.
+        while let Ok(n) = src.read(&mut self.buf).await {
+            if n == 0 {
+                break;
+            }
         }
+        None
     }
-    None
 }

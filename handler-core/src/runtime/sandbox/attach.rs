@@ -5,10 +5,9 @@
 use std::os::unix::process::ExitStatusExt;
 use std::process::Stdio;
 
-use handler_sandbox::plan::labels;
-use tokio::signal::unix::{SignalKind, signal};
-
 use super::{log, podman};
+use crate::runtime::signals::Signals;
+use handler_sandbox::plan::labels;
 
 /// Exit code when the sandbox cannot be attached (no such tty sandbox, already started).
 pub const NOT_ATTACHABLE: i32 = 1;
@@ -50,10 +49,7 @@ pub fn run(name: &str) -> i32 {
         }
     };
     rt.block_on(async {
-        let (Ok(mut hup), Ok(mut term)) = (
-            signal(SignalKind::hangup()),
-            signal(SignalKind::terminate()),
-        ) else {
+        let Ok(mut signals) = Signals::new(&[libc::SIGHUP, libc::SIGTERM]) else {
             log("cannot handle signals");
             return NOT_ATTACHABLE;
         };
@@ -78,8 +74,10 @@ pub fn run(name: &str) -> i32 {
         };
         let st = tokio::select! {
             st = child.wait() => st,
-            _ = hup.recv() => { stop("the terminal went away"); child.wait().await }
-            _ = term.recv() => { stop("terminated"); child.wait().await }
+            sig = signals.recv() => {
+                stop(if sig == libc::SIGHUP { "the terminal went away" } else { "terminated" });
+                child.wait().await
+            }
         };
         match st {
             Ok(st) => st.code().unwrap_or_else(|| 128 + st.signal().unwrap_or(0)),

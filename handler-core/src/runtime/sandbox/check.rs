@@ -38,7 +38,8 @@ fn first_existing(paths: &[&str]) -> Option<String> {
         .map(|p| p.to_string())
 }
 
-/// The host check.
+/// The host check: podman, the user and its subordinate ids, what `podman info` says, the
+/// init, the devices and the tools nested confinement needs.
 pub fn check() -> RuntimeCheck {
     let uid = nix::unistd::getuid().as_raw();
     let mut items = Vec::new();
@@ -65,6 +66,17 @@ pub fn check() -> RuntimeCheck {
             format!("{e}: install podman (Debian: apt-get install podman)"),
         ),
     });
+    user_items(uid, &mut items);
+    match &podman::json(&["info", "--format", "json"]) {
+        Ok(info) => info_items(uid, &info["host"], &mut items),
+        Err(e) => items.push(item("podman-info", false, true, e.to_string())),
+    }
+    tool_items(&mut items);
+    runtime_check(runtime, items)
+}
+
+/// Rootless, the subordinate id ranges, newuidmap.
+fn user_items(uid: u32, items: &mut Vec<RuntimeCheckItem>) {
     items.push(if uid == 0 {
         item(
             "rootless",
@@ -89,72 +101,73 @@ pub fn check() -> RuntimeCheck {
         newuidmap.is_some(),
         true,
         newuidmap.map_or("newuidmap is missing: install uidmap".into(), |p| {
-            format!("{p}")
+            p.to_string()
         }),
     ));
-    let info = podman::json(&["info", "--format", "json"]);
-    match &info {
-        Ok(info) => {
-            let h = &info["host"];
-            let rt = h["ociRuntime"]["name"].as_str().unwrap_or("?").to_string();
-            let rt_version = h["ociRuntime"]["version"]
-                .as_str()
-                .unwrap_or("")
-                .lines()
-                .next()
-                .unwrap_or("")
-                .to_string();
-            let hybrid = Path::new("/sys/fs/cgroup/unified").exists();
-            let ok = !(rt == "crun" && hybrid);
-            items.push(item(
-                "runtime",
-                ok,
-                true,
-                if ok {
-                    format!("{rt}: {rt_version}")
-                } else {
-                    "crun refuses cgroups in hybrid mode: set runtime = \"runc\" under [engine] in ~/.config/containers/containers.conf".into()
-                },
-            ));
-            let rootless = h["security"]["rootless"].as_bool().unwrap_or(false);
-            let maps = h["idMappings"]["uidmap"].as_array().map_or(0, Vec::len);
-            items.push(item(
-                "keep-id",
-                rootless && maps > 1,
-                true,
-                if rootless && maps > 1 {
-                    "rootless podman with subordinate ids: --userns=keep-id works".to_string()
-                } else {
-                    "rootless podman has no subordinate ids in effect: add them, then podman system migrate".to_string()
-                },
-            ));
-            let slirp = h["slirp4netns"]["executable"].as_str().unwrap_or("");
-            items.push(item(
-                "slirp4netns",
-                !slirp.is_empty(),
-                true,
-                if slirp.is_empty() {
-                    "slirp4netns is missing (open networks and the egress proxy of filtered ones): install slirp4netns".into()
-                } else {
-                    slirp.to_string()
-                },
-            ));
-            let cg = h["cgroupVersion"].as_str().unwrap_or("?");
-            let limits =
-                host::cgroup_delegated(uid, "memory") && host::cgroup_delegated(uid, "cpu");
-            items.push(item(
-                "cgroup-limits",
-                limits,
-                false,
-                if limits {
-                    format!("cgroups {cg} with memory and cpu delegated: resources can be enforced")
-                } else {
-                    format!("cgroups {cg} without memory/cpu delegated to this user: a spec with resources is refused (64)")
-                },
-            ));
-        }
-        Err(e) => items.push(item("podman-info", false, true, e.to_string())),
-    }
+}
+
+/// What `podman info`'s `host` says: the OCI runtime, keep-id, slirp4netns, cgroup limits.
+fn info_items(uid: u32, h: &Value, items: &mut Vec<RuntimeCheckItem>) {
+    let rt = h["ociRuntime"]["name"].as_str().unwrap_or("?").to_string();
+    let rt_version = h["ociRuntime"]["version"]
+        .as_str()
+        .unwrap_or("")
+        .lines()
+        .next()
+        .unwrap_or("")
+        .to_string();
+    let hybrid = Path::new("/sys/fs/cgroup/unified").exists();
+    let ok = !(rt == "crun" && hybrid);
+    items.push(item(
+        "runtime",
+        ok,
+        true,
+        if ok {
+            format!("{rt}: {rt_version}")
+        } else {
+            "crun refuses cgroups in hybrid mode: set runtime = \"runc\" under [engine] in ~/.config/containers/containers.conf".into()
+        },
+    ));
+    let rootless = h["security"]["rootless"].as_bool().unwrap_or(false);
+    let maps = h["idMappings"]["uidmap"].as_array().map_or(0, Vec::len);
+    items.push(item(
+        "keep-id",
+        rootless && maps > 1,
+        true,
+        if rootless && maps > 1 {
+            "rootless podman with subordinate ids: --userns=keep-id works".to_string()
+        } else {
+            "rootless podman has no subordinate ids in effect: add them, then podman system migrate"
+                .to_string()
+        },
+    ));
+    let slirp = h["slirp4netns"]["executable"].as_str().unwrap_or("");
+    items.push(item(
+        "slirp4netns",
+        !slirp.is_empty(),
+        true,
+        if slirp.is_empty() {
+            "slirp4netns is missing (open networks and the egress proxy of filtered ones): install slirp4netns".into()
+        } else {
+            slirp.to_string()
+        },
+    ));
+    let cg = h["cgroupVersion"].as_str().unwrap_or("?");
+    let limits = host::cgroup_delegated(uid, "memory") && host::cgroup_delegated(uid, "cpu");
+    items.push(item(
+        "cgroup-limits",
+        limits,
+        false,
+        if limits {
+            format!("cgroups {cg} with memory and cpu delegated: resources can be enforced")
+        } else {
+            format!("cgroups {cg} without memory/cpu delegated to this user: a spec with resources is refused (64)")
+        },
+    ));
+}
+
+/// The init for `--init`, the devices, fuse-overlayfs.
+fn tool_items(items: &mut Vec<RuntimeCheckItem>) {
     let init = first_existing(&[
         "/usr/libexec/podman/catatonit",
         "/usr/bin/catatonit",
@@ -180,8 +193,6 @@ pub fn check() -> RuntimeCheck {
             "missing (nested confinement's inner podman): install fuse-overlayfs".into()
         }),
     ));
-    let _ = Value::Null;
-    runtime_check(runtime, items)
 }
 
 /// `check`: prints the RuntimeCheck; 0 when ok.

@@ -44,7 +44,7 @@ fn apply(name: &str, change: Change) -> i32 {
     let base = match super::host::runtime_base(nix::unistd::getuid().as_raw()) {
         Ok(b) => b,
         Err(e) => {
-            log(&e);
+            log(&e.to_string());
             return 1;
         }
     };

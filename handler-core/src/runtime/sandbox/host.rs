@@ -9,23 +9,24 @@ use std::path::{Path, PathBuf};
 
 use handler_contracts::SandboxSpec;
 use handler_contracts::sandbox::MountKind;
+use handler_sandbox::egress::topology::Topology;
 use handler_sandbox::facts::{
     ContainersConf, GitEntryKind, GitPath, GitRepo, HostFacts, LauncherId, PathKind,
 };
 use handler_sandbox::git::{ConfigPathKey, commondir_target, config_paths, gitfile_target};
-use handler_sandbox::host::{stat_start_time, subid_count};
+use handler_sandbox::host::{fib_trie_local_addresses, stat_start_time, subid_count};
 
 use super::podman;
 
 /// This boot's id (`/proc/sys/kernel/random/boot_id`).
-pub fn boot_id() -> String {
+pub(crate) fn boot_id() -> String {
     fs::read_to_string("/proc/sys/kernel/random/boot_id")
         .map(|s| s.trim().to_string())
         .unwrap_or_default()
 }
 
 /// The start time of process `pid` (clock ticks since boot), None when there is no such process.
-pub fn process_start(pid: u32) -> Option<u64> {
+pub(crate) fn process_start(pid: u32) -> Option<u64> {
     stat_start_time(&fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
 }
 
@@ -40,7 +41,7 @@ pub fn launcher_self() -> LauncherId {
 }
 
 /// The user's name (for /etc/subuid), or its uid as text.
-pub fn user_name(uid: u32) -> String {
+pub(crate) fn user_name(uid: u32) -> String {
     nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
         .ok()
         .flatten()
@@ -49,12 +50,12 @@ pub fn user_name(uid: u32) -> String {
 }
 
 /// The size of the user's subordinate range in `file` (/etc/subuid or /etc/subgid).
-pub fn subids(file: &str, uid: u32) -> Option<u32> {
+pub(crate) fn subids(file: &str, uid: u32) -> Option<u32> {
     subid_count(&fs::read_to_string(file).ok()?, &user_name(uid), uid)
 }
 
 /// What `path` is (symlinks followed).
-pub fn path_kind(path: &str) -> PathKind {
+pub(crate) fn path_kind(path: &str) -> PathKind {
     match fs::metadata(path) {
         Err(_) => PathKind::Missing,
         Ok(m) if m.is_dir() => PathKind::Directory,
@@ -66,7 +67,7 @@ pub fn path_kind(path: &str) -> PathKind {
 
 /// Whether rootless podman can set this cgroup controller for `uid`: cgroups v2 with the
 /// controller delegated to the user's systemd service.
-pub fn cgroup_delegated(uid: u32, controller: &str) -> bool {
+pub(crate) fn cgroup_delegated(uid: u32, controller: &str) -> bool {
     if !Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
         return false;
     }
@@ -75,9 +76,52 @@ pub fn cgroup_delegated(uid: u32, controller: &str) -> bool {
     fs::read_to_string(f).is_ok_and(|s| s.split_whitespace().any(|c| c == controller))
 }
 
+/// Why the host could not be looked at (the launch then fails: 66).
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    /// The folder of this user's instance folders cannot be made or used.
+    #[error("cannot create {}: {source}", path.display())]
+    CreateBase {
+        /// The folder.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// That folder cannot be looked at or given its mode.
+    #[error("{}: {source}", path.display())]
+    Base {
+        /// The folder.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// That folder is not a folder of this user's.
+    #[error("{} is not a folder of this user's", path.display())]
+    NotOurs {
+        /// The folder.
+        path: PathBuf,
+    },
+    /// An image mount's image cannot be resolved to an id.
+    #[error("image mount {image:?}: {source}")]
+    ImageMount {
+        /// The image reference.
+        image: String,
+        /// podman's words.
+        source: podman::PodmanError,
+    },
+    /// The image's PATH cannot be read.
+    #[error("image {image:?}: {source}")]
+    Image {
+        /// The image reference.
+        image: String,
+        /// podman's words.
+        source: podman::PodmanError,
+    },
+}
+
 /// The folder holding this user's instance folders: `$XDG_RUNTIME_DIR/handler-sandbox`, else
 /// `/tmp/handler-sandbox-<uid>`; created 0700, and refused when another user owns it.
-pub fn runtime_base(uid: u32) -> Result<PathBuf, String> {
+pub fn runtime_base(uid: u32) -> Result<PathBuf, HostError> {
     let base = match std::env::var("XDG_RUNTIME_DIR") {
         Ok(d) if !d.is_empty() && Path::new(&d).is_dir() => {
             PathBuf::from(d).join("handler-sandbox")
@@ -87,21 +131,25 @@ pub fn runtime_base(uid: u32) -> Result<PathBuf, String> {
     match fs::DirBuilder::new().mode(0o700).create(&base) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(format!("cannot create {}: {e}", base.display())),
+        Err(source) => return Err(HostError::CreateBase { path: base, source }),
     }
-    let m = fs::symlink_metadata(&base).map_err(|e| format!("{}: {e}", base.display()))?;
+    let m = match fs::symlink_metadata(&base) {
+        Ok(m) => m,
+        Err(source) => return Err(HostError::Base { path: base, source }),
+    };
     if !m.is_dir() || m.uid() != uid {
-        return Err(format!("{} is not a folder of this user's", base.display()));
+        return Err(HostError::NotOurs { path: base });
     }
-    if m.permissions().mode() & 0o077 != 0 {
-        fs::set_permissions(&base, fs::Permissions::from_mode(0o700))
-            .map_err(|e| format!("{}: {e}", base.display()))?;
+    if m.permissions().mode() & 0o077 != 0
+        && let Err(source) = fs::set_permissions(&base, fs::Permissions::from_mode(0o700))
+    {
+        return Err(HostError::Base { path: base, source });
     }
     Ok(base)
 }
 
 /// The image's PATH from its config.
-pub fn image_path(image: &str) -> Result<Option<String>, podman::PodmanError> {
+pub(crate) fn image_path(image: &str) -> Result<Option<String>, podman::PodmanError> {
     let env = podman::json(&[
         "image",
         "inspect",
@@ -117,7 +165,7 @@ pub fn image_path(image: &str) -> Result<Option<String>, podman::PodmanError> {
 }
 
 /// The id an image reference resolves to now.
-pub fn image_id(image: &str) -> Result<String, podman::PodmanError> {
+pub(crate) fn image_id(image: &str) -> Result<String, podman::PodmanError> {
     Ok(
         podman::run(&["image", "inspect", "--format", "{{.Id}}", image])?
             .trim()
@@ -233,7 +281,7 @@ impl GitWalk<'_> {
 /// target, a link's), the common directory its `commondir` names, the hooks, the config files
 /// (the repository's, the worktree's, the user's and the system's) and what they include or
 /// name as `core.hooksPath`. `None` outside any repository.
-pub fn git_repo(scope: &Path, home: Option<&Path>) -> Option<GitRepo> {
+pub(crate) fn git_repo(scope: &Path, home: Option<&Path>) -> Option<GitRepo> {
     let (top, entry, meta) = scope.ancestors().find_map(|d| {
         let e = d.join(".git");
         fs::symlink_metadata(&e)
@@ -244,12 +292,12 @@ pub fn git_repo(scope: &Path, home: Option<&Path>) -> Option<GitRepo> {
 }
 
 /// The most folders [`nested_git_repos`] looks into in one scope.
-pub const NESTED_GIT_WALK_LIMIT: usize = 100_000;
+pub(crate) const NESTED_GIT_WALK_LIMIT: usize = 100_000;
 
 /// The repositories inside `scope` (canonical), below it: every folder holding a `.git`
 /// (folder, file or link), found without following links and without looking into a `.git`
 /// folder, at most [`NESTED_GIT_WALK_LIMIT`] folders looked into (decision 0031).
-pub fn nested_git_repos(scope: &Path, home: Option<&Path>) -> Vec<GitRepo> {
+pub(crate) fn nested_git_repos(scope: &Path, home: Option<&Path>) -> Vec<GitRepo> {
     let mut out = Vec::new();
     let mut stack = vec![scope.to_path_buf()];
     let mut seen = 0usize;
@@ -351,7 +399,7 @@ fn git_repo_at(top: PathBuf, entry: PathBuf, meta: &fs::Metadata, home: Option<&
 /// /etc/containers/containers.conf.d/*.conf, the user's `$XDG_CONFIG_HOME/containers/
 /// containers.conf` (default `~/.config`) and its containers.conf.d/*.conf (each folder sorted);
 /// `CONTAINERS_CONF_OVERRIDE` (newer podman) last.
-pub fn containers_conf_files() -> Vec<PathBuf> {
+pub(crate) fn containers_conf_files() -> Vec<PathBuf> {
     let env = |v: &str| {
         std::env::var_os(v)
             .filter(|x| !x.is_empty())
@@ -389,7 +437,7 @@ pub fn containers_conf_files() -> Vec<PathBuf> {
 
 /// The `[containers]` settings of `files` merged as podman merges them (a later file's key
 /// wins); missing files are skipped, an unreadable or unparsable one is reported.
-pub fn containers_conf(files: &[PathBuf]) -> ContainersConf {
+pub(crate) fn containers_conf(files: &[PathBuf]) -> ContainersConf {
     let mut conf = ContainersConf::default();
     for f in files {
         let text = match fs::read_to_string(f) {
@@ -418,32 +466,16 @@ pub fn containers_conf(files: &[PathBuf]) -> ContainersConf {
     conf
 }
 
-/// The host facts a spec's plan needs. Errors: an image that cannot be resolved (setup failed).
-pub fn gather(
-    spec: &SandboxSpec,
-    instance_dir: String,
-    launcher: LauncherId,
-) -> Result<HostFacts, String> {
-    let uid = nix::unistd::getuid().as_raw();
-    let gid = nix::unistd::getgid().as_raw();
-    let mut paths = BTreeMap::new();
-    for m in &spec.mounts {
-        paths.insert(m.source.clone(), path_kind(&m.source));
-    }
-    if let Some(d) = &spec.display {
-        paths.insert(d.socket.clone(), path_kind(&d.socket));
-    }
-    let mut image_ids = BTreeMap::new();
-    for im in &spec.image_mounts {
-        let id = image_id(&im.image).map_err(|e| format!("image mount {:?}: {e}", im.image))?;
-        image_ids.insert(im.image.clone(), id);
-    }
-    let image_path = if spec.path_append.is_empty() && spec.image_mounts.is_empty() {
-        None
-    } else {
-        image_path(&spec.image).map_err(|e| format!("image {:?}: {e}", spec.image))?
-    };
-    let nested = spec.confinement == handler_contracts::sandbox::Confinement::Nested;
+/// This host's own addresses (for the egress proxy's DNS-rebinding guard), read from /proc.
+pub(crate) fn host_addresses() -> Vec<std::net::IpAddr> {
+    fs::read_to_string("/proc/net/fib_trie")
+        .map(|t| fib_trie_local_addresses(&t))
+        .unwrap_or_default()
+}
+
+/// The repositories the writable scope mounts are or hold (what the host's git reads there),
+/// and each writable mount's source with its links resolved.
+fn writable_sources(spec: &SandboxSpec) -> (Vec<GitRepo>, BTreeMap<String, String>) {
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let mut git = Vec::new();
     let mut canonical_sources = BTreeMap::new();
@@ -463,6 +495,42 @@ pub fn gather(
         }
         canonical_sources.insert(m.source.clone(), c.display().to_string());
     }
+    (git, canonical_sources)
+}
+
+/// The host facts a spec's plan needs, gathered once. Errors: an image that cannot be resolved (setup failed).
+pub fn gather(
+    spec: &SandboxSpec,
+    instance_dir: String,
+    launcher: LauncherId,
+) -> Result<HostFacts, HostError> {
+    let uid = nix::unistd::getuid().as_raw();
+    let gid = nix::unistd::getgid().as_raw();
+    let mut paths = BTreeMap::new();
+    for m in &spec.mounts {
+        paths.insert(m.source.clone(), path_kind(&m.source));
+    }
+    if let Some(d) = &spec.display {
+        paths.insert(d.socket.clone(), path_kind(&d.socket));
+    }
+    let mut image_ids = BTreeMap::new();
+    for im in &spec.image_mounts {
+        let id = image_id(&im.image).map_err(|source| HostError::ImageMount {
+            image: im.image.clone(),
+            source,
+        })?;
+        image_ids.insert(im.image.clone(), id);
+    }
+    let image_path = if spec.path_append.is_empty() && spec.image_mounts.is_empty() {
+        None
+    } else {
+        image_path(&spec.image).map_err(|source| HostError::Image {
+            image: spec.image.clone(),
+            source,
+        })?
+    };
+    let nested = spec.confinement == handler_contracts::sandbox::Confinement::Nested;
+    let (git, canonical_sources) = writable_sources(spec);
     Ok(HostFacts {
         uid,
         gid,
@@ -485,7 +553,6 @@ pub fn gather(
         paths,
         image_path,
         image_ids,
-        instance_dir,
         launcher,
         git,
         canonical_sources,
@@ -495,5 +562,12 @@ pub fn gather(
             .filter(|h| *h != nix::sys::resource::RLIM_INFINITY),
         cgroup_pids: cgroup_delegated(uid, "pids"),
         containers_conf: containers_conf(&containers_conf_files()),
+        // Only a spec with a proxy needs them (its rebinding guard).
+        host_addresses: if Topology::of(spec, &instance_dir).is_some() {
+            host_addresses()
+        } else {
+            Vec::new()
+        },
+        instance_dir,
     })
 }

@@ -16,14 +16,17 @@ use super::{log, podman};
 /// What `image build` is given.
 #[derive(Debug, Clone, Default)]
 pub struct BuildRequest {
+    /// The build context folder.
     pub context: String,
     /// The Containerfile; default `<context>/Containerfile`.
     pub file: Option<String>,
+    /// The tags to give the image.
     pub tags: Vec<String>,
     /// `NAME=VALUE` or `NAME` (value from this process's environment).
     pub build_args: Vec<String>,
     /// Keep no intermediate image (podman build --layers=false).
     pub no_intermediate: bool,
+    /// Build without podman's cache.
     pub no_cache: bool,
 }
 

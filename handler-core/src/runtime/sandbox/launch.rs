@@ -1,29 +1,30 @@
 //! `handler-sandbox-podman launch` (contract A): reads the SandboxSpec on fd 3, refuses what it
 //! cannot enforce (64) or what is invalid (65) before anything starts, stages the instance's
-//! private folder, runs the plan with podman (stdio is the process's; with tty, created and
-//! started by `attach`), and on exit or SIGTERM removes everything it created (A4).
+//! private folder, executes the plan over [`Podman`] (stdio is the process's; with tty, created
+//! and started by `attach`; the egress proxy beside it when the plan has one), and on exit or
+//! SIGTERM removes everything it created (A4). Every decision is the plan's
+//! (`handler_sandbox::plan_launch`): this module only runs its steps, in order.
 
 use std::fs;
 use std::io::{Read, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
 use handler_contracts::SandboxSpec;
 use handler_contracts::parse::from_json;
 use handler_contracts::sandbox::{TTY_READY_LINE, exit};
-use handler_sandbox::egress::topology::Topology;
 use handler_sandbox::facts::LauncherId;
-use handler_sandbox::plan::{LaunchPlan, Stage, labels};
+use handler_sandbox::plan::{LaunchPlan, Stage};
 use handler_sandbox::{plan_launch, validate_spec};
-use tokio::signal::unix::{SignalKind, signal};
 
-use super::stderr::{self, Source};
+use super::podman::{Podman, PodmanCli, PodmanProcess, SpawnError};
 use super::watchdog::Watchdog;
-use super::{host, log, podman};
-use crate::runtime::egress::launch::ProxyProcess;
+use super::{host, log, stderr};
+use crate::runtime::egress::launch::{ProxyProcess, start_proxy};
+use crate::runtime::signals::{STOPPING, Signals};
 
 /// How long a tty launch waits for `attach` (A: 60 s); `HANDLER_SANDBOX_ATTACH_TIMEOUT` (seconds)
 /// shortens it for tests.
@@ -58,7 +59,7 @@ fn take_spec_fd() -> std::io::Result<fs::File> {
     Ok(unsafe { fs::File::from_raw_fd(SPEC_FD) })
 }
 
-/// Reads and validates the spec on fd 3.
+/// Reads the spec on fd 3 (it is validated once, by `run`, on its way to the plan).
 fn read_spec() -> Result<SandboxSpec, (i32, String)> {
     let mut text = String::new();
     take_spec_fd()
@@ -69,17 +70,14 @@ fn read_spec() -> Result<SandboxSpec, (i32, String)> {
                 format!("cannot read the SandboxSpec on fd 3: {e}"),
             )
         })?;
-    let spec: SandboxSpec = from_json("SandboxSpec", &text)
-        .map_err(|e| (exit::INVALID_SPEC, format!("invalid spec: {e}")))?;
-    validate_spec(&spec).map_err(|e| (e.exit_code(), e.to_string()))?;
-    Ok(spec)
+    from_json("SandboxSpec", &text).map_err(|e| (exit::INVALID_SPEC, format!("invalid spec: {e}")))
 }
 
 /// The file in an instance folder naming its launcher (for sweep).
-pub const LAUNCHER_FILE: &str = "launcher";
+pub(crate) const LAUNCHER_FILE: &str = "launcher";
 
 /// Writes `pid start boot` for sweep.
-pub fn launcher_line(l: &LauncherId) -> String {
+pub(crate) fn launcher_line(l: &LauncherId) -> String {
     format!("{} {} {}\n", l.pid, l.start, l.boot)
 }
 
@@ -87,15 +85,16 @@ pub fn launcher_line(l: &LauncherId) -> String {
 struct Instance {
     dir: PathBuf,
     launcher: LauncherId,
-    /// Removes the containers and the folder if this launcher dies without doing it.
-    watchdog: Watchdog,
+    /// Removes the containers and the folder if this launcher dies without doing it (none in
+    /// unit tests).
+    watchdog: Option<Watchdog>,
 }
 
 impl Instance {
     /// Removes what this launcher created: its containers (by its labels), its folder.
-    fn cleanup(&self, containers_too: bool) {
+    fn cleanup(&self, podman: &impl Podman, containers_too: bool) {
         if containers_too {
-            remove_containers_of(&self.launcher);
+            podman.remove_containers_of(&self.launcher);
         }
         if let Err(e) = fs::remove_dir_all(&self.dir)
             && e.kind() != std::io::ErrorKind::NotFound
@@ -105,31 +104,21 @@ impl Instance {
                 self.dir.display()
             ));
         }
-        self.watchdog.cleaned_up();
+        if let Some(w) = &self.watchdog {
+            w.cleaned_up();
+        }
     }
 }
 
 /// Removes every container labelled with this launcher (never another's).
-pub fn remove_containers_of(l: &LauncherId) {
-    let pid = format!("label={}={}", labels::LAUNCHER_PID, l.pid);
-    let start = format!("label={}={}", labels::LAUNCHER_START, l.start);
-    match podman::run(&["ps", "-a", "-q", "--filter", &pid, "--filter", &start]) {
-        Ok(ids) => {
-            let ids: Vec<&str> = ids.split_whitespace().collect();
-            if !ids.is_empty() {
-                let mut args = vec!["rm", "-f", "--time", "3"];
-                args.extend(ids);
-                if let Err(e) = podman::run(&args) {
-                    log(&format!("cleanup: {e}"));
-                }
-            }
-        }
-        Err(e) => log(&format!("cleanup: {e}")),
-    }
+pub(crate) fn remove_containers_of(l: &LauncherId) {
+    PodmanCli.remove_containers_of(l);
 }
 
-fn stage(plan: &LaunchPlan) -> std::io::Result<()> {
-    for s in &plan.stage {
+/// Creates what a plan stages, in order: folders with their mode, files (new) with their
+/// content and mode.
+pub(crate) fn stage(stages: &[Stage]) -> std::io::Result<()> {
+    for s in stages {
         match s {
             Stage::Dir { path, mode } => {
                 fs::DirBuilder::new()
@@ -151,6 +140,8 @@ fn stage(plan: &LaunchPlan) -> std::io::Result<()> {
                 f.write_all(content.as_bytes())?;
                 fs::set_permissions(path, fs::Permissions::from_mode(*mode))?;
             }
+            // A stage this runtime does not know: refused, never skipped (A1).
+            _ => return Err(std::io::Error::other("a stage this runtime cannot make")),
         }
     }
     Ok(())
@@ -169,6 +160,14 @@ pub fn run() -> i32 {
             return code;
         }
     };
+    // The one validation of the spec: the plan takes only a validated one.
+    let valid = match validate_spec(&spec) {
+        Ok(v) => v,
+        Err(e) => {
+            log(&e.to_string());
+            return e.exit_code();
+        }
+    };
     if nix::unistd::geteuid().is_root() {
         log(
             "refusing to run as root: the sandbox runs rootless as the host user (A3); run launch as that user",
@@ -177,14 +176,13 @@ pub fn run() -> i32 {
     }
     let launcher = host::launcher_self();
     let uid = nix::unistd::getuid().as_raw();
-    let base = match host::runtime_base(uid) {
-        Ok(b) => b,
+    let dir = match host::runtime_base(uid) {
+        Ok(b) => b.join(&spec.name),
         Err(e) => {
             log(&format!("setup failed: {e}"));
             return exit::SETUP_FAILED;
         }
     };
-    let dir = base.join(&spec.name);
     let facts = match host::gather(&spec, dir.to_string_lossy().into_owned(), launcher.clone()) {
         Ok(f) => f,
         Err(e) => {
@@ -192,44 +190,17 @@ pub fn run() -> i32 {
             return exit::SETUP_FAILED;
         }
     };
-    let plan = match plan_launch(&spec, &facts) {
+    let plan = match plan_launch(&valid, &facts) {
         Ok(p) => p,
         Err(e) => {
             log(&e.to_string());
             return e.exit_code();
         }
     };
-    // The watchdog first: from here on, this launcher's death (SIGKILL too) removes what it
-    // made, daemon or not (decision 0038).
-    let watchdog = match Watchdog::start(&launcher, &dir) {
-        Ok(w) => w,
-        Err(e) => {
-            log(&format!("setup failed: cannot start the watchdog: {e}"));
-            return exit::SETUP_FAILED;
-        }
+    let mut inst = match prepare(&launcher, &dir, &plan) {
+        Ok(i) => i,
+        Err(code) => return code,
     };
-    // The instance folder: created empty, naming its launcher first (sweep reads it).
-    if let Err(e) = fs::DirBuilder::new().mode(0o700).create(&dir) {
-        log(&format!(
-            "setup failed: instance folder {}: {e} (is an instance of that name running?)",
-            dir.display()
-        ));
-        watchdog.cleaned_up();
-        return exit::SETUP_FAILED;
-    }
-    watchdog.owns_folder();
-    let mut inst = Instance {
-        dir: dir.clone(),
-        launcher: launcher.clone(),
-        watchdog,
-    };
-    if let Err(e) =
-        fs::write(dir.join(LAUNCHER_FILE), launcher_line(&launcher)).and_then(|()| stage(&plan))
-    {
-        log(&format!("setup failed: staging {}: {e}", dir.display()));
-        inst.cleanup(false);
-        return exit::SETUP_FAILED;
-    }
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -237,119 +208,130 @@ pub fn run() -> i32 {
         Ok(rt) => rt,
         Err(e) => {
             log(&format!("setup failed: {e}"));
-            inst.cleanup(false);
+            inst.cleanup(&PodmanCli, false);
             return exit::SETUP_FAILED;
         }
     };
-    let code = rt.block_on(run_instance(&spec, &plan, &mut inst));
+    let code = rt.block_on(run_instance(&PodmanCli, &spec.name, &plan, &mut inst));
     // What the sandbox and the proxy wrote last reaches stderr before the launcher ends.
     stderr::wait_all(Duration::from_secs(2));
     code
 }
 
-/// The egress proxy's start (filtered, or open with injections), or nothing to wait for.
-async fn proxy_ready(
-    spec: &SandboxSpec,
-    inst: &Instance,
-    topo: Option<&Topology>,
-) -> Result<Option<ProxyProcess>, String> {
-    let Some(topo) = topo else {
-        return Ok(None);
+/// The watchdog, then the instance folder (naming its launcher first) and the plan's staging;
+/// the exit code when one of them fails.
+fn prepare(launcher: &LauncherId, dir: &Path, plan: &LaunchPlan) -> Result<Instance, i32> {
+    // The watchdog first: from here on, this launcher's death (SIGKILL too) removes what it
+    // made, daemon or not (decision 0038).
+    let watchdog = match Watchdog::start(launcher, dir) {
+        Ok(w) => w,
+        Err(e) => {
+            log(&format!("setup failed: cannot start the watchdog: {e}"));
+            return Err(exit::SETUP_FAILED);
+        }
     };
-    let l = &inst.launcher;
-    let labels: Vec<(String, String)> = vec![
-        (labels::LAUNCHER_PID.into(), l.pid.to_string()),
-        (labels::LAUNCHER_START.into(), l.start.to_string()),
-        (labels::LAUNCHER_BOOT.into(), l.boot.clone()),
-        (labels::SANDBOX.into(), spec.name.clone()),
-    ];
-    crate::runtime::egress::launch::start_proxy(&podman::program(), topo, spec, &labels)
-        .await
-        .map(Some)
+    // The instance folder: created empty, naming its launcher first (sweep reads it).
+    if let Err(e) = fs::DirBuilder::new().mode(0o700).create(dir) {
+        log(&format!(
+            "setup failed: instance folder {}: {e} (is an instance of that name running?)",
+            dir.display()
+        ));
+        watchdog.cleaned_up();
+        return Err(exit::SETUP_FAILED);
+    }
+    watchdog.owns_folder();
+    let inst = Instance {
+        dir: dir.to_path_buf(),
+        launcher: launcher.clone(),
+        watchdog: Some(watchdog),
+    };
+    if let Err(e) = fs::write(dir.join(LAUNCHER_FILE), launcher_line(launcher))
+        .and_then(|()| stage(&plan.stage))
+    {
+        log(&format!("setup failed: staging {}: {e}", dir.display()));
+        inst.cleanup(&PodmanCli, false);
+        return Err(exit::SETUP_FAILED);
+    }
+    Ok(inst)
 }
 
 /// Stops the proxy (if any) and removes what the instance created.
-async fn finish(inst: &Instance, proxy: Option<ProxyProcess>, containers_too: bool) {
+async fn finish<P: Podman>(
+    podman: &P,
+    inst: &Instance,
+    proxy: Option<ProxyProcess<P::Process>>,
+    containers_too: bool,
+) {
     let mut containers_too = containers_too;
     if let Some(mut p) = proxy {
-        containers_too |= !p.stop(&podman::program(), Duration::from_secs(10)).await;
+        containers_too |= !p.stop(podman, Duration::from_secs(10)).await;
     }
-    inst.cleanup(containers_too);
+    inst.cleanup(podman, containers_too);
 }
 
-async fn run_instance(spec: &SandboxSpec, plan: &LaunchPlan, inst: &mut Instance) -> i32 {
-    let (mut term, mut int, mut hup) = match (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::hangup()),
-    ) {
-        (Ok(t), Ok(i), Ok(h)) => (t, i, h),
-        _ => {
-            log("setup failed: cannot handle signals");
-            inst.cleanup(false);
-            return exit::SETUP_FAILED;
-        }
+/// A signal stopped the launch: everything is removed; the code is 128 + the signal. `child`:
+/// the sandbox's podman, waited for (10 s at most) and killed.
+async fn stopped_by<P: Podman>(
+    podman: &P,
+    inst: &Instance,
+    sig: i32,
+    child: Option<&mut P::Process>,
+) -> i32 {
+    log(&format!("signal {sig}: stopping the sandbox"));
+    inst.cleanup(podman, true);
+    if let Some(child) = child {
+        let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
+        let _ = child.start_kill();
+    }
+    128 + sig
+}
+
+/// Executes `plan` (instance `name`, already staged in `inst`): the proxy's staging, the
+/// sandbox container, the proxy container until it is ready, then the sandbox's end (or, with
+/// tty, its creation, `attach` and its end); everything removed after.
+async fn run_instance<P: Podman>(
+    podman: &P,
+    name: &str,
+    plan: &LaunchPlan,
+    inst: &mut Instance,
+) -> i32 {
+    let Ok(mut signals) = Signals::new(&STOPPING) else {
+        log("setup failed: cannot handle signals");
+        inst.cleanup(podman, false);
+        return exit::SETUP_FAILED;
     };
     // The egress proxy (filtered, or open with injections) starts beside the sandbox: the
     // sandbox's forwarder holds the process until the proxy's socket answers (A1: the process
     // never runs without its proxy; decision 0024). Its stderr is ours, so its egress events
     // are the launcher's (A.3).
-    let topo = Topology::of(spec, &inst.dir.to_string_lossy());
-    if let Some(t) = &topo
-        && let Err(e) = crate::runtime::egress::launch::stage(t, spec)
+    if let Some(p) = &plan.proxy
+        && let Err(e) = stage(&p.stage)
     {
         log(&format!("setup failed: egress settings: {e}"));
-        inst.cleanup(false);
+        inst.cleanup(podman, false);
         return exit::SETUP_FAILED;
     }
-    let ready = proxy_ready(spec, inst, topo.as_ref());
-    tokio::pin!(ready);
-
-    let mut cmd = tokio::process::Command::new(podman::program());
-    cmd.args(&plan.args).envs(&plan.podman_env);
-    podman::die_with_parent(&mut cmd);
-    // The process's stderr comes through the launcher (stderr::relay): only the launcher writes
-    // event lines on its stderr (decision 0037).
-    let err = match stderr::piped(Source::Sandbox) {
-        Ok(e) => e,
-        Err(e) => {
-            log(&format!(
-                "setup failed: a pipe for the sandbox's stderr: {e}"
-            ));
-            let proxy = ready.await.ok().flatten();
-            finish(inst, proxy, true).await;
-            return exit::SETUP_FAILED;
+    let ready = async {
+        match &plan.proxy {
+            Some(p) => start_proxy(podman, p).await.map(Some),
+            None => Ok(None),
         }
     };
-    if plan.tty {
-        cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(err);
-    } else {
-        cmd.stdin(Stdio::inherit())
-            .stdout(Stdio::inherit())
-            .stderr(err);
-    }
-    let spawned = cmd.spawn();
-    // Our copy of the pipe's write end goes with the command: the relay ends with podman.
-    drop(cmd);
-    let mut child = match spawned {
+    tokio::pin!(ready);
+    let mut child = match podman.spawn_sandbox(plan) {
         Ok(c) => c,
         Err(e) => {
-            log(&format!(
-                "setup failed: cannot run {}: {e}",
-                podman::program()
-            ));
+            match e {
+                SpawnError::Pipe(e) => log(&format!(
+                    "setup failed: a pipe for the sandbox's stderr: {e}"
+                )),
+                SpawnError::Podman(e) => log(&format!("setup failed: {e}")),
+            }
             let proxy = ready.await.ok().flatten();
-            finish(inst, proxy, true).await;
+            finish(podman, inst, proxy, true).await;
             return exit::SETUP_FAILED;
         }
     };
-
-    let stopped_by = |sig: i32, inst: &Instance| {
-        log(&format!("signal {sig}: stopping the sandbox"));
-        inst.cleanup(true);
-        128 + sig
-    };
-
     // Until the proxy is ready (at once without one), or the sandbox's podman ends first.
     let mut ended = None;
     let proxy = loop {
@@ -358,124 +340,390 @@ async fn run_instance(spec: &SandboxSpec, plan: &LaunchPlan, inst: &mut Instance
                 Ok(p) => break p,
                 Err(e) => {
                     log(&format!("setup failed: {e}"));
-                    inst.cleanup(true);
+                    inst.cleanup(podman, true);
                     let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
                     let _ = child.start_kill();
                     return exit::SETUP_FAILED;
                 }
             },
             st = child.wait(), if ended.is_none() => ended = Some(st),
-            _ = term.recv() => { let c = stopped_by(15, inst); let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await; let _ = child.start_kill(); return c; }
-            _ = int.recv() => { let c = stopped_by(2, inst); let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await; let _ = child.start_kill(); return c; }
-            _ = hup.recv() => { let c = stopped_by(1, inst); let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await; let _ = child.start_kill(); return c; }
+            sig = signals.recv() => return stopped_by(podman, inst, sig, Some(&mut child)).await,
         }
     };
+    let run = Running {
+        podman,
+        inst,
+        proxy,
+        signals,
+    };
+    if plan.tty {
+        run.tty(name, child, ended).await
+    } else {
+        run.until_exit(child, ended).await
+    }
+}
 
-    if !plan.tty {
+/// A sandbox whose podman runs, with its proxy ready (if it has one).
+struct Running<'a, P: Podman> {
+    podman: &'a P,
+    inst: &'a Instance,
+    proxy: Option<ProxyProcess<P::Process>>,
+    signals: Signals,
+}
+
+impl<P: Podman> Running<'_, P> {
+    /// Without tty: the sandbox's podman runs the process; its end is the launch's (125:
+    /// podman could not start it).
+    async fn until_exit(
+        mut self,
+        mut child: P::Process,
+        ended: Option<std::io::Result<ExitStatus>>,
+    ) -> i32 {
+        let (podman, inst) = (self.podman, self.inst);
         let status = match ended {
             Some(st) => st,
             None => tokio::select! {
                 st = child.wait() => st,
-                _ = term.recv() => { let c = stopped_by(15, inst); let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await; let _ = child.start_kill(); return c; }
-                _ = int.recv() => { let c = stopped_by(2, inst); let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await; let _ = child.start_kill(); return c; }
-                _ = hup.recv() => { let c = stopped_by(1, inst); let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await; let _ = child.start_kill(); return c; }
+                sig = self.signals.recv() => return stopped_by(podman, inst, sig, Some(&mut child)).await,
             },
         };
-        return match status {
+        match status {
             Ok(st) if st.code() == Some(125) => {
                 log("setup failed: podman could not start the sandbox (exit 125)");
-                finish(inst, proxy, true).await;
+                finish(podman, inst, self.proxy, true).await;
                 exit::SETUP_FAILED
             }
             Ok(st) => {
-                finish(inst, proxy, false).await;
+                finish(podman, inst, self.proxy, false).await;
                 code_of(st)
             }
             Err(e) => {
                 log(&format!("waiting for podman: {e}"));
-                finish(inst, proxy, true).await;
+                finish(podman, inst, self.proxy, true).await;
                 exit::SETUP_FAILED
             }
-        };
+        }
     }
 
-    // tty: created (beside the proxy), say ready, wait for attach to start it, then its end.
-    let created = match ended {
-        Some(st) => st,
-        None => tokio::select! {
-            st = child.wait() => st,
-            _ = term.recv() => return stopped_by(15, inst),
-            _ = int.recv() => return stopped_by(2, inst),
-            _ = hup.recv() => return stopped_by(1, inst),
-        },
-    };
-    if !created.as_ref().is_ok_and(ExitStatus::success) {
-        log("setup failed: podman could not create the sandbox");
-        finish(inst, proxy, true).await;
-        return exit::SETUP_FAILED;
-    }
-    eprintln!("{TTY_READY_LINE}");
-    let deadline = Instant::now() + attach_timeout();
-    loop {
-        let state = podman::run(&[
-            "container",
-            "inspect",
-            "--format",
-            "{{.State.Status}}",
-            &spec.name,
-        ]);
-        match state.as_deref().map(str::trim) {
-            Ok("created") | Ok("configured") => {}
-            Ok(_) => break,
-            Err(e) => {
-                log(&format!("the sandbox went away: {e}"));
-                finish(inst, proxy, true).await;
-                return exit::SETUP_FAILED;
-            }
-        }
-        if Instant::now() >= deadline {
-            log(&format!(
-                "no attach within {} s: removing the sandbox",
-                attach_timeout().as_secs()
-            ));
-            finish(inst, proxy, true).await;
+    /// tty: created (beside the proxy), say ready, wait for `attach` to start it, then its end.
+    async fn tty(
+        mut self,
+        name: &str,
+        mut child: P::Process,
+        ended: Option<std::io::Result<ExitStatus>>,
+    ) -> i32 {
+        let (podman, inst) = (self.podman, self.inst);
+        let created = match ended {
+            Some(st) => st,
+            None => tokio::select! {
+                st = child.wait() => st,
+                sig = self.signals.recv() => return stopped_by(podman, inst, sig, None).await,
+            },
+        };
+        if !created.as_ref().is_ok_and(ExitStatus::success) {
+            log("setup failed: podman could not create the sandbox");
+            finish(podman, inst, self.proxy, true).await;
             return exit::SETUP_FAILED;
         }
-        tokio::select! {
-            _ = tokio::time::sleep(Duration::from_millis(150)) => {}
-            _ = term.recv() => return stopped_by(15, inst),
-            _ = int.recv() => return stopped_by(2, inst),
-            _ = hup.recv() => return stopped_by(1, inst),
-        }
+        self.attached(name).await
     }
-    let mut wait = tokio::process::Command::new(podman::program());
-    podman::die_with_parent(&mut wait);
-    wait.args(["wait", &spec.name])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
-    let out = tokio::select! {
-        o = wait.output() => o,
-        _ = term.recv() => return stopped_by(15, inst),
-        _ = int.recv() => return stopped_by(2, inst),
-        _ = hup.recv() => return stopped_by(1, inst),
-    };
-    let code = out
-        .ok()
-        .and_then(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .trim()
-                .parse::<i32>()
-                .ok()
-        })
-        .unwrap_or(exit::SETUP_FAILED);
-    finish(inst, proxy, true).await;
-    code
+
+    /// The created tty sandbox: the ready line, then `attach` within the timeout, then its end.
+    async fn attached(mut self, name: &str) -> i32 {
+        let (podman, inst) = (self.podman, self.inst);
+        eprintln!("{TTY_READY_LINE}");
+        let deadline = Instant::now() + attach_timeout();
+        loop {
+            match podman.state(name).as_deref() {
+                Ok("created") | Ok("configured") => {}
+                Ok(_) => break,
+                Err(e) => {
+                    log(&format!("the sandbox went away: {e}"));
+                    finish(podman, inst, self.proxy, true).await;
+                    return exit::SETUP_FAILED;
+                }
+            }
+            if Instant::now() >= deadline {
+                log(&format!(
+                    "no attach within {} s: removing the sandbox",
+                    attach_timeout().as_secs()
+                ));
+                finish(podman, inst, self.proxy, true).await;
+                return exit::SETUP_FAILED;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(150)) => {}
+                sig = self.signals.recv() => return stopped_by(podman, inst, sig, None).await,
+            }
+        }
+        let code = tokio::select! {
+            c = podman.wait_exit(name) => c,
+            sig = self.signals.recv() => return stopped_by(podman, inst, sig, None).await,
+        };
+        finish(podman, inst, self.proxy, true).await;
+        code.unwrap_or(exit::SETUP_FAILED)
+    }
 }
 
 /// Whether an instance folder's launcher is gone (sweep). Unreadable: treated as live.
-pub fn instance_dir_launcher(dir: &Path) -> Option<LauncherId> {
+pub(crate) fn instance_dir_launcher(dir: &Path) -> Option<LauncherId> {
     let text = fs::read_to_string(dir.join(LAUNCHER_FILE)).ok()?;
     let mut f = text.split_whitespace();
     handler_sandbox::host::launcher_from_labels(f.next(), f.next(), f.next())
+}
+
+#[cfg(test)]
+mod tests {
+    //! The executor over a recording [`Podman`]: the plan's steps run in order, and what fails
+    //! is cleaned up, without podman or root.
+
+    use std::cell::RefCell;
+    use std::collections::BTreeMap;
+    use std::os::unix::process::ExitStatusExt as _;
+    use std::rc::Rc;
+
+    use handler_sandbox::HostFacts;
+
+    use super::super::podman::{PodmanError, ProxyIo};
+    use super::*;
+
+    type Log = Rc<RefCell<Vec<String>>>;
+
+    /// Records every call; the sandbox's process ends with `exit`, the proxy says `ready`.
+    struct Fake {
+        log: Log,
+        exit: i32,
+        ready: &'static str,
+    }
+
+    struct FakeProcess {
+        log: Log,
+        name: &'static str,
+        exit: i32,
+    }
+
+    impl PodmanProcess for FakeProcess {
+        async fn wait(&mut self) -> std::io::Result<ExitStatus> {
+            tokio::task::yield_now().await;
+            self.log.borrow_mut().push(format!("ended {}", self.name));
+            Ok(ExitStatus::from_raw(self.exit << 8))
+        }
+
+        fn start_kill(&mut self) -> std::io::Result<()> {
+            self.log.borrow_mut().push(format!("kill {}", self.name));
+            Ok(())
+        }
+    }
+
+    impl Podman for Fake {
+        type Process = FakeProcess;
+
+        fn spawn_sandbox(&self, plan: &LaunchPlan) -> Result<FakeProcess, SpawnError> {
+            let verb = &plan.args[0];
+            self.log.borrow_mut().push(format!("sandbox {verb}"));
+            Ok(FakeProcess {
+                log: self.log.clone(),
+                name: "sandbox",
+                exit: self.exit,
+            })
+        }
+
+        fn spawn_proxy(&self, args: &[String]) -> Result<ProxyIo<FakeProcess>, SpawnError> {
+            self.log.borrow_mut().push(format!("proxy {}", args[0]));
+            Ok(ProxyIo {
+                process: FakeProcess {
+                    log: self.log.clone(),
+                    name: "proxy",
+                    exit: 0,
+                },
+                stdin: Box::new(tokio::io::sink()),
+                stdout: Box::new(std::io::Cursor::new(self.ready.as_bytes().to_vec())),
+            })
+        }
+
+        async fn remove(&self, name: &str, _within: Duration) -> bool {
+            self.log.borrow_mut().push(format!("rm {name}"));
+            true
+        }
+
+        fn state(&self, name: &str) -> Result<String, PodmanError> {
+            self.log.borrow_mut().push(format!("state {name}"));
+            Ok("exited".into())
+        }
+
+        async fn wait_exit(&self, name: &str) -> Option<i32> {
+            self.log.borrow_mut().push(format!("wait {name}"));
+            Some(self.exit)
+        }
+
+        fn image_exists(&self, image: &str) -> bool {
+            self.log.borrow_mut().push(format!("image exists {image}"));
+            false
+        }
+
+        fn remove_containers_of(&self, l: &LauncherId) {
+            self.log
+                .borrow_mut()
+                .push(format!("rm by launcher {}", l.pid));
+        }
+    }
+
+    fn facts(dir: &Path) -> HostFacts {
+        HostFacts {
+            uid: 1000,
+            gid: 1000,
+            subuid_count: None,
+            subgid_count: None,
+            has_fuse: false,
+            has_tun: false,
+            cgroup_memory: false,
+            cgroup_cpu: false,
+            paths: BTreeMap::new(),
+            image_path: None,
+            image_ids: BTreeMap::new(),
+            instance_dir: dir.display().to_string(),
+            launcher: LauncherId {
+                pid: 4242,
+                start: 1,
+                boot: "b".into(),
+            },
+            git: Vec::new(),
+            canonical_sources: BTreeMap::new(),
+            nproc_hard: None,
+            cgroup_pids: false,
+            containers_conf: Default::default(),
+            host_addresses: Vec::new(),
+        }
+    }
+
+    /// Plans `network` in a fresh instance folder, stages it as `launch` does, and executes it
+    /// over `fake`: the exit code, the calls, and whether the folder is gone.
+    fn execute(network: serde_json::Value, tty: bool, fake: Fake) -> (i32, Vec<String>, bool) {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("sb1");
+        let spec: SandboxSpec = serde_json::from_value(serde_json::json!({
+            "apiVersion": "handler.sandbox/v1", "name": "sb1", "image": "img", "argv": ["sh"],
+            "workdir": "/w", "user": {"mode": "host-user", "home": "/home/u"},
+            "network": network, "tty": tty,
+        }))
+        .unwrap();
+        let plan = plan_launch(&validate_spec(&spec).unwrap(), &facts(&dir)).unwrap();
+        fs::create_dir(&dir).unwrap();
+        stage(&plan.stage).unwrap();
+        let mut inst = Instance {
+            dir: dir.clone(),
+            launcher: facts(&dir).launcher,
+            watchdog: None,
+        };
+        let log = fake.log.clone();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let code = rt.block_on(run_instance(&fake, "sb1", &plan, &mut inst));
+        let calls = log.borrow().clone();
+        (code, calls, !dir.exists())
+    }
+
+    fn fake(exit: i32, ready: &'static str) -> Fake {
+        Fake {
+            log: Rc::default(),
+            exit,
+            ready,
+        }
+    }
+
+    fn at(calls: &[String], call: &str) -> usize {
+        calls
+            .iter()
+            .position(|c| c == call)
+            .unwrap_or_else(|| panic!("no {call:?} in {calls:?}"))
+    }
+
+    #[test]
+    fn a_filtered_launch_runs_the_sandbox_beside_its_proxy_then_removes_both() {
+        let ready = "{\"ready\":true,\"listen\":\"127.0.0.1:3128\",\"ca\":\"\"}\n";
+        let (code, calls, gone) = execute(
+            serde_json::json!({"mode": "filtered", "allow": ["a.com:443"], "enforcement": "enforce"}),
+            false,
+            fake(3, ready),
+        );
+        assert_eq!(code, 3, "{calls:?}");
+        // The sandbox's podman first (its forwarder waits for the proxy), then the proxy's; at
+        // the end the proxy is removed and waited for, and nothing is removed by label.
+        assert!(
+            at(&calls, "sandbox run") < at(&calls, "proxy run"),
+            "{calls:?}"
+        );
+        assert!(
+            at(&calls, "proxy run") < at(&calls, "rm sb1-egress"),
+            "{calls:?}"
+        );
+        assert!(
+            at(&calls, "ended sandbox") < at(&calls, "rm sb1-egress"),
+            "{calls:?}"
+        );
+        assert!(
+            at(&calls, "rm sb1-egress") < at(&calls, "ended proxy"),
+            "{calls:?}"
+        );
+        assert!(
+            !calls.iter().any(|c| c.starts_with("rm by launcher")),
+            "{calls:?}"
+        );
+        assert!(gone);
+    }
+
+    #[test]
+    fn a_proxy_that_never_says_ready_stops_the_launch_and_everything_goes() {
+        let (code, calls, gone) = execute(
+            serde_json::json!({"mode": "filtered", "allow": [], "enforcement": "enforce"}),
+            false,
+            fake(0, ""),
+        );
+        assert_eq!(code, exit::SETUP_FAILED, "{calls:?}");
+        // Killed, its image looked for (to say it is not built), the launcher's containers and
+        // folder removed, the sandbox's podman killed.
+        assert!(
+            at(&calls, "kill proxy")
+                < at(
+                    &calls,
+                    "image exists localhost/handler-network-filter:latest"
+                )
+        );
+        assert!(
+            at(&calls, "rm by launcher 4242") < at(&calls, "kill sandbox"),
+            "{calls:?}"
+        );
+        assert!(gone);
+    }
+
+    #[test]
+    fn without_a_proxy_the_sandboxs_code_is_the_launchs_and_125_is_a_failed_setup() {
+        let (code, calls, gone) = execute(serde_json::json!({"mode": "none"}), false, fake(7, ""));
+        assert_eq!((code, gone), (7, true), "{calls:?}");
+        assert_eq!(calls, ["sandbox run", "ended sandbox"]);
+        let (code, calls, _) = execute(serde_json::json!({"mode": "none"}), false, fake(125, ""));
+        assert_eq!(code, exit::SETUP_FAILED);
+        assert_eq!(
+            calls,
+            ["sandbox run", "ended sandbox", "rm by launcher 4242"]
+        );
+    }
+
+    #[test]
+    fn a_tty_launch_creates_waits_for_attach_then_for_the_container() {
+        let (code, calls, gone) = execute(serde_json::json!({"mode": "none"}), true, fake(0, ""));
+        assert_eq!((code, gone), (0, true), "{calls:?}");
+        assert_eq!(
+            calls,
+            [
+                "sandbox create",
+                "ended sandbox",
+                "state sb1",
+                "wait sb1",
+                "rm by launcher 4242"
+            ]
+        );
+    }
 }

@@ -1,7 +1,13 @@
 //! The podman plan of a launch: the `podman run` (or, with tty, `podman create`) arguments, the
 //! environment podman is started with (so the spec's env values reach podman by name, never in
 //! argv), and the host files and folders to stage first, as a pure function of the spec and the
-//! host facts. Refusals: 65 invalid (`validate`), 64 unenforceable here (A1).
+//! host facts. Refusals: 65 invalid (`validate`), 64 unenforceable here (A1). With a filtered
+//! network or injections the plan holds the egress proxy's too (`proxy`: what to stage, its
+//! podman arguments, its configuration), so the runtime only executes it.
+
+mod proxy;
+
+pub use proxy::ProxyPlan;
 
 use std::collections::BTreeMap;
 
@@ -10,7 +16,7 @@ use handler_contracts::sandbox::{Confinement, SandboxSpec};
 use crate::error::SpecError;
 use crate::facts::{GitEntryKind, HostFacts, PathKind};
 use crate::network::{NetworkPlan, plan_network};
-use crate::validate::{is_within, parse_mode, validate_spec, writable_dirs};
+use crate::validate::{ValidSpec, is_within, parse_mode, writable_dirs};
 
 type Result<T = ()> = std::result::Result<T, SpecError>;
 
@@ -20,7 +26,9 @@ pub mod labels {
     pub const SANDBOX: &str = "handler.sandbox";
     /// The launcher's pid, its start time (clock ticks since boot) and the boot id.
     pub const LAUNCHER_PID: &str = "handler.launcher.pid";
+    /// The launcher's start time (clock ticks since boot), with its pid.
     pub const LAUNCHER_START: &str = "handler.launcher.start";
+    /// The boot the launcher started in (`/proc/sys/kernel/random/boot_id`).
     pub const LAUNCHER_BOOT: &str = "handler.launcher.boot";
     /// The instance's private host folder.
     pub const INSTANCE_DIR: &str = "handler.instance-dir";
@@ -36,13 +44,22 @@ pub const WAYLAND_SOCKET_NAME: &str = "wayland-0";
 
 /// Something to create under the instance folder before podman starts.
 #[derive(Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Stage {
     /// A folder (parents included) with this mode.
-    Dir { path: String, mode: u32 },
+    Dir {
+        /// The folder's host path.
+        path: String,
+        /// Its permission bits.
+        mode: u32,
+    },
     /// A file with this content and mode (its folder exists by then).
     File {
+        /// The file's host path.
         path: String,
+        /// What the file holds.
         content: String,
+        /// Its permission bits.
         mode: u32,
     },
 }
@@ -76,17 +93,24 @@ pub struct LaunchPlan {
     pub network: NetworkPlan,
     /// tty mode (A): created, started by `attach`.
     pub tty: bool,
+    /// The egress proxy to start beside the sandbox (a filtered network, or injections); the
+    /// sandbox's forwarder holds the process until it answers (A1).
+    pub proxy: Option<ProxyPlan>,
 }
 
 impl std::fmt::Debug for LaunchPlan {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LaunchPlan")
-            .field("args", &self.args)
+        let mut d = f.debug_struct("LaunchPlan");
+        d.field("args", &self.args)
             .field("podman_env", &self.podman_env.keys().collect::<Vec<_>>())
             .field("stage", &self.stage)
             .field("network", &self.network)
-            .field("tty", &self.tty)
-            .finish()
+            .field("tty", &self.tty);
+        // Only when there is one: the plans without a proxy read as they always did.
+        if let Some(p) = &self.proxy {
+            d.field("proxy", p);
+        }
+        d.finish()
     }
 }
 
@@ -352,23 +376,70 @@ pub fn git_read_only(spec: &SandboxSpec, facts: &HostFacts) -> Result<Vec<String
     Ok(out)
 }
 
-/// The launch plan of `spec` on a host with `facts`.
-pub fn plan_launch(spec: &SandboxSpec, facts: &HostFacts) -> Result<LaunchPlan> {
-    validate_spec(spec)?;
+/// The launch plan of a validated `spec` on a host with `facts`: the sandbox container's podman
+/// arguments, environment and staging and, when the network is filtered or there are
+/// injections, its egress proxy's ([`ProxyPlan`]). Refused (64) where this host cannot enforce
+/// the spec; the sections follow contract A in order.
+pub fn plan_launch(spec: &ValidSpec<'_>, facts: &HostFacts) -> Result<LaunchPlan> {
+    let spec = spec.spec();
+    check_host(facts)?;
+    let inst = facts.instance_dir.trim_end_matches('/').to_string();
+    mount_path_ok("instance folder", &inst)?;
+    let network = plan_network(spec, &inst)?;
+    let mut d = Draft {
+        spec,
+        facts,
+        args: base_args(spec, facts),
+        inst,
+        stage: Vec::new(),
+        mounts: Vec::new(),
+        labels: BTreeMap::new(),
+        literal: BTreeMap::new(),
+        unset: Vec::new(),
+    };
+    d.confinement()?;
+    d.args.extend(network.podman_args.iter().cloned());
+    d.resources()?;
+    d.labels();
+    d.mounts()?;
+    d.writable_paths()?;
+    d.files()?;
+    d.environment();
+    d.display()?;
+    d.literal.extend(network.env.clone());
+    let podman_env = d.finish_args()?;
+    let proxy = proxy::plan_proxy(spec, facts, &d.inst);
+    let mut args = d.args;
+    args.push(spec.image.clone());
+    args.extend(network.argv_prefix.iter().cloned());
+    args.extend(spec.argv.iter().cloned());
+    Ok(LaunchPlan {
+        args,
+        podman_env,
+        stage: d.stage,
+        network,
+        tty: spec.tty,
+        proxy,
+    })
+}
+
+/// What holds for every launch on this host: not root (A3), and a containers.conf that adds
+/// nothing to a container (decision 0032).
+fn check_host(facts: &HostFacts) -> Result {
     if facts.uid == 0 {
         return Err(SpecError::unenforceable(
             "user.mode",
             "running as root: the sandbox runs rootless as the host user (A3); run the launcher as that user",
         ));
     }
-    check_containers_conf(&facts.containers_conf)?;
-    let pids = facts.nproc_hard.map_or(PIDS_LIMIT, |h| h.min(PIDS_LIMIT));
-    let inst = facts.instance_dir.trim_end_matches('/').to_string();
-    mount_path_ok("instance folder", &inst)?;
-    let network = plan_network(spec, &inst)?;
+    check_containers_conf(&facts.containers_conf)
+}
 
+/// The verb and the options every sandbox has: its name, keep-id as the host user, the
+/// workdir, the process limit, no proxy variables from podman, a read-only root, no entrypoint.
+fn base_args(spec: &SandboxSpec, facts: &HostFacts) -> Vec<String> {
+    let pids = facts.nproc_hard.map_or(PIDS_LIMIT, |h| h.min(PIDS_LIMIT));
     let mut args: Vec<String> = Vec::new();
-    let push = |a: &mut Vec<String>, xs: &[&str]| a.extend(xs.iter().map(|s| s.to_string()));
     if spec.tty {
         push(&mut args, &["create", "--tty", "--interactive"]);
     } else {
@@ -401,181 +472,228 @@ pub fn plan_launch(spec: &SandboxSpec, facts: &HostFacts) -> Result<LaunchPlan> 
         push(&mut args, &["--pids-limit", &pids.to_string()]);
     }
     push(&mut args, &["--entrypoint", "[]"]);
+    args
+}
 
-    let mut stage: Vec<Stage> = Vec::new();
-    let mut mounts: Vec<String> = Vec::new();
+fn push(a: &mut Vec<String>, xs: &[&str]) {
+    a.extend(xs.iter().map(|s| s.to_string()));
+}
 
-    // Confinement (A3, A.5).
-    match spec.confinement {
-        Confinement::Strict => {
-            push(
-                &mut args,
+/// The plan being built, section by section.
+struct Draft<'a> {
+    spec: &'a SandboxSpec,
+    facts: &'a HostFacts,
+    /// The instance folder, without a trailing `/`.
+    inst: String,
+    args: Vec<String>,
+    stage: Vec<Stage>,
+    /// `--mount` values, in order.
+    mounts: Vec<String>,
+    /// The spec's labels and the runtime's.
+    labels: BTreeMap<String, String>,
+    /// `--env NAME=value` of the runtime's own variables (never secrets).
+    literal: BTreeMap<String, String>,
+    /// `--unsetenv` names.
+    unset: Vec<&'static str>,
+}
+
+impl Draft<'_> {
+    /// Confinement (A3, A.5): strict drops every capability; nested gets fuse, tun and the
+    /// subordinate ids of the sandbox's user namespace; privileged is podman's.
+    fn confinement(&mut self) -> Result {
+        match self.spec.confinement {
+            Confinement::Strict => push(
+                &mut self.args,
                 &["--cap-drop", "all", "--security-opt", "no-new-privileges"],
-            );
+            ),
+            Confinement::Nested => self.nested()?,
+            Confinement::Privileged => push(&mut self.args, &["--privileged"]),
         }
-        Confinement::Nested => {
-            if !facts.has_fuse || !facts.has_tun {
-                let missing: Vec<&str> = [
-                    (!facts.has_fuse, "/dev/fuse"),
-                    (!facts.has_tun, "/dev/net/tun"),
-                ]
-                .into_iter()
-                .filter_map(|(m, d)| m.then_some(d))
-                .collect();
-                return Err(SpecError::unenforceable(
-                    "confinement",
-                    format!(
-                        "nested needs /dev/fuse and /dev/net/tun; this host lacks {}",
-                        missing.join(" and ")
-                    ),
-                ));
-            }
-            let (Some(uc), Some(gc)) = (facts.subuid_count, facts.subgid_count) else {
-                return Err(SpecError::unenforceable(
-                    "confinement",
-                    "nested needs subordinate uid and gid ranges for the host user (/etc/subuid, /etc/subgid)",
-                ));
-            };
-            push(
-                &mut args,
-                &["--device", "/dev/fuse", "--device", "/dev/net/tun"],
-            );
-            push(
-                &mut args,
-                &[
-                    "--security-opt",
-                    "unmask=/proc/*",
-                    "--security-opt",
-                    "label=disable",
-                ],
-            );
-            stage.push(Stage::File {
-                path: format!("{inst}/subuid"),
-                content: nested_subids(facts.uid, uc),
-                mode: 0o644,
-            });
-            stage.push(Stage::File {
-                path: format!("{inst}/subgid"),
-                content: nested_subids(facts.gid, gc),
-                mode: 0o644,
-            });
-            mounts.push(bind(&format!("{inst}/subuid"), "/etc/subuid", true));
-            mounts.push(bind(&format!("{inst}/subgid"), "/etc/subgid", true));
-        }
-        Confinement::Privileged => {
-            push(&mut args, &["--privileged"]);
-        }
+        Ok(())
     }
-    args.extend(network.podman_args.iter().cloned());
 
-    // Resources (A1: refused where rootless podman would ignore them).
-    if let Some(r) = &spec.resources {
+    fn nested(&mut self) -> Result {
+        let facts = self.facts;
+        if !facts.has_fuse || !facts.has_tun {
+            let missing: Vec<&str> = [
+                (!facts.has_fuse, "/dev/fuse"),
+                (!facts.has_tun, "/dev/net/tun"),
+            ]
+            .into_iter()
+            .filter_map(|(m, d)| m.then_some(d))
+            .collect();
+            return Err(SpecError::unenforceable(
+                "confinement",
+                format!(
+                    "nested needs /dev/fuse and /dev/net/tun; this host lacks {}",
+                    missing.join(" and ")
+                ),
+            ));
+        }
+        let (Some(uc), Some(gc)) = (facts.subuid_count, facts.subgid_count) else {
+            return Err(SpecError::unenforceable(
+                "confinement",
+                "nested needs subordinate uid and gid ranges for the host user (/etc/subuid, /etc/subgid)",
+            ));
+        };
+        push(
+            &mut self.args,
+            &["--device", "/dev/fuse", "--device", "/dev/net/tun"],
+        );
+        push(
+            &mut self.args,
+            &[
+                "--security-opt",
+                "unmask=/proc/*",
+                "--security-opt",
+                "label=disable",
+            ],
+        );
+        let inst = &self.inst;
+        self.stage.push(Stage::File {
+            path: format!("{inst}/subuid"),
+            content: nested_subids(facts.uid, uc),
+            mode: 0o644,
+        });
+        self.stage.push(Stage::File {
+            path: format!("{inst}/subgid"),
+            content: nested_subids(facts.gid, gc),
+            mode: 0o644,
+        });
+        self.mounts
+            .push(bind(&format!("{inst}/subuid"), "/etc/subuid", true));
+        self.mounts
+            .push(bind(&format!("{inst}/subgid"), "/etc/subgid", true));
+        Ok(())
+    }
+
+    /// Resources (A1: refused where rootless podman would ignore them).
+    fn resources(&mut self) -> Result {
+        let Some(r) = &self.spec.resources else {
+            return Ok(());
+        };
         if let Some(m) = &r.memory {
-            if !facts.cgroup_memory {
+            if !self.facts.cgroup_memory {
                 return Err(SpecError::unenforceable(
                     "resources.memory",
                     "rootless podman cannot limit memory here (needs cgroups v2 with the memory controller delegated)",
                 ));
             }
-            push(&mut args, &["--memory", m]);
+            push(&mut self.args, &["--memory", m]);
         }
         if let Some(c) = &r.cpus {
-            if !facts.cgroup_cpu {
+            if !self.facts.cgroup_cpu {
                 return Err(SpecError::unenforceable(
                     "resources.cpus",
                     "rootless podman cannot limit cpus here (needs cgroups v2 with the cpu controller delegated)",
                 ));
             }
-            push(&mut args, &["--cpus", c]);
+            push(&mut self.args, &["--cpus", c]);
         }
+        Ok(())
     }
 
-    // Labels: the spec's, then the runtime's.
-    let mut all_labels: BTreeMap<String, String> = spec.labels.clone();
-    all_labels.insert(labels::SANDBOX.into(), spec.name.clone());
-    all_labels.insert(labels::LAUNCHER_PID.into(), facts.launcher.pid.to_string());
-    all_labels.insert(
-        labels::LAUNCHER_START.into(),
-        facts.launcher.start.to_string(),
-    );
-    all_labels.insert(labels::LAUNCHER_BOOT.into(), facts.launcher.boot.clone());
-    all_labels.insert(labels::INSTANCE_DIR.into(), inst.clone());
+    /// Labels: the spec's, then the runtime's (instance, launcher, instance folder).
+    fn labels(&mut self) {
+        let (spec, l) = (self.spec, &self.facts.launcher);
+        self.labels = spec.labels.clone();
+        self.labels
+            .insert(labels::SANDBOX.into(), spec.name.clone());
+        self.labels
+            .insert(labels::LAUNCHER_PID.into(), l.pid.to_string());
+        self.labels
+            .insert(labels::LAUNCHER_START.into(), l.start.to_string());
+        self.labels
+            .insert(labels::LAUNCHER_BOOT.into(), l.boot.clone());
+        self.labels
+            .insert(labels::INSTANCE_DIR.into(), self.inst.clone());
+    }
 
-    // Mounts exactly as listed (A2).
-    for (i, m) in spec.mounts.iter().enumerate() {
-        mount_path_ok(&format!("mounts[{i}].source"), &m.source)?;
-        mount_path_ok(&format!("mounts[{i}].target"), &m.target)?;
-        if facts.path_kind(&m.source) == PathKind::Missing {
-            return Err(SpecError::invalid(
-                format!("mounts[{i}].source"),
-                format!("{:?} does not exist", m.source),
-            ));
+    /// Mounts exactly as listed (A2), the host's git kept read-only (issue 11, item 5), image
+    /// mounts pinned to the id resolved now (A6).
+    fn mounts(&mut self) -> Result {
+        let (spec, facts) = (self.spec, self.facts);
+        for (i, m) in spec.mounts.iter().enumerate() {
+            mount_path_ok(&format!("mounts[{i}].source"), &m.source)?;
+            mount_path_ok(&format!("mounts[{i}].target"), &m.target)?;
+            if facts.path_kind(&m.source) == PathKind::Missing {
+                return Err(SpecError::invalid(
+                    format!("mounts[{i}].source"),
+                    format!("{:?} does not exist", m.source),
+                ));
+            }
+            self.mounts.push(bind(&m.source, &m.target, m.read_only));
         }
-        mounts.push(bind(&m.source, &m.target, m.read_only));
-    }
-    // The host's git takes nothing from where the sandbox writes (issue 11, item 5).
-    mounts.extend(git_read_only(spec, facts)?);
-    // Image mounts pinned to the id resolved now (A6).
-    for (i, im) in spec.image_mounts.iter().enumerate() {
-        mount_path_ok(&format!("imageMounts[{i}].target"), &im.target)?;
-        let Some(id) = facts.image_ids.get(&im.image) else {
-            return Err(SpecError::unenforceable(
-                format!("imageMounts[{i}].image"),
-                format!("{:?} was not resolved to an image id", im.image),
-            ));
-        };
-        mounts.push(format!("type=image,source={id},destination={}", im.target));
-        all_labels.insert(
-            format!("{}{id}", labels::IMAGE_MOUNT_PREFIX),
-            im.image.clone(),
-        );
+        self.mounts.extend(git_read_only(spec, facts)?);
+        for (i, im) in spec.image_mounts.iter().enumerate() {
+            mount_path_ok(&format!("imageMounts[{i}].target"), &im.target)?;
+            let Some(id) = facts.image_ids.get(&im.image) else {
+                return Err(SpecError::unenforceable(
+                    format!("imageMounts[{i}].image"),
+                    format!("{:?} was not resolved to an image id", im.image),
+                ));
+            };
+            self.mounts
+                .push(format!("type=image,source={id},destination={}", im.target));
+            self.labels.insert(
+                format!("{}{id}", labels::IMAGE_MOUNT_PREFIX),
+                im.image.clone(),
+            );
+        }
+        Ok(())
     }
 
-    // Writable paths: a tmpfs owned by the user, or, when something is placed inside one (seed
-    // files, mounts, files), a private host folder prepared with those places owned by the user.
-    let writable = writable_dirs(spec);
-    let inner_targets: Vec<(String, bool)> = spec
-        .mounts
-        .iter()
-        .map(|m| {
-            (
-                m.target.clone(),
-                facts.path_kind(&m.source) != PathKind::Directory,
+    /// Writable paths: a tmpfs owned by the user, or, when something is placed inside one (seed
+    /// files, mounts, files), a private host folder prepared with those places owned by the user.
+    fn writable_paths(&mut self) -> Result {
+        let (spec, facts) = (self.spec, self.facts);
+        let inner_targets: Vec<(String, bool)> = spec
+            .mounts
+            .iter()
+            .map(|m| {
+                (
+                    m.target.clone(),
+                    facts.path_kind(&m.source) != PathKind::Directory,
+                )
+            })
+            .chain(spec.image_mounts.iter().map(|m| (m.target.clone(), false)))
+            .chain(
+                spec.files
+                    .iter()
+                    .filter(|f| !f.seed)
+                    .map(|f| (f.target.clone(), true)),
             )
-        })
-        .chain(spec.image_mounts.iter().map(|m| (m.target.clone(), false)))
-        .chain(
-            spec.files
-                .iter()
-                .filter(|f| !f.seed)
-                .map(|f| (f.target.clone(), true)),
-        )
-        .collect();
-    for (wi, w) in writable.iter().enumerate() {
+            .collect();
+        for (wi, w) in writable_dirs(spec).iter().enumerate() {
+            self.writable_path(wi, w, &inner_targets)?;
+        }
+        Ok(())
+    }
+
+    /// Writable path number `wi` (`user.home` after the listed ones) at `w`; `inner_targets`:
+    /// every place something else is put at, and whether it is a file.
+    fn writable_path(&mut self, wi: usize, w: &str, inner_targets: &[(String, bool)]) -> Result {
+        let spec = self.spec;
         let field = if wi < spec.writable_paths.len() {
             format!("writablePaths[{wi}]")
         } else {
             "user.home".into()
         };
         mount_path_ok(&field, w)?;
-        let dir_mode = if *w == spec.user.home { 0o700 } else { 0o755 };
-        let seeds: Vec<_> = spec
-            .files
-            .iter()
-            .filter(|f| f.seed && is_within(&f.target, w))
-            .collect();
+        let dir_mode = if w == spec.user.home { 0o700 } else { 0o755 };
+        let has_seeds = spec.files.iter().any(|f| f.seed && is_within(&f.target, w));
         let inner: Vec<&(String, bool)> = inner_targets
             .iter()
             .filter(|(t, _)| is_within(t, w) && t != w)
             .collect();
-        if seeds.is_empty() && inner.is_empty() {
-            mounts.push(format!(
+        if !has_seeds && inner.is_empty() {
+            self.mounts.push(format!(
                 "type=tmpfs,destination={w},tmpfs-mode={dir_mode:o},chown=true"
             ));
-            continue;
+            return Ok(());
         }
-        let host = format!("{inst}/w{wi}");
-        stage.push(Stage::Dir {
+        let host = format!("{}/w{wi}", self.inst);
+        self.stage.push(Stage::Dir {
             path: host.clone(),
             mode: dir_mode,
         });
@@ -583,93 +701,99 @@ pub fn plan_launch(spec: &SandboxSpec, facts: &HostFacts) -> Result<LaunchPlan> 
             let rel = relative(t, w);
             let (parent, _) = rel.rsplit_once('/').unwrap_or(("", &rel));
             if !parent.is_empty() {
-                stage.push(Stage::Dir {
+                self.stage.push(Stage::Dir {
                     path: format!("{host}/{parent}"),
                     mode: 0o755,
                 });
             }
-            if *is_file {
-                stage.push(Stage::File {
+            self.stage.push(if *is_file {
+                Stage::File {
                     path: format!("{host}/{rel}"),
                     content: String::new(),
                     mode: 0o644,
-                });
+                }
             } else {
-                stage.push(Stage::Dir {
+                Stage::Dir {
                     path: format!("{host}/{rel}"),
                     mode: 0o755,
-                });
-            }
+                }
+            });
         }
-        for f in seeds {
-            let i = spec
-                .files
-                .iter()
-                .position(|x| std::ptr::eq(x, f))
-                .unwrap_or(0);
-            let mode = f
-                .mode
-                .as_deref()
-                .map(|m| parse_mode(&format!("files[{i}].mode"), m))
-                .transpose()?;
+        for (i, f) in spec.files.iter().enumerate() {
+            if !(f.seed && is_within(&f.target, w)) {
+                continue;
+            }
+            let mode = file_mode(i, f.mode.as_deref())?;
             let rel = relative(&f.target, w);
             if let Some((parent, _)) = rel.rsplit_once('/') {
-                stage.push(Stage::Dir {
+                self.stage.push(Stage::Dir {
                     path: format!("{host}/{parent}"),
                     mode: 0o755,
                 });
             }
-            stage.push(Stage::File {
+            self.stage.push(Stage::File {
                 path: format!("{host}/{rel}"),
                 content: f.content.clone(),
-                mode: mode.unwrap_or(0o644),
+                mode,
             });
         }
-        mounts.push(bind(&host, w, false));
-    }
-    // Files: read-only, from the instance folder.
-    if spec.files.iter().any(|f| !f.seed) {
-        stage.push(Stage::Dir {
-            path: format!("{inst}/files"),
-            mode: 0o755,
-        });
-    }
-    for (i, f) in spec.files.iter().enumerate().filter(|(_, f)| !f.seed) {
-        mount_path_ok(&format!("files[{i}].target"), &f.target)?;
-        let mode = f
-            .mode
-            .as_deref()
-            .map(|m| parse_mode(&format!("files[{i}].mode"), m))
-            .transpose()?;
-        let host = format!("{inst}/files/{i}");
-        stage.push(Stage::File {
-            path: host.clone(),
-            content: f.content.clone(),
-            mode: mode.unwrap_or(0o644),
-        });
-        mounts.push(bind(&host, &f.target, true));
+        self.mounts.push(bind(&host, w, false));
+        Ok(())
     }
 
-    // Environment.
-    let mut literal: BTreeMap<String, String> = BTreeMap::new();
-    literal.insert("HOME".into(), spec.user.home.clone());
-    if !spec.path_append.is_empty() || !spec.image_mounts.is_empty() {
-        let base = facts
-            .image_path
-            .clone()
-            .unwrap_or_else(|| DEFAULT_PATH.to_string());
-        let mut path = base;
-        for p in &spec.path_append {
-            path.push(':');
-            path.push_str(p);
+    /// Files: read-only, from the instance folder.
+    fn files(&mut self) -> Result {
+        let spec = self.spec;
+        if spec.files.iter().any(|f| !f.seed) {
+            self.stage.push(Stage::Dir {
+                path: format!("{}/files", self.inst),
+                mode: 0o755,
+            });
         }
-        literal.insert("PATH".into(), path);
+        for (i, f) in spec.files.iter().enumerate().filter(|(_, f)| !f.seed) {
+            mount_path_ok(&format!("files[{i}].target"), &f.target)?;
+            let mode = file_mode(i, f.mode.as_deref())?;
+            let host = format!("{}/files/{i}", self.inst);
+            self.stage.push(Stage::File {
+                path: host.clone(),
+                content: f.content.clone(),
+                mode,
+            });
+            self.mounts.push(bind(&host, &f.target, true));
+        }
+        Ok(())
     }
-    // Display (A.6, A7): only that socket, under a runtime folder of the user's own.
-    let mut unset: Vec<&str> = Vec::new();
-    if let Some(d) = &spec.display {
+
+    /// The runtime's variables: HOME (A3), PATH with `pathAppend` (A6).
+    fn environment(&mut self) {
+        let spec = self.spec;
+        self.literal.insert("HOME".into(), spec.user.home.clone());
+        if !spec.path_append.is_empty() || !spec.image_mounts.is_empty() {
+            let mut path = self
+                .facts
+                .image_path
+                .clone()
+                .unwrap_or_else(|| DEFAULT_PATH.to_string());
+            for p in &spec.path_append {
+                path.push(':');
+                path.push_str(p);
+            }
+            self.literal.insert("PATH".into(), path);
+        }
+    }
+
+    /// Display (A.6, A7): only that socket, under a runtime folder of the user's own; without
+    /// one, no display variable reaches the sandbox.
+    fn display(&mut self) -> Result {
+        let Some(d) = &self.spec.display else {
+            self.unset.extend(["DISPLAY", "WAYLAND_DISPLAY"]);
+            if !self.spec.env.contains_key("XDG_RUNTIME_DIR") {
+                self.unset.push("XDG_RUNTIME_DIR");
+            }
+            return Ok(());
+        };
         mount_path_ok("display.socket", &d.socket)?;
-        match facts.path_kind(&d.socket) {
+        match self.facts.path_kind(&d.socket) {
             PathKind::Socket => {}
             PathKind::Missing => {
                 return Err(SpecError::unenforceable(
@@ -684,79 +808,77 @@ pub fn plan_launch(spec: &SandboxSpec, facts: &HostFacts) -> Result<LaunchPlan> 
                 ));
             }
         }
-        let run = format!("/run/user/{}", facts.uid);
-        mounts.push(format!(
+        let run = format!("/run/user/{}", self.facts.uid);
+        self.mounts.push(format!(
             "type=tmpfs,destination={run},tmpfs-mode=700,chown=true"
         ));
-        mounts.push(bind(
+        self.mounts.push(bind(
             &d.socket,
             &format!("{run}/{WAYLAND_SOCKET_NAME}"),
             false,
         ));
-        literal.insert("XDG_RUNTIME_DIR".into(), run);
-        literal.insert("WAYLAND_DISPLAY".into(), WAYLAND_SOCKET_NAME.into());
-        unset.push("DISPLAY");
-    } else {
-        unset.extend(["DISPLAY", "WAYLAND_DISPLAY"]);
-        if !spec.env.contains_key("XDG_RUNTIME_DIR") {
-            unset.push("XDG_RUNTIME_DIR");
-        }
-    }
-    for (k, v) in &network.env {
-        literal.insert(k.clone(), v.clone());
+        self.literal.insert("XDG_RUNTIME_DIR".into(), run);
+        self.literal
+            .insert("WAYLAND_DISPLAY".into(), WAYLAND_SOCKET_NAME.into());
+        self.unset.push("DISPLAY");
+        Ok(())
     }
 
-    for (k, v) in &all_labels {
-        args.push("--label".into());
-        args.push(format!("{k}={v}"));
-    }
-    for m in mounts {
-        args.push("--mount".into());
-        args.push(m);
-    }
-    for u in unset {
-        args.push("--unsetenv".into());
-        args.push(u.into());
-    }
-    for (k, v) in &literal {
-        args.push("--env".into());
-        args.push(format!("{k}={v}"));
-    }
-    let mut podman_env = BTreeMap::new();
-    let mut env_file = String::new();
-    for (k, v) in &spec.env {
-        if podman_reads(k) {
-            if v.contains('\n') || v.contains('\r') {
-                return Err(SpecError::unenforceable(
-                    format!("env.{k}"),
-                    "podman reads this name itself, so its value goes through an env file, which cannot hold a newline",
-                ));
+    /// Labels, mounts, unset and literal variables into the arguments, then the spec's env:
+    /// by name from podman's environment (returned), or through the instance's env file for
+    /// the names podman reads itself.
+    fn finish_args(&mut self) -> Result<BTreeMap<String, String>> {
+        for (k, v) in &self.labels {
+            self.args.push("--label".into());
+            self.args.push(format!("{k}={v}"));
+        }
+        for m in std::mem::take(&mut self.mounts) {
+            self.args.push("--mount".into());
+            self.args.push(m);
+        }
+        for u in &self.unset {
+            self.args.push("--unsetenv".into());
+            self.args.push((*u).into());
+        }
+        for (k, v) in &self.literal {
+            self.args.push("--env".into());
+            self.args.push(format!("{k}={v}"));
+        }
+        let mut podman_env = BTreeMap::new();
+        let mut env_file = String::new();
+        for (k, v) in &self.spec.env {
+            if podman_reads(k) {
+                if v.contains('\n') || v.contains('\r') {
+                    return Err(SpecError::unenforceable(
+                        format!("env.{k}"),
+                        "podman reads this name itself, so its value goes through an env file, which cannot hold a newline",
+                    ));
+                }
+                env_file.push_str(&format!("{k}={v}\n"));
+            } else {
+                self.args.push("--env".into());
+                self.args.push(k.clone());
+                podman_env.insert(k.clone(), v.clone());
             }
-            env_file.push_str(&format!("{k}={v}\n"));
-        } else {
-            args.push("--env".into());
-            args.push(k.clone());
-            podman_env.insert(k.clone(), v.clone());
         }
+        if !env_file.is_empty() {
+            let path = format!("{}/env", self.inst);
+            self.stage.push(Stage::File {
+                path: path.clone(),
+                content: env_file,
+                mode: 0o600,
+            });
+            self.args.push("--env-file".into());
+            self.args.push(path);
+        }
+        Ok(podman_env)
     }
-    if !env_file.is_empty() {
-        stage.push(Stage::File {
-            path: format!("{inst}/env"),
-            content: env_file,
-            mode: 0o600,
-        });
-        args.push("--env-file".into());
-        args.push(format!("{inst}/env"));
-    }
+}
 
-    args.push(spec.image.clone());
-    args.extend(network.argv_prefix.iter().cloned());
-    args.extend(spec.argv.iter().cloned());
-    Ok(LaunchPlan {
-        args,
-        podman_env,
-        stage,
-        network,
-        tty: spec.tty,
-    })
+/// The mode of `files[i]` (0644 when the spec gives none).
+fn file_mode(i: usize, mode: Option<&str>) -> Result<u32> {
+    Ok(mode
+        .map(|m| parse_mode(&format!("files[{i}].mode"), m))
+        .transpose()?
+        .unwrap_or(0o644))
 }
