@@ -21,12 +21,14 @@ use handler_sandbox::compose::{ComposeError, ComposeInput, compose};
 use handler_sandbox::egress::phantom::{RandomSource, make_phantom_keeping};
 
 use super::AppState;
-use super::accounts::{credential_path, login_state, token_secret_path};
-use super::agents::{check_knowledge, container_host, containment, knowledge_root, required_hosts};
-use super::contexts;
 use super::fsutil;
 use super::problem::{ApiError, ApiResult};
-use super::providers::key_secret_path;
+use super::services::accounts::{credential_path, login_state, token_secret_path};
+use super::services::agents::{
+    check_knowledge, container_host, containment, knowledge_root, required_hosts,
+};
+use super::services::contexts;
+use super::services::providers::key_secret_path;
 use super::store::StoredAgent;
 
 /// Everything a connection needs to start its sandbox and its pipeline.
@@ -304,7 +306,7 @@ pub fn prepare(
     };
     // Checked again now (D.13): what the stored folder resolves to may have changed since the
     // save (a sandbox that can write its parent can swap it for a link).
-    let scope = super::folders::check_scope(app, field, &scope)?
+    let scope = super::services::folders::check_scope(app, field, &scope)?
         .display()
         .to_string();
     let c = containment(&agent.options);
@@ -316,7 +318,7 @@ pub fn prepare(
         .collect::<Result<_, _>>()
         .map_err(|e| ApiError::bad_request("knowledge unusable", e.to_string()))?;
     // G4: what its bindings add (checked again: G2, G3).
-    let addons = super::addons::resolve_for_launch(app, agent, c.network)?;
+    let addons = super::services::addons::resolve_for_launch(app, agent, c.network)?;
     // D.17: its own skills and its project's from the library, then its addons'; names unique.
     let mut skill_dirs: BTreeMap<String, String> = BTreeMap::new();
     let project_skills = project

@@ -8,7 +8,7 @@ use handler_contracts::control::{AgentOptions, CacheChoice, ModelAccess};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::fsutil;
+use crate::daemon::fsutil;
 
 /// An agent as stored: its settings as given, resolved views are computed on read.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

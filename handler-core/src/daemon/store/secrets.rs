@@ -10,7 +10,7 @@ use handler_contracts::validate::validate_secret_path;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::fsutil;
+use crate::daemon::fsutil;
 
 /// A stored value. Its `Debug` never shows the value.
 #[derive(Clone, Serialize, Deserialize)]
@@ -216,8 +216,8 @@ pub mod api {
     use axum::http::StatusCode;
 
     use super::{SecretError, SecretInfo, SecretRequest};
-    use crate::daemon::AppState;
     use crate::daemon::problem::{ApiError, ApiJson, ApiResult};
+    use crate::daemon::state::AppState;
 
     fn check_path(path: &str) -> ApiResult<()> {
         handler_contracts::validate::validate_secret_path(path)

@@ -13,11 +13,11 @@ use handler_contracts::{Account, HarnessDescriptor, SecretRef};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::AppState;
-use super::catalog::{Snapshot, read_account, valid_name};
-use super::fsutil;
-use super::problem::{ApiError, ApiJson, ApiResult};
-use super::tomlfile;
+use crate::daemon::fsutil;
+use crate::daemon::problem::{ApiError, ApiJson, ApiResult};
+use crate::daemon::state::AppState;
+use crate::daemon::store::catalog::{Snapshot, read_account, valid_name};
+use crate::daemon::store::tomldoc;
 
 /// A token as given through the API: pasted (to the secret store) or where the person keeps it.
 #[derive(Clone, Serialize, Deserialize, JsonSchema)]
@@ -286,24 +286,24 @@ fn checked_ref(r: SecretRef) -> ApiResult<SecretRef> {
 
 fn write_account(app: &AppState, name: &str, a: &Account) -> ApiResult<()> {
     let path = account_path(app, name);
-    let mut doc = tomlfile::load(&path).map_err(ApiError::internal)?;
-    tomlfile::set_str(&mut doc, "apiVersion", Some(AccountApiVersion::STR));
-    tomlfile::set_str(&mut doc, "harness", Some(&a.harness));
-    tomlfile::set_str(&mut doc, "description", a.description.as_deref());
-    tomlfile::set_str(&mut doc, "plan", a.plan.as_deref());
+    let mut doc = tomldoc::load(&path).map_err(ApiError::internal)?;
+    tomldoc::set_str(&mut doc, "apiVersion", Some(AccountApiVersion::STR));
+    tomldoc::set_str(&mut doc, "harness", Some(&a.harness));
+    tomldoc::set_str(&mut doc, "description", a.description.as_deref());
+    tomldoc::set_str(&mut doc, "plan", a.plan.as_deref());
     if a.connectors {
-        tomlfile::set_value(&mut doc, "connectors", true.into());
+        tomldoc::set_value(&mut doc, "connectors", true.into());
     } else {
         doc.remove("connectors");
     }
     match &a.token {
-        Some(t) => tomlfile::set_value(&mut doc, "token", tomlfile::secret_ref_value(t)),
+        Some(t) => tomldoc::set_value(&mut doc, "token", tomldoc::secret_ref_value(t)),
         None => {
             doc.remove("token");
         }
     }
-    tomlfile::set_str_list(&mut doc, "contexts", a.contexts.as_deref());
-    tomlfile::save(&path, &doc).map_err(ApiError::internal)
+    tomldoc::set_str_list(&mut doc, "contexts", a.contexts.as_deref());
+    tomldoc::save(&path, &doc).map_err(ApiError::internal)
 }
 
 fn build(
@@ -481,7 +481,7 @@ pub fn reread(app: &AppState, name: &str) -> Option<Result<Account, String>> {
 }
 
 /// The account `name` as read: 404 when there is none, 400 when its file is invalid.
-fn valid_account(snap: &crate::daemon::catalog::Snapshot, name: &str) -> ApiResult<Account> {
+fn valid_account(snap: &crate::daemon::store::catalog::Snapshot, name: &str) -> ApiResult<Account> {
     match snap.accounts.get(name) {
         None => Err(ApiError::not_found(format!("account {name:?}"))),
         Some(Err(why)) => Err(ApiError::bad_request("account invalid", why.clone())),

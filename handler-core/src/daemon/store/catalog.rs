@@ -10,7 +10,7 @@ use handler_contracts::validate::{
 };
 use handler_contracts::{Account, HarnessDescriptor, Provider};
 
-use super::config::DaemonConfig;
+use crate::daemon::config::DaemonConfig;
 
 /// Everything E1 looks up, read at one moment.
 #[derive(Debug, Clone, Default)]

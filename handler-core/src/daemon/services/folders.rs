@@ -13,9 +13,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use toml_edit::{Array, Value};
 
-use super::AppState;
-use super::problem::{ApiError, ApiJson, ApiResult};
-use super::tomlfile;
+use crate::daemon::problem::{ApiError, ApiJson, ApiResult};
+use crate::daemon::state::AppState;
+use crate::daemon::store::tomldoc;
 
 /// GET/PUT /v1/folders.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -34,7 +34,7 @@ fn path(app: &AppState) -> PathBuf {
 
 /// The roots as written (`~/code` when unset).
 pub fn roots(app: &AppState) -> Vec<String> {
-    let doc = tomlfile::load(&path(app)).unwrap_or_default();
+    let doc = tomldoc::load(&path(app)).unwrap_or_default();
     match doc.get("roots").and_then(|i| i.as_array()) {
         Some(a) => a
             .iter()
@@ -176,10 +176,10 @@ pub async fn put(
         }
     }
     let p = path(&app);
-    let mut doc = tomlfile::load(&p).map_err(ApiError::internal)?;
+    let mut doc = tomldoc::load(&p).map_err(ApiError::internal)?;
     let arr: Array = req.roots.iter().map(|s| s.as_str()).collect();
-    tomlfile::set_value(&mut doc, "roots", Value::Array(arr));
-    tomlfile::save(&p, &doc).map_err(ApiError::internal)?;
+    tomldoc::set_value(&mut doc, "roots", Value::Array(arr));
+    tomldoc::save(&p, &doc).map_err(ApiError::internal)?;
     drop(_w);
     Ok(get(State(app)).await)
 }

@@ -17,10 +17,10 @@ use handler_contracts::{
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::AppState;
-use super::catalog::valid_name;
-use super::problem::{ApiError, ApiJson, ApiResult};
-use super::tomlfile;
+use crate::daemon::problem::{ApiError, ApiJson, ApiResult};
+use crate::daemon::state::AppState;
+use crate::daemon::store::catalog::valid_name;
+use crate::daemon::store::tomldoc;
 
 /// POST /v1/providers, PUT /v1/providers/{name}.
 #[derive(Clone, Serialize, Deserialize, JsonSchema)]
@@ -274,24 +274,24 @@ fn build(
 
 fn write_provider(app: &AppState, name: &str, p: &Provider) -> ApiResult<()> {
     let path = provider_path(app, name);
-    let mut doc = tomlfile::load(&path).map_err(ApiError::internal)?;
-    tomlfile::set_str(&mut doc, "apiVersion", Some(ProviderApiVersion::STR));
-    tomlfile::set_str(&mut doc, "description", p.description.as_deref());
+    let mut doc = tomldoc::load(&path).map_err(ApiError::internal)?;
+    tomldoc::set_str(&mut doc, "apiVersion", Some(ProviderApiVersion::STR));
+    tomldoc::set_str(&mut doc, "description", p.description.as_deref());
     match &p.api_key {
-        Some(k) => tomlfile::set_value(&mut doc, "apiKey", tomlfile::secret_ref_value(k)),
+        Some(k) => tomldoc::set_value(&mut doc, "apiKey", tomldoc::secret_ref_value(k)),
         None => {
             doc.remove("apiKey");
         }
     }
-    tomlfile::set_str_list(&mut doc, "contexts", p.contexts.as_deref());
-    doc["endpoints"] = tomlfile::to_item(&p.endpoints);
-    doc["models"] = tomlfile::to_item(&p.models);
+    tomldoc::set_str_list(&mut doc, "contexts", p.contexts.as_deref());
+    doc["endpoints"] = tomldoc::to_item(&p.endpoints);
+    doc["models"] = tomldoc::to_item(&p.models);
     if p.files.is_empty() {
         doc.remove("files");
     } else {
-        doc["files"] = tomlfile::to_item(&p.files);
+        doc["files"] = tomldoc::to_item(&p.files);
     }
-    tomlfile::save(&path, &doc).map_err(ApiError::internal)?;
+    tomldoc::save(&path, &doc).map_err(ApiError::internal)?;
     // What was written must read back as the same provider.
     let text = std::fs::read_to_string(&path).map_err(ApiError::internal)?;
     from_toml::<Provider>(name, &text).map_err(ApiError::internal)?;

@@ -10,11 +10,12 @@ use handler_contracts::control::{
 };
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 
-use super::problem::ApiError;
-use super::{
-    AppState, accounts, acp, addons, agents, auth, contexts, folders, harnesses, openapi,
-    providers, secrets,
-};
+use super::{auth, openapi};
+use crate::daemon::problem::ApiError;
+use crate::daemon::services::connections as acp;
+use crate::daemon::services::{accounts, addons, agents, contexts, folders, harnesses, providers};
+use crate::daemon::state::{AppState, EgressRecord};
+use crate::daemon::store::secrets;
 
 /// A schema of a body.
 pub type SchemaFn = fn(&mut SchemaGenerator) -> Schema;
@@ -413,7 +414,7 @@ pub fn table() -> Vec<Route> {
             "/v1/agents/{id}/egress-events",
             "Its sandboxes' egress events (A.3), oldest first",
             None,
-            (200, Some(s::<Vec<super::EgressRecord>>)),
+            (200, Some(s::<Vec<EgressRecord>>)),
             get(acp::egress_events),
         ),
         Route {

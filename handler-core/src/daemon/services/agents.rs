@@ -22,13 +22,13 @@ use handler_contracts::validate::{
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::AppState;
 use super::accounts::login_state;
-use super::catalog::Snapshot;
 use super::contexts;
-use super::fsutil::now_rfc3339;
-use super::problem::{ApiError, ApiJson, ApiResult};
-use super::store::{StoreError, StoredAgent, StoredProject, new_id};
+use crate::daemon::fsutil::now_rfc3339;
+use crate::daemon::problem::{ApiError, ApiJson, ApiResult};
+use crate::daemon::state::AppState;
+use crate::daemon::store::catalog::Snapshot;
+use crate::daemon::store::{StoreError, StoredAgent, StoredProject, new_id};
 
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
@@ -301,8 +301,8 @@ pub fn knowledge_root(app: &AppState) -> std::path::PathBuf {
     if let Some(d) = &app.config.knowledge_dir {
         return d.clone();
     }
-    let doc =
-        super::tomlfile::load(&app.config.config_dir.join("knowledge.toml")).unwrap_or_default();
+    let doc = crate::daemon::store::tomldoc::load(&app.config.config_dir.join("knowledge.toml"))
+        .unwrap_or_default();
     if let Some(r) = doc.get("root").and_then(|v| v.as_str()) {
         let home = app.config.home.to_string_lossy().into_owned();
         if let Ok(p) = handler_contracts::validate::expand_home("root", r, &home) {

@@ -19,13 +19,14 @@ use serde::Deserialize;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::{Notify, mpsc};
 
-use super::auth::{header_token_ok, offered_protocols, protocol_token_ok};
-use super::live::{self, LiveAllow};
-use super::prepare::{Prepared, canonicalize, prepare};
-use super::problem::{ApiError, ApiResult};
-use super::store::new_id;
-use super::{AppState, EgressRecord, LiveConnection, fsutil};
+use super::live;
+use crate::daemon::api::auth::{header_token_ok, offered_protocols, protocol_token_ok};
+use crate::daemon::fsutil;
 use crate::daemon::launch::launcher::{Instance, read_stderr, stop, stop_and_sweep};
+use crate::daemon::prepare::{Prepared, canonicalize, prepare};
+use crate::daemon::problem::{ApiError, ApiResult};
+use crate::daemon::state::{AppState, EgressRecord, LiveAllow, LiveConnection};
+use crate::daemon::store::new_id;
 
 /// The model a connection runs with (C.1): the agent's first, or the one the query names.
 #[derive(Debug, Clone, Default, Deserialize)]

@@ -24,12 +24,14 @@ use handler_contracts::validate::{validate_addon, validate_binding};
 use handler_sandbox::compose::AddonPart;
 use toml_edit::{DocumentMut, Item, Table};
 
-use super::catalog::valid_name;
-use super::config::DaemonConfig;
-use super::problem::{ApiError, ApiJson, ApiResult};
-use super::skills;
-use super::store::StoredAgent;
-use super::{AppState, prepare, tomlfile};
+use crate::daemon::config::DaemonConfig;
+use crate::daemon::prepare;
+use crate::daemon::problem::{ApiError, ApiJson, ApiResult};
+use crate::daemon::skills;
+use crate::daemon::state::AppState;
+use crate::daemon::store::StoredAgent;
+use crate::daemon::store::catalog::valid_name;
+use crate::daemon::store::tomldoc;
 
 /// An addon as loaded from its folder.
 #[derive(Debug, Clone)]
@@ -487,10 +489,10 @@ fn build(
 
 fn write_binding(app: &AppState, name: &str, b: &Binding) -> ApiResult<()> {
     let path = binding_path(&app.config, name);
-    let mut doc: DocumentMut = tomlfile::load(&path).map_err(ApiError::internal)?;
-    tomlfile::set_str(&mut doc, "apiVersion", Some(BindingApiVersion::STR));
-    tomlfile::set_str(&mut doc, "addon", Some(&b.addon));
-    tomlfile::set_str(&mut doc, "description", b.description.as_deref());
+    let mut doc: DocumentMut = tomldoc::load(&path).map_err(ApiError::internal)?;
+    tomldoc::set_str(&mut doc, "apiVersion", Some(BindingApiVersion::STR));
+    tomldoc::set_str(&mut doc, "addon", Some(&b.addon));
+    tomldoc::set_str(&mut doc, "description", b.description.as_deref());
     if b.settings.is_empty() {
         doc.remove("settings");
     } else {
@@ -505,11 +507,11 @@ fn write_binding(app: &AppState, name: &str, b: &Binding) -> ApiResult<()> {
     } else {
         let mut t = Table::new();
         for (k, r) in &b.secrets {
-            t.insert(k, Item::Value(tomlfile::secret_ref_value(r)));
+            t.insert(k, Item::Value(tomldoc::secret_ref_value(r)));
         }
         doc["secrets"] = Item::Table(t);
     }
-    tomlfile::save(&path, &doc).map_err(ApiError::internal)?;
+    tomldoc::save(&path, &doc).map_err(ApiError::internal)?;
     let text = std::fs::read_to_string(&path).map_err(ApiError::internal)?;
     from_toml::<Binding>(name, &text).map_err(ApiError::internal)?;
     Ok(())

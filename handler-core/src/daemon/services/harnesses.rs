@@ -6,8 +6,8 @@ use axum::extract::{Path, State};
 use handler_contracts::HarnessDescriptor;
 use handler_contracts::control::HarnessInfo;
 
-use super::AppState;
-use super::problem::{ApiError, ApiResult};
+use crate::daemon::problem::{ApiError, ApiResult};
+use crate::daemon::state::AppState;
 
 fn info(d: &HarnessDescriptor) -> HarnessInfo {
     HarnessInfo {

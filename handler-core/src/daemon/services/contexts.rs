@@ -13,10 +13,10 @@ use handler_contracts::validate::validate_context_name;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::AppState;
-use super::catalog::Snapshot;
-use super::problem::{ApiError, ApiJson, ApiResult};
-use super::tomlfile;
+use crate::daemon::problem::{ApiError, ApiJson, ApiResult};
+use crate::daemon::state::AppState;
+use crate::daemon::store::catalog::Snapshot;
+use crate::daemon::store::tomldoc;
 
 /// POST /v1/contexts, PUT /v1/contexts/{name}.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -34,7 +34,7 @@ fn path(app: &AppState) -> PathBuf {
 
 /// Every context and its colour.
 pub fn read(app: &AppState) -> BTreeMap<String, ContextColor> {
-    let doc = tomlfile::load(&path(app)).unwrap_or_default();
+    let doc = tomldoc::load(&path(app)).unwrap_or_default();
     doc.iter()
         .filter_map(|(k, v)| {
             let c = v.get("color")?.as_str()?;
@@ -134,7 +134,7 @@ pub async fn get(
 
 fn write(app: &AppState, name: &str, color: Option<ContextColor>) -> ApiResult<()> {
     let p = path(app);
-    let mut doc = tomlfile::load(&p).map_err(ApiError::internal)?;
+    let mut doc = tomldoc::load(&p).map_err(ApiError::internal)?;
     match color {
         Some(c) => {
             let word = serde_json::to_value(c)
@@ -150,7 +150,7 @@ fn write(app: &AppState, name: &str, color: Option<ContextColor>) -> ApiResult<(
             doc.remove(name);
         }
     }
-    tomlfile::save(&p, &doc).map_err(ApiError::internal)
+    tomldoc::save(&p, &doc).map_err(ApiError::internal)
 }
 
 /// POST /v1/contexts

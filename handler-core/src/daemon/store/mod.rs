@@ -1,0 +1,10 @@
+//! Persistence (the store layer): the documents on disk and the in-memory stores over them.
+//! It imports only the low helpers (`config`, `problem`, `fsutil`, `skills`), never a service,
+//! the API or the launch.
+
+pub mod agents;
+pub mod catalog;
+pub mod secrets;
+pub mod tomldoc;
+
+pub use agents::{AgentStore, StoreError, StoredAgent, StoredProject, new_id};
