@@ -20,16 +20,14 @@ use handler_policy::{PolicyConfig, UnattendedMode};
 use handler_sandbox::compose::{ComposeError, ComposeInput, compose};
 use handler_sandbox::egress::phantom::{RandomSource, make_phantom_keeping};
 
-use super::AppState;
 use super::fsutil;
+use super::launch::rules::{self as contexts, container_host, containment, required_hosts};
 use super::problem::{ApiError, ApiResult};
-use super::services::accounts::{credential_path, login_state, token_secret_path};
-use super::services::agents::{
-    check_knowledge, container_host, containment, knowledge_root, required_hosts,
-};
-use super::services::contexts;
-use super::services::providers::key_secret_path;
+use super::state::AppState;
 use super::store::StoredAgent;
+use super::store::accounts::{credential_path, login_state, token_secret_path};
+use super::store::knowledge::{check_knowledge, knowledge_root};
+use super::store::providers::key_secret_path;
 
 /// Everything a connection needs to start its sandbox and its pipeline.
 pub struct Prepared {
@@ -306,19 +304,19 @@ pub fn prepare(
     };
     // Checked again now (D.13): what the stored folder resolves to may have changed since the
     // save (a sandbox that can write its parent can swap it for a link).
-    let scope = super::services::folders::check_scope(app, field, &scope)?
+    let scope = super::store::folders::check_scope(&app.config, field, &scope)?
         .display()
         .to_string();
     let c = containment(&agent.options);
-    let knowledge = check_knowledge(app, &agent.options.knowledge)?;
-    let kroot = knowledge_root(app);
+    let knowledge = check_knowledge(&app.config, &agent.options.knowledge)?;
+    let kroot = knowledge_root(&app.config);
     let knowledge: Vec<String> = knowledge
         .iter()
         .map(|k| std::fs::canonicalize(kroot.join(k)).map(|p| p.display().to_string()))
         .collect::<Result<_, _>>()
         .map_err(|e| ApiError::bad_request("knowledge unusable", e.to_string()))?;
     // G4: what its bindings add (checked again: G2, G3).
-    let addons = super::services::addons::resolve_for_launch(app, agent, c.network)?;
+    let addons = super::launch::addons::resolve_for_launch(app, agent, c.network)?;
     // D.17: its own skills and its project's from the library, then its addons'; names unique.
     let mut skill_dirs: BTreeMap<String, String> = BTreeMap::new();
     let project_skills = project
@@ -356,13 +354,13 @@ pub fn prepare(
             .login
             .clone()
             .ok_or_else(|| unusable(format!("{} has no login", d.name)))?;
-        let (logged_in, _) = login_state(app, name, &acc, Some(&d));
+        let (logged_in, _) = login_state(&app.config, &app.secrets, name, &acc, Some(&d));
         if !logged_in {
             return Err(unusable(format!("account {name:?} is not logged in")));
         }
         let mut account_login = None;
         if login.is_file_login() {
-            let cred = credential_path(app, name);
+            let cred = credential_path(&app.config, name);
             account_login = Some(cred.display().to_string());
             if let Some((_, slot)) = d.state_slots.iter().find(|(_, s)| s.credential) {
                 extra_mounts.push(Mount {

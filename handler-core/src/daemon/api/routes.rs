@@ -13,9 +13,10 @@ use schemars::{JsonSchema, Schema, SchemaGenerator};
 use super::{auth, openapi};
 use crate::daemon::problem::ApiError;
 use crate::daemon::services::connections as acp;
-use crate::daemon::services::{accounts, addons, agents, contexts, folders, harnesses, providers};
+use crate::daemon::services::{
+    accounts, addons, agents, contexts, folders, harnesses, projects, providers, secrets,
+};
 use crate::daemon::state::{AppState, EgressRecord};
-use crate::daemon::store::secrets;
 
 /// A schema of a body.
 pub type SchemaFn = fn(&mut SchemaGenerator) -> Schema;
@@ -70,13 +71,13 @@ const MODEL_QUERY: &[(&str, &str)] = &[
 
 /// Every route of the Control API.
 pub fn table() -> Vec<Route> {
+    use crate::daemon::store::secrets::{SecretInfo, SecretRequest};
     use accounts::{AccountInfo, AccountRequest, LoginFileRequest, TokenInput};
-    use agents::projects::{ProjectPatch, ProjectRequest};
     use agents::{AgentPatch, DuplicateRequest};
     use contexts::ContextRequest;
     use folders::WorkFolders;
+    use projects::{ProjectPatch, ProjectRequest};
     use providers::{ProviderInfo, ProviderRequest, ProviderTemplate};
-    use secrets::{SecretInfo, SecretRequest};
     vec![
         r(
             "GET",
@@ -212,7 +213,7 @@ pub fn table() -> Vec<Route> {
             "The secret store's paths and descriptions (D.14), never values",
             None,
             (200, Some(s::<Vec<SecretInfo>>)),
-            get(secrets::api::list),
+            get(secrets::list),
         ),
         r(
             "GET",
@@ -220,7 +221,7 @@ pub fn table() -> Vec<Route> {
             "One secret's description, never its value",
             None,
             (200, Some(s::<SecretInfo>)),
-            get(secrets::api::get),
+            get(secrets::get),
         ),
         r(
             "PUT",
@@ -228,7 +229,7 @@ pub fn table() -> Vec<Route> {
             "Set a secret (not under accounts/)",
             Some(s::<SecretRequest>),
             (200, Some(s::<SecretInfo>)),
-            put(secrets::api::put),
+            put(secrets::put),
         ),
         r(
             "DELETE",
@@ -236,7 +237,7 @@ pub fn table() -> Vec<Route> {
             "Remove a secret",
             None,
             (204, None),
-            delete(secrets::api::delete),
+            delete(secrets::delete),
         ),
         r(
             "GET",
@@ -435,7 +436,7 @@ pub fn table() -> Vec<Route> {
             "The projects (D.8)",
             None,
             (200, Some(s::<Vec<Project>>)),
-            get(agents::projects::list),
+            get(projects::list),
         ),
         r(
             "POST",
@@ -443,7 +444,7 @@ pub fn table() -> Vec<Route> {
             "Create a project and its first agent (a preset)",
             Some(s::<ProjectRequest>),
             (201, Some(s::<Project>)),
-            post(agents::projects::create),
+            post(projects::create),
         ),
         r(
             "GET",
@@ -451,7 +452,7 @@ pub fn table() -> Vec<Route> {
             "One project",
             None,
             (200, Some(s::<Project>)),
-            get(agents::projects::get),
+            get(projects::get),
         ),
         r(
             "PATCH",
@@ -459,7 +460,7 @@ pub fn table() -> Vec<Route> {
             "Change a project (a new context is checked against its agents)",
             Some(s::<ProjectPatch>),
             (200, Some(s::<Project>)),
-            patch(agents::projects::patch),
+            patch(projects::patch),
         ),
         r(
             "DELETE",
@@ -467,7 +468,7 @@ pub fn table() -> Vec<Route> {
             "Remove a project and its agents",
             None,
             (204, None),
-            delete(agents::projects::delete),
+            delete(projects::delete),
         ),
         r(
             "POST",
@@ -475,7 +476,7 @@ pub fn table() -> Vec<Route> {
             "Add an agent to a project",
             Some(s::<AgentRequest>),
             (201, Some(s::<Agent>)),
-            post(agents::projects::create_agent),
+            post(projects::create_agent),
         ),
     ]
 }

@@ -2,8 +2,6 @@
 //! token goes to the secret store (`accounts/<name>/token`), a file login's credential file is
 //! kept in `<data>/accounts/<name>/credential` (0600).
 
-use std::path::PathBuf;
-
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -16,6 +14,9 @@ use serde::{Deserialize, Serialize};
 use crate::daemon::fsutil;
 use crate::daemon::problem::{ApiError, ApiJson, ApiResult};
 use crate::daemon::state::AppState;
+use crate::daemon::store::accounts::{
+    account_path, credential_path, login_state, token_secret_path,
+};
 use crate::daemon::store::catalog::{Snapshot, read_account, valid_name};
 use crate::daemon::store::tomldoc;
 
@@ -108,62 +109,11 @@ pub struct AccountInfo {
     pub error: Option<String>,
 }
 
-/// Where a file login's credential is kept.
-pub fn credential_path(app: &AppState, name: &str) -> PathBuf {
-    app.config
-        .data_dir
-        .join("accounts")
-        .join(name)
-        .join("credential")
-}
-
-fn account_path(app: &AppState, name: &str) -> PathBuf {
-    app.config.accounts_dir.join(format!("{name}.toml"))
-}
-
-/// The store path of an account's pasted token.
-pub fn token_secret_path(name: &str) -> String {
-    format!("accounts/{name}/token")
-}
-
-/// Whether an account can start an agent now, and when it logged in.
-pub fn login_state(
-    app: &AppState,
-    name: &str,
-    a: &Account,
-    d: Option<&HarnessDescriptor>,
-) -> (bool, Option<String>) {
-    let file_login = d
-        .and_then(|d| d.login.as_ref())
-        .is_some_and(|l| l.is_file_login());
-    if file_login {
-        let p = credential_path(app, name);
-        match std::fs::metadata(&p) {
-            Ok(m) => (
-                true,
-                m.modified()
-                    .ok()
-                    .map(|t| humantime::format_rfc3339_seconds(t).to_string()),
-            ),
-            Err(_) => (false, None),
-        }
-    } else {
-        match &a.token {
-            None => (false, None),
-            Some(SecretRef::Secret(p)) => match app.secrets.info(p) {
-                Ok(Some(i)) => (true, i.updated_at),
-                _ => (false, None),
-            },
-            Some(_) => (true, None),
-        }
-    }
-}
-
 fn info(app: &AppState, snap: &Snapshot, name: &str, r: &Result<Account, String>) -> AccountInfo {
     match r {
         Ok(a) => {
             let d = snap.descriptors.get(&a.harness);
-            let (logged_in, logged_in_at) = login_state(app, name, a, d);
+            let (logged_in, logged_in_at) = login_state(&app.config, &app.secrets, name, a, d);
             AccountInfo {
                 name: name.to_string(),
                 harness: Some(a.harness.clone()),
@@ -285,7 +235,7 @@ fn checked_ref(r: SecretRef) -> ApiResult<SecretRef> {
 }
 
 fn write_account(app: &AppState, name: &str, a: &Account) -> ApiResult<()> {
-    let path = account_path(app, name);
+    let path = account_path(&app.config, name);
     let mut doc = tomldoc::load(&path).map_err(ApiError::internal)?;
     tomldoc::set_str(&mut doc, "apiVersion", Some(AccountApiVersion::STR));
     tomldoc::set_str(&mut doc, "harness", Some(&a.harness));
@@ -447,8 +397,12 @@ pub async fn set_login_file(
             "content: 1 byte to 1 MiB",
         ));
     }
-    fsutil::write_atomic(&credential_path(&app, &name), req.content.as_bytes(), 0o600)
-        .map_err(ApiError::internal)?;
+    fsutil::write_atomic(
+        &credential_path(&app.config, &name),
+        req.content.as_bytes(),
+        0o600,
+    )
+    .map_err(ApiError::internal)?;
     tracing::info!(account = %name, "credential file kept");
     let snap = app.snapshot();
     let r = snap.accounts.get(&name).cloned().unwrap_or(Ok(a));
@@ -461,10 +415,10 @@ pub async fn delete(
     Path(name): Path<String>,
 ) -> ApiResult<StatusCode> {
     let _w = app.write_lock.lock().await;
-    if !valid_name(&name) || !account_path(&app, &name).exists() {
+    if !valid_name(&name) || !account_path(&app.config, &name).exists() {
         return Err(ApiError::not_found(format!("account {name:?}")));
     }
-    std::fs::remove_file(account_path(&app, &name)).map_err(ApiError::internal)?;
+    std::fs::remove_file(account_path(&app.config, &name)).map_err(ApiError::internal)?;
     app.secrets
         .remove_under(&format!("accounts/{name}"))
         .map_err(ApiError::internal)?;
@@ -475,7 +429,7 @@ pub async fn delete(
 /// Reads one account again (after a write), for callers outside this module.
 pub fn reread(app: &AppState, name: &str) -> Option<Result<Account, String>> {
     let snap = app.snapshot();
-    let p = account_path(app, name);
+    let p = account_path(&app.config, name);
     p.exists()
         .then(|| read_account(&p, name, &snap.descriptors))
 }

@@ -8,183 +8,30 @@ use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use handler_contracts::SecretRef;
-use handler_contracts::allow::{AllowEntry, entry_for_url};
 use handler_contracts::control::{
     AdHocAgentRequest, Agent, AgentModel, AgentOptions, AgentRequest, ModelAccess, NetworkMode,
     RequiredHost,
 };
 use handler_contracts::harness::PermissionMode;
-use handler_contracts::sandbox::{Confinement, Enforcement};
+use handler_contracts::sandbox::Enforcement;
 use handler_contracts::validate::AccessCatalog;
-use handler_contracts::validate::{
-    check_model_access, normalize_knowledge_folders, validate_skill_name,
-};
+use handler_contracts::validate::{check_model_access, validate_skill_name};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::accounts::login_state;
-use super::contexts;
 use crate::daemon::fsutil::now_rfc3339;
+use crate::daemon::launch::rules::{Containment, Preset, containment, required_hosts, risks};
 use crate::daemon::problem::{ApiError, ApiJson, ApiResult};
 use crate::daemon::state::AppState;
+use crate::daemon::store::accounts::login_state;
 use crate::daemon::store::catalog::Snapshot;
+use crate::daemon::store::knowledge::check_knowledge;
 use crate::daemon::store::{StoreError, StoredAgent, StoredProject, new_id};
 
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         ApiError::internal(e)
     }
-}
-
-/// The presets a new project's first agent copies (D.8).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum Preset {
-    /// none, ask.
-    LockedDown,
-    /// filtered, enforce, strict, bypass: the defaults of new agents.
-    #[default]
-    Guarded,
-    /// open, bypass.
-    Open,
-}
-
-/// How an agent is contained, resolved (what risks compare).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Containment {
-    pub network: NetworkMode,
-    pub egress: Option<Enforcement>,
-    pub confinement: Confinement,
-    pub permissions: PermissionMode,
-}
-
-impl Preset {
-    /// Its values.
-    pub fn containment(self) -> Containment {
-        match self {
-            Preset::LockedDown => Containment {
-                network: NetworkMode::None,
-                egress: None,
-                confinement: Confinement::Strict,
-                permissions: PermissionMode::Ask,
-            },
-            Preset::Guarded => Containment {
-                network: NetworkMode::Filtered,
-                egress: Some(Enforcement::Enforce),
-                confinement: Confinement::Strict,
-                permissions: PermissionMode::Bypass,
-            },
-            Preset::Open => Containment {
-                network: NetworkMode::Open,
-                egress: None,
-                confinement: Confinement::Strict,
-                permissions: PermissionMode::Bypass,
-            },
-        }
-    }
-}
-
-/// An agent's containment: what it set, else the defaults of new agents (Guarded).
-pub fn containment(o: &AgentOptions) -> Containment {
-    let d = Preset::Guarded.containment();
-    let network = o.network.unwrap_or(d.network);
-    Containment {
-        network,
-        egress: (network == NetworkMode::Filtered)
-            .then(|| o.egress.unwrap_or(Enforcement::Enforce)),
-        confinement: o.confinement.unwrap_or(d.confinement),
-        permissions: o.permissions.unwrap_or(d.permissions),
-    }
-}
-
-fn network_rank(c: &Containment) -> u8 {
-    match (c.network, c.egress) {
-        (NetworkMode::None, _) => 0,
-        (NetworkMode::Filtered, Some(Enforcement::LogOnly)) => 2,
-        (NetworkMode::Filtered, _) => 1,
-        (NetworkMode::Open, _) => 3,
-    }
-}
-
-fn network_word(c: &Containment) -> &'static str {
-    match network_rank(c) {
-        0 => "no network",
-        1 => "a filtered network",
-        2 => "a filtered network in log only (every host let through)",
-        _ => "an open network",
-    }
-}
-
-/// D.8: what `new` widens compared with `old`.
-pub fn risks(old: &Containment, new: &Containment) -> Vec<String> {
-    let mut r = Vec::new();
-    if network_rank(new) > network_rank(old) {
-        r.push(format!(
-            "network: {} instead of {}",
-            network_word(new),
-            network_word(old)
-        ));
-    }
-    if new.confinement > old.confinement {
-        let w = |c: Confinement| match c {
-            Confinement::Strict => "strict",
-            Confinement::Nested => "nested (runs containers)",
-            Confinement::Privileged => "privileged",
-        };
-        r.push(format!(
-            "confinement: {} instead of {}",
-            w(new.confinement),
-            w(old.confinement)
-        ));
-    }
-    if new.permissions > old.permissions {
-        r.push(format!(
-            "permissions: {} instead of {}",
-            new.permissions.as_str(),
-            old.permissions.as_str()
-        ));
-    }
-    r
-}
-
-/// The host a container reaches for a host URL (E4: the machine's loopback is the container
-/// host's name in a container).
-pub fn container_host(host: &str) -> String {
-    let h = host.trim_start_matches('[').trim_end_matches(']');
-    if h == "localhost" || h == "::1" || h.starts_with("127.") {
-        "host.containers.internal".to_string()
-    } else {
-        host.to_string()
-    }
-}
-
-/// E4: the hosts a model's account or provider requires, each with what requires it.
-pub fn required_hosts(snap: &Snapshot, m: &ModelAccess) -> Vec<RequiredHost> {
-    let mut out = Vec::new();
-    if let Some(a) = &m.account
-        && let Some(Ok(acc)) = snap.account(a)
-        && let Some(login) = snap.descriptor(&acc.harness).and_then(|d| d.login.as_ref())
-    {
-        for h in &login.hosts {
-            out.push(RequiredHost {
-                host: h.clone(),
-                by: format!("account {a}"),
-            });
-        }
-    }
-    if let Some(p) = &m.provider
-        && let Ok(r) = check_model_access(m, snap)
-        && let (Some(proto), Some(Ok(prov))) = (r.protocol, snap.provider(p))
-        && let Some(url) = prov.endpoints.get(&proto)
-        && let Some((host, port)) = entry_for_url(url)
-        && let Ok(e) = AllowEntry::parse(&format!("{}:{port}", container_host(&host)))
-    {
-        out.push(RequiredHost {
-            host: e,
-            by: format!("provider {p}"),
-        });
-    }
-    out
 }
 
 /// Why a session cannot start with this model now (E1, D.9, D.14, D.19), if it cannot.
@@ -200,7 +47,13 @@ pub fn model_problem(
     if let Some(a) = &m.account
         && let Some(Ok(acc)) = snap.account(a)
     {
-        let (logged_in, _) = login_state(app, a, acc, snap.descriptor(&acc.harness));
+        let (logged_in, _) = login_state(
+            &app.config,
+            &app.secrets,
+            a,
+            acc,
+            snap.descriptor(&acc.harness),
+        );
         if !logged_in {
             return Some(format!("account {a:?} is not logged in"));
         }
@@ -212,7 +65,7 @@ pub fn model_problem(
     {
         return Some(format!("provider {p:?}: secret {path} is not set"));
     }
-    contexts::check(snap, context, m)
+    crate::daemon::launch::rules::check(snap, context, m)
 }
 
 fn resolved_harness(snap: &Snapshot, m: &ModelAccess) -> String {
@@ -232,7 +85,7 @@ pub fn view(app: &AppState, snap: &Snapshot, a: &StoredAgent) -> Agent {
     let context = project.as_ref().and_then(|p| p.context.clone());
     let c = containment(&a.options);
     let addon_hosts = if c.network == NetworkMode::Filtered {
-        super::addons::required_hosts(&app.config, &a.options.bindings)
+        crate::daemon::store::addons::required_hosts(&app.config, &a.options.bindings)
     } else {
         Vec::new()
     };
@@ -296,47 +149,6 @@ pub fn view(app: &AppState, snap: &Snapshot, a: &StoredAgent) -> Agent {
     }
 }
 
-/// The knowledge root (D.5 K4).
-pub fn knowledge_root(app: &AppState) -> std::path::PathBuf {
-    if let Some(d) = &app.config.knowledge_dir {
-        return d.clone();
-    }
-    let doc = crate::daemon::store::tomldoc::load(&app.config.config_dir.join("knowledge.toml"))
-        .unwrap_or_default();
-    if let Some(r) = doc.get("root").and_then(|v| v.as_str()) {
-        let home = app.config.home.to_string_lossy().into_owned();
-        if let Ok(p) = handler_contracts::validate::expand_home("root", r, &home) {
-            return p.into();
-        }
-    }
-    app.config.home.join("knowledge")
-}
-
-/// K1–K3: the folders, normalized, each a real folder inside the root (symbolic links
-/// resolved).
-pub fn check_knowledge(app: &AppState, folders: &[String]) -> ApiResult<Vec<String>> {
-    if folders.is_empty() {
-        return Ok(Vec::new());
-    }
-    let bad = |d: String| ApiError::bad_request("knowledge unusable", d);
-    let root = knowledge_root(app);
-    let croot = std::fs::canonicalize(&root)
-        .map_err(|e| bad(format!("knowledge root {}: {e}", root.display())))?;
-    let list = normalize_knowledge_folders(&root.to_string_lossy(), folders)
-        .map_err(|e| bad(e.to_string()))?;
-    for f in &list {
-        let p = croot.join(f);
-        let c = std::fs::canonicalize(&p).map_err(|e| bad(format!("{f}: {e}")))?;
-        if !c.starts_with(&croot) {
-            return Err(bad(format!("{f}: resolves outside the knowledge root")));
-        }
-        if !c.is_dir() {
-            return Err(bad(format!("{f}: not a folder")));
-        }
-    }
-    Ok(list)
-}
-
 fn sorted_unique<T: Ord + Clone>(v: &[T]) -> Vec<T> {
     v.iter()
         .cloned()
@@ -370,7 +182,7 @@ fn check_settings(
         check_model_access(m, snap).map_err(|e| {
             ApiError::bad_request("model access unusable", format!("models[{i}]: {e}"))
         })?;
-        if let Some(why) = contexts::check(snap, context, m) {
+        if let Some(why) = crate::daemon::launch::rules::check(snap, context, m) {
             return Err(ApiError::conflict(
                 "not for this project's context",
                 format!("models[{i}]: {why}"),
@@ -408,7 +220,7 @@ fn check_settings(
     }
     // G3: each binding known and valid, one per addon, no command declared twice.
     o.bindings = sorted_unique(&o.bindings);
-    super::addons::AddonSet::read(&app.config)
+    crate::daemon::store::addons::AddonSet::read(&app.config)
         .check_selection(&o.bindings)
         .map_err(|e| ApiError::bad_request("binding unusable", e))?;
     if let Some(iface) = &o.interface {
@@ -448,7 +260,7 @@ fn check_settings(
             ));
         }
     }
-    o.knowledge = check_knowledge(app, &o.knowledge)?;
+    o.knowledge = check_knowledge(&app.config, &o.knowledge)?;
     o.allow = sorted_unique(&o.allow);
     o.bindings = sorted_unique(&o.bindings);
     Ok(o)
@@ -528,7 +340,7 @@ fn adhoc_stored(
     let options = check_settings(app, snap, None, &req.models, &req.options, &req.skills)?;
     let scope = match &req.scope {
         Some(s) => Some(
-            super::folders::check_scope(app, "scope", s)?
+            crate::daemon::store::folders::check_scope(&app.config, "scope", s)?
                 .display()
                 .to_string(),
         ),
@@ -574,7 +386,7 @@ pub async fn create(
     Ok((StatusCode::CREATED, Json(view(&app, &snap, &a))))
 }
 
-fn project_stored(
+pub(crate) fn project_stored(
     app: &AppState,
     snap: &Snapshot,
     p: &StoredProject,
@@ -923,313 +735,4 @@ pub async fn duplicate(
         Ok(())
     })?;
     Ok((StatusCode::CREATED, Json(view(&app, &snap, &a))))
-}
-
-/// Project routes (D.8).
-pub mod projects {
-    use super::*;
-    use handler_contracts::control::{CacheChoice, Project};
-
-    /// POST /v1/projects: a folder, and its first agent set up with a preset.
-    #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-    #[serde(rename_all = "camelCase", deny_unknown_fields)]
-    pub struct ProjectRequest {
-        pub folder: String,
-        /// Default: the folder's name.
-        #[serde(default)]
-        pub name: Option<String>,
-        #[serde(default)]
-        pub description: Option<String>,
-        #[serde(default)]
-        pub caches: Option<CacheChoice>,
-        #[serde(default)]
-        pub context: Option<String>,
-        /// The values its first agent starts with where it leaves them out.
-        #[serde(default)]
-        pub preset: Preset,
-        /// Its first agent.
-        pub agent: AgentRequest,
-    }
-
-    /// PATCH /v1/projects/{id}.
-    #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
-    #[serde(rename_all = "camelCase", deny_unknown_fields)]
-    pub struct ProjectPatch {
-        #[serde(default)]
-        pub name: Option<String>,
-        #[serde(default)]
-        pub description: Option<String>,
-        #[serde(default)]
-        pub caches: Option<CacheChoice>,
-        /// "" removes it.
-        #[serde(default)]
-        pub context: Option<String>,
-        #[serde(default)]
-        pub default_agent: Option<String>,
-    }
-
-    fn project_view(app: &AppState, snap: &Snapshot, p: &StoredProject) -> Project {
-        let mut agents: Vec<Agent> = app
-            .agents
-            .agents()
-            .iter()
-            .filter(|a| a.project_id.as_ref() == Some(&p.id))
-            .map(|a| view(app, snap, a))
-            .collect();
-        agents.sort_by_key(|a| {
-            (
-                Some(&a.id) != p.default_agent.as_ref(),
-                a.name.clone().unwrap_or_default().to_lowercase(),
-            )
-        });
-        Project {
-            id: p.id.clone(),
-            name: p.name.clone(),
-            description: p.description.clone(),
-            folder: p.folder.clone(),
-            default_agent: p.default_agent.clone(),
-            caches: p.caches,
-            context: p.context.clone(),
-            agents,
-            created_at: p.created_at.clone(),
-            last_used_at: p.last_used_at.clone(),
-            extra: Default::default(),
-        }
-    }
-
-    fn check_context(app: &AppState, c: &Option<String>) -> ApiResult<()> {
-        if let Some(c) = c
-            && !super::contexts::read(app).contains_key(c)
-        {
-            return Err(ApiError::bad_request(
-                "context unknown",
-                format!("context: no context {c:?} (POST /v1/contexts)"),
-            ));
-        }
-        Ok(())
-    }
-
-    /// With the apply-preset rule: what the first agent leaves out comes from the preset.
-    fn with_preset(mut o: AgentOptions, preset: Preset) -> AgentOptions {
-        let c = preset.containment();
-        if o.network.is_none() {
-            o.network = Some(c.network);
-            if o.egress.is_none() {
-                o.egress = c.egress;
-            }
-        }
-        o.confinement.get_or_insert(c.confinement);
-        o.permissions.get_or_insert(c.permissions);
-        o
-    }
-
-    /// GET /v1/projects
-    pub async fn list(State(app): State<AppState>) -> Json<Vec<Project>> {
-        let snap = app.snapshot();
-        Json(
-            app.agents
-                .projects()
-                .iter()
-                .map(|p| project_view(&app, &snap, p))
-                .collect(),
-        )
-    }
-
-    /// GET /v1/projects/{id}
-    pub async fn get(
-        State(app): State<AppState>,
-        Path(id): Path<String>,
-    ) -> ApiResult<Json<Project>> {
-        let p = app
-            .agents
-            .project(&id)
-            .ok_or_else(|| ApiError::not_found(format!("project {id:?}")))?;
-        Ok(Json(project_view(&app, &app.snapshot(), &p)))
-    }
-
-    /// POST /v1/projects
-    pub async fn create(
-        State(app): State<AppState>,
-        ApiJson(req): ApiJson<ProjectRequest>,
-    ) -> ApiResult<(StatusCode, Json<Project>)> {
-        let _w = app.write_lock.lock().await;
-        let folder = super::super::folders::check_scope(&app, "folder", &req.folder)?
-            .display()
-            .to_string();
-        if app.agents.projects().iter().any(|p| p.folder == folder) {
-            return Err(ApiError::conflict(
-                "project exists",
-                format!("folder: {folder} is already a project's (one project per folder)"),
-            ));
-        }
-        check_context(&app, &req.context)?;
-        let name = req
-            .name
-            .clone()
-            .filter(|n| !n.trim().is_empty())
-            .unwrap_or_else(|| {
-                std::path::Path::new(&folder)
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_else(|| folder.clone())
-            });
-        let p = StoredProject {
-            id: new_id("p_"),
-            name,
-            description: req.description.clone(),
-            folder,
-            default_agent: None,
-            caches: req.caches.unwrap_or_default(),
-            context: req.context.clone(),
-            skills: Vec::new(),
-            created_at: now_rfc3339(),
-            last_used_at: None,
-            extra: Default::default(),
-        };
-        let snap = app.snapshot();
-        let mut first = req.agent.clone();
-        first.options = with_preset(first.options, req.preset);
-        let a = project_stored(&app, &snap, &p, &[], &first, None, req.preset.containment())?;
-        let mut p2 = p.clone();
-        p2.default_agent = Some(a.id.clone());
-        app.agents.update::<_, ApiError>(|agents, projects| {
-            projects.push(p2.clone());
-            agents.push(a.clone());
-            Ok(())
-        })?;
-        tracing::info!(project = %p2.id, agent = %a.id, "project created");
-        Ok((StatusCode::CREATED, Json(project_view(&app, &snap, &p2))))
-    }
-
-    /// PATCH /v1/projects/{id}: a context change checks its agents (409, they keep theirs).
-    pub async fn patch(
-        State(app): State<AppState>,
-        Path(id): Path<String>,
-        ApiJson(req): ApiJson<ProjectPatch>,
-    ) -> ApiResult<Json<Project>> {
-        let _w = app.write_lock.lock().await;
-        let mut p = app
-            .agents
-            .project(&id)
-            .ok_or_else(|| ApiError::not_found(format!("project {id:?}")))?;
-        let snap = app.snapshot();
-        let agents: Vec<StoredAgent> = app
-            .agents
-            .agents()
-            .into_iter()
-            .filter(|a| a.project_id.as_ref() == Some(&id))
-            .collect();
-        if let Some(n) = &req.name {
-            if n.trim().is_empty() {
-                return Err(ApiError::unprocessable("invalid body", "name: not blank"));
-            }
-            p.name = n.trim().to_string();
-        }
-        if let Some(d) = &req.description {
-            p.description = (!d.is_empty()).then(|| d.clone());
-        }
-        if let Some(c) = req.caches {
-            p.caches = c;
-        }
-        if let Some(c) = &req.context {
-            let c = (!c.is_empty()).then(|| c.clone());
-            check_context(&app, &c)?;
-            for a in &agents {
-                for (i, m) in a.models.iter().enumerate() {
-                    if let Some(why) = contexts::check(&snap, c.as_deref(), m) {
-                        return Err(ApiError::conflict(
-                            "not for this project's context",
-                            format!(
-                                "agent {:?} models[{i}]: {why}",
-                                a.name.clone().unwrap_or_default()
-                            ),
-                        ));
-                    }
-                }
-            }
-            p.context = c;
-        }
-        if let Some(d) = &req.default_agent {
-            if !agents.iter().any(|a| &a.id == d) {
-                return Err(ApiError::bad_request(
-                    "project invalid",
-                    format!("defaultAgent: {d:?} is not one of its agents"),
-                ));
-            }
-            p.default_agent = Some(d.clone());
-        }
-        app.agents.update::<_, ApiError>(|_, projects| {
-            if let Some(slot) = projects.iter_mut().find(|x| x.id == id) {
-                *slot = p.clone();
-            }
-            Ok(())
-        })?;
-        Ok(Json(project_view(&app, &snap, &p)))
-    }
-
-    /// DELETE /v1/projects/{id}: with its agents.
-    pub async fn delete(
-        State(app): State<AppState>,
-        Path(id): Path<String>,
-    ) -> ApiResult<StatusCode> {
-        let _w = app.write_lock.lock().await;
-        if app.agents.project(&id).is_none() {
-            return Err(ApiError::not_found(format!("project {id:?}")));
-        }
-        let ids: Vec<String> = app
-            .agents
-            .agents()
-            .into_iter()
-            .filter(|a| a.project_id.as_ref() == Some(&id))
-            .map(|a| a.id)
-            .collect();
-        app.agents.update::<_, ApiError>(|agents, projects| {
-            agents.retain(|a| a.project_id.as_ref() != Some(&id));
-            projects.retain(|p| p.id != id);
-            Ok(())
-        })?;
-        for a in ids {
-            app.stop_connections(&a).await;
-        }
-        Ok(StatusCode::NO_CONTENT)
-    }
-
-    /// POST /v1/projects/{id}/agents: another agent (defaults of new agents).
-    pub async fn create_agent(
-        State(app): State<AppState>,
-        Path(id): Path<String>,
-        ApiJson(req): ApiJson<AgentRequest>,
-    ) -> ApiResult<(StatusCode, Json<Agent>)> {
-        let _w = app.write_lock.lock().await;
-        let p = app
-            .agents
-            .project(&id)
-            .ok_or_else(|| ApiError::not_found(format!("project {id:?}")))?;
-        let snap = app.snapshot();
-        let siblings: Vec<StoredAgent> = app
-            .agents
-            .agents()
-            .into_iter()
-            .filter(|s| s.project_id.as_ref() == Some(&id))
-            .collect();
-        let a = project_stored(
-            &app,
-            &snap,
-            &p,
-            &siblings,
-            &req,
-            None,
-            Preset::Guarded.containment(),
-        )?;
-        app.agents.update::<_, ApiError>(|agents, projects| {
-            agents.push(a.clone());
-            if req.default
-                && let Some(pp) = projects.iter_mut().find(|x| x.id == id)
-            {
-                pp.default_agent = Some(a.id.clone());
-            }
-            Ok(())
-        })?;
-        Ok((StatusCode::CREATED, Json(view(&app, &snap, &a))))
-    }
 }

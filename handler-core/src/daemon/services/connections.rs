@@ -124,10 +124,11 @@ fn accept(
     };
     let conn = new_id("c");
     let prepared = prepare(app, &agent, &access, &conn)?;
-    let required: Vec<_> = super::agents::required_hosts(&app.snapshot(), &prepared.access)
-        .into_iter()
-        .map(|r| r.host)
-        .collect();
+    let required: Vec<_> =
+        crate::daemon::launch::rules::required_hosts(&app.snapshot(), &prepared.access)
+            .into_iter()
+            .map(|r| r.host)
+            .collect();
     let allow = live::at_launch(app, &agent, &prepared.spec.network, &required);
     Ok((prepared, conn, allow))
 }

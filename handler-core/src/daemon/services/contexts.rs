@@ -2,20 +2,17 @@
 //! "blue"`), and the rule that a project with a context runs only accounts and providers made
 //! for it or for any.
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
-
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use handler_contracts::control::{ContextColor, ContextInfo, ModelAccess};
+use handler_contracts::control::{ContextColor, ContextInfo};
 use handler_contracts::validate::validate_context_name;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::daemon::problem::{ApiError, ApiJson, ApiResult};
 use crate::daemon::state::AppState;
-use crate::daemon::store::catalog::Snapshot;
+use crate::daemon::store::contexts::{path, read};
 use crate::daemon::store::tomldoc;
 
 /// POST /v1/contexts, PUT /v1/contexts/{name}.
@@ -28,61 +25,10 @@ pub struct ContextRequest {
     pub color: ContextColor,
 }
 
-fn path(app: &AppState) -> PathBuf {
-    app.config.config_dir.join("contexts.toml")
-}
-
-/// Every context and its colour.
-pub fn read(app: &AppState) -> BTreeMap<String, ContextColor> {
-    let doc = tomldoc::load(&path(app)).unwrap_or_default();
-    doc.iter()
-        .filter_map(|(k, v)| {
-            let c = v.get("color")?.as_str()?;
-            let color: ContextColor =
-                serde_json::from_value(serde_json::Value::String(c.into())).ok()?;
-            Some((k.to_string(), color))
-        })
-        .collect()
-}
-
-/// The contexts an account or a provider may be used in.
-pub fn contexts_of(snap: &Snapshot, m: &ModelAccess) -> Option<Vec<String>> {
-    if let Some(a) = &m.account {
-        snap.accounts.get(a)?.as_ref().ok()?.contexts.clone()
-    } else if let Some(p) = &m.provider {
-        snap.providers.get(p)?.as_ref().ok()?.contexts.clone()
-    } else {
-        None
-    }
-}
-
-/// D.19: `None` when the model may run in a project of `context`, else why not.
-pub fn check(snap: &Snapshot, context: Option<&str>, m: &ModelAccess) -> Option<String> {
-    let ctx = context?;
-    let list = contexts_of(snap, m).unwrap_or_default();
-    if list.iter().any(|c| c == "any" || c == ctx) {
-        return None;
-    }
-    let what = m
-        .account
-        .as_ref()
-        .map(|a| format!("account {a:?}"))
-        .or_else(|| m.provider.as_ref().map(|p| format!("provider {p:?}")))
-        .unwrap_or_default();
-    Some(format!(
-        "{what} is not made for this project's context {ctx:?} (its contexts: {})",
-        if list.is_empty() {
-            "none".into()
-        } else {
-            list.join(", ")
-        }
-    ))
-}
-
 fn infos(app: &AppState) -> Vec<ContextInfo> {
     let snap = app.snapshot();
     let projects = app.agents.projects();
-    read(app)
+    read(&app.config)
         .into_iter()
         .map(|(name, color)| {
             let made_for = |c: &Option<Vec<String>>| c.as_ref().is_some_and(|l| l.contains(&name));
@@ -133,7 +79,7 @@ pub async fn get(
 }
 
 fn write(app: &AppState, name: &str, color: Option<ContextColor>) -> ApiResult<()> {
-    let p = path(app);
+    let p = path(&app.config);
     let mut doc = tomldoc::load(&p).map_err(ApiError::internal)?;
     match color {
         Some(c) => {
@@ -165,7 +111,10 @@ pub async fn create(
         .ok_or_else(|| ApiError::unprocessable("invalid body", "name: required"))?;
     validate_context_name(&name)
         .map_err(|e| ApiError::bad_request("context invalid", e.to_string()))?;
-    if read(&app).keys().any(|k| k.eq_ignore_ascii_case(&name)) {
+    if read(&app.config)
+        .keys()
+        .any(|k| k.eq_ignore_ascii_case(&name))
+    {
         return Err(ApiError::conflict(
             "context exists",
             format!("context {name:?} exists"),
@@ -186,7 +135,7 @@ pub async fn replace(
     ApiJson(req): ApiJson<ContextRequest>,
 ) -> ApiResult<Json<ContextInfo>> {
     let _w = app.write_lock.lock().await;
-    if !read(&app).contains_key(&name) {
+    if !read(&app.config).contains_key(&name) {
         return Err(ApiError::not_found(format!("context {name:?}")));
     }
     if req.name.as_ref().is_some_and(|n| *n != name) {
@@ -209,7 +158,7 @@ pub async fn delete(
     Path(name): Path<String>,
 ) -> ApiResult<StatusCode> {
     let _w = app.write_lock.lock().await;
-    if !read(&app).contains_key(&name) {
+    if !read(&app.config).contains_key(&name) {
         return Err(ApiError::not_found(format!("context {name:?}")));
     }
     let users: Vec<String> = app

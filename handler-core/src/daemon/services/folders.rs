@@ -3,18 +3,17 @@
 //! every save and again at every start: inside a work folder, and never one of Handler's own
 //! folders (config, data, state, cache…), inside one or holding one (issue 11, item 3).
 
-use std::path::{Path, PathBuf};
-
 use axum::Json;
 use axum::extract::State;
 use handler_contracts::validate::expand_home;
-use handler_sandbox::validate::{Reserved, check_root_placement, check_scope_placement};
+use handler_sandbox::validate::check_root_placement;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use toml_edit::{Array, Value};
 
 use crate::daemon::problem::{ApiError, ApiJson, ApiResult};
 use crate::daemon::state::AppState;
+use crate::daemon::store::folders::{path, reserved, resolved_roots, roots};
 use crate::daemon::store::tomldoc;
 
 /// GET/PUT /v1/folders.
@@ -28,127 +27,11 @@ pub struct WorkFolders {
     pub resolved: Vec<String>,
 }
 
-fn path(app: &AppState) -> PathBuf {
-    app.config.config_dir.join("folders.toml")
-}
-
-/// The roots as written (`~/code` when unset).
-pub fn roots(app: &AppState) -> Vec<String> {
-    let doc = tomldoc::load(&path(app)).unwrap_or_default();
-    match doc.get("roots").and_then(|i| i.as_array()) {
-        Some(a) => a
-            .iter()
-            .filter_map(|v| v.as_str().map(String::from))
-            .collect(),
-        None => vec!["~/code".to_string()],
-    }
-}
-
-/// The folders Handler keeps for itself, each as configured and, when it exists, canonical.
-pub fn reserved(app: &AppState) -> Vec<Reserved> {
-    let c = &app.config;
-    let mut dirs: Vec<(&str, &Path)> = vec![
-        ("config", &c.config_dir),
-        ("data", &c.data_dir),
-        ("state", &c.state_dir),
-        ("cache", &c.cache_dir),
-        ("accounts", &c.accounts_dir),
-        ("providers", &c.providers_dir),
-        ("skills", &c.skills_dir),
-        ("toolbox", &c.toolbox_dir),
-        ("addons", &c.addons_dir),
-        ("bindings", &c.bindings_dir),
-    ];
-    let runtime = std::env::var_os("XDG_RUNTIME_DIR")
-        .filter(|d| !d.is_empty())
-        .map(|d| PathBuf::from(d).join("handler-sandbox"));
-    let tmp = PathBuf::from(format!(
-        "/tmp/handler-sandbox-{}",
-        nix::unistd::getuid().as_raw()
-    ));
-    if let Some(r) = &runtime {
-        dirs.push(("sandbox runtime", r));
-    }
-    dirs.push(("sandbox runtime", &tmp));
-    let mut out = Vec::new();
-    for (what, d) in dirs {
-        let mut forms = vec![d.to_path_buf()];
-        if let Ok(canon) = std::fs::canonicalize(d) {
-            forms.push(canon);
-        }
-        for f in forms {
-            let r = Reserved {
-                what: what.to_string(),
-                dir: f.display().to_string(),
-            };
-            if f.is_absolute() && !out.contains(&r) {
-                out.push(r);
-            }
-        }
-    }
-    out
-}
-
-/// The roots, expanded and canonical; those that do not exist, or are or lie inside one of
-/// Handler's own folders (a hand-edited folders.toml), are left out.
-pub fn resolved_roots(app: &AppState) -> Vec<PathBuf> {
-    let home = app.config.home.to_string_lossy().into_owned();
-    let reserved = reserved(app);
-    roots(app)
-        .iter()
-        .filter_map(|r| expand_home("roots", r, &home).ok())
-        .filter_map(|r| std::fs::canonicalize(r).ok())
-        .filter(|r| check_root_placement(&r.display().to_string(), &reserved).is_ok())
-        .collect()
-}
-
-/// D.13: `scope` must be a folder inside a work folder, and not one of Handler's own folders,
-/// inside one or holding one; returns it canonical (symbolic links resolved now: checked at
-/// every save and every start). 400 otherwise, naming the field and the folder.
-pub fn check_scope(app: &AppState, field: &str, scope: &str) -> ApiResult<PathBuf> {
-    let home = app.config.home.to_string_lossy().into_owned();
-    let expanded = expand_home(field, scope, &home)
-        .map_err(|e| ApiError::bad_request("scope invalid", e.to_string()))?;
-    let canon = std::fs::canonicalize(&expanded)
-        .map_err(|e| ApiError::bad_request("scope invalid", format!("{field}: {expanded}: {e}")))?;
-    if !canon.is_dir() {
-        return Err(ApiError::bad_request(
-            "scope invalid",
-            format!("{field}: {expanded} is not a folder"),
-        ));
-    }
-    let roots_now: Vec<String> = resolved_roots(app)
-        .iter()
-        .map(|p| p.display().to_string())
-        .collect();
-    match check_scope_placement(&canon.display().to_string(), &roots_now, &reserved(app)) {
-        Ok(()) => Ok(canon),
-        Err(e @ handler_sandbox::validate::PlacementError::OutsideWorkFolders { .. }) => {
-            Err(ApiError::bad_request(
-                "scope outside work folders",
-                format!(
-                    "{field}: {e} ({}); add one in Settings → Folders (PUT /v1/folders)",
-                    roots(app).join(", ")
-                ),
-            ))
-        }
-        Err(e) => Err(ApiError::bad_request(
-            "scope is Handler's",
-            format!("{field}: {e}: Handler's own folders never reach a sandbox"),
-        )),
-    }
-}
-
-/// Whether `p` is `root` or inside it (both canonical).
-pub fn inside(p: &Path, root: &Path) -> bool {
-    p.starts_with(root)
-}
-
 /// GET /v1/folders
 pub async fn get(State(app): State<AppState>) -> Json<WorkFolders> {
     Json(WorkFolders {
-        roots: roots(&app),
-        resolved: resolved_roots(&app)
+        roots: roots(&app.config),
+        resolved: resolved_roots(&app.config)
             .iter()
             .map(|p| p.display().to_string())
             .collect(),
@@ -162,7 +45,7 @@ pub async fn put(
 ) -> ApiResult<Json<WorkFolders>> {
     let _w = app.write_lock.lock().await;
     let home = app.config.home.to_string_lossy().into_owned();
-    let reserved = reserved(&app);
+    let reserved = reserved(&app.config);
     for (i, r) in req.roots.iter().enumerate() {
         let expanded = expand_home(&format!("roots[{i}]"), r, &home)
             .map_err(|e| ApiError::bad_request("folders invalid", e.to_string()))?;
@@ -175,7 +58,7 @@ pub async fn put(
             })?;
         }
     }
-    let p = path(&app);
+    let p = path(&app.config);
     let mut doc = tomldoc::load(&p).map_err(ApiError::internal)?;
     let arr: Array = req.roots.iter().map(|s| s.as_str()).collect();
     tomldoc::set_value(&mut doc, "roots", Value::Array(arr));

@@ -100,7 +100,7 @@ pub fn from_settings(app: &AppState, agent: &StoredAgent) -> Vec<AllowEntry> {
             .allow
             .iter()
             .cloned()
-            .chain(super::addons::egress_of(app, agent)),
+            .chain(crate::daemon::store::addons::egress_of(&app.config, agent)),
     )
 }
 

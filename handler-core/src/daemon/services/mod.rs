@@ -10,4 +10,6 @@ pub mod contexts;
 pub mod folders;
 pub mod harnesses;
 pub mod live;
+pub mod projects;
 pub mod providers;
+pub mod secrets;

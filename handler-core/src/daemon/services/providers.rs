@@ -3,7 +3,6 @@
 //! hand-written `env`/`file`/`command` key is kept.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 use axum::Json;
 use axum::extract::{Path, State};
@@ -20,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use crate::daemon::problem::{ApiError, ApiJson, ApiResult};
 use crate::daemon::state::AppState;
 use crate::daemon::store::catalog::valid_name;
+use crate::daemon::store::providers::{key_secret_path, provider_path};
 use crate::daemon::store::tomldoc;
 
 /// POST /v1/providers, PUT /v1/providers/{name}.
@@ -89,15 +89,6 @@ pub struct ProviderInfo {
 pub struct ProviderTemplate {
     pub name: String,
     pub provider: Provider,
-}
-
-fn provider_path(app: &AppState, name: &str) -> PathBuf {
-    app.config.providers_dir.join(format!("{name}.toml"))
-}
-
-/// The store path of a provider's key.
-pub fn key_secret_path(name: &str) -> String {
-    format!("providers/{name}/apiKey")
 }
 
 fn info(app: &AppState, name: &str, r: &Result<Provider, String>) -> ProviderInfo {
@@ -273,7 +264,7 @@ fn build(
 }
 
 fn write_provider(app: &AppState, name: &str, p: &Provider) -> ApiResult<()> {
-    let path = provider_path(app, name);
+    let path = provider_path(&app.config, name);
     let mut doc = tomldoc::load(&path).map_err(ApiError::internal)?;
     tomldoc::set_str(&mut doc, "apiVersion", Some(ProviderApiVersion::STR));
     tomldoc::set_str(&mut doc, "description", p.description.as_deref());
@@ -314,7 +305,7 @@ pub async fn create(
             format!("name: {name:?} is not a name (letters, digits, '-', '_', '.')"),
         ));
     }
-    if provider_path(&app, &name).exists() {
+    if provider_path(&app.config, &name).exists() {
         return Err(ApiError::conflict(
             "provider exists",
             format!("provider {name:?} exists"),
@@ -360,7 +351,7 @@ pub async fn delete(
     Path(name): Path<String>,
 ) -> ApiResult<StatusCode> {
     let _w = app.write_lock.lock().await;
-    let path = provider_path(&app, &name);
+    let path = provider_path(&app.config, &name);
     if !valid_name(&name) || !path.exists() {
         return Err(ApiError::not_found(format!("provider {name:?}")));
     }

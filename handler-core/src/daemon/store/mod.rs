@@ -2,8 +2,14 @@
 //! It imports only the low helpers (`config`, `problem`, `fsutil`, `skills`), never a service,
 //! the API or the launch.
 
+pub mod accounts;
+pub mod addons;
 pub mod agents;
 pub mod catalog;
+pub mod contexts;
+pub mod folders;
+pub mod knowledge;
+pub mod providers;
 pub mod secrets;
 pub mod tomldoc;
 

@@ -1,0 +1,316 @@
+//! Projects (D.8): a work folder and its agents, the first set up with a preset; a project's
+//! context (D.19) checked against its agents' models.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use handler_contracts::control::{Agent, AgentOptions, AgentRequest};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::daemon::fsutil::now_rfc3339;
+use crate::daemon::launch::rules::Preset;
+use crate::daemon::problem::{ApiError, ApiJson, ApiResult};
+use crate::daemon::state::AppState;
+use crate::daemon::store::catalog::Snapshot;
+use crate::daemon::store::{StoredAgent, StoredProject, new_id};
+
+use super::agents::{project_stored, view};
+use handler_contracts::control::{CacheChoice, Project};
+
+/// POST /v1/projects: a folder, and its first agent set up with a preset.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProjectRequest {
+    pub folder: String,
+    /// Default: the folder's name.
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub caches: Option<CacheChoice>,
+    #[serde(default)]
+    pub context: Option<String>,
+    /// The values its first agent starts with where it leaves them out.
+    #[serde(default)]
+    pub preset: Preset,
+    /// Its first agent.
+    pub agent: AgentRequest,
+}
+
+/// PATCH /v1/projects/{id}.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProjectPatch {
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub caches: Option<CacheChoice>,
+    /// "" removes it.
+    #[serde(default)]
+    pub context: Option<String>,
+    #[serde(default)]
+    pub default_agent: Option<String>,
+}
+
+fn project_view(app: &AppState, snap: &Snapshot, p: &StoredProject) -> Project {
+    let mut agents: Vec<Agent> = app
+        .agents
+        .agents()
+        .iter()
+        .filter(|a| a.project_id.as_ref() == Some(&p.id))
+        .map(|a| view(app, snap, a))
+        .collect();
+    agents.sort_by_key(|a| {
+        (
+            Some(&a.id) != p.default_agent.as_ref(),
+            a.name.clone().unwrap_or_default().to_lowercase(),
+        )
+    });
+    Project {
+        id: p.id.clone(),
+        name: p.name.clone(),
+        description: p.description.clone(),
+        folder: p.folder.clone(),
+        default_agent: p.default_agent.clone(),
+        caches: p.caches,
+        context: p.context.clone(),
+        agents,
+        created_at: p.created_at.clone(),
+        last_used_at: p.last_used_at.clone(),
+        extra: Default::default(),
+    }
+}
+
+fn check_context(app: &AppState, c: &Option<String>) -> ApiResult<()> {
+    if let Some(c) = c
+        && !crate::daemon::store::contexts::read(&app.config).contains_key(c)
+    {
+        return Err(ApiError::bad_request(
+            "context unknown",
+            format!("context: no context {c:?} (POST /v1/contexts)"),
+        ));
+    }
+    Ok(())
+}
+
+/// With the apply-preset rule: what the first agent leaves out comes from the preset.
+fn with_preset(mut o: AgentOptions, preset: Preset) -> AgentOptions {
+    let c = preset.containment();
+    if o.network.is_none() {
+        o.network = Some(c.network);
+        if o.egress.is_none() {
+            o.egress = c.egress;
+        }
+    }
+    o.confinement.get_or_insert(c.confinement);
+    o.permissions.get_or_insert(c.permissions);
+    o
+}
+
+/// GET /v1/projects
+pub async fn list(State(app): State<AppState>) -> Json<Vec<Project>> {
+    let snap = app.snapshot();
+    Json(
+        app.agents
+            .projects()
+            .iter()
+            .map(|p| project_view(&app, &snap, p))
+            .collect(),
+    )
+}
+
+/// GET /v1/projects/{id}
+pub async fn get(State(app): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Project>> {
+    let p = app
+        .agents
+        .project(&id)
+        .ok_or_else(|| ApiError::not_found(format!("project {id:?}")))?;
+    Ok(Json(project_view(&app, &app.snapshot(), &p)))
+}
+
+/// POST /v1/projects
+pub async fn create(
+    State(app): State<AppState>,
+    ApiJson(req): ApiJson<ProjectRequest>,
+) -> ApiResult<(StatusCode, Json<Project>)> {
+    let _w = app.write_lock.lock().await;
+    let folder = crate::daemon::store::folders::check_scope(&app.config, "folder", &req.folder)?
+        .display()
+        .to_string();
+    if app.agents.projects().iter().any(|p| p.folder == folder) {
+        return Err(ApiError::conflict(
+            "project exists",
+            format!("folder: {folder} is already a project's (one project per folder)"),
+        ));
+    }
+    check_context(&app, &req.context)?;
+    let name = req
+        .name
+        .clone()
+        .filter(|n| !n.trim().is_empty())
+        .unwrap_or_else(|| {
+            std::path::Path::new(&folder)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| folder.clone())
+        });
+    let p = StoredProject {
+        id: new_id("p_"),
+        name,
+        description: req.description.clone(),
+        folder,
+        default_agent: None,
+        caches: req.caches.unwrap_or_default(),
+        context: req.context.clone(),
+        skills: Vec::new(),
+        created_at: now_rfc3339(),
+        last_used_at: None,
+        extra: Default::default(),
+    };
+    let snap = app.snapshot();
+    let mut first = req.agent.clone();
+    first.options = with_preset(first.options, req.preset);
+    let a = project_stored(&app, &snap, &p, &[], &first, None, req.preset.containment())?;
+    let mut p2 = p.clone();
+    p2.default_agent = Some(a.id.clone());
+    app.agents.update::<_, ApiError>(|agents, projects| {
+        projects.push(p2.clone());
+        agents.push(a.clone());
+        Ok(())
+    })?;
+    tracing::info!(project = %p2.id, agent = %a.id, "project created");
+    Ok((StatusCode::CREATED, Json(project_view(&app, &snap, &p2))))
+}
+
+/// PATCH /v1/projects/{id}: a context change checks its agents (409, they keep theirs).
+pub async fn patch(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+    ApiJson(req): ApiJson<ProjectPatch>,
+) -> ApiResult<Json<Project>> {
+    let _w = app.write_lock.lock().await;
+    let mut p = app
+        .agents
+        .project(&id)
+        .ok_or_else(|| ApiError::not_found(format!("project {id:?}")))?;
+    let snap = app.snapshot();
+    let agents: Vec<StoredAgent> = app
+        .agents
+        .agents()
+        .into_iter()
+        .filter(|a| a.project_id.as_ref() == Some(&id))
+        .collect();
+    if let Some(n) = &req.name {
+        if n.trim().is_empty() {
+            return Err(ApiError::unprocessable("invalid body", "name: not blank"));
+        }
+        p.name = n.trim().to_string();
+    }
+    if let Some(d) = &req.description {
+        p.description = (!d.is_empty()).then(|| d.clone());
+    }
+    if let Some(c) = req.caches {
+        p.caches = c;
+    }
+    if let Some(c) = &req.context {
+        let c = (!c.is_empty()).then(|| c.clone());
+        check_context(&app, &c)?;
+        for a in &agents {
+            for (i, m) in a.models.iter().enumerate() {
+                if let Some(why) = crate::daemon::launch::rules::check(&snap, c.as_deref(), m) {
+                    return Err(ApiError::conflict(
+                        "not for this project's context",
+                        format!(
+                            "agent {:?} models[{i}]: {why}",
+                            a.name.clone().unwrap_or_default()
+                        ),
+                    ));
+                }
+            }
+        }
+        p.context = c;
+    }
+    if let Some(d) = &req.default_agent {
+        if !agents.iter().any(|a| &a.id == d) {
+            return Err(ApiError::bad_request(
+                "project invalid",
+                format!("defaultAgent: {d:?} is not one of its agents"),
+            ));
+        }
+        p.default_agent = Some(d.clone());
+    }
+    app.agents.update::<_, ApiError>(|_, projects| {
+        if let Some(slot) = projects.iter_mut().find(|x| x.id == id) {
+            *slot = p.clone();
+        }
+        Ok(())
+    })?;
+    Ok(Json(project_view(&app, &snap, &p)))
+}
+
+/// DELETE /v1/projects/{id}: with its agents.
+pub async fn delete(State(app): State<AppState>, Path(id): Path<String>) -> ApiResult<StatusCode> {
+    let _w = app.write_lock.lock().await;
+    if app.agents.project(&id).is_none() {
+        return Err(ApiError::not_found(format!("project {id:?}")));
+    }
+    let ids: Vec<String> = app
+        .agents
+        .agents()
+        .into_iter()
+        .filter(|a| a.project_id.as_ref() == Some(&id))
+        .map(|a| a.id)
+        .collect();
+    app.agents.update::<_, ApiError>(|agents, projects| {
+        agents.retain(|a| a.project_id.as_ref() != Some(&id));
+        projects.retain(|p| p.id != id);
+        Ok(())
+    })?;
+    for a in ids {
+        app.stop_connections(&a).await;
+    }
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// POST /v1/projects/{id}/agents: another agent (defaults of new agents).
+pub async fn create_agent(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+    ApiJson(req): ApiJson<AgentRequest>,
+) -> ApiResult<(StatusCode, Json<Agent>)> {
+    let _w = app.write_lock.lock().await;
+    let p = app
+        .agents
+        .project(&id)
+        .ok_or_else(|| ApiError::not_found(format!("project {id:?}")))?;
+    let snap = app.snapshot();
+    let siblings: Vec<StoredAgent> = app
+        .agents
+        .agents()
+        .into_iter()
+        .filter(|s| s.project_id.as_ref() == Some(&id))
+        .collect();
+    let a = project_stored(
+        &app,
+        &snap,
+        &p,
+        &siblings,
+        &req,
+        None,
+        Preset::Guarded.containment(),
+    )?;
+    app.agents.update::<_, ApiError>(|agents, projects| {
+        agents.push(a.clone());
+        if req.default
+            && let Some(pp) = projects.iter_mut().find(|x| x.id == id)
+        {
+            pp.default_agent = Some(a.id.clone());
+        }
+        Ok(())
+    })?;
+    Ok((StatusCode::CREATED, Json(view(&app, &snap, &a))))
+}

@@ -1,0 +1,80 @@
+//! The secret store's rules (D.14): paths and descriptions only, never a value; `accounts/`
+//! is set through the account.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+
+use crate::daemon::problem::{ApiError, ApiJson, ApiResult};
+use crate::daemon::state::AppState;
+use crate::daemon::store::secrets::{SecretError, SecretInfo, SecretRequest};
+
+fn check_path(path: &str) -> ApiResult<()> {
+    handler_contracts::validate::validate_secret_path(path)
+        .map_err(|e| ApiError::bad_request("secret path invalid", e.message))
+}
+
+/// GET /v1/secrets
+pub async fn list(State(app): State<AppState>) -> ApiResult<Json<Vec<SecretInfo>>> {
+    app.secrets.list().map(Json).map_err(ApiError::internal)
+}
+
+/// GET /v1/secrets/{path}
+pub async fn get(
+    State(app): State<AppState>,
+    Path(path): Path<String>,
+) -> ApiResult<Json<SecretInfo>> {
+    check_path(&path)?;
+    app.secrets
+        .info(&path)
+        .map_err(ApiError::internal)?
+        .map(Json)
+        .ok_or_else(|| ApiError::not_found(format!("secret {path}")))
+}
+
+/// PUT /v1/secrets/{path}: sets a value; `accounts/` is refused (D.9: set through the account).
+pub async fn put(
+    State(app): State<AppState>,
+    Path(path): Path<String>,
+    ApiJson(req): ApiJson<SecretRequest>,
+) -> ApiResult<Json<SecretInfo>> {
+    check_path(&path)?;
+    if path.starts_with("accounts/") {
+        return Err(ApiError::bad_request(
+            "secret path reserved",
+            "accounts/…: an account's token is set through PUT /v1/accounts/{name}/token",
+        ));
+    }
+    match app
+        .secrets
+        .set(&path, &req.value, req.description, Vec::new())
+    {
+        Ok(()) => {}
+        Err(SecretError::Empty) => {
+            return Err(ApiError::unprocessable("secret invalid", "value: empty"));
+        }
+        Err(SecretError::InvalidPath(m)) => {
+            return Err(ApiError::bad_request("secret path invalid", m));
+        }
+        Err(e) => return Err(ApiError::internal(e)),
+    }
+    tracing::info!(secret = %path, "secret set");
+    app.secrets
+        .info(&path)
+        .map_err(ApiError::internal)?
+        .map(Json)
+        .ok_or_else(|| ApiError::internal("secret vanished"))
+}
+
+/// DELETE /v1/secrets/{path}
+pub async fn delete(
+    State(app): State<AppState>,
+    Path(path): Path<String>,
+) -> ApiResult<StatusCode> {
+    check_path(&path)?;
+    if app.secrets.remove(&path).map_err(ApiError::internal)? {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::not_found(format!("secret {path}")))
+    }
+}
