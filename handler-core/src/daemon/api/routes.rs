@@ -10,12 +10,11 @@ use handler_contracts::control::{
 };
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 
+use super::{
+    accounts, acp, addons, agents, contexts, folders, harnesses, projects, providers, secrets,
+};
 use super::{auth, openapi};
 use crate::daemon::problem::ApiError;
-use crate::daemon::services::connections as acp;
-use crate::daemon::services::{
-    accounts, addons, agents, contexts, folders, harnesses, projects, providers, secrets,
-};
 use crate::daemon::state::{AppState, EgressRecord};
 
 /// A schema of a body.
@@ -71,13 +70,15 @@ const MODEL_QUERY: &[(&str, &str)] = &[
 
 /// Every route of the Control API.
 pub fn table() -> Vec<Route> {
+    use crate::daemon::services::accounts::{
+        AccountInfo, AccountRequest, LoginFileRequest, TokenInput,
+    };
+    use crate::daemon::services::agents::{AgentPatch, DuplicateRequest};
+    use crate::daemon::services::contexts::ContextRequest;
+    use crate::daemon::services::folders::WorkFolders;
+    use crate::daemon::services::projects::{ProjectPatch, ProjectRequest};
+    use crate::daemon::services::providers::{ProviderInfo, ProviderRequest, ProviderTemplate};
     use crate::daemon::store::secrets::{SecretInfo, SecretRequest};
-    use accounts::{AccountInfo, AccountRequest, LoginFileRequest, TokenInput};
-    use agents::{AgentPatch, DuplicateRequest};
-    use contexts::ContextRequest;
-    use folders::WorkFolders;
-    use projects::{ProjectPatch, ProjectRequest};
-    use providers::{ProviderInfo, ProviderRequest, ProviderTemplate};
     vec![
         r(
             "GET",

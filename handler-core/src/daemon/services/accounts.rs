@@ -2,9 +2,6 @@
 //! token goes to the secret store (`accounts/<name>/token`), a file login's credential file is
 //! kept in `<data>/accounts/<name>/credential` (0600).
 
-use axum::Json;
-use axum::extract::{Path, State};
-use axum::http::StatusCode;
 use handler_contracts::api_version::AccountApiVersion;
 use handler_contracts::validate::validate_account;
 use handler_contracts::{Account, HarnessDescriptor, SecretRef};
@@ -12,7 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::daemon::fsutil;
-use crate::daemon::problem::{ApiError, ApiJson, ApiResult};
+use crate::daemon::problem::{ApiError, ApiResult};
 use crate::daemon::state::AppState;
 use crate::daemon::store::accounts::{
     account_path, credential_path, login_state, token_secret_path,
@@ -146,28 +143,24 @@ fn info(app: &AppState, snap: &Snapshot, name: &str, r: &Result<Account, String>
     }
 }
 
-/// GET /v1/accounts
-pub async fn list(State(app): State<AppState>) -> ApiResult<Json<Vec<AccountInfo>>> {
+/// The rules behind GET /v1/accounts
+pub async fn list(app: &AppState) -> ApiResult<Vec<AccountInfo>> {
     let snap = app.snapshot();
-    Ok(Json(
-        snap.accounts
-            .iter()
-            .map(|(n, r)| info(&app, &snap, n, r))
-            .collect(),
-    ))
+    Ok(snap
+        .accounts
+        .iter()
+        .map(|(n, r)| info(&app, &snap, n, r))
+        .collect())
 }
 
-/// GET /v1/accounts/{name}
-pub async fn get(
-    State(app): State<AppState>,
-    Path(name): Path<String>,
-) -> ApiResult<Json<AccountInfo>> {
+/// The rules behind GET /v1/accounts/{name}
+pub async fn get(app: &AppState, name: String) -> ApiResult<AccountInfo> {
     let snap = app.snapshot();
     let r = snap
         .accounts
         .get(&name)
         .ok_or_else(|| ApiError::not_found(format!("account {name:?}")))?;
-    Ok(Json(info(&app, &snap, &name, r)))
+    Ok(info(&app, &snap, &name, r))
 }
 
 /// Applies a token input: a pasted one goes to the store (checked against the login's
@@ -289,11 +282,8 @@ fn build(
     Ok(a)
 }
 
-/// POST /v1/accounts
-pub async fn create(
-    State(app): State<AppState>,
-    ApiJson(req): ApiJson<AccountRequest>,
-) -> ApiResult<(StatusCode, Json<AccountInfo>)> {
+/// The rules behind POST /v1/accounts
+pub async fn create(app: &AppState, req: AccountRequest) -> ApiResult<AccountInfo> {
     let _w = app.write_lock.lock().await;
     let name = req
         .name
@@ -316,15 +306,11 @@ pub async fn create(
     write_account(&app, &name, &a)?;
     tracing::info!(account = %name, harness = %a.harness, "account created");
     let snap = app.snapshot();
-    Ok((StatusCode::CREATED, Json(info(&app, &snap, &name, &Ok(a)))))
+    Ok(info(&app, &snap, &name, &Ok(a)))
 }
 
-/// PUT /v1/accounts/{name}
-pub async fn replace(
-    State(app): State<AppState>,
-    Path(name): Path<String>,
-    ApiJson(req): ApiJson<AccountRequest>,
-) -> ApiResult<Json<AccountInfo>> {
+/// The rules behind PUT /v1/accounts/{name}
+pub async fn replace(app: &AppState, name: String, req: AccountRequest) -> ApiResult<AccountInfo> {
     let _w = app.write_lock.lock().await;
     if req.name.as_ref().is_some_and(|n| *n != name) {
         return Err(ApiError::bad_request(
@@ -345,15 +331,11 @@ pub async fn replace(
     let a = build(&app, &snap, &name, &req, old_token)?;
     write_account(&app, &name, &a)?;
     let snap = app.snapshot();
-    Ok(Json(info(&app, &snap, &name, &Ok(a))))
+    Ok(info(&app, &snap, &name, &Ok(a)))
 }
 
-/// PUT /v1/accounts/{name}/token
-pub async fn set_token(
-    State(app): State<AppState>,
-    Path(name): Path<String>,
-    ApiJson(t): ApiJson<TokenInput>,
-) -> ApiResult<Json<AccountInfo>> {
+/// The rules behind PUT /v1/accounts/{name}/token
+pub async fn set_token(app: &AppState, name: String, t: TokenInput) -> ApiResult<AccountInfo> {
     let _w = app.write_lock.lock().await;
     let snap = app.snapshot();
     let a = valid_account(&snap, &name)?;
@@ -368,15 +350,15 @@ pub async fn set_token(
     }
     write_account(&app, &name, &a2)?;
     let snap = app.snapshot();
-    Ok(Json(info(&app, &snap, &name, &Ok(a2))))
+    Ok(info(&app, &snap, &name, &Ok(a2)))
 }
 
-/// PUT /v1/accounts/{name}/login: keeps a file login's credential file (0600).
+/// The rules behind PUT /v1/accounts/{name}/login: keeps a file login's credential file (0600).
 pub async fn set_login_file(
-    State(app): State<AppState>,
-    Path(name): Path<String>,
-    ApiJson(req): ApiJson<LoginFileRequest>,
-) -> ApiResult<Json<AccountInfo>> {
+    app: &AppState,
+    name: String,
+    req: LoginFileRequest,
+) -> ApiResult<AccountInfo> {
     let _w = app.write_lock.lock().await;
     let snap = app.snapshot();
     let a = valid_account(&snap, &name)?;
@@ -406,14 +388,11 @@ pub async fn set_login_file(
     tracing::info!(account = %name, "credential file kept");
     let snap = app.snapshot();
     let r = snap.accounts.get(&name).cloned().unwrap_or(Ok(a));
-    Ok(Json(info(&app, &snap, &name, &r)))
+    Ok(info(&app, &snap, &name, &r))
 }
 
-/// DELETE /v1/accounts/{name}: its file, its pasted token, its credential file.
-pub async fn delete(
-    State(app): State<AppState>,
-    Path(name): Path<String>,
-) -> ApiResult<StatusCode> {
+/// The rules behind DELETE /v1/accounts/{name}: its file, its pasted token, its credential file.
+pub async fn delete(app: &AppState, name: String) -> ApiResult<()> {
     let _w = app.write_lock.lock().await;
     if !valid_name(&name) || !account_path(&app.config, &name).exists() {
         return Err(ApiError::not_found(format!("account {name:?}")));
@@ -423,7 +402,7 @@ pub async fn delete(
         .remove_under(&format!("accounts/{name}"))
         .map_err(ApiError::internal)?;
     let _ = std::fs::remove_dir_all(app.config.data_dir.join("accounts").join(&name));
-    Ok(StatusCode::NO_CONTENT)
+    Ok(())
 }
 
 /// Reads one account again (after a write), for callers outside this module.

@@ -6,9 +6,6 @@
 
 use std::collections::BTreeMap;
 
-use axum::Json;
-use axum::extract::{Path, State};
-use axum::http::StatusCode;
 use handler_contracts::SecretRef;
 use handler_contracts::addon::Binding;
 use handler_contracts::api_version::BindingApiVersion;
@@ -17,7 +14,7 @@ use handler_contracts::parse::from_toml;
 use handler_contracts::validate::validate_binding;
 use toml_edit::{DocumentMut, Item, Table};
 
-use crate::daemon::problem::{ApiError, ApiJson, ApiResult};
+use crate::daemon::problem::{ApiError, ApiResult};
 use crate::daemon::state::AppState;
 use crate::daemon::store::addons::{
     AddonSet, LoadedAddon, LoadedBinding, binding_path, secret_path,
@@ -106,49 +103,39 @@ fn binding_info(app: &AppState, b: &LoadedBinding) -> BindingInfo {
     }
 }
 
-/// GET /v1/addons
-pub async fn list_addons(State(app): State<AppState>) -> Json<Vec<AddonInfo>> {
-    Json(
-        AddonSet::read(&app.config)
-            .addons
-            .values()
-            .map(addon_info)
-            .collect(),
-    )
+/// The rules behind GET /v1/addons
+pub async fn list_addons(app: &AppState) -> Vec<AddonInfo> {
+    AddonSet::read(&app.config)
+        .addons
+        .values()
+        .map(addon_info)
+        .collect()
 }
 
-/// GET /v1/addons/{name}
-pub async fn get_addon(
-    State(app): State<AppState>,
-    Path(name): Path<String>,
-) -> ApiResult<Json<AddonInfo>> {
+/// The rules behind GET /v1/addons/{name}
+pub async fn get_addon(app: &AppState, name: String) -> ApiResult<AddonInfo> {
     AddonSet::read(&app.config)
         .addons
         .get(&name)
-        .map(|a| Json(addon_info(a)))
+        .map(|a| addon_info(a))
         .ok_or_else(|| ApiError::not_found(format!("addon {name:?}")))
 }
 
-/// GET /v1/bindings
-pub async fn list_bindings(State(app): State<AppState>) -> Json<Vec<BindingInfo>> {
-    Json(
-        AddonSet::read(&app.config)
-            .bindings
-            .values()
-            .map(|b| binding_info(&app, b))
-            .collect(),
-    )
+/// The rules behind GET /v1/bindings
+pub async fn list_bindings(app: &AppState) -> Vec<BindingInfo> {
+    AddonSet::read(&app.config)
+        .bindings
+        .values()
+        .map(|b| binding_info(&app, b))
+        .collect()
 }
 
-/// GET /v1/bindings/{name}
-pub async fn get_binding(
-    State(app): State<AppState>,
-    Path(name): Path<String>,
-) -> ApiResult<Json<BindingInfo>> {
+/// The rules behind GET /v1/bindings/{name}
+pub async fn get_binding(app: &AppState, name: String) -> ApiResult<BindingInfo> {
     AddonSet::read(&app.config)
         .bindings
         .get(&name)
-        .map(|b| Json(binding_info(&app, b)))
+        .map(|b| binding_info(&app, b))
         .ok_or_else(|| ApiError::not_found(format!("binding {name:?}")))
 }
 
@@ -290,11 +277,8 @@ fn write_binding(app: &AppState, name: &str, b: &Binding) -> ApiResult<()> {
     Ok(())
 }
 
-/// POST /v1/bindings: a new binding (201); its secret values to the secret store.
-pub async fn create_binding(
-    State(app): State<AppState>,
-    ApiJson(req): ApiJson<BindingRequest>,
-) -> ApiResult<(StatusCode, Json<BindingInfo>)> {
+/// The rules behind POST /v1/bindings: a new binding (201); its secret values to the secret store.
+pub async fn create_binding(app: &AppState, req: BindingRequest) -> ApiResult<BindingInfo> {
     let _w = app.write_lock.lock().await;
     if !valid_name(&req.name) {
         return Err(invalid(format!(
@@ -313,19 +297,16 @@ pub async fn create_binding(
     write_binding(&app, &req.name, &b)?;
     tracing::info!(binding = %req.name, addon = %b.addon, "binding created");
     let set = AddonSet::read(&app.config);
-    Ok((
-        StatusCode::CREATED,
-        Json(binding_info(&app, &set.bindings[&req.name])),
-    ))
+    Ok(binding_info(&app, &set.bindings[&req.name]))
 }
 
-/// PUT /v1/bindings/{name}: replace it (and rename it when the body names another: the agents
+/// The rules behind PUT /v1/bindings/{name}: replace it (and rename it when the body names another: the agents
 /// that picked it follow).
 pub async fn replace_binding(
-    State(app): State<AppState>,
-    Path(name): Path<String>,
-    ApiJson(req): ApiJson<BindingRequest>,
-) -> ApiResult<Json<BindingInfo>> {
+    app: &AppState,
+    name: String,
+    req: BindingRequest,
+) -> ApiResult<BindingInfo> {
     let _w = app.write_lock.lock().await;
     let set = AddonSet::read(&app.config);
     let old = set
@@ -375,14 +356,11 @@ pub async fn replace_binding(
         }
     }
     let set = AddonSet::read(&app.config);
-    Ok(Json(binding_info(&app, &set.bindings[&req.name])))
+    Ok(binding_info(&app, &set.bindings[&req.name]))
 }
 
-/// DELETE /v1/bindings/{name}: refused (409) while an agent picked it; its stored secrets go.
-pub async fn delete_binding(
-    State(app): State<AppState>,
-    Path(name): Path<String>,
-) -> ApiResult<StatusCode> {
+/// The rules behind DELETE /v1/bindings/{name}: refused (409) while an agent picked it; its stored secrets go.
+pub async fn delete_binding(app: &AppState, name: String) -> ApiResult<()> {
     let _w = app.write_lock.lock().await;
     let path = binding_path(&app.config, &name);
     if !valid_name(&name) || !path.exists() {
@@ -399,5 +377,5 @@ pub async fn delete_binding(
     app.secrets
         .remove_under(&format!("bindings/{name}"))
         .map_err(ApiError::internal)?;
-    Ok(StatusCode::NO_CONTENT)
+    Ok(())
 }

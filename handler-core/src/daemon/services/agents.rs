@@ -4,8 +4,6 @@
 
 use std::collections::BTreeSet;
 
-use axum::Json;
-use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use handler_contracts::SecretRef;
 use handler_contracts::control::{
@@ -21,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::daemon::fsutil::now_rfc3339;
 use crate::daemon::launch::rules::{Containment, Preset, containment, required_hosts, risks};
-use crate::daemon::problem::{ApiError, ApiJson, ApiResult};
+use crate::daemon::problem::{ApiError, ApiResult};
 use crate::daemon::state::AppState;
 use crate::daemon::store::accounts::login_state;
 use crate::daemon::store::catalog::Snapshot;
@@ -286,30 +284,29 @@ pub struct AgentQuery {
     pub project: Option<String>,
 }
 
-/// GET /v1/agents
-pub async fn list(State(app): State<AppState>, Query(q): Query<AgentQuery>) -> Json<Vec<Agent>> {
+/// The rules behind GET /v1/agents
+pub async fn list(app: &AppState, q: AgentQuery) -> Vec<Agent> {
     let snap = app.snapshot();
-    Json(
-        app.agents
-            .agents()
-            .iter()
-            .filter(|a| {
-                q.project
-                    .as_ref()
-                    .is_none_or(|p| a.project_id.as_ref() == Some(p))
-            })
-            .map(|a| view(&app, &snap, a))
-            .collect(),
-    )
+
+    app.agents
+        .agents()
+        .iter()
+        .filter(|a| {
+            q.project
+                .as_ref()
+                .is_none_or(|p| a.project_id.as_ref() == Some(p))
+        })
+        .map(|a| view(&app, &snap, a))
+        .collect()
 }
 
-/// GET /v1/agents/{id}
-pub async fn get(State(app): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Agent>> {
+/// The rules behind GET /v1/agents/{id}
+pub async fn get(app: &AppState, id: String) -> ApiResult<Agent> {
     let a = app
         .agents
         .agent(&id)
         .ok_or_else(|| ApiError::not_found(format!("agent {id:?}")))?;
-    Ok(Json(view(&app, &app.snapshot(), &a)))
+    Ok(view(&app, &app.snapshot(), &a))
 }
 
 fn adhoc_stored(
@@ -370,11 +367,8 @@ fn adhoc_stored(
     })
 }
 
-/// POST /v1/agents: an ad-hoc agent.
-pub async fn create(
-    State(app): State<AppState>,
-    ApiJson(req): ApiJson<AdHocAgentRequest>,
-) -> ApiResult<(StatusCode, Json<Agent>)> {
+/// The rules behind POST /v1/agents: an ad-hoc agent.
+pub async fn create(app: &AppState, req: AdHocAgentRequest) -> ApiResult<Agent> {
     let _w = app.write_lock.lock().await;
     let snap = app.snapshot();
     let a = adhoc_stored(&app, &snap, &req, None)?;
@@ -383,7 +377,7 @@ pub async fn create(
         Ok(())
     })?;
     tracing::info!(agent = %a.id, "ad-hoc agent created");
-    Ok((StatusCode::CREATED, Json(view(&app, &snap, &a))))
+    Ok(view(&app, &snap, &a))
 }
 
 pub(crate) fn project_stored(
@@ -450,12 +444,8 @@ pub(crate) fn project_stored(
     })
 }
 
-/// PUT /v1/agents/{id}: an ad-hoc agent takes an AdHocAgentRequest, a project's an AgentRequest.
-pub async fn replace(
-    State(app): State<AppState>,
-    Path(id): Path<String>,
-    ApiJson(body): ApiJson<serde_json::Value>,
-) -> ApiResult<Json<Agent>> {
+/// The rules behind PUT /v1/agents/{id}: an ad-hoc agent takes an AdHocAgentRequest, a project's an AgentRequest.
+pub async fn replace(app: &AppState, id: String, body: serde_json::Value) -> ApiResult<Agent> {
     let _w = app.write_lock.lock().await;
     let old = app
         .agents
@@ -517,7 +507,7 @@ pub async fn replace(
     super::live::apply_allow(&app, &a).await?;
     let mut answer = view(&app, &snap, &a);
     next_sandbox(&mut answer, &old_view);
-    Ok(Json(answer))
+    Ok(answer)
 }
 
 /// Names in the answer what changed that a running sandbox does not get (A.4, `nextSandbox`).
@@ -544,12 +534,8 @@ pub struct AgentPatch {
     pub instructions: Option<String>,
 }
 
-/// PATCH /v1/agents/{id}
-pub async fn patch(
-    State(app): State<AppState>,
-    Path(id): Path<String>,
-    ApiJson(req): ApiJson<AgentPatch>,
-) -> ApiResult<Json<Agent>> {
+/// The rules behind PATCH /v1/agents/{id}
+pub async fn patch(app: &AppState, id: String, req: AgentPatch) -> ApiResult<Agent> {
     let _w = app.write_lock.lock().await;
     let old = app
         .agents
@@ -617,11 +603,11 @@ pub async fn patch(
     }
     let mut answer = view(&app, &app.snapshot(), &a);
     next_sandbox(&mut answer, &old_view);
-    Ok(Json(answer))
+    Ok(answer)
 }
 
-/// DELETE /v1/agents/{id}: refused (409) for a project's last agent.
-pub async fn delete(State(app): State<AppState>, Path(id): Path<String>) -> ApiResult<StatusCode> {
+/// The rules behind DELETE /v1/agents/{id}: refused (409) for a project's last agent.
+pub async fn delete(app: &AppState, id: String) -> ApiResult<()> {
     let _w = app.write_lock.lock().await;
     let a = app
         .agents
@@ -652,7 +638,7 @@ pub async fn delete(State(app): State<AppState>, Path(id): Path<String>) -> ApiR
         Ok(())
     })?;
     app.stop_connections(&id).await;
-    Ok(StatusCode::NO_CONTENT)
+    Ok(())
 }
 
 /// POST /v1/agents/{id}/duplicate: a new agent with its settings, nothing linked (D.8).
@@ -666,12 +652,8 @@ pub struct DuplicateRequest {
     pub confirm_risks: bool,
 }
 
-/// POST /v1/agents/{id}/duplicate
-pub async fn duplicate(
-    State(app): State<AppState>,
-    Path(id): Path<String>,
-    ApiJson(req): ApiJson<DuplicateRequest>,
-) -> ApiResult<(StatusCode, Json<Agent>)> {
+/// The rules behind POST /v1/agents/{id}/duplicate
+pub async fn duplicate(app: &AppState, id: String, req: DuplicateRequest) -> ApiResult<Agent> {
     let _w = app.write_lock.lock().await;
     let src = app
         .agents
@@ -734,5 +716,5 @@ pub async fn duplicate(
         agents.push(a.clone());
         Ok(())
     })?;
-    Ok((StatusCode::CREATED, Json(view(&app, &snap, &a))))
+    Ok(view(&app, &snap, &a))
 }

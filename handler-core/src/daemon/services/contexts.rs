@@ -2,15 +2,12 @@
 //! "blue"`), and the rule that a project with a context runs only accounts and providers made
 //! for it or for any.
 
-use axum::Json;
-use axum::extract::{Path, State};
-use axum::http::StatusCode;
 use handler_contracts::control::{ContextColor, ContextInfo};
 use handler_contracts::validate::validate_context_name;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::daemon::problem::{ApiError, ApiJson, ApiResult};
+use crate::daemon::problem::{ApiError, ApiResult};
 use crate::daemon::state::AppState;
 use crate::daemon::store::contexts::{path, read};
 use crate::daemon::store::tomldoc;
@@ -61,20 +58,16 @@ fn infos(app: &AppState) -> Vec<ContextInfo> {
         .collect()
 }
 
-/// GET /v1/contexts
-pub async fn list(State(app): State<AppState>) -> Json<Vec<ContextInfo>> {
-    Json(infos(&app))
+/// The rules behind GET /v1/contexts
+pub async fn list(app: &AppState) -> Vec<ContextInfo> {
+    infos(&app)
 }
 
-/// GET /v1/contexts/{name}
-pub async fn get(
-    State(app): State<AppState>,
-    Path(name): Path<String>,
-) -> ApiResult<Json<ContextInfo>> {
+/// The rules behind GET /v1/contexts/{name}
+pub async fn get(app: &AppState, name: String) -> ApiResult<ContextInfo> {
     infos(&app)
         .into_iter()
         .find(|c| c.name == name)
-        .map(Json)
         .ok_or_else(|| ApiError::not_found(format!("context {name:?}")))
 }
 
@@ -99,11 +92,8 @@ fn write(app: &AppState, name: &str, color: Option<ContextColor>) -> ApiResult<(
     tomldoc::save(&p, &doc).map_err(ApiError::internal)
 }
 
-/// POST /v1/contexts
-pub async fn create(
-    State(app): State<AppState>,
-    ApiJson(req): ApiJson<ContextRequest>,
-) -> ApiResult<(StatusCode, Json<ContextInfo>)> {
+/// The rules behind POST /v1/contexts
+pub async fn create(app: &AppState, req: ContextRequest) -> ApiResult<ContextInfo> {
     let _w = app.write_lock.lock().await;
     let name = req
         .name
@@ -125,15 +115,11 @@ pub async fn create(
         .into_iter()
         .find(|c| c.name == name)
         .ok_or_else(|| ApiError::internal("context vanished"))?;
-    Ok((StatusCode::CREATED, Json(c)))
+    Ok(c)
 }
 
-/// PUT /v1/contexts/{name}: its colour.
-pub async fn replace(
-    State(app): State<AppState>,
-    Path(name): Path<String>,
-    ApiJson(req): ApiJson<ContextRequest>,
-) -> ApiResult<Json<ContextInfo>> {
+/// The rules behind PUT /v1/contexts/{name}: its colour.
+pub async fn replace(app: &AppState, name: String, req: ContextRequest) -> ApiResult<ContextInfo> {
     let _w = app.write_lock.lock().await;
     if !read(&app.config).contains_key(&name) {
         return Err(ApiError::not_found(format!("context {name:?}")));
@@ -148,15 +134,11 @@ pub async fn replace(
     infos(&app)
         .into_iter()
         .find(|c| c.name == name)
-        .map(Json)
         .ok_or_else(|| ApiError::internal("context vanished"))
 }
 
-/// DELETE /v1/contexts/{name}: refused (409) while a project is in it.
-pub async fn delete(
-    State(app): State<AppState>,
-    Path(name): Path<String>,
-) -> ApiResult<StatusCode> {
+/// The rules behind DELETE /v1/contexts/{name}: refused (409) while a project is in it.
+pub async fn delete(app: &AppState, name: String) -> ApiResult<()> {
     let _w = app.write_lock.lock().await;
     if !read(&app.config).contains_key(&name) {
         return Err(ApiError::not_found(format!("context {name:?}")));
@@ -175,5 +157,5 @@ pub async fn delete(
         ));
     }
     write(&app, &name, None)?;
-    Ok(StatusCode::NO_CONTENT)
+    Ok(())
 }

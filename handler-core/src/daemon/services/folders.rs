@@ -3,15 +3,13 @@
 //! every save and again at every start: inside a work folder, and never one of Handler's own
 //! folders (config, data, state, cache…), inside one or holding one (issue 11, item 3).
 
-use axum::Json;
-use axum::extract::State;
 use handler_contracts::validate::expand_home;
 use handler_sandbox::validate::check_root_placement;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use toml_edit::{Array, Value};
 
-use crate::daemon::problem::{ApiError, ApiJson, ApiResult};
+use crate::daemon::problem::{ApiError, ApiResult};
 use crate::daemon::state::AppState;
 use crate::daemon::store::folders::{path, reserved, resolved_roots, roots};
 use crate::daemon::store::tomldoc;
@@ -27,22 +25,19 @@ pub struct WorkFolders {
     pub resolved: Vec<String>,
 }
 
-/// GET /v1/folders
-pub async fn get(State(app): State<AppState>) -> Json<WorkFolders> {
-    Json(WorkFolders {
+/// The rules behind GET /v1/folders
+pub async fn get(app: &AppState) -> WorkFolders {
+    WorkFolders {
         roots: roots(&app.config),
         resolved: resolved_roots(&app.config)
             .iter()
             .map(|p| p.display().to_string())
             .collect(),
-    })
+    }
 }
 
-/// PUT /v1/folders
-pub async fn put(
-    State(app): State<AppState>,
-    ApiJson(req): ApiJson<WorkFolders>,
-) -> ApiResult<Json<WorkFolders>> {
+/// The rules behind PUT /v1/folders
+pub async fn put(app: &AppState, req: WorkFolders) -> ApiResult<WorkFolders> {
     let _w = app.write_lock.lock().await;
     let home = app.config.home.to_string_lossy().into_owned();
     let reserved = reserved(&app.config);
@@ -64,5 +59,5 @@ pub async fn put(
     tomldoc::set_value(&mut doc, "roots", Value::Array(arr));
     tomldoc::save(&p, &doc).map_err(ApiError::internal)?;
     drop(_w);
-    Ok(get(State(app)).await)
+    Ok(get(app).await)
 }

@@ -1,16 +1,13 @@
 //! Projects (D.8): a work folder and its agents, the first set up with a preset; a project's
 //! context (D.19) checked against its agents' models.
 
-use axum::Json;
-use axum::extract::{Path, State};
-use axum::http::StatusCode;
 use handler_contracts::control::{Agent, AgentOptions, AgentRequest};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::daemon::fsutil::now_rfc3339;
 use crate::daemon::launch::rules::Preset;
-use crate::daemon::problem::{ApiError, ApiJson, ApiResult};
+use crate::daemon::problem::{ApiError, ApiResult};
 use crate::daemon::state::AppState;
 use crate::daemon::store::catalog::Snapshot;
 use crate::daemon::store::{StoredAgent, StoredProject, new_id};
@@ -111,32 +108,28 @@ fn with_preset(mut o: AgentOptions, preset: Preset) -> AgentOptions {
     o
 }
 
-/// GET /v1/projects
-pub async fn list(State(app): State<AppState>) -> Json<Vec<Project>> {
+/// The rules behind GET /v1/projects
+pub async fn list(app: &AppState) -> Vec<Project> {
     let snap = app.snapshot();
-    Json(
-        app.agents
-            .projects()
-            .iter()
-            .map(|p| project_view(&app, &snap, p))
-            .collect(),
-    )
+
+    app.agents
+        .projects()
+        .iter()
+        .map(|p| project_view(&app, &snap, p))
+        .collect()
 }
 
-/// GET /v1/projects/{id}
-pub async fn get(State(app): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Project>> {
+/// The rules behind GET /v1/projects/{id}
+pub async fn get(app: &AppState, id: String) -> ApiResult<Project> {
     let p = app
         .agents
         .project(&id)
         .ok_or_else(|| ApiError::not_found(format!("project {id:?}")))?;
-    Ok(Json(project_view(&app, &app.snapshot(), &p)))
+    Ok(project_view(&app, &app.snapshot(), &p))
 }
 
-/// POST /v1/projects
-pub async fn create(
-    State(app): State<AppState>,
-    ApiJson(req): ApiJson<ProjectRequest>,
-) -> ApiResult<(StatusCode, Json<Project>)> {
+/// The rules behind POST /v1/projects
+pub async fn create(app: &AppState, req: ProjectRequest) -> ApiResult<Project> {
     let _w = app.write_lock.lock().await;
     let folder = crate::daemon::store::folders::check_scope(&app.config, "folder", &req.folder)?
         .display()
@@ -183,15 +176,11 @@ pub async fn create(
         Ok(())
     })?;
     tracing::info!(project = %p2.id, agent = %a.id, "project created");
-    Ok((StatusCode::CREATED, Json(project_view(&app, &snap, &p2))))
+    Ok(project_view(&app, &snap, &p2))
 }
 
-/// PATCH /v1/projects/{id}: a context change checks its agents (409, they keep theirs).
-pub async fn patch(
-    State(app): State<AppState>,
-    Path(id): Path<String>,
-    ApiJson(req): ApiJson<ProjectPatch>,
-) -> ApiResult<Json<Project>> {
+/// The rules behind PATCH /v1/projects/{id}: a context change checks its agents (409, they keep theirs).
+pub async fn patch(app: &AppState, id: String, req: ProjectPatch) -> ApiResult<Project> {
     let _w = app.write_lock.lock().await;
     let mut p = app
         .agents
@@ -249,11 +238,11 @@ pub async fn patch(
         }
         Ok(())
     })?;
-    Ok(Json(project_view(&app, &snap, &p)))
+    Ok(project_view(&app, &snap, &p))
 }
 
-/// DELETE /v1/projects/{id}: with its agents.
-pub async fn delete(State(app): State<AppState>, Path(id): Path<String>) -> ApiResult<StatusCode> {
+/// The rules behind DELETE /v1/projects/{id}: with its agents.
+pub async fn delete(app: &AppState, id: String) -> ApiResult<()> {
     let _w = app.write_lock.lock().await;
     if app.agents.project(&id).is_none() {
         return Err(ApiError::not_found(format!("project {id:?}")));
@@ -273,15 +262,11 @@ pub async fn delete(State(app): State<AppState>, Path(id): Path<String>) -> ApiR
     for a in ids {
         app.stop_connections(&a).await;
     }
-    Ok(StatusCode::NO_CONTENT)
+    Ok(())
 }
 
-/// POST /v1/projects/{id}/agents: another agent (defaults of new agents).
-pub async fn create_agent(
-    State(app): State<AppState>,
-    Path(id): Path<String>,
-    ApiJson(req): ApiJson<AgentRequest>,
-) -> ApiResult<(StatusCode, Json<Agent>)> {
+/// The rules behind POST /v1/projects/{id}/agents: another agent (defaults of new agents).
+pub async fn create_agent(app: &AppState, id: String, req: AgentRequest) -> ApiResult<Agent> {
     let _w = app.write_lock.lock().await;
     let p = app
         .agents
@@ -312,5 +297,5 @@ pub async fn create_agent(
         }
         Ok(())
     })?;
-    Ok((StatusCode::CREATED, Json(view(&app, &snap, &a))))
+    Ok(view(&app, &snap, &a))
 }

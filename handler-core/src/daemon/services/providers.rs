@@ -4,9 +4,6 @@
 
 use std::collections::BTreeMap;
 
-use axum::Json;
-use axum::extract::{Path, State};
-use axum::http::StatusCode;
 use handler_contracts::api_version::ProviderApiVersion;
 use handler_contracts::parse::from_toml;
 use handler_contracts::validate::validate_provider;
@@ -16,7 +13,7 @@ use handler_contracts::{
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::daemon::problem::{ApiError, ApiJson, ApiResult};
+use crate::daemon::problem::{ApiError, ApiResult};
 use crate::daemon::state::AppState;
 use crate::daemon::store::catalog::valid_name;
 use crate::daemon::store::providers::{key_secret_path, provider_path};
@@ -148,33 +145,29 @@ pub fn templates(app: &AppState) -> Vec<ProviderTemplate> {
     out
 }
 
-/// GET /v1/provider-templates
-pub async fn list_templates(State(app): State<AppState>) -> Json<Vec<ProviderTemplate>> {
-    Json(templates(&app))
+/// The rules behind GET /v1/provider-templates
+pub async fn list_templates(app: &AppState) -> Vec<ProviderTemplate> {
+    templates(&app)
 }
 
-/// GET /v1/providers
-pub async fn list(State(app): State<AppState>) -> Json<Vec<ProviderInfo>> {
+/// The rules behind GET /v1/providers
+pub async fn list(app: &AppState) -> Vec<ProviderInfo> {
     let snap = app.snapshot();
-    Json(
-        snap.providers
-            .iter()
-            .map(|(n, r)| info(&app, n, r))
-            .collect(),
-    )
+
+    snap.providers
+        .iter()
+        .map(|(n, r)| info(&app, n, r))
+        .collect()
 }
 
-/// GET /v1/providers/{name}
-pub async fn get(
-    State(app): State<AppState>,
-    Path(name): Path<String>,
-) -> ApiResult<Json<ProviderInfo>> {
+/// The rules behind GET /v1/providers/{name}
+pub async fn get(app: &AppState, name: String) -> ApiResult<ProviderInfo> {
     let snap = app.snapshot();
     let r = snap
         .providers
         .get(&name)
         .ok_or_else(|| ApiError::not_found(format!("provider {name:?}")))?;
-    Ok(Json(info(&app, &name, r)))
+    Ok(info(&app, &name, r))
 }
 
 fn endpoint_hosts(p: &Provider) -> Vec<String> {
@@ -289,11 +282,8 @@ fn write_provider(app: &AppState, name: &str, p: &Provider) -> ApiResult<()> {
     Ok(())
 }
 
-/// POST /v1/providers
-pub async fn create(
-    State(app): State<AppState>,
-    ApiJson(req): ApiJson<ProviderRequest>,
-) -> ApiResult<(StatusCode, Json<ProviderInfo>)> {
+/// The rules behind POST /v1/providers
+pub async fn create(app: &AppState, req: ProviderRequest) -> ApiResult<ProviderInfo> {
     let _w = app.write_lock.lock().await;
     let name = req
         .name
@@ -314,15 +304,15 @@ pub async fn create(
     let p = build(&app, &name, &req, None)?;
     write_provider(&app, &name, &p)?;
     tracing::info!(provider = %name, "provider created");
-    Ok((StatusCode::CREATED, Json(info(&app, &name, &Ok(p)))))
+    Ok(info(&app, &name, &Ok(p)))
 }
 
-/// PUT /v1/providers/{name}
+/// The rules behind PUT /v1/providers/{name}
 pub async fn replace(
-    State(app): State<AppState>,
-    Path(name): Path<String>,
-    ApiJson(req): ApiJson<ProviderRequest>,
-) -> ApiResult<Json<ProviderInfo>> {
+    app: &AppState,
+    name: String,
+    req: ProviderRequest,
+) -> ApiResult<ProviderInfo> {
     let _w = app.write_lock.lock().await;
     if req.name.as_ref().is_some_and(|n| *n != name) {
         return Err(ApiError::bad_request(
@@ -342,14 +332,11 @@ pub async fn replace(
         old.as_ref().ok().and_then(|p| p.api_key.clone()),
     )?;
     write_provider(&app, &name, &p)?;
-    Ok(Json(info(&app, &name, &Ok(p))))
+    Ok(info(&app, &name, &Ok(p)))
 }
 
-/// DELETE /v1/providers/{name}
-pub async fn delete(
-    State(app): State<AppState>,
-    Path(name): Path<String>,
-) -> ApiResult<StatusCode> {
+/// The rules behind DELETE /v1/providers/{name}
+pub async fn delete(app: &AppState, name: String) -> ApiResult<()> {
     let _w = app.write_lock.lock().await;
     let path = provider_path(&app.config, &name);
     if !valid_name(&name) || !path.exists() {
@@ -359,5 +346,5 @@ pub async fn delete(
     app.secrets
         .remove_under(&format!("providers/{name}"))
         .map_err(ApiError::internal)?;
-    Ok(StatusCode::NO_CONTENT)
+    Ok(())
 }

@@ -1,11 +1,7 @@
 //! The secret store's rules (D.14): paths and descriptions only, never a value; `accounts/`
 //! is set through the account.
 
-use axum::Json;
-use axum::extract::{Path, State};
-use axum::http::StatusCode;
-
-use crate::daemon::problem::{ApiError, ApiJson, ApiResult};
+use crate::daemon::problem::{ApiError, ApiResult};
 use crate::daemon::state::AppState;
 use crate::daemon::store::secrets::{SecretError, SecretInfo, SecretRequest};
 
@@ -14,30 +10,22 @@ fn check_path(path: &str) -> ApiResult<()> {
         .map_err(|e| ApiError::bad_request("secret path invalid", e.message))
 }
 
-/// GET /v1/secrets
-pub async fn list(State(app): State<AppState>) -> ApiResult<Json<Vec<SecretInfo>>> {
-    app.secrets.list().map(Json).map_err(ApiError::internal)
+/// The rules behind GET /v1/secrets
+pub async fn list(app: &AppState) -> ApiResult<Vec<SecretInfo>> {
+    app.secrets.list().map_err(ApiError::internal)
 }
 
-/// GET /v1/secrets/{path}
-pub async fn get(
-    State(app): State<AppState>,
-    Path(path): Path<String>,
-) -> ApiResult<Json<SecretInfo>> {
+/// The rules behind GET /v1/secrets/{path}
+pub async fn get(app: &AppState, path: String) -> ApiResult<SecretInfo> {
     check_path(&path)?;
     app.secrets
         .info(&path)
         .map_err(ApiError::internal)?
-        .map(Json)
         .ok_or_else(|| ApiError::not_found(format!("secret {path}")))
 }
 
-/// PUT /v1/secrets/{path}: sets a value; `accounts/` is refused (D.9: set through the account).
-pub async fn put(
-    State(app): State<AppState>,
-    Path(path): Path<String>,
-    ApiJson(req): ApiJson<SecretRequest>,
-) -> ApiResult<Json<SecretInfo>> {
+/// The rules behind PUT /v1/secrets/{path}: sets a value; `accounts/` is refused (D.9: set through the account).
+pub async fn put(app: &AppState, path: String, req: SecretRequest) -> ApiResult<SecretInfo> {
     check_path(&path)?;
     if path.starts_with("accounts/") {
         return Err(ApiError::bad_request(
@@ -62,18 +50,14 @@ pub async fn put(
     app.secrets
         .info(&path)
         .map_err(ApiError::internal)?
-        .map(Json)
         .ok_or_else(|| ApiError::internal("secret vanished"))
 }
 
-/// DELETE /v1/secrets/{path}
-pub async fn delete(
-    State(app): State<AppState>,
-    Path(path): Path<String>,
-) -> ApiResult<StatusCode> {
+/// The rules behind DELETE /v1/secrets/{path}
+pub async fn delete(app: &AppState, path: String) -> ApiResult<()> {
     check_path(&path)?;
     if app.secrets.remove(&path).map_err(ApiError::internal)? {
-        Ok(StatusCode::NO_CONTENT)
+        Ok(())
     } else {
         Err(ApiError::not_found(format!("secret {path}")))
     }

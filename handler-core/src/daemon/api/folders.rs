@@ -1,0 +1,23 @@
+//! The folders routes: parse, call the service, answer.
+
+use axum::Json;
+use axum::extract::State;
+
+use crate::daemon::problem::{ApiJson, ApiResult};
+use crate::daemon::services::folders::{self as service, WorkFolders};
+use crate::daemon::state::AppState;
+
+/// GET /v1/folders
+pub async fn get(State(app): State<AppState>) -> Json<WorkFolders> {
+    let v = service::get(&app).await;
+    Json(v)
+}
+
+/// PUT /v1/folders
+pub async fn put(
+    State(app): State<AppState>,
+    ApiJson(req): ApiJson<WorkFolders>,
+) -> ApiResult<Json<WorkFolders>> {
+    let v = service::put(&app, req).await?;
+    Ok(Json(v))
+}
