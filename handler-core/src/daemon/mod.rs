@@ -22,4 +22,4 @@ pub mod store;
 pub use api::{auth, openapi, routes};
 pub use config::DaemonConfig;
 pub use server::{DaemonError, Running, build, init_logging, run, run_with, serve, signals};
-pub use state::{App, AppState, EGRESS_EVENTS_KEPT, EgressRecord, LiveConnection};
+pub use state::{App, AppState, EGRESS_EVENTS_KEPT, LiveConnection};

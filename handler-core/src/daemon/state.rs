@@ -9,8 +9,6 @@ use std::sync::{Arc, Mutex};
 use handler_contracts::allow::AllowEntry;
 use handler_contracts::control::AgentConnection;
 use handler_contracts::sandbox::EgressEvent;
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
 use crate::daemon::config::DaemonConfig;
@@ -19,6 +17,7 @@ use crate::daemon::launch::launcher::Launcher;
 use crate::daemon::store::agents::AgentStore;
 use crate::daemon::store::catalog;
 use crate::daemon::store::secrets::SecretStore;
+use handler_contracts::control::EgressRecord;
 
 /// A running filtered sandbox's allow-list: the part that stays (the model's and harness's
 /// hosts, fixed at launch) and the list in force now.
@@ -37,16 +36,6 @@ pub struct LiveConnection {
     pub stop: Arc<Notify>,
     /// A filtered sandbox's allow-list, switched live when the agent changes (A.4).
     pub allow: Option<LiveAllow>,
-}
-
-/// An egress event as recorded for an agent (A.3).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct EgressRecord {
-    pub at: String,
-    pub sandbox: String,
-    #[serde(flatten)]
-    pub event: EgressEvent,
 }
 
 /// How many egress events are kept per agent.

@@ -5,10 +5,9 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 
 use crate::daemon::problem::{ApiJson, ApiResult};
-use crate::daemon::services::accounts::{
-    self as service, AccountInfo, AccountRequest, LoginFileRequest, TokenInput,
-};
+use crate::daemon::services::accounts::{self as service};
 use crate::daemon::state::AppState;
+use handler_contracts::control::{AccountInfo, AccountRequest, LoginFileRequest, TokenInput};
 
 /// GET /v1/accounts
 pub async fn list(State(app): State<AppState>) -> ApiResult<Json<Vec<AccountInfo>>> {

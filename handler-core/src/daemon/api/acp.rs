@@ -11,8 +11,9 @@ use handler_contracts::acp::SUBPROTOCOL_ACP;
 use super::auth::{header_token_ok, offered_protocols, protocol_token_ok};
 use crate::daemon::prepare::Prepared;
 use crate::daemon::problem::{ApiError, ApiResult};
-use crate::daemon::services::connections::{self as service, ModelQuery};
-use crate::daemon::state::{AppState, EgressRecord, LiveAllow};
+use crate::daemon::services::connections::{self as service};
+use crate::daemon::state::{AppState, LiveAllow};
+use handler_contracts::control::{EgressRecord, ModelQuery};
 
 /// GET /v1/agents/{id}/acp
 pub async fn connect(

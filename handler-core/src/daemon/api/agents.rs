@@ -6,8 +6,9 @@ use axum::http::StatusCode;
 use handler_contracts::control::{AdHocAgentRequest, Agent};
 
 use crate::daemon::problem::{ApiJson, ApiResult};
-use crate::daemon::services::agents::{self as service, AgentPatch, AgentQuery, DuplicateRequest};
+use crate::daemon::services::agents::{self as service};
 use crate::daemon::state::AppState;
+use handler_contracts::control::{AgentPatch, AgentQuery, DuplicateRequest};
 
 /// GET /v1/agents
 pub async fn list(State(app): State<AppState>, Query(q): Query<AgentQuery>) -> Json<Vec<Agent>> {

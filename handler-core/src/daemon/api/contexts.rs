@@ -6,8 +6,9 @@ use axum::http::StatusCode;
 use handler_contracts::control::ContextInfo;
 
 use crate::daemon::problem::{ApiJson, ApiResult};
-use crate::daemon::services::contexts::{self as service, ContextRequest};
+use crate::daemon::services::contexts::{self as service};
 use crate::daemon::state::AppState;
+use handler_contracts::control::ContextRequest;
 
 /// GET /v1/contexts
 pub async fn list(State(app): State<AppState>) -> Json<Vec<ContextInfo>> {

@@ -4,8 +4,9 @@ use axum::Json;
 use axum::extract::State;
 
 use crate::daemon::problem::{ApiJson, ApiResult};
-use crate::daemon::services::folders::{self as service, WorkFolders};
+use crate::daemon::services::folders::{self as service};
 use crate::daemon::state::AppState;
+use handler_contracts::control::WorkFolders;
 
 /// GET /v1/folders
 pub async fn get(State(app): State<AppState>) -> Json<WorkFolders> {

@@ -6,8 +6,9 @@ use axum::http::StatusCode;
 use handler_contracts::control::{Agent, AgentRequest, Project};
 
 use crate::daemon::problem::{ApiJson, ApiResult};
-use crate::daemon::services::projects::{self as service, ProjectPatch, ProjectRequest};
+use crate::daemon::services::projects::{self as service};
 use crate::daemon::state::AppState;
+use handler_contracts::control::{ProjectPatch, ProjectRequest};
 
 /// GET /v1/projects
 pub async fn list(State(app): State<AppState>) -> Json<Vec<Project>> {

@@ -5,10 +5,9 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 
 use crate::daemon::problem::{ApiJson, ApiResult};
-use crate::daemon::services::providers::{
-    self as service, ProviderInfo, ProviderRequest, ProviderTemplate,
-};
+use crate::daemon::services::providers::{self as service};
 use crate::daemon::state::AppState;
+use handler_contracts::control::{ProviderInfo, ProviderRequest, ProviderTemplate};
 
 /// GET /v1/provider-templates
 pub async fn list_templates(State(app): State<AppState>) -> Json<Vec<ProviderTemplate>> {

@@ -15,7 +15,12 @@ use super::{
 };
 use super::{auth, openapi};
 use crate::daemon::problem::ApiError;
-use crate::daemon::state::{AppState, EgressRecord};
+use crate::daemon::state::AppState;
+use handler_contracts::control::{
+    AccountInfo, AccountRequest, AgentPatch, ContextRequest, DuplicateRequest, EgressRecord,
+    LoginFileRequest, ProjectPatch, ProjectRequest, ProviderInfo, ProviderRequest,
+    ProviderTemplate, SecretInfo, SecretRequest, TokenInput, WorkFolders,
+};
 
 /// A schema of a body.
 pub type SchemaFn = fn(&mut SchemaGenerator) -> Schema;
@@ -70,15 +75,6 @@ const MODEL_QUERY: &[(&str, &str)] = &[
 
 /// Every route of the Control API.
 pub fn table() -> Vec<Route> {
-    use crate::daemon::services::accounts::{
-        AccountInfo, AccountRequest, LoginFileRequest, TokenInput,
-    };
-    use crate::daemon::services::agents::{AgentPatch, DuplicateRequest};
-    use crate::daemon::services::contexts::ContextRequest;
-    use crate::daemon::services::folders::WorkFolders;
-    use crate::daemon::services::projects::{ProjectPatch, ProjectRequest};
-    use crate::daemon::services::providers::{ProviderInfo, ProviderRequest, ProviderTemplate};
-    use crate::daemon::store::secrets::{SecretInfo, SecretRequest};
     vec![
         r(
             "GET",

@@ -7,7 +7,7 @@ use axum::http::StatusCode;
 use crate::daemon::problem::{ApiJson, ApiResult};
 use crate::daemon::services::secrets as service;
 use crate::daemon::state::AppState;
-use crate::daemon::store::secrets::{SecretInfo, SecretRequest};
+use handler_contracts::control::{SecretInfo, SecretRequest};
 
 /// GET /v1/secrets
 pub async fn list(State(app): State<AppState>) -> ApiResult<Json<Vec<SecretInfo>>> {

@@ -4,27 +4,12 @@
 //! (issue 12, item 4).
 
 use handler_contracts::allow::{AllowEntry, entry_for_url};
-use handler_contracts::control::{AgentOptions, ModelAccess, NetworkMode, RequiredHost};
+use handler_contracts::control::{AgentOptions, ModelAccess, NetworkMode, Preset, RequiredHost};
 use handler_contracts::harness::PermissionMode;
 use handler_contracts::sandbox::{Confinement, Enforcement};
 use handler_contracts::validate::{AccessCatalog, check_model_access};
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 
 use crate::daemon::store::catalog::Snapshot;
-
-/// The presets a new project's first agent copies (D.8).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum Preset {
-    /// none, ask.
-    LockedDown,
-    /// filtered, enforce, strict, bypass: the defaults of new agents.
-    #[default]
-    Guarded,
-    /// open, bypass.
-    Open,
-}
 
 /// How an agent is contained, resolved (what risks compare).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,10 +20,10 @@ pub struct Containment {
     pub permissions: PermissionMode,
 }
 
-impl Preset {
-    /// Its values.
-    pub fn containment(self) -> Containment {
-        match self {
+/// A preset's values.
+pub fn preset_containment(preset: Preset) -> Containment {
+    {
+        match preset {
             Preset::LockedDown => Containment {
                 network: NetworkMode::None,
                 egress: None,
@@ -63,7 +48,7 @@ impl Preset {
 
 /// An agent's containment: what it set, else the defaults of new agents (Guarded).
 pub fn containment(o: &AgentOptions) -> Containment {
-    let d = Preset::Guarded.containment();
+    let d = preset_containment(Preset::Guarded);
     let network = o.network.unwrap_or(d.network);
     Containment {
         network,

@@ -5,8 +5,6 @@
 use handler_contracts::api_version::AccountApiVersion;
 use handler_contracts::validate::validate_account;
 use handler_contracts::{Account, HarnessDescriptor, SecretRef};
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 
 use crate::daemon::fsutil;
 use crate::daemon::problem::{ApiError, ApiResult};
@@ -16,95 +14,7 @@ use crate::daemon::store::accounts::{
 };
 use crate::daemon::store::catalog::{Snapshot, read_account, valid_name};
 use crate::daemon::store::tomldoc;
-
-/// A token as given through the API: pasted (to the secret store) or where the person keeps it.
-#[derive(Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub enum TokenInput {
-    /// The token itself: kept in the secret store, never written to the account's file.
-    Value(String),
-    /// An environment variable of handlerd.
-    Env(String),
-    /// A host file (first line).
-    File(String),
-    /// A command printing it.
-    Command(Vec<String>),
-}
-
-impl std::fmt::Debug for TokenInput {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            TokenInput::Value(_) => f.write_str("Value([redacted])"),
-            TokenInput::Env(v) => write!(f, "Env({v:?})"),
-            TokenInput::File(v) => write!(f, "File({v:?})"),
-            TokenInput::Command(v) => write!(f, "Command({v:?})"),
-        }
-    }
-}
-
-/// POST /v1/accounts, PUT /v1/accounts/{name}.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct AccountRequest {
-    /// Required on create; on replace, the name in the path.
-    #[serde(default)]
-    pub name: Option<String>,
-    pub harness: String,
-    #[serde(default)]
-    pub description: Option<String>,
-    #[serde(default)]
-    pub plan: Option<String>,
-    #[serde(default)]
-    pub connectors: bool,
-    #[serde(default)]
-    pub contexts: Option<Vec<String>>,
-    /// A token login's token; left out on replace: the one it has is kept.
-    #[serde(default)]
-    pub token: Option<TokenInput>,
-}
-
-/// PUT /v1/accounts/{name}/login: the credential file a file login left (D.9).
-#[derive(Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct LoginFileRequest {
-    /// The file's text.
-    pub content: String,
-}
-
-impl std::fmt::Debug for LoginFileRequest {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("LoginFileRequest([redacted])")
-    }
-}
-
-/// An account as the API shows it: where its token is, never the token.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct AccountInfo {
-    pub name: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub harness: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub plan: Option<String>,
-    #[serde(default)]
-    pub connectors: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub contexts: Option<Vec<String>>,
-    /// "token" or "file" (B.1 login).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub login: Option<String>,
-    pub logged_in: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub logged_in_at: Option<String>,
-    /// Where the token is: `{secret: "accounts/<name>/token"}` or the person's reference.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub token: Option<SecretRef>,
-    /// Why the file is invalid.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
+use handler_contracts::control::{AccountInfo, AccountRequest, LoginFileRequest, TokenInput};
 
 fn info(app: &AppState, snap: &Snapshot, name: &str, r: &Result<Account, String>) -> AccountInfo {
     match r {

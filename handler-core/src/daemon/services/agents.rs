@@ -11,20 +11,20 @@ use handler_contracts::control::{
     RequiredHost,
 };
 use handler_contracts::harness::PermissionMode;
-use handler_contracts::sandbox::Enforcement;
 use handler_contracts::validate::AccessCatalog;
 use handler_contracts::validate::{check_model_access, validate_skill_name};
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 
 use crate::daemon::fsutil::now_rfc3339;
-use crate::daemon::launch::rules::{Containment, Preset, containment, required_hosts, risks};
+use crate::daemon::launch::rules::{
+    Containment, containment, preset_containment, required_hosts, risks,
+};
 use crate::daemon::problem::{ApiError, ApiResult};
 use crate::daemon::state::AppState;
 use crate::daemon::store::accounts::login_state;
 use crate::daemon::store::catalog::Snapshot;
 use crate::daemon::store::knowledge::check_knowledge;
 use crate::daemon::store::{StoreError, StoredAgent, StoredProject, new_id};
+use handler_contracts::control::{AgentPatch, AgentQuery, DuplicateRequest, Preset};
 
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
@@ -276,14 +276,6 @@ fn confirm(old: &Containment, new: &Containment, confirmed: bool) -> ApiResult<(
     }
 }
 
-/// GET /v1/agents?project=…
-#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct AgentQuery {
-    #[serde(default)]
-    pub project: Option<String>,
-}
-
 /// The rules behind GET /v1/agents
 pub async fn list(app: &AppState, q: AgentQuery) -> Vec<Agent> {
     let snap = app.snapshot();
@@ -345,7 +337,7 @@ fn adhoc_stored(
     };
     let baseline = old
         .map(|a| containment(&a.options))
-        .unwrap_or(Preset::Guarded.containment());
+        .unwrap_or(preset_containment(Preset::Guarded));
     confirm(&baseline, &containment(&options), req.confirm_risks)?;
     Ok(StoredAgent {
         id: old.map(|a| a.id.clone()).unwrap_or_else(|| new_id("a_")),
@@ -484,7 +476,7 @@ pub async fn replace(app: &AppState, id: String, body: serde_json::Value) -> Api
                     &siblings,
                     &req,
                     Some(&old),
-                    Preset::Guarded.containment(),
+                    preset_containment(Preset::Guarded),
                 )?,
                 req.default,
             )
@@ -517,21 +509,6 @@ fn next_sandbox(answer: &mut Agent, old_view: &serde_json::Value) {
     if let Some(n) = v.get(super::live::NEXT_SANDBOX_FIELD) {
         answer.next_sandbox = serde_json::from_value(n.clone()).unwrap_or_default();
     }
-}
-
-/// PATCH /v1/agents/{id}: the live switch of enforcement (A.4), not confirmed (D.8), applied to
-/// its running sandboxes; and its words.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct AgentPatch {
-    #[serde(default)]
-    pub egress: Option<Enforcement>,
-    #[serde(default)]
-    pub name: Option<String>,
-    #[serde(default)]
-    pub description: Option<String>,
-    #[serde(default)]
-    pub instructions: Option<String>,
 }
 
 /// The rules behind PATCH /v1/agents/{id}
@@ -641,17 +618,6 @@ pub async fn delete(app: &AppState, id: String) -> ApiResult<()> {
     Ok(())
 }
 
-/// POST /v1/agents/{id}/duplicate: a new agent with its settings, nothing linked (D.8).
-#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct DuplicateRequest {
-    /// Default: "<its name> (copy)".
-    #[serde(default)]
-    pub name: Option<String>,
-    #[serde(default)]
-    pub confirm_risks: bool,
-}
-
 /// The rules behind POST /v1/agents/{id}/duplicate
 pub async fn duplicate(app: &AppState, id: String, req: DuplicateRequest) -> ApiResult<Agent> {
     let _w = app.write_lock.lock().await;
@@ -708,7 +674,7 @@ pub async fn duplicate(app: &AppState, id: String, req: DuplicateRequest) -> Api
                 &siblings,
                 &r,
                 None,
-                Preset::Guarded.containment(),
+                preset_containment(Preset::Guarded),
             )?
         }
     };

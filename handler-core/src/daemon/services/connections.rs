@@ -11,7 +11,6 @@ use futures_util::{SinkExt, StreamExt};
 use handler_contracts::acp::close;
 use handler_contracts::control::{AgentConnection, ModelAccess};
 use handler_policy::{Action, ClientId, Direction, Pipeline};
-use serde::Deserialize;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::{Notify, mpsc};
 
@@ -20,22 +19,9 @@ use crate::daemon::fsutil;
 use crate::daemon::launch::launcher::{Instance, read_stderr, stop, stop_and_sweep};
 use crate::daemon::prepare::{Prepared, canonicalize, prepare};
 use crate::daemon::problem::{ApiError, ApiResult};
-use crate::daemon::state::{AppState, EgressRecord, LiveAllow, LiveConnection};
+use crate::daemon::state::{AppState, LiveAllow, LiveConnection};
 use crate::daemon::store::new_id;
-
-/// The model a connection runs with (C.1): the agent's first, or the one the query names.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ModelQuery {
-    #[serde(default)]
-    pub account: Option<String>,
-    #[serde(default)]
-    pub provider: Option<String>,
-    #[serde(default)]
-    pub harness: Option<String>,
-    #[serde(default)]
-    pub model: Option<String>,
-}
+use handler_contracts::control::{EgressRecord, ModelQuery};
 
 /// How long a sandbox has to stop after SIGTERM before it is killed.
 const STOP_GRACE: Duration = Duration::from_secs(20);

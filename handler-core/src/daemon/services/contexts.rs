@@ -4,23 +4,12 @@
 
 use handler_contracts::control::{ContextColor, ContextInfo};
 use handler_contracts::validate::validate_context_name;
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 
 use crate::daemon::problem::{ApiError, ApiResult};
 use crate::daemon::state::AppState;
 use crate::daemon::store::contexts::{path, read};
 use crate::daemon::store::tomldoc;
-
-/// POST /v1/contexts, PUT /v1/contexts/{name}.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ContextRequest {
-    /// Required on create.
-    #[serde(default)]
-    pub name: Option<String>,
-    pub color: ContextColor,
-}
+use handler_contracts::control::ContextRequest;
 
 fn infos(app: &AppState) -> Vec<ContextInfo> {
     let snap = app.snapshot();

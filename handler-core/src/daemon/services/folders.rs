@@ -5,25 +5,13 @@
 
 use handler_contracts::validate::expand_home;
 use handler_sandbox::validate::check_root_placement;
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 use toml_edit::{Array, Value};
 
 use crate::daemon::problem::{ApiError, ApiResult};
 use crate::daemon::state::AppState;
 use crate::daemon::store::folders::{path, reserved, resolved_roots, roots};
 use crate::daemon::store::tomldoc;
-
-/// GET/PUT /v1/folders.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct WorkFolders {
-    /// As written (`~/` kept).
-    pub roots: Vec<String>,
-    /// Expanded and canonical (symbolic links resolved), those that exist; answered, not read.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub resolved: Vec<String>,
-}
+use handler_contracts::control::WorkFolders;
 
 /// The rules behind GET /v1/folders
 pub async fn get(app: &AppState) -> WorkFolders {

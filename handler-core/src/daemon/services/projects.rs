@@ -2,56 +2,18 @@
 //! context (D.19) checked against its agents' models.
 
 use handler_contracts::control::{Agent, AgentOptions, AgentRequest};
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 
 use crate::daemon::fsutil::now_rfc3339;
-use crate::daemon::launch::rules::Preset;
+use crate::daemon::launch::rules::preset_containment;
+use handler_contracts::control::{Preset, ProjectPatch, ProjectRequest};
+
 use crate::daemon::problem::{ApiError, ApiResult};
 use crate::daemon::state::AppState;
 use crate::daemon::store::catalog::Snapshot;
 use crate::daemon::store::{StoredAgent, StoredProject, new_id};
 
 use super::agents::{project_stored, view};
-use handler_contracts::control::{CacheChoice, Project};
-
-/// POST /v1/projects: a folder, and its first agent set up with a preset.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ProjectRequest {
-    pub folder: String,
-    /// Default: the folder's name.
-    #[serde(default)]
-    pub name: Option<String>,
-    #[serde(default)]
-    pub description: Option<String>,
-    #[serde(default)]
-    pub caches: Option<CacheChoice>,
-    #[serde(default)]
-    pub context: Option<String>,
-    /// The values its first agent starts with where it leaves them out.
-    #[serde(default)]
-    pub preset: Preset,
-    /// Its first agent.
-    pub agent: AgentRequest,
-}
-
-/// PATCH /v1/projects/{id}.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ProjectPatch {
-    #[serde(default)]
-    pub name: Option<String>,
-    #[serde(default)]
-    pub description: Option<String>,
-    #[serde(default)]
-    pub caches: Option<CacheChoice>,
-    /// "" removes it.
-    #[serde(default)]
-    pub context: Option<String>,
-    #[serde(default)]
-    pub default_agent: Option<String>,
-}
+use handler_contracts::control::Project;
 
 fn project_view(app: &AppState, snap: &Snapshot, p: &StoredProject) -> Project {
     let mut agents: Vec<Agent> = app
@@ -96,7 +58,7 @@ fn check_context(app: &AppState, c: &Option<String>) -> ApiResult<()> {
 
 /// With the apply-preset rule: what the first agent leaves out comes from the preset.
 fn with_preset(mut o: AgentOptions, preset: Preset) -> AgentOptions {
-    let c = preset.containment();
+    let c = preset_containment(preset);
     if o.network.is_none() {
         o.network = Some(c.network);
         if o.egress.is_none() {
@@ -167,7 +129,15 @@ pub async fn create(app: &AppState, req: ProjectRequest) -> ApiResult<Project> {
     let snap = app.snapshot();
     let mut first = req.agent.clone();
     first.options = with_preset(first.options, req.preset);
-    let a = project_stored(&app, &snap, &p, &[], &first, None, req.preset.containment())?;
+    let a = project_stored(
+        &app,
+        &snap,
+        &p,
+        &[],
+        &first,
+        None,
+        preset_containment(req.preset),
+    )?;
     let mut p2 = p.clone();
     p2.default_agent = Some(a.id.clone());
     app.agents.update::<_, ApiError>(|agents, projects| {
@@ -286,7 +256,7 @@ pub async fn create_agent(app: &AppState, id: String, req: AgentRequest) -> ApiR
         &siblings,
         &req,
         None,
-        Preset::Guarded.containment(),
+        preset_containment(Preset::Guarded),
     )?;
     app.agents.update::<_, ApiError>(|agents, projects| {
         agents.push(a.clone());

@@ -7,86 +7,14 @@ use std::collections::BTreeMap;
 use handler_contracts::api_version::ProviderApiVersion;
 use handler_contracts::parse::from_toml;
 use handler_contracts::validate::validate_provider;
-use handler_contracts::{
-    FileSource, Protocol, Provider, ProviderModel, SecretRef, allow::entry_for_url,
-};
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use handler_contracts::{Provider, SecretRef, allow::entry_for_url};
 
 use crate::daemon::problem::{ApiError, ApiResult};
 use crate::daemon::state::AppState;
 use crate::daemon::store::catalog::valid_name;
 use crate::daemon::store::providers::{key_secret_path, provider_path};
 use crate::daemon::store::tomldoc;
-
-/// POST /v1/providers, PUT /v1/providers/{name}.
-#[derive(Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ProviderRequest {
-    /// Required on create.
-    #[serde(default)]
-    pub name: Option<String>,
-    /// A template (GET /v1/provider-templates) whose fields fill what is left out.
-    #[serde(default)]
-    pub template: Option<String>,
-    #[serde(default)]
-    pub description: Option<String>,
-    #[serde(default)]
-    pub endpoints: Option<BTreeMap<Protocol, String>>,
-    #[serde(default)]
-    pub models: Option<Vec<ProviderModel>>,
-    #[serde(default)]
-    pub files: Option<BTreeMap<String, BTreeMap<String, FileSource>>>,
-    #[serde(default)]
-    pub contexts: Option<Vec<String>>,
-    /// The key itself: to the secret store only.
-    #[serde(default)]
-    pub api_key: Option<String>,
-    /// Removes its key (a local server needs none).
-    #[serde(default)]
-    pub remove_api_key: bool,
-}
-
-impl std::fmt::Debug for ProviderRequest {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ProviderRequest")
-            .field("name", &self.name)
-            .field("template", &self.template)
-            .field("api_key", &self.api_key.as_ref().map(|_| "[redacted]"))
-            .finish_non_exhaustive()
-    }
-}
-
-/// A provider as the API shows it: where its key is, never the key.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ProviderInfo {
-    pub name: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
-    #[serde(default)]
-    pub endpoints: BTreeMap<Protocol, String>,
-    #[serde(default)]
-    pub models: Vec<ProviderModel>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub files: BTreeMap<String, BTreeMap<String, FileSource>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub contexts: Option<Vec<String>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub api_key: Option<SecretRef>,
-    /// A `{secret}` key that has no value makes the provider incomplete (D.14).
-    pub key_set: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
-
-/// A provider template (D.12).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ProviderTemplate {
-    pub name: String,
-    pub provider: Provider,
-}
+use handler_contracts::control::{ProviderInfo, ProviderRequest, ProviderTemplate};
 
 fn info(app: &AppState, name: &str, r: &Result<Provider, String>) -> ProviderInfo {
     match r {

@@ -3,7 +3,8 @@
 
 use crate::daemon::problem::{ApiError, ApiResult};
 use crate::daemon::state::AppState;
-use crate::daemon::store::secrets::{SecretError, SecretInfo, SecretRequest};
+use crate::daemon::store::secrets::SecretError;
+use handler_contracts::control::{SecretInfo, SecretRequest};
 
 fn check_path(path: &str) -> ApiResult<()> {
     handler_contracts::validate::validate_secret_path(path)

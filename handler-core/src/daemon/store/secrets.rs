@@ -7,10 +7,10 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 
 use handler_contracts::validate::validate_secret_path;
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::daemon::fsutil;
+use handler_contracts::control::SecretInfo;
 
 /// A stored value. Its `Debug` never shows the value.
 #[derive(Clone, Serialize, Deserialize)]
@@ -24,37 +24,6 @@ struct Entry {
     hosts: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     updated_at: Option<String>,
-}
-
-/// A secret as the API shows it: never its value.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct SecretInfo {
-    pub path: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub hosts: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub updated_at: Option<String>,
-}
-
-/// PUT /v1/secrets/{path}: a value and its description.
-#[derive(Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct SecretRequest {
-    pub value: String,
-    #[serde(default)]
-    pub description: Option<String>,
-}
-
-impl std::fmt::Debug for SecretRequest {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SecretRequest")
-            .field("value", &"[redacted]")
-            .field("description", &self.description)
-            .finish()
-    }
 }
 
 /// What can go wrong with the store.
