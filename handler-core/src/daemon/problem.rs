@@ -129,3 +129,10 @@ fn strip_prefix(s: String) -> String {
 
 /// Results of handlers.
 pub type ApiResult<T> = Result<T, ApiError>;
+
+/// A store's I/O failing is the daemon's fault (500).
+impl From<std::io::Error> for ApiError {
+    fn from(e: std::io::Error) -> Self {
+        ApiError::internal(e)
+    }
+}

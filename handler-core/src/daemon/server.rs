@@ -13,7 +13,9 @@ use crate::daemon::config::{self, DaemonConfig};
 use crate::daemon::fsutil;
 use crate::daemon::launch::launcher::{Launcher, ProcessLauncher};
 use crate::daemon::state::{App, AppState};
+use crate::daemon::store;
 use crate::daemon::store::agents::{AgentStore, StoreError};
+use crate::daemon::store::documents::{TomlDocs, TomlFile};
 use crate::daemon::store::secrets::SecretStore;
 
 /// Starting the daemon failed.
@@ -57,6 +59,11 @@ pub fn build(
     });
     Ok(AppState(Arc::new(App {
         secrets: SecretStore::new(config.data_dir.join("secrets.json")),
+        accounts: TomlDocs::new(&config.accounts_dir),
+        providers: TomlDocs::new(&config.providers_dir),
+        bindings: TomlDocs::new(&config.bindings_dir),
+        contexts: TomlFile::new(store::contexts::path(&config)),
+        folders: TomlFile::new(store::folders::path(&config)),
         bound_port: config.port.into(),
         config,
         token,

@@ -16,6 +16,7 @@ use crate::daemon::fsutil;
 use crate::daemon::launch::launcher::Launcher;
 use crate::daemon::store::agents::AgentStore;
 use crate::daemon::store::catalog;
+use crate::daemon::store::documents::{TomlDocs, TomlFile};
 use crate::daemon::store::secrets::SecretStore;
 use handler_contracts::control::EgressRecord;
 
@@ -48,6 +49,16 @@ pub struct App {
     pub token: String,
     pub secrets: SecretStore,
     pub agents: AgentStore,
+    /// The accounts' documents (`<accounts>/<name>.toml`, D.9).
+    pub accounts: TomlDocs,
+    /// The providers' documents (`<providers>/<name>.toml`, D.12).
+    pub providers: TomlDocs,
+    /// The bindings' documents (`<bindings>/<name>.toml`, G.2).
+    pub bindings: TomlDocs,
+    /// The contexts (`contexts.toml`, D.19).
+    pub contexts: TomlFile,
+    /// The work folders (`folders.toml`, D.13).
+    pub folders: TomlFile,
     pub launcher: Arc<dyn Launcher>,
     /// Serializes writes of files and stores.
     pub write_lock: tokio::sync::Mutex<()>,

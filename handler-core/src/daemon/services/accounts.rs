@@ -9,9 +9,7 @@ use handler_contracts::{Account, HarnessDescriptor, SecretRef};
 use crate::daemon::fsutil;
 use crate::daemon::problem::{ApiError, ApiResult};
 use crate::daemon::state::AppState;
-use crate::daemon::store::accounts::{
-    account_path, credential_path, login_state, token_secret_path,
-};
+use crate::daemon::store::accounts::{credential_path, login_state, token_secret_path};
 use crate::daemon::store::catalog::{Snapshot, read_account, valid_name};
 use crate::daemon::store::tomldoc;
 use handler_contracts::control::{AccountInfo, AccountRequest, LoginFileRequest, TokenInput};
@@ -138,25 +136,25 @@ fn checked_ref(r: SecretRef) -> ApiResult<SecretRef> {
 }
 
 fn write_account(app: &AppState, name: &str, a: &Account) -> ApiResult<()> {
-    let path = account_path(&app.config, name);
-    let mut doc = tomldoc::load(&path).map_err(ApiError::internal)?;
-    tomldoc::set_str(&mut doc, "apiVersion", Some(AccountApiVersion::STR));
-    tomldoc::set_str(&mut doc, "harness", Some(&a.harness));
-    tomldoc::set_str(&mut doc, "description", a.description.as_deref());
-    tomldoc::set_str(&mut doc, "plan", a.plan.as_deref());
-    if a.connectors {
-        tomldoc::set_value(&mut doc, "connectors", true.into());
-    } else {
-        doc.remove("connectors");
-    }
-    match &a.token {
-        Some(t) => tomldoc::set_value(&mut doc, "token", tomldoc::secret_ref_value(t)),
-        None => {
-            doc.remove("token");
+    app.accounts.update::<_, ApiError>(name, |doc| {
+        tomldoc::set_str(doc, "apiVersion", Some(AccountApiVersion::STR));
+        tomldoc::set_str(doc, "harness", Some(&a.harness));
+        tomldoc::set_str(doc, "description", a.description.as_deref());
+        tomldoc::set_str(doc, "plan", a.plan.as_deref());
+        if a.connectors {
+            tomldoc::set_value(doc, "connectors", true.into());
+        } else {
+            doc.remove("connectors");
         }
-    }
-    tomldoc::set_str_list(&mut doc, "contexts", a.contexts.as_deref());
-    tomldoc::save(&path, &doc).map_err(ApiError::internal)
+        match &a.token {
+            Some(t) => tomldoc::set_value(doc, "token", tomldoc::secret_ref_value(t)),
+            None => {
+                doc.remove("token");
+            }
+        }
+        tomldoc::set_str_list(doc, "contexts", a.contexts.as_deref());
+        Ok(())
+    })
 }
 
 fn build(
@@ -304,10 +302,9 @@ pub async fn set_login_file(
 /// The rules behind DELETE /v1/accounts/{name}: its file, its pasted token, its credential file.
 pub async fn delete(app: &AppState, name: String) -> ApiResult<()> {
     let _w = app.write_lock.lock().await;
-    if !valid_name(&name) || !account_path(&app.config, &name).exists() {
+    if !valid_name(&name) || !app.accounts.delete(&name)? {
         return Err(ApiError::not_found(format!("account {name:?}")));
     }
-    std::fs::remove_file(account_path(&app.config, &name)).map_err(ApiError::internal)?;
     app.secrets
         .remove_under(&format!("accounts/{name}"))
         .map_err(ApiError::internal)?;
@@ -318,7 +315,7 @@ pub async fn delete(app: &AppState, name: String) -> ApiResult<()> {
 /// Reads one account again (after a write), for callers outside this module.
 pub fn reread(app: &AppState, name: &str) -> Option<Result<Account, String>> {
     let snap = app.snapshot();
-    let p = account_path(&app.config, name);
+    let p = app.accounts.path(name);
     p.exists()
         .then(|| read_account(&p, name, &snap.descriptors))
 }

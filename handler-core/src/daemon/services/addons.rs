@@ -12,13 +12,11 @@ use handler_contracts::api_version::BindingApiVersion;
 use handler_contracts::control::{AddonInfo, AddonSlotInfo, BindingInfo, BindingRequest};
 use handler_contracts::parse::from_toml;
 use handler_contracts::validate::validate_binding;
-use toml_edit::{DocumentMut, Item, Table};
+use toml_edit::{Item, Table};
 
 use crate::daemon::problem::{ApiError, ApiResult};
 use crate::daemon::state::AppState;
-use crate::daemon::store::addons::{
-    AddonSet, LoadedAddon, LoadedBinding, binding_path, secret_path,
-};
+use crate::daemon::store::addons::{AddonSet, LoadedAddon, LoadedBinding, secret_path};
 use crate::daemon::store::catalog::valid_name;
 use crate::daemon::store::tomldoc;
 
@@ -248,31 +246,31 @@ fn build(
 }
 
 fn write_binding(app: &AppState, name: &str, b: &Binding) -> ApiResult<()> {
-    let path = binding_path(&app.config, name);
-    let mut doc: DocumentMut = tomldoc::load(&path).map_err(ApiError::internal)?;
-    tomldoc::set_str(&mut doc, "apiVersion", Some(BindingApiVersion::STR));
-    tomldoc::set_str(&mut doc, "addon", Some(&b.addon));
-    tomldoc::set_str(&mut doc, "description", b.description.as_deref());
-    if b.settings.is_empty() {
-        doc.remove("settings");
-    } else {
-        let mut t = Table::new();
-        for (k, v) in &b.settings {
-            t.insert(k, toml_edit::value(v.as_str()));
+    app.bindings.update::<_, ApiError>(name, |doc| {
+        tomldoc::set_str(doc, "apiVersion", Some(BindingApiVersion::STR));
+        tomldoc::set_str(doc, "addon", Some(&b.addon));
+        tomldoc::set_str(doc, "description", b.description.as_deref());
+        if b.settings.is_empty() {
+            doc.remove("settings");
+        } else {
+            let mut t = Table::new();
+            for (k, v) in &b.settings {
+                t.insert(k, toml_edit::value(v.as_str()));
+            }
+            doc["settings"] = Item::Table(t);
         }
-        doc["settings"] = Item::Table(t);
-    }
-    if b.secrets.is_empty() {
-        doc.remove("secrets");
-    } else {
-        let mut t = Table::new();
-        for (k, r) in &b.secrets {
-            t.insert(k, Item::Value(tomldoc::secret_ref_value(r)));
+        if b.secrets.is_empty() {
+            doc.remove("secrets");
+        } else {
+            let mut t = Table::new();
+            for (k, r) in &b.secrets {
+                t.insert(k, Item::Value(tomldoc::secret_ref_value(r)));
+            }
+            doc["secrets"] = Item::Table(t);
         }
-        doc["secrets"] = Item::Table(t);
-    }
-    tomldoc::save(&path, &doc).map_err(ApiError::internal)?;
-    let text = std::fs::read_to_string(&path).map_err(ApiError::internal)?;
+        Ok(())
+    })?;
+    let text = std::fs::read_to_string(app.bindings.path(name)).map_err(ApiError::internal)?;
     from_toml::<Binding>(name, &text).map_err(ApiError::internal)?;
     Ok(())
 }
@@ -286,7 +284,7 @@ pub async fn create_binding(app: &AppState, req: BindingRequest) -> ApiResult<Bi
             req.name
         )));
     }
-    if binding_path(&app.config, &req.name).exists() {
+    if app.bindings.exists(&req.name) {
         return Err(ApiError::conflict(
             "binding exists",
             format!("binding {:?} exists", req.name),
@@ -318,7 +316,7 @@ pub async fn replace_binding(
         if !valid_name(&req.name) {
             return Err(invalid(format!("name: {:?} is not a name", req.name)));
         }
-        if binding_path(&app.config, &req.name).exists() {
+        if app.bindings.exists(&req.name) {
             return Err(ApiError::conflict(
                 "binding exists",
                 format!("binding {:?} exists", req.name),
@@ -336,7 +334,7 @@ pub async fn replace_binding(
         let _ = app.secrets.remove(&p);
     }
     if rename {
-        std::fs::remove_file(binding_path(&app.config, &name)).map_err(ApiError::internal)?;
+        app.bindings.delete(&name)?;
         app.agents.update::<_, ApiError>(|agents, _| {
             for a in agents.iter_mut() {
                 if a.options.bindings.contains(&name) {
@@ -362,8 +360,7 @@ pub async fn replace_binding(
 /// The rules behind DELETE /v1/bindings/{name}: refused (409) while an agent picked it; its stored secrets go.
 pub async fn delete_binding(app: &AppState, name: String) -> ApiResult<()> {
     let _w = app.write_lock.lock().await;
-    let path = binding_path(&app.config, &name);
-    if !valid_name(&name) || !path.exists() {
+    if !valid_name(&name) || !app.bindings.exists(&name) {
         return Err(ApiError::not_found(format!("binding {name:?}")));
     }
     let used = AddonSet::used_by(&app.agents, &name);
@@ -373,7 +370,7 @@ pub async fn delete_binding(app: &AppState, name: String) -> ApiResult<()> {
             format!("binding {name:?} is picked by {}", used.join(", ")),
         ));
     }
-    std::fs::remove_file(&path).map_err(ApiError::internal)?;
+    app.bindings.delete(&name)?;
     app.secrets
         .remove_under(&format!("bindings/{name}"))
         .map_err(ApiError::internal)?;

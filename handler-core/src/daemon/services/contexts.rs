@@ -7,8 +7,7 @@ use handler_contracts::validate::validate_context_name;
 
 use crate::daemon::problem::{ApiError, ApiResult};
 use crate::daemon::state::AppState;
-use crate::daemon::store::contexts::{path, read};
-use crate::daemon::store::tomldoc;
+use crate::daemon::store::contexts::read;
 use handler_contracts::control::ContextRequest;
 
 fn infos(app: &AppState) -> Vec<ContextInfo> {
@@ -61,24 +60,24 @@ pub async fn get(app: &AppState, name: String) -> ApiResult<ContextInfo> {
 }
 
 fn write(app: &AppState, name: &str, color: Option<ContextColor>) -> ApiResult<()> {
-    let p = path(&app.config);
-    let mut doc = tomldoc::load(&p).map_err(ApiError::internal)?;
-    match color {
-        Some(c) => {
-            let word = serde_json::to_value(c)
-                .ok()
-                .and_then(|v| v.as_str().map(String::from))
-                .unwrap_or_default();
-            if doc.get(name).and_then(|t| t.as_table()).is_none() {
-                doc[name] = toml_edit::table();
+    app.contexts.update(|doc| {
+        match color {
+            Some(c) => {
+                let word = serde_json::to_value(c)
+                    .ok()
+                    .and_then(|v| v.as_str().map(String::from))
+                    .unwrap_or_default();
+                if doc.get(name).and_then(|t| t.as_table()).is_none() {
+                    doc[name] = toml_edit::table();
+                }
+                doc[name]["color"] = toml_edit::value(word);
             }
-            doc[name]["color"] = toml_edit::value(word);
+            None => {
+                doc.remove(name);
+            }
         }
-        None => {
-            doc.remove(name);
-        }
-    }
-    tomldoc::save(&p, &doc).map_err(ApiError::internal)
+        Ok(())
+    })
 }
 
 /// The rules behind POST /v1/contexts

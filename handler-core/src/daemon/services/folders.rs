@@ -9,7 +9,7 @@ use toml_edit::{Array, Value};
 
 use crate::daemon::problem::{ApiError, ApiResult};
 use crate::daemon::state::AppState;
-use crate::daemon::store::folders::{path, reserved, resolved_roots, roots};
+use crate::daemon::store::folders::{reserved, resolved_roots, roots};
 use crate::daemon::store::tomldoc;
 use handler_contracts::control::WorkFolders;
 
@@ -41,11 +41,11 @@ pub async fn put(app: &AppState, req: WorkFolders) -> ApiResult<WorkFolders> {
             })?;
         }
     }
-    let p = path(&app.config);
-    let mut doc = tomldoc::load(&p).map_err(ApiError::internal)?;
     let arr: Array = req.roots.iter().map(|s| s.as_str()).collect();
-    tomldoc::set_value(&mut doc, "roots", Value::Array(arr));
-    tomldoc::save(&p, &doc).map_err(ApiError::internal)?;
+    app.folders.update::<_, ApiError>(|doc| {
+        tomldoc::set_value(doc, "roots", Value::Array(arr));
+        Ok(())
+    })?;
     drop(_w);
     Ok(get(app).await)
 }

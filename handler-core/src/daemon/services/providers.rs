@@ -12,7 +12,7 @@ use handler_contracts::{Provider, SecretRef, allow::entry_for_url};
 use crate::daemon::problem::{ApiError, ApiResult};
 use crate::daemon::state::AppState;
 use crate::daemon::store::catalog::valid_name;
-use crate::daemon::store::providers::{key_secret_path, provider_path};
+use crate::daemon::store::providers::key_secret_path;
 use crate::daemon::store::tomldoc;
 use handler_contracts::control::{ProviderInfo, ProviderRequest, ProviderTemplate};
 
@@ -185,25 +185,26 @@ fn build(
 }
 
 fn write_provider(app: &AppState, name: &str, p: &Provider) -> ApiResult<()> {
-    let path = provider_path(&app.config, name);
-    let mut doc = tomldoc::load(&path).map_err(ApiError::internal)?;
-    tomldoc::set_str(&mut doc, "apiVersion", Some(ProviderApiVersion::STR));
-    tomldoc::set_str(&mut doc, "description", p.description.as_deref());
-    match &p.api_key {
-        Some(k) => tomldoc::set_value(&mut doc, "apiKey", tomldoc::secret_ref_value(k)),
-        None => {
-            doc.remove("apiKey");
+    app.providers.update::<_, ApiError>(name, |doc| {
+        tomldoc::set_str(doc, "apiVersion", Some(ProviderApiVersion::STR));
+        tomldoc::set_str(doc, "description", p.description.as_deref());
+        match &p.api_key {
+            Some(k) => tomldoc::set_value(doc, "apiKey", tomldoc::secret_ref_value(k)),
+            None => {
+                doc.remove("apiKey");
+            }
         }
-    }
-    tomldoc::set_str_list(&mut doc, "contexts", p.contexts.as_deref());
-    doc["endpoints"] = tomldoc::to_item(&p.endpoints);
-    doc["models"] = tomldoc::to_item(&p.models);
-    if p.files.is_empty() {
-        doc.remove("files");
-    } else {
-        doc["files"] = tomldoc::to_item(&p.files);
-    }
-    tomldoc::save(&path, &doc).map_err(ApiError::internal)?;
+        tomldoc::set_str_list(doc, "contexts", p.contexts.as_deref());
+        doc["endpoints"] = tomldoc::to_item(&p.endpoints);
+        doc["models"] = tomldoc::to_item(&p.models);
+        if p.files.is_empty() {
+            doc.remove("files");
+        } else {
+            doc["files"] = tomldoc::to_item(&p.files);
+        }
+        Ok(())
+    })?;
+    let path = app.providers.path(name);
     // What was written must read back as the same provider.
     let text = std::fs::read_to_string(&path).map_err(ApiError::internal)?;
     from_toml::<Provider>(name, &text).map_err(ApiError::internal)?;
@@ -223,7 +224,7 @@ pub async fn create(app: &AppState, req: ProviderRequest) -> ApiResult<ProviderI
             format!("name: {name:?} is not a name (letters, digits, '-', '_', '.')"),
         ));
     }
-    if provider_path(&app.config, &name).exists() {
+    if app.providers.exists(&name) {
         return Err(ApiError::conflict(
             "provider exists",
             format!("provider {name:?} exists"),
@@ -266,11 +267,10 @@ pub async fn replace(
 /// The rules behind DELETE /v1/providers/{name}
 pub async fn delete(app: &AppState, name: String) -> ApiResult<()> {
     let _w = app.write_lock.lock().await;
-    let path = provider_path(&app.config, &name);
-    if !valid_name(&name) || !path.exists() {
+    if !valid_name(&name) || !app.providers.exists(&name) {
         return Err(ApiError::not_found(format!("provider {name:?}")));
     }
-    std::fs::remove_file(&path).map_err(ApiError::internal)?;
+    app.providers.delete(&name)?;
     app.secrets
         .remove_under(&format!("providers/{name}"))
         .map_err(ApiError::internal)?;

@@ -7,6 +7,7 @@ pub mod addons;
 pub mod agents;
 pub mod catalog;
 pub mod contexts;
+pub mod documents;
 pub mod folders;
 pub mod knowledge;
 pub mod providers;
