@@ -12,8 +12,11 @@ use serde::de::DeserializeOwned;
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{status} {title}: {}", detail.as_deref().unwrap_or(""))]
 pub struct ApiError {
+    /// The HTTP status.
     pub status: StatusCode,
+    /// The problem's title.
     pub title: String,
+    /// What went wrong, for a person.
     pub detail: Option<String>,
 }
 

@@ -21,18 +21,26 @@ use crate::daemon::store::secrets::SecretStore;
 /// Starting the daemon failed.
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
-    #[error("{0}")]
+    /// The configuration is invalid.
+    #[error(transparent)]
     Config(#[from] config::ConfigError),
+    /// The token file cannot be read or made.
     #[error("the token file {path}: {source}")]
     Token {
+        /// The token file.
         path: String,
+        /// Why.
         source: std::io::Error,
     },
-    #[error("{0}")]
+    /// The agents store cannot be read.
+    #[error(transparent)]
     Store(#[from] StoreError),
+    /// The port cannot be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
+        /// The address.
         addr: SocketAddr,
+        /// Why.
         source: std::io::Error,
     },
 }
@@ -79,8 +87,11 @@ pub fn build(
 /// A daemon listening; `shutdown` stops it gracefully.
 #[derive(Debug)]
 pub struct Running {
+    /// The address bound.
     pub addr: SocketAddr,
+    /// The state it serves.
     pub state: AppState,
+    /// The serving task (ends after `shutdown`).
     pub task: tokio::task::JoinHandle<()>,
 }
 

@@ -33,7 +33,9 @@ pub struct LiveAllow {
 /// A running connection's handle: how to stop it.
 #[derive(Debug)]
 pub struct LiveConnection {
+    /// What the API shows of it.
     pub info: AgentConnection,
+    /// Notified to stop it (its sandbox gets SIGTERM).
     pub stop: Arc<Notify>,
     /// A filtered sandbox's allow-list, switched live when the agent changes (A.4).
     pub allow: Option<LiveAllow>,
@@ -45,9 +47,13 @@ pub const EGRESS_EVENTS_KEPT: usize = 1000;
 /// The daemon's shared state.
 #[derive(Debug)]
 pub struct App {
+    /// The configuration.
     pub config: DaemonConfig,
+    /// The API token.
     pub token: String,
+    /// The secret store (D.14).
     pub secrets: SecretStore,
+    /// The agents and projects (D.8).
     pub agents: AgentStore,
     /// The accounts' documents (`<accounts>/<name>.toml`, D.9).
     pub accounts: TomlDocs,
@@ -59,13 +65,17 @@ pub struct App {
     pub contexts: TomlFile,
     /// The work folders (`folders.toml`, D.13).
     pub folders: TomlFile,
+    /// Starts and drives sandboxes.
     pub launcher: Arc<dyn Launcher>,
     /// Serializes writes of files and stores.
     pub write_lock: tokio::sync::Mutex<()>,
     /// The port bound (the configured one, or the one picked for 0).
     pub bound_port: std::sync::atomic::AtomicU16,
+    /// The running connections, by agent id.
     pub connections: Mutex<HashMap<String, Vec<LiveConnection>>>,
+    /// Notified when a connection ends.
     pub connections_changed: Notify,
+    /// The egress events recorded, by agent id (the last `EGRESS_EVENTS_KEPT`).
     pub egress_events: Mutex<HashMap<String, std::collections::VecDeque<EgressRecord>>>,
 }
 

@@ -3,11 +3,13 @@
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use handler_contracts::control::{AdHocAgentRequest, Agent};
+use handler_contracts::control::{AdHocAgentRequest, Agent, EgressRecord};
 
+use super::routes::{MODEL_QUERY, Route, r, s};
 use crate::daemon::problem::{ApiJson, ApiResult};
 use crate::daemon::services::agents::{self as service};
 use crate::daemon::state::AppState;
+use axum::routing;
 use handler_contracts::control::{AgentPatch, AgentQuery, DuplicateRequest};
 
 /// GET /v1/agents
@@ -65,4 +67,90 @@ pub async fn duplicate(
 ) -> ApiResult<(StatusCode, Json<Agent>)> {
     let v = service::duplicate(&app, id, req).await?;
     Ok((StatusCode::CREATED, Json(v)))
+}
+
+/// The agents routes, in the order /openapi.json lists them.
+// Over 80 lines: a table, one entry per agent route (the ACP upgrade and egress events included), no logic.
+pub(super) fn routes() -> Vec<Route> {
+    vec![
+        Route {
+            query: &[("project", "only this project's agents")],
+            ..r(
+                "GET",
+                "/v1/agents",
+                "Every agent, ad hoc and of projects (D.1)",
+                None,
+                (200, Some(s::<Vec<Agent>>)),
+                routing::get(list),
+            )
+        },
+        r(
+            "POST",
+            "/v1/agents",
+            "Create an ad-hoc agent (409 risks not confirmed unless confirmRisks)",
+            Some(s::<AdHocAgentRequest>),
+            (201, Some(s::<Agent>)),
+            routing::post(create),
+        ),
+        r(
+            "GET",
+            "/v1/agents/{id}",
+            "One agent",
+            None,
+            (200, Some(s::<Agent>)),
+            routing::get(get),
+        ),
+        r(
+            "PUT",
+            "/v1/agents/{id}",
+            "Replace an agent: an AdHocAgentRequest, or an AgentRequest for a project's",
+            Some(s::<AdHocAgentRequest>),
+            (200, Some(s::<Agent>)),
+            routing::put(replace),
+        ),
+        r(
+            "PATCH",
+            "/v1/agents/{id}",
+            "Switch its egress live (A.4), rename it",
+            Some(s::<AgentPatch>),
+            (200, Some(s::<Agent>)),
+            routing::patch(patch),
+        ),
+        r(
+            "DELETE",
+            "/v1/agents/{id}",
+            "Remove an agent (its sandboxes stop)",
+            None,
+            (204, None),
+            routing::delete(delete),
+        ),
+        r(
+            "POST",
+            "/v1/agents/{id}/duplicate",
+            "A new agent with its settings (D.8)",
+            Some(s::<DuplicateRequest>),
+            (201, Some(s::<Agent>)),
+            routing::post(duplicate),
+        ),
+        r(
+            "GET",
+            "/v1/agents/{id}/egress-events",
+            "Its sandboxes' egress events (A.3), oldest first",
+            None,
+            (200, Some(s::<Vec<EgressRecord>>)),
+            routing::get(super::acp::egress_events),
+        ),
+        Route {
+            query: MODEL_QUERY,
+            upgrade: true,
+            ..r(
+                "GET",
+                "/v1/agents/{id}/acp",
+                "ACP over WebSocket (C.1): subprotocols acp.v1 and bearer.<token>",
+                None,
+                (101, None),
+                routing::get(super::acp::connect),
+            )
+        },
+    ]
 }

@@ -3,9 +3,11 @@
 use axum::Json;
 use axum::extract::State;
 
+use super::routes::{Route, r, s};
 use crate::daemon::problem::{ApiJson, ApiResult};
 use crate::daemon::services::folders::{self as service};
 use crate::daemon::state::AppState;
+use axum::routing;
 use handler_contracts::control::WorkFolders;
 
 /// GET /v1/folders
@@ -21,4 +23,26 @@ pub async fn put(
 ) -> ApiResult<Json<WorkFolders>> {
     let v = service::put(&app, req).await?;
     Ok(Json(v))
+}
+
+/// The folders routes, in the order /openapi.json lists them.
+pub(super) fn routes() -> Vec<Route> {
+    vec![
+        r(
+            "GET",
+            "/v1/folders",
+            "The work folders (D.13)",
+            None,
+            (200, Some(s::<WorkFolders>)),
+            routing::get(get),
+        ),
+        r(
+            "PUT",
+            "/v1/folders",
+            "Replace the work folders",
+            Some(s::<WorkFolders>),
+            (200, Some(s::<WorkFolders>)),
+            routing::put(put),
+        ),
+    ]
 }

@@ -4,9 +4,11 @@ use axum::Json;
 use axum::extract::{Path, State};
 use handler_contracts::control::HarnessInfo;
 
+use super::routes::{Route, r, s};
 use crate::daemon::problem::ApiResult;
 use crate::daemon::services::harnesses as service;
 use crate::daemon::state::AppState;
+use axum::routing;
 
 /// GET /v1/harnesses
 pub async fn list(State(app): State<AppState>) -> Json<Vec<HarnessInfo>> {
@@ -21,4 +23,26 @@ pub async fn get(
 ) -> ApiResult<Json<HarnessInfo>> {
     let v = service::get(&app, name).await?;
     Ok(Json(v))
+}
+
+/// The harnesses routes, in the order /openapi.json lists them.
+pub(super) fn routes() -> Vec<Route> {
+    vec![
+        r(
+            "GET",
+            "/v1/harnesses",
+            "The harnesses (D.1 HarnessInfo)",
+            None,
+            (200, Some(s::<Vec<HarnessInfo>>)),
+            routing::get(list),
+        ),
+        r(
+            "GET",
+            "/v1/harnesses/{name}",
+            "One harness",
+            None,
+            (200, Some(s::<HarnessInfo>)),
+            routing::get(get),
+        ),
+    ]
 }

@@ -5,9 +5,11 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use handler_contracts::control::{Agent, AgentRequest, Project};
 
+use super::routes::{Route, r, s};
 use crate::daemon::problem::{ApiJson, ApiResult};
 use crate::daemon::services::projects::{self as service};
 use crate::daemon::state::AppState;
+use axum::routing;
 use handler_contracts::control::{ProjectPatch, ProjectRequest};
 
 /// GET /v1/projects
@@ -55,4 +57,58 @@ pub async fn create_agent(
 ) -> ApiResult<(StatusCode, Json<Agent>)> {
     let v = service::create_agent(&app, id, req).await?;
     Ok((StatusCode::CREATED, Json(v)))
+}
+
+/// The projects routes, in the order /openapi.json lists them.
+pub(super) fn routes() -> Vec<Route> {
+    vec![
+        r(
+            "GET",
+            "/v1/projects",
+            "The projects (D.8)",
+            None,
+            (200, Some(s::<Vec<Project>>)),
+            routing::get(list),
+        ),
+        r(
+            "POST",
+            "/v1/projects",
+            "Create a project and its first agent (a preset)",
+            Some(s::<ProjectRequest>),
+            (201, Some(s::<Project>)),
+            routing::post(create),
+        ),
+        r(
+            "GET",
+            "/v1/projects/{id}",
+            "One project",
+            None,
+            (200, Some(s::<Project>)),
+            routing::get(get),
+        ),
+        r(
+            "PATCH",
+            "/v1/projects/{id}",
+            "Change a project (a new context is checked against its agents)",
+            Some(s::<ProjectPatch>),
+            (200, Some(s::<Project>)),
+            routing::patch(patch),
+        ),
+        r(
+            "DELETE",
+            "/v1/projects/{id}",
+            "Remove a project and its agents",
+            None,
+            (204, None),
+            routing::delete(delete),
+        ),
+        r(
+            "POST",
+            "/v1/projects/{id}/agents",
+            "Add an agent to a project",
+            Some(s::<AgentRequest>),
+            (201, Some(s::<Agent>)),
+            routing::post(create_agent),
+        ),
+    ]
 }

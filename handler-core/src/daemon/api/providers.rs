@@ -4,9 +4,11 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 
+use super::routes::{Route, r, s};
 use crate::daemon::problem::{ApiJson, ApiResult};
 use crate::daemon::services::providers::{self as service};
 use crate::daemon::state::AppState;
+use axum::routing;
 use handler_contracts::control::{ProviderInfo, ProviderRequest, ProviderTemplate};
 
 /// GET /v1/provider-templates
@@ -56,4 +58,58 @@ pub async fn delete(
 ) -> ApiResult<StatusCode> {
     service::delete(&app, name).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// The providers routes, in the order /openapi.json lists them.
+pub(super) fn routes() -> Vec<Route> {
+    vec![
+        r(
+            "GET",
+            "/v1/provider-templates",
+            "Provider templates (D.12)",
+            None,
+            (200, Some(s::<Vec<ProviderTemplate>>)),
+            routing::get(list_templates),
+        ),
+        r(
+            "GET",
+            "/v1/providers",
+            "The providers (D.12)",
+            None,
+            (200, Some(s::<Vec<ProviderInfo>>)),
+            routing::get(list),
+        ),
+        r(
+            "POST",
+            "/v1/providers",
+            "Create a provider (its key to the secret store)",
+            Some(s::<ProviderRequest>),
+            (201, Some(s::<ProviderInfo>)),
+            routing::post(create),
+        ),
+        r(
+            "GET",
+            "/v1/providers/{name}",
+            "One provider",
+            None,
+            (200, Some(s::<ProviderInfo>)),
+            routing::get(get),
+        ),
+        r(
+            "PUT",
+            "/v1/providers/{name}",
+            "Replace a provider (a hand-written key reference kept unless a key is given)",
+            Some(s::<ProviderRequest>),
+            (200, Some(s::<ProviderInfo>)),
+            routing::put(replace),
+        ),
+        r(
+            "DELETE",
+            "/v1/providers/{name}",
+            "Remove a provider and its stored key",
+            None,
+            (204, None),
+            routing::delete(delete),
+        ),
+    ]
 }

@@ -21,12 +21,15 @@ use crate::daemon::store::addons::{AddonSet, secret_path};
 /// What an agent's bindings add to one start (G4).
 #[derive(Debug, Default)]
 pub struct AddonLaunch {
+    /// The addons' parts of the sandbox (image, env).
     pub parts: Vec<AddonPart>,
     /// Their egress (E4), each with what requires it.
     pub egress: Vec<(AllowEntry, String)>,
     /// Their skills: name → folder.
     pub skills: Vec<(String, PathBuf)>,
+    /// Their MCP servers (P8).
     pub mcp_servers: Vec<McpServer>,
+    /// The injections their proxy-delivered secrets need.
     pub injections: Vec<Injection>,
     /// Their secret values, named by store path (P5 redaction).
     pub secrets: Vec<(String, String)>,

@@ -14,9 +14,13 @@ use crate::daemon::store::catalog::Snapshot;
 /// How an agent is contained, resolved (what risks compare).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Containment {
+    /// The network mode.
     pub network: NetworkMode,
+    /// The filter's enforcement (filtered only).
     pub egress: Option<Enforcement>,
+    /// The confinement.
     pub confinement: Confinement,
+    /// The harness's permission mode.
     pub permissions: PermissionMode,
 }
 

@@ -57,7 +57,7 @@ pub async fn list(app: &AppState) -> ApiResult<Vec<AccountInfo>> {
     Ok(snap
         .accounts
         .iter()
-        .map(|(n, r)| info(&app, &snap, n, r))
+        .map(|(n, r)| info(app, &snap, n, r))
         .collect())
 }
 
@@ -68,7 +68,7 @@ pub async fn get(app: &AppState, name: String) -> ApiResult<AccountInfo> {
         .accounts
         .get(&name)
         .ok_or_else(|| ApiError::not_found(format!("account {name:?}")))?;
-    Ok(info(&app, &snap, &name, r))
+    Ok(info(app, &snap, &name, r))
 }
 
 /// Applies a token input: a pasted one goes to the store (checked against the login's
@@ -210,11 +210,11 @@ pub async fn create(app: &AppState, req: AccountRequest) -> ApiResult<AccountInf
             format!("account {name:?} exists"),
         ));
     }
-    let a = build(&app, &snap, &name, &req, None)?;
-    write_account(&app, &name, &a)?;
+    let a = build(app, &snap, &name, &req, None)?;
+    write_account(app, &name, &a)?;
     tracing::info!(account = %name, harness = %a.harness, "account created");
     let snap = app.snapshot();
-    Ok(info(&app, &snap, &name, &Ok(a)))
+    Ok(info(app, &snap, &name, &Ok(a)))
 }
 
 /// The rules behind PUT /v1/accounts/{name}
@@ -236,10 +236,10 @@ pub async fn replace(app: &AppState, name: String, req: AccountRequest) -> ApiRe
         .ok()
         .and_then(|a| a.token.clone())
         .filter(|_| old.as_ref().is_ok_and(|a| a.harness == req.harness));
-    let a = build(&app, &snap, &name, &req, old_token)?;
-    write_account(&app, &name, &a)?;
+    let a = build(app, &snap, &name, &req, old_token)?;
+    write_account(app, &name, &a)?;
     let snap = app.snapshot();
-    Ok(info(&app, &snap, &name, &Ok(a)))
+    Ok(info(app, &snap, &name, &Ok(a)))
 }
 
 /// The rules behind PUT /v1/accounts/{name}/token
@@ -252,13 +252,13 @@ pub async fn set_token(app: &AppState, name: String, t: TokenInput) -> ApiResult
         .get(&a.harness)
         .ok_or_else(|| ApiError::bad_request("account invalid", "unknown harness"))?;
     let mut a2 = a.clone();
-    a2.token = Some(apply_token(&app, &name, d, &t)?);
+    a2.token = Some(apply_token(app, &name, d, &t)?);
     if !matches!(t, TokenInput::Value(_)) {
         let _ = app.secrets.remove(&token_secret_path(&name));
     }
-    write_account(&app, &name, &a2)?;
+    write_account(app, &name, &a2)?;
     let snap = app.snapshot();
-    Ok(info(&app, &snap, &name, &Ok(a2)))
+    Ok(info(app, &snap, &name, &Ok(a2)))
 }
 
 /// The rules behind PUT /v1/accounts/{name}/login: keeps a file login's credential file (0600).
@@ -296,7 +296,7 @@ pub async fn set_login_file(
     tracing::info!(account = %name, "credential file kept");
     let snap = app.snapshot();
     let r = snap.accounts.get(&name).cloned().unwrap_or(Ok(a));
-    Ok(info(&app, &snap, &name, &r))
+    Ok(info(app, &snap, &name, &r))
 }
 
 /// The rules behind DELETE /v1/accounts/{name}: its file, its pasted token, its credential file.

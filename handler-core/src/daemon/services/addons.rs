@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use handler_contracts::SecretRef;
-use handler_contracts::addon::Binding;
+use handler_contracts::addon::{AddonManifest, Binding};
 use handler_contracts::api_version::BindingApiVersion;
 use handler_contracts::control::{AddonInfo, AddonSlotInfo, BindingInfo, BindingRequest};
 use handler_contracts::parse::from_toml;
@@ -115,7 +115,7 @@ pub async fn get_addon(app: &AppState, name: String) -> ApiResult<AddonInfo> {
     AddonSet::read(&app.config)
         .addons
         .get(&name)
-        .map(|a| addon_info(a))
+        .map(addon_info)
         .ok_or_else(|| ApiError::not_found(format!("addon {name:?}")))
 }
 
@@ -124,7 +124,7 @@ pub async fn list_bindings(app: &AppState) -> Vec<BindingInfo> {
     AddonSet::read(&app.config)
         .bindings
         .values()
-        .map(|b| binding_info(&app, b))
+        .map(|b| binding_info(app, b))
         .collect()
 }
 
@@ -133,7 +133,7 @@ pub async fn get_binding(app: &AppState, name: String) -> ApiResult<BindingInfo>
     AddonSet::read(&app.config)
         .bindings
         .get(&name)
-        .map(|b| binding_info(&app, b))
+        .map(|b| binding_info(app, b))
         .ok_or_else(|| ApiError::not_found(format!("binding {name:?}")))
 }
 
@@ -141,24 +141,9 @@ fn invalid(detail: impl Into<String>) -> ApiError {
     ApiError::bad_request("binding invalid", detail)
 }
 
-/// Builds the binding a request describes, over what `old` had (its hand-written references,
-/// its stored secrets), and stores its new secret values. Returns the binding and the store
-/// paths that no longer hold one of its secrets.
-fn build(
-    app: &AppState,
-    set: &AddonSet,
-    req: &BindingRequest,
-    old: Option<(&str, &Binding)>,
-) -> ApiResult<(Binding, Vec<String>)> {
-    let name = req.name.as_str();
-    let addon = set
-        .addons
-        .get(&req.addon)
-        .ok_or_else(|| invalid(format!("addon: unknown addon {:?}", req.addon)))?;
-    let m = addon
-        .manifest
-        .as_ref()
-        .map_err(|e| invalid(format!("addon: {:?} is invalid: {e}", req.addon)))?;
+/// A request's secrets against the addon's slots: each given one declared, not empty, no
+/// control characters, and not also removed.
+fn check_request(m: &AddonManifest, req: &BindingRequest) -> ApiResult<()> {
     for (slot, v) in &req.secrets {
         if !m.secret_slots.contains_key(slot) {
             return Err(invalid(format!(
@@ -180,6 +165,28 @@ fn build(
             )));
         }
     }
+    Ok(())
+}
+
+/// Builds the binding a request describes, over what `old` had (its hand-written references,
+/// its stored secrets), and stores its new secret values. Returns the binding and the store
+/// paths that no longer hold one of its secrets.
+fn build(
+    app: &AppState,
+    set: &AddonSet,
+    req: &BindingRequest,
+    old: Option<(&str, &Binding)>,
+) -> ApiResult<(Binding, Vec<String>)> {
+    let name = req.name.as_str();
+    let addon = set
+        .addons
+        .get(&req.addon)
+        .ok_or_else(|| invalid(format!("addon: unknown addon {:?}", req.addon)))?;
+    let m = addon
+        .manifest
+        .as_ref()
+        .map_err(|e| invalid(format!("addon: {:?} is invalid: {e}", req.addon)))?;
+    check_request(m, req)?;
     // What it keeps: the old binding's references (same addon), moved with a rename.
     let mut secrets: BTreeMap<String, SecretRef> = BTreeMap::new();
     let mut dropped: Vec<String> = Vec::new();
@@ -291,11 +298,11 @@ pub async fn create_binding(app: &AppState, req: BindingRequest) -> ApiResult<Bi
         ));
     }
     let set = AddonSet::read(&app.config);
-    let (b, _) = build(&app, &set, &req, None)?;
-    write_binding(&app, &req.name, &b)?;
+    let (b, _) = build(app, &set, &req, None)?;
+    write_binding(app, &req.name, &b)?;
     tracing::info!(binding = %req.name, addon = %b.addon, "binding created");
     let set = AddonSet::read(&app.config);
-    Ok(binding_info(&app, &set.bindings[&req.name]))
+    Ok(binding_info(app, &set.bindings[&req.name]))
 }
 
 /// The rules behind PUT /v1/bindings/{name}: replace it (and rename it when the body names another: the agents
@@ -324,12 +331,12 @@ pub async fn replace_binding(
         }
     }
     let (b, dropped) = build(
-        &app,
+        app,
         &set,
         &req,
         old.binding.as_ref().map(|b| (name.as_str(), b)),
     )?;
-    write_binding(&app, &req.name, &b)?;
+    write_binding(app, &req.name, &b)?;
     for p in dropped {
         let _ = app.secrets.remove(&p);
     }
@@ -350,11 +357,11 @@ pub async fn replace_binding(
     // A.4: the running sandboxes of the agents that picked it get their new allow-list.
     for a in app.agents.agents() {
         if a.options.bindings.contains(&req.name) {
-            super::live::apply_allow(&app, &a).await?;
+            super::live::apply_allow(app, &a).await?;
         }
     }
     let set = AddonSet::read(&app.config);
-    Ok(binding_info(&app, &set.bindings[&req.name]))
+    Ok(binding_info(app, &set.bindings[&req.name]))
 }
 
 /// The rules behind DELETE /v1/bindings/{name}: refused (409) while an agent picked it; its stored secrets go.

@@ -156,6 +156,7 @@ fn sorted_unique<T: Ord + Clone>(v: &[T]) -> Vec<T> {
 }
 
 /// Everything a save checks but risks and names. Returns the options normalized.
+// Over 80 lines: one check per setting in the order the errors name them (E1, D.8, D.5, D.13, G3); its pure part goes to a pure crate with issue 12 item 4.
 fn check_settings(
     app: &AppState,
     snap: &Snapshot,
@@ -288,7 +289,7 @@ pub async fn list(app: &AppState, q: AgentQuery) -> Vec<Agent> {
                 .as_ref()
                 .is_none_or(|p| a.project_id.as_ref() == Some(p))
         })
-        .map(|a| view(&app, &snap, a))
+        .map(|a| view(app, &snap, a))
         .collect()
 }
 
@@ -298,7 +299,7 @@ pub async fn get(app: &AppState, id: String) -> ApiResult<Agent> {
         .agents
         .agent(&id)
         .ok_or_else(|| ApiError::not_found(format!("agent {id:?}")))?;
-    Ok(view(&app, &app.snapshot(), &a))
+    Ok(view(app, &app.snapshot(), &a))
 }
 
 fn adhoc_stored(
@@ -363,13 +364,13 @@ fn adhoc_stored(
 pub async fn create(app: &AppState, req: AdHocAgentRequest) -> ApiResult<Agent> {
     let _w = app.write_lock.lock().await;
     let snap = app.snapshot();
-    let a = adhoc_stored(&app, &snap, &req, None)?;
+    let a = adhoc_stored(app, &snap, &req, None)?;
     app.agents.update::<_, ApiError>(|agents, _| {
         agents.push(a.clone());
         Ok(())
     })?;
     tracing::info!(agent = %a.id, "ad-hoc agent created");
-    Ok(view(&app, &snap, &a))
+    Ok(view(app, &snap, &a))
 }
 
 pub(crate) fn project_stored(
@@ -444,12 +445,12 @@ pub async fn replace(app: &AppState, id: String, body: serde_json::Value) -> Api
         .agent(&id)
         .ok_or_else(|| ApiError::not_found(format!("agent {id:?}")))?;
     let snap = app.snapshot();
-    let old_view = serde_json::to_value(view(&app, &snap, &old)).unwrap_or_default();
+    let old_view = serde_json::to_value(view(app, &snap, &old)).unwrap_or_default();
     let parse_err = |e: serde_json::Error| ApiError::unprocessable("invalid body", e.to_string());
     let (a, make_default) = match &old.project_id {
         None => (
             adhoc_stored(
-                &app,
+                app,
                 &snap,
                 &serde_json::from_value::<AdHocAgentRequest>(body).map_err(parse_err)?,
                 Some(&old),
@@ -470,7 +471,7 @@ pub async fn replace(app: &AppState, id: String, body: serde_json::Value) -> Api
                 .collect();
             (
                 project_stored(
-                    &app,
+                    app,
                     &snap,
                     &p,
                     &siblings,
@@ -496,8 +497,8 @@ pub async fn replace(app: &AppState, id: String, body: serde_json::Value) -> Api
         Ok(())
     })?;
     // A.4: its running sandboxes get the new allow-list; the rest applies to the next one.
-    super::live::apply_allow(&app, &a).await?;
-    let mut answer = view(&app, &snap, &a);
+    super::live::apply_allow(app, &a).await?;
+    let mut answer = view(app, &snap, &a);
     next_sandbox(&mut answer, &old_view);
     Ok(answer)
 }
@@ -518,7 +519,7 @@ pub async fn patch(app: &AppState, id: String, req: AgentPatch) -> ApiResult<Age
         .agents
         .agent(&id)
         .ok_or_else(|| ApiError::not_found(format!("agent {id:?}")))?;
-    let old_view = serde_json::to_value(view(&app, &app.snapshot(), &old)).unwrap_or_default();
+    let old_view = serde_json::to_value(view(app, &app.snapshot(), &old)).unwrap_or_default();
     let mut a = old.clone();
     if let Some(e) = req.egress {
         if containment(&a.options).network != NetworkMode::Filtered {
@@ -578,7 +579,7 @@ pub async fn patch(app: &AppState, id: String, req: AgentPatch) -> ApiResult<Age
             tracing::info!(agent = %id, sandbox = %c.sandbox, egress = e.as_str(), "egress switched");
         }
     }
-    let mut answer = view(&app, &app.snapshot(), &a);
+    let mut answer = view(app, &app.snapshot(), &a);
     next_sandbox(&mut answer, &old_view);
     Ok(answer)
 }
@@ -643,7 +644,7 @@ pub async fn duplicate(app: &AppState, id: String, req: DuplicateRequest) -> Api
                 skills: src.skills.clone(),
                 confirm_risks: req.confirm_risks,
             };
-            adhoc_stored(&app, &snap, &r, None)?
+            adhoc_stored(app, &snap, &r, None)?
         }
         Some(pid) => {
             let p = app
@@ -668,7 +669,7 @@ pub async fn duplicate(app: &AppState, id: String, req: DuplicateRequest) -> Api
                 confirm_risks: req.confirm_risks,
             };
             project_stored(
-                &app,
+                app,
                 &snap,
                 &p,
                 &siblings,
@@ -682,5 +683,5 @@ pub async fn duplicate(app: &AppState, id: String, req: DuplicateRequest) -> Api
         agents.push(a.clone());
         Ok(())
     })?;
-    Ok(view(&app, &snap, &a))
+    Ok(view(app, &snap, &a))
 }

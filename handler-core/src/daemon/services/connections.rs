@@ -119,6 +119,7 @@ fn close_msg(code: u16, reason: &str) -> Message {
 }
 
 /// One connection's life.
+// Over 80 lines: the two directions of one socket share its state (pipeline, pending writes, close); splitting it along C.2/C.3 is left for a later step (issue 12 item 6).
 pub async fn relay(
     app: AppState,
     agent_id: String,

@@ -48,12 +48,12 @@ fn infos(app: &AppState) -> Vec<ContextInfo> {
 
 /// The rules behind GET /v1/contexts
 pub async fn list(app: &AppState) -> Vec<ContextInfo> {
-    infos(&app)
+    infos(app)
 }
 
 /// The rules behind GET /v1/contexts/{name}
 pub async fn get(app: &AppState, name: String) -> ApiResult<ContextInfo> {
-    infos(&app)
+    infos(app)
         .into_iter()
         .find(|c| c.name == name)
         .ok_or_else(|| ApiError::not_found(format!("context {name:?}")))
@@ -98,8 +98,8 @@ pub async fn create(app: &AppState, req: ContextRequest) -> ApiResult<ContextInf
             format!("context {name:?} exists"),
         ));
     }
-    write(&app, &name, Some(req.color))?;
-    let c = infos(&app)
+    write(app, &name, Some(req.color))?;
+    let c = infos(app)
         .into_iter()
         .find(|c| c.name == name)
         .ok_or_else(|| ApiError::internal("context vanished"))?;
@@ -118,8 +118,8 @@ pub async fn replace(app: &AppState, name: String, req: ContextRequest) -> ApiRe
             "name: renaming is not supported",
         ));
     }
-    write(&app, &name, Some(req.color))?;
-    infos(&app)
+    write(app, &name, Some(req.color))?;
+    infos(app)
         .into_iter()
         .find(|c| c.name == name)
         .ok_or_else(|| ApiError::internal("context vanished"))
@@ -144,6 +144,6 @@ pub async fn delete(app: &AppState, name: String) -> ApiResult<()> {
             format!("projects in it: {}", users.join(", ")),
         ));
     }
-    write(&app, &name, None)?;
+    write(app, &name, None)?;
     Ok(())
 }

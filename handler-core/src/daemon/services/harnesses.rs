@@ -37,6 +37,6 @@ pub async fn get(app: &AppState, name: String) -> ApiResult<HarnessInfo> {
     app.snapshot()
         .descriptors
         .get(&name)
-        .map(|d| info(d))
+        .map(info)
         .ok_or_else(|| ApiError::not_found(format!("harness {name:?}")))
 }

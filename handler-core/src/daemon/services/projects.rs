@@ -77,7 +77,7 @@ pub async fn list(app: &AppState) -> Vec<Project> {
     app.agents
         .projects()
         .iter()
-        .map(|p| project_view(&app, &snap, p))
+        .map(|p| project_view(app, &snap, p))
         .collect()
 }
 
@@ -87,7 +87,7 @@ pub async fn get(app: &AppState, id: String) -> ApiResult<Project> {
         .agents
         .project(&id)
         .ok_or_else(|| ApiError::not_found(format!("project {id:?}")))?;
-    Ok(project_view(&app, &app.snapshot(), &p))
+    Ok(project_view(app, &app.snapshot(), &p))
 }
 
 /// The rules behind POST /v1/projects
@@ -102,7 +102,7 @@ pub async fn create(app: &AppState, req: ProjectRequest) -> ApiResult<Project> {
             format!("folder: {folder} is already a project's (one project per folder)"),
         ));
     }
-    check_context(&app, &req.context)?;
+    check_context(app, &req.context)?;
     let name = req
         .name
         .clone()
@@ -130,7 +130,7 @@ pub async fn create(app: &AppState, req: ProjectRequest) -> ApiResult<Project> {
     let mut first = req.agent.clone();
     first.options = with_preset(first.options, req.preset);
     let a = project_stored(
-        &app,
+        app,
         &snap,
         &p,
         &[],
@@ -146,7 +146,7 @@ pub async fn create(app: &AppState, req: ProjectRequest) -> ApiResult<Project> {
         Ok(())
     })?;
     tracing::info!(project = %p2.id, agent = %a.id, "project created");
-    Ok(project_view(&app, &snap, &p2))
+    Ok(project_view(app, &snap, &p2))
 }
 
 /// The rules behind PATCH /v1/projects/{id}: a context change checks its agents (409, they keep theirs).
@@ -177,7 +177,7 @@ pub async fn patch(app: &AppState, id: String, req: ProjectPatch) -> ApiResult<P
     }
     if let Some(c) = &req.context {
         let c = (!c.is_empty()).then(|| c.clone());
-        check_context(&app, &c)?;
+        check_context(app, &c)?;
         for a in &agents {
             for (i, m) in a.models.iter().enumerate() {
                 if let Some(why) = crate::daemon::launch::rules::check(&snap, c.as_deref(), m) {
@@ -208,7 +208,7 @@ pub async fn patch(app: &AppState, id: String, req: ProjectPatch) -> ApiResult<P
         }
         Ok(())
     })?;
-    Ok(project_view(&app, &snap, &p))
+    Ok(project_view(app, &snap, &p))
 }
 
 /// The rules behind DELETE /v1/projects/{id}: with its agents.
@@ -250,7 +250,7 @@ pub async fn create_agent(app: &AppState, id: String, req: AgentRequest) -> ApiR
         .filter(|s| s.project_id.as_ref() == Some(&id))
         .collect();
     let a = project_stored(
-        &app,
+        app,
         &snap,
         &p,
         &siblings,
@@ -267,5 +267,5 @@ pub async fn create_agent(app: &AppState, id: String, req: AgentRequest) -> ApiR
         }
         Ok(())
     })?;
-    Ok(view(&app, &snap, &a))
+    Ok(view(app, &snap, &a))
 }

@@ -75,7 +75,7 @@ pub fn templates(app: &AppState) -> Vec<ProviderTemplate> {
 
 /// The rules behind GET /v1/provider-templates
 pub async fn list_templates(app: &AppState) -> Vec<ProviderTemplate> {
-    templates(&app)
+    templates(app)
 }
 
 /// The rules behind GET /v1/providers
@@ -84,7 +84,7 @@ pub async fn list(app: &AppState) -> Vec<ProviderInfo> {
 
     snap.providers
         .iter()
-        .map(|(n, r)| info(&app, n, r))
+        .map(|(n, r)| info(app, n, r))
         .collect()
 }
 
@@ -95,7 +95,7 @@ pub async fn get(app: &AppState, name: String) -> ApiResult<ProviderInfo> {
         .providers
         .get(&name)
         .ok_or_else(|| ApiError::not_found(format!("provider {name:?}")))?;
-    Ok(info(&app, &name, r))
+    Ok(info(app, &name, r))
 }
 
 fn endpoint_hosts(p: &Provider) -> Vec<String> {
@@ -230,10 +230,10 @@ pub async fn create(app: &AppState, req: ProviderRequest) -> ApiResult<ProviderI
             format!("provider {name:?} exists"),
         ));
     }
-    let p = build(&app, &name, &req, None)?;
-    write_provider(&app, &name, &p)?;
+    let p = build(app, &name, &req, None)?;
+    write_provider(app, &name, &p)?;
     tracing::info!(provider = %name, "provider created");
-    Ok(info(&app, &name, &Ok(p)))
+    Ok(info(app, &name, &Ok(p)))
 }
 
 /// The rules behind PUT /v1/providers/{name}
@@ -255,13 +255,13 @@ pub async fn replace(
         .get(&name)
         .ok_or_else(|| ApiError::not_found(format!("provider {name:?}")))?;
     let p = build(
-        &app,
+        app,
         &name,
         &req,
         old.as_ref().ok().and_then(|p| p.api_key.clone()),
     )?;
-    write_provider(&app, &name, &p)?;
-    Ok(info(&app, &name, &Ok(p)))
+    write_provider(app, &name, &p)?;
+    Ok(info(app, &name, &Ok(p)))
 }
 
 /// The rules behind DELETE /v1/providers/{name}

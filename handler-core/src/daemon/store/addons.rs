@@ -19,9 +19,13 @@ use crate::daemon::store::catalog::valid_name;
 /// An addon as loaded from its folder.
 #[derive(Debug, Clone)]
 pub struct LoadedAddon {
+    /// Its name (its folder's).
     pub name: String,
+    /// Its folder.
     pub dir: PathBuf,
+    /// Whether it is one of the platform's.
     pub builtin: bool,
+    /// Whether it is the user's and replaces a built-in one of its name.
     pub overrides_builtin: bool,
     /// The manifest, or why the addon's files are invalid.
     pub manifest: Result<AddonManifest, String>,
@@ -32,6 +36,7 @@ pub struct LoadedAddon {
 /// A binding as loaded from its file.
 #[derive(Debug, Clone)]
 pub struct LoadedBinding {
+    /// Its name (its file's stem).
     pub name: String,
     /// What the file says, when it could be read.
     pub binding: Option<Binding>,
@@ -42,7 +47,9 @@ pub struct LoadedBinding {
 /// Addons and bindings as they are on disk now.
 #[derive(Debug, Clone, Default)]
 pub struct AddonSet {
+    /// The addons, by name.
     pub addons: BTreeMap<String, LoadedAddon>,
+    /// The bindings, by name.
     pub bindings: BTreeMap<String, LoadedBinding>,
 }
 
@@ -93,6 +100,7 @@ fn addon_dirs(root: &FsPath) -> Vec<(String, PathBuf)> {
     v
 }
 
+/// A binding's document.
 pub fn binding_path(config: &DaemonConfig, name: &str) -> PathBuf {
     config.bindings_dir.join(format!("{name}.toml"))
 }

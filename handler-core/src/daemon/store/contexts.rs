@@ -8,6 +8,7 @@ use handler_contracts::control::ContextColor;
 use crate::daemon::config::DaemonConfig;
 use crate::daemon::store::tomldoc;
 
+/// The contexts' file.
 pub fn path(config: &DaemonConfig) -> PathBuf {
     config.config_dir.join("contexts.toml")
 }

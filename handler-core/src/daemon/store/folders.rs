@@ -10,6 +10,7 @@ use crate::daemon::config::DaemonConfig;
 use crate::daemon::problem::{ApiError, ApiResult};
 use crate::daemon::store::tomldoc;
 
+/// The work folders' file.
 pub fn path(config: &DaemonConfig) -> PathBuf {
     config.config_dir.join("folders.toml")
 }

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use crate::daemon::config::DaemonConfig;
 
+/// A provider's document.
 pub fn provider_path(config: &DaemonConfig, name: &str) -> PathBuf {
     config.providers_dir.join(format!("{name}.toml"))
 }

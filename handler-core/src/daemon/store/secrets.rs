@@ -30,18 +30,30 @@ struct Entry {
 #[derive(Debug, thiserror::Error)]
 pub enum SecretError {
     #[error("{0}")]
+    /// The path is not a secret path.
     InvalidPath(String),
     #[error("secret {0} is not set")]
+    /// No value is stored at the path.
     NotSet(String),
     #[error("a secret value is empty")]
+    /// An empty value.
     Empty,
     #[error("the secret store {path}: {source}")]
+    /// Reading or writing the store's file failed.
     Io {
+        /// The store's file.
         path: String,
+        /// Why.
         source: std::io::Error,
     },
     #[error("the secret store {path} is not valid JSON: {message}")]
-    Corrupt { path: String, message: String },
+    /// The store's file is not valid JSON.
+    Corrupt {
+        /// The store's file.
+        path: String,
+        /// Why.
+        message: String,
+    },
 }
 
 /// The store, one file, read and written whole under a lock.
