@@ -11,6 +11,9 @@ use crate::allow::AllowEntry;
 use crate::harness::{Login, PermissionMode};
 use crate::sandbox::{Confinement, Enforcement};
 
+mod bodies;
+pub use bodies::*;
+
 /// A network mode as an agent chooses it (D.1).
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,

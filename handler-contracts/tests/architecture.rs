@@ -255,3 +255,179 @@ fn the_launchs_resolve_is_pure() {
         }
     }
 }
+
+/// The daemon's layers, top to bottom (docs/ARCHITECTURE.md, "the daemon"): a file may name
+/// its own layer and the layers below it, never one above. A file's layer is its folder; the
+/// files directly in `daemon/` are placed one by one below.
+const DAEMON_LAYERS: [&str; 7] = [
+    "server", "api", "services", "launch", "state", "store", "low",
+];
+
+/// The layer of a module of the daemon, from its path under `crate::daemon` (`["api",
+/// "routes"]`). None for a name that is not a module of the daemon (a re-export of `mod.rs`:
+/// code inside the daemon names the module, not the re-export).
+fn daemon_layer(segments: &[&str]) -> Option<&'static str> {
+    Some(match segments {
+        ["server", ..] => "server",
+        ["api", ..] => "api",
+        ["services", ..] => "services",
+        // The process driver imports nothing of the daemon: the state holds it.
+        ["launch", "launcher", ..] => "low",
+        ["launch", ..] | ["prepare", ..] | ["caches", ..] => "launch",
+        ["state", ..] => "state",
+        ["store", ..] => "store",
+        ["config", ..] | ["problem", ..] | ["fsutil", ..] | ["skills", ..] | ["secretref", ..] => {
+            "low"
+        }
+        _ => return None,
+    })
+}
+
+fn rank(layer: &str) -> usize {
+    DAEMON_LAYERS.iter().position(|l| *l == layer).unwrap()
+}
+
+/// The module paths (under `crate::daemon`) a text names: `crate::daemon::a::b` and each
+/// member of `crate::daemon::{a::b, c}`.
+fn daemon_paths(code: &str) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    let ident = |s: &str| -> Vec<String> {
+        let mut segs = Vec::new();
+        let mut rest = s;
+        loop {
+            let end = rest
+                .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .unwrap_or(rest.len());
+            if end == 0 {
+                break;
+            }
+            segs.push(rest[..end].to_string());
+            match rest[end..].strip_prefix("::") {
+                Some(r) if r.starts_with(|c: char| c.is_alphanumeric() || c == '_') => rest = r,
+                _ => break,
+            }
+        }
+        segs
+    };
+    for (i, _) in code.match_indices("crate::daemon::") {
+        let after = &code[i + "crate::daemon::".len()..];
+        if let Some(group) = after.strip_prefix('{') {
+            let mut depth = 0;
+            let mut start = 0;
+            for (j, c) in group.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => {
+                        out.push(ident(group[start..j].trim()));
+                        break;
+                    }
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => {
+                        out.push(ident(group[start..j].trim()));
+                        start = j + 1;
+                    }
+                    _ => {}
+                }
+            }
+        } else {
+            out.push(ident(after));
+        }
+    }
+    out.retain(|p| !p.is_empty());
+    out
+}
+
+/// The layer of a file under `handler-core/src/daemon` (None for `mod.rs`, the module list).
+fn daemon_file_layer(rel: &Path) -> Option<&'static str> {
+    let parts: Vec<&str> = rel
+        .iter()
+        .map(|p| p.to_str().unwrap().trim_end_matches(".rs"))
+        .collect();
+    if parts == ["mod"] {
+        return None;
+    }
+    let layer = daemon_layer(&parts);
+    assert!(
+        layer.is_some(),
+        "handler-core/src/daemon/{}: a file outside the layers (add it to a layer's folder, or to daemon_layer in tests/architecture.rs)",
+        rel.display()
+    );
+    layer
+}
+
+/// The daemon's code with comments removed, and `super::` read as `crate::daemon::` in the
+/// files directly in `daemon/` (in a folder, `super::` is the folder: the same layer).
+fn daemon_code(rel: &Path, text: &str) -> String {
+    let top = rel.components().count() == 1;
+    text.lines()
+        .map(|l| l.split("//").next().unwrap_or(""))
+        .map(|l| {
+            if top {
+                l.replace("super::", "crate::daemon::")
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn the_daemons_layers_only_call_downward() {
+    let root = workspace().join("handler-core/src/daemon");
+    let mut files = Vec::new();
+    rust_files(&root, false, &mut files);
+    assert!(files.len() > 10, "handler-core/src/daemon has no source");
+    let mut bad = Vec::new();
+    for f in files {
+        let rel = f.strip_prefix(&root).unwrap().to_path_buf();
+        let Some(layer) = daemon_file_layer(&rel) else {
+            continue;
+        };
+        let code = daemon_code(&rel, &std::fs::read_to_string(&f).unwrap());
+        let file = format!("handler-core/src/daemon/{}", rel.display());
+        if code.contains("super::super::") {
+            bad.push(format!(
+                "{file}: `super::super::` (name the module from `crate::daemon::`)"
+            ));
+        }
+        for path in daemon_paths(&code) {
+            let segs: Vec<&str> = path.iter().map(String::as_str).collect();
+            let shown = path.join("::");
+            match daemon_layer(&segs) {
+                None => bad.push(format!(
+                    "{file}: `crate::daemon::{shown}` is not a module of a layer (name the module, not a re-export of daemon/mod.rs)"
+                )),
+                Some(target) if rank(target) < rank(layer) => bad.push(format!(
+                    "{file}: the {layer} layer names `crate::daemon::{shown}` of the {target} layer above it"
+                )),
+                Some(_) => {}
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "the daemon's layers call only downward ({}; docs/ARCHITECTURE.md):\n{}",
+        DAEMON_LAYERS.join(" > "),
+        bad.join("\n")
+    );
+}
+
+#[test]
+fn the_daemon_layer_check_reads_paths_and_groups() {
+    let code = "use crate::daemon::state::AppState;\nuse crate::daemon::{api::auth, store::{a, b}, problem};\nlet x = crate::daemon::launch::launcher::stop();";
+    let got: Vec<String> = daemon_paths(code).iter().map(|p| p.join("::")).collect();
+    assert_eq!(
+        got,
+        [
+            "state::AppState",
+            "api::auth",
+            "store",
+            "problem",
+            "launch::launcher::stop"
+        ]
+    );
+    assert_eq!(daemon_layer(&["launch", "launcher"]), Some("low"));
+    assert_eq!(daemon_layer(&["launch", "gather"]), Some("launch"));
+    assert_eq!(daemon_layer(&["AppState"]), None);
+}

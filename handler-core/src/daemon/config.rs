@@ -9,7 +9,14 @@ use handler_contracts::{APP_DIR_NAME, DEFAULT_PORT, acp::DEFAULT_MAX_MESSAGE_BYT
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("{var}: {message}")]
-    Invalid { var: &'static str, message: String },
+    /// A variable's value is invalid.
+    Invalid {
+        /// The variable.
+        var: &'static str,
+        /// Why.
+        message: String,
+    },
+    /// No home folder is known.
     #[error("no home folder: set HOME")]
     NoHome,
 }
@@ -19,6 +26,7 @@ pub enum ConfigError {
 pub struct DaemonConfig {
     /// 127.0.0.1:<port>; 0 picks a free port (tests).
     pub port: u16,
+    /// The home folder (`~` in paths).
     pub home: PathBuf,
     /// `$HANDLER_CONFIG_DIR`, default `~/.config/handler-ai`: the token, folders.toml, contexts.toml.
     pub config_dir: PathBuf,
@@ -26,7 +34,9 @@ pub struct DaemonConfig {
     pub data_dir: PathBuf,
     /// `$HANDLER_STATE_DIR`, default `~/.local/state/handler-ai`: agents.json, projects.json.
     pub state_dir: PathBuf,
+    /// The accounts' documents (`<name>.toml`).
     pub accounts_dir: PathBuf,
+    /// The providers' documents (`<name>.toml`).
     pub providers_dir: PathBuf,
     /// Where harness descriptors are read from besides the platform's (`<dir>/<name>/harness.toml`,
     /// `$HANDLER_HARNESSES_DIR`, a path list).
@@ -95,11 +105,12 @@ impl DaemonConfig {
             allowed_origins: default_origins(port),
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             sandbox_command: vec!["handler-sandbox-podman".to_string()],
-            secret_command_timeout: super::launch::secretref::DEFAULT_COMMAND_TIMEOUT,
+            secret_command_timeout: super::secretref::DEFAULT_COMMAND_TIMEOUT,
         }
     }
 
     /// Reads `$HANDLER_*` over the defaults.
+    // Over 80 lines: one step per environment variable of docs/daemon.md's table, in its order.
     pub fn from_env() -> Result<Self, ConfigError> {
         let home = env_path("HOME").ok_or(ConfigError::NoHome)?;
         let mut c = DaemonConfig::with_home(&home);

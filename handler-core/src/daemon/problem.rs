@@ -12,8 +12,11 @@ use serde::de::DeserializeOwned;
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{status} {title}: {}", detail.as_deref().unwrap_or(""))]
 pub struct ApiError {
+    /// The HTTP status.
     pub status: StatusCode,
+    /// The problem's title.
     pub title: String,
+    /// What went wrong, for a person.
     pub detail: Option<String>,
 }
 
@@ -129,3 +132,10 @@ fn strip_prefix(s: String) -> String {
 
 /// Results of handlers.
 pub type ApiResult<T> = Result<T, ApiError>;
+
+/// A store's I/O failing is the daemon's fault (500).
+impl From<std::io::Error> for ApiError {
+    fn from(e: std::io::Error) -> Self {
+        ApiError::internal(e)
+    }
+}

@@ -15,12 +15,13 @@ use handler_contracts::validate::{AccessCatalog, expand_home};
 use handler_contracts::{FileSource, HarnessDescriptor};
 use handler_sandbox::egress::phantom::RandomSource;
 
+use super::caches;
 use super::resolve::{self, AddonLaunch, AgentFacts, Credential, Delivered, ResolveError};
 use super::sources::Sources;
-use super::{caches, skills};
-use crate::daemon::AppState;
 use crate::daemon::fsutil;
 use crate::daemon::problem::{ApiError, ApiResult};
+use crate::daemon::state::AppState;
+use crate::daemon::store::skills;
 use crate::daemon::store::{StoredAgent, StoredProject};
 
 /// The operating system's randomness, for phantoms.

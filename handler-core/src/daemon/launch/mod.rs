@@ -3,11 +3,10 @@
 //! (E1–E6, render, compose, the policy's configuration), and the launcher (the sandbox
 //! executable with the spec on fd 3) the control plane drives.
 
+pub mod addons;
 pub mod caches;
 pub mod gather;
 pub mod launcher;
 pub mod prepare;
 pub mod resolve;
-pub mod secretref;
-pub mod skills;
 pub mod sources;

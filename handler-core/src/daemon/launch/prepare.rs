@@ -9,8 +9,8 @@ use handler_contracts::control::ModelAccess;
 
 use super::gather::{OsRandom, gather, problem};
 use super::resolve::{ResolveInput, resolve};
-use crate::daemon::AppState;
 use crate::daemon::problem::ApiResult;
+use crate::daemon::state::AppState;
 use crate::daemon::store::StoredAgent;
 
 pub(crate) use super::resolve::Prepared;

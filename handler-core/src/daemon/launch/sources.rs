@@ -10,9 +10,9 @@ use handler_contracts::validate::{AccessCatalog, expand_home};
 use handler_contracts::{Account, HarnessDescriptor, SecretRef};
 
 use super::resolve::AddonLaunch;
-use super::secretref::{self, SecretRefError};
-use crate::daemon::AppState;
 use crate::daemon::problem::ApiResult;
+use crate::daemon::secretref::{self, SecretRefError};
+use crate::daemon::state::AppState;
 use crate::daemon::store::StoredAgent;
 
 /// A secret reference that gave no value (E2). Names the reference, never a value.
@@ -21,7 +21,7 @@ use crate::daemon::store::StoredAgent;
 pub(crate) enum SecretValueError {
     /// The secret store has none, or cannot be read.
     #[error(transparent)]
-    Store(#[from] crate::daemon::secrets::SecretError),
+    Store(#[from] crate::daemon::store::secrets::SecretError),
     /// `{ env }` names a variable handlerd does not have.
     #[error("environment variable {0} is not set")]
     EnvUnset(String),
@@ -80,32 +80,39 @@ impl Sources for AppState {
         Box::new(self.snapshot())
     }
     fn check_scope(&self, field: &str, scope: &str) -> ApiResult<PathBuf> {
-        crate::daemon::folders::check_scope(self, field, scope)
+        crate::daemon::store::folders::check_scope(&self.config, field, scope)
     }
     fn knowledge(&self, folders: &[String]) -> ApiResult<Vec<String>> {
-        use crate::daemon::agents::{check_knowledge, knowledge_root};
         use crate::daemon::problem::ApiError;
-        let list = check_knowledge(self, folders)?;
-        let root = knowledge_root(self);
+        use crate::daemon::store::knowledge::{check_knowledge, knowledge_root};
+        let list = check_knowledge(&self.config, folders)?;
+        let root = knowledge_root(&self.config);
         list.iter()
             .map(|k| std::fs::canonicalize(root.join(k)).map(|p| p.display().to_string()))
             .collect::<Result<_, _>>()
             .map_err(|e| ApiError::bad_request("knowledge unusable", e.to_string()))
     }
     fn addons(&self, agent: &StoredAgent, network: NetworkMode) -> ApiResult<AddonLaunch> {
-        crate::daemon::addons::resolve_for_launch(self, agent, network)
+        super::addons::resolve_for_launch(self, agent, network)
     }
     fn logged_in(&self, name: &str, account: &Account, d: &HarnessDescriptor) -> bool {
-        crate::daemon::accounts::login_state(self, name, account, Some(d)).0
+        crate::daemon::store::accounts::login_state(
+            &self.config,
+            &self.secrets,
+            name,
+            account,
+            Some(d),
+        )
+        .0
     }
     fn credential_path(&self, account: &str) -> PathBuf {
-        crate::daemon::accounts::credential_path(self, account)
+        crate::daemon::store::accounts::credential_path(&self.config, account)
     }
     fn token_name(&self, account: &str) -> String {
-        crate::daemon::accounts::token_secret_path(account)
+        crate::daemon::store::accounts::token_secret_path(account)
     }
     fn key_name(&self, provider: &str) -> String {
-        crate::daemon::providers::key_secret_path(provider)
+        crate::daemon::store::providers::key_secret_path(provider)
     }
     fn secret(&self, r: &SecretRef) -> Result<String, SecretValueError> {
         resolve_secret(self, r)

@@ -2,168 +2,23 @@
 //! token goes to the secret store (`accounts/<name>/token`), a file login's credential file is
 //! kept in `<data>/accounts/<name>/credential` (0600).
 
-use std::path::PathBuf;
-
-use axum::Json;
-use axum::extract::{Path, State};
-use axum::http::StatusCode;
 use handler_contracts::account::{BuildError, build_account};
 use handler_contracts::api_version::AccountApiVersion;
 use handler_contracts::{Account, HarnessDescriptor, SecretRef};
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 
-use super::AppState;
-use super::catalog::{Snapshot, read_account, valid_name};
-use super::fsutil;
-use super::problem::{ApiError, ApiJson, ApiResult};
-use super::tomlfile;
-
-/// A token as given through the API: pasted (to the secret store) or where the person keeps it.
-#[derive(Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub enum TokenInput {
-    /// The token itself: kept in the secret store, never written to the account's file.
-    Value(String),
-    /// An environment variable of handlerd.
-    Env(String),
-    /// A host file (first line).
-    File(String),
-    /// A command printing it.
-    Command(Vec<String>),
-}
-
-impl std::fmt::Debug for TokenInput {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            TokenInput::Value(_) => f.write_str("Value([redacted])"),
-            TokenInput::Env(v) => write!(f, "Env({v:?})"),
-            TokenInput::File(v) => write!(f, "File({v:?})"),
-            TokenInput::Command(v) => write!(f, "Command({v:?})"),
-        }
-    }
-}
-
-/// POST /v1/accounts, PUT /v1/accounts/{name}.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct AccountRequest {
-    /// Required on create; on replace, the name in the path.
-    #[serde(default)]
-    pub name: Option<String>,
-    pub harness: String,
-    #[serde(default)]
-    pub description: Option<String>,
-    #[serde(default)]
-    pub plan: Option<String>,
-    #[serde(default)]
-    pub connectors: bool,
-    #[serde(default)]
-    pub contexts: Option<Vec<String>>,
-    /// A token login's token; left out on replace: the one it has is kept.
-    #[serde(default)]
-    pub token: Option<TokenInput>,
-}
-
-/// PUT /v1/accounts/{name}/login: the credential file a file login left (D.9).
-#[derive(Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct LoginFileRequest {
-    /// The file's text.
-    pub content: String,
-}
-
-impl std::fmt::Debug for LoginFileRequest {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("LoginFileRequest([redacted])")
-    }
-}
-
-/// An account as the API shows it: where its token is, never the token.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct AccountInfo {
-    pub name: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub harness: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub plan: Option<String>,
-    #[serde(default)]
-    pub connectors: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub contexts: Option<Vec<String>>,
-    /// "token" or "file" (B.1 login).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub login: Option<String>,
-    pub logged_in: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub logged_in_at: Option<String>,
-    /// Where the token is: `{secret: "accounts/<name>/token"}` or the person's reference.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub token: Option<SecretRef>,
-    /// Why the file is invalid.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
-
-/// Where a file login's credential is kept.
-pub fn credential_path(app: &AppState, name: &str) -> PathBuf {
-    app.config
-        .data_dir
-        .join("accounts")
-        .join(name)
-        .join("credential")
-}
-
-fn account_path(app: &AppState, name: &str) -> PathBuf {
-    app.config.accounts_dir.join(format!("{name}.toml"))
-}
-
-/// The store path of an account's pasted token.
-pub fn token_secret_path(name: &str) -> String {
-    format!("accounts/{name}/token")
-}
-
-/// Whether an account can start an agent now, and when it logged in.
-pub fn login_state(
-    app: &AppState,
-    name: &str,
-    a: &Account,
-    d: Option<&HarnessDescriptor>,
-) -> (bool, Option<String>) {
-    let file_login = d
-        .and_then(|d| d.login.as_ref())
-        .is_some_and(|l| l.is_file_login());
-    if file_login {
-        let p = credential_path(app, name);
-        match std::fs::metadata(&p) {
-            Ok(m) => (
-                true,
-                m.modified()
-                    .ok()
-                    .map(|t| humantime::format_rfc3339_seconds(t).to_string()),
-            ),
-            Err(_) => (false, None),
-        }
-    } else {
-        match &a.token {
-            None => (false, None),
-            Some(SecretRef::Secret(p)) => match app.secrets.info(p) {
-                Ok(Some(i)) => (true, i.updated_at),
-                _ => (false, None),
-            },
-            Some(_) => (true, None),
-        }
-    }
-}
+use crate::daemon::fsutil;
+use crate::daemon::problem::{ApiError, ApiResult};
+use crate::daemon::state::AppState;
+use crate::daemon::store::accounts::{credential_path, login_state, token_secret_path};
+use crate::daemon::store::catalog::{Snapshot, read_account, valid_name};
+use crate::daemon::store::tomldoc;
+use handler_contracts::control::{AccountInfo, AccountRequest, LoginFileRequest, TokenInput};
 
 fn info(app: &AppState, snap: &Snapshot, name: &str, r: &Result<Account, String>) -> AccountInfo {
     match r {
         Ok(a) => {
             let d = snap.descriptors.get(&a.harness);
-            let (logged_in, logged_in_at) = login_state(app, name, a, d);
+            let (logged_in, logged_in_at) = login_state(&app.config, &app.secrets, name, a, d);
             AccountInfo {
                 name: name.to_string(),
                 harness: Some(a.harness.clone()),
@@ -196,28 +51,24 @@ fn info(app: &AppState, snap: &Snapshot, name: &str, r: &Result<Account, String>
     }
 }
 
-/// GET /v1/accounts
-pub async fn list(State(app): State<AppState>) -> ApiResult<Json<Vec<AccountInfo>>> {
+/// The rules behind GET /v1/accounts
+pub async fn list(app: &AppState) -> ApiResult<Vec<AccountInfo>> {
     let snap = app.snapshot();
-    Ok(Json(
-        snap.accounts
-            .iter()
-            .map(|(n, r)| info(&app, &snap, n, r))
-            .collect(),
-    ))
+    Ok(snap
+        .accounts
+        .iter()
+        .map(|(n, r)| info(app, &snap, n, r))
+        .collect())
 }
 
-/// GET /v1/accounts/{name}
-pub async fn get(
-    State(app): State<AppState>,
-    Path(name): Path<String>,
-) -> ApiResult<Json<AccountInfo>> {
+/// The rules behind GET /v1/accounts/{name}
+pub async fn get(app: &AppState, name: String) -> ApiResult<AccountInfo> {
     let snap = app.snapshot();
     let r = snap
         .accounts
         .get(&name)
         .ok_or_else(|| ApiError::not_found(format!("account {name:?}")))?;
-    Ok(Json(info(&app, &snap, &name, r)))
+    Ok(info(app, &snap, &name, r))
 }
 
 /// Applies a token input: a pasted one goes to the store (checked against the login's
@@ -285,25 +136,25 @@ fn checked_ref(r: SecretRef) -> ApiResult<SecretRef> {
 }
 
 fn write_account(app: &AppState, name: &str, a: &Account) -> ApiResult<()> {
-    let path = account_path(app, name);
-    let mut doc = tomlfile::load(&path).map_err(ApiError::internal)?;
-    tomlfile::set_str(&mut doc, "apiVersion", Some(AccountApiVersion::STR));
-    tomlfile::set_str(&mut doc, "harness", Some(&a.harness));
-    tomlfile::set_str(&mut doc, "description", a.description.as_deref());
-    tomlfile::set_str(&mut doc, "plan", a.plan.as_deref());
-    if a.connectors {
-        tomlfile::set_value(&mut doc, "connectors", true.into());
-    } else {
-        doc.remove("connectors");
-    }
-    match &a.token {
-        Some(t) => tomlfile::set_value(&mut doc, "token", tomlfile::secret_ref_value(t)),
-        None => {
-            doc.remove("token");
+    app.accounts.update::<_, ApiError>(name, |doc| {
+        tomldoc::set_str(doc, "apiVersion", Some(AccountApiVersion::STR));
+        tomldoc::set_str(doc, "harness", Some(&a.harness));
+        tomldoc::set_str(doc, "description", a.description.as_deref());
+        tomldoc::set_str(doc, "plan", a.plan.as_deref());
+        if a.connectors {
+            tomldoc::set_value(doc, "connectors", true.into());
+        } else {
+            doc.remove("connectors");
         }
-    }
-    tomlfile::set_str_list(&mut doc, "contexts", a.contexts.as_deref());
-    tomlfile::save(&path, &doc).map_err(ApiError::internal)
+        match &a.token {
+            Some(t) => tomldoc::set_value(doc, "token", tomldoc::secret_ref_value(t)),
+            None => {
+                doc.remove("token");
+            }
+        }
+        tomldoc::set_str_list(doc, "contexts", a.contexts.as_deref());
+        Ok(())
+    })
 }
 
 fn build(
@@ -333,11 +184,8 @@ fn build(
     })
 }
 
-/// POST /v1/accounts
-pub async fn create(
-    State(app): State<AppState>,
-    ApiJson(req): ApiJson<AccountRequest>,
-) -> ApiResult<(StatusCode, Json<AccountInfo>)> {
+/// The rules behind POST /v1/accounts
+pub async fn create(app: &AppState, req: AccountRequest) -> ApiResult<AccountInfo> {
     let _w = app.write_lock.lock().await;
     let name = req
         .name
@@ -356,19 +204,15 @@ pub async fn create(
             format!("account {name:?} exists"),
         ));
     }
-    let a = build(&app, &snap, &name, &req, None)?;
-    write_account(&app, &name, &a)?;
+    let a = build(app, &snap, &name, &req, None)?;
+    write_account(app, &name, &a)?;
     tracing::info!(account = %name, harness = %a.harness, "account created");
     let snap = app.snapshot();
-    Ok((StatusCode::CREATED, Json(info(&app, &snap, &name, &Ok(a)))))
+    Ok(info(app, &snap, &name, &Ok(a)))
 }
 
-/// PUT /v1/accounts/{name}
-pub async fn replace(
-    State(app): State<AppState>,
-    Path(name): Path<String>,
-    ApiJson(req): ApiJson<AccountRequest>,
-) -> ApiResult<Json<AccountInfo>> {
+/// The rules behind PUT /v1/accounts/{name}
+pub async fn replace(app: &AppState, name: String, req: AccountRequest) -> ApiResult<AccountInfo> {
     let _w = app.write_lock.lock().await;
     if req.name.as_ref().is_some_and(|n| *n != name) {
         return Err(ApiError::bad_request(
@@ -386,18 +230,14 @@ pub async fn replace(
         .ok()
         .and_then(|a| a.token.clone())
         .filter(|_| old.as_ref().is_ok_and(|a| a.harness == req.harness));
-    let a = build(&app, &snap, &name, &req, old_token)?;
-    write_account(&app, &name, &a)?;
+    let a = build(app, &snap, &name, &req, old_token)?;
+    write_account(app, &name, &a)?;
     let snap = app.snapshot();
-    Ok(Json(info(&app, &snap, &name, &Ok(a))))
+    Ok(info(app, &snap, &name, &Ok(a)))
 }
 
-/// PUT /v1/accounts/{name}/token
-pub async fn set_token(
-    State(app): State<AppState>,
-    Path(name): Path<String>,
-    ApiJson(t): ApiJson<TokenInput>,
-) -> ApiResult<Json<AccountInfo>> {
+/// The rules behind PUT /v1/accounts/{name}/token
+pub async fn set_token(app: &AppState, name: String, t: TokenInput) -> ApiResult<AccountInfo> {
     let _w = app.write_lock.lock().await;
     let snap = app.snapshot();
     let a = valid_account(&snap, &name)?;
@@ -406,21 +246,21 @@ pub async fn set_token(
         .get(&a.harness)
         .ok_or_else(|| ApiError::bad_request("account invalid", "unknown harness"))?;
     let mut a2 = a.clone();
-    a2.token = Some(apply_token(&app, &name, d, &t)?);
+    a2.token = Some(apply_token(app, &name, d, &t)?);
     if !matches!(t, TokenInput::Value(_)) {
         let _ = app.secrets.remove(&token_secret_path(&name));
     }
-    write_account(&app, &name, &a2)?;
+    write_account(app, &name, &a2)?;
     let snap = app.snapshot();
-    Ok(Json(info(&app, &snap, &name, &Ok(a2))))
+    Ok(info(app, &snap, &name, &Ok(a2)))
 }
 
-/// PUT /v1/accounts/{name}/login: keeps a file login's credential file (0600).
+/// The rules behind PUT /v1/accounts/{name}/login: keeps a file login's credential file (0600).
 pub async fn set_login_file(
-    State(app): State<AppState>,
-    Path(name): Path<String>,
-    ApiJson(req): ApiJson<LoginFileRequest>,
-) -> ApiResult<Json<AccountInfo>> {
+    app: &AppState,
+    name: String,
+    req: LoginFileRequest,
+) -> ApiResult<AccountInfo> {
     let _w = app.write_lock.lock().await;
     let snap = app.snapshot();
     let a = valid_account(&snap, &name)?;
@@ -441,41 +281,41 @@ pub async fn set_login_file(
             "content: 1 byte to 1 MiB",
         ));
     }
-    fsutil::write_atomic(&credential_path(&app, &name), req.content.as_bytes(), 0o600)
-        .map_err(ApiError::internal)?;
+    fsutil::write_atomic(
+        &credential_path(&app.config, &name),
+        req.content.as_bytes(),
+        0o600,
+    )
+    .map_err(ApiError::internal)?;
     tracing::info!(account = %name, "credential file kept");
     let snap = app.snapshot();
     let r = snap.accounts.get(&name).cloned().unwrap_or(Ok(a));
-    Ok(Json(info(&app, &snap, &name, &r)))
+    Ok(info(app, &snap, &name, &r))
 }
 
-/// DELETE /v1/accounts/{name}: its file, its pasted token, its credential file.
-pub async fn delete(
-    State(app): State<AppState>,
-    Path(name): Path<String>,
-) -> ApiResult<StatusCode> {
+/// The rules behind DELETE /v1/accounts/{name}: its file, its pasted token, its credential file.
+pub async fn delete(app: &AppState, name: String) -> ApiResult<()> {
     let _w = app.write_lock.lock().await;
-    if !valid_name(&name) || !account_path(&app, &name).exists() {
+    if !valid_name(&name) || !app.accounts.delete(&name)? {
         return Err(ApiError::not_found(format!("account {name:?}")));
     }
-    std::fs::remove_file(account_path(&app, &name)).map_err(ApiError::internal)?;
     app.secrets
         .remove_under(&format!("accounts/{name}"))
         .map_err(ApiError::internal)?;
     let _ = std::fs::remove_dir_all(app.config.data_dir.join("accounts").join(&name));
-    Ok(StatusCode::NO_CONTENT)
+    Ok(())
 }
 
 /// Reads one account again (after a write), for callers outside this module.
 pub fn reread(app: &AppState, name: &str) -> Option<Result<Account, String>> {
     let snap = app.snapshot();
-    let p = account_path(app, name);
+    let p = app.accounts.path(name);
     p.exists()
         .then(|| read_account(&p, name, &snap.descriptors))
 }
 
 /// The account `name` as read: 404 when there is none, 400 when its file is invalid.
-fn valid_account(snap: &crate::daemon::catalog::Snapshot, name: &str) -> ApiResult<Account> {
+fn valid_account(snap: &crate::daemon::store::catalog::Snapshot, name: &str) -> ApiResult<Account> {
     match snap.accounts.get(name) {
         None => Err(ApiError::not_found(format!("account {name:?}"))),
         Some(Err(why)) => Err(ApiError::bad_request("account invalid", why.clone())),

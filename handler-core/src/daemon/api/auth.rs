@@ -16,9 +16,9 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use handler_contracts::acp::SUBPROTOCOL_BEARER_PREFIX;
 
-use super::AppState;
-use super::fsutil;
-use super::problem::ApiError;
+use crate::daemon::fsutil;
+use crate::daemon::problem::ApiError;
+use crate::daemon::state::AppState;
 
 /// Reads the token, or makes one (32 random bytes, hex) in a file of mode 0600.
 ///

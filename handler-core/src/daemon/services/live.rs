@@ -11,17 +11,9 @@ use handler_contracts::allow::AllowEntry;
 use handler_contracts::sandbox::NetworkPolicy;
 use serde_json::Value;
 
-use super::AppState;
-use super::problem::{ApiError, ApiResult};
-use super::store::StoredAgent;
-
-/// A running filtered sandbox's allow-list: the part that stays (the model's and harness's
-/// hosts, fixed at launch) and the list in force now.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LiveAllow {
-    pub base: Vec<AllowEntry>,
-    pub now: Vec<AllowEntry>,
-}
+use crate::daemon::problem::{ApiError, ApiResult};
+use crate::daemon::state::{AppState, LiveAllow};
+use crate::daemon::store::StoredAgent;
 
 /// The answer's field naming what applies to the next sandbox only.
 pub const NEXT_SANDBOX_FIELD: &str = "nextSandbox";
@@ -108,7 +100,7 @@ pub fn from_settings(app: &AppState, agent: &StoredAgent) -> Vec<AllowEntry> {
             .allow
             .iter()
             .cloned()
-            .chain(super::addons::egress_of(app, agent)),
+            .chain(crate::daemon::store::addons::egress_of(&app.config, agent)),
     )
 }
 

@@ -1,13 +1,11 @@
 //! GET /v1/harnesses: each harness's descriptor as the API shows it (D.1 HarnessInfo), its
 //! login (B.1) and the permission modes it offers.
 
-use axum::Json;
-use axum::extract::{Path, State};
 use handler_contracts::HarnessDescriptor;
 use handler_contracts::control::HarnessInfo;
 
-use super::AppState;
-use super::problem::{ApiError, ApiResult};
+use crate::daemon::problem::{ApiError, ApiResult};
+use crate::daemon::state::AppState;
 
 fn info(d: &HarnessDescriptor) -> HarnessInfo {
     HarnessInfo {
@@ -29,19 +27,16 @@ fn info(d: &HarnessDescriptor) -> HarnessInfo {
     }
 }
 
-/// GET /v1/harnesses
-pub async fn list(State(app): State<AppState>) -> Json<Vec<HarnessInfo>> {
-    Json(app.snapshot().descriptors.values().map(info).collect())
+/// The rules behind GET /v1/harnesses
+pub async fn list(app: &AppState) -> Vec<HarnessInfo> {
+    app.snapshot().descriptors.values().map(info).collect()
 }
 
-/// GET /v1/harnesses/{name}
-pub async fn get(
-    State(app): State<AppState>,
-    Path(name): Path<String>,
-) -> ApiResult<Json<HarnessInfo>> {
+/// The rules behind GET /v1/harnesses/{name}
+pub async fn get(app: &AppState, name: String) -> ApiResult<HarnessInfo> {
     app.snapshot()
         .descriptors
         .get(&name)
-        .map(|d| Json(info(d)))
+        .map(info)
         .ok_or_else(|| ApiError::not_found(format!("harness {name:?}")))
 }

@@ -7,7 +7,7 @@ use std::path::Path;
 use handler_contracts::{FileSource, SecretRef};
 use toml_edit::{Array, DocumentMut, InlineTable, Item, Value};
 
-use super::fsutil;
+use crate::daemon::fsutil;
 
 /// The document in `path`, or an empty one when there is none. A file that is not TOML is
 /// replaced (its error was shown before).

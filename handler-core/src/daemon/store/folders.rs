@@ -1,40 +1,23 @@
-//! Work folders (D.13): the folders agents may work in, `<config>/folders.toml`
-//! (`roots = ["~/code"]`), and the scope check every project folder and ad-hoc scope passes, at
-//! every save and again at every start: inside a work folder, and never one of Handler's own
-//! folders (config, data, state, cache…), inside one or holding one (issue 11, item 3).
+//! The work folders (D.13, `folders.toml`): the roots as written and resolved, Handler's own
+//! folders, and the check of an agent's scope against them.
 
 use std::path::{Path, PathBuf};
 
-use axum::Json;
-use axum::extract::State;
 use handler_contracts::validate::expand_home;
 use handler_sandbox::validate::{Reserved, check_root_placement, check_scope_placement};
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-use toml_edit::{Array, Value};
 
-use super::AppState;
-use super::problem::{ApiError, ApiJson, ApiResult};
-use super::tomlfile;
+use crate::daemon::config::DaemonConfig;
+use crate::daemon::problem::{ApiError, ApiResult};
+use crate::daemon::store::tomldoc;
 
-/// GET/PUT /v1/folders.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct WorkFolders {
-    /// As written (`~/` kept).
-    pub roots: Vec<String>,
-    /// Expanded and canonical (symbolic links resolved), those that exist; answered, not read.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub resolved: Vec<String>,
-}
-
-fn path(app: &AppState) -> PathBuf {
-    app.config.config_dir.join("folders.toml")
+/// The work folders' file.
+pub fn path(config: &DaemonConfig) -> PathBuf {
+    config.config_dir.join("folders.toml")
 }
 
 /// The roots as written (`~/code` when unset).
-pub fn roots(app: &AppState) -> Vec<String> {
-    let doc = tomlfile::load(&path(app)).unwrap_or_default();
+pub fn roots(config: &DaemonConfig) -> Vec<String> {
+    let doc = tomldoc::load(&path(config)).unwrap_or_default();
     match doc.get("roots").and_then(|i| i.as_array()) {
         Some(a) => a
             .iter()
@@ -45,8 +28,8 @@ pub fn roots(app: &AppState) -> Vec<String> {
 }
 
 /// The folders Handler keeps for itself, each as configured and, when it exists, canonical.
-pub fn reserved(app: &AppState) -> Vec<Reserved> {
-    let c = &app.config;
+pub fn reserved(config: &DaemonConfig) -> Vec<Reserved> {
+    let c = config;
     let mut dirs: Vec<(&str, &Path)> = vec![
         ("config", &c.config_dir),
         ("data", &c.data_dir),
@@ -91,10 +74,10 @@ pub fn reserved(app: &AppState) -> Vec<Reserved> {
 
 /// The roots, expanded and canonical; those that do not exist, or are or lie inside one of
 /// Handler's own folders (a hand-edited folders.toml), are left out.
-pub fn resolved_roots(app: &AppState) -> Vec<PathBuf> {
-    let home = app.config.home.to_string_lossy().into_owned();
-    let reserved = reserved(app);
-    roots(app)
+pub fn resolved_roots(config: &DaemonConfig) -> Vec<PathBuf> {
+    let home = config.home.to_string_lossy().into_owned();
+    let reserved = reserved(config);
+    roots(config)
         .iter()
         .filter_map(|r| expand_home("roots", r, &home).ok())
         .filter_map(|r| std::fs::canonicalize(r).ok())
@@ -105,8 +88,8 @@ pub fn resolved_roots(app: &AppState) -> Vec<PathBuf> {
 /// D.13: `scope` must be a folder inside a work folder, and not one of Handler's own folders,
 /// inside one or holding one; returns it canonical (symbolic links resolved now: checked at
 /// every save and every start). 400 otherwise, naming the field and the folder.
-pub fn check_scope(app: &AppState, field: &str, scope: &str) -> ApiResult<PathBuf> {
-    let home = app.config.home.to_string_lossy().into_owned();
+pub fn check_scope(config: &DaemonConfig, field: &str, scope: &str) -> ApiResult<PathBuf> {
+    let home = config.home.to_string_lossy().into_owned();
     let expanded = expand_home(field, scope, &home)
         .map_err(|e| ApiError::bad_request("scope invalid", e.to_string()))?;
     let canon = std::fs::canonicalize(&expanded)
@@ -117,18 +100,18 @@ pub fn check_scope(app: &AppState, field: &str, scope: &str) -> ApiResult<PathBu
             format!("{field}: {expanded} is not a folder"),
         ));
     }
-    let roots_now: Vec<String> = resolved_roots(app)
+    let roots_now: Vec<String> = resolved_roots(config)
         .iter()
         .map(|p| p.display().to_string())
         .collect();
-    match check_scope_placement(&canon.display().to_string(), &roots_now, &reserved(app)) {
+    match check_scope_placement(&canon.display().to_string(), &roots_now, &reserved(config)) {
         Ok(()) => Ok(canon),
         Err(e @ handler_sandbox::validate::PlacementError::OutsideWorkFolders { .. }) => {
             Err(ApiError::bad_request(
                 "scope outside work folders",
                 format!(
                     "{field}: {e} ({}); add one in Settings → Folders (PUT /v1/folders)",
-                    roots(app).join(", ")
+                    roots(config).join(", ")
                 ),
             ))
         }
@@ -137,44 +120,4 @@ pub fn check_scope(app: &AppState, field: &str, scope: &str) -> ApiResult<PathBu
             format!("{field}: {e}: Handler's own folders never reach a sandbox"),
         )),
     }
-}
-
-/// GET /v1/folders
-pub async fn get(State(app): State<AppState>) -> Json<WorkFolders> {
-    Json(WorkFolders {
-        roots: roots(&app),
-        resolved: resolved_roots(&app)
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect(),
-    })
-}
-
-/// PUT /v1/folders
-pub async fn put(
-    State(app): State<AppState>,
-    ApiJson(req): ApiJson<WorkFolders>,
-) -> ApiResult<Json<WorkFolders>> {
-    let _w = app.write_lock.lock().await;
-    let home = app.config.home.to_string_lossy().into_owned();
-    let reserved = reserved(&app);
-    for (i, r) in req.roots.iter().enumerate() {
-        let expanded = expand_home(&format!("roots[{i}]"), r, &home)
-            .map_err(|e| ApiError::bad_request("folders invalid", e.to_string()))?;
-        let canon = std::fs::canonicalize(&expanded)
-            .map(|p| p.display().to_string())
-            .unwrap_or(expanded.clone());
-        for form in [&expanded, &canon] {
-            check_root_placement(form, &reserved).map_err(|e| {
-                ApiError::bad_request("folders invalid", format!("roots[{i}]: {e}"))
-            })?;
-        }
-    }
-    let p = path(&app);
-    let mut doc = tomlfile::load(&p).map_err(ApiError::internal)?;
-    let arr: Array = req.roots.iter().map(|s| s.as_str()).collect();
-    tomlfile::set_value(&mut doc, "roots", Value::Array(arr));
-    tomlfile::save(&p, &doc).map_err(ApiError::internal)?;
-    drop(_w);
-    Ok(get(State(app)).await)
 }

@@ -10,15 +10,18 @@ use handler_contracts::validate::{
 };
 use handler_contracts::{Account, HarnessDescriptor, Provider};
 
-use super::config::DaemonConfig;
+use crate::daemon::config::DaemonConfig;
 
 /// Everything E1 looks up, read at one moment.
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
+    /// The harness descriptors, by name.
     pub descriptors: BTreeMap<String, HarnessDescriptor>,
     /// Descriptors that could not be read: name → reason (logged, not offered).
     pub broken_descriptors: BTreeMap<String, String>,
+    /// The accounts, by name, or why each file is invalid.
     pub accounts: BTreeMap<String, Result<Account, String>>,
+    /// The providers, by name, or why each file is invalid.
     pub providers: BTreeMap<String, Result<Provider, String>>,
 }
 

@@ -3,102 +3,18 @@
 //! hand-written `env`/`file`/`command` key is kept.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
-use axum::Json;
-use axum::extract::{Path, State};
-use axum::http::StatusCode;
 use handler_contracts::api_version::ProviderApiVersion;
 use handler_contracts::parse::from_toml;
 use handler_contracts::validate::validate_provider;
-use handler_contracts::{
-    FileSource, Protocol, Provider, ProviderModel, SecretRef, allow::entry_for_url,
-};
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use handler_contracts::{Provider, SecretRef, allow::entry_for_url};
 
-use super::AppState;
-use super::catalog::valid_name;
-use super::problem::{ApiError, ApiJson, ApiResult};
-use super::tomlfile;
-
-/// POST /v1/providers, PUT /v1/providers/{name}.
-#[derive(Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ProviderRequest {
-    /// Required on create.
-    #[serde(default)]
-    pub name: Option<String>,
-    /// A template (GET /v1/provider-templates) whose fields fill what is left out.
-    #[serde(default)]
-    pub template: Option<String>,
-    #[serde(default)]
-    pub description: Option<String>,
-    #[serde(default)]
-    pub endpoints: Option<BTreeMap<Protocol, String>>,
-    #[serde(default)]
-    pub models: Option<Vec<ProviderModel>>,
-    #[serde(default)]
-    pub files: Option<BTreeMap<String, BTreeMap<String, FileSource>>>,
-    #[serde(default)]
-    pub contexts: Option<Vec<String>>,
-    /// The key itself: to the secret store only.
-    #[serde(default)]
-    pub api_key: Option<String>,
-    /// Removes its key (a local server needs none).
-    #[serde(default)]
-    pub remove_api_key: bool,
-}
-
-impl std::fmt::Debug for ProviderRequest {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ProviderRequest")
-            .field("name", &self.name)
-            .field("template", &self.template)
-            .field("api_key", &self.api_key.as_ref().map(|_| "[redacted]"))
-            .finish_non_exhaustive()
-    }
-}
-
-/// A provider as the API shows it: where its key is, never the key.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ProviderInfo {
-    pub name: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
-    #[serde(default)]
-    pub endpoints: BTreeMap<Protocol, String>,
-    #[serde(default)]
-    pub models: Vec<ProviderModel>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub files: BTreeMap<String, BTreeMap<String, FileSource>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub contexts: Option<Vec<String>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub api_key: Option<SecretRef>,
-    /// A `{secret}` key that has no value makes the provider incomplete (D.14).
-    pub key_set: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
-
-/// A provider template (D.12).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ProviderTemplate {
-    pub name: String,
-    pub provider: Provider,
-}
-
-fn provider_path(app: &AppState, name: &str) -> PathBuf {
-    app.config.providers_dir.join(format!("{name}.toml"))
-}
-
-/// The store path of a provider's key.
-pub fn key_secret_path(name: &str) -> String {
-    format!("providers/{name}/apiKey")
-}
+use crate::daemon::problem::{ApiError, ApiResult};
+use crate::daemon::state::AppState;
+use crate::daemon::store::catalog::valid_name;
+use crate::daemon::store::providers::key_secret_path;
+use crate::daemon::store::tomldoc;
+use handler_contracts::control::{ProviderInfo, ProviderRequest, ProviderTemplate};
 
 fn info(app: &AppState, name: &str, r: &Result<Provider, String>) -> ProviderInfo {
     match r {
@@ -157,33 +73,29 @@ pub fn templates(app: &AppState) -> Vec<ProviderTemplate> {
     out
 }
 
-/// GET /v1/provider-templates
-pub async fn list_templates(State(app): State<AppState>) -> Json<Vec<ProviderTemplate>> {
-    Json(templates(&app))
+/// The rules behind GET /v1/provider-templates
+pub async fn list_templates(app: &AppState) -> Vec<ProviderTemplate> {
+    templates(app)
 }
 
-/// GET /v1/providers
-pub async fn list(State(app): State<AppState>) -> Json<Vec<ProviderInfo>> {
+/// The rules behind GET /v1/providers
+pub async fn list(app: &AppState) -> Vec<ProviderInfo> {
     let snap = app.snapshot();
-    Json(
-        snap.providers
-            .iter()
-            .map(|(n, r)| info(&app, n, r))
-            .collect(),
-    )
+
+    snap.providers
+        .iter()
+        .map(|(n, r)| info(app, n, r))
+        .collect()
 }
 
-/// GET /v1/providers/{name}
-pub async fn get(
-    State(app): State<AppState>,
-    Path(name): Path<String>,
-) -> ApiResult<Json<ProviderInfo>> {
+/// The rules behind GET /v1/providers/{name}
+pub async fn get(app: &AppState, name: String) -> ApiResult<ProviderInfo> {
     let snap = app.snapshot();
     let r = snap
         .providers
         .get(&name)
         .ok_or_else(|| ApiError::not_found(format!("provider {name:?}")))?;
-    Ok(Json(info(&app, &name, r)))
+    Ok(info(app, &name, r))
 }
 
 fn endpoint_hosts(p: &Provider) -> Vec<String> {
@@ -273,36 +185,34 @@ fn build(
 }
 
 fn write_provider(app: &AppState, name: &str, p: &Provider) -> ApiResult<()> {
-    let path = provider_path(app, name);
-    let mut doc = tomlfile::load(&path).map_err(ApiError::internal)?;
-    tomlfile::set_str(&mut doc, "apiVersion", Some(ProviderApiVersion::STR));
-    tomlfile::set_str(&mut doc, "description", p.description.as_deref());
-    match &p.api_key {
-        Some(k) => tomlfile::set_value(&mut doc, "apiKey", tomlfile::secret_ref_value(k)),
-        None => {
-            doc.remove("apiKey");
+    app.providers.update::<_, ApiError>(name, |doc| {
+        tomldoc::set_str(doc, "apiVersion", Some(ProviderApiVersion::STR));
+        tomldoc::set_str(doc, "description", p.description.as_deref());
+        match &p.api_key {
+            Some(k) => tomldoc::set_value(doc, "apiKey", tomldoc::secret_ref_value(k)),
+            None => {
+                doc.remove("apiKey");
+            }
         }
-    }
-    tomlfile::set_str_list(&mut doc, "contexts", p.contexts.as_deref());
-    doc["endpoints"] = tomlfile::to_item(&p.endpoints);
-    doc["models"] = tomlfile::to_item(&p.models);
-    if p.files.is_empty() {
-        doc.remove("files");
-    } else {
-        doc["files"] = tomlfile::to_item(&p.files);
-    }
-    tomlfile::save(&path, &doc).map_err(ApiError::internal)?;
+        tomldoc::set_str_list(doc, "contexts", p.contexts.as_deref());
+        doc["endpoints"] = tomldoc::to_item(&p.endpoints);
+        doc["models"] = tomldoc::to_item(&p.models);
+        if p.files.is_empty() {
+            doc.remove("files");
+        } else {
+            doc["files"] = tomldoc::to_item(&p.files);
+        }
+        Ok(())
+    })?;
+    let path = app.providers.path(name);
     // What was written must read back as the same provider.
     let text = std::fs::read_to_string(&path).map_err(ApiError::internal)?;
     from_toml::<Provider>(name, &text).map_err(ApiError::internal)?;
     Ok(())
 }
 
-/// POST /v1/providers
-pub async fn create(
-    State(app): State<AppState>,
-    ApiJson(req): ApiJson<ProviderRequest>,
-) -> ApiResult<(StatusCode, Json<ProviderInfo>)> {
+/// The rules behind POST /v1/providers
+pub async fn create(app: &AppState, req: ProviderRequest) -> ApiResult<ProviderInfo> {
     let _w = app.write_lock.lock().await;
     let name = req
         .name
@@ -314,24 +224,24 @@ pub async fn create(
             format!("name: {name:?} is not a name (letters, digits, '-', '_', '.')"),
         ));
     }
-    if provider_path(&app, &name).exists() {
+    if app.providers.exists(&name) {
         return Err(ApiError::conflict(
             "provider exists",
             format!("provider {name:?} exists"),
         ));
     }
-    let p = build(&app, &name, &req, None)?;
-    write_provider(&app, &name, &p)?;
+    let p = build(app, &name, &req, None)?;
+    write_provider(app, &name, &p)?;
     tracing::info!(provider = %name, "provider created");
-    Ok((StatusCode::CREATED, Json(info(&app, &name, &Ok(p)))))
+    Ok(info(app, &name, &Ok(p)))
 }
 
-/// PUT /v1/providers/{name}
+/// The rules behind PUT /v1/providers/{name}
 pub async fn replace(
-    State(app): State<AppState>,
-    Path(name): Path<String>,
-    ApiJson(req): ApiJson<ProviderRequest>,
-) -> ApiResult<Json<ProviderInfo>> {
+    app: &AppState,
+    name: String,
+    req: ProviderRequest,
+) -> ApiResult<ProviderInfo> {
     let _w = app.write_lock.lock().await;
     if req.name.as_ref().is_some_and(|n| *n != name) {
         return Err(ApiError::bad_request(
@@ -345,28 +255,24 @@ pub async fn replace(
         .get(&name)
         .ok_or_else(|| ApiError::not_found(format!("provider {name:?}")))?;
     let p = build(
-        &app,
+        app,
         &name,
         &req,
         old.as_ref().ok().and_then(|p| p.api_key.clone()),
     )?;
-    write_provider(&app, &name, &p)?;
-    Ok(Json(info(&app, &name, &Ok(p))))
+    write_provider(app, &name, &p)?;
+    Ok(info(app, &name, &Ok(p)))
 }
 
-/// DELETE /v1/providers/{name}
-pub async fn delete(
-    State(app): State<AppState>,
-    Path(name): Path<String>,
-) -> ApiResult<StatusCode> {
+/// The rules behind DELETE /v1/providers/{name}
+pub async fn delete(app: &AppState, name: String) -> ApiResult<()> {
     let _w = app.write_lock.lock().await;
-    let path = provider_path(&app, &name);
-    if !valid_name(&name) || !path.exists() {
+    if !valid_name(&name) || !app.providers.exists(&name) {
         return Err(ApiError::not_found(format!("provider {name:?}")));
     }
-    std::fs::remove_file(&path).map_err(ApiError::internal)?;
+    app.providers.delete(&name)?;
     app.secrets
         .remove_under(&format!("providers/{name}"))
         .map_err(ApiError::internal)?;
-    Ok(StatusCode::NO_CONTENT)
+    Ok(())
 }

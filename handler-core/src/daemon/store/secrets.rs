@@ -7,10 +7,10 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 
 use handler_contracts::validate::validate_secret_path;
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::fsutil;
+use crate::daemon::fsutil;
+use handler_contracts::control::SecretInfo;
 
 /// A stored value. Its `Debug` never shows the value.
 #[derive(Clone, Serialize, Deserialize)]
@@ -26,53 +26,34 @@ struct Entry {
     updated_at: Option<String>,
 }
 
-/// A secret as the API shows it: never its value.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct SecretInfo {
-    pub path: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub hosts: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub updated_at: Option<String>,
-}
-
-/// PUT /v1/secrets/{path}: a value and its description.
-#[derive(Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct SecretRequest {
-    pub value: String,
-    #[serde(default)]
-    pub description: Option<String>,
-}
-
-impl std::fmt::Debug for SecretRequest {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SecretRequest")
-            .field("value", &"[redacted]")
-            .field("description", &self.description)
-            .finish()
-    }
-}
-
 /// What can go wrong with the store.
 #[derive(Debug, thiserror::Error)]
 pub enum SecretError {
     #[error("{0}")]
+    /// The path is not a secret path.
     InvalidPath(String),
     #[error("secret {0} is not set")]
+    /// No value is stored at the path.
     NotSet(String),
     #[error("a secret value is empty")]
+    /// An empty value.
     Empty,
     #[error("the secret store {path}: {source}")]
+    /// Reading or writing the store's file failed.
     Io {
+        /// The store's file.
         path: String,
+        /// Why.
         source: std::io::Error,
     },
     #[error("the secret store {path} is not valid JSON: {message}")]
-    Corrupt { path: String, message: String },
+    /// The store's file is not valid JSON.
+    Corrupt {
+        /// The store's file.
+        path: String,
+        /// Why.
+        message: String,
+    },
 }
 
 /// The store, one file, read and written whole under a lock.
@@ -206,86 +187,5 @@ fn info(path: String, e: &Entry) -> SecretInfo {
         description: e.description.clone(),
         hosts: e.hosts.clone(),
         updated_at: e.updated_at.clone(),
-    }
-}
-
-/// The secret store's routes (D.14): paths and descriptions only, never a value.
-pub mod api {
-    use axum::Json;
-    use axum::extract::{Path, State};
-    use axum::http::StatusCode;
-
-    use super::{SecretError, SecretInfo, SecretRequest};
-    use crate::daemon::AppState;
-    use crate::daemon::problem::{ApiError, ApiJson, ApiResult};
-
-    fn check_path(path: &str) -> ApiResult<()> {
-        handler_contracts::validate::validate_secret_path(path)
-            .map_err(|e| ApiError::bad_request("secret path invalid", e.message))
-    }
-
-    /// GET /v1/secrets
-    pub async fn list(State(app): State<AppState>) -> ApiResult<Json<Vec<SecretInfo>>> {
-        app.secrets.list().map(Json).map_err(ApiError::internal)
-    }
-
-    /// GET /v1/secrets/{path}
-    pub async fn get(
-        State(app): State<AppState>,
-        Path(path): Path<String>,
-    ) -> ApiResult<Json<SecretInfo>> {
-        check_path(&path)?;
-        app.secrets
-            .info(&path)
-            .map_err(ApiError::internal)?
-            .map(Json)
-            .ok_or_else(|| ApiError::not_found(format!("secret {path}")))
-    }
-
-    /// PUT /v1/secrets/{path}: sets a value; `accounts/` is refused (D.9: set through the account).
-    pub async fn put(
-        State(app): State<AppState>,
-        Path(path): Path<String>,
-        ApiJson(req): ApiJson<SecretRequest>,
-    ) -> ApiResult<Json<SecretInfo>> {
-        check_path(&path)?;
-        if path.starts_with("accounts/") {
-            return Err(ApiError::bad_request(
-                "secret path reserved",
-                "accounts/…: an account's token is set through PUT /v1/accounts/{name}/token",
-            ));
-        }
-        match app
-            .secrets
-            .set(&path, &req.value, req.description, Vec::new())
-        {
-            Ok(()) => {}
-            Err(SecretError::Empty) => {
-                return Err(ApiError::unprocessable("secret invalid", "value: empty"));
-            }
-            Err(SecretError::InvalidPath(m)) => {
-                return Err(ApiError::bad_request("secret path invalid", m));
-            }
-            Err(e) => return Err(ApiError::internal(e)),
-        }
-        tracing::info!(secret = %path, "secret set");
-        app.secrets
-            .info(&path)
-            .map_err(ApiError::internal)?
-            .map(Json)
-            .ok_or_else(|| ApiError::internal("secret vanished"))
-    }
-
-    /// DELETE /v1/secrets/{path}
-    pub async fn delete(
-        State(app): State<AppState>,
-        Path(path): Path<String>,
-    ) -> ApiResult<StatusCode> {
-        check_path(&path)?;
-        if app.secrets.remove(&path).map_err(ApiError::internal)? {
-            Ok(StatusCode::NO_CONTENT)
-        } else {
-            Err(ApiError::not_found(format!("secret {path}")))
-        }
     }
 }

@@ -8,34 +8,47 @@ use handler_contracts::control::{AgentOptions, CacheChoice, ModelAccess};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::fsutil;
+use crate::daemon::fsutil;
 
 /// An agent as stored: its settings as given, resolved views are computed on read.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StoredAgent {
+    /// Its id (`a…`).
     pub id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Its project, if it is a project's.
     pub project_id: Option<String>,
+    /// Its models, the first the default (E1).
     pub models: Vec<ModelAccess>,
     #[serde(default)]
+    /// Its settings as given.
     pub options: AgentOptions,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// An ad-hoc agent's scope as given.
     pub scope: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Its name (a project's agents).
     pub name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Its description.
     pub description: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Its instructions.
     pub instructions: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Where it came from (a duplicate names its original).
     pub origin: Option<String>,
     #[serde(default)]
+    /// Its skills (D.17).
     pub skills: Vec<String>,
     #[serde(default)]
+    /// Whether a remote client may start it.
     pub remote_start: bool,
+    /// When it was made (RFC 3339).
     pub created_at: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// When it was last connected to.
     pub last_used_at: Option<String>,
     /// Fields a newer Handler wrote: kept.
     #[serde(flatten)]
@@ -46,24 +59,34 @@ pub struct StoredAgent {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StoredProject {
+    /// Its id (`p…`).
     pub id: String,
+    /// Its name.
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Its description.
     pub description: Option<String>,
+    /// Its work folder, as given.
     pub folder: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The agent a connection to the project gets.
     pub default_agent: Option<String>,
     #[serde(default)]
+    /// Its caches (D.8).
     pub caches: CacheChoice,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Its context (D.19).
     pub context: Option<String>,
     /// The skills it gives to all its agents (D.17).
     #[serde(default)]
     pub skills: Vec<String>,
+    /// When it was made (RFC 3339).
     pub created_at: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// When one of its agents was last connected to.
     pub last_used_at: Option<String>,
     #[serde(flatten)]
+    /// Fields a newer Handler wrote: kept.
     pub extra: Map<String, Value>,
 }
 
@@ -85,7 +108,9 @@ pub struct AgentStore {
 #[derive(Debug, thiserror::Error)]
 #[error("{path}: {message}")]
 pub struct StoreError {
+    /// The file.
     pub path: String,
+    /// What failed.
     pub message: String,
 }
 

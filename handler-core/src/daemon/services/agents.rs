@@ -4,33 +4,27 @@
 
 use std::collections::BTreeSet;
 
-use axum::Json;
-use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use handler_contracts::SecretRef;
-use handler_contracts::containment::{Containment, Preset, confirm, containment};
+use handler_contracts::containment::{Containment, confirm, containment};
 use handler_contracts::context;
 use handler_contracts::control::{
     AdHocAgentRequest, Agent, AgentModel, AgentOptions, AgentRequest, ModelAccess, NetworkMode,
     RequiredHost,
 };
 use handler_contracts::hosts::required_hosts;
-use handler_contracts::sandbox::Enforcement;
 use handler_contracts::settings::{self, SettingsError, resolved_harness};
 use handler_contracts::validate::AccessCatalog;
-use handler_contracts::validate::{
-    check_model_access, normalize_knowledge_folders, validate_skill_name,
-};
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use handler_contracts::validate::{check_model_access, validate_skill_name};
 
-use super::AppState;
-use super::accounts::login_state;
-use super::catalog::Snapshot;
-use super::contexts;
-use super::fsutil::now_rfc3339;
-use super::problem::{ApiError, ApiJson, ApiResult};
-use super::store::{StoreError, StoredAgent, StoredProject, new_id};
+use crate::daemon::fsutil::now_rfc3339;
+use crate::daemon::problem::{ApiError, ApiResult};
+use crate::daemon::state::AppState;
+use crate::daemon::store::accounts::login_state;
+use crate::daemon::store::catalog::Snapshot;
+use crate::daemon::store::knowledge::check_knowledge;
+use crate::daemon::store::{StoreError, StoredAgent, StoredProject, new_id};
+use handler_contracts::control::{AgentPatch, AgentQuery, DuplicateRequest, Preset};
 
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
@@ -51,7 +45,13 @@ pub fn model_problem(
     if let Some(a) = &m.account
         && let Some(Ok(acc)) = snap.account(a)
     {
-        let (logged_in, _) = login_state(app, a, acc, snap.descriptor(&acc.harness));
+        let (logged_in, _) = login_state(
+            &app.config,
+            &app.secrets,
+            a,
+            acc,
+            snap.descriptor(&acc.harness),
+        );
         if !logged_in {
             return Some(format!("account {a:?} is not logged in"));
         }
@@ -74,7 +74,7 @@ pub fn view(app: &AppState, snap: &Snapshot, a: &StoredAgent) -> Agent {
     let context = project.as_ref().and_then(|p| p.context.clone());
     let c = containment(&a.options);
     let addon_hosts = if c.network == NetworkMode::Filtered {
-        super::addons::required_hosts(&app.config, &a.options.bindings)
+        crate::daemon::store::addons::required_hosts(&app.config, &a.options.bindings)
     } else {
         Vec::new()
     };
@@ -138,47 +138,6 @@ pub fn view(app: &AppState, snap: &Snapshot, a: &StoredAgent) -> Agent {
     }
 }
 
-/// The knowledge root (D.5 K4).
-pub fn knowledge_root(app: &AppState) -> std::path::PathBuf {
-    if let Some(d) = &app.config.knowledge_dir {
-        return d.clone();
-    }
-    let doc =
-        super::tomlfile::load(&app.config.config_dir.join("knowledge.toml")).unwrap_or_default();
-    if let Some(r) = doc.get("root").and_then(|v| v.as_str()) {
-        let home = app.config.home.to_string_lossy().into_owned();
-        if let Ok(p) = handler_contracts::validate::expand_home("root", r, &home) {
-            return p.into();
-        }
-    }
-    app.config.home.join("knowledge")
-}
-
-/// K1–K3: the folders, normalized, each a real folder inside the root (symbolic links
-/// resolved).
-pub fn check_knowledge(app: &AppState, folders: &[String]) -> ApiResult<Vec<String>> {
-    if folders.is_empty() {
-        return Ok(Vec::new());
-    }
-    let bad = |d: String| ApiError::bad_request("knowledge unusable", d);
-    let root = knowledge_root(app);
-    let croot = std::fs::canonicalize(&root)
-        .map_err(|e| bad(format!("knowledge root {}: {e}", root.display())))?;
-    let list = normalize_knowledge_folders(&root.to_string_lossy(), folders)
-        .map_err(|e| bad(e.to_string()))?;
-    for f in &list {
-        let p = croot.join(f);
-        let c = std::fs::canonicalize(&p).map_err(|e| bad(format!("{f}: {e}")))?;
-        if !c.starts_with(&croot) {
-            return Err(bad(format!("{f}: resolves outside the knowledge root")));
-        }
-        if !c.is_dir() {
-            return Err(bad(format!("{f}: not a folder")));
-        }
-    }
-    Ok(list)
-}
-
 fn sorted_unique<T: Ord + Clone>(v: &[T]) -> Vec<T> {
     v.iter()
         .cloned()
@@ -207,7 +166,7 @@ fn check_settings(
     let mut o = options.clone();
     // G3: each binding known and valid, one per addon, no command declared twice.
     o.bindings = sorted_unique(&o.bindings);
-    super::addons::AddonSet::read(&app.config)
+    crate::daemon::store::addons::AddonSet::read(&app.config)
         .check_selection(&o.bindings)
         .map_err(|e| ApiError::bad_request("binding unusable", e))?;
     settings::check_interface(&o).map_err(problem)?;
@@ -221,44 +180,35 @@ fn check_settings(
             ));
         }
     }
-    o.knowledge = check_knowledge(app, &o.knowledge)?;
+    o.knowledge = check_knowledge(&app.config, &o.knowledge)?;
     o.allow = sorted_unique(&o.allow);
     o.bindings = sorted_unique(&o.bindings);
     Ok(o)
 }
 
-/// GET /v1/agents?project=…
-#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct AgentQuery {
-    #[serde(default)]
-    pub project: Option<String>,
-}
-
-/// GET /v1/agents
-pub async fn list(State(app): State<AppState>, Query(q): Query<AgentQuery>) -> Json<Vec<Agent>> {
+/// The rules behind GET /v1/agents
+pub async fn list(app: &AppState, q: AgentQuery) -> Vec<Agent> {
     let snap = app.snapshot();
-    Json(
-        app.agents
-            .agents()
-            .iter()
-            .filter(|a| {
-                q.project
-                    .as_ref()
-                    .is_none_or(|p| a.project_id.as_ref() == Some(p))
-            })
-            .map(|a| view(&app, &snap, a))
-            .collect(),
-    )
+
+    app.agents
+        .agents()
+        .iter()
+        .filter(|a| {
+            q.project
+                .as_ref()
+                .is_none_or(|p| a.project_id.as_ref() == Some(p))
+        })
+        .map(|a| view(app, &snap, a))
+        .collect()
 }
 
-/// GET /v1/agents/{id}
-pub async fn get(State(app): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Agent>> {
+/// The rules behind GET /v1/agents/{id}
+pub async fn get(app: &AppState, id: String) -> ApiResult<Agent> {
     let a = app
         .agents
         .agent(&id)
         .ok_or_else(|| ApiError::not_found(format!("agent {id:?}")))?;
-    Ok(Json(view(&app, &app.snapshot(), &a)))
+    Ok(view(app, &app.snapshot(), &a))
 }
 
 fn adhoc_stored(
@@ -289,7 +239,7 @@ fn adhoc_stored(
     let options = check_settings(app, snap, None, &req.models, &req.options, &req.skills)?;
     let scope = match &req.scope {
         Some(s) => Some(
-            super::folders::check_scope(app, "scope", s)?
+            crate::daemon::store::folders::check_scope(&app.config, "scope", s)?
                 .display()
                 .to_string(),
         ),
@@ -320,23 +270,20 @@ fn adhoc_stored(
     })
 }
 
-/// POST /v1/agents: an ad-hoc agent.
-pub async fn create(
-    State(app): State<AppState>,
-    ApiJson(req): ApiJson<AdHocAgentRequest>,
-) -> ApiResult<(StatusCode, Json<Agent>)> {
+/// The rules behind POST /v1/agents: an ad-hoc agent.
+pub async fn create(app: &AppState, req: AdHocAgentRequest) -> ApiResult<Agent> {
     let _w = app.write_lock.lock().await;
     let snap = app.snapshot();
-    let a = adhoc_stored(&app, &snap, &req, None)?;
+    let a = adhoc_stored(app, &snap, &req, None)?;
     app.agents.update::<_, ApiError>(|agents, _| {
         agents.push(a.clone());
         Ok(())
     })?;
     tracing::info!(agent = %a.id, "ad-hoc agent created");
-    Ok((StatusCode::CREATED, Json(view(&app, &snap, &a))))
+    Ok(view(app, &snap, &a))
 }
 
-fn project_stored(
+pub(crate) fn project_stored(
     app: &AppState,
     snap: &Snapshot,
     p: &StoredProject,
@@ -401,24 +348,20 @@ fn project_stored(
     })
 }
 
-/// PUT /v1/agents/{id}: an ad-hoc agent takes an AdHocAgentRequest, a project's an AgentRequest.
-pub async fn replace(
-    State(app): State<AppState>,
-    Path(id): Path<String>,
-    ApiJson(body): ApiJson<serde_json::Value>,
-) -> ApiResult<Json<Agent>> {
+/// The rules behind PUT /v1/agents/{id}: an ad-hoc agent takes an AdHocAgentRequest, a project's an AgentRequest.
+pub async fn replace(app: &AppState, id: String, body: serde_json::Value) -> ApiResult<Agent> {
     let _w = app.write_lock.lock().await;
     let old = app
         .agents
         .agent(&id)
         .ok_or_else(|| ApiError::not_found(format!("agent {id:?}")))?;
     let snap = app.snapshot();
-    let old_view = serde_json::to_value(view(&app, &snap, &old)).unwrap_or_default();
+    let old_view = serde_json::to_value(view(app, &snap, &old)).unwrap_or_default();
     let parse_err = |e: serde_json::Error| ApiError::unprocessable("invalid body", e.to_string());
     let (a, make_default) = match &old.project_id {
         None => (
             adhoc_stored(
-                &app,
+                app,
                 &snap,
                 &serde_json::from_value::<AdHocAgentRequest>(body).map_err(parse_err)?,
                 Some(&old),
@@ -439,7 +382,7 @@ pub async fn replace(
                 .collect();
             (
                 project_stored(
-                    &app,
+                    app,
                     &snap,
                     &p,
                     &siblings,
@@ -465,10 +408,10 @@ pub async fn replace(
         Ok(())
     })?;
     // A.4: its running sandboxes get the new allow-list; the rest applies to the next one.
-    super::live::apply_allow(&app, &a).await?;
-    let mut answer = view(&app, &snap, &a);
+    super::live::apply_allow(app, &a).await?;
+    let mut answer = view(app, &snap, &a);
     next_sandbox(&mut answer, &old_view);
-    Ok(Json(answer))
+    Ok(answer)
 }
 
 /// Names in the answer what changed that a running sandbox does not get (A.4, `nextSandbox`).
@@ -480,33 +423,14 @@ fn next_sandbox(answer: &mut Agent, old_view: &serde_json::Value) {
     }
 }
 
-/// PATCH /v1/agents/{id}: the live switch of enforcement (A.4), not confirmed (D.8), applied to
-/// its running sandboxes; and its words.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct AgentPatch {
-    #[serde(default)]
-    pub egress: Option<Enforcement>,
-    #[serde(default)]
-    pub name: Option<String>,
-    #[serde(default)]
-    pub description: Option<String>,
-    #[serde(default)]
-    pub instructions: Option<String>,
-}
-
-/// PATCH /v1/agents/{id}
-pub async fn patch(
-    State(app): State<AppState>,
-    Path(id): Path<String>,
-    ApiJson(req): ApiJson<AgentPatch>,
-) -> ApiResult<Json<Agent>> {
+/// The rules behind PATCH /v1/agents/{id}
+pub async fn patch(app: &AppState, id: String, req: AgentPatch) -> ApiResult<Agent> {
     let _w = app.write_lock.lock().await;
     let old = app
         .agents
         .agent(&id)
         .ok_or_else(|| ApiError::not_found(format!("agent {id:?}")))?;
-    let old_view = serde_json::to_value(view(&app, &app.snapshot(), &old)).unwrap_or_default();
+    let old_view = serde_json::to_value(view(app, &app.snapshot(), &old)).unwrap_or_default();
     let mut a = old.clone();
     if let Some(e) = req.egress {
         if containment(&a.options).network != NetworkMode::Filtered {
@@ -566,13 +490,13 @@ pub async fn patch(
             tracing::info!(agent = %id, sandbox = %c.sandbox, egress = e.as_str(), "egress switched");
         }
     }
-    let mut answer = view(&app, &app.snapshot(), &a);
+    let mut answer = view(app, &app.snapshot(), &a);
     next_sandbox(&mut answer, &old_view);
-    Ok(Json(answer))
+    Ok(answer)
 }
 
-/// DELETE /v1/agents/{id}: refused (409) for a project's last agent.
-pub async fn delete(State(app): State<AppState>, Path(id): Path<String>) -> ApiResult<StatusCode> {
+/// The rules behind DELETE /v1/agents/{id}: refused (409) for a project's last agent.
+pub async fn delete(app: &AppState, id: String) -> ApiResult<()> {
     let _w = app.write_lock.lock().await;
     let a = app
         .agents
@@ -603,26 +527,11 @@ pub async fn delete(State(app): State<AppState>, Path(id): Path<String>) -> ApiR
         Ok(())
     })?;
     app.stop_connections(&id).await;
-    Ok(StatusCode::NO_CONTENT)
+    Ok(())
 }
 
-/// POST /v1/agents/{id}/duplicate: a new agent with its settings, nothing linked (D.8).
-#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct DuplicateRequest {
-    /// Default: "<its name> (copy)".
-    #[serde(default)]
-    pub name: Option<String>,
-    #[serde(default)]
-    pub confirm_risks: bool,
-}
-
-/// POST /v1/agents/{id}/duplicate
-pub async fn duplicate(
-    State(app): State<AppState>,
-    Path(id): Path<String>,
-    ApiJson(req): ApiJson<DuplicateRequest>,
-) -> ApiResult<(StatusCode, Json<Agent>)> {
+/// The rules behind POST /v1/agents/{id}/duplicate
+pub async fn duplicate(app: &AppState, id: String, req: DuplicateRequest) -> ApiResult<Agent> {
     let _w = app.write_lock.lock().await;
     let src = app
         .agents
@@ -646,7 +555,7 @@ pub async fn duplicate(
                 skills: src.skills.clone(),
                 confirm_risks: req.confirm_risks,
             };
-            adhoc_stored(&app, &snap, &r, None)?
+            adhoc_stored(app, &snap, &r, None)?
         }
         Some(pid) => {
             let p = app
@@ -671,7 +580,7 @@ pub async fn duplicate(
                 confirm_risks: req.confirm_risks,
             };
             project_stored(
-                &app,
+                app,
                 &snap,
                 &p,
                 &siblings,
@@ -685,300 +594,5 @@ pub async fn duplicate(
         agents.push(a.clone());
         Ok(())
     })?;
-    Ok((StatusCode::CREATED, Json(view(&app, &snap, &a))))
-}
-
-/// Project routes (D.8).
-pub mod projects {
-    use super::*;
-    use handler_contracts::control::{CacheChoice, Project};
-
-    /// POST /v1/projects: a folder, and its first agent set up with a preset.
-    #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-    #[serde(rename_all = "camelCase", deny_unknown_fields)]
-    pub struct ProjectRequest {
-        pub folder: String,
-        /// Default: the folder's name.
-        #[serde(default)]
-        pub name: Option<String>,
-        #[serde(default)]
-        pub description: Option<String>,
-        #[serde(default)]
-        pub caches: Option<CacheChoice>,
-        #[serde(default)]
-        pub context: Option<String>,
-        /// The values its first agent starts with where it leaves them out.
-        #[serde(default)]
-        pub preset: Preset,
-        /// Its first agent.
-        pub agent: AgentRequest,
-    }
-
-    /// PATCH /v1/projects/{id}.
-    #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
-    #[serde(rename_all = "camelCase", deny_unknown_fields)]
-    pub struct ProjectPatch {
-        #[serde(default)]
-        pub name: Option<String>,
-        #[serde(default)]
-        pub description: Option<String>,
-        #[serde(default)]
-        pub caches: Option<CacheChoice>,
-        /// "" removes it.
-        #[serde(default)]
-        pub context: Option<String>,
-        #[serde(default)]
-        pub default_agent: Option<String>,
-    }
-
-    fn project_view(app: &AppState, snap: &Snapshot, p: &StoredProject) -> Project {
-        let mut agents: Vec<Agent> = app
-            .agents
-            .agents()
-            .iter()
-            .filter(|a| a.project_id.as_ref() == Some(&p.id))
-            .map(|a| view(app, snap, a))
-            .collect();
-        agents.sort_by_key(|a| {
-            (
-                Some(&a.id) != p.default_agent.as_ref(),
-                a.name.clone().unwrap_or_default().to_lowercase(),
-            )
-        });
-        Project {
-            id: p.id.clone(),
-            name: p.name.clone(),
-            description: p.description.clone(),
-            folder: p.folder.clone(),
-            default_agent: p.default_agent.clone(),
-            caches: p.caches,
-            context: p.context.clone(),
-            agents,
-            created_at: p.created_at.clone(),
-            last_used_at: p.last_used_at.clone(),
-            extra: Default::default(),
-        }
-    }
-
-    fn check_context(app: &AppState, c: &Option<String>) -> ApiResult<()> {
-        if let Some(c) = c
-            && !super::contexts::read(app).contains_key(c)
-        {
-            return Err(ApiError::bad_request(
-                "context unknown",
-                format!("context: no context {c:?} (POST /v1/contexts)"),
-            ));
-        }
-        Ok(())
-    }
-
-    /// GET /v1/projects
-    pub async fn list(State(app): State<AppState>) -> Json<Vec<Project>> {
-        let snap = app.snapshot();
-        Json(
-            app.agents
-                .projects()
-                .iter()
-                .map(|p| project_view(&app, &snap, p))
-                .collect(),
-        )
-    }
-
-    /// GET /v1/projects/{id}
-    pub async fn get(
-        State(app): State<AppState>,
-        Path(id): Path<String>,
-    ) -> ApiResult<Json<Project>> {
-        let p = app
-            .agents
-            .project(&id)
-            .ok_or_else(|| ApiError::not_found(format!("project {id:?}")))?;
-        Ok(Json(project_view(&app, &app.snapshot(), &p)))
-    }
-
-    /// POST /v1/projects
-    pub async fn create(
-        State(app): State<AppState>,
-        ApiJson(req): ApiJson<ProjectRequest>,
-    ) -> ApiResult<(StatusCode, Json<Project>)> {
-        let _w = app.write_lock.lock().await;
-        let folder = super::super::folders::check_scope(&app, "folder", &req.folder)?
-            .display()
-            .to_string();
-        if app.agents.projects().iter().any(|p| p.folder == folder) {
-            return Err(ApiError::conflict(
-                "project exists",
-                format!("folder: {folder} is already a project's (one project per folder)"),
-            ));
-        }
-        check_context(&app, &req.context)?;
-        let name = req
-            .name
-            .clone()
-            .filter(|n| !n.trim().is_empty())
-            .unwrap_or_else(|| {
-                std::path::Path::new(&folder)
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_else(|| folder.clone())
-            });
-        let p = StoredProject {
-            id: new_id("p_"),
-            name,
-            description: req.description.clone(),
-            folder,
-            default_agent: None,
-            caches: req.caches.unwrap_or_default(),
-            context: req.context.clone(),
-            skills: Vec::new(),
-            created_at: now_rfc3339(),
-            last_used_at: None,
-            extra: Default::default(),
-        };
-        let snap = app.snapshot();
-        let mut first = req.agent.clone();
-        first.options = req.preset.apply(first.options);
-        let a = project_stored(&app, &snap, &p, &[], &first, None, req.preset.containment())?;
-        let mut p2 = p.clone();
-        p2.default_agent = Some(a.id.clone());
-        app.agents.update::<_, ApiError>(|agents, projects| {
-            projects.push(p2.clone());
-            agents.push(a.clone());
-            Ok(())
-        })?;
-        tracing::info!(project = %p2.id, agent = %a.id, "project created");
-        Ok((StatusCode::CREATED, Json(project_view(&app, &snap, &p2))))
-    }
-
-    /// PATCH /v1/projects/{id}: a context change checks its agents (409, they keep theirs).
-    pub async fn patch(
-        State(app): State<AppState>,
-        Path(id): Path<String>,
-        ApiJson(req): ApiJson<ProjectPatch>,
-    ) -> ApiResult<Json<Project>> {
-        let _w = app.write_lock.lock().await;
-        let mut p = app
-            .agents
-            .project(&id)
-            .ok_or_else(|| ApiError::not_found(format!("project {id:?}")))?;
-        let snap = app.snapshot();
-        let agents: Vec<StoredAgent> = app
-            .agents
-            .agents()
-            .into_iter()
-            .filter(|a| a.project_id.as_ref() == Some(&id))
-            .collect();
-        if let Some(n) = &req.name {
-            if n.trim().is_empty() {
-                return Err(ApiError::unprocessable("invalid body", "name: not blank"));
-            }
-            p.name = n.trim().to_string();
-        }
-        if let Some(d) = &req.description {
-            p.description = (!d.is_empty()).then(|| d.clone());
-        }
-        if let Some(c) = req.caches {
-            p.caches = c;
-        }
-        if let Some(c) = &req.context {
-            let c = (!c.is_empty()).then(|| c.clone());
-            check_context(&app, &c)?;
-            for a in &agents {
-                for (i, m) in a.models.iter().enumerate() {
-                    if let Err(why) = context::check(&snap, c.as_deref(), m) {
-                        return Err(ApiError::conflict(
-                            "not for this project's context",
-                            format!(
-                                "agent {:?} models[{i}]: {why}",
-                                a.name.clone().unwrap_or_default()
-                            ),
-                        ));
-                    }
-                }
-            }
-            p.context = c;
-        }
-        if let Some(d) = &req.default_agent {
-            if !agents.iter().any(|a| &a.id == d) {
-                return Err(ApiError::bad_request(
-                    "project invalid",
-                    format!("defaultAgent: {d:?} is not one of its agents"),
-                ));
-            }
-            p.default_agent = Some(d.clone());
-        }
-        app.agents.update::<_, ApiError>(|_, projects| {
-            if let Some(slot) = projects.iter_mut().find(|x| x.id == id) {
-                *slot = p.clone();
-            }
-            Ok(())
-        })?;
-        Ok(Json(project_view(&app, &snap, &p)))
-    }
-
-    /// DELETE /v1/projects/{id}: with its agents.
-    pub async fn delete(
-        State(app): State<AppState>,
-        Path(id): Path<String>,
-    ) -> ApiResult<StatusCode> {
-        let _w = app.write_lock.lock().await;
-        if app.agents.project(&id).is_none() {
-            return Err(ApiError::not_found(format!("project {id:?}")));
-        }
-        let ids: Vec<String> = app
-            .agents
-            .agents()
-            .into_iter()
-            .filter(|a| a.project_id.as_ref() == Some(&id))
-            .map(|a| a.id)
-            .collect();
-        app.agents.update::<_, ApiError>(|agents, projects| {
-            agents.retain(|a| a.project_id.as_ref() != Some(&id));
-            projects.retain(|p| p.id != id);
-            Ok(())
-        })?;
-        for a in ids {
-            app.stop_connections(&a).await;
-        }
-        Ok(StatusCode::NO_CONTENT)
-    }
-
-    /// POST /v1/projects/{id}/agents: another agent (defaults of new agents).
-    pub async fn create_agent(
-        State(app): State<AppState>,
-        Path(id): Path<String>,
-        ApiJson(req): ApiJson<AgentRequest>,
-    ) -> ApiResult<(StatusCode, Json<Agent>)> {
-        let _w = app.write_lock.lock().await;
-        let p = app
-            .agents
-            .project(&id)
-            .ok_or_else(|| ApiError::not_found(format!("project {id:?}")))?;
-        let snap = app.snapshot();
-        let siblings: Vec<StoredAgent> = app
-            .agents
-            .agents()
-            .into_iter()
-            .filter(|s| s.project_id.as_ref() == Some(&id))
-            .collect();
-        let a = project_stored(
-            &app,
-            &snap,
-            &p,
-            &siblings,
-            &req,
-            None,
-            Preset::Guarded.containment(),
-        )?;
-        app.agents.update::<_, ApiError>(|agents, projects| {
-            agents.push(a.clone());
-            if req.default
-                && let Some(pp) = projects.iter_mut().find(|x| x.id == id)
-            {
-                pp.default_agent = Some(a.id.clone());
-            }
-            Ok(())
-        })?;
-        Ok((StatusCode::CREATED, Json(view(&app, &snap, &a))))
-    }
+    Ok(view(app, &snap, &a))
 }

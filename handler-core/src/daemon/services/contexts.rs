@@ -2,52 +2,18 @@
 //! "blue"`), and the rule that a project with a context runs only accounts and providers made
 //! for it or for any.
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
-
-use axum::Json;
-use axum::extract::{Path, State};
-use axum::http::StatusCode;
 use handler_contracts::control::{ContextColor, ContextInfo};
 use handler_contracts::validate::validate_context_name;
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 
-use super::AppState;
-use super::problem::{ApiError, ApiJson, ApiResult};
-use super::tomlfile;
-
-/// POST /v1/contexts, PUT /v1/contexts/{name}.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ContextRequest {
-    /// Required on create.
-    #[serde(default)]
-    pub name: Option<String>,
-    pub color: ContextColor,
-}
-
-fn path(app: &AppState) -> PathBuf {
-    app.config.config_dir.join("contexts.toml")
-}
-
-/// Every context and its colour.
-pub fn read(app: &AppState) -> BTreeMap<String, ContextColor> {
-    let doc = tomlfile::load(&path(app)).unwrap_or_default();
-    doc.iter()
-        .filter_map(|(k, v)| {
-            let c = v.get("color")?.as_str()?;
-            let color: ContextColor =
-                serde_json::from_value(serde_json::Value::String(c.into())).ok()?;
-            Some((k.to_string(), color))
-        })
-        .collect()
-}
+use crate::daemon::problem::{ApiError, ApiResult};
+use crate::daemon::state::AppState;
+use crate::daemon::store::contexts::read;
+use handler_contracts::control::ContextRequest;
 
 fn infos(app: &AppState) -> Vec<ContextInfo> {
     let snap = app.snapshot();
     let projects = app.agents.projects();
-    read(app)
+    read(&app.config)
         .into_iter()
         .map(|(name, color)| {
             let made_for = |c: &Option<Vec<String>>| c.as_ref().is_some_and(|l| l.contains(&name));
@@ -80,49 +46,42 @@ fn infos(app: &AppState) -> Vec<ContextInfo> {
         .collect()
 }
 
-/// GET /v1/contexts
-pub async fn list(State(app): State<AppState>) -> Json<Vec<ContextInfo>> {
-    Json(infos(&app))
+/// The rules behind GET /v1/contexts
+pub async fn list(app: &AppState) -> Vec<ContextInfo> {
+    infos(app)
 }
 
-/// GET /v1/contexts/{name}
-pub async fn get(
-    State(app): State<AppState>,
-    Path(name): Path<String>,
-) -> ApiResult<Json<ContextInfo>> {
-    infos(&app)
+/// The rules behind GET /v1/contexts/{name}
+pub async fn get(app: &AppState, name: String) -> ApiResult<ContextInfo> {
+    infos(app)
         .into_iter()
         .find(|c| c.name == name)
-        .map(Json)
         .ok_or_else(|| ApiError::not_found(format!("context {name:?}")))
 }
 
 fn write(app: &AppState, name: &str, color: Option<ContextColor>) -> ApiResult<()> {
-    let p = path(app);
-    let mut doc = tomlfile::load(&p).map_err(ApiError::internal)?;
-    match color {
-        Some(c) => {
-            let word = serde_json::to_value(c)
-                .ok()
-                .and_then(|v| v.as_str().map(String::from))
-                .unwrap_or_default();
-            if doc.get(name).and_then(|t| t.as_table()).is_none() {
-                doc[name] = toml_edit::table();
+    app.contexts.update(|doc| {
+        match color {
+            Some(c) => {
+                let word = serde_json::to_value(c)
+                    .ok()
+                    .and_then(|v| v.as_str().map(String::from))
+                    .unwrap_or_default();
+                if doc.get(name).and_then(|t| t.as_table()).is_none() {
+                    doc[name] = toml_edit::table();
+                }
+                doc[name]["color"] = toml_edit::value(word);
             }
-            doc[name]["color"] = toml_edit::value(word);
+            None => {
+                doc.remove(name);
+            }
         }
-        None => {
-            doc.remove(name);
-        }
-    }
-    tomlfile::save(&p, &doc).map_err(ApiError::internal)
+        Ok(())
+    })
 }
 
-/// POST /v1/contexts
-pub async fn create(
-    State(app): State<AppState>,
-    ApiJson(req): ApiJson<ContextRequest>,
-) -> ApiResult<(StatusCode, Json<ContextInfo>)> {
+/// The rules behind POST /v1/contexts
+pub async fn create(app: &AppState, req: ContextRequest) -> ApiResult<ContextInfo> {
     let _w = app.write_lock.lock().await;
     let name = req
         .name
@@ -130,28 +89,27 @@ pub async fn create(
         .ok_or_else(|| ApiError::unprocessable("invalid body", "name: required"))?;
     validate_context_name(&name)
         .map_err(|e| ApiError::bad_request("context invalid", e.to_string()))?;
-    if read(&app).keys().any(|k| k.eq_ignore_ascii_case(&name)) {
+    if read(&app.config)
+        .keys()
+        .any(|k| k.eq_ignore_ascii_case(&name))
+    {
         return Err(ApiError::conflict(
             "context exists",
             format!("context {name:?} exists"),
         ));
     }
-    write(&app, &name, Some(req.color))?;
-    let c = infos(&app)
+    write(app, &name, Some(req.color))?;
+    let c = infos(app)
         .into_iter()
         .find(|c| c.name == name)
         .ok_or_else(|| ApiError::internal("context vanished"))?;
-    Ok((StatusCode::CREATED, Json(c)))
+    Ok(c)
 }
 
-/// PUT /v1/contexts/{name}: its colour.
-pub async fn replace(
-    State(app): State<AppState>,
-    Path(name): Path<String>,
-    ApiJson(req): ApiJson<ContextRequest>,
-) -> ApiResult<Json<ContextInfo>> {
+/// The rules behind PUT /v1/contexts/{name}: its colour.
+pub async fn replace(app: &AppState, name: String, req: ContextRequest) -> ApiResult<ContextInfo> {
     let _w = app.write_lock.lock().await;
-    if !read(&app).contains_key(&name) {
+    if !read(&app.config).contains_key(&name) {
         return Err(ApiError::not_found(format!("context {name:?}")));
     }
     if req.name.as_ref().is_some_and(|n| *n != name) {
@@ -160,21 +118,17 @@ pub async fn replace(
             "name: renaming is not supported",
         ));
     }
-    write(&app, &name, Some(req.color))?;
-    infos(&app)
+    write(app, &name, Some(req.color))?;
+    infos(app)
         .into_iter()
         .find(|c| c.name == name)
-        .map(Json)
         .ok_or_else(|| ApiError::internal("context vanished"))
 }
 
-/// DELETE /v1/contexts/{name}: refused (409) while a project is in it.
-pub async fn delete(
-    State(app): State<AppState>,
-    Path(name): Path<String>,
-) -> ApiResult<StatusCode> {
+/// The rules behind DELETE /v1/contexts/{name}: refused (409) while a project is in it.
+pub async fn delete(app: &AppState, name: String) -> ApiResult<()> {
     let _w = app.write_lock.lock().await;
-    if !read(&app).contains_key(&name) {
+    if !read(&app.config).contains_key(&name) {
         return Err(ApiError::not_found(format!("context {name:?}")));
     }
     let users: Vec<String> = app
@@ -190,6 +144,6 @@ pub async fn delete(
             format!("projects in it: {}", users.join(", ")),
         ));
     }
-    write(&app, &name, None)?;
-    Ok(StatusCode::NO_CONTENT)
+    write(app, &name, None)?;
+    Ok(())
 }

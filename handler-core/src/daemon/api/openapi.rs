@@ -6,7 +6,8 @@ use handler_contracts::control::Problem;
 use schemars::generate::SchemaSettings;
 use serde_json::{Map, Value, json};
 
-use super::routes::table;
+use super::routes::{Route, r, table};
+use axum::routing;
 
 /// The document's path form of a router path: `{*path}` becomes `{path}`.
 pub fn doc_path(router_path: &str) -> String {
@@ -91,4 +92,16 @@ pub fn document() -> Value {
 /// GET /openapi.json
 pub async fn serve() -> Json<Value> {
     Json(document())
+}
+
+/// The openapi routes, in the order /openapi.json lists them.
+pub(super) fn routes() -> Vec<Route> {
+    vec![r(
+        "GET",
+        "/openapi.json",
+        "This description",
+        None,
+        (200, None),
+        routing::get(serve),
+    )]
 }

@@ -6,101 +6,35 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Json;
-use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
-use axum::extract::{Path, Query, State};
-use axum::http::HeaderMap;
-use axum::response::{IntoResponse, Response};
+use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
 use futures_util::{SinkExt, StreamExt};
-use handler_contracts::acp::{SUBPROTOCOL_ACP, close};
+use handler_contracts::acp::close;
 use handler_contracts::control::{AgentConnection, ModelAccess};
 use handler_policy::{Action, ClientId, Direction, Pipeline};
-use serde::Deserialize;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::{Notify, mpsc};
 
-use super::auth::{header_token_ok, offered_protocols, protocol_token_ok};
-use super::launch::prepare::{Prepared, canonicalize, prepare};
-use super::live::{self, LiveAllow};
-use super::problem::{ApiError, ApiResult};
-use super::store::new_id;
-use super::{AppState, EgressRecord, LiveConnection, fsutil};
+use super::live;
+use crate::daemon::fsutil;
 use crate::daemon::launch::launcher::{Instance, read_stderr, stop, stop_and_sweep};
-
-/// The model a connection runs with (C.1): the agent's first, or the one the query names.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ModelQuery {
-    #[serde(default)]
-    pub account: Option<String>,
-    #[serde(default)]
-    pub provider: Option<String>,
-    #[serde(default)]
-    pub harness: Option<String>,
-    #[serde(default)]
-    pub model: Option<String>,
-}
+use crate::daemon::launch::prepare::{Prepared, canonicalize, prepare};
+use crate::daemon::problem::{ApiError, ApiResult};
+use crate::daemon::state::{AppState, LiveAllow, LiveConnection};
+use crate::daemon::store::new_id;
+use handler_contracts::control::{EgressRecord, ModelQuery};
 
 /// How long a sandbox has to stop after SIGTERM before it is killed.
 const STOP_GRACE: Duration = Duration::from_secs(20);
 /// The pipeline's own client number for this socket.
 const CLIENT: ClientId = ClientId(1);
 
-/// GET /v1/agents/{id}/acp
-pub async fn connect(
-    State(app): State<AppState>,
-    Path(id): Path<String>,
-    Query(q): Query<ModelQuery>,
-    headers: HeaderMap,
-    ws: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
-) -> Response {
-    // Off the async workers: preparing reads files and may run a `{ command }` secret reference.
-    let accepted = {
-        let (app, id, headers) = (app.clone(), id.clone(), headers.clone());
-        tokio::task::spawn_blocking(move || accept(&app, &id, q, &headers))
-            .await
-            .unwrap_or_else(|e| Err(ApiError::internal(e)))
-    };
-    match accepted {
-        Err(e) => e.into_response(),
-        Ok(prepared) => match ws {
-            Err(rej) => {
-                ApiError::bad_request("not a WebSocket upgrade", rej.body_text()).into_response()
-            }
-            Ok(ws) => {
-                let max = app.config.max_message_bytes;
-                ws.protocols([SUBPROTOCOL_ACP])
-                    .max_message_size(max)
-                    .max_frame_size(max)
-                    .on_upgrade(move |socket| relay(app, id, prepared, socket))
-            }
-        },
-    }
-}
-
-/// The checks before the upgrade: token (401; Host 421 and Origin 403 before it, auth.rs),
-/// agent (404), model (400/409).
-fn accept(
+/// What a connection starts with, before the upgrade: the agent (404), its model (the query's
+/// or its first, 400), its sandbox prepared (400/409), its connection id and live allow-list.
+pub fn accept(
     app: &AppState,
     id: &str,
     q: ModelQuery,
-    headers: &HeaderMap,
 ) -> ApiResult<(Prepared, String, Option<LiveAllow>)> {
-    // The Host, Origin and token were checked before this handler (auth.rs); checked again
-    // here so that this route never depends on the layers alone.
-    let protocols = offered_protocols(headers);
-    let header_ok = header_token_ok(headers, &app.token);
-    if !header_ok && !protocol_token_ok(headers, &app.token) {
-        return Err(ApiError::unauthorized());
-    }
-    // A client that offers subprotocols offers acp.v1 (C.1); one that offers none and sends the
-    // token in Authorization (a non-browser client library) gets no subprotocol (docs/decisions/0020-daemon-readings.md).
-    if !(protocols.iter().any(|p| p == SUBPROTOCOL_ACP) || protocols.is_empty() && header_ok) {
-        return Err(ApiError::bad_request(
-            "subprotocol required",
-            format!("offer the subprotocol {SUBPROTOCOL_ACP}"),
-        ));
-    }
     let agent = app
         .agents
         .agent(id)
@@ -185,7 +119,8 @@ fn close_msg(code: u16, reason: &str) -> Message {
 }
 
 /// One connection's life.
-async fn relay(
+// Over 80 lines: the two directions of one socket share its state (pipeline, pending writes, close); splitting it along C.2/C.3 is left for a later step (issue 12 item 6).
+pub async fn relay(
     app: AppState,
     agent_id: String,
     (prepared, conn, allow): (Prepared, String, Option<LiveAllow>),
@@ -423,18 +358,13 @@ where
     true
 }
 
-/// GET /v1/agents/{id}/egress-events
-pub async fn egress_events(
-    State(app): State<AppState>,
-    Path(id): Path<String>,
-) -> ApiResult<Json<Vec<EgressRecord>>> {
-    if app.agents.agent(&id).is_none() {
+/// The egress events recorded for an agent (404 for an unknown agent).
+pub fn egress_events(app: &AppState, id: &str) -> ApiResult<Vec<EgressRecord>> {
+    if app.agents.agent(id).is_none() {
         return Err(ApiError::not_found(format!("agent {id:?}")));
     }
     let m = app.egress_events.lock().unwrap_or_else(|e| e.into_inner());
-    Ok(Json(
-        m.get(&id)
-            .map(|q| q.iter().cloned().collect())
-            .unwrap_or_default(),
-    ))
+    Ok(m.get(id)
+        .map(|q| q.iter().cloned().collect())
+        .unwrap_or_default())
 }

@@ -1,0 +1,379 @@
+//! The Control API's request and answer bodies that are the daemon's own (D.8, D.9, D.12–D.14,
+//! D.19, A.3): what handlerd's routes read and answer besides the resources of `control`. Each
+//! derives `JsonSchema`, so `/openapi.json` describes it.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::access::{FileSource, Protocol, Provider, ProviderModel, SecretRef};
+use crate::sandbox::EgressEvent;
+use crate::sandbox::Enforcement;
+
+use super::{AgentRequest, CacheChoice, ContextColor};
+
+/// A token as given through the API: pasted (to the secret store) or where the person keeps it.
+#[derive(Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub enum TokenInput {
+    /// The token itself: kept in the secret store, never written to the account's file.
+    Value(String),
+    /// An environment variable of handlerd.
+    Env(String),
+    /// A host file (first line).
+    File(String),
+    /// A command printing it.
+    Command(Vec<String>),
+}
+
+impl std::fmt::Debug for TokenInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TokenInput::Value(_) => f.write_str("Value([redacted])"),
+            TokenInput::Env(v) => write!(f, "Env({v:?})"),
+            TokenInput::File(v) => write!(f, "File({v:?})"),
+            TokenInput::Command(v) => write!(f, "Command({v:?})"),
+        }
+    }
+}
+
+/// POST /v1/accounts, PUT /v1/accounts/{name}.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AccountRequest {
+    /// Required on create; on replace, the name in the path.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The harness the subscription logs in to (a harness's name).
+    pub harness: String,
+    /// What the person calls it, shown in lists.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// The subscription's plan, one of the harness login's `plans`.
+    #[serde(default)]
+    pub plan: Option<String>,
+    /// Whether agents running on it use the account's own connectors (MCP servers).
+    #[serde(default)]
+    pub connectors: bool,
+    /// The contexts (D.19) it may be used in; `any` or none: every context.
+    #[serde(default)]
+    pub contexts: Option<Vec<String>>,
+    /// A token login's token; left out on replace: the one it has is kept.
+    #[serde(default)]
+    pub token: Option<TokenInput>,
+}
+
+/// PUT /v1/accounts/{name}/login: the credential file a file login left (D.9).
+#[derive(Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LoginFileRequest {
+    /// The file's text.
+    pub content: String,
+}
+
+impl std::fmt::Debug for LoginFileRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LoginFileRequest([redacted])")
+    }
+}
+
+/// An account as the API shows it: where its token is, never the token.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AccountInfo {
+    /// The account's name (its file's name).
+    pub name: String,
+    /// The harness it logs in to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub harness: Option<String>,
+    /// What the person calls it, shown in lists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The subscription's plan, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<String>,
+    /// Whether agents running on it use the account's own connectors.
+    #[serde(default)]
+    pub connectors: bool,
+    /// The contexts (D.19) it may be used in; none: every context.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contexts: Option<Vec<String>>,
+    /// "token" or "file" (B.1 login).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub login: Option<String>,
+    /// Whether it is logged in: its token or credential file is there (D.9).
+    pub logged_in: bool,
+    /// When it last logged in (RFC 3339), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logged_in_at: Option<String>,
+    /// Where the token is: `{secret: "accounts/<name>/token"}` or the person's reference.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<SecretRef>,
+    /// Why the file is invalid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// GET /v1/agents?project=…
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentQuery {
+    /// Only the agents of this project (its id).
+    #[serde(default)]
+    pub project: Option<String>,
+}
+
+/// PATCH /v1/agents/{id}: the live switch of enforcement (A.4), not confirmed (D.8), applied to
+/// its running sandboxes; and its words.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AgentPatch {
+    /// Filtered only: refuse or only report what no entry allows; applied at once.
+    #[serde(default)]
+    pub egress: Option<Enforcement>,
+    /// Its new name.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Its new description: what it is for.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Its new instructions, sent before a session's first request (F.3).
+    #[serde(default)]
+    pub instructions: Option<String>,
+}
+
+/// POST /v1/agents/{id}/duplicate: a new agent with its settings, nothing linked (D.8).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DuplicateRequest {
+    /// Default: "<its name> (copy)".
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Save although it widens what the agent may do (network, confinement, mode).
+    #[serde(default)]
+    pub confirm_risks: bool,
+}
+
+/// The model a connection runs with (C.1): the agent's first, or the one the query names.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelQuery {
+    /// The account to run on, one of the agent's models'.
+    #[serde(default)]
+    pub account: Option<String>,
+    /// The provider to run on, one of the agent's models'.
+    #[serde(default)]
+    pub provider: Option<String>,
+    /// The harness to run, one of the agent's models'.
+    #[serde(default)]
+    pub harness: Option<String>,
+    /// The model to run, one of the agent's models'.
+    #[serde(default)]
+    pub model: Option<String>,
+}
+
+/// POST /v1/contexts, PUT /v1/contexts/{name}.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ContextRequest {
+    /// Required on create.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Its colour, the badge the UI shows.
+    pub color: ContextColor,
+}
+
+/// GET/PUT /v1/folders.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WorkFolders {
+    /// As written (`~/` kept).
+    pub roots: Vec<String>,
+    /// Expanded and canonical (symbolic links resolved), those that exist; answered, not read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resolved: Vec<String>,
+}
+
+/// POST /v1/projects: a folder, and its first agent set up with a preset.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProjectRequest {
+    /// Its folder (one project per folder).
+    pub folder: String,
+    /// Default: the folder's name.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// What it is.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Where its agents keep the toolbox's caches; default: its own.
+    #[serde(default)]
+    pub caches: Option<CacheChoice>,
+    /// Its context (D.19): only the accounts and providers made for it run its agents.
+    #[serde(default)]
+    pub context: Option<String>,
+    /// The values its first agent starts with where it leaves them out.
+    #[serde(default)]
+    pub preset: Preset,
+    /// Its first agent.
+    pub agent: AgentRequest,
+}
+
+/// PATCH /v1/projects/{id}.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProjectPatch {
+    /// Its new name.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Its new description: what it is.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Where its agents keep the toolbox's caches from now on.
+    #[serde(default)]
+    pub caches: Option<CacheChoice>,
+    /// "" removes it.
+    #[serde(default)]
+    pub context: Option<String>,
+    /// The id of the agent that becomes its default.
+    #[serde(default)]
+    pub default_agent: Option<String>,
+}
+
+/// POST /v1/providers, PUT /v1/providers/{name}.
+#[derive(Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProviderRequest {
+    /// Required on create.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// A template (GET /v1/provider-templates) whose fields fill what is left out.
+    #[serde(default)]
+    pub template: Option<String>,
+    /// What the person calls it, shown in lists.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// An http(s) URL per protocol.
+    #[serde(default)]
+    pub endpoints: Option<BTreeMap<Protocol, String>>,
+    /// The models it serves, the first the default.
+    #[serde(default)]
+    pub models: Option<Vec<ProviderModel>>,
+    /// Harness → its config file slot → content source.
+    #[serde(default)]
+    pub files: Option<BTreeMap<String, BTreeMap<String, FileSource>>>,
+    /// The contexts (D.19) it may be used in; `any` or none: every context.
+    #[serde(default)]
+    pub contexts: Option<Vec<String>>,
+    /// The key itself: to the secret store only.
+    #[serde(default)]
+    pub api_key: Option<String>,
+    /// Removes its key (a local server needs none).
+    #[serde(default)]
+    pub remove_api_key: bool,
+}
+
+impl std::fmt::Debug for ProviderRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProviderRequest")
+            .field("name", &self.name)
+            .field("template", &self.template)
+            .field("api_key", &self.api_key.as_ref().map(|_| "[redacted]"))
+            .finish_non_exhaustive()
+    }
+}
+
+/// A provider as the API shows it: where its key is, never the key.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProviderInfo {
+    /// The provider's name (its file's name).
+    pub name: String,
+    /// What the person calls it, shown in lists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// An http(s) URL per protocol.
+    #[serde(default)]
+    pub endpoints: BTreeMap<Protocol, String>,
+    /// The models it serves, the first the default.
+    #[serde(default)]
+    pub models: Vec<ProviderModel>,
+    /// Harness → its config file slot → content source.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub files: BTreeMap<String, BTreeMap<String, FileSource>>,
+    /// The contexts (D.19) it may be used in; none: every context.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contexts: Option<Vec<String>>,
+    /// Where its key is (E2), when it has one: never the key itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key: Option<SecretRef>,
+    /// A `{secret}` key that has no value makes the provider incomplete (D.14).
+    pub key_set: bool,
+    /// Why the file is invalid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// A provider template (D.12).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProviderTemplate {
+    /// The template's name, what `template` takes.
+    pub name: String,
+    /// The provider it sets up: the fields a request leaves out.
+    pub provider: Provider,
+}
+
+/// A secret as the API shows it: never its value.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretInfo {
+    /// Its path in the store, after what owns it (e.g. `providers/<name>/apiKey`).
+    pub path: String,
+    /// What it is, as its owner describes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Where its owner sends it (E3), for people reading the store.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<String>,
+    /// When its value was last set (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updated_at: Option<String>,
+}
+
+/// PUT /v1/secrets/{path}: a value and its description.
+#[derive(Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SecretRequest {
+    /// The secret's value: kept in the store, never answered.
+    pub value: String,
+    /// What it is.
+    #[serde(default)]
+    pub description: Option<String>,
+}
+
+impl std::fmt::Debug for SecretRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SecretRequest")
+            .field("value", &"[redacted]")
+            .field("description", &self.description)
+            .finish()
+    }
+}
+
+/// An egress event as recorded for an agent (A.3).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EgressRecord {
+    /// When it happened (RFC 3339).
+    pub at: String,
+    /// The sandbox's name it happened in.
+    pub sandbox: String,
+    /// What happened.
+    #[serde(flatten)]
+    pub event: EgressEvent,
+}
+
+/// The presets a new project's first agent copies (D.8); with its rules in `containment`.
+pub use crate::containment::Preset;

@@ -1,0 +1,16 @@
+//! The Control API (the api layer): the route table, auth, OpenAPI and one thin handler module
+//! per resource — parse, call the service, answer. No rule lives here.
+
+pub mod accounts;
+pub mod acp;
+pub mod addons;
+pub mod agents;
+pub mod auth;
+pub mod contexts;
+pub mod folders;
+pub mod harnesses;
+pub mod openapi;
+pub mod projects;
+pub mod providers;
+pub mod routes;
+pub mod secrets;

@@ -1,0 +1,15 @@
+//! The resources' rules (the services layer), called by the API's handlers: each module checks
+//! and changes one resource through the stores; `connections` owns an ACP connection (launch,
+//! relay, stop).
+
+pub mod accounts;
+pub mod addons;
+pub mod agents;
+pub mod connections;
+pub mod contexts;
+pub mod folders;
+pub mod harnesses;
+pub mod live;
+pub mod projects;
+pub mod providers;
+pub mod secrets;

@@ -1,0 +1,145 @@
+//! The daemon's shared state (low: every layer may import it; it names only the stores, the
+//! launcher and the low helpers it holds): the configuration, the token, the stores, the
+//! launcher, the running connections and the egress events recorded.
+
+use std::collections::HashMap;
+use std::ops::Deref;
+use std::sync::{Arc, Mutex};
+
+use handler_contracts::allow::AllowEntry;
+use handler_contracts::control::AgentConnection;
+use handler_contracts::sandbox::EgressEvent;
+use tokio::sync::Notify;
+
+use crate::daemon::config::DaemonConfig;
+use crate::daemon::fsutil;
+use crate::daemon::launch::launcher::Launcher;
+use crate::daemon::store::agents::AgentStore;
+use crate::daemon::store::catalog;
+use crate::daemon::store::documents::{TomlDocs, TomlFile};
+use crate::daemon::store::secrets::SecretStore;
+use handler_contracts::control::EgressRecord;
+
+/// A running filtered sandbox's allow-list: the part that stays (the model's and harness's
+/// hosts, fixed at launch) and the list in force now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveAllow {
+    /// The entries fixed at launch (the model's and harness's hosts).
+    pub base: Vec<AllowEntry>,
+    /// The list in force now.
+    pub now: Vec<AllowEntry>,
+}
+
+/// A running connection's handle: how to stop it.
+#[derive(Debug)]
+pub struct LiveConnection {
+    /// What the API shows of it.
+    pub info: AgentConnection,
+    /// Notified to stop it (its sandbox gets SIGTERM).
+    pub stop: Arc<Notify>,
+    /// A filtered sandbox's allow-list, switched live when the agent changes (A.4).
+    pub allow: Option<LiveAllow>,
+}
+
+/// How many egress events are kept per agent.
+pub const EGRESS_EVENTS_KEPT: usize = 1000;
+
+/// The daemon's shared state.
+#[derive(Debug)]
+pub struct App {
+    /// The configuration.
+    pub config: DaemonConfig,
+    /// The API token.
+    pub token: String,
+    /// The secret store (D.14).
+    pub secrets: SecretStore,
+    /// The agents and projects (D.8).
+    pub agents: AgentStore,
+    /// The accounts' documents (`<accounts>/<name>.toml`, D.9).
+    pub accounts: TomlDocs,
+    /// The providers' documents (`<providers>/<name>.toml`, D.12).
+    pub providers: TomlDocs,
+    /// The bindings' documents (`<bindings>/<name>.toml`, G.2).
+    pub bindings: TomlDocs,
+    /// The contexts (`contexts.toml`, D.19).
+    pub contexts: TomlFile,
+    /// The work folders (`folders.toml`, D.13).
+    pub folders: TomlFile,
+    /// Starts and drives sandboxes.
+    pub launcher: Arc<dyn Launcher>,
+    /// Serializes writes of files and stores.
+    pub write_lock: tokio::sync::Mutex<()>,
+    /// The port bound (the configured one, or the one picked for 0).
+    pub bound_port: std::sync::atomic::AtomicU16,
+    /// The running connections, by agent id.
+    pub connections: Mutex<HashMap<String, Vec<LiveConnection>>>,
+    /// Notified when a connection ends.
+    pub connections_changed: Notify,
+    /// The egress events recorded, by agent id (the last `EGRESS_EVENTS_KEPT`).
+    pub egress_events: Mutex<HashMap<String, std::collections::VecDeque<EgressRecord>>>,
+}
+
+/// The state handlers get.
+#[derive(Debug, Clone)]
+pub struct AppState(pub Arc<App>);
+
+impl Deref for AppState {
+    type Target = App;
+    fn deref(&self) -> &App {
+        &self.0
+    }
+}
+
+impl App {
+    /// Accounts, providers and descriptors as they are on disk now.
+    pub fn snapshot(&self) -> catalog::Snapshot {
+        catalog::Snapshot::read(&self.config)
+    }
+    /// The port the API listens on.
+    pub fn port(&self) -> u16 {
+        self.bound_port.load(std::sync::atomic::Ordering::Relaxed)
+    }
+    /// An agent's running sandboxes.
+    pub fn connections_of(&self, agent: &str) -> Vec<AgentConnection> {
+        self.connections
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(agent)
+            .map(|v| v.iter().map(|c| c.info.clone()).collect())
+            .unwrap_or_default()
+    }
+    /// Asks an agent's connections to stop (their sandboxes get SIGTERM).
+    pub async fn stop_connections(&self, agent: &str) {
+        let stops: Vec<Arc<Notify>> = self
+            .connections
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(agent)
+            .map(|v| v.iter().map(|c| c.stop.clone()).collect())
+            .unwrap_or_default();
+        for s in stops {
+            s.notify_one();
+        }
+    }
+    /// Records an egress event of one of an agent's sandboxes.
+    pub fn record_egress(&self, agent: &str, sandbox: &str, event: EgressEvent) {
+        let mut m = self.egress_events.lock().unwrap_or_else(|e| e.into_inner());
+        let q = m.entry(agent.to_string()).or_default();
+        q.push_back(EgressRecord {
+            at: fsutil::now_rfc3339(),
+            sandbox: sandbox.to_string(),
+            event,
+        });
+        while q.len() > EGRESS_EVENTS_KEPT {
+            q.pop_front();
+        }
+    }
+    pub(crate) fn live_count(&self) -> usize {
+        self.connections
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .map(Vec::len)
+            .sum()
+    }
+}
