@@ -1,7 +1,10 @@
 //! The committed schemas in `schemas/` are exactly what the types generate: a type changed
-//! without running `cargo run -p handler-contracts --bin gen-schemas` fails here, with the diff.
+//! without regenerating them fails here, with the diff. `INSTA_UPDATE=always` (the one golden
+//! switch, docs/testing.md) rewrites them, as `cargo run -p handler-contracts --bin gen-schemas`.
 
 use std::path::Path;
+
+use test_support::golden;
 
 #[test]
 fn committed_schemas_match_the_types() {
@@ -11,32 +14,21 @@ fn committed_schemas_match_the_types() {
     for (name, schema) in &all {
         let file = dir.join(format!("{name}.schema.json"));
         let want = handler_contracts::schema::schema_file_text(schema);
-        match std::fs::read_to_string(&file) {
-            Err(_) => problems.push(format!("schemas/{name}.schema.json is missing")),
-            Ok(have) if have != want => {
-                let diff = similar::TextDiff::from_lines(&have, &want);
-                let text = diff
-                    .unified_diff()
-                    .header("committed", "generated")
-                    .to_string();
-                problems.push(format!("schemas/{name}.schema.json drifted:\n{text}"));
-            }
-            Ok(_) => {}
-        }
+        problems.extend(golden::check_file(
+            &file,
+            &format!("schemas/{name}.schema.json"),
+            &want,
+        ));
     }
     for entry in std::fs::read_dir(&dir).unwrap().flatten() {
         let n = entry.file_name().to_string_lossy().into_owned();
         if let Some(stem) = n.strip_suffix(".schema.json")
             && !all.iter().any(|(s, _)| *s == stem)
         {
-            problems.push(format!("schemas/{n} belongs to no type"));
+            problems.extend(golden::check_orphan(&entry.path(), &format!("schemas/{n}")));
         }
     }
-    assert!(
-        problems.is_empty(),
-        "{}\n\nregenerate with: cargo run -p handler-contracts --bin gen-schemas",
-        problems.join("\n")
-    );
+    golden::assert_none(&problems, "handler-contracts");
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! The platform descriptors parse and validate, and every ACP session mode they map and their
 //! model option exist in the real agent's session/new answer (fixtures/harness/<name>/).
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 

@@ -1,9 +1,9 @@
 //! Golden render fixtures: the matrix of inputs in fixtures/render/inputs/ (each harness ×
 //! account/provider × permission mode, and skills, MCP servers, terminal, caches, a model), each
-//! rendered and snapshotted in fixtures/render/snapshots/. HANDLER_UPDATE_FIXTURES=1 rewrites the
-//! input files from the matrix built here (then review and `cargo insta review`).
+//! rendered and snapshotted in fixtures/render/snapshots/. `INSTA_UPDATE=always` (the one golden
+//! switch, docs/testing.md) rewrites the input files from the matrix built here and the snapshots.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 
@@ -16,27 +16,20 @@ fn inputs_dir() -> PathBuf {
 #[test]
 fn the_input_files_are_the_matrix() {
     let dir = inputs_dir();
-    let update = std::env::var_os("HANDLER_UPDATE_FIXTURES").is_some();
-    if update {
-        std::fs::create_dir_all(&dir).unwrap();
-    }
     let matrix = common::matrix();
     let mut names = vec![];
+    let mut problems = vec![];
     for (name, req) in &matrix {
         let text = serde_json::to_string_pretty(req).unwrap() + "\n";
         let path = dir.join(format!("{name}.json"));
-        if update {
-            std::fs::write(&path, &text).unwrap();
-        } else {
-            let on_disk = std::fs::read_to_string(&path)
-                .unwrap_or_else(|e| panic!("{}: {e} (HANDLER_UPDATE_FIXTURES=1)", path.display()));
-            assert_eq!(
-                on_disk, text,
-                "{name}: the input file differs from the matrix"
-            );
-        }
+        problems.extend(test_support::golden::check_file(
+            &path,
+            &format!("fixtures/render/inputs/{name}.json"),
+            &text,
+        ));
         names.push(format!("{name}.json"));
     }
+    test_support::golden::assert_none(&problems, "handler-harness");
     let mut on_disk: Vec<String> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
@@ -59,7 +52,7 @@ fn every_input_renders_as_its_snapshot() {
     entries.sort();
     assert!(!entries.is_empty());
     let mut settings = insta::Settings::clone_current();
-    settings.set_snapshot_path("../../fixtures/render/snapshots");
+    settings.set_snapshot_path("../../../fixtures/render/snapshots");
     settings.set_prepend_module_to_snapshot(false);
     settings.bind(|| {
         for path in entries {

@@ -1,7 +1,7 @@
 //! render's rules, each asserted on its own: B5 errors (with their text), B3, B6, B7, B8, E4,
 //! E5, E6, B9, determinism (proptest) and the secret never in argv (proptest).
 
-mod common;
+use crate::common;
 
 use common::*;
 use handler_contracts::access::FileSource;

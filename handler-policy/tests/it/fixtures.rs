@@ -1,6 +1,6 @@
 //! Transcript fixtures (`fixtures/policy/*.jsonl`): each line a message in with its direction
-//! and the exact actions out, one file per rule. `UPDATE_FIXTURES=1` rewrites the `out` fields
-//! from what the pipeline does (then read the diff before committing).
+//! and the exact actions out, one file per rule. `INSTA_UPDATE=always` (the one golden switch,
+//! docs/testing.md) rewrites the `out` fields from what the pipeline does (then read the diff).
 //!
 //! Line shapes: `{"config": PolicyConfig, "links": {path: canonical}}` starts a fresh pipeline
 //! (links feed P2's resolver); `{"from": "client:N"|"agent", "in": message-or-raw-string,
@@ -38,7 +38,7 @@ fn render(input: &[u8], to: String, bytes: &[u8]) -> Value {
 fn run_fixture(name: &str) {
     let path = dir().join(name);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let update = std::env::var_os("UPDATE_FIXTURES").is_some();
+    let update = test_support::golden::updating();
     let mut pipeline: Option<Pipeline> = None;
     let mut rewritten = Vec::new();
     let mut failures = Vec::new();
@@ -140,9 +140,10 @@ fn run_fixture(name: &str) {
     }
     assert!(
         failures.is_empty(),
-        "{} step(s) differ:\n{}",
+        "{} step(s) differ:\n{}\n\n{}",
         failures.len(),
-        failures.join("\n")
+        failures.join("\n"),
+        test_support::golden::how_to_update("handler-policy")
     );
 }
 
