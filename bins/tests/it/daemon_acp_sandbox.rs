@@ -11,9 +11,6 @@
 //! PUT of the agent's allow-list reaching it (set-allow).
 //! Missing podman or user FAILS, unless HANDLER_SKIP_PODMAN_TESTS=1.
 
-#[path = "support/static_build.rs"]
-mod static_build;
-
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -21,16 +18,11 @@ use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use test_support::user::{free_port, id_of};
 use tokio_tungstenite::tungstenite::{self, Message};
 
 const IMAGE: &str = "localhost/handler-test-busybox";
 const TOKEN: &str = "fk-Sandbox0Token1111aaaa2222bbbb3333";
-
-fn id_of(flag: &str, user: &str) -> Option<u32> {
-    let o = Command::new("id").args([flag, user]).output().ok()?;
-    String::from_utf8_lossy(&o.stdout).trim().parse().ok()
-}
 
 struct User {
     name: Option<String>,
@@ -162,14 +154,6 @@ impl Drop for Daemon {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 async fn start(u: User) -> Daemon {
     start_with(u, "c", "api.fake.test:443").await
 }
@@ -192,11 +176,7 @@ async fn start_with(u: User, tag: &str, login_host: &str) -> Daemon {
         ),
         (
             "fake-acp-agent",
-            static_build::static_bin(
-                "fixtures/fake-agent/Cargo.toml",
-                "fake-acp-agent",
-                "fake-static",
-            ),
+            test_support::static_build::fakes().agent.clone(),
         ),
     ] {
         std::fs::copy(&src, bin.join(name)).unwrap();
@@ -214,12 +194,11 @@ async fn start_with(u: User, tag: &str, login_host: &str) -> Daemon {
         std::fs::Permissions::from_mode(0o755),
     )
     .unwrap();
-    let descriptor = format!(
-        "apiVersion = \"handler.harness/v1\"\nname = \"fake\"\nproduct = \"Fake ACP agent\"\nimage = \"{IMAGE}\"\nacpCommand = [\"{}\"]\nhome = \"/home/agent\"\n\
-         [stateSlots.history]\ntarget = \"~/.fake/history\"\nkind = \"dir\"\nrequired = true\n\
-         [login]\nunattended = \"allowed\"\nterms = \"https://example.com/terms\"\nsubscription = \"Fake\"\ntoken = \"FAKE_TOKEN\"\ntokenPrefix = \"fk-\"\nhosts = [\"{login_host}\"]\n\
-         [permissions.ask]\nsessionMode = \"default\"\n[permissions.bypass]\nsessionMode = \"bypassPermissions\"\n",
-        scope.join(".bin/fake-acp-agent").display(),
+    let descriptor = test_support::descriptor::sandbox_fake(
+        "Fake ACP agent",
+        IMAGE,
+        &format!("\"{}\"", scope.join(".bin/fake-acp-agent").display()),
+        login_host,
     );
     std::fs::write(home.join("harnesses/fake/harness.toml"), descriptor).unwrap();
     std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -233,33 +212,16 @@ async fn start_with(u: User, tag: &str, login_host: &str) -> Daemon {
     )
     .unwrap();
     u.give(&root);
-    let env = vec![
+    let mut env = test_support::handlerd::env(&root, &home.join("harnesses"), port);
+    env.extend([
         ("HOME", home_of(&u)),
-        (
-            "HANDLER_CONFIG_DIR",
-            root.join("config").display().to_string(),
-        ),
-        ("HANDLER_DATA_DIR", root.join("data").display().to_string()),
-        (
-            "HANDLER_CACHE_DIR",
-            root.join("cache").display().to_string(),
-        ),
-        (
-            "HANDLER_STATE_DIR",
-            root.join("state").display().to_string(),
-        ),
-        ("HANDLER_PORT", port.to_string()),
-        (
-            "HANDLER_HARNESSES_DIR",
-            home.join("harnesses").display().to_string(),
-        ),
         (
             "HANDLER_SANDBOX_COMMAND",
             bin.join("handler-sandbox-podman").display().to_string(),
         ),
         ("HANDLER_ALLOWED_ORIGINS", "http://ui.local".to_string()),
         ("HANDLER_LOG", "info".to_string()),
-    ];
+    ]);
     let log = std::fs::File::create(root.join("handlerd.log")).unwrap();
     let child = u
         .cmd(bin.join("handlerd").to_str().unwrap(), &[], &env)
@@ -269,26 +231,12 @@ async fn start_with(u: User, tag: &str, login_host: &str) -> Daemon {
         .spawn()
         .unwrap();
     let http = reqwest::Client::new();
-    let token_path = root.join("config/token");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let token = loop {
-        if let Ok(t) = std::fs::read_to_string(&token_path)
-            && http
-                .get(format!("http://127.0.0.1:{port}/v1/harnesses"))
-                .bearer_auth(t.trim())
-                .send()
-                .await
-                .is_ok_and(|r| r.status() == 200)
-        {
-            break t.trim().to_string();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "handlerd did not start: {}",
-            std::fs::read_to_string(root.join("handlerd.log")).unwrap_or_default()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let token = test_support::handlerd::wait_for_token(
+        port,
+        &root.join("config/token"),
+        Some(&root.join("handlerd.log")),
+    )
+    .await;
     let scope = scope.display().to_string();
     Daemon {
         child,
@@ -385,22 +333,9 @@ async fn open(
     protocols: &[String],
     origin: Option<&str>,
 ) -> Result<Ws, tungstenite::Error> {
-    let mut req = url.into_client_request()?;
-    req.headers_mut().insert(
-        "sec-websocket-protocol",
-        protocols.join(", ").parse().unwrap(),
-    );
-    if let Some(o) = origin {
-        req.headers_mut().insert("origin", o.parse().unwrap());
-    }
-    let (ws, res) = tokio_tungstenite::connect_async(req).await?;
-    assert_eq!(
-        res.headers()
-            .get("sec-websocket-protocol")
-            .map(|v| v.to_str().unwrap()),
-        Some("acp.v1")
-    );
-    Ok(ws)
+    let acp = test_support::acp::open(url, protocols, origin).await?;
+    assert_eq!(acp.protocol.as_deref(), Some("acp.v1"));
+    Ok(acp.ws)
 }
 
 struct Client {
@@ -667,6 +602,13 @@ const PROXY_IMAGE: &str = "localhost/handler-network-filter:latest";
 /// checkout's proxy by every run of this test: an image left by an older build would test the
 /// older proxy.
 fn ensure_network_filter(u: &User) {
+    if u.name.is_some() {
+        // As root: the image every container test of this process shares.
+        test_support::network_filter::ensure(Path::new(env!(
+            "CARGO_BIN_EXE_handler-sandbox-podman"
+        )));
+        return;
+    }
     let home = home_of(u);
     let exists = |u: &User| {
         u.cmd(
@@ -680,7 +622,10 @@ fn ensure_network_filter(u: &User) {
     let dir = PathBuf::from(format!("/tmp/hdt-{}-proxy", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     for (name, src) in [
-        ("handler-egress-proxy", static_build::static_proxy()),
+        (
+            "handler-egress-proxy",
+            test_support::static_build::static_proxy(),
+        ),
         (
             "handler-sandbox-podman",
             PathBuf::from(env!("CARGO_BIN_EXE_handler-sandbox-podman")),

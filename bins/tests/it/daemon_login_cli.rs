@@ -6,9 +6,9 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 use serde_json::json;
+use test_support::user::free_port;
 
 struct Daemon {
     child: Child,
@@ -26,58 +26,10 @@ impl Drop for Daemon {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-const DESCRIPTOR: &str = r#"apiVersion = "handler.harness/v1"
-name = "filefake"
-product = "Fake file login"
-image = "localhost/handler-test-busybox"
-acpCommand = ["/bin/true"]
-home = "/home/agent"
-
-[stateSlots.auth]
-target = "~/.filefake/auth.json"
-kind = "file"
-required = true
-credential = true
-
-[login]
-unattended = "allowed"
-terms = "https://example.com/terms"
-subscription = "Fake"
-file = "auth.json"
-command = ["@SCRIPT@"]
-hosts = ["auth.fake.test:443"]
-help = "Signs in in your browser"
-
-[login.env]
-FAKE_LOGIN_HOME = "{dir}"
-
-[permissions.bypass]
-sessionMode = "bypass"
-"#;
-
 fn env(dir: &Path, port: u16) -> Vec<(&'static str, String)> {
-    vec![
-        ("HOME", dir.join("home").display().to_string()),
-        (
-            "HANDLER_CONFIG_DIR",
-            dir.join("config").display().to_string(),
-        ),
-        ("HANDLER_DATA_DIR", dir.join("data").display().to_string()),
-        ("HANDLER_STATE_DIR", dir.join("state").display().to_string()),
-        (
-            "HANDLER_HARNESSES_DIR",
-            dir.join("harnesses").display().to_string(),
-        ),
-        ("HANDLER_PORT", port.to_string()),
-    ]
+    let mut env = test_support::handlerd::env(dir, &dir.join("harnesses"), port);
+    env.push(("HOME", dir.join("home").display().to_string()));
+    env
 }
 
 async fn start(script: &str) -> Daemon {
@@ -90,7 +42,10 @@ async fn start(script: &str) -> Daemon {
     std::fs::set_permissions(&s, std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::write(
         p.join("harnesses/filefake/harness.toml"),
-        DESCRIPTOR.replace("@SCRIPT@", &s.display().to_string()),
+        test_support::descriptor::file_login(
+            &format!("\"{}\"", s.display()),
+            Some("Signs in in your browser"),
+        ),
     )
     .unwrap();
     let port = free_port();
@@ -103,23 +58,7 @@ async fn start(script: &str) -> Daemon {
         cmd.env(k, v);
     }
     let child = cmd.spawn().unwrap();
-    let token_path = p.join("config/token");
-    let http = reqwest::Client::new();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let token = loop {
-        if let Ok(t) = std::fs::read_to_string(&token_path)
-            && http
-                .get(format!("http://127.0.0.1:{port}/v1/harnesses"))
-                .bearer_auth(t.trim())
-                .send()
-                .await
-                .is_ok_and(|r| r.status() == 200)
-        {
-            break t.trim().to_string();
-        }
-        assert!(Instant::now() < deadline, "handlerd did not start");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let token = test_support::handlerd::wait_for_token(port, &p.join("config/token"), None).await;
     Daemon {
         child,
         port,

@@ -17,9 +17,6 @@
 //! user (.ci/setup-podman.sh). Builds the static proxy and probe itself unless
 //! `$HANDLER_EGRESS_PROXY_BIN` / `$HANDLER_EGRESS_PROBE_BIN` are given.
 
-#[path = "support/static_build.rs"]
-mod static_build;
-
 use std::io::{BufRead as _, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -29,37 +26,14 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
+use rcgen::{CertificateParams, CertifiedIssuer, DnType, KeyPair};
 use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
+use test_support::network_filter::test_ca;
+use test_support::static_build;
+use test_support::user::as_user;
 use tokio_tungstenite::tungstenite;
 
-const USER: &str = "handler-test";
 const HCI: &str = "host.containers.internal";
-const PROXY_IMAGE: &str = "localhost/handler-network-filter:latest";
-
-/// A command run as the test user (setpriv execs: signals reach the program itself).
-fn as_user(program: &str, args: &[&str]) -> Command {
-    let mut c = Command::new("setpriv");
-    c.args([
-        "--reuid",
-        USER,
-        "--regid",
-        USER,
-        "--init-groups",
-        "env",
-        "-i",
-        "-C",
-        "/tmp",
-    ]);
-    c.args([
-        format!("USER={USER}"),
-        format!("LOGNAME={USER}"),
-        format!("HOME=/home/{USER}"),
-        "PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin".into(),
-    ]);
-    c.arg(program).args(args);
-    c
-}
 
 /// What every test shares: a folder the test user can read holding handler-sandbox-podman and
 /// the probe, the test servers' CA, and the network filter image built with that CA among its
@@ -68,7 +42,7 @@ struct Shared {
     dir: PathBuf,
     hsp: String,
     probe_dir: PathBuf,
-    ca: CertifiedIssuer<'static, KeyPair>,
+    ca: &'static CertifiedIssuer<'static, KeyPair>,
 }
 
 fn shared() -> &'static Shared {
@@ -93,46 +67,15 @@ fn shared() -> &'static Shared {
         std::fs::copy(&proxy_bin, dir.join("handler-egress-proxy")).unwrap();
         std::fs::copy(&probe_bin, dir.join("probe/egress-probe")).unwrap();
 
-        let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
-        p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        p.distinguished_name
-            .push(DnType::CommonName, "Handler egress test servers CA");
-        let ca = CertifiedIssuer::self_signed(p, KeyPair::generate().unwrap()).unwrap();
-        std::fs::write(dir.join("test-ca.pem"), ca.pem()).unwrap();
         Command::new("chmod")
             .args(["-R", "a+rX"])
             .arg(&dir)
             .status()
             .unwrap();
-
         let hsp_s = hsp.to_string_lossy().to_string();
-        let built = as_user(
-            "env",
-            &[
-                &format!(
-                    "HANDLER_EGRESS_PROXY_BIN={}",
-                    dir.join("handler-egress-proxy").display()
-                ),
-                &format!(
-                    "HANDLER_EGRESS_EXTRA_ROOTS={}",
-                    dir.join("test-ca.pem").display()
-                ),
-                &hsp_s,
-                "image",
-                "build-proxy",
-            ],
-        )
-        .output()
-        .unwrap();
-        assert!(
-            built.status.success(),
-            "build-proxy: {}",
-            String::from_utf8_lossy(&built.stderr)
-        );
-        let exists = as_user("podman", &["image", "exists", PROXY_IMAGE])
-            .status()
-            .unwrap();
-        assert!(exists.success(), "{PROXY_IMAGE} after build-proxy");
+        // The image, with the test servers' CA among its roots, shared by the whole binary.
+        test_support::network_filter::ensure(&hsp);
+        let ca = test_ca();
         Shared {
             probe_dir: dir.join("probe"),
             hsp: hsp_s,
@@ -159,7 +102,7 @@ fn server_on(bind: &str, cn: Option<&str>) -> (u16, Seen) {
         let mut p = CertificateParams::new(vec![HCI.to_string()]).unwrap();
         p.distinguished_name.push(DnType::CommonName, cn);
         let key = KeyPair::generate().unwrap();
-        let cert = p.signed_by(&key, &shared().ca).unwrap();
+        let cert = p.signed_by(&key, shared().ca).unwrap();
         Arc::new(
             rustls::ServerConfig::builder()
                 .with_no_client_auth()

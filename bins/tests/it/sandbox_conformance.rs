@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use test_support::user::id_of;
 
 const IMAGE: &str = "localhost/handler-test-busybox:latest";
 
@@ -23,11 +24,6 @@ struct Env {
     uid: u32,
     gid: u32,
     home: String,
-}
-
-fn id_of(flag: &str, user: &str) -> Option<u32> {
-    let o = Command::new("id").args([flag, user]).output().ok()?;
-    String::from_utf8_lossy(&o.stdout).trim().parse().ok()
 }
 
 fn setup() -> Result<Env, String> {

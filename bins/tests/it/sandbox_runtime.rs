@@ -8,9 +8,6 @@
 //! build the network filter image from the static proxy (`$HANDLER_EGRESS_PROXY_BIN` skips its
 //! build).
 
-#[path = "support/static_build.rs"]
-mod static_build;
-
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
@@ -19,18 +16,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use test_support::user::{USER, as_user, free_port, id_of, is_root, setpriv};
 
-const USER: &str = "handler-test";
 const IMAGE: &str = "localhost/handler-test-busybox:latest";
-const PROXY_IMAGE: &str = "localhost/handler-network-filter:latest";
-
-fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-        .unwrap_or(false)
-}
 
 /// Runs only as root (the tests switch to the test user); otherwise skipped when
 /// HANDLER_SKIP_PODMAN_TESTS=1, else failed.
@@ -48,39 +36,7 @@ fn ready() -> bool {
 }
 
 fn uid() -> u32 {
-    let o = Command::new("id").args(["-u", USER]).output().unwrap();
-    String::from_utf8_lossy(&o.stdout).trim().parse().unwrap()
-}
-
-/// The setpriv prefix that runs a program as the test user with a clean environment.
-fn setpriv() -> Vec<String> {
-    [
-        "setpriv",
-        "--reuid",
-        USER,
-        "--regid",
-        USER,
-        "--init-groups",
-        "env",
-        "-i",
-        "-C",
-        "/tmp",
-        &format!("USER={USER}"),
-        &format!("LOGNAME={USER}"),
-        &format!("HOME=/home/{USER}"),
-        "PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect()
-}
-
-/// A command run as the test user (setpriv execs: the pid is the program's).
-fn as_user(program: &str, args: &[&str]) -> Command {
-    let p = setpriv();
-    let mut c = Command::new(&p[0]);
-    c.args(&p[1..]).arg(program).args(args);
-    c
+    id_of("-u", USER).unwrap()
 }
 
 /// A folder the test user can read holding handler-sandbox-podman, once per run.
@@ -117,35 +73,9 @@ fn hsp() -> String {
     dir().join("handler-sandbox-podman").display().to_string()
 }
 
-/// The network filter image, built once per run from the static proxy.
+/// The network filter image, built once per test process from the static proxy.
 fn network_filter() {
-    static BUILT: OnceLock<()> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        let bin = static_build::static_proxy();
-        let copy = dir().join("handler-egress-proxy");
-        std::fs::copy(&bin, &copy).unwrap();
-        std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let out = as_user(
-            "env",
-            &[
-                &format!("HANDLER_EGRESS_PROXY_BIN={}", copy.display()),
-                &hsp(),
-                "image",
-                "build-proxy",
-            ],
-        )
-        .output()
-        .unwrap();
-        assert!(
-            out.status.success(),
-            "build-proxy: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    });
-    let exists = as_user("podman", &["image", "exists", PROXY_IMAGE])
-        .status()
-        .unwrap();
-    assert!(exists.success(), "{PROXY_IMAGE} after build-proxy");
+    test_support::network_filter::ensure(&dir().join("handler-sandbox-podman"));
 }
 
 fn spec(name: &str, script: &str, network: Value) -> Value {
@@ -629,11 +559,11 @@ async fn daemon() -> Daemon {
     }
     std::fs::write(
         home.join("harnesses/fake/harness.toml"),
-        format!(
-            "apiVersion = \"handler.harness/v1\"\nname = \"fake\"\nproduct = \"Fake\"\nimage = \"localhost/handler-test-busybox\"\nacpCommand = [\"/bin/sh\", \"-c\", \"sleep 60\"]\nhome = \"/home/agent\"\n\
-             [stateSlots.history]\ntarget = \"~/.fake/history\"\nkind = \"dir\"\nrequired = true\n\
-             [login]\nunattended = \"allowed\"\nterms = \"https://example.com/terms\"\nsubscription = \"Fake\"\ntoken = \"FAKE_TOKEN\"\ntokenPrefix = \"fk-\"\nhosts = [\"api.fake.test:443\"]\n\
-             [permissions.ask]\nsessionMode = \"default\"\n[permissions.bypass]\nsessionMode = \"bypassPermissions\"\n"
+        test_support::descriptor::sandbox_fake(
+            "Fake",
+            "localhost/handler-test-busybox",
+            "\"/bin/sh\", \"-c\", \"sleep 60\"",
+            "api.fake.test:443",
         ),
     )
     .unwrap();
@@ -652,25 +582,17 @@ async fn daemon() -> Daemon {
         .arg(&root)
         .status()
         .unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let d = |p: &str| root.join(p).display().to_string();
-    let env = [
-        format!("HANDLER_CONFIG_DIR={}", d("config")),
-        format!("HANDLER_DATA_DIR={}", d("data")),
-        format!("HANDLER_CACHE_DIR={}", d("cache")),
-        format!("HANDLER_STATE_DIR={}", d("state")),
-        format!("HANDLER_PORT={port}"),
-        format!("HANDLER_HARNESSES_DIR={}", home.join("harnesses").display()),
-        format!(
-            "HANDLER_SANDBOX_COMMAND={}",
-            d("bin/handler-sandbox-podman")
-        ),
-        "HANDLER_LOG=info".to_string(),
-    ];
+    let mut env: Vec<String> = test_support::handlerd::env(&root, &home.join("harnesses"), port)
+        .into_iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    env.push(format!(
+        "HANDLER_SANDBOX_COMMAND={}",
+        d("bin/handler-sandbox-podman")
+    ));
+    env.push("HANDLER_LOG=info".to_string());
     let mut args: Vec<&str> = env.iter().map(String::as_str).collect();
     let handlerd = d("bin/handlerd");
     args.push(&handlerd);
@@ -682,25 +604,12 @@ async fn daemon() -> Daemon {
         .spawn()
         .unwrap();
     let http = reqwest::Client::new();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let token = loop {
-        if let Ok(t) = std::fs::read_to_string(root.join("config/token"))
-            && http
-                .get(format!("http://127.0.0.1:{port}/v1/harnesses"))
-                .bearer_auth(t.trim())
-                .send()
-                .await
-                .is_ok_and(|r| r.status() == 200)
-        {
-            break t.trim().to_string();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "handlerd did not start: {}",
-            std::fs::read_to_string(root.join("handlerd.log")).unwrap_or_default()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let token = test_support::handlerd::wait_for_token(
+        port,
+        &root.join("config/token"),
+        Some(&root.join("handlerd.log")),
+    )
+    .await;
     let daemon = Daemon {
         child,
         port,

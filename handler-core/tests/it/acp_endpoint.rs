@@ -4,7 +4,7 @@
 //! close → the agent stopped, agent exit → 1011, the live egress switch, egress events, E3
 //! phantoms. The same conformance against the real sandbox: bins/tests/daemon_acp_sandbox.rs.
 
-mod daemon_support;
+use crate::daemon_support;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! PyPI (docs/ci-needs.md). Fails when it cannot be installed, unless
 //! HANDLER_SKIP_PYTHON_TESTS=1.
 
-mod daemon_support;
+use crate::daemon_support;
 
 use std::path::Path;
 use std::process::Command;

@@ -2,7 +2,7 @@
 //! covering every route, the stores (accounts, providers, secrets, folders, contexts), each E1
 //! refusal, risks (409 then confirmRisks), projects, and no secret value in any answer or log.
 
-mod daemon_support;
+use crate::daemon_support;
 
 use std::os::unix::fs::PermissionsExt;
 

@@ -7,7 +7,7 @@
 //! and its MCP server in every session/new (P8: a client's server of that name refused with
 //! -32002 naming it); binding secrets redacted (P5) and never in logs or answers.
 
-mod daemon_support;
+use crate::daemon_support;
 
 use std::path::Path;
 

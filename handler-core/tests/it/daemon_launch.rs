@@ -5,7 +5,7 @@
 //! missing, and the agent's and its project's skills mounted read-only in the harness's
 //! skillsDir, a missing or invalid one failing the start (`skill '<name>': …`).
 
-mod daemon_support;
+use crate::daemon_support;
 
 use std::path::Path;
 

@@ -3,7 +3,7 @@
 //! file it leaves (login.file) goes to handlerd, kept 0600 at <data>/accounts/<name>/credential;
 //! the folder is removed. A login that leaves no file keeps nothing; a token login is not run.
 
-mod daemon_support;
+use crate::daemon_support;
 
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
@@ -35,35 +35,9 @@ fn file_login_harness(d: &TestDaemon, script: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(h.join("harnesses/filefake")).unwrap();
     std::fs::write(
         h.join("harnesses/filefake/harness.toml"),
-        format!(
-            r#"apiVersion = "handler.harness/v1"
-name = "filefake"
-product = "Fake file login"
-image = "localhost/handler-test-busybox"
-acpCommand = ["/bin/true"]
-home = "/home/agent"
-
-[stateSlots.auth]
-target = "~/.filefake/auth.json"
-kind = "file"
-required = true
-credential = true
-
-[login]
-unattended = "allowed"
-terms = "https://example.com/terms"
-subscription = "Fake"
-file = "auth.json"
-command = ["{}", "--home", "{{dir}}"]
-hosts = ["auth.fake.test:443"]
-
-[login.env]
-FAKE_LOGIN_HOME = "{{dir}}"
-
-[permissions.bypass]
-sessionMode = "bypass"
-"#,
-            bin.display()
+        test_support::descriptor::file_login(
+            &format!("\"{}\", \"--home\", \"{{dir}}\"", bin.display()),
+            None,
         ),
     )
     .unwrap();

@@ -4,7 +4,7 @@
 //! undecrypted tunnels, CONNECT/SNI/Host agreement, anti-fronting, the DNS-rebinding guard and
 //! failing closed.
 
-mod egress_support;
+use crate::egress_support;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

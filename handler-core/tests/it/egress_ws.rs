@@ -6,7 +6,7 @@
 //! the middle of another frame; what is still allowed stays open; a kept-alive plain HTTP
 //! connection to a dropped host is closed.
 
-mod egress_support;
+use crate::egress_support;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

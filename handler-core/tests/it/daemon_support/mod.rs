@@ -3,60 +3,14 @@
 
 #![allow(dead_code)]
 
-pub mod acp;
+pub use test_support::acp;
+pub use test_support::descriptor::fake as fake_descriptor;
+pub use test_support::static_build::fakes;
 
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use handler_core::daemon::{self, AppState, DaemonConfig};
 use serde_json::Value;
-
-/// Paths of the built fakes.
-pub struct Fakes {
-    pub agent: PathBuf,
-    pub sandbox: PathBuf,
-}
-
-fn target_dir() -> PathBuf {
-    if let Ok(t) = std::env::var("CARGO_TARGET_DIR") {
-        return PathBuf::from(t);
-    }
-    // …/target/debug/deps/<test>: three levels up.
-    let exe = std::env::current_exe().expect("test exe");
-    exe.ancestors().nth(3).expect("target dir").to_path_buf()
-}
-
-/// Builds fixtures/fake-agent static (it runs in the busybox image too), once.
-pub fn fakes() -> &'static Fakes {
-    static F: OnceLock<Fakes> = OnceLock::new();
-    F.get_or_init(|| {
-        let dir = target_dir().join("fake-static");
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let manifest =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/fake-agent/Cargo.toml");
-        let st = std::process::Command::new(cargo)
-            .args([
-                "build",
-                "--release",
-                "--target",
-                "x86_64-unknown-linux-gnu",
-                "--manifest-path",
-            ])
-            .arg(&manifest)
-            .arg("--target-dir")
-            .arg(&dir)
-            .env("RUSTFLAGS", "-C target-feature=+crt-static")
-            .env_remove("CARGO_TARGET_DIR")
-            .status()
-            .expect("cargo runs");
-        assert!(st.success(), "building the fake agent failed");
-        let bin = dir.join("x86_64-unknown-linux-gnu/release");
-        Fakes {
-            agent: bin.join("fake-acp-agent"),
-            sandbox: bin.join("fake-sandbox"),
-        }
-    })
-}
 
 /// Everything the daemon logged in this test binary.
 pub fn logs() -> String {
@@ -102,48 +56,6 @@ pub struct TestDaemon {
     pub http: reqwest::Client,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<()>>,
-}
-
-/// The fake harness: a token login (prefix `fk-`, hosts api.fake.test:443), a provider protocol,
-/// skills in ~/.fake/skills, stdio MCP servers, the scripted fake agent as its ACP command.
-pub fn fake_descriptor(agent: &Path) -> String {
-    format!(
-        r#"apiVersion = "handler.harness/v1"
-name = "fake"
-product = "Fake ACP agent"
-image = "localhost/handler-test-busybox"
-acpCommand = ["{}"]
-home = "/home/agent"
-providerProtocols = ["openai-chat"]
-skillsDir = "~/.fake/skills"
-mcpTransports = ["stdio"]
-
-[stateSlots.history]
-target = "~/.fake/history"
-kind = "dir"
-required = true
-
-[stateSlots.settings]
-target = "~/.fake/settings.json"
-kind = "file"
-required = true
-
-[login]
-unattended = "allowed"
-terms = "https://example.com/terms"
-subscription = "Fake plan"
-token = "FAKE_TOKEN"
-tokenPrefix = "fk-"
-hosts = ["api.fake.test:443"]
-
-[permissions.ask]
-sessionMode = "default"
-
-[permissions.bypass]
-sessionMode = "bypassPermissions"
-"#,
-        agent.display()
-    )
 }
 
 /// Options of a test daemon.

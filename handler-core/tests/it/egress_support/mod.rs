@@ -17,7 +17,7 @@ use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::io::AsyncReadExt as _;
 use tokio::net::{TcpListener, TcpStream};
 
 pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
@@ -275,21 +275,7 @@ pub async fn connect(proxy: SocketAddr, target: &str) -> Connect {
     let mut s = TcpStream::connect(proxy).await.unwrap();
     // As HTTP clients do (curl, Node, Python's http.client): no Nagle delay on small writes.
     s.set_nodelay(true).unwrap();
-    s.write_all(format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
-    let mut head = Vec::new();
-    let mut b = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        if s.read(&mut b).await.unwrap() == 0 {
-            panic!(
-                "proxy closed during CONNECT: {}",
-                String::from_utf8_lossy(&head)
-            );
-        }
-        head.push(b[0]);
-    }
-    let head = String::from_utf8(head).unwrap();
+    let head = test_support::connect::connect_head(&mut s, target).await;
     let status: u16 = head[9..12].parse().unwrap();
     if status == 200 {
         return Connect::Open(s);
