@@ -13,7 +13,7 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
@@ -146,10 +146,7 @@ struct Daemon {
 
 impl Drop for Daemon {
     fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .arg(self.child.id().to_string())
-            .status();
-        let _ = self.child.wait();
+        test_support::handlerd::stop(&mut self.child);
         let _ = std::fs::remove_dir_all(&self.root);
     }
 }
@@ -222,21 +219,13 @@ async fn start_with(u: User, tag: &str, login_host: &str) -> Daemon {
         ("HANDLER_ALLOWED_ORIGINS", "http://ui.local".to_string()),
         ("HANDLER_LOG", "info".to_string()),
     ]);
-    let log = std::fs::File::create(root.join("handlerd.log")).unwrap();
-    let child = u
-        .cmd(bin.join("handlerd").to_str().unwrap(), &[], &env)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .unwrap();
-    let http = reqwest::Client::new();
-    let token = test_support::handlerd::wait_for_token(
+    let (child, token) = test_support::handlerd::spawn(
+        u.cmd(bin.join("handlerd").to_str().unwrap(), &[], &env),
+        &root,
         port,
-        &root.join("config/token"),
-        Some(&root.join("handlerd.log")),
     )
     .await;
+    let http = reqwest::Client::new();
     let scope = scope.display().to_string();
     Daemon {
         child,

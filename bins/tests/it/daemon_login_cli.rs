@@ -19,10 +19,7 @@ struct Daemon {
 
 impl Drop for Daemon {
     fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .arg(self.child.id().to_string())
-            .status();
-        let _ = self.child.wait();
+        test_support::handlerd::stop(&mut self.child);
     }
 }
 
@@ -50,15 +47,11 @@ async fn start(script: &str) -> Daemon {
     .unwrap();
     let port = free_port();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_handlerd"));
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .env("HANDLER_SANDBOX_COMMAND", "/bin/false");
+    cmd.env("HANDLER_SANDBOX_COMMAND", "/bin/false");
     for (k, v) in env(p, port) {
         cmd.env(k, v);
     }
-    let child = cmd.spawn().unwrap();
-    let token = test_support::handlerd::wait_for_token(port, &p.join("config/token"), None).await;
+    let (child, token) = test_support::handlerd::spawn(cmd, p, port).await;
     Daemon {
         child,
         port,

@@ -50,17 +50,7 @@ fn shared() -> &'static Shared {
     S.get_or_init(|| {
         let proxy_bin = static_build::static_proxy();
         let probe_bin = static_build::static_probe();
-        // The folder lives as long as the test process; earlier runs' folders go now.
-        for e in std::fs::read_dir("/tmp").unwrap().flatten() {
-            let n = e.file_name().to_string_lossy().to_string();
-            if let Some(pid) = n.strip_prefix("egress-podman-")
-                && !Path::new(&format!("/proc/{pid}")).exists()
-            {
-                let _ = std::fs::remove_dir_all(e.path());
-            }
-        }
-        let dir = PathBuf::from(format!("/tmp/egress-podman-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let dir = test_support::user::process_dir("egress-podman-");
         std::fs::create_dir_all(dir.join("probe")).unwrap();
         let hsp = dir.join("handler-sandbox-podman");
         std::fs::copy(env!("CARGO_BIN_EXE_handler-sandbox-podman"), &hsp).unwrap();

@@ -43,18 +43,7 @@ fn uid() -> u32 {
 fn dir() -> &'static Path {
     static D: OnceLock<PathBuf> = OnceLock::new();
     D.get_or_init(|| {
-        // Earlier runs' folders go now (this one's lives as long as the test process).
-        for e in std::fs::read_dir("/tmp").unwrap().flatten() {
-            let n = e.file_name().to_string_lossy().to_string();
-            if let Some(pid) = n.strip_prefix("sandbox-runtime-")
-                && !Path::new(&format!("/proc/{pid}")).exists()
-            {
-                let _ = std::fs::remove_dir_all(e.path());
-            }
-        }
-        let d = PathBuf::from(format!("/tmp/sandbox-runtime-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
+        let d = test_support::user::process_dir("sandbox-runtime-");
         std::fs::copy(
             env!("CARGO_BIN_EXE_handler-sandbox-podman"),
             d.join("handler-sandbox-podman"),
@@ -525,10 +514,7 @@ struct Daemon {
 
 impl Drop for Daemon {
     fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .arg(self.child.id().to_string())
-            .status();
-        let _ = self.child.wait();
+        test_support::handlerd::stop(&mut self.child);
         let _ = std::fs::remove_dir_all(&self.root);
     }
 }
@@ -596,20 +582,8 @@ async fn daemon() -> Daemon {
     let mut args: Vec<&str> = env.iter().map(String::as_str).collect();
     let handlerd = d("bin/handlerd");
     args.push(&handlerd);
-    let log = std::fs::File::create(root.join("handlerd.log")).unwrap();
-    let child = as_user("env", &args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .unwrap();
+    let (child, token) = test_support::handlerd::spawn(as_user("env", &args), &root, port).await;
     let http = reqwest::Client::new();
-    let token = test_support::handlerd::wait_for_token(
-        port,
-        &root.join("config/token"),
-        Some(&root.join("handlerd.log")),
-    )
-    .await;
     let daemon = Daemon {
         child,
         port,
