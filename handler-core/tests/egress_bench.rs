@@ -3,6 +3,8 @@
 //! client code, pairs alternated in order, median of the pairs' ratios), and injected HTTPS
 //! requests per second with keep-alive. Figures are printed, never asserted.
 
+// Its own binary (benchmarks, run alone in release, docs/testing.md); the helpers of `it`.
+#[path = "it/egress_support/mod.rs"]
 mod egress_support;
 
 use std::net::{IpAddr, SocketAddr};
@@ -82,23 +84,7 @@ fn cpu_ticks() -> u64 {
 /// Opens a tunnel through the proxy's unix socket (the sandbox's way in, decision 0024).
 async fn connect_unix(path: &Path, target: &str) -> tokio::net::UnixStream {
     let mut s = tokio::net::UnixStream::connect(path).await.unwrap();
-    s.write_all(format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
-    let mut head = Vec::new();
-    let mut b = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        assert_eq!(
-            s.read(&mut b).await.unwrap(),
-            1,
-            "proxy closed during CONNECT"
-        );
-        head.push(b[0]);
-    }
-    assert!(
-        head.starts_with(b"HTTP/1.1 200"),
-        "tunnel to {target} refused"
-    );
+    test_support::connect::connect_open(&mut s, target).await;
     s
 }
 

@@ -4,6 +4,7 @@
 //! tunnel holds six descriptors, the process's soft open-file limit is raised to the hard one.
 //! Its own test binary, so that no other test's descriptors or limits are involved.
 
+#[path = "it/egress_support/mod.rs"]
 mod egress_support;
 
 use std::time::{Duration, Instant};
@@ -73,16 +74,7 @@ async fn tunnels_through_the_proxy_over_tcp_and_its_unix_socket_are_spliced() {
     let mut s = UnixStream::connect(dir.path().join("proxy.sock"))
         .await
         .unwrap();
-    s.write_all(format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
-    let mut head = Vec::new();
-    let mut b = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        assert_eq!(s.read(&mut b).await.unwrap(), 1, "the proxy closed");
-        head.push(b[0]);
-    }
-    assert!(head.starts_with(b"HTTP/1.1 200"), "{head:?}");
+    test_support::connect::connect_open(&mut s, &target).await;
     download_while_open(s, &target, before).await;
 }
 

@@ -159,16 +159,16 @@ pub struct DuplicateRequest {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ModelQuery {
-    /// The account to run on, one of the agent's models'.
+    /// The account to run on instead of the agent's first model.
     #[serde(default)]
     pub account: Option<String>,
-    /// The provider to run on, one of the agent's models'.
+    /// The provider to run on instead of the agent's first model.
     #[serde(default)]
     pub provider: Option<String>,
-    /// The harness to run, one of the agent's models'.
+    /// The harness, with the account or provider the query names.
     #[serde(default)]
     pub harness: Option<String>,
-    /// The model to run, one of the agent's models'.
+    /// The model to run; default: the chosen access's own.
     #[serde(default)]
     pub model: Option<String>,
 }
@@ -368,7 +368,7 @@ impl std::fmt::Debug for SecretRequest {
 pub struct EgressRecord {
     /// When it happened (RFC 3339).
     pub at: String,
-    /// The sandbox's name it happened in.
+    /// The name of the sandbox it happened in.
     pub sandbox: String,
     /// What happened.
     #[serde(flatten)]

@@ -1,0 +1,9 @@
+//! handler-bins' integration tests: the CLI and the container tests against real rootless Podman.
+//! One integration-test binary for this crate (docs/testing.md): one module per former test file.
+
+mod cli_harness_render;
+mod daemon_acp_sandbox;
+mod daemon_login_cli;
+mod egress_podman;
+mod sandbox_conformance;
+mod sandbox_runtime;

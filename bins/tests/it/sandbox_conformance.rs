@@ -1,0 +1,1415 @@
+//! Contract A conformance of handler-sandbox-podman against real rootless Podman, run as an
+//! unprivileged user (`runuser`-style via setpriv when the tests run as root; user from
+//! HANDLER_TEST_USER, default handler-test; image localhost/handler-test-busybox:latest made by
+//! .ci/setup-podman.sh). Missing podman or user FAILS, unless HANDLER_SKIP_PODMAN_TESTS=1.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use test_support::user::id_of;
+
+const IMAGE: &str = "localhost/handler-test-busybox:latest";
+
+struct Env {
+    bin: PathBuf,
+    /// Some(name) when the tests run as root and must switch to that user.
+    user: Option<String>,
+    uid: u32,
+    gid: u32,
+    home: String,
+}
+
+fn setup() -> Result<Env, String> {
+    let euid = id_of("-u", "").or_else(|| {
+        let o = Command::new("id").arg("-u").output().ok()?;
+        String::from_utf8_lossy(&o.stdout).trim().parse().ok()
+    });
+    let root = euid == Some(0);
+    let built = PathBuf::from(env!("CARGO_BIN_EXE_handler-sandbox-podman"));
+    let (bin, user) = if root {
+        let user = std::env::var("HANDLER_TEST_USER").unwrap_or_else(|_| "handler-test".into());
+        if id_of("-u", &user).is_none() {
+            return Err(format!(
+                "no user {user:?}: run .ci/setup-podman.sh as root first"
+            ));
+        }
+        // The build folder may not be reachable by the user: a world-readable copy.
+        let dir = PathBuf::from(format!(
+            "/tmp/handler-sandbox-test-bin-{}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))
+            .map_err(|e| e.to_string())?;
+        let bin = dir.join("handler-sandbox-podman");
+        std::fs::copy(&built, &bin).map_err(|e| format!("copy {}: {e}", built.display()))?;
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755))
+            .map_err(|e| e.to_string())?;
+        (bin, Some(user))
+    } else {
+        (built, None)
+    };
+    let who = user
+        .clone()
+        .unwrap_or_else(|| std::env::var("USER").unwrap_or_default());
+    let (uid, gid) = match &user {
+        Some(u) => (id_of("-u", u).unwrap(), id_of("-g", u).unwrap()),
+        None => (euid.unwrap_or(0), {
+            let o = Command::new("id")
+                .arg("-g")
+                .output()
+                .map_err(|e| e.to_string())?;
+            String::from_utf8_lossy(&o.stdout)
+                .trim()
+                .parse()
+                .unwrap_or(0)
+        }),
+    };
+    let home = match &user {
+        Some(u) => format!("/home/{u}"),
+        None => std::env::var("HOME").unwrap_or_default(),
+    };
+    let env = Env {
+        bin,
+        user,
+        uid,
+        gid,
+        home,
+    };
+    let out = env.podman(&["image", "exists", IMAGE]);
+    if !out.status.success() {
+        return Err(format!(
+            "podman cannot find {IMAGE} as {who} ({}): run .ci/setup-podman.sh as root first",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(env)
+}
+
+fn env() -> Option<&'static Env> {
+    static ENV: OnceLock<Result<Env, String>> = OnceLock::new();
+    match ENV.get_or_init(setup) {
+        Ok(e) => Some(e),
+        Err(e) if std::env::var("HANDLER_SKIP_PODMAN_TESTS").as_deref() == Ok("1") => {
+            eprintln!("podman tests skipped (HANDLER_SKIP_PODMAN_TESTS=1): {e}");
+            None
+        }
+        Err(e) => panic!(
+            "the sandbox tests need rootless podman: {e} (or set HANDLER_SKIP_PODMAN_TESTS=1)"
+        ),
+    }
+}
+
+macro_rules! env_or_skip {
+    () => {
+        match env() {
+            Some(e) => e,
+            None => return,
+        }
+    };
+}
+
+impl Env {
+    /// A command run as the test user, with a clean environment plus `extra`.
+    fn as_user(&self, program: &str, args: &[&str], extra: &[(&str, &str)]) -> Command {
+        match &self.user {
+            Some(u) => {
+                let mut c = Command::new("setpriv");
+                c.args(["--reuid", u, "--regid", u, "--init-groups", "env", "-i"]);
+                c.arg(format!("HOME={}", self.home))
+                    .arg(format!("USER={u}"))
+                    .arg(format!("LOGNAME={u}"));
+                c.arg("PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin");
+                for (k, v) in extra {
+                    c.arg(format!("{k}={v}"));
+                }
+                c.arg(program).args(args);
+                c
+            }
+            None => {
+                let mut c = Command::new(program);
+                c.args(args);
+                for (k, v) in extra {
+                    c.env(k, v);
+                }
+                c
+            }
+        }
+    }
+
+    fn podman(&self, args: &[&str]) -> Output {
+        self.as_user("podman", args, &[])
+            .stdin(Stdio::null())
+            .output()
+            .expect("podman runs")
+    }
+
+    fn bin(&self, args: &[&str]) -> Command {
+        self.as_user(self.bin.to_str().unwrap(), args, &[])
+    }
+
+    /// `launch` with the spec on fd 3.
+    fn launch(&self, spec: &Value, extra: &[(&str, &str)]) -> Command {
+        let dir = self.tempdir("spec");
+        let file = dir.join("spec.json");
+        std::fs::write(&file, serde_json::to_vec(spec).unwrap()).unwrap();
+        self.give(&file);
+        self.as_user(
+            "sh",
+            &[
+                "-c",
+                "exec \"$0\" launch 3<\"$1\"",
+                self.bin.to_str().unwrap(),
+                file.to_str().unwrap(),
+            ],
+            extra,
+        )
+    }
+
+    /// Gives a path to the test user.
+    fn give(&self, p: &Path) {
+        if self.user.is_some() {
+            std::os::unix::fs::chown(p, Some(self.uid), Some(self.gid)).unwrap();
+        }
+    }
+
+    /// A fresh folder owned by the test user (0755).
+    fn tempdir(&self, tag: &str) -> PathBuf {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let p = PathBuf::from(format!(
+            "/tmp/hst-{}-{}-{tag}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::SeqCst)
+        ));
+        std::fs::create_dir_all(&p).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        self.give(&p);
+        p
+    }
+
+    fn containers(&self, name: &str) -> Vec<String> {
+        let o = self.podman(&[
+            "ps",
+            "-a",
+            "--filter",
+            &format!("label=handler.sandbox={name}"),
+            "--format",
+            "{{.Names}}",
+        ]);
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .map(str::to_string)
+            .filter(|l| !l.is_empty())
+            .collect()
+    }
+
+    fn wait_running(&self, name: &str) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let o = self.podman(&[
+                "ps",
+                "--filter",
+                &format!("label=handler.sandbox={name}"),
+                "--filter",
+                "status=running",
+                "-q",
+            ]);
+            if !String::from_utf8_lossy(&o.stdout).trim().is_empty() {
+                return;
+            }
+            assert!(Instant::now() < deadline, "sandbox {name} never ran");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn instance_dir(&self, name: &str) -> PathBuf {
+        PathBuf::from(format!("/tmp/handler-sandbox-{}/{name}", self.uid))
+    }
+}
+
+fn name(tag: &str) -> String {
+    format!("hst-{}-{tag}", std::process::id())
+}
+
+fn spec(name: &str, scope: &Path, argv: &[&str]) -> Value {
+    json!({
+        "apiVersion": "handler.sandbox/v1",
+        "name": name,
+        "image": IMAGE,
+        "argv": argv,
+        "env": {},
+        "workdir": scope,
+        "user": {"mode": "host-user", "home": "/home/agent"},
+        "mounts": [{"source": scope, "target": scope, "readOnly": false, "kind": "scope"}],
+        "files": [],
+        "writablePaths": [],
+        "network": {"mode": "none"}
+    })
+}
+
+fn run(cmd: &mut Command) -> Output {
+    cmd.stdin(Stdio::null()).output().expect("runs")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// `KEY=VALUE` lines of a script's output.
+fn kv(out: &str) -> std::collections::BTreeMap<String, String> {
+    out.lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+#[test]
+fn invalid_spec_is_65_naming_the_field() {
+    let e = env_or_skip!();
+    let n = name("invalid");
+    let scope = e.tempdir("scope");
+    let mut s = spec(&n, &scope, &["true"]);
+    s["mounts"][0]["source"] = json!("relative/path");
+    let o = run(&mut e.launch(&s, &[]));
+    assert_eq!(o.status.code(), Some(65), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("mounts[0].source"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert!(o.stdout.is_empty());
+    let mut s = spec(&n, &scope, &["true"]);
+    s["user"]["home"] = json!(42);
+    let o = run(&mut e.launch(&s, &[]));
+    assert_eq!(o.status.code(), Some(65));
+    assert!(text(&o.stderr).contains("user.home"), "{}", text(&o.stderr));
+    assert!(e.containers(&n).is_empty());
+}
+
+#[test]
+fn unenforceable_spec_is_64_before_anything_starts() {
+    let e = env_or_skip!();
+    let n = name("unenforceable");
+    let scope = e.tempdir("scope");
+    let mut cases = vec![
+        json!({"display": {"mode": "wayland", "socket": format!("{}/no-such-socket", scope.display())}}),
+        json!({"display": {"mode": "wayland", "socket": format!("{}/plain-file", scope.display())}}),
+    ];
+    // Resource limits rootless podman would silently ignore (cgroups v1/hybrid, or no delegation).
+    let uid = e.uid;
+    let delegated = std::fs::read_to_string(format!(
+        "/sys/fs/cgroup/user.slice/user-{uid}.slice/user@{uid}.service/cgroup.controllers"
+    ))
+    .is_ok_and(|c| c.contains("memory"));
+    if !delegated {
+        cases.push(json!({"resources": {"memory": "256m"}}));
+    }
+    std::fs::write(scope.join("plain-file"), "x").unwrap();
+    for patch in cases {
+        let mut s = spec(&n, &scope, &["sh", "-c", "echo started"]);
+        for (k, v) in patch.as_object().unwrap() {
+            s[k] = v.clone();
+        }
+        let o = run(&mut e.launch(&s, &[]));
+        assert_eq!(o.status.code(), Some(64), "{patch}: {}", text(&o.stderr));
+        assert!(
+            o.stdout.is_empty(),
+            "the process started: {}",
+            text(&o.stdout)
+        );
+        assert!(e.containers(&n).is_empty());
+        assert!(!e.instance_dir(&n).exists());
+    }
+    let o = run(&mut e.bin(&["set-allow", &n, "example.com"]));
+    assert_eq!(
+        o.status.code(),
+        Some(65),
+        "a bare host is invalid: {}",
+        text(&o.stderr)
+    );
+}
+
+#[test]
+fn strict_sandbox_sees_only_its_mounts_as_the_host_user() {
+    let e = env_or_skip!();
+    let n = name("strict");
+    let root = e.tempdir("strict");
+    let scope = root.join("scope");
+    let ro = root.join("ro");
+    let hidden = root.join("hidden");
+    for d in [&scope, &ro, &hidden] {
+        std::fs::create_dir(d).unwrap();
+        e.give(d);
+    }
+    std::fs::write(ro.join("data"), "original").unwrap();
+    std::fs::write(hidden.join("secret"), "s").unwrap();
+    let script = format!(
+        r#"echo uid=$(id -u); echo gid=$(id -g); echo home=$HOME; echo pwd=$(pwd)
+touch $HOME/w 2>/dev/null && echo home_writable=yes
+echo hi > {scope}/written && echo scope_writable=yes
+echo x > {ro}/data 2>/dev/null || echo ro_refused=yes
+test -e {hidden} || echo hidden_invisible=yes
+test -e {root}/scope && echo parent_shows_scope=yes
+ls {root} | tr '\n' ' ' | sed 's/^/listing=/'; echo
+touch /etc/x 2>/dev/null || echo rootfs_readonly=yes
+grep CapEff /proc/self/status | tr -d '\t' | sed 's/CapEff:/capeff=/'
+grep NoNewPrivs /proc/self/status | tr -d '\t' | sed 's/NoNewPrivs:/nnp=/'
+echo pid1=$(tr '\0' '\n' </proc/1/cmdline | head -n 1)
+tr '\0' '\n' </proc/1/environ | grep '^SECRET_TOKEN=' | sed 's/^/environ_/'
+echo file=$(cat /etc/handler/info.txt); touch /etc/handler/info.txt 2>/dev/null || echo file_ro=yes
+echo seed=$(cat $HOME/.config/tool/seed.txt); echo more >> $HOME/.config/tool/seed.txt && echo seed_writable=yes
+touch /var/cache/agent/x && echo writable_path=yes
+"#,
+        scope = scope.display(),
+        ro = ro.display(),
+        hidden = hidden.display(),
+        root = root.display()
+    );
+    let mut s = spec(&n, &scope, &["sh", "-c", &script]);
+    s["env"] = json!({"SECRET_TOKEN": "tok-123456", "XDG_CONFIG_HOME": "/home/agent/.config"});
+    s["mounts"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"source": ro, "target": ro, "readOnly": true, "kind": "knowledge"}));
+    s["files"] = json!([
+        {"target": "/etc/handler/info.txt", "content": "given"},
+        {"target": "/home/agent/.config/tool/seed.txt", "content": "seeded", "seed": true}
+    ]);
+    s["writablePaths"] = json!(["/var/cache/agent"]);
+    let o = run(&mut e.launch(&s, &[]));
+    let out = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{}", text(&o.stderr));
+    let v = kv(&out);
+    let get = |k: &str| {
+        v.get(k)
+            .map(String::as_str)
+            .unwrap_or_else(|| panic!("no {k} in:\n{out}"))
+    };
+    assert_eq!(get("uid"), e.uid.to_string(), "not the host user");
+    assert_ne!(get("uid"), "0");
+    assert_eq!(get("gid"), e.gid.to_string());
+    assert_eq!(get("home"), "/home/agent");
+    assert_eq!(
+        get("pwd"),
+        scope.to_str().unwrap(),
+        "scope at the same path"
+    );
+    for k in [
+        "home_writable",
+        "scope_writable",
+        "ro_refused",
+        "hidden_invisible",
+        "rootfs_readonly",
+        "file_ro",
+        "seed_writable",
+        "writable_path",
+    ] {
+        assert_eq!(get(k), "yes", "{k}:\n{out}");
+    }
+    let mut listing: Vec<&str> = get("listing").split_whitespace().collect();
+    listing.sort();
+    assert_eq!(
+        listing,
+        ["ro", "scope"],
+        "only the mounts of {}",
+        root.display()
+    );
+    assert_eq!(get("capeff"), "0000000000000000");
+    assert_eq!(get("nnp"), "1");
+    assert_eq!(get("pid1"), "/run/podman-init", "an init is PID 1");
+    assert_eq!(
+        get("environ_SECRET_TOKEN"),
+        "tok-123456",
+        "/proc/1/environ holds the environment"
+    );
+    assert_eq!(get("file"), "given");
+    assert_eq!(get("seed"), "seeded");
+    assert_eq!(
+        std::fs::read_to_string(scope.join("written")).unwrap(),
+        "hi\n"
+    );
+    assert_eq!(
+        std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(scope.join("written")).unwrap()),
+        e.uid
+    );
+    assert_eq!(
+        std::fs::read_to_string(ro.join("data")).unwrap(),
+        "original"
+    );
+    assert!(e.containers(&n).is_empty(), "--rm");
+    assert!(!e.instance_dir(&n).exists(), "instance folder removed");
+}
+
+fn host_server() -> (u16, std::thread::JoinHandle<()>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    l.set_nonblocking(true).unwrap();
+    let h = std::thread::spawn(move || {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            match l.accept() {
+                Ok((mut s, _)) => {
+                    let _ = s.write_all(b"pong-from-host\n");
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(20)),
+            }
+        }
+    });
+    (port, h)
+}
+
+#[test]
+fn network_none_has_only_loopback_and_open_reaches_the_host() {
+    let e = env_or_skip!();
+    let (port, _server) = host_server();
+    let scope = e.tempdir("net");
+    let probe = format!(
+        "echo ifaces=$(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | sort | tr '\\n' ' '); \
+         echo reply=$(nc -w 3 10.0.2.2 {port} </dev/null 2>/dev/null); \
+         echo byname=$(nc -w 3 host.containers.internal {port} </dev/null 2>/dev/null)"
+    );
+    let n = name("none");
+    let o = run(&mut e.launch(&spec(&n, &scope, &["sh", "-c", &probe]), &[]));
+    let v = kv(&text(&o.stdout));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(v["ifaces"].trim(), "lo", "none: only loopback");
+    assert_eq!(v["reply"], "", "none: no egress");
+    let n = name("open");
+    let mut s = spec(&n, &scope, &["sh", "-c", &probe]);
+    s["network"] = json!({"mode": "open"});
+    let o = run(&mut e.launch(&s, &[]));
+    let v = kv(&text(&o.stdout));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(
+        v["reply"], "pong-from-host",
+        "open reaches a loopback server on the host: {v:?}"
+    );
+    assert_eq!(v["byname"], "pong-from-host", "as host.containers.internal");
+}
+
+#[test]
+fn stdio_round_trips_a_1mib_ndjson_line_and_the_exit_code() {
+    let e = env_or_skip!();
+    let n = name("stdio");
+    let scope = e.tempdir("stdio");
+    let mut child = e
+        .launch(&spec(&n, &scope, &["sh", "-c", "cat; exit 3"]), &[])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let payload = "x".repeat(1024 * 1024 - 64);
+    let line = format!("{{\"jsonrpc\":\"2.0\",\"method\":\"big\",\"params\":\"{payload}\"}}\n");
+    assert!(line.len() >= 1024 * 1024 - 20);
+    let mut stdin = child.stdin.take().unwrap();
+    let l2 = line.clone();
+    let w = std::thread::spawn(move || {
+        stdin.write_all(l2.as_bytes()).unwrap();
+    });
+    let mut out = Vec::new();
+    child.stdout.take().unwrap().read_to_end(&mut out).unwrap();
+    w.join().unwrap();
+    let st = child.wait().unwrap();
+    assert_eq!(st.code(), Some(3), "the process's exit code");
+    assert_eq!(out.len(), line.len());
+    assert!(out == line.as_bytes(), "the line came back changed");
+}
+
+fn spawn_sleeper(e: &Env, n: &str, scope: &Path) -> Child {
+    e.launch(&spec(n, scope, &["sleep", "300"]), &[])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn kill(pid: u32, sig: &str) {
+    assert!(
+        Command::new("kill")
+            .args([&format!("-{sig}"), &pid.to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+}
+
+#[test]
+fn sigterm_removes_everything_the_launcher_created() {
+    let e = env_or_skip!();
+    let n = name("sigterm");
+    let scope = e.tempdir("sigterm");
+    let mut child = spawn_sleeper(e, &n, &scope);
+    e.wait_running(&n);
+    assert!(e.instance_dir(&n).exists());
+    kill(child.id(), "TERM");
+    let st = child.wait().unwrap();
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_eq!(st.code(), Some(143), "{err}");
+    assert!(e.containers(&n).is_empty(), "a container left behind");
+    let f = format!("label=handler.sandbox={n}");
+    for kind in ["network", "volume"] {
+        let o = e.podman(&[kind, "ls", "-q", "--filter", &f]);
+        assert!(text(&o.stdout).trim().is_empty(), "a {kind} left behind");
+    }
+    assert!(
+        !e.instance_dir(&n).exists(),
+        "the instance folder left behind"
+    );
+}
+
+/// The pid of launcher `pid`'s watchdog (`handler-sandbox-podman watchdog --pid PID …`).
+fn watchdog_of(pid: u32) -> Option<u32> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        for e in std::fs::read_dir("/proc").ok()?.flatten() {
+            let Ok(cmdline) = std::fs::read(e.path().join("cmdline")) else {
+                continue;
+            };
+            let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+            let is_it = args.iter().any(|a| *a == b"watchdog")
+                && args
+                    .windows(2)
+                    .any(|w| w[0] == b"--pid" && w[1] == pid.to_string().as_bytes());
+            if is_it {
+                return e.file_name().to_str()?.parse().ok();
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    None
+}
+
+#[test]
+fn sweep_removes_a_dead_launchers_leftovers_and_spares_a_live_one() {
+    let e = env_or_skip!();
+    let (dead, live) = (name("sweep-dead"), name("sweep-live"));
+    let scope = e.tempdir("sweep");
+    let mut a = spawn_sleeper(e, &dead, &scope);
+    let mut b = spawn_sleeper(e, &live, &scope);
+    e.wait_running(&dead);
+    e.wait_running(&live);
+    // A launcher dead with its watchdog (which otherwise cleans up at once, decision 0038):
+    // its folder stays; its podman dies with it (and its sandbox with podman), so the container
+    // a dead launcher leaves (e.g. one killed with its whole tree) is made here, with its labels.
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", a.id())).unwrap();
+    let start = stat[stat.rfind(')').unwrap() + 2..]
+        .split_whitespace()
+        .nth(19)
+        .unwrap()
+        .to_string();
+    let watchdog = watchdog_of(a.id()).expect("the launcher's watchdog");
+    kill(watchdog, "KILL");
+    kill(a.id(), "KILL");
+    a.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !e.containers(&dead).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
+    let left = e.podman(&[
+        "run",
+        "-d",
+        "--name",
+        &dead,
+        "--label",
+        &format!("handler.sandbox={dead}"),
+        "--label",
+        &format!("handler.launcher.pid={}", a.id()),
+        "--label",
+        &format!("handler.launcher.start={start}"),
+        "--label",
+        &format!("handler.launcher.boot={}", boot.trim()),
+        IMAGE,
+        "sleep",
+        "300",
+    ]);
+    assert!(left.status.success(), "{}", text(&left.stderr));
+    assert_eq!(
+        e.containers(&dead).len(),
+        1,
+        "the dead launcher's container"
+    );
+    assert!(e.instance_dir(&dead).exists());
+    let o = run(&mut e.bin(&["sweep"]));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let report: Value = serde_json::from_slice(&o.stdout).expect("sweep prints JSON");
+    assert!(
+        report["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c == dead.as_str()),
+        "{report}"
+    );
+    assert!(
+        e.containers(&dead).is_empty(),
+        "sweep removed the dead launcher's container"
+    );
+    assert!(!e.instance_dir(&dead).exists());
+    assert_eq!(
+        e.containers(&live).len(),
+        1,
+        "a live launcher's sandbox survives sweep"
+    );
+    assert!(e.instance_dir(&live).exists());
+    kill(b.id(), "TERM");
+    assert_eq!(b.wait().unwrap().code(), Some(143));
+    assert!(e.containers(&live).is_empty());
+}
+
+#[test]
+fn tty_launch_waits_for_attach_and_exits_with_its_code() {
+    let e = env_or_skip!();
+    let n = name("tty");
+    let scope = e.tempdir("tty");
+    let mut s = spec(
+        &n,
+        &scope,
+        &[
+            "sh",
+            "-c",
+            "test -t 0 && test -t 1 && echo on-a-tty; exit 7",
+        ],
+    );
+    s["tty"] = json!(true);
+    let mut launch = e
+        .launch(&s, &[])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(launch.stderr.take().unwrap());
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(
+            err.read_line(&mut line).unwrap() > 0,
+            "launch ended before handler-ready"
+        );
+        if line.trim() == "handler-ready" {
+            break;
+        }
+    }
+    // attach on a terminal of its own: `script` gives it a pty.
+    let attach = format!("{} attach {n}", e.bin.display());
+    let o = run(&mut e.as_user("script", &["-qefc", &attach, "/dev/null"], &[]));
+    assert_eq!(
+        o.status.code(),
+        Some(7),
+        "attach exits with the process's code: {}",
+        text(&o.stdout)
+    );
+    assert!(text(&o.stdout).contains("on-a-tty"), "{}", text(&o.stdout));
+    let st = launch.wait().unwrap();
+    assert_eq!(st.code(), Some(7));
+    let mut out = Vec::new();
+    launch.stdout.take().unwrap().read_to_end(&mut out).unwrap();
+    assert!(
+        out.is_empty(),
+        "launch's stdout is not the process's in tty mode"
+    );
+    assert!(e.containers(&n).is_empty(), "launch cleans up after attach");
+    // Nobody attaches: 66 and nothing left.
+    let n2 = name("tty-late");
+    let mut s2 = spec(&n2, &scope, &["true"]);
+    s2["tty"] = json!(true);
+    let o = run(&mut e.launch(&s2, &[("HANDLER_SANDBOX_ATTACH_TIMEOUT", "1")]));
+    assert_eq!(o.status.code(), Some(66), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("handler-ready"));
+    assert!(e.containers(&n2).is_empty());
+}
+
+#[test]
+fn display_gives_only_its_wayland_socket() {
+    let e = env_or_skip!();
+    let scope = e.tempdir("display");
+    let run_dir = e.tempdir("xdg");
+    let socket = run_dir.join("wayland-1");
+    let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    e.give(&socket);
+    let _x11 = std::os::unix::net::UnixListener::bind(run_dir.join("X0")).unwrap();
+    std::fs::write(run_dir.join("other-file"), "private").unwrap();
+    let probe = format!(
+        "echo wd=$WAYLAND_DISPLAY; echo xdg=$XDG_RUNTIME_DIR; echo display=${{DISPLAY-unset}}; \
+         test -S \"$XDG_RUNTIME_DIR/$WAYLAND_DISPLAY\" && echo socket=yes; echo ls=$(ls -A $XDG_RUNTIME_DIR 2>/dev/null); \
+         test -e {rd} || echo host_dir_invisible=yes",
+        rd = run_dir.display()
+    );
+    // The caller's own display variables (its XDG_RUNTIME_DIR is podman's too: one that podman
+    // already uses for this user, so its state stays where it is).
+    let xdg = format!("/tmp/podman-run-{}", e.uid);
+    let mut caller_env = vec![("DISPLAY", ":0"), ("WAYLAND_DISPLAY", "wayland-9")];
+    if Path::new(&xdg).is_dir() {
+        caller_env.push(("XDG_RUNTIME_DIR", xdg.as_str()));
+    }
+    let n = name("display");
+    let mut s = spec(&n, &scope, &["sh", "-c", &probe]);
+    s["display"] = json!({"mode": "wayland", "socket": socket});
+    let o = run(&mut e.launch(&s, &caller_env));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let v = kv(&text(&o.stdout));
+    assert_eq!(v["wd"], "wayland-0");
+    assert_eq!(v["xdg"], format!("/run/user/{}", e.uid));
+    assert_eq!(v["display"], "unset");
+    assert_eq!(v["socket"], "yes");
+    assert_eq!(
+        v["ls"], "wayland-0",
+        "only that socket in the runtime folder"
+    );
+    assert_eq!(v["host_dir_invisible"], "yes");
+    // Without a display: none of the variables, even when the caller has them.
+    let n = name("nodisplay");
+    let o = run(&mut e.launch(&spec(&n, &scope, &["sh", "-c", "env"]), &caller_env));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    for var in ["DISPLAY=", "WAYLAND_DISPLAY=", "XDG_RUNTIME_DIR="] {
+        assert!(
+            !out.lines().any(|l| l.starts_with(var)),
+            "{var} leaked:\n{out}"
+        );
+    }
+}
+
+#[test]
+fn image_verbs_on_a_from_scratch_image() {
+    let e = env_or_skip!();
+    let ctx = e.tempdir("imgctx");
+    let stage_label = format!("hst-stage-{}", std::process::id());
+    std::fs::write(ctx.join("hello.txt"), "hello from scratch\n").unwrap();
+    std::fs::create_dir(ctx.join("dir")).unwrap();
+    std::fs::write(ctx.join("dir/inner"), "x").unwrap();
+    std::fs::write(
+        ctx.join("Containerfile"),
+        format!(
+            "FROM scratch AS stage1\nLABEL handler.test.stage={stage_label}\nCOPY hello.txt /hello.txt\n\
+             FROM scratch\nARG GREETING\nLABEL greeting=$GREETING\nCOPY --from=stage1 /hello.txt /hello.txt\nCOPY dir /dir\n"
+        ),
+    )
+    .unwrap();
+    for p in ["hello.txt", "dir", "dir/inner", "Containerfile"] {
+        e.give(&ctx.join(p));
+    }
+    let tag1 = format!("localhost/hst-img-{}:1", std::process::id());
+    let tag2 = format!("localhost/hst-img-{}:2", std::process::id());
+    let o = run(&mut e.bin(&[
+        "image",
+        "build",
+        "--tag",
+        &tag1,
+        "--build-arg",
+        "GREETING=hi-there",
+        "--no-intermediate",
+        ctx.to_str().unwrap(),
+    ]));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let id = text(&o.stdout).trim().to_string();
+    assert_eq!(id.len(), 64, "stdout is the image id: {id:?}");
+    assert!(!text(&o.stderr).is_empty(), "build progress goes to stderr");
+    let o = e.podman(&[
+        "images",
+        "-a",
+        "-q",
+        "--filter",
+        &format!("label=handler.test.stage={stage_label}"),
+    ]);
+    assert!(
+        text(&o.stdout).trim().is_empty(),
+        "--no-intermediate kept an intermediate image: {}",
+        text(&o.stdout)
+    );
+
+    let o = run(&mut e.bin(&["image", "read", &tag1, "/hello.txt"]));
+    assert_eq!(
+        (o.status.code(), text(&o.stdout).as_str()),
+        (Some(0), "hello from scratch\n")
+    );
+    let o = run(&mut e.bin(&["image", "read", &tag1, "/dir"]));
+    assert_eq!(o.status.code(), Some(1), "read refuses a folder");
+    assert!(text(&o.stderr).contains("folder"), "{}", text(&o.stderr));
+    let o = run(&mut e.bin(&["image", "read", &tag1, "/nope"]));
+    assert_eq!(o.status.code(), Some(1));
+
+    let o = run(&mut e.bin(&["image", "inspect", &tag1]));
+    assert_eq!(o.status.code(), Some(0));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        v["labels"]["greeting"], "hi-there",
+        "the build argument reached the build"
+    );
+    assert_eq!(v["id"], id.as_str());
+
+    assert_eq!(
+        run(&mut e.bin(&["image", "tag", &tag1, &tag2]))
+            .status
+            .code(),
+        Some(0)
+    );
+    let o = run(&mut e.bin(&[
+        "image",
+        "list",
+        &format!("localhost/hst-img-{}", std::process::id()),
+    ]));
+    let list: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let names: Vec<String> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|i| i["names"].as_array().cloned().unwrap_or_default())
+        .map(|n| n.as_str().unwrap().to_string())
+        .collect();
+    assert!(names.contains(&tag1) && names.contains(&tag2), "{names:?}");
+
+    // An image mounted by a running sandbox cannot be removed.
+    let n = name("imgmount");
+    let scope = e.tempdir("imgmount");
+    let mut s = spec(
+        &n,
+        &scope,
+        &["sh", "-c", "cat /opt/img/hello.txt; sleep 300"],
+    );
+    s["imageMounts"] = json!([{"image": tag1, "target": "/opt/img"}]);
+    let mut child = e
+        .launch(&s, &[])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert_eq!(first, "hello from scratch\n", "the image mount is visible");
+    let o = e.podman(&[
+        "ps",
+        "--filter",
+        &format!("label=handler.image-mount.{id}"),
+        "--format",
+        "{{.Names}}",
+    ]);
+    assert_eq!(
+        text(&o.stdout).trim(),
+        n,
+        "labelled with handler.image-mount.<id>"
+    );
+    let o = run(&mut e.bin(&["image", "remove", &tag2]));
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "remove refuses an image a container mounts"
+    );
+    assert!(text(&o.stderr).contains(&n), "{}", text(&o.stderr));
+    kill(child.id(), "TERM");
+    child.wait().unwrap();
+    assert_eq!(
+        run(&mut e.bin(&["image", "remove", &tag2])).status.code(),
+        Some(0)
+    );
+    assert_eq!(
+        run(&mut e.bin(&["image", "remove", &tag1])).status.code(),
+        Some(0)
+    );
+    assert_eq!(
+        run(&mut e.bin(&["image", "inspect", &tag1])).status.code(),
+        Some(1)
+    );
+}
+
+#[test]
+fn cache_size_and_clear_count_inner_ids_and_refuse_a_mounted_folder() {
+    let e = env_or_skip!();
+    let root = e.tempdir("cache");
+    let cache = root.join("cargo");
+    std::fs::create_dir(&cache).unwrap();
+    e.give(&cache);
+    let c = cache.to_str().unwrap();
+    // Files owned by an inner id (a subordinate id on the host), unreadable to the host user.
+    let script = format!(
+        "mkdir -p {c}/inner && head -c 200000 /dev/zero > {c}/inner/blob && chown -R 100:100 {c}/inner && chmod 700 {c}/inner"
+    );
+    let o = e.podman(&["unshare", "sh", "-c", &script]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let o = run(&mut e.as_user("ls", &[&format!("{c}/inner")], &[]));
+    assert!(
+        !o.status.success(),
+        "the host user cannot read the inner id's folder"
+    );
+    let o = run(&mut e.bin(&["cache", "size", c]));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["bytes"].as_u64().unwrap() >= 200000, "{v}");
+
+    // Refused while a sandbox mounts the folder (or one inside it).
+    let n = name("cachemount");
+    let scope = e.tempdir("cachescope");
+    let mut s = spec(&n, &scope, &["sleep", "300"]);
+    s["mounts"].as_array_mut().unwrap().push(json!({"source": cache, "target": "/home/agent/.cargo", "readOnly": false, "kind": "cache"}));
+    let mut child = e
+        .launch(&s, &[])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    e.wait_running(&n);
+    let o = run(&mut e.bin(&["cache", "clear", c]));
+    assert_eq!(o.status.code(), Some(1), "clear refused while mounted");
+    assert!(text(&o.stderr).contains(&n), "{}", text(&o.stderr));
+    let o = run(&mut e.bin(&["cache", "clear", root.to_str().unwrap()]));
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "clear refused while a folder inside it is mounted"
+    );
+    kill(child.id(), "TERM");
+    child.wait().unwrap();
+
+    let o = run(&mut e.bin(&["cache", "clear", c]));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(std::fs::read_dir(&cache).unwrap().count(), 0, "emptied");
+    assert!(cache.is_dir(), "the folder itself stays");
+    let o = run(&mut e.bin(&["cache", "size", c]));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["bytes"].as_u64().unwrap() < 200000);
+}
+
+#[test]
+fn check_reports_a_usable_host() {
+    let e = env_or_skip!();
+    let o = run(&mut e.bin(&["check"]));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("a RuntimeCheck on stdout");
+    assert_eq!(o.status.code(), Some(0), "{v:#}");
+    assert_eq!(v["ok"], true);
+    assert!(v["runtime"].as_str().unwrap().starts_with("podman "));
+    let items = v["items"].as_array().unwrap();
+    for name in [
+        "podman",
+        "rootless",
+        "subuid",
+        "subgid",
+        "runtime",
+        "keep-id",
+        "/dev/net/tun",
+        "/dev/fuse",
+        "init",
+    ] {
+        let it = items
+            .iter()
+            .find(|i| i["name"] == name)
+            .unwrap_or_else(|| panic!("no item {name}"));
+        assert_eq!(it["ok"], true, "{it}");
+    }
+}
+
+/// `git` on the host as the test user in `dir`, its failure ignored (what a person runs in a
+/// repository the sandbox may have broken).
+fn host_git_try(e: &Env, dir: &Path, args: &[&str]) {
+    let mut all = vec!["-C", dir.to_str().unwrap()];
+    all.extend_from_slice(args);
+    let _ = e.as_user("git", &all, &[]).stdin(Stdio::null()).output();
+}
+
+/// `git` on the host as the test user in `dir`, asserted to succeed; its stdout.
+fn host_git(e: &Env, dir: &Path, args: &[&str]) -> String {
+    let mut all = vec![
+        "-C",
+        dir.to_str().unwrap(),
+        "-c",
+        "user.name=Test",
+        "-c",
+        "user.email=test@example.invalid",
+        "-c",
+        "init.defaultBranch=main",
+    ];
+    all.extend_from_slice(args);
+    let o = e
+        .as_user("git", &all, &[])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "git {args:?}: {}{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+    text(&o.stdout)
+}
+
+/// Every file under `dir` with its content (links as `-> target`), for before/after comparisons.
+fn tree(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = entry.path();
+            let m = std::fs::symlink_metadata(&p).unwrap();
+            let key = p.strip_prefix(dir).unwrap().display().to_string();
+            if m.file_type().is_symlink() {
+                let t = std::fs::read_link(&p).unwrap();
+                out.insert(key, format!("-> {}", t.display()).into_bytes());
+            } else if m.is_dir() {
+                out.insert(key, b"<dir>".to_vec());
+                stack.push(p);
+            } else {
+                out.insert(key, std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    out
+}
+
+/// The paths that differ between two [`tree`]s, none expected.
+fn assert_same_tree(
+    before: &std::collections::BTreeMap<String, Vec<u8>>,
+    after: &std::collections::BTreeMap<String, Vec<u8>>,
+) {
+    let changed: Vec<&String> = before
+        .keys()
+        .chain(after.keys())
+        .filter(|k| before.get(*k) != after.get(*k))
+        .collect();
+    assert!(changed.is_empty(), "the host's .git changed: {changed:?}");
+}
+
+/// What an agent tries in its scope to get the host's git to run something: a hook, a
+/// `core.fsmonitor` and a hooks path in the config, a ref, and replacing or moving `.git`
+/// itself. `CANARY` is the file a successful attack creates on the host.
+fn git_attack(canary: &Path) -> String {
+    format!(
+        r#"hook='#!/bin/sh
+touch {canary}'
+printf '%s\n' "$hook" > .git/hooks/post-checkout 2>/dev/null && chmod +x .git/hooks/post-checkout && echo hook=written
+printf '[core]\n\tfsmonitor = "touch {canary}; false"\n\thooksPath = evil-hooks\n' >> .git/config 2>/dev/null && echo config=written
+mkdir -p evil-hooks && printf '%s\n' "$hook" > evil-hooks/post-checkout && chmod +x evil-hooks/post-checkout
+echo 0000000000000000000000000000000000000000 > .git/refs/heads/evil 2>/dev/null && echo ref=written
+ln -s /tmp .git/refs/heads/link 2>/dev/null && echo reflink=written
+mv .git .git-moved 2>/dev/null && echo moved=yes && mv .git-moved .git
+rmdir .git/refs/tags 2>/dev/null && echo removed=yes
+echo done > work.txt && echo scope_writable=yes
+"#,
+        canary = canary.display()
+    )
+}
+
+/// Issue 11, item 5: a sandbox whose scope is a git repository cannot change anything of its
+/// `.git` (hooks, config, refs), so the person's next `git checkout` on the host runs nothing
+/// the agent planted; the working tree stays writable.
+#[test]
+fn the_scopes_git_directory_is_read_only_in_the_sandbox() {
+    let e = env_or_skip!();
+    let n = name("git");
+    let root = e.tempdir("git");
+    let scope = root.join("repo");
+    std::fs::create_dir(&scope).unwrap();
+    e.give(&scope);
+    let canary = root.join("canary");
+    host_git(e, &scope, &["init", "-q"]);
+    std::fs::write(scope.join("a.txt"), "a\n").unwrap();
+    e.give(&scope.join("a.txt"));
+    host_git(e, &scope, &["add", "a.txt"]);
+    host_git(e, &scope, &["commit", "-q", "-m", "one"]);
+    host_git(e, &scope, &["branch", "other"]);
+    let before = tree(&scope.join(".git"));
+
+    let s = spec(&n, &scope, &["sh", "-c", &git_attack(&canary)]);
+    let o = run(&mut e.launch(&s, &[]));
+    let out = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{}", text(&o.stderr));
+    let after = tree(&scope.join(".git"));
+    // The person's next checkouts and status run nothing.
+    if scope.join(".git").exists() {
+        host_git(e, &scope, &["checkout", "-q", "other"]);
+        host_git(e, &scope, &["checkout", "-q", "main"]);
+        host_git(e, &scope, &["status", "--short"]);
+    }
+    assert!(
+        !canary.exists(),
+        "the host's git ran what the sandbox planted:\n{out}"
+    );
+    assert_eq!(
+        kv(&out).get("scope_writable").map(String::as_str),
+        Some("yes"),
+        "{out}"
+    );
+    for k in ["hook", "config", "ref", "reflink", "moved", "removed"] {
+        assert!(!kv(&out).contains_key(k), "{k}: {out}");
+    }
+    assert_same_tree(&before, &after);
+    assert!(e.containers(&n).is_empty());
+}
+
+/// Issue 11, item 5, a worktree: its `.git` file is read-only (else the sandbox points it at a
+/// git directory of its own making, with hooks), and a scope holding the main repository keeps
+/// its common directory (where the worktrees' hooks and config live) read-only too.
+#[test]
+fn a_worktrees_git_file_and_common_dir_are_read_only_in_the_sandbox() {
+    let e = env_or_skip!();
+    let root = e.tempdir("gitwt");
+    let main = root.join("main");
+    std::fs::create_dir(&main).unwrap();
+    e.give(&main);
+    let canary = root.join("canary");
+    host_git(e, &main, &["init", "-q"]);
+    std::fs::write(main.join("a.txt"), "a\n").unwrap();
+    e.give(&main.join("a.txt"));
+    host_git(e, &main, &["add", "a.txt"]);
+    host_git(e, &main, &["commit", "-q", "-m", "one"]);
+    let wt = root.join("wt");
+    host_git(
+        e,
+        &main,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            "feature",
+            wt.to_str().unwrap(),
+        ],
+    );
+    // The scope is the worktree; the sandbox redirects its .git file to a git directory it makes.
+    let n = name("gitwt");
+    let fake = wt.join("evil-gitdir");
+    let attack = format!(
+        r#"mkdir -p {fake}/hooks {fake}/objects {fake}/refs/heads; echo 'ref: refs/heads/feature' > {fake}/HEAD
+printf '#!/bin/sh\ntouch {canary}\n' > {fake}/hooks/post-checkout; chmod +x {fake}/hooks/post-checkout
+printf '[core]\n\tfsmonitor = "touch {canary}; false"\n' > {fake}/config
+echo 'gitdir: {fake}' > .git 2>/dev/null && echo gitfile=written
+echo done > work.txt && echo scope_writable=yes
+"#,
+        fake = fake.display(),
+        canary = canary.display()
+    );
+    let gitfile = std::fs::read(wt.join(".git")).unwrap();
+    let o = run(&mut e.launch(&spec(&n, &wt, &["sh", "-c", &attack]), &[]));
+    let out = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{}", text(&o.stderr));
+    host_git_try(e, &wt, &["status", "--short"]);
+    host_git_try(e, &wt, &["checkout", "-q", "-b", "next"]);
+    assert!(
+        !canary.exists(),
+        "the host's git ran a hook of the sandbox's git directory:\n{out}"
+    );
+    host_git(e, &wt, &["checkout", "-q", "feature"]);
+    assert_eq!(
+        kv(&out).get("scope_writable").map(String::as_str),
+        Some("yes"),
+        "{out}"
+    );
+    assert!(!kv(&out).contains_key("gitfile"), "{out}");
+    assert_eq!(std::fs::read(wt.join(".git")).unwrap(), gitfile);
+
+    // A scope holding the main repository and its worktree: both git directories read-only.
+    let n = name("gitwt2");
+    let before = tree(&main.join(".git"));
+    let attack = format!(
+        r#"cd {main} && {a}
+cd {wt} && echo 'gitdir: {fake}' > .git 2>/dev/null && echo gitfile=written
+echo x > {main}/.git/worktrees/wt/HEAD 2>/dev/null && echo wthead=written
+true
+"#,
+        main = main.display(),
+        wt = wt.display(),
+        fake = fake.display(),
+        a = git_attack(&canary)
+    );
+    let o = run(&mut e.launch(&spec(&n, &root, &["sh", "-c", &attack]), &[]));
+    let out = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{}", text(&o.stderr));
+    for k in [
+        "hook", "config", "ref", "moved", "removed", "gitfile", "wthead",
+    ] {
+        assert!(!kv(&out).contains_key(k), "{k}: {out}");
+    }
+    assert_same_tree(&before, &tree(&main.join(".git")));
+    assert_eq!(std::fs::read(wt.join(".git")).unwrap(), gitfile);
+    host_git(e, &main, &["checkout", "-q", "-b", "again"]);
+    host_git(e, &wt, &["checkout", "-q", "next"]);
+    assert!(
+        !canary.exists(),
+        "the host's git ran what the sandbox planted"
+    );
+}
+
+/// Issue 11, item 5: a `.git` that is a symbolic link in the scope (planted in an earlier
+/// session, say) is refused (64) before anything starts: the sandbox could point it anywhere.
+#[test]
+fn a_git_link_in_the_scope_is_refused() {
+    let e = env_or_skip!();
+    let n = name("gitlink");
+    let root = e.tempdir("gitlink");
+    let real = root.join("real");
+    std::fs::create_dir(&real).unwrap();
+    e.give(&real);
+    host_git(e, &real, &["init", "-q"]);
+    let scope = root.join("scope");
+    std::fs::create_dir(&scope).unwrap();
+    e.give(&scope);
+    std::os::unix::fs::symlink(real.join(".git"), scope.join(".git")).unwrap();
+    let o = run(&mut e.launch(&spec(&n, &scope, &["sh", "-c", "echo started"]), &[]));
+    assert_eq!(o.status.code(), Some(64), "{}", text(&o.stderr));
+    assert!(o.stdout.is_empty());
+    assert!(
+        text(&o.stderr).contains("symbolic link"),
+        "{}",
+        text(&o.stderr)
+    );
+}
+
+/// A2 whatever containers.conf says: a `[containers] volumes` in the file podman reads (here
+/// through CONTAINERS_CONF, and as a drop-in of the user's containers.conf.d) refuses the
+/// launch (64) naming the file and the setting, before anything starts; the test user's own
+/// containers.conf (`runtime = "runc"`) keeps working (every other test).
+#[test]
+fn a_containers_conf_that_adds_a_volume_is_refused() {
+    let e = env_or_skip!();
+    let n = name("conf");
+    let root = e.tempdir("conf");
+    let scope = root.join("scope");
+    std::fs::create_dir(&scope).unwrap();
+    e.give(&scope);
+    let user_conf =
+        std::fs::read_to_string(format!("{}/.config/containers/containers.conf", e.home))
+            .unwrap_or_default();
+    let conf = root.join("containers.conf");
+    std::fs::write(
+        &conf,
+        format!("[containers]\nvolumes = [\"/etc/hostname:/leaked:ro\"]\n{user_conf}"),
+    )
+    .unwrap();
+    e.give(&conf);
+    let s = spec(&n, &scope, &["sh", "-c", "echo started; cat /leaked"]);
+    let o = run(&mut e.launch(&s, &[("CONTAINERS_CONF", conf.to_str().unwrap())]));
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(64), "{}{err}", text(&o.stdout));
+    assert!(
+        o.stdout.is_empty(),
+        "the process started: {}",
+        text(&o.stdout)
+    );
+    assert!(
+        err.contains(conf.to_str().unwrap()) && err.contains("volumes"),
+        "{err}"
+    );
+
+    // The same as a drop-in beside the user's own containers.conf (and storage.conf).
+    let xdg = root.join("xdg");
+    let dropins = xdg.join("containers/containers.conf.d");
+    std::fs::create_dir_all(&dropins).unwrap();
+    for f in ["containers.conf", "storage.conf"] {
+        let _ = std::fs::copy(
+            format!("{}/.config/containers/{f}", e.home),
+            xdg.join("containers").join(f),
+        );
+    }
+    std::fs::write(
+        dropins.join("50-leak.conf"),
+        "[containers]\nvolumes = [\"/etc/hostname:/leaked:ro\"]\n",
+    )
+    .unwrap();
+    for p in [
+        &xdg,
+        &xdg.join("containers"),
+        &dropins,
+        &dropins.join("50-leak.conf"),
+    ] {
+        e.give(p);
+    }
+    let xdg_s = xdg.to_str().unwrap();
+    let o = run(&mut e.launch(&s, &[("XDG_CONFIG_HOME", xdg_s)]));
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(64), "{}{err}", text(&o.stdout));
+    assert!(
+        err.contains("50-leak.conf") && err.contains("volumes"),
+        "{err}"
+    );
+    // Without the drop-in the same folder works (runc from the copied containers.conf).
+    std::fs::remove_file(dropins.join("50-leak.conf")).unwrap();
+    let o = run(&mut e.launch(
+        &spec(&n, &scope, &["sh", "-c", "echo started"]),
+        &[("XDG_CONFIG_HOME", xdg_s)],
+    ));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(text(&o.stdout), "started\n");
+}
+
+/// The sandbox has a process limit: a fork loop stops there (here the launcher's own hard
+/// RLIMIT_NPROC, 400, lowers the default 4096), the sandbox's other processes go on.
+#[test]
+fn a_fork_loop_stops_at_the_process_limit() {
+    let e = env_or_skip!();
+    let n = name("pids");
+    let scope = e.tempdir("pids");
+    // The loop's shell dies when a fork fails; its count survives in the scope.
+    let script =
+        "(i=0; while [ $i -lt 1000 ]; do sleep 20 & i=$((i+1)); echo $i > count; done) 2>/dev/null
+kill -9 -1; wait; read n < count; echo started=$n
+grep 'Max processes' /proc/self/limits | tr -s ' ' | sed 's/^/limit=/'; echo alive=yes";
+    let spec_v = spec(&n, &scope, &["sh", "-c", script]);
+    let file = e.tempdir("pids-spec").join("spec.json");
+    std::fs::write(&file, serde_json::to_vec(&spec_v).unwrap()).unwrap();
+    e.give(&file);
+    let o = run(&mut e.as_user(
+        "sh",
+        &[
+            "-c",
+            "exec prlimit --nproc=400:400 \"$0\" launch 3<\"$1\"",
+            e.bin.to_str().unwrap(),
+            file.to_str().unwrap(),
+        ],
+        &[],
+    ));
+    let out = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{}", text(&o.stderr));
+    let v = kv(&out);
+    let started: u32 = v
+        .get("started")
+        .unwrap_or_else(|| panic!("{out}"))
+        .parse()
+        .unwrap();
+    assert!(
+        started < 400,
+        "{started} processes started: no limit\n{out}"
+    );
+    assert!(
+        v.get("limit").is_some_and(|l| l.contains("400 400")),
+        "{out}"
+    );
+    assert_eq!(v.get("alive").map(String::as_str), Some("yes"), "{out}");
+    // Launched with the test user's own limit, the sandbox's is the default.
+    let o = run(&mut e.launch(
+        &spec(
+            &n,
+            &scope,
+            &[
+                "sh",
+                "-c",
+                "grep 'Max processes' /proc/self/limits | tr -s ' '",
+            ],
+        ),
+        &[],
+    ));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout).contains("Max processes 4096 4096"),
+        "{}",
+        text(&o.stdout)
+    );
+}

@@ -1,0 +1,1158 @@
+//! The Control API over real HTTP (D): auth on every route, problem+json shapes, /openapi.json
+//! covering every route, the stores (accounts, providers, secrets, folders, contexts), each E1
+//! refusal, risks (409 then confirmRisks), projects, and no secret value in any answer or log.
+
+use crate::daemon_support;
+
+use std::os::unix::fs::PermissionsExt;
+
+use daemon_support::{TestDaemon, assert_problem, bodies, logs};
+use handler_core::daemon::routes::table;
+use serde_json::{Value, json};
+
+const TOKEN_A: &str = "fk-Secret0TokenAAAA1111bbbb2222cccc3333";
+const KEY_P: &str = "sk-or-v1-KeyPPPP4444qqqq5555rrrr6666ssss";
+const SECRET_S: &str = "s3cret-Store-Value-7777tttt8888";
+
+/// Path parameters that once slipped past the token check (a path ending in `/acp`), and a
+/// plain one: every route of the table is tried with each.
+const PARAMS: &[&str] = &["x", "acp", "x/acp", "a%2Facp", "acp/acp", "x%2F..%2Facp"];
+
+fn concrete_with(path: &str, param: &str) -> String {
+    let rest = if param == "x" {
+        "providers/x/apiKey"
+    } else {
+        param
+    };
+    path.replace("{*path}", rest)
+        .replace("{name}", param)
+        .replace("{id}", param)
+}
+
+/// Whether a concrete path is one the router matches to `pattern` (`{x}` one segment).
+fn matches_route(pattern: &str, path: &str) -> bool {
+    let (p, c): (Vec<&str>, Vec<&str>) = (pattern.split('/').collect(), path.split('/').collect());
+    p.len() == c.len() && p.iter().zip(&c).all(|(p, c)| p.starts_with('{') || p == c)
+}
+
+fn concrete(path: &str) -> String {
+    concrete_with(path, "x")
+}
+
+/// A body a handler would act on, so that a request let through shows as something else than 401.
+fn body_for(method: &str) -> Option<Value> {
+    matches!(method, "PUT" | "POST" | "PATCH").then(|| {
+        json!({"name": "acp", "harness": "fake", "value": "v", "token": {"command": ["/bin/touch", "/tmp/handler-pwned"]}})
+    })
+}
+
+#[tokio::test]
+async fn token_file_is_0600_and_every_route_needs_it() {
+    let d = TestDaemon::start().await;
+    let tf = d.home.path().join(".config/handler-ai/token");
+    let meta = std::fs::metadata(&tf).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    assert_eq!(std::fs::read_to_string(&tf).unwrap().trim(), d.token);
+    let ws_token = format!("acp.v1, bearer.{}", d.token);
+    let upgrades: Vec<(&str, &str)> = table()
+        .iter()
+        .filter(|r| r.upgrade)
+        .map(|r| (r.method, r.path))
+        .collect();
+    assert!(!upgrades.is_empty());
+    for r in table() {
+        for param in PARAMS {
+            let url = format!("{}{}", d.url, concrete_with(r.path, param));
+            let m = reqwest::Method::from_bytes(r.method.as_bytes()).unwrap();
+            // The subprotocol token is a token only on the routes the table marks as upgrades.
+            let mut tries: Vec<(Option<&str>, Option<&str>)> = vec![
+                (None, None),
+                (Some("Bearer wrong-token"), None),
+                (Some("Basic abc"), None),
+                (None, Some("acp.v1, bearer.wrong")),
+            ];
+            let path = concrete_with(r.path, param);
+            if !upgrades
+                .iter()
+                .any(|(m, p)| *m == r.method && matches_route(p, &path))
+            {
+                tries.push((None, Some(&ws_token)));
+            }
+            for (auth, proto) in tries {
+                let mut req = d.http.request(m.clone(), &url);
+                if let Some(a) = auth {
+                    req = req.header("authorization", a);
+                }
+                if let Some(p) = proto {
+                    req = req
+                        .header("sec-websocket-protocol", p)
+                        .header("connection", "upgrade")
+                        .header("upgrade", "websocket")
+                        .header("sec-websocket-version", "13")
+                        .header("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ==");
+                }
+                if let Some(b) = body_for(r.method) {
+                    req = req.json(&b);
+                }
+                let res = req.send().await.unwrap();
+                assert_eq!(
+                    res.status().as_u16(),
+                    401,
+                    "{} {url} with {auth:?} {proto:?}",
+                    r.method,
+                );
+                assert_eq!(res.headers()["content-type"], "application/problem+json");
+                let p: Value = res.json().await.unwrap();
+                assert_eq!(p["status"], 401);
+                assert_eq!(p["title"], "unauthorized");
+            }
+        }
+    }
+    // Unknown routes too, also ending in /acp.
+    for path in ["/v1/nothing", "/v1/nothing/acp", "/acp"] {
+        let res = d.http.get(format!("{}{path}", d.url)).send().await.unwrap();
+        assert_eq!(res.status().as_u16(), 401, "{path}");
+    }
+    // Nothing was stored by those requests: no account, secret or provider named acp.
+    for path in [
+        "/v1/accounts",
+        "/v1/providers",
+        "/v1/contexts",
+        "/v1/bindings",
+    ] {
+        let (s, v) = d.get(path).await;
+        assert_eq!(s, 200);
+        assert!(!v.to_string().contains("\"acp\""), "{path}: {v}");
+    }
+    let (s, v) = d.get("/v1/secrets").await;
+    assert_eq!(s, 200);
+    assert!(!v.to_string().contains("acp"), "{v}");
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn an_account_named_acp_needs_the_token_and_its_command_never_runs() {
+    let d = TestDaemon::start().await;
+    let canary = d.home.path().join("pwned");
+    let body = json!({"name": "acp", "harness": "fake",
+        "token": {"command": ["/bin/touch", canary.display().to_string()]}});
+    for (m, path) in [
+        ("PUT", "/v1/accounts/acp"),
+        ("POST", "/v1/accounts/acp"),
+        ("PUT", "/v1/accounts/acp/token"),
+        ("PUT", "/v1/secrets/x/acp"),
+        ("PUT", "/v1/providers/acp"),
+        ("PUT", "/v1/contexts/acp"),
+    ] {
+        let res = d
+            .http
+            .request(
+                reqwest::Method::from_bytes(m.as_bytes()).unwrap(),
+                format!("{}{path}", d.url),
+            )
+            .header(
+                "sec-websocket-protocol",
+                format!("acp.v1, bearer.{}", d.token),
+            )
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status().as_u16(), 401, "{m} {path}");
+    }
+    assert!(
+        !d.home
+            .path()
+            .join(".config/handler-ai/accounts/acp.toml")
+            .exists()
+    );
+    let (s, v) = d.get("/v1/accounts").await;
+    assert_eq!((s, v), (200, json!([])));
+    assert!(!canary.exists());
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn a_foreign_host_is_421_before_the_token_on_every_route() {
+    let d = TestDaemon::start().await;
+    let port = d.port;
+    let bad = [
+        format!("evil.example:{port}"),
+        "evil.example".to_string(),
+        "127.0.0.1".to_string(),
+        format!("127.0.0.1:{}", port.wrapping_add(1)),
+        format!("app.localhost:{port}"),
+        format!("127.0.0.2:{port}"),
+    ];
+    for r in table() {
+        let url = format!("{}{}", d.url, concrete(r.path));
+        let m = reqwest::Method::from_bytes(r.method.as_bytes()).unwrap();
+        for host in &bad {
+            for with_token in [false, true] {
+                let mut req = d.http.request(m.clone(), &url).header("host", host);
+                if with_token {
+                    req = req.bearer_auth(&d.token);
+                }
+                let res = req.send().await.unwrap();
+                assert_eq!(
+                    res.status().as_u16(),
+                    421,
+                    "{} {} Host {host}",
+                    r.method,
+                    r.path
+                );
+                assert_eq!(res.headers()["content-type"], "application/problem+json");
+            }
+        }
+    }
+    for host in [
+        format!("127.0.0.1:{port}"),
+        format!("localhost:{port}"),
+        format!("LOCALHOST:{port}"),
+        format!("[::1]:{port}"),
+    ] {
+        let res = d
+            .http
+            .get(format!("{}/v1/accounts", d.url))
+            .header("host", &host)
+            .bearer_auth(&d.token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status().as_u16(), 200, "Host {host}");
+    }
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn a_foreign_origin_is_403_on_every_route() {
+    let d = TestDaemon::start_with(daemon_support::Options {
+        origins: vec!["http://ui.local".into()],
+        ..Default::default()
+    })
+    .await;
+    let port = d.port;
+    for r in table() {
+        let url = format!("{}{}", d.url, concrete(r.path));
+        let m = reqwest::Method::from_bytes(r.method.as_bytes()).unwrap();
+        for origin in [
+            "http://evil.example",
+            "null",
+            &format!("http://127.0.0.1:{}", port.wrapping_add(1)),
+            &format!("https://localhost:{port}"),
+        ] {
+            let mut req = d
+                .http
+                .request(m.clone(), &url)
+                .bearer_auth(&d.token)
+                .header("origin", origin);
+            if let Some(b) = body_for(r.method) {
+                req = req.json(&b);
+            }
+            let res = req.send().await.unwrap();
+            assert_eq!(
+                res.status().as_u16(),
+                403,
+                "{} {} Origin {origin}",
+                r.method,
+                r.path
+            );
+            let p: Value = res.json().await.unwrap();
+            assert_eq!(p["title"], "origin not allowed");
+        }
+    }
+    for origin in [
+        "http://ui.local".to_string(),
+        format!("http://127.0.0.1:{port}"),
+        format!("http://localhost:{port}"),
+        format!("http://[::1]:{port}"),
+    ] {
+        let res = d
+            .http
+            .get(format!("{}/v1/accounts", d.url))
+            .bearer_auth(&d.token)
+            .header("origin", &origin)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status().as_u16(), 200, "Origin {origin}");
+    }
+    d.stop().await;
+}
+
+#[test]
+fn a_token_file_others_could_read_is_replaced_and_another_mode_fixed_loudly() {
+    let dir = tempfile::tempdir().unwrap();
+    let tf = dir.path().join("token");
+    let old = "a".repeat(64);
+    std::fs::write(&tf, format!("{old}\n")).unwrap();
+    std::fs::set_permissions(&tf, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let t = handler_core::daemon::auth::load_or_create_token(&tf).unwrap();
+    assert_ne!(t, old, "a token others could read is not kept");
+    assert_eq!(std::fs::read_to_string(&tf).unwrap().trim(), t);
+    assert_eq!(
+        std::fs::metadata(&tf).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    std::fs::set_permissions(&tf, std::fs::Permissions::from_mode(0o400)).unwrap();
+    let again = handler_core::daemon::auth::load_or_create_token(&tf).unwrap();
+    assert_eq!(again, t, "the owner's own token kept");
+    assert_eq!(
+        std::fs::metadata(&tf).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    // A link is refused, not followed.
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(&tf, &link).unwrap();
+    assert!(handler_core::daemon::auth::load_or_create_token(&link).is_err());
+}
+
+/// The refusal of an ACP handshake: its status and body.
+async fn acp_refusal(d: &TestDaemon, agent: &str) -> (u16, String) {
+    match daemon_support::acp::open(&d.acp_url(agent, ""), &d.protocols(), None).await {
+        Ok(_) => (101, String::new()),
+        Err(tokio_tungstenite::tungstenite::Error::Http(r)) => (
+            r.status().as_u16(),
+            String::from_utf8_lossy(r.body().as_deref().unwrap_or_default()).into_owned(),
+        ),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+async fn agent_on(d: &TestDaemon, account: &str, token: Value) -> String {
+    let (s, v) = d
+        .post(
+            "/v1/accounts",
+            json!({"name": account, "harness": "fake", "token": token}),
+        )
+        .await;
+    assert_eq!(s, 201, "{v}");
+    let a = d.fake_agent(account, json!({})).await;
+    a["id"].as_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn token_references_are_checked_files_bounded_and_commands_timed_out() {
+    let d = TestDaemon::start_with(daemon_support::Options {
+        secret_command_timeout: Some(std::time::Duration::from_secs(1)),
+        ..Default::default()
+    })
+    .await;
+    // An empty command is a 400 naming the field, on create and on PUT …/token.
+    let (s, v) = d
+        .post(
+            "/v1/accounts",
+            json!({"name": "e", "harness": "fake", "token": {"command": []}}),
+        )
+        .await;
+    assert_eq!(s, 400, "{v}");
+    assert!(
+        v["detail"].as_str().unwrap().contains("token.command"),
+        "{v}"
+    );
+    d.fake_account("perso", TOKEN_A).await;
+    for bad in [
+        json!({"command": []}),
+        json!({"command": [""]}),
+        json!({"env": "NOT A NAME"}),
+        json!({"file": ""}),
+    ] {
+        let (s, v) = d.put("/v1/accounts/perso/token", bad.clone()).await;
+        assert_eq!(s, 400, "{bad}: {v}");
+        assert!(v["detail"].as_str().unwrap().starts_with("token."), "{v}");
+    }
+    // A file larger than 1 MiB (its first line a valid token) is refused, /dev/zero too.
+    let big = d.home.path().join("big-token");
+    let mut content = format!("{TOKEN_A}\n").into_bytes();
+    content.resize(2 * 1024 * 1024, b'x');
+    std::fs::write(&big, content).unwrap();
+    let id = agent_on(&d, "big", json!({"file": big.display().to_string()})).await;
+    let (s, body) = acp_refusal(&d, &id).await;
+    assert_eq!(s, 400, "{body}");
+    assert!(body.contains("larger than 1 MiB"), "{body}");
+    let id = agent_on(&d, "zero", json!({"file": "/dev/zero"})).await;
+    let (s, body) = acp_refusal(&d, &id).await;
+    assert_eq!(s, 400, "{body}");
+    assert!(body.contains("not a regular file"), "{body}");
+    // A slow command is killed after its time limit, and the daemon answers meanwhile.
+    let id = agent_on(
+        &d,
+        "slow",
+        json!({"command": ["/bin/sh", "-c", format!("sleep 6; echo {TOKEN_A}")]}),
+    )
+    .await;
+    let started = std::time::Instant::now();
+    let url = d.acp_url(&id, "");
+    let protocols = d.protocols();
+    let opening = tokio::spawn(async move {
+        daemon_support::acp::open(&url, &protocols, None)
+            .await
+            .err()
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let (s, _) = d.get("/v1/accounts").await;
+    assert_eq!(s, 200);
+    assert!(
+        started.elapsed() < std::time::Duration::from_millis(800),
+        "the daemon answers while a secret command runs (not after its 1 s limit)"
+    );
+    let e = opening.await.unwrap().expect("refused");
+    assert!(started.elapsed() < std::time::Duration::from_secs(4));
+    match e {
+        tokio_tungstenite::tungstenite::Error::Http(r) => {
+            assert_eq!(r.status().as_u16(), 400);
+            let body =
+                String::from_utf8_lossy(r.body().as_deref().unwrap_or_default()).into_owned();
+            assert!(body.contains("did not finish within 1 s"), "{body}");
+            assert!(!body.contains(TOKEN_A), "{body}");
+        }
+        e => panic!("{e}"),
+    }
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn the_token_survives_a_restart() {
+    let d = TestDaemon::start().await;
+    let again = handler_core::daemon::auth::load_or_create_token(
+        &d.home.path().join(".config/handler-ai/token"),
+    )
+    .unwrap();
+    assert_eq!(again, d.token);
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn openapi_describes_every_route_and_body() {
+    let d = TestDaemon::start().await;
+    let (s, doc) = d.get("/openapi.json").await;
+    assert_eq!(s, 200);
+    assert_eq!(doc["openapi"], "3.0.3");
+    for r in table() {
+        let p = handler_core::daemon::openapi::doc_path(r.path);
+        let op = &doc["paths"][&p][r.method.to_lowercase()];
+        assert!(
+            op.is_object(),
+            "{} {p} missing from /openapi.json",
+            r.method
+        );
+        assert!(op["responses"]["default"]["content"]["application/problem+json"].is_object());
+        if r.request.is_some() {
+            assert!(
+                op["requestBody"]["content"]["application/json"]["schema"].is_object(),
+                "{} {p}",
+                r.method
+            );
+        }
+    }
+    // Every $ref resolves.
+    let text = doc.to_string();
+    for part in text.split("\"$ref\":\"#/components/schemas/").skip(1) {
+        let name = &part[..part.find('"').unwrap()];
+        assert!(
+            doc["components"]["schemas"][name].is_object(),
+            "unresolved $ref {name}"
+        );
+    }
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn problems_for_unknown_routes_methods_and_bad_bodies() {
+    let d = TestDaemon::start().await;
+    let (s, v, ct) = d.call("GET", "/v1/nothing", None).await;
+    assert_problem(s, &v, 404, "not found");
+    assert_eq!(ct, "application/problem+json");
+    let (s, v, _) = d.call("PATCH", "/v1/accounts", Some(json!({}))).await;
+    assert_problem(s, &v, 405, "method not allowed");
+    let res = d
+        .http
+        .post(format!("{}/v1/accounts", d.url))
+        .bearer_auth(&d.token)
+        .header("content-type", "application/json")
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 400);
+    assert_eq!(res.headers()["content-type"], "application/problem+json");
+    let (s, v) = d
+        .post("/v1/accounts", json!({"name": "a", "harness": 7}))
+        .await;
+    assert_problem(s, &v, 422, "invalid body");
+    assert!(v["detail"].as_str().unwrap().contains("harness"), "{v}");
+    let (s, v) = d.get("/v1/agents/a_nope").await;
+    assert_problem(s, &v, 404, "not found");
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn accounts_token_login_file_login_and_the_secret_store() {
+    let d = TestDaemon::start().await;
+    // A pasted token: to the store, the file has a reference.
+    let (s, v) = d.post("/v1/accounts", json!({"name": "perso", "harness": "fake", "description": "me", "token": {"value": TOKEN_A}})).await;
+    assert_eq!(s, 201, "{v}");
+    assert_eq!(v["token"], json!({"secret": "accounts/perso/token"}));
+    assert_eq!(v["loggedIn"], true);
+    assert_eq!(v["login"], "token");
+    let file =
+        std::fs::read_to_string(d.home.path().join(".config/handler-ai/accounts/perso.toml"))
+            .unwrap();
+    assert!(
+        file.contains("accounts/perso/token") && !file.contains(TOKEN_A),
+        "{file}"
+    );
+    let store = d.home.path().join(".local/share/handler-ai/secrets.json");
+    assert_eq!(
+        std::fs::metadata(&store).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    // Not the harness's prefix: 422.
+    let (s, v) = d.post("/v1/accounts", json!({"name": "bad", "harness": "fake", "token": {"value": "xx-not-a-fake-token-000000"}})).await;
+    assert_problem(s, &v, 422, "token invalid");
+    // A reference kept as given.
+    let (s, v) = d
+        .put("/v1/accounts/perso/token", json!({"env": "MY_FAKE_TOKEN"}))
+        .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["token"], json!({"env": "MY_FAKE_TOKEN"}));
+    let (_, secrets) = d.get("/v1/secrets").await;
+    assert!(
+        !secrets.to_string().contains("accounts/perso/token"),
+        "a replaced pasted token is removed: {secrets}"
+    );
+    // A file login: no token; its credential kept 0600.
+    let (s, v) = d
+        .post(
+            "/v1/accounts",
+            json!({"name": "work", "harness": "codex", "token": {"value": "abc"}}),
+        )
+        .await;
+    assert_problem(s, &v, 400, "account invalid");
+    let (s, v) = d
+        .post("/v1/accounts", json!({"name": "work", "harness": "codex"}))
+        .await;
+    assert_eq!(s, 201, "{v}");
+    assert_eq!(v["loggedIn"], false);
+    let (s, v) = d
+        .put(
+            "/v1/accounts/work/login",
+            json!({"content": "{\"tokens\": {\"access_token\": \"zzz-cred-9999\"}}"}),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["loggedIn"], true);
+    let cred = d
+        .home
+        .path()
+        .join(".local/share/handler-ai/accounts/work/credential");
+    assert_eq!(
+        std::fs::metadata(&cred).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    // Unknown harness, plan not its, connectors it lacks.
+    let (s, v) = d
+        .post("/v1/accounts", json!({"name": "x", "harness": "nope"}))
+        .await;
+    assert_problem(s, &v, 400, "account invalid");
+    let (s, v) = d
+        .post(
+            "/v1/accounts",
+            json!({"name": "x", "harness": "claude-code", "plan": "gold"}),
+        )
+        .await;
+    assert_problem(s, &v, 400, "account invalid");
+    let (s, v) = d
+        .post(
+            "/v1/accounts",
+            json!({"name": "x", "harness": "codex", "connectors": true}),
+        )
+        .await;
+    assert_problem(s, &v, 400, "account invalid");
+    let (s, v) = d
+        .post("/v1/accounts", json!({"name": "perso", "harness": "fake"}))
+        .await;
+    assert_problem(s, &v, 409, "account exists");
+    // List, one, delete.
+    let (_, list) = d.get("/v1/accounts").await;
+    assert_eq!(list.as_array().unwrap().len(), 2);
+    let (s, _) = d.delete("/v1/accounts/work").await;
+    assert_eq!(s, 204);
+    assert!(!cred.exists());
+    let (s, v) = d.get("/v1/accounts/work").await;
+    assert_problem(s, &v, 404, "not found");
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn a_hand_written_account_keeps_its_comments_and_a_literal_token_is_invalid() {
+    let d = TestDaemon::start().await;
+    let dir = d.home.path().join(".config/handler-ai/accounts");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("hand.toml"), "# my own account\napiVersion = \"handler.account/v1\"\nharness = \"fake\" # the fake one\ntoken = { env = \"HAND_TOKEN\" }\n").unwrap();
+    std::fs::write(
+        dir.join("literal.toml"),
+        format!("apiVersion = \"handler.account/v1\"\nharness = \"fake\"\ntoken = \"{TOKEN_A}\"\n"),
+    )
+    .unwrap();
+    let (_, v) = d.get("/v1/accounts/literal").await;
+    let err = v["error"].as_str().unwrap();
+    assert!(
+        err.contains("literal secret is not allowed") && err.contains("line 3"),
+        "{err}"
+    );
+    assert!(!err.contains(TOKEN_A));
+    let (s, v) = d
+        .put(
+            "/v1/accounts/hand",
+            json!({"harness": "fake", "description": "by API"}),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(
+        v["token"],
+        json!({"env": "HAND_TOKEN"}),
+        "a hand-written reference is kept"
+    );
+    let text = std::fs::read_to_string(dir.join("hand.toml")).unwrap();
+    assert!(text.starts_with("# my own account\n"), "{text}");
+    assert!(text.contains("# the fake one"), "{text}");
+    assert!(text.contains("description = \"by API\""), "{text}");
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn providers_from_templates_keys_to_the_store_and_hand_written_references_kept() {
+    let d = TestDaemon::start().await;
+    let (s, t) = d.get("/v1/provider-templates").await;
+    assert_eq!(s, 200);
+    assert!(
+        t.as_array()
+            .unwrap()
+            .iter()
+            .any(|x| x["name"] == "openrouter"),
+        "{t}"
+    );
+    let (s, v) = d
+        .post(
+            "/v1/providers",
+            json!({"name": "or", "template": "openrouter", "apiKey": KEY_P}),
+        )
+        .await;
+    assert_eq!(s, 201, "{v}");
+    assert_eq!(v["apiKey"], json!({"secret": "providers/or/apiKey"}));
+    assert_eq!(v["keySet"], true);
+    assert_eq!(
+        v["endpoints"]["openai-chat"],
+        "https://openrouter.ai/api/v1"
+    );
+    let file = std::fs::read_to_string(d.home.path().join(".config/handler-ai/providers/or.toml"))
+        .unwrap();
+    assert!(!file.contains(KEY_P));
+    let (_, s1) = d.get("/v1/secrets/providers/or/apiKey").await;
+    assert_eq!(s1["hosts"], json!(["openrouter.ai:443"]), "{s1}");
+    // Invalid: no endpoint, duplicate model, bad URL.
+    let (s, v) = d
+        .post(
+            "/v1/providers",
+            json!({"name": "p2", "endpoints": {}, "models": [{"id": "m"}]}),
+        )
+        .await;
+    assert_problem(s, &v, 400, "provider invalid");
+    let (s, v) = d
+        .post(
+            "/v1/providers",
+            json!({"name": "p2", "endpoints": {"openai-chat": "ftp://x"}, "models": [{"id": "m"}]}),
+        )
+        .await;
+    assert_problem(s, &v, 400, "provider invalid");
+    assert!(
+        v["detail"]
+            .as_str()
+            .unwrap()
+            .contains("endpoints.openai-chat"),
+        "{v}"
+    );
+    // A hand-written env key survives a PUT without a key.
+    let dir = d.home.path().join(".config/handler-ai/providers");
+    std::fs::write(dir.join("hand.toml"), "# mine\napiVersion = \"handler.provider/v1\"\napiKey = { env = \"HAND_KEY\" }\n[endpoints]\nopenai-chat = \"http://127.0.0.1:3000/v1\"\n[[models]]\nid = \"q\"\n").unwrap();
+    let (s, v) = d.put("/v1/providers/hand", json!({"endpoints": {"openai-chat": "http://127.0.0.1:3001/v1"}, "models": [{"id": "q"}, {"id": "r"}]})).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["apiKey"], json!({"env": "HAND_KEY"}));
+    let text = std::fs::read_to_string(dir.join("hand.toml")).unwrap();
+    assert!(
+        text.starts_with("# mine\n") && text.contains("3001"),
+        "{text}"
+    );
+    let (s, _) = d.delete("/v1/providers/or").await;
+    assert_eq!(s, 204);
+    let (s, _) = d.get("/v1/secrets/providers/or/apiKey").await;
+    assert_eq!(s, 404);
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn secrets_are_written_never_read() {
+    let d = TestDaemon::start().await;
+    let (s, v) = d
+        .put(
+            "/v1/secrets/bindings/gh/token",
+            json!({"value": SECRET_S, "description": "GitHub"}),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(
+        v,
+        json!({"path": "bindings/gh/token", "description": "GitHub", "updatedAt": v["updatedAt"]})
+    );
+    let (_, list) = d.get("/v1/secrets").await;
+    assert_eq!(list.as_array().unwrap().len(), 1);
+    assert!(!list.to_string().contains(SECRET_S));
+    let (s, v) = d
+        .put("/v1/secrets/accounts/x/token", json!({"value": "abcdefgh"}))
+        .await;
+    assert_problem(s, &v, 400, "secret path reserved");
+    let (s, v) = d
+        .put("/v1/secrets/a/.hidden", json!({"value": "abcdefgh"}))
+        .await;
+    assert_problem(s, &v, 400, "secret path invalid");
+    let (s, v) = d.put("/v1/secrets/a/b", json!({"value": ""})).await;
+    assert_problem(s, &v, 422, "secret invalid");
+    let (s, _) = d.delete("/v1/secrets/bindings/gh/token").await;
+    assert_eq!(s, 204);
+    let (s, _) = d.delete("/v1/secrets/bindings/gh/token").await;
+    assert_eq!(s, 404);
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn work_folders_and_contexts() {
+    let d = TestDaemon::start().await;
+    let (s, v) = d.get("/v1/folders").await;
+    assert_eq!(s, 200);
+    assert_eq!(v["roots"], json!(["~/code"]));
+    let (s, v) = d
+        .put("/v1/folders", json!({"roots": ["~/code", "relative/path"]}))
+        .await;
+    assert_problem(s, &v, 400, "folders invalid");
+    let (s, v) = d
+        .put("/v1/folders", json!({"roots": ["~/elsewhere"]}))
+        .await;
+    assert_eq!(s, 200, "{v}");
+    // The scope is now outside every work folder (D.13).
+    d.fake_account("perso", TOKEN_A).await;
+    let (s, v) = d
+        .post(
+            "/v1/agents",
+            json!({"models": [{"account": "perso"}], "scope": d.scope()}),
+        )
+        .await;
+    assert_problem(s, &v, 400, "scope outside work folders");
+    let (s, _) = d.put("/v1/folders", json!({"roots": ["~/code"]})).await;
+    assert_eq!(s, 200);
+
+    let (s, v) = d
+        .post("/v1/contexts", json!({"name": "Work", "color": "blue"}))
+        .await;
+    assert_eq!(s, 201, "{v}");
+    let (s, v) = d
+        .post("/v1/contexts", json!({"name": "any", "color": "blue"}))
+        .await;
+    assert_problem(s, &v, 400, "context invalid");
+    let (s, v) = d
+        .post("/v1/contexts", json!({"name": "work", "color": "pink"}))
+        .await;
+    assert_problem(s, &v, 409, "context exists");
+    let (s, v) = d.put("/v1/contexts/Work", json!({"color": "violet"})).await;
+    assert_eq!((s, v["color"].clone()), (200, json!("violet")));
+    // A project in Work runs only what is made for it: perso has no contexts (409).
+    let (s, v) = d.post("/v1/projects", json!({"folder": d.scope(), "context": "Work", "agent": {"name": "Dev", "models": [{"account": "perso"}]}})).await;
+    assert_problem(s, &v, 409, "not for this project's context");
+    let (s, _) = d
+        .put(
+            "/v1/accounts/perso",
+            json!({"harness": "fake", "contexts": ["Work"]}),
+        )
+        .await;
+    assert_eq!(s, 200);
+    let (s, v) = d.post("/v1/projects", json!({"folder": d.scope(), "context": "Work", "agent": {"name": "Dev", "models": [{"account": "perso"}]}})).await;
+    assert_eq!(s, 201, "{v}");
+    let (_, c) = d.get("/v1/contexts/Work").await;
+    assert_eq!(c["accounts"], json!(["perso"]));
+    assert_eq!(c["projects"], json!(["app"]));
+    let (s, v) = d.delete("/v1/contexts/Work").await;
+    assert_problem(s, &v, 409, "context in use");
+    d.stop().await;
+}
+
+/// Each E1 refusal: 400 model access unusable, the detail naming the reason.
+#[tokio::test]
+async fn every_e1_refusal_is_a_clear_400() {
+    let d = TestDaemon::start().await;
+    d.fake_account("perso", TOKEN_A).await;
+    let (s, _) = d.post("/v1/providers", json!({"name": "local", "endpoints": {"anthropic": "http://127.0.0.1:9/v1"}, "models": [{"id": "m1"}]})).await;
+    assert_eq!(s, 201);
+    let (s, _) = d.post("/v1/providers", json!({"name": "oai", "endpoints": {"openai-chat": "http://127.0.0.1:9/v1"}, "models": [{"id": "m1"}]})).await;
+    assert_eq!(s, 201);
+    let acc = d.home.path().join(".config/handler-ai/accounts");
+    std::fs::write(
+        acc.join("onpi.toml"),
+        "apiVersion = \"handler.account/v1\"\nharness = \"pi\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        acc.join("typo.toml"),
+        "apiVersion = \"handler.account/v1\"\nharnes = \"fake\"\n",
+    )
+    .unwrap();
+    let cases: Vec<(Value, &str)> = vec![
+        (
+            json!({"account": "perso", "provider": "oai"}),
+            "names both an account and a provider",
+        ),
+        (
+            json!({"model": "m1"}),
+            "names neither an account nor a provider",
+        ),
+        (
+            json!({"account": "ghost"}),
+            "account \"ghost\" does not exist",
+        ),
+        (json!({"account": "typo"}), "account \"typo\" is invalid"),
+        (json!({"account": "onpi"}), "pi has no login"),
+        (
+            json!({"account": "perso", "harness": "codex"}),
+            "is for fake, not codex",
+        ),
+        (
+            json!({"provider": "ghost", "harness": "fake"}),
+            "provider \"ghost\" does not exist",
+        ),
+        (
+            json!({"provider": "oai"}),
+            "needs the harness that talks to it",
+        ),
+        (
+            json!({"provider": "oai", "harness": "nope"}),
+            "unknown harness \"nope\"",
+        ),
+        (
+            json!({"provider": "local", "harness": "fake"}),
+            "has no endpoint for a protocol fake speaks (openai-chat)",
+        ),
+        (
+            json!({"provider": "oai", "harness": "gemini"}),
+            "gemini runs only on an account",
+        ),
+        (
+            json!({"provider": "oai", "harness": "fake", "model": "m9"}),
+            "\"m9\" is not one of provider \"oai\"'s models",
+        ),
+    ];
+    for (m, reason) in cases {
+        let (s, v) = d
+            .post("/v1/agents", json!({"models": [m], "scope": d.scope()}))
+            .await;
+        assert_problem(s, &v, 400, "model access unusable");
+        let detail = v["detail"].as_str().unwrap();
+        assert!(
+            detail.contains(reason),
+            "{m}: {detail:?} should say {reason:?}"
+        );
+        assert!(detail.starts_with("models[0]"), "{detail}");
+    }
+    let (s, v) = d
+        .post("/v1/agents", json!({"models": [], "scope": d.scope()}))
+        .await;
+    assert_problem(s, &v, 400, "model access unusable");
+    // A usable one saves.
+    let (s, v) = d
+        .post(
+            "/v1/agents",
+            json!({"models": [{"provider": "oai", "harness": "fake"}], "scope": d.scope()}),
+        )
+        .await;
+    assert_eq!(s, 201, "{v}");
+    assert_eq!(v["models"][0]["model"], Value::Null);
+    assert_eq!(v["models"][0]["harness"], "fake");
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn an_agent_says_why_its_model_cannot_start_and_what_hosts_it_requires() {
+    let d = TestDaemon::start().await;
+    let (s, _) = d
+        .post("/v1/accounts", json!({"name": "nolog", "harness": "fake"}))
+        .await;
+    assert_eq!(s, 201);
+    d.fake_account("perso", TOKEN_A).await;
+    let (s, _) = d.post("/v1/providers", json!({"name": "oai", "endpoints": {"openai-chat": "http://localhost:3000/v1"}, "models": [{"id": "m1"}], "apiKey": KEY_P})).await;
+    assert_eq!(s, 201);
+    let a = d.fake_agent("nolog", json!({"models": [{"account": "nolog"}, {"account": "perso"}, {"provider": "oai", "harness": "fake"}]})).await;
+    assert_eq!(
+        a["models"][0]["problem"],
+        "account \"nolog\" is not logged in"
+    );
+    assert!(a["models"][1]["problem"].is_null(), "{a}");
+    assert_eq!(
+        a["models"][1]["requiredHosts"],
+        json!([{"host": "api.fake.test:443", "by": "account perso"}])
+    );
+    assert_eq!(
+        a["models"][2]["requiredHosts"],
+        json!([{"host": "host.containers.internal:3000", "by": "provider oai"}])
+    );
+    assert_eq!(a["network"], "filtered");
+    assert_eq!(a["egress"], "enforce");
+    assert_eq!(
+        a["acpUrl"],
+        format!(
+            "ws://127.0.0.1:{}/v1/agents/{}/acp",
+            d.port,
+            a["id"].as_str().unwrap()
+        )
+    );
+    // The key removed from the store: the provider is incomplete.
+    let (s, _) = d.delete("/v1/secrets/providers/oai/apiKey").await;
+    assert_eq!(s, 204);
+    let (_, a) = d
+        .get(&format!("/v1/agents/{}", a["id"].as_str().unwrap()))
+        .await;
+    assert_eq!(
+        a["models"][2]["problem"],
+        "provider \"oai\": secret providers/oai/apiKey is not set"
+    );
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn widening_an_agent_needs_confirm_risks() {
+    let d = TestDaemon::start().await;
+    d.fake_account("perso", TOKEN_A).await;
+    let base = json!({"models": [{"account": "perso"}], "scope": d.scope()});
+    let with = |extra: Value| {
+        let mut b = base.clone();
+        for (k, v) in extra.as_object().unwrap() {
+            b[k] = v.clone();
+        }
+        b
+    };
+    // Narrower than the preset: no confirmation.
+    let (s, v) = d
+        .post(
+            "/v1/agents",
+            with(json!({"network": "none", "permissions": "ask"})),
+        )
+        .await;
+    assert_eq!(s, 201, "{v}");
+    let id = v["id"].as_str().unwrap().to_string();
+    for (extra, what) in [
+        (json!({"network": "open"}), "network: an open network"),
+        (json!({"egress": "log-only"}), "in log only"),
+        (json!({"confinement": "nested"}), "confinement: nested"),
+        (
+            json!({"confinement": "privileged"}),
+            "confinement: privileged",
+        ),
+    ] {
+        let (s, v) = d.post("/v1/agents", with(extra.clone())).await;
+        assert_problem(s, &v, 409, "risks not confirmed");
+        assert!(v["detail"].as_str().unwrap().contains(what), "{extra}: {v}");
+        let mut ok = with(extra.clone());
+        ok["confirmRisks"] = json!(true);
+        let (s, v) = d.post("/v1/agents", ok).await;
+        assert_eq!(s, 201, "{extra}: {v}");
+    }
+    // PUT from none/ask to bypass: 409, then accepted.
+    let (s, v) = d
+        .put(
+            &format!("/v1/agents/{id}"),
+            with(json!({"network": "none", "permissions": "bypass"})),
+        )
+        .await;
+    assert_problem(s, &v, 409, "risks not confirmed");
+    assert!(
+        v["detail"]
+            .as_str()
+            .unwrap()
+            .contains("permissions: bypass instead of ask"),
+        "{v}"
+    );
+    let (s, v) = d
+        .put(
+            &format!("/v1/agents/{id}"),
+            with(json!({"network": "none", "permissions": "bypass", "confirmRisks": true})),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["permissions"], "bypass");
+    // A mode its harness does not offer.
+    let (s, v) = d
+        .post("/v1/agents", with(json!({"permissions": "accept-edits"})))
+        .await;
+    assert_problem(s, &v, 400, "permissions unusable");
+    // egress without a filtered network.
+    let (s, v) = d
+        .post(
+            "/v1/agents",
+            with(json!({"network": "none", "egress": "enforce"})),
+        )
+        .await;
+    assert_problem(s, &v, 400, "agent invalid");
+    // The live switch is not confirmed (D.8).
+    let (s, v) = d.post("/v1/agents", base.clone()).await;
+    assert_eq!(s, 201);
+    let (s, v2) = d
+        .patch(
+            &format!("/v1/agents/{}", v["id"].as_str().unwrap()),
+            json!({"egress": "log-only"}),
+        )
+        .await;
+    assert_eq!(s, 200, "{v2}");
+    assert_eq!(v2["egress"], "log-only");
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn projects_presets_unique_names_default_agent_and_duplicate() {
+    let d = TestDaemon::start().await;
+    d.fake_account("perso", TOKEN_A).await;
+    let (s, p) = d.post("/v1/projects", json!({"folder": d.scope(), "preset": "locked-down", "agent": {"name": "Dev", "models": [{"account": "perso"}]}})).await;
+    assert_eq!(s, 201, "{p}");
+    assert!(p["id"].as_str().unwrap().starts_with("p_"));
+    assert_eq!(p["name"], "app");
+    let dev = &p["agents"][0];
+    assert_eq!(
+        (dev["network"].as_str(), dev["permissions"].as_str()),
+        (Some("none"), Some("ask"))
+    );
+    assert_eq!(p["defaultAgent"], dev["id"]);
+    let pid = p["id"].as_str().unwrap();
+    // One project per folder.
+    let (s, v) = d
+        .post(
+            "/v1/projects",
+            json!({"folder": d.scope(), "agent": {"name": "X", "models": [{"account": "perso"}]}}),
+        )
+        .await;
+    assert_problem(s, &v, 409, "project exists");
+    // Names: required, unique case-insensitively.
+    let (s, v) = d
+        .post(
+            &format!("/v1/projects/{pid}/agents"),
+            json!({"name": "  ", "models": [{"account": "perso"}]}),
+        )
+        .await;
+    assert_problem(s, &v, 422, "invalid body");
+    let (s, v) = d
+        .post(
+            &format!("/v1/projects/{pid}/agents"),
+            json!({"name": "dEV", "models": [{"account": "perso"}]}),
+        )
+        .await;
+    assert_problem(s, &v, 409, "name taken");
+    // A second agent: the defaults of new agents (Guarded), made default.
+    let (s, rev) = d
+        .post(
+            &format!("/v1/projects/{pid}/agents"),
+            json!({"name": "Review", "default": true, "models": [{"account": "perso"}]}),
+        )
+        .await;
+    assert_eq!(s, 201, "{rev}");
+    assert_eq!(rev["network"], "filtered");
+    assert_eq!(rev["projectId"], pid);
+    assert_eq!(rev["scope"], d.scope());
+    let (_, p) = d.get(&format!("/v1/projects/{pid}")).await;
+    assert_eq!(p["defaultAgent"], rev["id"]);
+    assert_eq!(p["agents"][0]["id"], rev["id"], "default first");
+    // Duplicate: its settings, a new id, nothing linked.
+    let (s, dup) = d
+        .post(
+            &format!("/v1/agents/{}/duplicate", rev["id"].as_str().unwrap()),
+            json!({}),
+        )
+        .await;
+    assert_eq!(s, 201, "{dup}");
+    assert_eq!(dup["name"], "Review (copy)");
+    assert_ne!(dup["id"], rev["id"]);
+    assert_eq!(dup["network"], rev["network"]);
+    let (_, all) = d.get(&format!("/v1/agents?project={pid}")).await;
+    assert_eq!(all.as_array().unwrap().len(), 3);
+    // Delete an agent, the project.
+    let (s, _) = d
+        .delete(&format!("/v1/agents/{}", dup["id"].as_str().unwrap()))
+        .await;
+    assert_eq!(s, 204);
+    let (s, _) = d.delete(&format!("/v1/projects/{pid}")).await;
+    assert_eq!(s, 204);
+    let (_, all) = d.get("/v1/agents").await;
+    assert_eq!(all, json!([]));
+    // The store is a file, written atomically.
+    let agents =
+        std::fs::read_to_string(d.home.path().join(".local/state/handler-ai/agents.json")).unwrap();
+    assert_eq!(serde_json::from_str::<Value>(&agents).unwrap(), json!([]));
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn harnesses_are_listed_with_their_logins() {
+    let d = TestDaemon::start().await;
+    let (s, v) = d.get("/v1/harnesses").await;
+    assert_eq!(s, 200);
+    let names: Vec<&str> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["name"].as_str().unwrap())
+        .collect();
+    for n in ["claude-code", "codex", "fake", "gemini", "pi", "vibe"] {
+        assert!(names.contains(&n), "{names:?}");
+    }
+    let (_, codex) = d.get("/v1/harnesses/codex").await;
+    assert_eq!(codex["loginFile"], "auth.json");
+    assert_eq!(codex["providerProtocols"], json!(["responses"]));
+    let (_, fake) = d.get("/v1/harnesses/fake").await;
+    assert_eq!(fake["permissions"], json!(["ask", "bypass"]));
+    d.stop().await;
+}
+
+/// Run last in spirit: every body and log line so far, with the secrets this file uses.
+#[tokio::test]
+async fn no_secret_value_in_any_answer_or_log_line() {
+    let d = TestDaemon::start().await;
+    d.fake_account("perso", TOKEN_A).await;
+    let (s, _) = d
+        .post(
+            "/v1/providers",
+            json!({"name": "or", "template": "openrouter", "apiKey": KEY_P}),
+        )
+        .await;
+    assert_eq!(s, 201);
+    let (s, _) = d
+        .put("/v1/secrets/apps/x/KEY", json!({"value": SECRET_S}))
+        .await;
+    assert_eq!(s, 200);
+    for p in [
+        "/v1/accounts",
+        "/v1/accounts/perso",
+        "/v1/providers",
+        "/v1/providers/or",
+        "/v1/secrets",
+        "/v1/secrets/apps/x/KEY",
+        "/openapi.json",
+    ] {
+        let (s, _) = d.get(p).await;
+        assert_eq!(s, 200, "{p}");
+    }
+    // The values are stored.
+    let store = std::fs::read_to_string(d.home.path().join(".local/share/handler-ai/secrets.json"))
+        .unwrap();
+    assert!(store.contains(TOKEN_A) && store.contains(KEY_P) && store.contains(SECRET_S));
+    let (b, l) = (bodies(), logs());
+    for secret in [TOKEN_A, KEY_P, SECRET_S] {
+        assert!(!b.contains(secret), "a response body holds a secret");
+        assert!(!l.contains(secret), "a log line holds a secret");
+    }
+    assert!(l.contains("account created"), "the logs were captured");
+    d.stop().await;
+}

@@ -1,0 +1,15 @@
+//! handler-core's integration tests: the daemon over real HTTP and WebSockets, the egress proxy over real TLS, the runtime's settings.
+//! One integration-test binary for this crate (docs/testing.md): one module per former test file.
+
+mod acp_endpoint;
+mod acp_python_client;
+mod api_control;
+mod daemon_addons;
+mod daemon_launch;
+mod daemon_login;
+mod daemon_support;
+mod egress_proxy;
+mod egress_relay;
+mod egress_support;
+mod egress_ws;
+mod runtime_settings;
