@@ -6,6 +6,8 @@
 //! (`handler-sandbox-podman`, `handler-egress-proxy`) and `client` (`handler`). They never import
 //! each other: the daemon starts the runtime as a process (the spec on fd 3, CLI verbs).
 
+#![warn(missing_docs)]
+
 #[cfg(feature = "client")]
 pub mod client;
 #[cfg(feature = "daemon")]

@@ -3,6 +3,10 @@
 //! its egress proxy's when the network is filtered. Pure: nothing is started.
 //!
 //! `cargo run -p handler-sandbox --example plan`
+#![allow(
+    clippy::disallowed_methods,
+    reason = "an example is a program: it may exit with a status"
+)]
 
 use std::collections::BTreeMap;
 

@@ -3,11 +3,11 @@
 
 #[allow(dead_code, reason = "the example's main is not called here")]
 #[path = "../../examples/validate_document.rs"]
-mod example;
+mod shown;
 
 #[test]
 fn the_example_names_the_field_of_each_refusal() {
-    let lines = example::run();
+    let lines = shown::run();
     assert_eq!(lines[0], "ollama.toml: valid");
     assert!(
         lines[1].starts_with("typo.toml: refused at models[0].contextWindw (line 6, column 1)"),

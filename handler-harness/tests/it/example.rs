@@ -2,11 +2,11 @@
 
 #[allow(dead_code, reason = "the example's main is not called here")]
 #[path = "../../examples/render_launch.rs"]
-mod example;
+mod shown;
 
 #[test]
 fn the_example_renders_a_provider_launch() {
-    let lines = example::run().unwrap();
+    let lines = shown::run().unwrap();
     let text = lines.join("\n");
     assert!(text.contains("image: "), "{text}");
     assert!(text.contains("argv: "), "{text}");

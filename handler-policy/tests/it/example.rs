@@ -2,11 +2,11 @@
 
 #[allow(dead_code, reason = "the example's main is not called here")]
 #[path = "../../examples/run_transcript.rs"]
-mod example;
+mod shown;
 
 #[test]
 fn the_example_shows_p2_p4_and_p5() {
-    let lines = example::run().unwrap();
+    let lines = shown::run().unwrap();
     let text = lines.join("\n");
     // P2: a session outside the scope is refused, inside it goes to the agent.
     assert!(text.contains("-32001"), "{text}");
