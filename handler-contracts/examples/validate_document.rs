@@ -3,6 +3,10 @@
 //! column when the reader knows them, and the reason.
 //!
 //! `cargo run -p handler-contracts --example validate_document`
+#![allow(
+    unreachable_pub,
+    reason = "its items are also a module of the crate's test binary"
+)]
 
 use handler_contracts::Provider;
 use handler_contracts::parse::from_toml;

@@ -82,7 +82,7 @@ pub fn validate_secret_ref(field: &str, r: &SecretRef) -> Result {
             format!("{v:?} is not an environment variable name"),
         ),
         SecretRef::File(f) if f.is_empty() => err(format!("{field}.file"), "an empty path"),
-        SecretRef::Command(c) if c.first().is_none_or(|p| p.is_empty()) => {
+        SecretRef::Command(c) if c.first().is_none_or(std::string::String::is_empty) => {
             err(format!("{field}.command"), "an empty program")
         }
         _ => Ok(()),
@@ -519,7 +519,7 @@ pub fn validate_descriptor(d: &HarnessDescriptor) -> Result {
                         format!("{file:?} is not the file of a credential state slot"),
                     );
                 }
-                if login.command.as_ref().is_none_or(|c| c.is_empty()) {
+                if login.command.as_ref().is_none_or(std::vec::Vec::is_empty) {
                     return err("login.command", "a file login needs its command");
                 }
             }

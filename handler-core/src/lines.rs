@@ -138,7 +138,7 @@ mod tests {
                 String::from_utf8_lossy(p.bytes).into_owned(),
                 p.starts,
                 p.ends,
-            ))
+            ));
         };
         for c in chunks {
             s.push(c, &mut f);

@@ -3,6 +3,10 @@
 //! image, argv, environment (secret values hidden), generated files, mounts and egress.
 //!
 //! `cargo run -p handler-harness --example render_launch`
+#![allow(
+    unreachable_pub,
+    reason = "its items are also a module of the crate's test binary"
+)]
 
 use std::collections::BTreeMap;
 

@@ -84,9 +84,9 @@ fn benches(c: &mut Criterion) {
         b.iter(|| {
             updates
                 .iter()
-                .map(|u| black_box(u.to_vec()).len())
+                .map(|u| black_box((*u).clone()).len())
                 .sum::<usize>()
-        })
+        });
     });
     g.bench_function("baseline_serde_value", |b| {
         b.iter(|| {
@@ -97,7 +97,7 @@ fn benches(c: &mut Criterion) {
                         as usize
                 })
                 .sum::<usize>()
-        })
+        });
     });
     let mut p = pipeline();
     g.bench_function("pipeline_forward", |b| {
@@ -106,7 +106,7 @@ fn benches(c: &mut Criterion) {
                 .iter()
                 .map(|u| black_box(p.handle(Direction::FromAgent, u)).len())
                 .sum::<usize>()
-        })
+        });
     });
     g.finish();
 
@@ -123,14 +123,14 @@ fn benches(c: &mut Criterion) {
                         as usize
                 })
                 .sum::<usize>()
-        })
+        });
     });
     g.bench_function("pipeline", |b| {
         b.iter_batched(
             pipeline,
             |mut p| run(&mut p, &corpus),
             BatchSize::SmallInput,
-        )
+        );
     });
     g.finish();
 }

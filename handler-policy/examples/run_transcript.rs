@@ -3,6 +3,10 @@
 //! to read a host file — and prints what the pipeline does with each frame.
 //!
 //! `cargo run -p handler-policy --example run_transcript`
+#![allow(
+    unreachable_pub,
+    reason = "its items are also a module of the crate's test binary"
+)]
 
 use handler_contracts::sandbox::NetworkPolicy;
 use handler_policy::{Action, ClientId, Direction, Pipeline, PolicyConfig};

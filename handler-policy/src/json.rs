@@ -66,11 +66,11 @@ impl<'de> Deserialize<'de> for Members<'de> {
 
 impl<'a> Members<'a> {
     /// The value of the first member named `key`.
-    pub fn get(&self, key: &str) -> Option<&'a RawValue> {
+    pub(crate) fn get(&self, key: &str) -> Option<&'a RawValue> {
         self.0.iter().find(|(k, _)| k == key).map(|(_, v)| *v)
     }
     /// Every value named `key` (duplicates included).
-    pub fn all<'s>(&'s self, key: &'s str) -> impl Iterator<Item = &'a RawValue> + 's {
+    pub(crate) fn all<'s>(&'s self, key: &'s str) -> impl Iterator<Item = &'a RawValue> + 's {
         self.0
             .iter()
             .filter(move |(k, _)| k == key)
@@ -150,26 +150,26 @@ pub(crate) struct Splice {
 }
 
 impl Splice {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
     /// Replaces `range` with `text`.
-    pub fn replace(&mut self, range: Range<usize>, text: String) {
+    pub(crate) fn replace(&mut self, range: Range<usize>, text: String) {
         self.edits.push((range, text));
     }
     /// Inserts `text` at `at`.
-    pub fn insert(&mut self, at: usize, text: String) {
+    pub(crate) fn insert(&mut self, at: usize, text: String) {
         self.edits.push((at..at, text));
     }
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.edits.is_empty()
     }
     /// Adds another splice's edits (over the same buffer).
-    pub fn extend(&mut self, other: Splice) {
+    pub(crate) fn extend(&mut self, other: Splice) {
         self.edits.extend(other.edits);
     }
     /// The buffer with every edit made; overlapping edits keep the first one.
-    pub fn apply(mut self, base: &[u8]) -> Vec<u8> {
+    pub(crate) fn apply(mut self, base: &[u8]) -> Vec<u8> {
         self.edits.sort_by_key(|(r, _)| (r.start, r.end));
         let extra: usize = self.edits.iter().map(|(_, t)| t.len()).sum();
         let mut out = Vec::with_capacity(base.len() + extra);
@@ -251,7 +251,7 @@ mod tests {
         let json = br#"{"a\"b":"c\\","d":["e"]}"#;
         let mut found = Vec::new();
         for_each_string(json, |r| {
-            found.push(String::from_utf8(json[r].to_vec()).unwrap())
+            found.push(String::from_utf8(json[r].to_vec()).unwrap());
         });
         assert_eq!(found, [r#""a\"b""#, r#""c\\""#, r#""d""#, r#""e""#]);
     }

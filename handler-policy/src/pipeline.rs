@@ -327,22 +327,22 @@ impl Pipeline {
     ) {
         match (direction, kind) {
             (Direction::FromClient(c), Kind::Request { id, method, params }) => {
-                self.client_request(c, frame, id, &method, params, out)
+                self.client_request(c, frame, id, &method, params, out);
             }
             (Direction::FromClient(c), Kind::Notification { method, params }) => {
-                self.client_notification(c, frame, &method, params, out)
+                self.client_notification(c, frame, &method, params, out);
             }
             (Direction::FromClient(c), Kind::Response { id, result, error }) => {
-                self.client_response(c, frame, id, result, error, out)
+                self.client_response(c, frame, id, result, error, out);
             }
             (Direction::FromAgent, Kind::Request { id, method, params }) => {
-                self.agent_request(frame, id, &method, params, out)
+                self.agent_request(frame, id, &method, params, out);
             }
             (Direction::FromAgent, Kind::Notification { method, params }) => {
-                self.agent_notification(frame, &method, params, out)
+                self.agent_notification(frame, &method, params, out);
             }
             (Direction::FromAgent, Kind::Response { id, result, error }) => {
-                self.agent_response(frame, id, result, error, out)
+                self.agent_response(frame, id, result, error, out);
             }
         }
     }
@@ -648,7 +648,7 @@ impl Pipeline {
                             .session_defaults
                             .mcp_servers
                             .iter()
-                            .map(|s| s.name())
+                            .map(handler_contracts::McpServer::name)
                             .collect::<Vec<_>>()
                     ),
                 }));
@@ -751,7 +751,7 @@ impl Pipeline {
             .as_ref()
             .and_then(|m| m.get("sessionId"))
             .and_then(json::string)
-            .map(|s| s.into_owned());
+            .map(std::borrow::Cow::into_owned);
         let tool_call = (method == "session/request_permission")
             .then(|| self.permission_tool_call(pm.as_ref(), session.as_deref()))
             .flatten();
@@ -937,7 +937,7 @@ impl Pipeline {
                         .as_ref()
                         .and_then(|m| m.get("sessionId"))
                         .and_then(json::string)
-                        .map(|s| s.into_owned()),
+                        .map(std::borrow::Cow::into_owned),
                     "session/load" | "session/resume" if result.is_some() => session.clone(),
                     _ => None,
                 };
@@ -1117,7 +1117,7 @@ impl Pipeline {
                 .and_then(|m| {
                     m.get("message")
                         .and_then(json::string)
-                        .map(|s| s.into_owned())
+                        .map(std::borrow::Cow::into_owned)
                 })
                 .unwrap_or_default();
             let reason = self.redact_text(format!(
@@ -1255,7 +1255,7 @@ impl Pipeline {
             .and_then(json::members)
             .and_then(|m| m.get("sessionId"))
             .and_then(json::string)
-            .map(|s| s.into_owned())
+            .map(std::borrow::Cow::into_owned)
     }
 
     fn sid_to_agent<'s>(&'s self, s: &'s str) -> &'s str {

@@ -109,7 +109,7 @@ pub(crate) fn has_hiding_escape(frame: &[u8]) -> bool {
 }
 
 impl Secrets {
-    pub fn new(pairs: &[(String, String)]) -> Self {
+    pub(crate) fn new(pairs: &[(String, String)]) -> Self {
         let mut items: Vec<_> = pairs
             .iter()
             .filter(|(_, v)| !v.is_empty())
@@ -128,13 +128,13 @@ impl Secrets {
         Secrets { items, non_ascii }
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.items.is_empty()
     }
 
     /// `frame` (valid JSON text) with every secret value replaced, and the names replaced;
     /// `None` when it holds none.
-    pub fn redact(&self, frame: &[u8]) -> Option<(Vec<u8>, Vec<String>)> {
+    pub(crate) fn redact(&self, frame: &[u8]) -> Option<(Vec<u8>, Vec<String>)> {
         if self.items.is_empty() {
             return None;
         }

@@ -65,7 +65,7 @@ pub(crate) fn p1_initialize(frame: &[u8], params: Option<&RawValue>) -> Splice {
         for (k, v) in &cm.0 {
             match k.as_ref() {
                 "terminal" if v.get() != "false" => {
-                    splice.replace(json::span(frame, v.get()), "false".into())
+                    splice.replace(json::span(frame, v.get()), "false".into());
                 }
                 "fs" => match json::members(v) {
                     Some(fs) => {
@@ -186,15 +186,22 @@ pub(crate) struct ServerView {
 
 pub(crate) fn server_view(raw: &RawValue) -> Option<ServerView> {
     let m = json::members(raw)?;
-    let name = m.get("name").and_then(json::string).map(|s| s.into_owned());
-    let ty = m
-        .get("type")
-        .map(|t| json::string(t).map(|s| s.into_owned()).unwrap_or_default());
+    let name = m
+        .get("name")
+        .and_then(json::string)
+        .map(std::borrow::Cow::into_owned);
+    let ty = m.get("type").map(|t| {
+        json::string(t)
+            .map(std::borrow::Cow::into_owned)
+            .unwrap_or_default()
+    });
     let remote = match ty.as_deref() {
         None | Some("stdio") => None,
         Some(t) => Some((
             t.to_owned(),
-            m.get("url").and_then(json::string).map(|s| s.into_owned()),
+            m.get("url")
+                .and_then(json::string)
+                .map(std::borrow::Cow::into_owned),
         )),
     };
     Some(ServerView { name, remote })
@@ -384,7 +391,7 @@ pub(crate) fn p9_choose(mode: UnattendedMode, options: Option<&RawValue>) -> (St
                     let kind = m
                         .get("kind")
                         .and_then(json::string)
-                        .map(|k| k.into_owned())
+                        .map(std::borrow::Cow::into_owned)
                         .unwrap_or_default();
                     Some((id, kind))
                 })

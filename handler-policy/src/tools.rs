@@ -52,7 +52,7 @@ pub(crate) struct ToolCalls {
 
 impl ToolCalls {
     /// Records a session/update's `update` when it is a tool_call or tool_call_update.
-    pub fn observe(&mut self, session_id: &str, update: &json::Members<'_>) {
+    pub(crate) fn observe(&mut self, session_id: &str, update: &json::Members<'_>) {
         let Some(kind) = update.get("sessionUpdate").and_then(json::string) else {
             return;
         };
@@ -83,7 +83,11 @@ impl ToolCalls {
 
     /// Describes a permission request's `toolCall`: what was tracked, updated by what the
     /// request itself says.
-    pub fn describe(&self, session_id: Option<&str>, tool_call: &RawValue) -> Option<ToolCallInfo> {
+    pub(crate) fn describe(
+        &self,
+        session_id: Option<&str>,
+        tool_call: &RawValue,
+    ) -> Option<ToolCallInfo> {
         let m = json::members(tool_call)?;
         let id = m.get("toolCallId").and_then(json::string)?.into_owned();
         let mut info = session_id
@@ -98,7 +102,7 @@ impl ToolCalls {
     }
 
     #[cfg(test)]
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.calls.len()
     }
 }

@@ -4,6 +4,10 @@
 //!
 //! `cargo run -p handler-sandbox --example plan`
 #![allow(
+    unreachable_pub,
+    reason = "its items are also a module of the crate's test binary"
+)]
+#![allow(
     clippy::disallowed_methods,
     reason = "an example is a program: it may exit with a status"
 )]

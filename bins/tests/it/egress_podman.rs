@@ -507,7 +507,7 @@ fn section<'a>(out: &'a [String], from: &str, to: &str) -> Vec<&'a str> {
         .skip_while(|l| *l != from)
         .skip(1)
         .take_while(|l| *l != to)
-        .map(|s| s.as_str())
+        .map(std::string::String::as_str)
         .collect()
 }
 

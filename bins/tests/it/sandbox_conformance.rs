@@ -351,7 +351,7 @@ fn strict_sandbox_sees_only_its_mounts_as_the_host_user() {
     std::fs::write(ro.join("data"), "original").unwrap();
     std::fs::write(hidden.join("secret"), "s").unwrap();
     let script = format!(
-        r#"echo uid=$(id -u); echo gid=$(id -g); echo home=$HOME; echo pwd=$(pwd)
+        r"echo uid=$(id -u); echo gid=$(id -g); echo home=$HOME; echo pwd=$(pwd)
 touch $HOME/w 2>/dev/null && echo home_writable=yes
 echo hi > {scope}/written && echo scope_writable=yes
 echo x > {ro}/data 2>/dev/null || echo ro_refused=yes
@@ -366,7 +366,7 @@ tr '\0' '\n' </proc/1/environ | grep '^SECRET_TOKEN=' | sed 's/^/environ_/'
 echo file=$(cat /etc/handler/info.txt); touch /etc/handler/info.txt 2>/dev/null || echo file_ro=yes
 echo seed=$(cat $HOME/.config/tool/seed.txt); echo more >> $HOME/.config/tool/seed.txt && echo seed_writable=yes
 touch /var/cache/agent/x && echo writable_path=yes
-"#,
+",
         scope = scope.display(),
         ro = ro.display(),
         hidden = hidden.display(),
@@ -1220,11 +1220,11 @@ echo done > work.txt && echo scope_writable=yes
     let n = name("gitwt2");
     let before = tree(&main.join(".git"));
     let attack = format!(
-        r#"cd {main} && {a}
+        r"cd {main} && {a}
 cd {wt} && echo 'gitdir: {fake}' > .git 2>/dev/null && echo gitfile=written
 echo x > {main}/.git/worktrees/wt/HEAD 2>/dev/null && echo wthead=written
 true
-"#,
+",
         main = main.display(),
         wt = wt.display(),
         fake = fake.display(),

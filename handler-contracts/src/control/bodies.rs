@@ -147,7 +147,7 @@ pub struct AgentPatch {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DuplicateRequest {
-    /// Default: "<its name> (copy)".
+    /// Default: `"<its name> (copy)"`.
     #[serde(default)]
     pub name: Option<String>,
     /// Save although it widens what the agent may do (network, confinement, mode).

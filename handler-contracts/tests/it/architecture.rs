@@ -273,12 +273,10 @@ fn daemon_layer(segments: &[&str]) -> Option<&'static str> {
         ["services", ..] => "services",
         // The process driver imports nothing of the daemon: the state holds it.
         ["launch", "launcher", ..] => "low",
-        ["launch", ..] | ["prepare", ..] | ["caches", ..] => "launch",
+        ["launch" | "prepare" | "caches", ..] => "launch",
         ["state", ..] => "state",
         ["store", ..] => "store",
-        ["config", ..] | ["problem", ..] | ["fsutil", ..] | ["skills", ..] | ["secretref", ..] => {
-            "low"
-        }
+        ["config" | "problem" | "fsutil" | "skills" | "secretref", ..] => "low",
         _ => return None,
     })
 }

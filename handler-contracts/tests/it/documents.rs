@@ -81,8 +81,8 @@ fn assert_kept(original: &Value, out: &Value, what: &str, path: &str) {
                     Some(w) => assert_kept(v, w, what, &p),
                     None => assert!(
                         matches!(v, Value::Bool(false) | Value::Null)
-                            || v.as_array().is_some_and(|x| x.is_empty())
-                            || v.as_object().is_some_and(|x| x.is_empty()),
+                            || v.as_array().is_some_and(std::vec::Vec::is_empty)
+                            || v.as_object().is_some_and(serde_json::Map::is_empty),
                         "{what}: {p} was lost in a round trip"
                     ),
                 }

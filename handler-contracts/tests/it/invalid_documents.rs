@@ -371,7 +371,7 @@ fn rust_and_the_schema_both_refuse_each_invalid_document() {
         match rust_refusal(&kind, name, &text) {
             None => problems.push(format!("{name}: Rust accepts it")),
             Some(path) if path != *field => {
-                problems.push(format!("{name}: Rust refuses {path:?}, not {field:?}"))
+                problems.push(format!("{name}: Rust refuses {path:?}, not {field:?}"));
             }
             Some(_) => {}
         }
@@ -391,7 +391,7 @@ fn rules_the_schema_cannot_state_are_refused_by_rust() {
         match rust_refusal(&kind, name, &text) {
             None => problems.push(format!("{name}: Rust accepts it")),
             Some(path) if path != *field => {
-                problems.push(format!("{name}: Rust refuses {path:?}, not {field:?}"))
+                problems.push(format!("{name}: Rust refuses {path:?}, not {field:?}"));
             }
             Some(_) => {}
         }

@@ -19,27 +19,44 @@ pub const MAX_CREDENTIAL_BYTES: u64 = 1024 * 1024;
 /// What can go wrong with a file login.
 #[derive(Debug, thiserror::Error)]
 pub enum LoginError {
+    /// The account's harness logs in with a pasted token (harness, how).
     #[error("{0} logs in with a token, not a file: {1}")]
     TokenLogin(String, String),
+    /// The harness has no login at all.
     #[error("{0} has no login: it runs on providers only")]
     NoLogin(String),
+    /// The harness's file login names no command to run.
     #[error("{0}'s login names no command")]
     NoCommand(String),
+    /// The private temporary folder could not be made.
     #[error("cannot make the login's folder: {0}")]
     Folder(std::io::Error),
+    /// No pseudo-terminal could be opened for the login command.
     #[error("cannot open a terminal for the login: {0}")]
     Terminal(String),
+    /// The login command could not be started.
     #[error("cannot run the login command {program:?}: {source}")]
     Spawn {
+        /// The program that was run.
         program: String,
+        /// Why it could not start.
         source: std::io::Error,
     },
+    /// The login command failed and left no credential.
     #[error("the login command ended with {status} and left no {file}")]
-    Failed { status: String, file: String },
+    Failed {
+        /// How it ended.
+        status: String,
+        /// The credential file it should have left.
+        file: String,
+    },
+    /// The login command succeeded but left no credential file.
     #[error("the login left no {0} in its folder")]
     NoFile(String),
+    /// The credential file is unusable (path, why: too large, unreadable).
     #[error("the credential file {0}: {1}")]
     Credential(String, String),
+    /// handlerd refused or failed to store the credential.
     #[error("handlerd: {0}")]
     Api(String),
 }
@@ -84,7 +101,9 @@ pub enum Relay {
     Terminal,
     /// Pipes (tests): what is typed, where its terminal's output goes.
     Pipes {
+        /// What the login command reads as typed input.
         input: Box<dyn Read + Send>,
+        /// Where its terminal output goes.
         output: Box<dyn Write + Send>,
     },
 }

@@ -18,21 +18,34 @@ use tokio_tungstenite::tungstenite::{self, Message};
 /// What went wrong talking to handlerd.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
+    /// HANDLER_PORT is set to something that is not a port number.
     #[error("HANDLER_PORT: {0:?} is not a port number")]
     BadPort(String),
+    /// handlerd's token file cannot be read (handlerd never started, or its folder is elsewhere).
     #[error(
         "cannot read handlerd's token at {path}: {source} (is handlerd started? it creates the token on its first start)"
     )]
     Token {
+        /// Where the token was looked for.
         path: PathBuf,
+        /// Why it could not be read.
         source: std::io::Error,
     },
+    /// Neither HOME nor HANDLER_CONFIG_DIR says where Handler's configuration is.
     #[error("no home folder: set HOME or HANDLER_CONFIG_DIR")]
     NoHome,
+    /// handlerd did not accept the WebSocket connection.
     #[error("cannot connect to handlerd at {url}: {message}")]
-    Connect { url: String, message: String },
+    Connect {
+        /// The URL dialled.
+        url: String,
+        /// What failed.
+        message: String,
+    },
+    /// The WebSocket to the agent failed after it was open.
     #[error("the agent's connection failed: {0}")]
     WebSocket(String),
+    /// The editor's stdin or stdout failed.
     #[error("standard input or output failed: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -40,7 +53,9 @@ pub enum ClientError {
 /// Where handlerd listens and the token it accepts.
 #[derive(Clone)]
 pub struct Discovery {
+    /// The loopback port handlerd listens on.
     pub port: u16,
+    /// The bearer token handlerd accepts (never printed: Debug redacts it).
     pub token: String,
 }
 
@@ -96,7 +111,12 @@ pub enum BridgeEnd {
     /// The editor closed stdin: the connection was closed (the agent's sandbox stops, C.3).
     InputClosed,
     /// handlerd closed the connection, with its code and reason (1011 `agent exited (<code>)`).
-    Closed { code: u16, reason: String },
+    Closed {
+        /// The WebSocket close code.
+        code: u16,
+        /// The close reason.
+        reason: String,
+    },
 }
 
 impl BridgeEnd {

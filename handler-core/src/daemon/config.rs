@@ -24,7 +24,7 @@ pub enum ConfigError {
 /// Everything the daemon needs to know about its place on this machine.
 #[derive(Debug, Clone)]
 pub struct DaemonConfig {
-    /// 127.0.0.1:<port>; 0 picks a free port (tests).
+    /// `127.0.0.1:<port>`; 0 picks a free port (tests).
     pub port: u16,
     /// The home folder (`~` in paths).
     pub home: PathBuf,

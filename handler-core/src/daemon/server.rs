@@ -95,7 +95,7 @@ pub struct Running {
     pub task: tokio::task::JoinHandle<()>,
 }
 
-/// Binds 127.0.0.1:<port>, sweeps what dead launchers left, serves until `shutdown` resolves,
+/// Binds `127.0.0.1:<port>`, sweeps what dead launchers left, serves until `shutdown` resolves,
 /// then stops every sandbox (SIGTERM) and waits for them (30 s at most).
 pub async fn serve(
     state: AppState,
@@ -124,7 +124,7 @@ pub async fn serve(
             let all: Vec<Arc<Notify>> = st
                 .connections
                 .lock()
-                .unwrap_or_else(|e| e.into_inner())
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .values()
                 .flatten()
                 .map(|c| c.stop.clone())

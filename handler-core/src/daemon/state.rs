@@ -103,7 +103,7 @@ impl App {
     pub fn connections_of(&self, agent: &str) -> Vec<AgentConnection> {
         self.connections
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .get(agent)
             .map(|v| v.iter().map(|c| c.info.clone()).collect())
             .unwrap_or_default()
@@ -113,7 +113,7 @@ impl App {
         let stops: Vec<Arc<Notify>> = self
             .connections
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .get(agent)
             .map(|v| v.iter().map(|c| c.stop.clone()).collect())
             .unwrap_or_default();
@@ -123,7 +123,10 @@ impl App {
     }
     /// Records an egress event of one of an agent's sandboxes.
     pub fn record_egress(&self, agent: &str, sandbox: &str, event: EgressEvent) {
-        let mut m = self.egress_events.lock().unwrap_or_else(|e| e.into_inner());
+        let mut m = self
+            .egress_events
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let q = m.entry(agent.to_string()).or_default();
         q.push_back(EgressRecord {
             at: fsutil::now_rfc3339(),
@@ -137,7 +140,7 @@ impl App {
     pub(crate) fn live_count(&self) -> usize {
         self.connections
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .values()
             .map(Vec::len)
             .sum()

@@ -235,7 +235,11 @@ fn e4_egress_is_the_logins_hosts_or_the_providers_host_in_the_container() {
         &context(),
     )
     .unwrap();
-    let e: Vec<_> = l.egress.iter().map(|e| e.as_str()).collect();
+    let e: Vec<_> = l
+        .egress
+        .iter()
+        .map(handler_contracts::AllowEntry::as_str)
+        .collect();
     assert_eq!(
         e,
         [
@@ -249,7 +253,11 @@ fn e4_egress_is_the_logins_hosts_or_the_providers_host_in_the_container() {
         &context(),
     )
     .unwrap();
-    let e: Vec<_> = l.egress.iter().map(|e| e.as_str()).collect();
+    let e: Vec<_> = l
+        .egress
+        .iter()
+        .map(handler_contracts::AllowEntry::as_str)
+        .collect();
     assert_eq!(e, ["host.containers.internal:3000"]);
     let cfg = l
         .files

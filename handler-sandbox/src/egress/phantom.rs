@@ -145,7 +145,7 @@ pub fn make_phantom_keeping(
     let varying = value
         .bytes()
         .skip(keep)
-        .filter(|b| b.is_ascii_alphanumeric())
+        .filter(u8::is_ascii_alphanumeric)
         .count();
     if varying == 0 {
         return Err(NotInjectable::NothingToVary);

@@ -195,7 +195,7 @@ impl Topology {
             "--add-host",
         ]
         .iter()
-        .map(|s| s.to_string())
+        .map(std::string::ToString::to_string)
         .collect();
         a.push(format!("host.containers.internal:{SLIRP_HOST_LOOPBACK}"));
         a.extend(
@@ -213,7 +213,7 @@ impl Topology {
                 "never",
             ]
             .iter()
-            .map(|s| s.to_string()),
+            .map(std::string::ToString::to_string),
         );
         for (k, v) in labels {
             a.extend(["--label".into(), format!("{k}={v}")]);

@@ -476,7 +476,7 @@ fn base_args(spec: &SandboxSpec, facts: &HostFacts) -> Vec<String> {
 }
 
 fn push(a: &mut Vec<String>, xs: &[&str]) {
-    a.extend(xs.iter().map(|s| s.to_string()));
+    a.extend(xs.iter().map(std::string::ToString::to_string));
 }
 
 /// The plan being built, section by section.

@@ -291,7 +291,8 @@ fn make_state(slots: &[resolve::StateSlotPlan]) -> ApiResult<()> {
         match s.kind {
             SlotKind::Dir => fsutil::create_dir_private(&p).map_err(ApiError::internal)?,
             SlotKind::File if !p.exists() => {
-                fsutil::write_atomic(&p, s.initial.as_bytes(), 0o600).map_err(ApiError::internal)?
+                fsutil::write_atomic(&p, s.initial.as_bytes(), 0o600)
+                    .map_err(ApiError::internal)?;
             }
             SlotKind::File => {}
         }

@@ -1,4 +1,4 @@
-//! Preparing a launch (E, B.3, A.1, C.4): [`gather`] reads the world, [`resolve`] decides —
+//! Preparing a launch (E, B.3, A.1, C.4): `gather` reads the world, [`resolve`] decides —
 //! one of an agent's models checked again, resolved, its secrets made phantoms and injections,
 //! rendered and composed into the SandboxSpec with the policy pipeline's configuration — and
 //! the launcher starts it.

@@ -1,7 +1,7 @@
 //! What gather asks of the daemon's resources, over the shared state: the catalog, the scope
 //! and knowledge checks, the bindings' addons, an account's login, the secret store. The one
 //! file of `launch/` that names the resources above it (docs/decisions/0052): gather sees only
-//! the [`Sources`] trait, so this implementation can live with the services.
+//! the `Sources` trait, so this implementation can live with the services.
 
 use std::path::PathBuf;
 

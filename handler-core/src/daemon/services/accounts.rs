@@ -117,7 +117,11 @@ fn apply_token(
                     &path,
                     v,
                     Some(format!("{} token of account {name}", d.product)),
-                    login.hosts.iter().map(|h| h.to_string()).collect(),
+                    login
+                        .hosts
+                        .iter()
+                        .map(std::string::ToString::to_string)
+                        .collect(),
                 )
                 .map_err(ApiError::internal)?;
             SecretRef::Secret(path)
@@ -268,7 +272,7 @@ pub async fn set_login_file(
         .descriptors
         .get(&a.harness)
         .and_then(|d| d.login.as_ref())
-        .is_some_and(|l| l.is_file_login());
+        .is_some_and(handler_contracts::harness::Login::is_file_login);
     if !file_login {
         return Err(ApiError::bad_request(
             "not a file login",

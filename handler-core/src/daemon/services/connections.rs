@@ -164,7 +164,10 @@ pub async fn relay(
     };
     let stop_signal = Arc::new(Notify::new());
     {
-        let mut m = app.connections.lock().unwrap_or_else(|e| e.into_inner());
+        let mut m = app
+            .connections
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         m.entry(agent_id.clone()).or_default().push(LiveConnection {
             info: AgentConnection {
                 id: conn.clone(),
@@ -294,7 +297,10 @@ pub async fn relay(
     let exit = stop_and_sweep(&*app.launcher, &mut child, STOP_GRACE).await;
     let _ = ws_tx.close().await;
     {
-        let mut m = app.connections.lock().unwrap_or_else(|e| e.into_inner());
+        let mut m = app
+            .connections
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(v) = m.get_mut(&agent_id) {
             v.retain(|c| c.info.id != conn);
             if v.is_empty() {
@@ -363,7 +369,10 @@ pub fn egress_events(app: &AppState, id: &str) -> ApiResult<Vec<EgressRecord>> {
     if app.agents.agent(id).is_none() {
         return Err(ApiError::not_found(format!("agent {id:?}")));
     }
-    let m = app.egress_events.lock().unwrap_or_else(|e| e.into_inner());
+    let m = app
+        .egress_events
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     Ok(m.get(id)
         .map(|q| q.iter().cloned().collect())
         .unwrap_or_default())

@@ -41,7 +41,7 @@ pub async fn put(app: &AppState, req: WorkFolders) -> ApiResult<WorkFolders> {
             })?;
         }
     }
-    let arr: Array = req.roots.iter().map(|s| s.as_str()).collect();
+    let arr: Array = req.roots.iter().map(std::string::String::as_str).collect();
     app.folders.update::<_, ApiError>(|doc| {
         tomldoc::set_value(doc, "roots", Value::Array(arr));
         Ok(())

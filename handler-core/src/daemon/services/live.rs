@@ -125,7 +125,10 @@ pub fn at_launch(
 pub async fn apply_allow(app: &AppState, agent: &StoredAgent) -> ApiResult<()> {
     let settings = from_settings(app, agent);
     let todo: Vec<(String, Vec<AllowEntry>)> = {
-        let m = app.connections.lock().unwrap_or_else(|e| e.into_inner());
+        let m = app
+            .connections
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         m.get(&agent.id)
             .into_iter()
             .flatten()
@@ -146,7 +149,10 @@ pub async fn apply_allow(app: &AppState, agent: &StoredAgent) -> ApiResult<()> {
             ));
         }
         tracing::info!(agent = %agent.id, %sandbox, entries = entries.len(), "allow-list switched");
-        let mut m = app.connections.lock().unwrap_or_else(|e| e.into_inner());
+        let mut m = app
+            .connections
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(c) = m
             .get_mut(&agent.id)
             .into_iter()

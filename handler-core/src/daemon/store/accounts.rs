@@ -36,7 +36,7 @@ pub fn login_state(
 ) -> (bool, Option<String>) {
     let file_login = d
         .and_then(|d| d.login.as_ref())
-        .is_some_and(|l| l.is_file_login());
+        .is_some_and(handler_contracts::harness::Login::is_file_login);
     if file_login {
         let p = credential_path(config, name);
         match std::fs::metadata(&p) {

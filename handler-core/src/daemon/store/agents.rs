@@ -143,7 +143,9 @@ impl AgentStore {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Data> {
-        self.data.lock().unwrap_or_else(|e| e.into_inner())
+        self.data
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Every agent.

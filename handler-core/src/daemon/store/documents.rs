@@ -25,7 +25,8 @@ fn save(path: &Path, doc: &DocumentMut) -> std::io::Result<()> {
 }
 
 fn locked(lock: &Mutex<()>) -> MutexGuard<'_, ()> {
-    lock.lock().unwrap_or_else(|e| e.into_inner())
+    lock.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// A folder of documents, `<dir>/<name>.toml`.

@@ -97,7 +97,10 @@ impl SecretStore {
 
     /// Every secret, without values.
     pub fn list(&self) -> Result<Vec<SecretInfo>, SecretError> {
-        let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        let _g = self
+            .lock
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         Ok(self
             .load()?
             .into_iter()
@@ -107,7 +110,10 @@ impl SecretStore {
 
     /// One secret, without its value.
     pub fn info(&self, path: &str) -> Result<Option<SecretInfo>, SecretError> {
-        let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        let _g = self
+            .lock
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         Ok(self.load()?.get(path).map(|e| info(path.to_string(), e)))
     }
 
@@ -128,7 +134,10 @@ impl SecretStore {
         if value.is_empty() {
             return Err(SecretError::Empty);
         }
-        let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        let _g = self
+            .lock
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut map = self.load()?;
         let description = description.or_else(|| map.get(path).and_then(|e| e.description.clone()));
         let hosts = if hosts.is_empty() {
@@ -150,7 +159,10 @@ impl SecretStore {
 
     /// Removes a value; whether there was one.
     pub fn remove(&self, path: &str) -> Result<bool, SecretError> {
-        let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        let _g = self
+            .lock
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut map = self.load()?;
         let had = map.remove(path).is_some();
         if had {
@@ -161,7 +173,10 @@ impl SecretStore {
 
     /// Removes every value under `prefix/`.
     pub fn remove_under(&self, prefix: &str) -> Result<(), SecretError> {
-        let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        let _g = self
+            .lock
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut map = self.load()?;
         let before = map.len();
         map.retain(|k, _| !k.starts_with(&format!("{prefix}/")));
@@ -173,7 +188,10 @@ impl SecretStore {
 
     /// The value itself: for a launch only (E3), never for an answer.
     pub fn value(&self, path: &str) -> Result<String, SecretError> {
-        let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        let _g = self
+            .lock
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         self.load()?
             .get(path)
             .map(|e| e.value.clone())

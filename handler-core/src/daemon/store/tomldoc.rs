@@ -44,7 +44,7 @@ pub fn set_value(doc: &mut DocumentMut, key: &str, mut value: Value) {
 pub fn set_str_list(doc: &mut DocumentMut, key: &str, values: Option<&[String]>) {
     match values {
         Some(vs) => {
-            let arr: Array = vs.iter().map(|s| s.as_str()).collect();
+            let arr: Array = vs.iter().map(std::string::String::as_str).collect();
             set_value(doc, key, Value::Array(arr));
         }
         None => {
@@ -62,7 +62,7 @@ pub fn secret_ref_value(r: &SecretRef) -> Value {
         SecretRef::File(s) => t.insert("file", s.as_str().into()),
         SecretRef::Command(c) => t.insert(
             "command",
-            Value::Array(c.iter().map(|s| s.as_str()).collect()),
+            Value::Array(c.iter().map(std::string::String::as_str).collect()),
         ),
     };
     Value::InlineTable(t)

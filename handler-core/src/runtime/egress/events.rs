@@ -91,7 +91,7 @@ fn enqueue(line: String) {
     let q = queue();
     match q.tx.try_send(line) {
         Ok(()) => {}
-        Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
+        Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
             q.dropped.fetch_add(1, Ordering::SeqCst);
         }
     }

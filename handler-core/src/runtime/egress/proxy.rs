@@ -604,9 +604,13 @@ async fn tunnel_request(
         .headers()
         .get(hyper::header::HOST)
         .and_then(|h| h.to_str().ok());
-    if let Err(m) =
-        authority::check_tunnel_request(&target, host, req.uri().authority().map(|a| a.as_str()))
-    {
+    if let Err(m) = authority::check_tunnel_request(
+        &target,
+        host,
+        req.uri()
+            .authority()
+            .map(hyper::http::uri::Authority::as_str),
+    ) {
         shared.events.emit(
             EgressDecision::Denied,
             &host
@@ -727,7 +731,11 @@ fn strip_hop_by_hop(h: &mut hyper::HeaderMap) {
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(',').map(|s| s.trim().to_ascii_lowercase()))
         .collect();
-    for name in HOP_BY_HOP.iter().map(|s| s.to_string()).chain(listed) {
+    for name in HOP_BY_HOP
+        .iter()
+        .map(std::string::ToString::to_string)
+        .chain(listed)
+    {
         h.remove(name.as_str());
     }
 }
@@ -1007,7 +1015,7 @@ async fn request_body(
                     leaked: Default::default(),
                 },
                 &t,
-            )
+            );
         },
     )
     .boxed())

@@ -40,7 +40,7 @@ impl Resolver {
             .dns
             .get_or_init(|| async {
                 TokioResolver::builder_tokio()
-                    .and_then(|b| b.build())
+                    .and_then(hickory_resolver::ResolverBuilder::build)
                     .map_err(|e| format!("no DNS resolver: {e}"))
             })
             .await;

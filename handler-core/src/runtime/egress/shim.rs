@@ -188,7 +188,7 @@ fn relay(client: TcpStream, proxy: UnixStream) {
     let up = std::thread::spawn(move || {
         pump(client2, proxy2, |p| {
             let _ = p.shutdown(Shutdown::Write);
-        })
+        });
     });
     pump(proxy, client, |c| {
         let _ = c.shutdown(Shutdown::Write);

@@ -35,7 +35,7 @@ fn first_existing(paths: &[&str]) -> Option<String> {
     paths
         .iter()
         .find(|p| Path::new(p).exists())
-        .map(|p| p.to_string())
+        .map(std::string::ToString::to_string)
 }
 
 /// The host check: podman, the user and its subordinate ids, what `podman info` says, the
@@ -100,9 +100,7 @@ fn user_items(uid: u32, items: &mut Vec<RuntimeCheckItem>) {
         "newuidmap",
         newuidmap.is_some(),
         true,
-        newuidmap.map_or("newuidmap is missing: install uidmap".into(), |p| {
-            p.to_string()
-        }),
+        newuidmap.map_or("newuidmap is missing: install uidmap".into(), |p| p.clone()),
     ));
 }
 

@@ -435,7 +435,7 @@ impl<P: Podman> Running<'_, P> {
         let deadline = Instant::now() + attach_timeout();
         loop {
             match podman.state(name).as_deref() {
-                Ok("created") | Ok("configured") => {}
+                Ok("created" | "configured") => {}
                 Ok(_) => break,
                 Err(e) => {
                     log(&format!("the sandbox went away: {e}"));

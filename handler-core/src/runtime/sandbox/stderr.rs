@@ -72,7 +72,10 @@ fn running() -> &'static Mutex<Vec<Receiver<()>>> {
 /// Relays `r` (a pipe's read end) to this process's stderr on a thread of its own.
 pub fn relay(r: impl Read + Send + 'static, source: Source) {
     let (tx, rx) = channel();
-    running().lock().unwrap_or_else(|e| e.into_inner()).push(rx);
+    running()
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .push(rx);
     let spawned = std::thread::Builder::new()
         .name("stderr-relay".into())
         .spawn(move || {
@@ -90,8 +93,11 @@ pub fn relay(r: impl Read + Send + 'static, source: Source) {
 /// Waits (at most `within`) for the relays to write what they still hold, before exiting.
 pub fn wait_all(within: Duration) {
     let deadline = Instant::now() + within;
-    let rxs: Vec<Receiver<()>> =
-        std::mem::take(&mut *running().lock().unwrap_or_else(|e| e.into_inner()));
+    let rxs: Vec<Receiver<()>> = std::mem::take(
+        &mut *running()
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
+    );
     for rx in rxs {
         let left = deadline.saturating_duration_since(Instant::now());
         let _ = rx.recv_timeout(left);

@@ -3,9 +3,9 @@
 
 #![allow(dead_code)]
 
-pub use test_support::acp;
-pub use test_support::descriptor::fake as fake_descriptor;
-pub use test_support::static_build::fakes;
+pub(crate) use test_support::acp;
+pub(crate) use test_support::descriptor::fake as fake_descriptor;
+pub(crate) use test_support::static_build::fakes;
 
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -13,7 +13,7 @@ use handler_core::daemon::{self, AppState, DaemonConfig};
 use serde_json::Value;
 
 /// Everything the daemon logged in this test binary.
-pub fn logs() -> String {
+pub(crate) fn logs() -> String {
     String::from_utf8_lossy(&log_buffer().lock().unwrap()).into_owned()
 }
 
@@ -47,7 +47,7 @@ fn init_logs() {
 }
 
 /// A daemon for one test.
-pub struct TestDaemon {
+pub(crate) struct TestDaemon {
     pub url: String,
     pub port: u16,
     pub token: String,
@@ -60,7 +60,7 @@ pub struct TestDaemon {
 
 /// Options of a test daemon.
 #[derive(Default)]
-pub struct Options {
+pub(crate) struct Options {
     /// The sandbox command; default: the fake sandbox logging to `<home>/sandbox.log`.
     pub sandbox_command: Option<Vec<String>>,
     pub max_message_bytes: Option<usize>,
@@ -70,11 +70,11 @@ pub struct Options {
 
 impl TestDaemon {
     /// A daemon with the fake harness and the fake sandbox.
-    pub async fn start() -> TestDaemon {
+    pub(crate) async fn start() -> TestDaemon {
         Self::start_with(Options::default()).await
     }
 
-    pub async fn start_with(o: Options) -> TestDaemon {
+    pub(crate) async fn start_with(o: Options) -> TestDaemon {
         init_logs();
         let f = fakes();
         let home = tempfile::tempdir().unwrap();
@@ -124,7 +124,7 @@ impl TestDaemon {
     }
 
     /// The scope every test agent works in.
-    pub fn scope(&self) -> String {
+    pub(crate) fn scope(&self) -> String {
         std::fs::canonicalize(self.home.path().join("code/app"))
             .unwrap()
             .display()
@@ -132,7 +132,7 @@ impl TestDaemon {
     }
 
     /// An authorized request; answers status, body (JSON or null) and content type.
-    pub async fn call(
+    pub(crate) async fn call(
         &self,
         method: &str,
         path: &str,
@@ -160,34 +160,34 @@ impl TestDaemon {
         (status, v, ct)
     }
 
-    pub async fn get(&self, path: &str) -> (u16, Value) {
+    pub(crate) async fn get(&self, path: &str) -> (u16, Value) {
         let (s, v, _) = self.call("GET", path, None).await;
         (s, v)
     }
-    pub async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+    pub(crate) async fn post(&self, path: &str, body: Value) -> (u16, Value) {
         let (s, v, _) = self.call("POST", path, Some(body)).await;
         (s, v)
     }
-    pub async fn put(&self, path: &str, body: Value) -> (u16, Value) {
+    pub(crate) async fn put(&self, path: &str, body: Value) -> (u16, Value) {
         let (s, v, _) = self.call("PUT", path, Some(body)).await;
         (s, v)
     }
-    pub async fn patch(&self, path: &str, body: Value) -> (u16, Value) {
+    pub(crate) async fn patch(&self, path: &str, body: Value) -> (u16, Value) {
         let (s, v, _) = self.call("PATCH", path, Some(body)).await;
         (s, v)
     }
-    pub async fn delete(&self, path: &str) -> (u16, Value) {
+    pub(crate) async fn delete(&self, path: &str) -> (u16, Value) {
         let (s, v, _) = self.call("DELETE", path, None).await;
         (s, v)
     }
 
     /// What the fake sandbox recorded.
-    pub fn sandbox_log(&self) -> String {
+    pub(crate) fn sandbox_log(&self) -> String {
         std::fs::read_to_string(self.home.path().join("sandbox.log")).unwrap_or_default()
     }
 
     /// A token account of the fake harness, logged in with `token`.
-    pub async fn fake_account(&self, name: &str, token: &str) {
+    pub(crate) async fn fake_account(&self, name: &str, token: &str) {
         let (s, v) = self
             .post(
                 "/v1/accounts",
@@ -198,7 +198,7 @@ impl TestDaemon {
     }
 
     /// An ad-hoc agent in the scope on `account`, `extra` merged in.
-    pub async fn fake_agent(&self, account: &str, extra: Value) -> Value {
+    pub(crate) async fn fake_agent(&self, account: &str, extra: Value) -> Value {
         let mut body = serde_json::json!({"models": [{"account": account}], "scope": self.scope()});
         if let (Some(b), Some(e)) = (body.as_object_mut(), extra.as_object()) {
             for (k, v) in e {
@@ -211,7 +211,7 @@ impl TestDaemon {
     }
 
     /// Stops it as SIGTERM would: connections closed, sandboxes stopped.
-    pub async fn stop(mut self) {
+    pub(crate) async fn stop(mut self) {
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
         }
@@ -222,7 +222,7 @@ impl TestDaemon {
 }
 
 /// Every response body the tests saw (for the secrets grep).
-pub fn bodies() -> String {
+pub(crate) fn bodies() -> String {
     body_buffer().lock().unwrap().clone()
 }
 
@@ -231,14 +231,14 @@ fn body_buffer() -> &'static Mutex<String> {
     B.get_or_init(|| Mutex::new(String::new()))
 }
 
-pub fn record_body(text: &str) {
+pub(crate) fn record_body(text: &str) {
     let mut b = body_buffer().lock().unwrap();
     b.push_str(text);
     b.push('\n');
 }
 
 /// Asserts an RFC 9457 problem with `status` and `title`.
-pub fn assert_problem(status: u16, body: &Value, want_status: u16, title: &str) {
+pub(crate) fn assert_problem(status: u16, body: &Value, want_status: u16, title: &str) {
     assert_eq!(status, want_status, "{body}");
     assert_eq!(body["status"], want_status, "{body}");
     assert_eq!(body["title"], title, "{body}");
@@ -247,7 +247,7 @@ pub fn assert_problem(status: u16, body: &Value, want_status: u16, title: &str) 
 
 impl TestDaemon {
     /// The ACP URL of an agent, with a query.
-    pub fn acp_url(&self, agent: &str, query: &str) -> String {
+    pub(crate) fn acp_url(&self, agent: &str, query: &str) -> String {
         let q = if query.is_empty() {
             String::new()
         } else {
@@ -256,11 +256,11 @@ impl TestDaemon {
         format!("ws://127.0.0.1:{}/v1/agents/{agent}/acp{q}", self.port)
     }
     /// The subprotocols a client offers.
-    pub fn protocols(&self) -> Vec<String> {
+    pub(crate) fn protocols(&self) -> Vec<String> {
         vec!["acp.v1".into(), format!("bearer.{}", self.token)]
     }
     /// Connects to an agent's ACP endpoint with the token.
-    pub async fn acp(&self, agent: &str) -> acp::Acp {
+    pub(crate) async fn acp(&self, agent: &str) -> acp::Acp {
         acp::open(&self.acp_url(agent, ""), &self.protocols(), None)
             .await
             .expect("ACP socket opens")

@@ -20,18 +20,18 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, Serve
 use tokio::io::AsyncReadExt as _;
 use tokio::net::{TcpListener, TcpStream};
 
-pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+pub(crate) fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
 /// A CA for the test servers, as a company CA would be (the proxy is told to trust it).
-pub struct TestCa {
+pub(crate) struct TestCa {
     pub issuer: CertifiedIssuer<'static, KeyPair>,
     pub pem: String,
 }
 
 impl TestCa {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
         p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         p.distinguished_name
@@ -41,13 +41,18 @@ impl TestCa {
         TestCa { issuer, pem }
     }
 
-    pub fn der(&self) -> CertificateDer<'static> {
+    pub(crate) fn der(&self) -> CertificateDer<'static> {
         self.issuer.der().clone()
     }
 
-    pub fn server_config(&self, names: &[&str]) -> Arc<rustls::ServerConfig> {
-        let p = CertificateParams::new(names.iter().map(|s| s.to_string()).collect::<Vec<_>>())
-            .unwrap();
+    pub(crate) fn server_config(&self, names: &[&str]) -> Arc<rustls::ServerConfig> {
+        let p = CertificateParams::new(
+            names
+                .iter()
+                .map(std::string::ToString::to_string)
+                .collect::<Vec<_>>(),
+        )
+        .unwrap();
         let key = KeyPair::generate().unwrap();
         let cert = p.signed_by(&key, &self.issuer).unwrap();
         let c = rustls::ServerConfig::builder_with_provider(provider())
@@ -65,10 +70,10 @@ impl TestCa {
 
 /// What a test server received: one text dump per request (method, target, headers, body).
 #[derive(Clone, Default)]
-pub struct Received(pub Arc<Mutex<Vec<String>>>);
+pub(crate) struct Received(pub Arc<Mutex<Vec<String>>>);
 
 impl Received {
-    pub fn all(&self) -> String {
+    pub(crate) fn all(&self) -> String {
         self.0.lock().unwrap().join("\n---\n")
     }
 }
@@ -82,7 +87,7 @@ async fn echo(
     let path = parts
         .uri
         .path_and_query()
-        .map(|p| p.to_string())
+        .map(std::string::ToString::to_string)
         .unwrap_or_default();
     if path.starts_with("/sse") {
         rec.0
@@ -113,7 +118,7 @@ async fn echo(
     let body = body
         .collect()
         .await
-        .map(|b| b.to_bytes())
+        .map(http_body_util::Collected::to_bytes)
         .unwrap_or_default();
     if path.starts_with("/reverse") {
         // As a model asked to would: the body it received, reversed.
@@ -167,7 +172,7 @@ fn tokio_stream_from<T: Send + 'static>(
 }
 
 /// A test server (HTTPS when given a TLS config) on 0.0.0.0, recording requests.
-pub struct Server {
+pub(crate) struct Server {
     pub port: u16,
     pub received: Received,
     /// What the server puts in its answers (to check it is swapped back to the phantom).
@@ -182,12 +187,15 @@ impl Drop for Server {
 }
 
 impl Server {
-    pub async fn start(tls: Option<Arc<rustls::ServerConfig>>) -> Server {
+    pub(crate) async fn start(tls: Option<Arc<rustls::ServerConfig>>) -> Server {
         Self::start_with(tls, false).await
     }
 
     /// [`Server::start`], its sockets with TCP_NODELAY when `nodelay` (as API servers set it).
-    pub async fn start_with(tls: Option<Arc<rustls::ServerConfig>>, nodelay: bool) -> Server {
+    pub(crate) async fn start_with(
+        tls: Option<Arc<rustls::ServerConfig>>,
+        nodelay: bool,
+    ) -> Server {
         let listener = TcpListener::bind("0.0.0.0:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let received = Received::default();
@@ -230,7 +238,7 @@ impl Server {
 }
 
 /// This machine's address towards the outside (not loopback), else loopback.
-pub fn host_ip() -> IpAddr {
+pub(crate) fn host_ip() -> IpAddr {
     let s = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
     match s
         .connect("192.0.2.200:9")
@@ -243,26 +251,31 @@ pub fn host_ip() -> IpAddr {
 
 /// Events collected by a test.
 #[derive(Clone, Default)]
-pub struct Collected(pub Arc<Mutex<Vec<EgressEvent>>>);
+pub(crate) struct Collected(pub Arc<Mutex<Vec<EgressEvent>>>);
 
 impl Collected {
-    pub fn events(&self) -> Events {
+    pub(crate) fn events(&self) -> Events {
         let me = self.clone();
         Events::with(move |e| me.0.lock().unwrap().push(e.clone()))
     }
-    pub fn lines(&self) -> Vec<String> {
-        self.0.lock().unwrap().iter().map(|e| e.to_line()).collect()
+    pub(crate) fn lines(&self) -> Vec<String> {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .map(handler_contracts::sandbox::EgressEvent::to_line)
+            .collect()
     }
-    pub fn has(&self, line: &str) -> bool {
+    pub(crate) fn has(&self, line: &str) -> bool {
         self.lines().iter().any(|l| l == line)
     }
-    pub fn clear(&self) {
+    pub(crate) fn clear(&self) {
         self.0.lock().unwrap().clear();
     }
 }
 
 /// The answer to a CONNECT: the open tunnel, or the refusal's status, headers and body.
-pub enum Connect {
+pub(crate) enum Connect {
     Open(TcpStream),
     Refused {
         status: u16,
@@ -271,7 +284,7 @@ pub enum Connect {
     },
 }
 
-pub async fn connect(proxy: SocketAddr, target: &str) -> Connect {
+pub(crate) async fn connect(proxy: SocketAddr, target: &str) -> Connect {
     let mut s = TcpStream::connect(proxy).await.unwrap();
     // As HTTP clients do (curl, Node, Python's http.client): no Nagle delay on small writes.
     s.set_nodelay(true).unwrap();
@@ -298,7 +311,7 @@ pub async fn connect(proxy: SocketAddr, target: &str) -> Connect {
 }
 
 /// A TLS client trusting these roots, http/1.1.
-pub fn client_tls(roots: &[CertificateDer<'static>]) -> tokio_rustls::TlsConnector {
+pub(crate) fn client_tls(roots: &[CertificateDer<'static>]) -> tokio_rustls::TlsConnector {
     let mut store = rustls::RootCertStore::empty();
     for r in roots {
         store.add(r.clone()).unwrap();
@@ -312,7 +325,7 @@ pub fn client_tls(roots: &[CertificateDer<'static>]) -> tokio_rustls::TlsConnect
     tokio_rustls::TlsConnector::from(Arc::new(c))
 }
 
-pub fn pem_der(pem: &str) -> CertificateDer<'static> {
+pub(crate) fn pem_der(pem: &str) -> CertificateDer<'static> {
     rustls_pemfile::certs(&mut pem.as_bytes())
         .next()
         .unwrap()
@@ -321,7 +334,7 @@ pub fn pem_der(pem: &str) -> CertificateDer<'static> {
 
 /// A response as the client saw it.
 #[derive(Debug)]
-pub struct Got {
+pub(crate) struct Got {
     pub status: u16,
     pub headers: hyper::HeaderMap,
     pub body: String,
@@ -329,10 +342,10 @@ pub struct Got {
     pub peer_cert: Option<CertificateDer<'static>>,
 }
 
-pub type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
+pub(crate) type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
 
 /// Opens a tunnel and TLS inside it (SNI `sni`), ready for requests.
-pub async fn https_session(
+pub(crate) async fn https_session(
     proxy: SocketAddr,
     target: &str,
     sni: &str,
@@ -357,7 +370,7 @@ pub async fn https_session(
     Ok((sender, peer))
 }
 
-pub async fn send(sender: &mut Sender, req: Request<Full<Bytes>>) -> Got {
+pub(crate) async fn send(sender: &mut Sender, req: Request<Full<Bytes>>) -> Got {
     sender.ready().await.unwrap();
     let resp = sender.send_request(req).await.unwrap();
     let (parts, body) = resp.into_parts();
@@ -371,7 +384,7 @@ pub async fn send(sender: &mut Sender, req: Request<Full<Bytes>>) -> Got {
 }
 
 /// One plain http:// request through the proxy (absolute form).
-pub async fn http_via(proxy: SocketAddr, req: Request<Full<Bytes>>) -> Got {
+pub(crate) async fn http_via(proxy: SocketAddr, req: Request<Full<Bytes>>) -> Got {
     let s = TcpStream::connect(proxy).await.unwrap();
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(s))
         .await
@@ -380,7 +393,7 @@ pub async fn http_via(proxy: SocketAddr, req: Request<Full<Bytes>>) -> Got {
     send(&mut sender, req).await
 }
 
-pub fn get(uri: &str, host: &str) -> Request<Full<Bytes>> {
+pub(crate) fn get(uri: &str, host: &str) -> Request<Full<Bytes>> {
     Request::get(uri)
         .header("host", host)
         .body(Full::new(Bytes::new()))
@@ -388,23 +401,23 @@ pub fn get(uri: &str, host: &str) -> Request<Full<Bytes>> {
 }
 
 /// Keeps a proxy alive for a test.
-pub struct Proxy {
+pub(crate) struct Proxy {
     pub running: Running,
     pub dir: tempfile::TempDir,
     pub events: Collected,
 }
 
 impl Proxy {
-    pub fn addr(&self) -> SocketAddr {
+    pub(crate) fn addr(&self) -> SocketAddr {
         self.running.addr()
     }
-    pub fn ca(&self) -> CertificateDer<'static> {
+    pub(crate) fn ca(&self) -> CertificateDer<'static> {
         pem_der(&self.running.ready.ca)
     }
-    pub fn settings_path(&self) -> std::path::PathBuf {
+    pub(crate) fn settings_path(&self) -> std::path::PathBuf {
         self.dir.path().join("settings.json")
     }
-    pub fn set(&self, enforcement: &str, allow: &[&str]) {
+    pub(crate) fn set(&self, enforcement: &str, allow: &[&str]) {
         let s = handler_sandbox::egress::Settings {
             enforcement: serde_json::from_value(serde_json::json!(enforcement)).unwrap(),
             allow: allow

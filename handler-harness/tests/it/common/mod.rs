@@ -10,16 +10,16 @@ use handler_contracts::harness::{
 };
 use handler_harness::{RenderContext, RenderRequest, builtin};
 
-pub const FAKE_TOKEN: &str = "sk-ant-oat01-FAKE-PHANTOM-TOKEN-0000000000000000";
-pub const FAKE_KEY: &str = "sk-FAKE-PHANTOM-KEY-00000000000000000000";
+pub(crate) const FAKE_TOKEN: &str = "sk-ant-oat01-FAKE-PHANTOM-TOKEN-0000000000000000";
+pub(crate) const FAKE_KEY: &str = "sk-FAKE-PHANTOM-KEY-00000000000000000000";
 
-pub fn descriptor(name: &str) -> HarnessDescriptor {
+pub(crate) fn descriptor(name: &str) -> HarnessDescriptor {
     builtin(name)
         .expect("a platform harness")
         .expect("its descriptor parses")
 }
 
-pub fn provider() -> Provider {
+pub(crate) fn provider() -> Provider {
     serde_json::from_value(serde_json::json!({
         "apiVersion": "handler.provider/v1",
         "endpoints": {
@@ -37,7 +37,7 @@ pub fn provider() -> Provider {
     .unwrap()
 }
 
-pub fn context() -> RenderContext {
+pub(crate) fn context() -> RenderContext {
     RenderContext {
         data_dir: "/home/ada/.local/share/handler-ai".into(),
         agent_id: "a-7f3c".into(),
@@ -45,7 +45,7 @@ pub fn context() -> RenderContext {
     }
 }
 
-pub fn account_agent(harness: &str) -> AgentSpec {
+pub(crate) fn account_agent(harness: &str) -> AgentSpec {
     let d = descriptor(harness);
     let login = d.login.as_ref().expect("a harness with a login");
     AgentSpec {
@@ -63,7 +63,7 @@ pub fn account_agent(harness: &str) -> AgentSpec {
     }
 }
 
-pub fn provider_agent(harness: &str) -> AgentSpec {
+pub(crate) fn provider_agent(harness: &str) -> AgentSpec {
     let mut files = BTreeMap::new();
     if harness == "codex" {
         files.insert(
@@ -83,7 +83,7 @@ pub fn provider_agent(harness: &str) -> AgentSpec {
     }
 }
 
-pub fn base_input(harness: &str, access: &str, mode: PermissionMode) -> RenderInput {
+pub(crate) fn base_input(harness: &str, access: &str, mode: PermissionMode) -> RenderInput {
     let (agent, secret) = if access == "account" {
         let d = descriptor(harness);
         let token = d
@@ -111,7 +111,7 @@ pub fn base_input(harness: &str, access: &str, mode: PermissionMode) -> RenderIn
     }
 }
 
-pub fn stdio_server() -> McpServer {
+pub(crate) fn stdio_server() -> McpServer {
     McpServer::Stdio {
         name: "tickets".into(),
         command: "tickets-mcp".into(),
@@ -123,7 +123,7 @@ pub fn stdio_server() -> McpServer {
     }
 }
 
-pub fn http_server() -> McpServer {
+pub(crate) fn http_server() -> McpServer {
     McpServer::Remote {
         transport: RemoteMcpTransport::Http,
         name: "docs".into(),
@@ -136,7 +136,7 @@ pub fn http_server() -> McpServer {
 }
 
 /// The variants rendered besides the plain one.
-pub const VARIANTS: [&str; 7] = [
+pub(crate) const VARIANTS: [&str; 7] = [
     "skills",
     "mcp-stdio",
     "mcp-http",
@@ -146,7 +146,7 @@ pub const VARIANTS: [&str; 7] = [
     "full",
 ];
 
-pub fn apply(input: &mut RenderInput, ctx: &mut RenderContext, variant: &str) {
+pub(crate) fn apply(input: &mut RenderInput, ctx: &mut RenderContext, variant: &str) {
     let skills = || {
         vec![
             "/home/ada/.config/handler-ai/skills/pdf-forms".to_string(),
@@ -201,7 +201,7 @@ pub fn apply(input: &mut RenderInput, ctx: &mut RenderContext, variant: &str) {
 }
 
 /// The whole matrix: (case name, request).
-pub fn matrix() -> Vec<(String, RenderRequest)> {
+pub(crate) fn matrix() -> Vec<(String, RenderRequest)> {
     let mut out = vec![];
     for h in handler_harness::builtin_names() {
         let d = descriptor(h);
