@@ -3,7 +3,7 @@
 //! `services` (each resource's rules, the ACP connections) > `launch` (from "start this agent"
 //! to a running sandbox) > `state` (the shared state) > `store` (persistence) > the low helpers
 //! (`config`, `problem`, `fsutil`). A file's layer is its folder;
-//! `handler-contracts/tests/architecture.rs` checks the order.
+//! `handler-contracts/tests/it/architecture.rs` checks the order.
 
 pub mod api;
 pub mod config;
