@@ -5,5 +5,6 @@ mod cli_harness_render;
 mod daemon_acp_sandbox;
 mod daemon_login_cli;
 mod egress_podman;
+mod example_relay;
 mod sandbox_conformance;
 mod sandbox_runtime;
