@@ -152,55 +152,71 @@ pub fn run_file_login(harness: &str, login: &Login, relay: Relay) -> Result<Stri
             program: "script (util-linux)".into(),
             source,
         })?,
-        Relay::Pipes {
-            mut input,
-            mut output,
-        } => {
-            let mut child = cmd
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .map_err(|source| LoginError::Spawn {
-                    program: "script (util-linux)".into(),
-                    source,
-                })?;
-            let mut stdin = child.stdin.take();
-            std::thread::spawn(move || {
-                if let Some(w) = stdin.as_mut() {
-                    let _ = std::io::copy(&mut input, w);
-                }
-                drop(stdin);
-            });
-            let mut err = child.stderr.take();
-            let errs = std::thread::spawn(move || {
-                let mut v = Vec::new();
-                if let Some(e) = err.as_mut() {
-                    let _ = e.read_to_end(&mut v);
-                }
-                v
-            });
-            if let Some(mut out) = child.stdout.take() {
-                let mut buf = [0u8; 4096];
-                loop {
-                    match out.read(&mut buf) {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => {
-                            let _ = output.write_all(&buf[..n]);
-                            let _ = output.flush();
-                        }
-                    }
-                }
-            }
-            let status = child
-                .wait()
-                .map_err(|e| LoginError::Terminal(e.to_string()))?;
-            let _ = output.write_all(&errs.join().unwrap_or_default());
-            let _ = output.flush();
-            status
-        }
+        Relay::Pipes { input, output } => relay_pipes(&mut cmd, input, output)?,
     };
 
+    let content = read_credential(&dir, file, status)?;
+    drop(folder);
+    Ok(content)
+}
+
+/// Runs the login's `script` with its terminal relayed over pipes (tests): what is typed goes to
+/// its stdin, its output and then its stderr to `output`.
+fn relay_pipes(
+    cmd: &mut std::process::Command,
+    mut input: Box<dyn Read + Send>,
+    mut output: Box<dyn Write + Send>,
+) -> Result<std::process::ExitStatus, LoginError> {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|source| LoginError::Spawn {
+            program: "script (util-linux)".into(),
+            source,
+        })?;
+    let mut stdin = child.stdin.take();
+    std::thread::spawn(move || {
+        if let Some(w) = stdin.as_mut() {
+            let _ = std::io::copy(&mut input, w);
+        }
+        drop(stdin);
+    });
+    let mut err = child.stderr.take();
+    let errs = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        if let Some(e) = err.as_mut() {
+            let _ = e.read_to_end(&mut v);
+        }
+        v
+    });
+    if let Some(mut out) = child.stdout.take() {
+        let mut buf = [0u8; 4096];
+        loop {
+            match out.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    let _ = output.write_all(&buf[..n]);
+                    let _ = output.flush();
+                }
+            }
+        }
+    }
+    let status = child
+        .wait()
+        .map_err(|e| LoginError::Terminal(e.to_string()))?;
+    let _ = output.write_all(&errs.join().unwrap_or_default());
+    let _ = output.flush();
+    Ok(status)
+}
+
+/// The credential the login left in its folder: a regular file of at most 1 MiB.
+fn read_credential(
+    dir: &Path,
+    file: String,
+    status: std::process::ExitStatus,
+) -> Result<String, LoginError> {
     let path = dir.join(&file);
     let meta = match std::fs::symlink_metadata(&path) {
         Ok(m) => m,
@@ -223,7 +239,6 @@ pub fn run_file_login(harness: &str, login: &Login, relay: Relay) -> Result<Stri
     }
     let content = std::fs::read_to_string(&path)
         .map_err(|e| LoginError::Credential(file.clone(), e.to_string()))?;
-    drop(folder);
     Ok(content)
 }
 
