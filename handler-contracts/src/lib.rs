@@ -13,6 +13,7 @@ pub mod api_version;
 pub mod containment;
 pub mod context;
 pub mod control;
+pub mod files;
 pub mod harness;
 pub mod hosts;
 pub mod miniapp;
