@@ -539,7 +539,15 @@ mod tests {
             assert!(e.starts_with("path not shown: "), "{p}: {e}");
             assert!(e.contains(want), "{p}: {e}");
         }
-        for ok in ["", "a", "a/b.txt", ".gitignore", "..a", ".github/x", "a b/c"] {
+        for ok in [
+            "",
+            "a",
+            "a/b.txt",
+            ".gitignore",
+            "..a",
+            ".github/x",
+            "a b/c",
+        ] {
             let p = RelPath::parse(ok).unwrap();
             assert_eq!(p.as_str(), ok);
             assert_eq!(p.is_root(), ok.is_empty());
@@ -557,12 +565,18 @@ mod tests {
         let m = r.mark();
         r.add_gitignore("sub", b"local.txt\n!x.secret\n");
         assert!(r.is_ignored("target", true));
-        assert!(!r.is_ignored("target", false), "target/ matches folders only");
+        assert!(
+            !r.is_ignored("target", false),
+            "target/ matches folders only"
+        );
         assert!(r.is_ignored("a.log", false));
         assert!(r.is_ignored("sub/b.log", false));
         assert!(!r.is_ignored("keep.log", false));
         assert!(r.is_ignored("only-root", false));
-        assert!(!r.is_ignored("sub/only-root", false), "anchored to the root");
+        assert!(
+            !r.is_ignored("sub/only-root", false),
+            "anchored to the root"
+        );
         assert!(r.is_ignored("k.secret", false), "info/exclude");
         assert!(!r.is_ignored("sub/x.secret", false), "a deeper file wins");
         assert!(r.is_ignored("sub/local.txt", false));
@@ -612,8 +626,16 @@ mod tests {
             ]),
             not_followed: false,
         };
-        let base = Baseline::new(&listing, "2026-12-01T12:00:00Z".into(), Some("ab".into()), None);
-        assert!(!base.files.contains_key("src"), "a baseline records files only");
+        let base = Baseline::new(
+            &listing,
+            "2026-12-01T12:00:00Z".into(),
+            Some("ab".into()),
+            None,
+        );
+        assert!(
+            !base.files.contains_key("src"),
+            "a baseline records files only"
+        );
         insta::assert_json_snapshot!("baseline", base);
         let mut rules = IgnoreRules::new(None);
         rules.add_gitignore("", b"build/\n");
@@ -622,8 +644,11 @@ mod tests {
             not_followed: false,
         };
         let c = changes(&base, &now, &rules);
-        let got: Vec<(&str, ChangeKind)> =
-            c.changes.iter().map(|c| (c.path.as_str(), c.change)).collect();
+        let got: Vec<(&str, ChangeKind)> = c
+            .changes
+            .iter()
+            .map(|c| (c.path.as_str(), c.change))
+            .collect();
         assert_eq!(
             got,
             [("a.txt", ChangeKind::Deleted), ("b.txt", ChangeKind::Added)]
