@@ -12,6 +12,8 @@
 pub mod client;
 #[cfg(feature = "daemon")]
 pub mod daemon;
+#[cfg(feature = "gitread")]
+pub mod gitread;
 pub mod lines;
 #[cfg(feature = "runtime")]
 pub mod runtime;
