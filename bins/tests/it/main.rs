@@ -8,3 +8,4 @@ mod egress_podman;
 mod example_relay;
 mod sandbox_conformance;
 mod sandbox_runtime;
+mod session_files_git;

@@ -31,7 +31,9 @@ pub const MAX_SHOW_BYTES: usize = handler_contracts::files::MAX_READ_BYTES;
 #[non_exhaustive]
 pub enum ReadError {
     /// The arguments are not one of the verbs.
-    #[error("usage: handler-git-read head <git-dir> | exclude <git-dir> | show <git-dir> <commit> <path>")]
+    #[error(
+        "usage: handler-git-read head <git-dir> | exclude <git-dir> | show <git-dir> <commit> <path>"
+    )]
     Usage,
     /// The git folder is not a folder (a link, a file).
     #[error("{0}: not a git folder")]
