@@ -56,7 +56,15 @@ pub(super) fn stamp(st: &Stat) -> Option<FileStamp> {
         FileType::Directory => EntryKind::Dir,
         _ => return None,
     };
+    #[allow(
+        clippy::useless_conversion,
+        reason = "the stat fields' types differ between targets"
+    )]
     let secs = i64::try_from(st.st_mtime).unwrap_or(i64::MAX / 1_000_000_000);
+    #[allow(
+        clippy::useless_conversion,
+        reason = "the stat fields' types differ between targets"
+    )]
     let nsec = i64::try_from(st.st_mtime_nsec).unwrap_or(0);
     Some(FileStamp {
         kind,
