@@ -24,12 +24,12 @@ pub const GIT_READ_MEMORY: u64 = 1 << 30;
 #[non_exhaustive]
 pub enum GitReadError {
     /// The reader could not be started.
-    #[error("cannot start {program}: {source}")]
+    #[error("cannot start {program}: {error}")]
     Spawn {
         /// The program.
         program: String,
-        /// Why.
-        source: std::io::Error,
+        /// Why (in the message, not a `source`: decision 0053).
+        error: std::io::Error,
     },
     /// No answer in time: killed.
     #[error("the git reader did not answer within {0:?}: stopped")]
@@ -138,9 +138,9 @@ impl GitReader {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
-        let mut child = cmd.spawn().map_err(|source| GitReadError::Spawn {
+        let mut child = cmd.spawn().map_err(|error| GitReadError::Spawn {
             program: self.program.display().to_string(),
-            source,
+            error,
         })?;
         if let Some(pid) = child.id() {
             limit_memory(pid, self.memory);

@@ -46,12 +46,12 @@ pub enum FilesError {
     #[error("cannot show it: {0}")]
     NoDesktop(String),
     /// 500: reading the folder failed.
-    #[error("reading {path:?}: {source}")]
+    #[error("reading {path:?}: {error}")]
     Io {
         /// The path (relative to the folder) being read.
         path: String,
-        /// Why.
-        source: std::io::Error,
+        /// Why (shown in the message, not a `source`: decision 0053).
+        error: std::io::Error,
     },
     /// 500: `baseline.json` is not one.
     #[error("{path}: not a baseline: {reason}")]
@@ -64,8 +64,8 @@ pub enum FilesError {
 }
 
 impl FilesError {
-    pub(crate) fn io(path: String, source: std::io::Error) -> Self {
-        FilesError::Io { path, source }
+    pub(crate) fn io(path: String, error: std::io::Error) -> Self {
+        FilesError::Io { path, error }
     }
     /// The HTTP status it answers with.
     pub fn status(&self) -> StatusCode {
