@@ -392,3 +392,39 @@ async fn a_huge_or_garbage_object_costs_only_the_child() {
     assert!(g.earlier.is_none(), "{g:?}");
     assert_eq!(g.content.map(|c| c.size), Some(4));
 }
+
+#[test]
+fn the_reader_refuses_what_it_does_not_know() {
+    let folder = repo();
+    let bin = env!("CARGO_BIN_EXE_handler-git-read");
+    let git_dir = folder.path().join(".git");
+    let run = |args: &[&std::ffi::OsStr]| Command::new(bin).args(args).output().unwrap();
+    let usage = run(&["push".as_ref(), git_dir.as_os_str()]);
+    assert_eq!(usage.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&usage.stderr).contains("usage: handler-git-read"));
+    let bad = run(&[
+        "show".as_ref(),
+        git_dir.as_os_str(),
+        "HEAD".as_ref(),
+        "a.txt".as_ref(),
+    ]);
+    assert_eq!(
+        bad.status.code(),
+        Some(2),
+        "a commit is a full id, never a revision to resolve"
+    );
+    let head = run(&["head".as_ref(), git_dir.as_os_str()]);
+    let id = String::from_utf8(head.stdout).unwrap();
+    let missing = run(&[
+        "show".as_ref(),
+        git_dir.as_os_str(),
+        id.trim().as_ref(),
+        "nope".as_ref(),
+    ]);
+    assert_eq!(missing.status.code(), Some(1), "nothing there");
+    // A .git that is a link is not opened.
+    let link = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(&git_dir, link.path().join(".git")).unwrap();
+    let linked = run(&["head".as_ref(), link.path().join(".git").as_os_str()]);
+    assert_eq!(linked.status.code(), Some(2));
+}

@@ -288,3 +288,33 @@ async fn reveal_without_a_desktop_is_409() {
     let (got, _) = status(reveal(folder.path(), "").await.unwrap_err());
     assert_eq!(got, 409);
 }
+
+#[tokio::test]
+async fn the_real_limit_is_fifty_thousand_files() {
+    let folder = tempfile::tempdir().unwrap();
+    let root = folder.path();
+    for d in 0..50 {
+        let dir = root.join(format!("d{d:02}"));
+        std::fs::create_dir(&dir).unwrap();
+        for f in 0..1000 {
+            std::fs::File::create(dir.join(format!("f{f:03}"))).unwrap();
+        }
+    }
+    let (session, more) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let at_limit = record_baseline(
+        root,
+        session.path(),
+        &no_git(),
+        "t".into(),
+        MAX_BASELINE_FILES,
+    )
+    .await
+    .unwrap();
+    assert!(!at_limit.not_followed);
+    assert_eq!(at_limit.files.len(), MAX_BASELINE_FILES);
+    std::fs::File::create(root.join("one-more")).unwrap();
+    let beyond = record_baseline(root, more.path(), &no_git(), "t".into(), MAX_BASELINE_FILES)
+        .await
+        .unwrap();
+    assert!(beyond.not_followed && beyond.files.is_empty());
+}
