@@ -141,10 +141,8 @@ pub async fn record_baseline(
     }
     let (head, exclude) = if is_repository(folder) {
         let dir = git::git_dir(folder);
-        (
-            logged(git.head(&dir).await, "HEAD"),
-            logged(git.exclude(&dir).await, "info/exclude"),
-        )
+        let (head, exclude) = tokio::join!(git.head(&dir), git.exclude(&dir));
+        (logged(head, "HEAD"), logged(exclude, "info/exclude"))
     } else {
         (None, None)
     };
