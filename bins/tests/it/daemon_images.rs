@@ -97,7 +97,7 @@ impl Images {
         std::fs::write(
             dir.join("Containerfile"),
             format!(
-                "ARG TOOLBOX_IMAGE\nFROM {BASE}\nLABEL handler.test.images={tag}\n{copy}RUN mkdir -p /usr/share/handler && echo \"Fake {name} 1.0\" > /usr/share/handler/version\n{extra}",
+                "ARG TOOLBOX_IMAGE\nFROM ${{TOOLBOX_IMAGE}}\nLABEL handler.test.images={tag}\n{copy}RUN mkdir -p /usr/share/handler && echo \"Fake {name} 1.0\" > /usr/share/handler/version\n{extra}",
                 tag = self.tag
             ),
         )
@@ -119,6 +119,7 @@ impl Images {
 
 impl Drop for Images {
     fn drop(&mut self) {
+        let _ = podman(&["rmi", &format!("{}:latest", self.image("toolbox"))]);
         for id in self.left() {
             let _ = podman(&["rmi", "-f", &id]);
         }
@@ -142,10 +143,22 @@ fn setup(tag: &str) -> Images {
         std::fs::set_permissions(bin.join(name), std::fs::Permissions::from_mode(0o755)).unwrap();
     }
     std::fs::create_dir_all(root.join("home/harnesses")).unwrap();
-    Images {
+    std::fs::create_dir_all(root.join("toolbox")).unwrap();
+    let im = Images {
         root,
         tag: format!("{}{tag}", std::process::id()),
-    }
+    };
+    // The toolbox the harness images are built FROM: the test base, tagged as this run's.
+    std::fs::write(
+        im.root.join("toolbox/Containerfile"),
+        format!(
+            "FROM {BASE}\nLABEL handler.test.images={}\nRUN true\n",
+            im.tag
+        ),
+    )
+    .unwrap();
+    assert!(podman(&["tag", BASE, &format!("{}:latest", im.image("toolbox"))]).0);
+    im
 }
 
 struct Daemon {
@@ -187,6 +200,11 @@ async fn start(im: &Images) -> Daemon {
                 .to_string(),
         ),
         ("TMPDIR", "/var/tmp".to_string()),
+        (
+            "HANDLER_TOOLBOX_DIR",
+            root.join("toolbox").display().to_string(),
+        ),
+        ("HANDLER_TOOLBOX_IMAGE", im.image("toolbox")),
     ]);
     let mut cmd = std::process::Command::new("setpriv");
     cmd.args([
@@ -451,5 +469,118 @@ async fn a_cancelled_build_leaves_no_image_and_a_restart_fails_a_running_one() {
         im.left(),
         Vec::<String>::new(),
         "the stopped build left an image"
+    );
+}
+
+#[tokio::test]
+async fn a_toolbox_rebuild_where_one_harness_fails_switches_nothing() {
+    if !ready() {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().await;
+    let im = setup("toolbox");
+    im.harness("imgok", true, "");
+    im.harness("imgzbroken", false, "");
+    let toolbox = format!("{}:latest", im.image("toolbox"));
+    let zulu = format!("{}:latest", im.image("imgzbroken"));
+    let d = start(&im).await;
+    let t = d.get("/v1/toolbox").await;
+    assert_eq!(t["imagePresent"], true, "{t}");
+    assert_eq!(
+        t["directory"],
+        im.root.join("toolbox").display().to_string()
+    );
+    let c = d.get("/v1/toolbox/containerfile").await;
+    assert!(
+        c["content"]
+            .as_str()
+            .unwrap()
+            .contains("handler.test.images"),
+        "the user's kept"
+    );
+    assert!(
+        c["defaultContent"]
+            .as_str()
+            .unwrap()
+            .contains("ARG BASE_IMAGE"),
+        "{c}"
+    );
+    let id = d.build("imgok").await;
+    assert_eq!(
+        d.ended(&id).await["state"],
+        "succeeded",
+        "{}",
+        d.log(&id).await
+    );
+    let ok_before = image_id(&format!("{}:latest", im.image("imgok"))).unwrap();
+    // imgzbroken is built (its :latest present) but its recipe no longer installs its agent.
+    assert!(podman(&["tag", BASE, &zulu]).0);
+    let toolbox_before = image_id(&toolbox).unwrap();
+    let zulu_before = image_id(&zulu).unwrap();
+
+    let id = d.build("toolbox").await;
+    let b = d.ended(&id).await;
+    let log = d.log(&id).await;
+    assert_eq!(b["state"], "failed", "{b}\n{log}");
+    let err = b["error"].as_str().unwrap();
+    assert!(err.starts_with("check imgzbroken: "), "{err}");
+    assert!(err.ends_with("nothing switched"), "{err}");
+    assert!(
+        log.contains("check imgok: passed"),
+        "imgok was rebuilt and passed first: {log}"
+    );
+    assert_eq!(
+        image_id(&toolbox),
+        Some(toolbox_before),
+        "the toolbox switched"
+    );
+    assert_eq!(
+        image_id(&format!("{}:latest", im.image("imgok"))),
+        Some(ok_before.clone())
+    );
+    assert_eq!(image_id(&zulu), Some(zulu_before));
+    let left = im.left();
+    assert!(
+        left.len() == 1 && ok_before.starts_with(&left[0]),
+        "the toolbox build left {left:?} (imgok's :latest is {ok_before})\n{log}"
+    );
+    let _ = podman(&["rmi", &zulu]);
+
+    let (s, p) = d
+        .call(
+            reqwest::Method::PUT,
+            "/v1/toolbox/containerfile",
+            Some(json!({"content": "RUN true\n"})),
+        )
+        .await;
+    assert_eq!(
+        (s, p["title"].as_str()),
+        (400, Some("containerfile invalid")),
+        "{p}"
+    );
+    let big = format!("FROM x\n{}", "#".repeat(256 * 1024));
+    let (s, _) = d
+        .call(
+            reqwest::Method::PUT,
+            "/v1/toolbox/containerfile",
+            Some(json!({"content": big})),
+        )
+        .await;
+    assert_eq!(s, 413);
+    let (s, p) = d
+        .call(
+            reqwest::Method::PUT,
+            "/v1/toolbox/containerfile",
+            Some(json!({"content": "FROM mine\n"})),
+        )
+        .await;
+    assert_eq!(
+        (s, p["content"].as_str()),
+        (200, Some("FROM mine\n")),
+        "{p}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(im.root.join("toolbox/Containerfile")).unwrap(),
+        "FROM mine\n"
     );
 }

@@ -48,6 +48,16 @@ pub enum DaemonError {
     },
 }
 
+/// The default toolbox copied into the user's folder on the first start (B.6).
+fn install_toolbox(config: &DaemonConfig) {
+    let dir = config.toolbox_dir.display();
+    match crate::daemon::services::images::toolbox::install_default(&config.toolbox_dir) {
+        Ok(true) => tracing::info!(%dir, "the default toolbox copied"),
+        Ok(false) => {}
+        Err(e) => tracing::warn!(%dir, error = %e, "the default toolbox not copied"),
+    }
+}
+
 /// Builds the state: the token (made on first start), the stores.
 pub fn build(
     config: DaemonConfig,
@@ -63,6 +73,7 @@ pub fn build(
             source,
         })?;
     let agents = AgentStore::open(&config.state_dir)?;
+    install_toolbox(&config);
     let config_state_dir = config.state_dir.clone();
     let launcher = launcher.unwrap_or_else(|| {
         Arc::new(ProcessLauncher {

@@ -1,12 +1,17 @@
-//! The image routes besides builds (D.4): the network filter's image.
+//! The image routes besides builds (D.4, B.6): the network filter's image, the toolbox and its
+//! Containerfile.
 
 use axum::Json;
 use axum::extract::State;
 use axum::routing;
-use handler_contracts::control::NetworkFilterInfo;
+use handler_contracts::control::{
+    NetworkFilterInfo, ToolboxContainerfile, ToolboxContainerfileUpdate, ToolboxInfo,
+};
 
 use super::routes::{Route, r, s};
+use crate::daemon::problem::{ApiJson, ApiResult};
 use crate::daemon::services::images as service;
+use crate::daemon::services::images::toolbox;
 use crate::daemon::state::AppState;
 
 /// GET /v1/network-filter
@@ -14,14 +19,60 @@ pub async fn network_filter(State(app): State<AppState>) -> Json<NetworkFilterIn
     Json(service::network_filter(&app).await)
 }
 
+/// GET /v1/toolbox
+pub async fn toolbox_info(State(app): State<AppState>) -> Json<ToolboxInfo> {
+    Json(toolbox::info(&app).await)
+}
+
+/// GET /v1/toolbox/containerfile
+pub async fn get_containerfile(
+    State(app): State<AppState>,
+) -> ApiResult<Json<ToolboxContainerfile>> {
+    Ok(Json(toolbox::containerfile(&app).await?))
+}
+
+/// PUT /v1/toolbox/containerfile
+pub async fn put_containerfile(
+    State(app): State<AppState>,
+    ApiJson(req): ApiJson<ToolboxContainerfileUpdate>,
+) -> ApiResult<Json<ToolboxContainerfile>> {
+    Ok(Json(toolbox::put_containerfile(&app, req).await?))
+}
+
 /// The image routes, in the order /openapi.json lists them.
 pub(super) fn routes() -> Vec<Route> {
-    vec![r(
-        "GET",
-        "/v1/network-filter",
-        "The network filter's image (D.4 NetworkFilterInfo)",
-        None,
-        (200, Some(s::<NetworkFilterInfo>)),
-        routing::get(network_filter),
-    )]
+    vec![
+        r(
+            "GET",
+            "/v1/network-filter",
+            "The network filter's image (D.4 NetworkFilterInfo)",
+            None,
+            (200, Some(s::<NetworkFilterInfo>)),
+            routing::get(network_filter),
+        ),
+        r(
+            "GET",
+            "/v1/toolbox",
+            "The toolbox image and folder (B.6 ToolboxInfo)",
+            None,
+            (200, Some(s::<ToolboxInfo>)),
+            routing::get(toolbox_info),
+        ),
+        r(
+            "GET",
+            "/v1/toolbox/containerfile",
+            "The toolbox's Containerfile and the platform's default",
+            None,
+            (200, Some(s::<ToolboxContainerfile>)),
+            routing::get(get_containerfile),
+        ),
+        r(
+            "PUT",
+            "/v1/toolbox/containerfile",
+            "Replace the toolbox's Containerfile (at most 256 KiB)",
+            Some(s::<ToolboxContainerfileUpdate>),
+            (200, Some(s::<ToolboxContainerfile>)),
+            routing::put(put_containerfile),
+        ),
+    ]
 }

@@ -11,7 +11,7 @@ use handler_contracts::HarnessDescriptor;
 use handler_contracts::control::BuildState;
 use tokio::sync::Notify;
 
-use super::{NETWORK_FILTER, TOOLBOX_IMAGE, check, progress, verbs};
+use super::{NETWORK_FILTER, TOOLBOX, check, progress, verbs};
 use crate::daemon::fsutil;
 use crate::daemon::launch::image_verbs::{BuildArgs, ImageError, ImageVerbs};
 use crate::daemon::state::AppState;
@@ -113,6 +113,9 @@ async fn target(app: &AppState, id: &str, cancel: &Arc<Notify>) -> Outcome {
             Err(e) => Outcome::Failed(e.to_string()),
         };
     }
+    if b.target == TOOLBOX {
+        return toolbox(app, id, cancel).await;
+    }
     let Some(d) = app.snapshot().descriptors.get(&b.target).cloned() else {
         return Outcome::Failed(format!("harness {:?} is gone", b.target));
     };
@@ -145,60 +148,97 @@ fn context(app: &AppState, name: &str, work: &Path) -> Result<PathBuf, String> {
 }
 
 async fn harness(app: &AppState, id: &str, d: &HarnessDescriptor, cancel: &Arc<Notify>) -> Outcome {
-    let v = verbs(app);
     let work = app.builds.work_dir(id);
-    if let Err(e) = fsutil::create_dir_private(&work) {
-        return Outcome::Failed(format!("{}: {e}", work.display()));
-    }
-    let ctx = match context(app, &d.name, &work) {
-        Ok(c) => c,
-        Err(e) => return Outcome::Failed(e),
+    let toolbox = format!("{}:latest", app.config.toolbox_image);
+    let built = match build_harness(app, id, d, &toolbox, &work, cancel).await {
+        Ok(b) => b,
+        Err(o) => return o,
     };
+    let outcome = match verify(app, id, d, &built, &work).await {
+        Err(m) => Outcome::Failed(m),
+        Ok(_) if cancelled(cancel) => Outcome::Cancelled,
+        Ok(version) => {
+            stage(app, id, "switch");
+            switch_harness(app, id, d, &built, version).await
+        }
+    };
+    if !matches!(outcome, Outcome::Succeeded) {
+        remove(app, id, &built).await;
+    }
+    outcome
+}
+
+async fn remove(app: &AppState, id: &str, image: &str) {
+    match verbs(app).remove(image).await {
+        Ok(()) => log_line(app, id, &format!("removed {image}")),
+        Err(e) => log_line(app, id, &format!("could not remove {image}: {e}")),
+    }
+}
+
+/// Builds `d`'s image FROM `toolbox`, untagged, without cache; its id.
+async fn build_harness(
+    app: &AppState,
+    id: &str,
+    d: &HarnessDescriptor,
+    toolbox: &str,
+    work: &Path,
+    cancel: &Arc<Notify>,
+) -> Result<String, Outcome> {
+    let work = work.join(&d.name);
+    fsutil::create_dir_private(&work)
+        .map_err(|e| Outcome::Failed(format!("{}: {e}", work.display())))?;
+    let ctx = context(app, &d.name, &work).map_err(Outcome::Failed)?;
     stage(app, id, &format!("build {}", d.name));
     let args = BuildArgs {
         context: ctx.display().to_string(),
         file: None,
-        build_args: vec![format!("TOOLBOX_IMAGE={TOOLBOX_IMAGE}:latest")],
+        build_args: vec![format!("TOOLBOX_IMAGE={toolbox}")],
         no_cache: true,
     };
-    let built = match v
-        .build(&args, |l| log_line(app, id, &l), cancel.clone())
+    built(app, id, &args, cancel).await
+}
+
+/// Runs `image build`; the new image's id.
+async fn built(
+    app: &AppState,
+    id: &str,
+    args: &BuildArgs,
+    cancel: &Arc<Notify>,
+) -> Result<String, Outcome> {
+    match verbs(app)
+        .build(args, |l| log_line(app, id, &l), cancel.clone())
         .await
     {
-        Ok(i) if !i.is_empty() => i,
-        Ok(_) => return Outcome::Failed("image build printed no image id".into()),
-        Err(ImageError::Cancelled) => return Outcome::Cancelled,
-        Err(e) => return Outcome::Failed(e.to_string()),
-    };
-    log_line(app, id, &format!("built {built}"));
-    let outcome = check_and_switch(app, id, d, &built, &work, cancel).await;
-    if !matches!(outcome, Outcome::Succeeded) {
-        match v.remove(&built).await {
-            Ok(()) => log_line(app, id, &format!("removed {built}")),
-            Err(e) => log_line(app, id, &format!("could not remove {built}: {e}")),
+        Ok(i) if !i.is_empty() => {
+            log_line(app, id, &format!("built {i}"));
+            Ok(i)
         }
+        Ok(_) => Err(Outcome::Failed("image build printed no image id".into())),
+        Err(ImageError::Cancelled) => Err(Outcome::Cancelled),
+        Err(e) => Err(Outcome::Failed(e.to_string())),
     }
-    outcome
 }
 
 fn cancelled(cancel: &Arc<Notify>) -> bool {
     cancel.notified().now_or_never().is_some()
 }
 
-async fn check_and_switch(
+/// The check of `built` for `d`: its version file read, then the check proper; its version.
+async fn verify(
     app: &AppState,
     id: &str,
     d: &HarnessDescriptor,
     built: &str,
     work: &Path,
-    cancel: &Arc<Notify>,
-) -> Outcome {
-    let v = verbs(app);
+) -> Result<String, String> {
     stage(app, id, &format!("check {}", d.name));
-    let version = match v.read(built, handler_contracts::IMAGE_VERSION_FILE).await {
+    let version = match verbs(app)
+        .read(built, handler_contracts::IMAGE_VERSION_FILE)
+        .await
+    {
         Ok(t) if !t.trim().is_empty() => t.trim().to_string(),
         _ => {
-            return Outcome::Failed(format!(
+            return Err(format!(
                 "check {}: the new image has no {} (B.6)",
                 d.name,
                 handler_contracts::IMAGE_VERSION_FILE
@@ -206,30 +246,102 @@ async fn check_and_switch(
         }
     };
     log_line(app, id, &format!("check {}: version {version}", d.name));
-    let conn = id.replace('_', "-");
+    let conn = format!("{}-{}", id.replace('_', "-"), d.name);
     let say = |l: &str| log_line(app, id, l);
-    if let Err(missing) = check::check(app, d, built, work, &conn, &say).await {
-        return Outcome::Failed(format!("check {}: {missing}", d.name));
-    }
+    check::check(app, d, built, &work.join(&d.name), &conn, &say)
+        .await
+        .map_err(|m| format!("check {}: {m}", d.name))?;
     log_line(app, id, &format!("check {}: passed", d.name));
-    if cancelled(cancel) {
-        return Outcome::Cancelled;
+    Ok(version)
+}
+
+/// Switches `d`'s `:latest` to `built` and records what it installed.
+async fn switch_harness(
+    app: &AppState,
+    id: &str,
+    d: &HarnessDescriptor,
+    built: &str,
+    version: String,
+) -> Outcome {
+    if let Err(e) = switch(app, id, &d.image, built, &verbs(app)).await {
+        return Outcome::Failed(e);
+    }
+    app.builds
+        .versions
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .insert(built.to_string(), Some(version.clone()));
+    let _ = app.builds.update(id, |b| {
+        b.versions.insert(d.name.clone(), version);
+    });
+    Outcome::Succeeded
+}
+
+/// The toolbox (D.4): built untagged without cache, then every harness image already built
+/// rebuilt FROM it and checked; all switched, or none (every image built removed).
+async fn toolbox(app: &AppState, id: &str, cancel: &Arc<Notify>) -> Outcome {
+    let work = app.builds.work_dir(id);
+    stage(app, id, "build toolbox");
+    let args = BuildArgs {
+        context: app.config.toolbox_dir.display().to_string(),
+        file: None,
+        build_args: Vec::new(),
+        no_cache: true,
+    };
+    let tb = match built(app, id, &args, cancel).await {
+        Ok(t) => t,
+        Err(o) => return o,
+    };
+    let mut done: Vec<(HarnessDescriptor, String, String)> = Vec::new();
+    let mut failure = None;
+    let descriptors: Vec<HarnessDescriptor> = app.snapshot().descriptors.into_values().collect();
+    for d in descriptors {
+        if verbs(app)
+            .inspect(&format!("{}:latest", d.image))
+            .await
+            .is_none()
+        {
+            continue;
+        }
+        let h = match build_harness(app, id, &d, &tb, &work, cancel).await {
+            Ok(h) => h,
+            Err(o) => {
+                failure = Some(o);
+                break;
+            }
+        };
+        match verify(app, id, &d, &h, &work).await {
+            Ok(v) => done.push((d, h, v)),
+            Err(m) => {
+                remove(app, id, &h).await;
+                failure = Some(Outcome::Failed(m));
+                break;
+            }
+        }
+    }
+    if failure.is_none() && cancelled(cancel) {
+        failure = Some(Outcome::Cancelled);
+    }
+    if let Some(f) = failure {
+        for (_, h, _) in &done {
+            remove(app, id, h).await;
+        }
+        remove(app, id, &tb).await;
+        return match f {
+            Outcome::Failed(m) => Outcome::Failed(format!("{m}; nothing switched")),
+            o => o,
+        };
     }
     stage(app, id, "switch");
-    match switch(app, id, &d.image, built, &v).await {
-        Ok(()) => {
-            app.builds
-                .versions
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .insert(built.to_string(), Some(version.clone()));
-            let _ = app.builds.update(id, |b| {
-                b.versions.insert(d.name.clone(), version);
-            });
-            Outcome::Succeeded
-        }
-        Err(e) => Outcome::Failed(e),
+    if let Err(e) = switch(app, id, &app.config.toolbox_image, &tb, &verbs(app)).await {
+        return Outcome::Failed(e);
     }
+    for (d, h, v) in done {
+        if let Outcome::Failed(e) = switch_harness(app, id, &d, &h, v).await {
+            return Outcome::Failed(e);
+        }
+    }
+    Outcome::Succeeded
 }
 
 /// `:latest` of `repository` moved to `built`; the image it replaces removed, or kept for

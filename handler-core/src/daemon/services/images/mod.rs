@@ -6,6 +6,7 @@
 pub mod check;
 pub mod job;
 pub mod progress;
+pub mod toolbox;
 pub mod verdict;
 
 use std::sync::Arc;
@@ -20,8 +21,8 @@ use crate::daemon::problem::{ApiError, ApiResult};
 use crate::daemon::state::AppState;
 use crate::daemon::store::new_id;
 
-/// The toolbox image's repository (B.6): harness images are built FROM its `:latest`.
-pub const TOOLBOX_IMAGE: &str = "localhost/handler-ai-toolbox";
+/// The toolbox target (D.4).
+pub const TOOLBOX: &str = "toolbox";
 /// The network filter target (D.4).
 pub const NETWORK_FILTER: &str = "network-filter";
 
@@ -40,8 +41,11 @@ fn internal(e: impl std::fmt::Display) -> ApiError {
 /// "waiting" until the one before it ends) and started; 202 with it.
 pub async fn start(app: &AppState, req: BuildRequest) -> ApiResult<Build> {
     let target = req.target.trim().to_string();
-    if target != NETWORK_FILTER && !app.snapshot().descriptors.contains_key(&target) {
-        let why = if target == "toolbox" || target.starts_with("addon:") {
+    if target != NETWORK_FILTER
+        && target != TOOLBOX
+        && !app.snapshot().descriptors.contains_key(&target)
+    {
+        let why = if target.starts_with("addon:") {
             format!("target {target:?}: this Handler does not build it yet")
         } else {
             format!("target {target:?}: no such harness (or toolbox, network-filter, addon:<name>)")
