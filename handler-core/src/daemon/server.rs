@@ -131,6 +131,8 @@ pub async fn serve(
         Ok(out) => tracing::info!(output = %out.trim(), "sandbox sweep done"),
         Err(e) => tracing::warn!(error = %e, "sandbox sweep failed"),
     }
+    let st = state.clone();
+    tokio::spawn(async move { crate::daemon::services::images::ensure_network_filter(&st).await });
     let app = routes::router(state.clone());
     let st = state.clone();
     let task = tokio::spawn(async move {

@@ -1,5 +1,5 @@
-//! The image routes besides builds (D.4, B.6): the network filter's image, the toolbox and its
-//! Containerfile.
+//! The image routes besides builds (D.4, B.6, A.8): the network filter's image, the toolbox and
+//! its Containerfile, the runtime's host check.
 
 use axum::Json;
 use axum::extract::State;
@@ -17,6 +17,13 @@ use crate::daemon::state::AppState;
 /// GET /v1/network-filter
 pub async fn network_filter(State(app): State<AppState>) -> Json<NetworkFilterInfo> {
     Json(service::network_filter(&app).await)
+}
+
+/// GET /v1/runtime
+pub async fn runtime(
+    State(app): State<AppState>,
+) -> ApiResult<Json<handler_contracts::sandbox::RuntimeCheck>> {
+    Ok(Json(service::runtime(&app).await?))
 }
 
 /// GET /v1/toolbox
@@ -49,6 +56,14 @@ pub(super) fn routes() -> Vec<Route> {
             None,
             (200, Some(s::<NetworkFilterInfo>)),
             routing::get(network_filter),
+        ),
+        r(
+            "GET",
+            "/v1/runtime",
+            "Whether this host can run sandboxes (A.8 RuntimeCheck)",
+            None,
+            (200, Some(s::<handler_contracts::sandbox::RuntimeCheck>)),
+            routing::get(runtime),
         ),
         r(
             "GET",

@@ -1,6 +1,6 @@
 //! The sandbox executable's image verbs (A.7), as the daemon runs them: `image build` (its
 //! output given line by line, stopped with SIGTERM when cancelled), `image build-proxy`, `image
-//! read`, `image inspect`, `image tag`, `image remove`. The executable is the daemon's only way
+//! read`, `image inspect`, `image tag`, `image remove`; and `check` (A.8). The executable is the daemon's only way
 //! to the container engine; this module imports nothing of the daemon (like `launcher`).
 
 use std::process::Stdio;
@@ -90,6 +90,48 @@ impl ImageVerbs {
                 verb: args[0].into(),
                 reason: text.trim().chars().take(STDERR_KEPT).collect(),
             })
+        }
+    }
+
+    /// `check` (A.8): the RuntimeCheck it prints (exit 1 too: an item failed).
+    pub async fn check(&self) -> Result<Value, ImageError> {
+        let mut c = Command::new(&self.command[0]);
+        c.args(&self.command[1..]).arg("check");
+        c.stdin(Stdio::null()).kill_on_drop(true);
+        let out = tokio::time::timeout(Duration::from_secs(60), c.output())
+            .await
+            .map_err(|_| ImageError::Failed {
+                verb: "check".into(),
+                reason: "timed out after 60 s".into(),
+            })?
+            .map_err(|e| self.spawn_error(e))?;
+        serde_json::from_slice(&out.stdout).map_err(|e| ImageError::Failed {
+            verb: "check".into(),
+            reason: format!(
+                "no RuntimeCheck on its output ({e}): {}",
+                String::from_utf8_lossy(&out.stderr)
+                    .trim()
+                    .chars()
+                    .take(STDERR_KEPT)
+                    .collect::<String>()
+            ),
+        })
+    }
+
+    /// Whether `image` exists: `Some(false)` when `image inspect` says no (exit 1, A.7), none
+    /// when the executable cannot say (it does not run, or it has no image verbs).
+    pub async fn exists(&self, image: &str) -> Option<bool> {
+        let out = tokio::time::timeout(
+            Duration::from_secs(60),
+            self.command(&["inspect", image]).output(),
+        )
+        .await
+        .ok()?
+        .ok()?;
+        match out.status.code() {
+            Some(0) => Some(true),
+            Some(1) => Some(false),
+            _ => None,
         }
     }
 

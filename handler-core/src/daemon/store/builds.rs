@@ -63,7 +63,17 @@ pub struct BuildStore {
     pub stopping: std::sync::atomic::AtomicBool,
     /// Images a switch replaced while a container used them: removed after a later build.
     pub stale: Mutex<Vec<String>>,
+    /// Whether the network filter's image is built: [`FILTER_UNKNOWN`], [`FILTER_PRESENT`] or
+    /// [`FILTER_MISSING`] (then agents needing it do not start).
+    pub filter: std::sync::atomic::AtomicU8,
 }
+
+/// The runtime could not say whether the network filter is built (nothing is refused).
+pub const FILTER_UNKNOWN: u8 = 0;
+/// The network filter is built.
+pub const FILTER_PRESENT: u8 = 1;
+/// The network filter is not built (yet).
+pub const FILTER_MISSING: u8 = 2;
 
 impl BuildStore {
     /// Opens `<state>/builds`, marking a build left running as failed ("daemon restarted").
@@ -78,6 +88,7 @@ impl BuildStore {
             versions: Mutex::new(HashMap::new()),
             stopping: false.into(),
             stale: Mutex::new(Vec::new()),
+            filter: FILTER_UNKNOWN.into(),
         };
         for mut b in s.list()? {
             if b.state == BuildState::Running {

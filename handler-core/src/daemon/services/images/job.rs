@@ -108,7 +108,13 @@ async fn target(app: &AppState, id: &str, cancel: &Arc<Notify>) -> Outcome {
             .build_proxy(|l| log_line(app, id, &l), cancel.clone())
             .await
         {
-            Ok(_) => Outcome::Succeeded,
+            Ok(_) => {
+                app.builds.filter.store(
+                    crate::daemon::store::builds::FILTER_PRESENT,
+                    std::sync::atomic::Ordering::SeqCst,
+                );
+                Outcome::Succeeded
+            }
             Err(ImageError::Cancelled) => Outcome::Cancelled,
             Err(e) => Outcome::Failed(e.to_string()),
         };

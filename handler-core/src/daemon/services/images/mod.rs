@@ -192,3 +192,68 @@ pub async fn network_filter(app: &AppState) -> handler_contracts::control::Netwo
         built_at: f.built_at,
     }
 }
+
+/// The rules behind GET /v1/runtime: the sandbox executable's `check` (A.8), 502 when it
+/// prints none.
+pub async fn runtime(app: &AppState) -> ApiResult<handler_contracts::sandbox::RuntimeCheck> {
+    let v = verbs(app).check().await.map_err(|e| {
+        ApiError::new(
+            axum::http::StatusCode::BAD_GATEWAY,
+            "runtime check failed",
+            e.to_string(),
+        )
+    })?;
+    serde_json::from_value(v).map_err(|e| {
+        ApiError::new(
+            axum::http::StatusCode::BAD_GATEWAY,
+            "runtime check failed",
+            format!("not a RuntimeCheck: {e}"),
+        )
+    })
+}
+
+/// At handlerd's start (D.4): the network filter built when it is missing, whatever the
+/// schedule; agents needing it are refused meanwhile ([`require_network_filter`]).
+pub async fn ensure_network_filter(app: &AppState) {
+    use crate::daemon::store::builds::{FILTER_MISSING, FILTER_PRESENT, FILTER_UNKNOWN};
+    let image = handler_sandbox::egress::topology::PROXY_IMAGE;
+    let state = match verbs(app).exists(image).await {
+        Some(true) => FILTER_PRESENT,
+        Some(false) => FILTER_MISSING,
+        None => FILTER_UNKNOWN,
+    };
+    app.builds
+        .filter
+        .store(state, std::sync::atomic::Ordering::SeqCst);
+    if state == FILTER_MISSING {
+        tracing::info!("the network filter is not built: building it");
+        let req = BuildRequest {
+            target: NETWORK_FILTER.into(),
+        };
+        if let Err(e) = start(app, req).await {
+            tracing::warn!(error = %e.problem().detail.unwrap_or_default(), "network filter build not started");
+        }
+    }
+}
+
+/// A start whose sandbox needs the network filter (a filtered network, or secrets the proxy
+/// adds, E3) while it is not built: 503 "the network filter is not built yet".
+pub fn require_network_filter(
+    app: &AppState,
+    spec: &handler_contracts::SandboxSpec,
+) -> ApiResult<()> {
+    let needs = matches!(
+        spec.network,
+        handler_contracts::sandbox::NetworkPolicy::Filtered { .. }
+    ) || !spec.injections.is_empty();
+    let missing = app.builds.filter.load(std::sync::atomic::Ordering::SeqCst)
+        == crate::daemon::store::builds::FILTER_MISSING;
+    if needs && missing {
+        return Err(ApiError::new(
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            "network filter not built",
+            "the network filter is not built yet",
+        ));
+    }
+    Ok(())
+}
