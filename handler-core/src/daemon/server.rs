@@ -133,6 +133,12 @@ pub async fn serve(
     }
     let st = state.clone();
     tokio::spawn(async move { crate::daemon::services::images::ensure_network_filter(&st).await });
+    if let Err(e) = crate::daemon::services::images::updates::stored(&state) {
+        tracing::warn!(error = %e.problem().detail.unwrap_or_default(), "image-updates.json");
+    }
+    tokio::spawn(crate::daemon::services::images::updates::scheduler(
+        state.clone(),
+    ));
     let app = routes::router(state.clone());
     let st = state.clone();
     let task = tokio::spawn(async move {

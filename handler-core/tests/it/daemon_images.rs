@@ -120,6 +120,41 @@ async fn a_missing_network_filter_is_built_at_start_and_refuses_filtered_agents_
     assert_eq!(r["runtime"], "fake 1");
     assert_eq!(r["items"][0]["name"], "storage-driver");
 
+    // D.4: automatic updates, weekly by default from the first start; off; a run now.
+    let (_, u) = d.get("/v1/image-updates").await;
+    assert_eq!(
+        (u["schedule"].as_str(), u["running"].as_bool()),
+        (Some("weekly"), Some(false)),
+        "{u}"
+    );
+    assert!(u["nextRun"].is_string(), "{u}");
+    let (s, u) = d.put("/v1/image-updates", json!({"schedule": "off"})).await;
+    assert_eq!(s, 200, "{u}");
+    assert!(u.get("nextRun").is_none(), "{u}");
+    let stored = d
+        .home
+        .path()
+        .join(".local/state/handler-ai/image-updates.json");
+    let on_disk: Value = serde_json::from_str(&std::fs::read_to_string(&stored).unwrap()).unwrap();
+    assert_eq!(on_disk["schedule"], "off");
+    assert!(on_disk["firstStart"].is_string(), "{on_disk}");
+    let (s, p) = d
+        .put("/v1/image-updates", json!({"schedule": "hourly"}))
+        .await;
+    assert!(s == 400 || s == 422, "{s} {p}");
+    let (s, u) = d.post("/v1/image-updates/run", json!({})).await;
+    assert_eq!(s, 202, "{u}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let u = loop {
+        let (_, u) = d.get("/v1/image-updates").await;
+        if u["running"] == false && u["lastRun"].is_string() {
+            break u;
+        }
+        assert!(Instant::now() < deadline, "{u}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(u["lastFailed"], json!(["network-filter"]), "{u}");
+
     // B.6: the default toolbox in the user's folder, on this first start.
     let tb = d.home.path().join(".config/handler-ai/toolbox");
     assert_eq!(

@@ -5,18 +5,42 @@ use axum::Json;
 use axum::extract::State;
 use axum::routing;
 use handler_contracts::control::{
-    NetworkFilterInfo, ToolboxContainerfile, ToolboxContainerfileUpdate, ToolboxInfo,
+    ImageUpdates, ImageUpdatesRequest, NetworkFilterInfo, ToolboxContainerfile,
+    ToolboxContainerfileUpdate, ToolboxInfo,
 };
 
 use super::routes::{Route, r, s};
 use crate::daemon::problem::{ApiJson, ApiResult};
 use crate::daemon::services::images as service;
-use crate::daemon::services::images::toolbox;
+use crate::daemon::services::images::{toolbox, updates};
 use crate::daemon::state::AppState;
 
 /// GET /v1/network-filter
 pub async fn network_filter(State(app): State<AppState>) -> Json<NetworkFilterInfo> {
     Json(service::network_filter(&app).await)
+}
+
+/// GET /v1/image-updates
+pub async fn get_updates(State(app): State<AppState>) -> ApiResult<Json<ImageUpdates>> {
+    Ok(Json(updates::get(&app).await?))
+}
+
+/// PUT /v1/image-updates
+pub async fn put_updates(
+    State(app): State<AppState>,
+    ApiJson(req): ApiJson<ImageUpdatesRequest>,
+) -> ApiResult<Json<ImageUpdates>> {
+    Ok(Json(updates::put(&app, req).await?))
+}
+
+/// POST /v1/image-updates/run → 202
+pub async fn run_updates(
+    State(app): State<AppState>,
+) -> ApiResult<(axum::http::StatusCode, Json<ImageUpdates>)> {
+    Ok((
+        axum::http::StatusCode::ACCEPTED,
+        Json(updates::run_now(&app).await?),
+    ))
 }
 
 /// GET /v1/runtime
@@ -56,6 +80,30 @@ pub(super) fn routes() -> Vec<Route> {
             None,
             (200, Some(s::<NetworkFilterInfo>)),
             routing::get(network_filter),
+        ),
+        r(
+            "GET",
+            "/v1/image-updates",
+            "Automatic image updates (D.4 ImageUpdates)",
+            None,
+            (200, Some(s::<ImageUpdates>)),
+            routing::get(get_updates),
+        ),
+        r(
+            "PUT",
+            "/v1/image-updates",
+            "Set their schedule: off, daily or weekly",
+            Some(s::<ImageUpdatesRequest>),
+            (200, Some(s::<ImageUpdates>)),
+            routing::put(put_updates),
+        ),
+        r(
+            "POST",
+            "/v1/image-updates/run",
+            "Run them now: the network filter, then every harness image already built",
+            None,
+            (202, Some(s::<ImageUpdates>)),
+            routing::post(run_updates),
         ),
         r(
             "GET",

@@ -66,6 +66,8 @@ pub struct BuildStore {
     /// Whether the network filter's image is built: [`FILTER_UNKNOWN`], [`FILTER_PRESENT`] or
     /// [`FILTER_MISSING`] (then agents needing it do not start).
     pub filter: std::sync::atomic::AtomicU8,
+    /// An automatic update run is going on (D.4).
+    pub updates_running: std::sync::atomic::AtomicBool,
 }
 
 /// The runtime could not say whether the network filter is built (nothing is refused).
@@ -89,6 +91,7 @@ impl BuildStore {
             stopping: false.into(),
             stale: Mutex::new(Vec::new()),
             filter: FILTER_UNKNOWN.into(),
+            updates_running: false.into(),
         };
         for mut b in s.list()? {
             if b.state == BuildState::Running {

@@ -6,7 +6,9 @@
 pub mod check;
 pub mod job;
 pub mod progress;
+pub mod schedule;
 pub mod toolbox;
+pub mod updates;
 pub mod verdict;
 
 use std::sync::Arc;
