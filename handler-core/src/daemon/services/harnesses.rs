@@ -31,11 +31,16 @@ fn info(d: &HarnessDescriptor, f: images::ImageFacts) -> HarnessInfo {
 
 /// The rules behind GET /v1/harnesses
 pub async fn list(app: &AppState) -> Vec<HarnessInfo> {
-    let mut out = Vec::new();
-    for d in app.snapshot().descriptors.values() {
-        out.push(info(d, images::facts(app, &d.image).await));
-    }
-    out
+    let descriptors: Vec<HarnessDescriptor> = app.snapshot().descriptors.into_values().collect();
+    // The runtime is asked about every image at once.
+    let facts =
+        futures_util::future::join_all(descriptors.iter().map(|d| images::facts(app, &d.image)))
+            .await;
+    descriptors
+        .iter()
+        .zip(facts)
+        .map(|(d, f)| info(d, f))
+        .collect()
 }
 
 /// The rules behind GET /v1/harnesses/{name}
