@@ -119,7 +119,17 @@ impl Images {
 
 impl Drop for Images {
     fn drop(&mut self) {
-        let _ = podman(&["rmi", &format!("{}:latest", self.image("toolbox"))]);
+        // Every name of this run (tags of the base included), then its images.
+        let (_, names) = podman(&[
+            "images",
+            "--filter",
+            &format!("reference={}*", self.image("")),
+            "--format",
+            "{{.Repository}}:{{.Tag}}",
+        ]);
+        for n in names.lines() {
+            let _ = podman(&["rmi", n]);
+        }
         for id in self.left() {
             let _ = podman(&["rmi", "-f", &id]);
         }
