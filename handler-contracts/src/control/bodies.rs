@@ -377,3 +377,12 @@ pub struct EgressRecord {
 
 /// The presets a new project's first agent copies (D.8); with its rules in `containment`.
 pub use crate::containment::Preset;
+
+/// POST /v1/builds (D.4): what to rebuild — a harness name, `toolbox`, `network-filter` or
+/// `addon:<name>`; nothing else (no path, recipe, tag or build argument).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BuildRequest {
+    /// The target.
+    pub target: String,
+}

@@ -52,6 +52,9 @@ pub struct DaemonConfig {
     /// `$HANDLER_TOOLBOX_DIR`, default `<config>/toolbox`: the user's toolbox (B.6), whose
     /// toolbox.toml declares the caches (the platform's default when it has none).
     pub toolbox_dir: PathBuf,
+    /// `$HANDLER_TOOLBOX_IMAGE`, default `localhost/handler-ai-toolbox`: the toolbox image's
+    /// repository (B.6), what harness images are built FROM (`:latest`).
+    pub toolbox_image: String,
     /// `$HANDLER_ADDONS_DIR`, default `<config>/addons`: the user's addons (G.1).
     pub addons_dir: PathBuf,
     /// The built-in addons (platform data, handler-harness/data/addons).
@@ -92,6 +95,7 @@ impl DaemonConfig {
             providers_dir: config_dir.join("providers"),
             skills_dir: config_dir.join("skills"),
             toolbox_dir: config_dir.join("toolbox"),
+            toolbox_image: "localhost/handler-ai-toolbox".to_string(),
             addons_dir: config_dir.join("addons"),
             builtin_addons_dir: platform_data("handler-harness/data/addons"),
             bindings_dir: config_dir.join("bindings"),
@@ -147,6 +151,11 @@ impl DaemonConfig {
         }
         if let Some(d) = env_path("HANDLER_TOOLBOX_DIR") {
             c.toolbox_dir = d;
+        }
+        if let Ok(i) = std::env::var("HANDLER_TOOLBOX_IMAGE")
+            && !i.trim().is_empty()
+        {
+            c.toolbox_image = i.trim().to_string();
         }
         if let Some(d) = env_path("HANDLER_ADDONS_DIR") {
             c.addons_dir = d;

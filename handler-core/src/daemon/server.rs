@@ -35,6 +35,9 @@ pub enum DaemonError {
     /// The agents store cannot be read.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The builds store cannot be opened.
+    #[error(transparent)]
+    Builds(#[from] store::builds::BuildStoreError),
     /// The port cannot be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -43,6 +46,16 @@ pub enum DaemonError {
         /// Why.
         source: std::io::Error,
     },
+}
+
+/// The default toolbox copied into the user's folder on the first start (B.6).
+fn install_toolbox(config: &DaemonConfig) {
+    let dir = config.toolbox_dir.display();
+    match crate::daemon::services::images::toolbox::install_default(&config.toolbox_dir) {
+        Ok(true) => tracing::info!(%dir, "the default toolbox copied"),
+        Ok(false) => {}
+        Err(e) => tracing::warn!(%dir, error = %e, "the default toolbox not copied"),
+    }
 }
 
 /// Builds the state: the token (made on first start), the stores.
@@ -60,6 +73,8 @@ pub fn build(
             source,
         })?;
     let agents = AgentStore::open(&config.state_dir)?;
+    install_toolbox(&config);
+    let config_state_dir = config.state_dir.clone();
     let launcher = launcher.unwrap_or_else(|| {
         Arc::new(ProcessLauncher {
             command: config.sandbox_command.clone(),
@@ -81,6 +96,7 @@ pub fn build(
         connections: Mutex::new(HashMap::new()),
         connections_changed: Notify::new(),
         egress_events: Mutex::new(HashMap::new()),
+        builds: store::builds::BuildStore::open(&config_state_dir)?,
     })))
 }
 
@@ -115,6 +131,14 @@ pub async fn serve(
         Ok(out) => tracing::info!(output = %out.trim(), "sandbox sweep done"),
         Err(e) => tracing::warn!(error = %e, "sandbox sweep failed"),
     }
+    let st = state.clone();
+    tokio::spawn(async move { crate::daemon::services::images::ensure_network_filter(&st).await });
+    if let Err(e) = crate::daemon::services::images::updates::stored(&state) {
+        tracing::warn!(error = %e.problem().detail.unwrap_or_default(), "image-updates.json");
+    }
+    tokio::spawn(crate::daemon::services::images::updates::scheduler(
+        state.clone(),
+    ));
     let app = routes::router(state.clone());
     let st = state.clone();
     let task = tokio::spawn(async move {
@@ -132,6 +156,7 @@ pub async fn serve(
             for s in all {
                 s.notify_one();
             }
+            stop_builds(&st).await;
             let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
             while st.live_count() > 0 && tokio::time::Instant::now() < deadline {
                 let _ = tokio::time::timeout(
@@ -150,6 +175,26 @@ pub async fn serve(
     });
     tracing::info!(%addr, "handlerd listening");
     Ok(Running { addr, state, task })
+}
+
+/// Stops a running build (its processes, what they left): its record stays running, so the
+/// next start marks it failed ("daemon restarted", D.4). Waits 20 s at most.
+async fn stop_builds(st: &AppState) {
+    st.builds
+        .stopping
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let cancels: Vec<Arc<Notify>> = st
+        .builds
+        .cancels
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .values()
+        .cloned()
+        .collect();
+    for c in cancels {
+        c.notify_one();
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(20), st.builds.queue.lock()).await;
 }
 
 /// Resolves at SIGTERM or SIGINT.

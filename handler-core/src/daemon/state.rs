@@ -15,6 +15,7 @@ use crate::daemon::config::DaemonConfig;
 use crate::daemon::fsutil;
 use crate::daemon::launch::launcher::Launcher;
 use crate::daemon::store::agents::AgentStore;
+use crate::daemon::store::builds::BuildStore;
 use crate::daemon::store::catalog;
 use crate::daemon::store::documents::{TomlDocs, TomlFile};
 use crate::daemon::store::secrets::SecretStore;
@@ -77,6 +78,8 @@ pub struct App {
     pub connections_changed: Notify,
     /// The egress events recorded, by agent id (the last `EGRESS_EVENTS_KEPT`).
     pub egress_events: Mutex<HashMap<String, std::collections::VecDeque<EgressRecord>>>,
+    /// The image builds (D.4).
+    pub builds: BuildStore,
 }
 
 /// The state handlers get.

@@ -5,6 +5,7 @@ mod acp_endpoint;
 mod acp_python_client;
 mod api_control;
 mod daemon_addons;
+mod daemon_images;
 mod daemon_launch;
 mod daemon_login;
 mod daemon_support;

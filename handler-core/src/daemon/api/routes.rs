@@ -8,6 +8,7 @@ use schemars::{JsonSchema, Schema, SchemaGenerator};
 
 use super::{accounts, addons, agents, contexts, folders, harnesses, projects, providers, secrets};
 use super::{auth, openapi};
+use super::{builds, images};
 use crate::daemon::problem::ApiError;
 use crate::daemon::state::AppState;
 
@@ -79,6 +80,8 @@ pub fn table() -> Vec<Route> {
         contexts::routes(),
         agents::routes(),
         projects::routes(),
+        builds::routes(),
+        images::routes(),
     ]
     .into_iter()
     .flatten()

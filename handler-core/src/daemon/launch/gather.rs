@@ -285,7 +285,7 @@ fn resolve_file(home: &str, slot: &str, f: &FileSource) -> Result<FileSource, Fi
 
 /// E6: the state folders and files made, with their initial content when missing, never
 /// rewritten.
-fn make_state(slots: &[resolve::StateSlotPlan]) -> ApiResult<()> {
+pub(crate) fn make_state(slots: &[resolve::StateSlotPlan]) -> ApiResult<()> {
     for s in slots {
         let p = PathBuf::from(&s.path);
         match s.kind {

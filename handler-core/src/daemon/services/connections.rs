@@ -57,6 +57,7 @@ pub fn accept(
     };
     let conn = new_id("c");
     let prepared = prepare(app, &agent, &access, &conn)?;
+    super::images::require_network_filter(app, &prepared.spec)?;
     let required: Vec<_> =
         handler_contracts::hosts::required_hosts(&app.snapshot(), &prepared.access)
             .into_iter()

@@ -1,21 +1,23 @@
 //! GET /v1/harnesses: each harness's descriptor as the API shows it (D.1 HarnessInfo), its
-//! login (B.1) and the permission modes it offers.
+//! login (B.1), the permission modes it offers and its image's `:latest` (present, version,
+//! built at: the runtime's `image inspect` and `image read`).
 
 use handler_contracts::HarnessDescriptor;
 use handler_contracts::control::HarnessInfo;
 
+use super::images;
 use crate::daemon::problem::{ApiError, ApiResult};
 use crate::daemon::state::AppState;
 
-fn info(d: &HarnessDescriptor) -> HarnessInfo {
+fn info(d: &HarnessDescriptor, f: images::ImageFacts) -> HarnessInfo {
     HarnessInfo {
         name: d.name.clone(),
         product: d.product.clone(),
         image: d.image.clone(),
-        // Image facts come from the runtime (A.7); this daemon does not query it yet.
-        image_present: false,
-        version: None,
-        built_at: None,
+        // The image's facts, from the runtime (A.7).
+        image_present: f.present,
+        version: f.version,
+        built_at: f.built_at,
         provider_protocols: d
             .provider_protocols
             .iter()
@@ -29,14 +31,25 @@ fn info(d: &HarnessDescriptor) -> HarnessInfo {
 
 /// The rules behind GET /v1/harnesses
 pub async fn list(app: &AppState) -> Vec<HarnessInfo> {
-    app.snapshot().descriptors.values().map(info).collect()
+    let descriptors: Vec<HarnessDescriptor> = app.snapshot().descriptors.into_values().collect();
+    // The runtime is asked about every image at once.
+    let facts =
+        futures_util::future::join_all(descriptors.iter().map(|d| images::facts(app, &d.image)))
+            .await;
+    descriptors
+        .iter()
+        .zip(facts)
+        .map(|(d, f)| info(d, f))
+        .collect()
 }
 
 /// The rules behind GET /v1/harnesses/{name}
 pub async fn get(app: &AppState, name: String) -> ApiResult<HarnessInfo> {
-    app.snapshot()
+    let d = app
+        .snapshot()
         .descriptors
         .get(&name)
-        .map(info)
-        .ok_or_else(|| ApiError::not_found(format!("harness {name:?}")))
+        .cloned()
+        .ok_or_else(|| ApiError::not_found(format!("harness {name:?}")))?;
+    Ok(info(&d, images::facts(app, &d.image).await))
 }

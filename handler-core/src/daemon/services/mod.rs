@@ -9,6 +9,7 @@ pub mod connections;
 pub mod contexts;
 pub mod folders;
 pub mod harnesses;
+pub mod images;
 pub mod live;
 pub mod projects;
 pub mod providers;

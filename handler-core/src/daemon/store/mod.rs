@@ -16,3 +16,4 @@ pub mod skills;
 pub mod tomldoc;
 
 pub use agents::{AgentStore, StoreError, StoredAgent, StoredProject, new_id};
+pub mod builds;

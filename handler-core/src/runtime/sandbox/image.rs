@@ -1,7 +1,8 @@
 //! `handler-sandbox-podman image <verb>` (A.7): build (a Containerfile, build args passed to
 //! podman by name, `--no-intermediate` keeping no intermediate image), read a file out of an
 //! image, inspect, remove (refused while a container uses it, image mounts included), tag,
-//! list. Exit 0 when done, 1 otherwise with the reason on stderr.
+//! list. Exit 0 when done, 1 otherwise with the reason on stderr. A build stopped by SIGTERM
+//! (a cancelled D.4 build) stops podman and removes the working containers it left.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -74,11 +75,18 @@ pub fn build(req: &BuildRequest) -> i32 {
     }
     args.push(req.context.clone());
     // podman build's progress goes to our stderr: our stdout is the id only.
-    let status = podman::command(&args)
-        .envs(&env)
+    let mut cmd = podman::command(&args);
+    cmd.envs(&env)
         .stdout(Stdio::from(std::io::stderr().as_fd_owned()))
-        .stderr(Stdio::inherit())
-        .status();
+        .stderr(Stdio::inherit());
+    let status = match run_stoppable(cmd) {
+        Stopped::Ended(st) => st,
+        Stopped::BySignal(n) => {
+            let _ = fs::remove_dir_all(&tmp);
+            log("image build: stopped by a signal: its working containers removed");
+            return 128 + n;
+        }
+    };
     let code = match status {
         Ok(st) if st.success() => match fs::read_to_string(&iid) {
             Ok(id) => {
@@ -95,6 +103,75 @@ pub fn build(req: &BuildRequest) -> i32 {
     };
     let _ = fs::remove_dir_all(&tmp);
     code
+}
+
+/// How a stoppable podman build ended.
+enum Stopped {
+    /// It ended by itself (or could not start).
+    Ended(std::io::Result<std::process::ExitStatus>),
+    /// SIGTERM, SIGINT or SIGHUP came: it was stopped and what it left removed.
+    BySignal(i32),
+}
+
+/// The buildah working containers (podman's `--external` ones) now.
+fn working_containers() -> Vec<String> {
+    podman::run(&["ps", "-a", "--external", "--format", "{{.ID}}"])
+        .map(|o| {
+            o.lines()
+                .map(|l| l.trim().to_string())
+                .filter(|l| !l.is_empty())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Runs `cmd` (a podman build) in its own process group; a stopping signal stops the group
+/// (SIGTERM, SIGKILL after 10 s) and removes the working containers that appeared meanwhile: a
+/// stopped podman build leaves its working container behind (D.4: a cancelled build removes
+/// what it built).
+fn run_stoppable(mut cmd: std::process::Command) -> Stopped {
+    use std::os::unix::process::CommandExt;
+    let before = working_containers();
+    cmd.process_group(0);
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return Stopped::Ended(Err(e)),
+    };
+    rt.block_on(async move {
+        let mut signals =
+            match crate::runtime::signals::Signals::new(&crate::runtime::signals::STOPPING) {
+                Ok(s) => s,
+                Err(e) => return Stopped::Ended(Err(e)),
+            };
+        let mut child = match tokio::process::Command::from(cmd).spawn() {
+            Ok(c) => c,
+            Err(e) => return Stopped::Ended(Err(e)),
+        };
+        let n = tokio::select! {
+            st = child.wait() => return Stopped::Ended(st),
+            n = signals.recv() => n,
+        };
+        if let Some(pid) = child.id() {
+            let group = nix::unistd::Pid::from_raw(-(pid as i32));
+            let _ = nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGTERM);
+            if tokio::time::timeout(std::time::Duration::from_secs(10), child.wait())
+                .await
+                .is_err()
+            {
+                let _ = nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGKILL);
+                let _ = child.wait().await;
+            }
+        }
+        for c in working_containers() {
+            if !before.contains(&c) {
+                let _ = podman::run(&["rm", "--force", &c]);
+            }
+        }
+        Stopped::BySignal(n)
+    })
 }
 
 trait AsFdOwned {

@@ -1,0 +1,406 @@
+//! One build's life (D.4): it waits its turn (one build at a time), builds untagged through the
+//! runtime's `image build` (its output in the log, podman's STEP n/m on the record), checks the
+//! new image, and switches `:latest` to it; a failure or a cancel removes what it built. The
+//! image `:latest` replaces is removed when no container uses it (retried after later builds).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use futures_util::FutureExt;
+use handler_contracts::HarnessDescriptor;
+use handler_contracts::control::BuildState;
+use tokio::sync::Notify;
+
+use super::{NETWORK_FILTER, TOOLBOX, check, progress, verbs};
+use crate::daemon::fsutil;
+use crate::daemon::launch::image_verbs::{BuildArgs, ImageError, ImageVerbs};
+use crate::daemon::state::AppState;
+
+/// How a build ended.
+#[derive(Debug)]
+enum Outcome {
+    Succeeded,
+    Failed(String),
+    Cancelled,
+}
+
+/// Appends a line (ANSI removed) to the build's log, and podman's STEP n/m to its record.
+fn log_line(app: &AppState, id: &str, line: &str) {
+    let clean = progress::clean(line);
+    if let Err(e) = app.builds.append_log(id, &format!("{clean}\n")) {
+        tracing::warn!(build = id, error = %e, "build log not written");
+    }
+    if let Some((n, m)) = progress::step(&clean) {
+        let _ = app.builds.update(id, |b| {
+            b.step = Some(n);
+            b.steps = Some(m);
+        });
+    }
+}
+
+fn stage(app: &AppState, id: &str, s: &str) {
+    log_line(app, id, &format!("== {s}"));
+    let _ = app.builds.update(id, |b| {
+        b.stage = Some(s.to_string());
+        b.step = None;
+        b.steps = None;
+    });
+}
+
+/// Runs build `id` to its end and records how it ended.
+pub async fn run(app: AppState, id: String, cancel: Arc<Notify>) {
+    let outcome = {
+        let guard = tokio::select! {
+            g = app.builds.queue.lock() => Some(g),
+            () = cancel.notified() => None,
+        };
+        match guard {
+            None => Outcome::Cancelled,
+            Some(_turn) => {
+                let o = target(&app, &id, &cancel).await;
+                remove_stale(&app).await;
+                let _ = std::fs::remove_dir_all(app.builds.work_dir(&id));
+                o
+            }
+        }
+    };
+    app.builds
+        .cancels
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .remove(&id);
+    if app
+        .builds
+        .stopping
+        .load(std::sync::atomic::Ordering::SeqCst)
+    {
+        // Left running: the next start marks it failed ("daemon restarted").
+        return;
+    }
+    let (state, error) = match outcome {
+        Outcome::Succeeded => (BuildState::Succeeded, None),
+        Outcome::Failed(e) => (BuildState::Failed, Some(e)),
+        Outcome::Cancelled => (BuildState::Cancelled, None),
+    };
+    log_line(
+        &app,
+        &id,
+        &format!(
+            "== {state:?}{}",
+            error.as_ref().map(|e| format!(": {e}")).unwrap_or_default()
+        )
+        .to_lowercase(),
+    );
+    let _ = app.builds.update(&id, |b| {
+        b.state = state;
+        b.error = error;
+        b.ended_at = Some(fsutil::now_rfc3339());
+    });
+}
+
+async fn target(app: &AppState, id: &str, cancel: &Arc<Notify>) -> Outcome {
+    let Some(b) = app.builds.get(id).ok().flatten() else {
+        return Outcome::Failed("the build's record is gone".into());
+    };
+    if b.target == NETWORK_FILTER {
+        stage(app, id, "build network-filter");
+        return match verbs(app)
+            .build_proxy(|l| log_line(app, id, &l), cancel.clone())
+            .await
+        {
+            Ok(_) => {
+                app.builds.filter.store(
+                    crate::daemon::store::builds::FILTER_PRESENT,
+                    std::sync::atomic::Ordering::SeqCst,
+                );
+                Outcome::Succeeded
+            }
+            Err(ImageError::Cancelled) => Outcome::Cancelled,
+            Err(e) => Outcome::Failed(e.to_string()),
+        };
+    }
+    if b.target == TOOLBOX {
+        return toolbox(app, id, cancel).await;
+    }
+    let Some(d) = app.snapshot().descriptors.get(&b.target).cloned() else {
+        return Outcome::Failed(format!("harness {:?} is gone", b.target));
+    };
+    harness(app, id, &d, cancel).await
+}
+
+/// The harness's build context: its folder beside its descriptor (`<dir>/<name>/`), or the
+/// platform's Containerfile written into the build's work folder.
+fn context(app: &AppState, name: &str, work: &Path) -> Result<PathBuf, String> {
+    for dir in app.config.harnesses_dirs.iter().rev() {
+        let d = dir.join(name);
+        if d.join("harness.toml").is_file() {
+            return if d.join("Containerfile").is_file() {
+                Ok(d)
+            } else {
+                Err(format!(
+                    "{}: no Containerfile beside harness.toml",
+                    d.display()
+                ))
+            };
+        }
+    }
+    let text = handler_harness::descriptors::containerfile(name)
+        .ok_or_else(|| format!("harness {name:?} has no Containerfile"))?;
+    let ctx = work.join("context");
+    fsutil::create_dir_private(&ctx).map_err(|e| e.to_string())?;
+    fsutil::write_atomic(&ctx.join("Containerfile"), text.as_bytes(), 0o644)
+        .map_err(|e| e.to_string())?;
+    Ok(ctx)
+}
+
+async fn harness(app: &AppState, id: &str, d: &HarnessDescriptor, cancel: &Arc<Notify>) -> Outcome {
+    let work = app.builds.work_dir(id);
+    let toolbox = format!("{}:latest", app.config.toolbox_image);
+    let built = match build_harness(app, id, d, &toolbox, &work, cancel).await {
+        Ok(b) => b,
+        Err(o) => return o,
+    };
+    let outcome = match verify(app, id, d, &built, &work).await {
+        Err(m) => Outcome::Failed(m),
+        Ok(_) if cancelled(cancel) => Outcome::Cancelled,
+        Ok(version) => {
+            stage(app, id, "switch");
+            switch_harness(app, id, d, &built, version).await
+        }
+    };
+    if !matches!(outcome, Outcome::Succeeded) {
+        remove(app, id, &built).await;
+    }
+    outcome
+}
+
+async fn remove(app: &AppState, id: &str, image: &str) {
+    match verbs(app).remove(image).await {
+        Ok(()) => log_line(app, id, &format!("removed {image}")),
+        Err(e) => log_line(app, id, &format!("could not remove {image}: {e}")),
+    }
+}
+
+/// Builds `d`'s image FROM `toolbox`, untagged, without cache; its id.
+async fn build_harness(
+    app: &AppState,
+    id: &str,
+    d: &HarnessDescriptor,
+    toolbox: &str,
+    work: &Path,
+    cancel: &Arc<Notify>,
+) -> Result<String, Outcome> {
+    let work = work.join(&d.name);
+    fsutil::create_dir_private(&work)
+        .map_err(|e| Outcome::Failed(format!("{}: {e}", work.display())))?;
+    let ctx = context(app, &d.name, &work).map_err(Outcome::Failed)?;
+    stage(app, id, &format!("build {}", d.name));
+    let args = BuildArgs {
+        context: ctx.display().to_string(),
+        file: None,
+        build_args: vec![format!("TOOLBOX_IMAGE={toolbox}")],
+        no_cache: true,
+    };
+    built(app, id, &args, cancel).await
+}
+
+/// Runs `image build`; the new image's id.
+async fn built(
+    app: &AppState,
+    id: &str,
+    args: &BuildArgs,
+    cancel: &Arc<Notify>,
+) -> Result<String, Outcome> {
+    match verbs(app)
+        .build(args, |l| log_line(app, id, &l), cancel.clone())
+        .await
+    {
+        Ok(i) if !i.is_empty() => {
+            log_line(app, id, &format!("built {i}"));
+            Ok(i)
+        }
+        Ok(_) => Err(Outcome::Failed("image build printed no image id".into())),
+        Err(ImageError::Cancelled) => Err(Outcome::Cancelled),
+        Err(e) => Err(Outcome::Failed(e.to_string())),
+    }
+}
+
+fn cancelled(cancel: &Arc<Notify>) -> bool {
+    cancel.notified().now_or_never().is_some()
+}
+
+/// The check of `built` for `d`: its version file read, then the check proper; its version.
+async fn verify(
+    app: &AppState,
+    id: &str,
+    d: &HarnessDescriptor,
+    built: &str,
+    work: &Path,
+) -> Result<String, String> {
+    stage(app, id, &format!("check {}", d.name));
+    let version = match verbs(app)
+        .read(built, handler_contracts::IMAGE_VERSION_FILE)
+        .await
+    {
+        Ok(t) if !t.trim().is_empty() => t.trim().to_string(),
+        _ => {
+            return Err(format!(
+                "check {}: the new image has no {} (B.6)",
+                d.name,
+                handler_contracts::IMAGE_VERSION_FILE
+            ));
+        }
+    };
+    log_line(app, id, &format!("check {}: version {version}", d.name));
+    let conn = format!("{}-{}", id.replace('_', "-"), d.name);
+    let say = |l: &str| log_line(app, id, l);
+    check::check(app, d, built, &work.join(&d.name), &conn, &say)
+        .await
+        .map_err(|m| format!("check {}: {m}", d.name))?;
+    log_line(app, id, &format!("check {}: passed", d.name));
+    Ok(version)
+}
+
+/// Switches `d`'s `:latest` to `built` and records what it installed.
+async fn switch_harness(
+    app: &AppState,
+    id: &str,
+    d: &HarnessDescriptor,
+    built: &str,
+    version: String,
+) -> Outcome {
+    if let Err(e) = switch(app, id, &d.image, built, &verbs(app)).await {
+        return Outcome::Failed(e);
+    }
+    app.builds
+        .versions
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .insert(built.to_string(), Some(version.clone()));
+    let _ = app.builds.update(id, |b| {
+        b.versions.insert(d.name.clone(), version);
+    });
+    Outcome::Succeeded
+}
+
+/// The toolbox (D.4): built untagged without cache, then every harness image already built
+/// rebuilt FROM it and checked; all switched, or none (every image built removed).
+async fn toolbox(app: &AppState, id: &str, cancel: &Arc<Notify>) -> Outcome {
+    let work = app.builds.work_dir(id);
+    stage(app, id, "build toolbox");
+    let args = BuildArgs {
+        context: app.config.toolbox_dir.display().to_string(),
+        file: None,
+        build_args: Vec::new(),
+        no_cache: true,
+    };
+    let tb = match built(app, id, &args, cancel).await {
+        Ok(t) => t,
+        Err(o) => return o,
+    };
+    let mut done: Vec<(HarnessDescriptor, String, String)> = Vec::new();
+    let mut failure = None;
+    let descriptors: Vec<HarnessDescriptor> = app.snapshot().descriptors.into_values().collect();
+    for d in descriptors {
+        if verbs(app)
+            .inspect(&format!("{}:latest", d.image))
+            .await
+            .is_none()
+        {
+            continue;
+        }
+        let h = match build_harness(app, id, &d, &tb, &work, cancel).await {
+            Ok(h) => h,
+            Err(o) => {
+                failure = Some(o);
+                break;
+            }
+        };
+        match verify(app, id, &d, &h, &work).await {
+            Ok(v) => done.push((d, h, v)),
+            Err(m) => {
+                remove(app, id, &h).await;
+                failure = Some(Outcome::Failed(m));
+                break;
+            }
+        }
+    }
+    if failure.is_none() && cancelled(cancel) {
+        failure = Some(Outcome::Cancelled);
+    }
+    if let Some(f) = failure {
+        for (_, h, _) in &done {
+            remove(app, id, h).await;
+        }
+        remove(app, id, &tb).await;
+        return match f {
+            Outcome::Failed(m) => Outcome::Failed(format!("{m}; nothing switched")),
+            o => o,
+        };
+    }
+    stage(app, id, "switch");
+    if let Err(e) = switch(app, id, &app.config.toolbox_image, &tb, &verbs(app)).await {
+        return Outcome::Failed(e);
+    }
+    for (d, h, v) in done {
+        if let Outcome::Failed(e) = switch_harness(app, id, &d, &h, v).await {
+            return Outcome::Failed(e);
+        }
+    }
+    Outcome::Succeeded
+}
+
+/// `:latest` of `repository` moved to `built`; the image it replaces removed, or kept for
+/// later while a container uses it (running agents keep their image).
+async fn switch(
+    app: &AppState,
+    id: &str,
+    repository: &str,
+    built: &str,
+    v: &ImageVerbs,
+) -> Result<(), String> {
+    let latest = format!("{repository}:latest");
+    let old = v
+        .inspect(&latest)
+        .await
+        .and_then(|i| i["id"].as_str().map(String::from));
+    v.tag(built, &latest).await.map_err(|e| e.to_string())?;
+    log_line(app, id, &format!("{latest} is now {built}"));
+    if let Some(old) = old.filter(|o| !built.starts_with(o.as_str()) && !o.starts_with(built)) {
+        match v.remove(&old).await {
+            Ok(()) => log_line(app, id, &format!("removed the image it replaces, {old}")),
+            Err(e) => {
+                log_line(app, id, &format!("kept {old}, still in use: {e}"));
+                app.builds
+                    .stale
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .push(old);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Retries removing the images replaced while a container used them.
+async fn remove_stale(app: &AppState) {
+    let list: Vec<String> = std::mem::take(
+        &mut *app
+            .builds
+            .stale
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
+    );
+    let v = verbs(app);
+    let mut kept = Vec::new();
+    for old in list {
+        if v.remove(&old).await.is_err() && v.inspect(&old).await.is_some() {
+            kept.push(old);
+        }
+    }
+    app.builds
+        .stale
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .extend(kept);
+}

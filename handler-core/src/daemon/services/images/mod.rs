@@ -1,0 +1,261 @@
+//! The images room (D.4, B.6): builds — one at a time, queued — of a harness (an untagged image
+//! FROM the toolbox's `:latest`, without cache → the check → the switch) or of the network
+//! filter (the runtime's `image build-proxy`); their records and logs; the image facts
+//! `GET /v1/harnesses` shows. Every image operation is the sandbox executable's `image` verb.
+
+pub mod check;
+pub mod job;
+pub mod progress;
+pub mod schedule;
+pub mod toolbox;
+pub mod updates;
+pub mod verdict;
+
+use std::sync::Arc;
+
+use handler_contracts::control::{Build, BuildLog, BuildRequest, BuildState};
+use serde_json::Map;
+use tokio::sync::Notify;
+
+use crate::daemon::fsutil;
+use crate::daemon::launch::image_verbs::ImageVerbs;
+use crate::daemon::problem::{ApiError, ApiResult};
+use crate::daemon::state::AppState;
+use crate::daemon::store::new_id;
+
+/// The toolbox target (D.4).
+pub const TOOLBOX: &str = "toolbox";
+/// The network filter target (D.4).
+pub const NETWORK_FILTER: &str = "network-filter";
+
+/// The sandbox executable's image verbs, as this daemon runs them.
+pub fn verbs(app: &AppState) -> ImageVerbs {
+    ImageVerbs {
+        command: app.config.sandbox_command.clone(),
+    }
+}
+
+fn internal(e: impl std::fmt::Display) -> ApiError {
+    ApiError::internal(e)
+}
+
+/// The rules behind POST /v1/builds: the target checked, the build recorded (running, stage
+/// "waiting" until the one before it ends) and started; 202 with it.
+pub async fn start(app: &AppState, req: BuildRequest) -> ApiResult<Build> {
+    let target = req.target.trim().to_string();
+    if target != NETWORK_FILTER
+        && target != TOOLBOX
+        && !app.snapshot().descriptors.contains_key(&target)
+    {
+        let why = if target.starts_with("addon:") {
+            format!("target {target:?}: this Handler does not build it yet")
+        } else {
+            format!("target {target:?}: no such harness (or toolbox, network-filter, addon:<name>)")
+        };
+        return Err(ApiError::unprocessable("target unknown", why));
+    }
+    let b = Build {
+        id: new_id("b_"),
+        target,
+        state: BuildState::Running,
+        stage: Some("waiting".into()),
+        step: None,
+        steps: None,
+        versions: Default::default(),
+        error: None,
+        started_at: fsutil::now_rfc3339(),
+        ended_at: None,
+        extra: Map::new(),
+    };
+    app.builds.put(&b).map_err(internal)?;
+    let cancel = Arc::new(Notify::new());
+    app.builds
+        .cancels
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .insert(b.id.clone(), cancel.clone());
+    let (a, id) = (app.clone(), b.id.clone());
+    tokio::spawn(async move { job::run(a, id, cancel).await });
+    Ok(b)
+}
+
+/// The rules behind GET /v1/builds: every build, newest first.
+pub async fn list(app: &AppState) -> ApiResult<Vec<Build>> {
+    let mut v = app.builds.list().map_err(internal)?;
+    v.reverse();
+    Ok(v)
+}
+
+/// The rules behind GET /v1/builds/{id}.
+pub async fn get(app: &AppState, id: &str) -> ApiResult<Build> {
+    app.builds
+        .get(id)
+        .map_err(internal)?
+        .ok_or_else(|| ApiError::not_found(format!("build {id:?}")))
+}
+
+/// The rules behind GET /v1/builds/{id}/log?offset=.
+pub async fn log(app: &AppState, id: &str, offset: u64) -> ApiResult<BuildLog> {
+    let b = get(app, id).await?;
+    app.builds
+        .read_log(id, offset, b.state != BuildState::Running)
+        .map_err(internal)
+}
+
+/// The rules behind POST /v1/builds/{id}/cancel: 409 when it has ended; the build stops (what
+/// it built removed) and is answered as it is then.
+pub async fn cancel(app: &AppState, id: &str) -> ApiResult<Build> {
+    let b = get(app, id).await?;
+    let handle = app
+        .builds
+        .cancels
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .get(id)
+        .cloned();
+    let (BuildState::Running, Some(n)) = (b.state, handle) else {
+        return Err(ApiError::conflict(
+            "build ended",
+            format!("build {id} is {:?}: nothing to cancel", b.state).to_lowercase(),
+        ));
+    };
+    n.notify_one();
+    for _ in 0..600 {
+        let now = get(app, id).await?;
+        if now.state != BuildState::Running {
+            return Ok(now);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    get(app, id).await
+}
+
+/// What `GET /v1/harnesses` shows of an image's `:latest`: present, version, built at.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ImageFacts {
+    /// `:latest` exists.
+    pub present: bool,
+    /// Its `/usr/share/handler/version`.
+    pub version: Option<String>,
+    /// When it was built.
+    pub built_at: Option<String>,
+}
+
+/// The facts of `<repository>:latest`, asked of the runtime (`image inspect`, `image read`
+/// once per image id).
+pub async fn facts(app: &AppState, repository: &str) -> ImageFacts {
+    let v = verbs(app);
+    let Some(i) = v.inspect(&format!("{repository}:latest")).await else {
+        return ImageFacts::default();
+    };
+    let id = i["id"].as_str().unwrap_or_default().to_string();
+    let built_at = i["created"].as_str().map(String::from);
+    let cached = app
+        .builds
+        .versions
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .get(&id)
+        .cloned();
+    let version = match cached {
+        Some(v) => v,
+        None => {
+            let read = v
+                .read(&id, handler_contracts::IMAGE_VERSION_FILE)
+                .await
+                .ok()
+                .map(|t| t.trim().to_string())
+                .filter(|t| !t.is_empty());
+            app.builds
+                .versions
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .insert(id, read.clone());
+            read
+        }
+    };
+    ImageFacts {
+        present: true,
+        version,
+        built_at,
+    }
+}
+
+/// The rules behind GET /v1/network-filter.
+pub async fn network_filter(app: &AppState) -> handler_contracts::control::NetworkFilterInfo {
+    let repo = handler_sandbox::egress::topology::PROXY_IMAGE
+        .trim_end_matches(":latest")
+        .to_string();
+    let f = facts(app, &repo).await;
+    handler_contracts::control::NetworkFilterInfo {
+        image: repo,
+        image_present: f.present,
+        version: f.version,
+        built_at: f.built_at,
+    }
+}
+
+/// The rules behind GET /v1/runtime: the sandbox executable's `check` (A.8), 502 when it
+/// prints none.
+pub async fn runtime(app: &AppState) -> ApiResult<handler_contracts::sandbox::RuntimeCheck> {
+    let v = verbs(app).check().await.map_err(|e| {
+        ApiError::new(
+            axum::http::StatusCode::BAD_GATEWAY,
+            "runtime check failed",
+            e.to_string(),
+        )
+    })?;
+    serde_json::from_value(v).map_err(|e| {
+        ApiError::new(
+            axum::http::StatusCode::BAD_GATEWAY,
+            "runtime check failed",
+            format!("not a RuntimeCheck: {e}"),
+        )
+    })
+}
+
+/// At handlerd's start (D.4): the network filter built when it is missing, whatever the
+/// schedule; agents needing it are refused meanwhile ([`require_network_filter`]).
+pub async fn ensure_network_filter(app: &AppState) {
+    use crate::daemon::store::builds::{FILTER_MISSING, FILTER_PRESENT, FILTER_UNKNOWN};
+    let image = handler_sandbox::egress::topology::PROXY_IMAGE;
+    let state = match verbs(app).exists(image).await {
+        Some(true) => FILTER_PRESENT,
+        Some(false) => FILTER_MISSING,
+        None => FILTER_UNKNOWN,
+    };
+    app.builds
+        .filter
+        .store(state, std::sync::atomic::Ordering::SeqCst);
+    if state == FILTER_MISSING {
+        tracing::info!("the network filter is not built: building it");
+        let req = BuildRequest {
+            target: NETWORK_FILTER.into(),
+        };
+        if let Err(e) = start(app, req).await {
+            tracing::warn!(error = %e.problem().detail.unwrap_or_default(), "network filter build not started");
+        }
+    }
+}
+
+/// A start whose sandbox needs the network filter (a filtered network, or secrets the proxy
+/// adds, E3) while it is not built: 503 "the network filter is not built yet".
+pub fn require_network_filter(
+    app: &AppState,
+    spec: &handler_contracts::SandboxSpec,
+) -> ApiResult<()> {
+    let needs = matches!(
+        spec.network,
+        handler_contracts::sandbox::NetworkPolicy::Filtered { .. }
+    ) || !spec.injections.is_empty();
+    let missing = app.builds.filter.load(std::sync::atomic::Ordering::SeqCst)
+        == crate::daemon::store::builds::FILTER_MISSING;
+    if needs && missing {
+        return Err(ApiError::new(
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            "network filter not built",
+            "the network filter is not built yet",
+        ));
+    }
+    Ok(())
+}

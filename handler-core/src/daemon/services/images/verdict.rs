@@ -1,0 +1,168 @@
+//! Pure: what the check (D.4) asks of a new image's answers, and the dummy model access it runs
+//! with: a token login on an account with a dummy token, else a provider with a dummy key and
+//! endpoints nothing answers, else (a file login) an account with an empty credential file.
+
+use std::collections::BTreeMap;
+
+use handler_contracts::control::ModelAccess;
+use handler_contracts::parse::from_toml;
+use handler_contracts::{Account, HarnessDescriptor, Provider};
+use serde_json::Value;
+
+/// The dummy account's or provider's name.
+pub const CHECK_NAME: &str = "handler-check";
+/// Where the dummy provider's endpoints point: a port nothing answers on.
+pub const NOWHERE: &str = "http://127.0.0.1:9/v1";
+
+/// The model the check runs with.
+#[derive(Debug, Clone)]
+pub enum Dummy {
+    /// An account with a dummy token (a token login): the token's value.
+    Token(Account, String),
+    /// An account of a file login: its credential file's content.
+    LoginFile(Account),
+    /// A provider with a dummy key: the key's value.
+    Provider(Provider, String),
+}
+
+/// The dummy model access for `d` and what it is made of.
+pub fn dummy(d: &HarnessDescriptor) -> Result<(ModelAccess, Dummy), String> {
+    let token_login = d.login.as_ref().filter(|l| l.token.is_some());
+    let account = |token: bool| {
+        let t = if token {
+            format!("token = {{ secret = \"accounts/{CHECK_NAME}/token\" }}\n")
+        } else {
+            String::new()
+        };
+        from_toml::<Account>(
+            "check account",
+            &format!(
+                "apiVersion = \"handler.account/v1\"\nharness = \"{}\"\n{t}",
+                d.name
+            ),
+        )
+        .map_err(|e| e.to_string())
+    };
+    let by_account = ModelAccess {
+        account: Some(CHECK_NAME.into()),
+        ..ModelAccess::default()
+    };
+    if let Some(l) = token_login {
+        let prefix = l.token_prefix.clone().unwrap_or_default();
+        let token = format!("{prefix}handler-check-dummy-token-0000");
+        return Ok((by_account, Dummy::Token(account(true)?, token)));
+    }
+    if let Some(protocol) = d.provider_protocols.first() {
+        let endpoints: String = d
+            .provider_protocols
+            .iter()
+            .map(|p| format!("{} = \"{NOWHERE}\"\n", p.as_str()))
+            .collect();
+        let p = from_toml::<Provider>(
+            "check provider",
+            &format!(
+                "apiVersion = \"handler.provider/v1\"\napiKey = {{ secret = \"providers/{CHECK_NAME}/apiKey\" }}\n[endpoints]\n{endpoints}[[models]]\nid = \"handler-check-model\"\n"
+            ),
+        )
+        .map_err(|e| format!("{e} ({})", protocol.as_str()))?;
+        let access = ModelAccess {
+            provider: Some(CHECK_NAME.into()),
+            harness: Some(d.name.clone()),
+            model: Some("handler-check-model".into()),
+            ..ModelAccess::default()
+        };
+        return Ok((
+            access,
+            Dummy::Provider(p, "sk-handler-check-dummy-key-0000".into()),
+        ));
+    }
+    Ok((by_account, Dummy::LoginFile(account(false)?)))
+}
+
+/// What a session/new answer lacks of what `d` maps: each session mode its permissions set
+/// (offered in `modes.availableModes` or a `mode` config option) and its model option.
+pub fn missing(d: &HarnessDescriptor, session_new: &Value) -> Vec<String> {
+    let mut offered: Vec<&str> = session_new["modes"]["availableModes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["id"].as_str())
+        .collect();
+    let options = session_new["configOptions"].as_array();
+    for o in options.into_iter().flatten() {
+        if o["category"] == "mode" || o["id"] == "mode" {
+            offered.extend(
+                o["options"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|v| v["value"].as_str()),
+            );
+        }
+    }
+    let mut out = Vec::new();
+    let wanted: BTreeMap<&str, String> = d
+        .permissions
+        .iter()
+        .filter_map(|(p, m)| m.session_mode.as_deref().map(|s| (s, format!("{p:?}"))))
+        .collect();
+    for (mode, permission) in wanted {
+        if !offered.contains(&mode) {
+            out.push(format!(
+                "session mode {mode:?} (permission {}) is not offered",
+                permission.to_lowercase()
+            ));
+        }
+    }
+    if let Some(opt) = &d.model_option {
+        let found = options
+            .into_iter()
+            .flatten()
+            .any(|o| o["id"].as_str() == Some(opt.as_str()));
+        if !found {
+            out.push(format!("the model option {opt:?} is not offered"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn codex() -> HarnessDescriptor {
+        handler_harness::builtin("codex").unwrap().unwrap()
+    }
+
+    #[test]
+    fn a_real_session_new_offers_every_mapped_mode_and_the_model() {
+        let text = include_str!("../../../../../fixtures/harness/codex/session-new.json");
+        let v: Value = serde_json::from_str(text).unwrap();
+        let v = v.get("result").cloned().unwrap_or(v);
+        assert_eq!(missing(&codex(), &v), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_missing_mode_or_model_option_is_named() {
+        let v = json!({"sessionId": "s", "modes": {"availableModes": [{"id": "read-only"}]}});
+        let m = missing(&codex(), &v);
+        assert!(m.iter().any(|l| l.contains("\"workspace-write\"")), "{m:?}");
+        assert!(
+            m.iter().any(|l| l.contains("model option \"model\"")),
+            "{m:?}"
+        );
+        assert!(!m.iter().any(|l| l.contains("\"read-only\"")), "{m:?}");
+    }
+
+    #[test]
+    fn the_dummy_access_follows_the_login() {
+        let (a, d) = dummy(&handler_harness::builtin("claude-code").unwrap().unwrap()).unwrap();
+        assert_eq!(a.account.as_deref(), Some(CHECK_NAME));
+        assert!(matches!(d, Dummy::Token(..)));
+        let (a, d) = dummy(&codex()).unwrap();
+        assert_eq!(a.provider.as_deref(), Some(CHECK_NAME));
+        let Dummy::Provider(p, _) = d else { panic!() };
+        assert!(p.endpoints.values().all(|e| e == NOWHERE));
+    }
+}

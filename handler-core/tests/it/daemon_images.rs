@@ -1,0 +1,170 @@
+//! The images room through a real daemon and the transport double wrapped by a script that
+//! plays the runtime's image verbs (A.7) with no network filter built: handlerd starts its build
+//! at once (D.4), a filtered agent is refused meanwhile with "the network filter is not built
+//! yet" while one without network starts; `GET /v1/harnesses` says the image is absent,
+//! `GET /v1/runtime` is the runtime's `check`, and the default toolbox was copied on this
+//! first start (B.6).
+
+use crate::daemon_support;
+
+use std::os::unix::fs::PermissionsExt;
+use std::time::{Duration, Instant};
+
+use daemon_support::acp::open;
+use daemon_support::{Options, TestDaemon, fakes};
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite;
+
+const TOKEN: &str = "fk-Images0Token1111aaaa2222bbbb3333cc";
+
+/// A runtime whose image store is empty: `image inspect` exits 1, `image build-proxy` fails,
+/// `check` prints a RuntimeCheck; every other verb goes to the fake sandbox.
+fn runtime_script(dir: &std::path::Path) -> Vec<String> {
+    let f = fakes();
+    let script = dir.join("runtime.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\n\
+             case \"$1 $2\" in\n\
+             'image inspect') echo \"no image $3\" >&2; exit 1;;\n\
+             'image build-proxy') echo 'STEP 1/2: FROM scratch' >&2; sleep 1; echo 'build-proxy: no static proxy here' >&2; exit 1;;\n\
+             'check '*) echo '{{\"runtime\": \"fake 1\", \"ok\": true, \"items\": [{{\"name\": \"storage-driver\", \"ok\": false, \"required\": false, \"detail\": \"vfs: use overlay\"}}]}}'; exit 0;;\n\
+             esac\n\
+             exec {} --log {} \"$@\"\n",
+            f.sandbox.display(),
+            dir.join("sandbox.log").display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    vec![script.display().to_string()]
+}
+
+async fn refused(d: &TestDaemon, agent: &str) -> (u16, Value) {
+    match open(&d.acp_url(agent, ""), &d.protocols(), None).await {
+        Ok(_) => panic!("the start was accepted"),
+        Err(tungstenite::Error::Http(r)) => (
+            r.status().as_u16(),
+            r.body()
+                .as_ref()
+                .and_then(|b| serde_json::from_slice(b).ok())
+                .unwrap_or(Value::Null),
+        ),
+        Err(e) => panic!("not an HTTP refusal: {e}"),
+    }
+}
+
+#[tokio::test]
+async fn a_missing_network_filter_is_built_at_start_and_refuses_filtered_agents_meanwhile() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = TestDaemon::start_with(Options {
+        sandbox_command: Some(runtime_script(dir.path())),
+        ..Options::default()
+    })
+    .await;
+    d.fake_account("perso", TOKEN).await;
+    let filtered = d.fake_agent("perso", json!({})).await;
+    let (s, p) = refused(&d, filtered["id"].as_str().unwrap()).await;
+    assert_eq!(s, 503, "{p}");
+    assert_eq!(p["detail"], "the network filter is not built yet", "{p}");
+    let none = d
+        .fake_agent("perso", json!({"name": "offline", "network": "none"}))
+        .await;
+    let mut c = d.acp(none["id"].as_str().unwrap()).await;
+    c.start_session(&d.scope()).await;
+
+    // The build handlerd started by itself: the runtime's build-proxy, its output in the log.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let b = loop {
+        let (_, v) = d.get("/v1/builds").await;
+        let b = v
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["target"] == "network-filter")
+            .cloned();
+        if let Some(b) = b.filter(|b| b["state"] != "running") {
+            break b;
+        }
+        assert!(Instant::now() < deadline, "{v}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(b["state"], "failed", "{b}");
+    assert!(
+        b["error"]
+            .as_str()
+            .unwrap()
+            .contains("no static proxy here"),
+        "{b}"
+    );
+    let (_, log) = d
+        .get(&format!(
+            "/v1/builds/{}/log?offset=0",
+            b["id"].as_str().unwrap()
+        ))
+        .await;
+    assert!(log["text"].as_str().unwrap().contains("STEP 1/2"), "{log}");
+    assert_eq!(log["complete"], true);
+    let (s, nf) = d.get("/v1/network-filter").await;
+    assert_eq!(
+        (s, nf["imagePresent"].as_bool()),
+        (200, Some(false)),
+        "{nf}"
+    );
+
+    let (_, h) = d.get("/v1/harnesses/fake").await;
+    assert_eq!(h["imagePresent"], false, "{h}");
+    let (s, r) = d.get("/v1/runtime").await;
+    assert_eq!(s, 200, "{r}");
+    assert_eq!(r["runtime"], "fake 1");
+    assert_eq!(r["items"][0]["name"], "storage-driver");
+
+    // D.4: automatic updates, weekly by default from the first start; off; a run now.
+    let (_, u) = d.get("/v1/image-updates").await;
+    assert_eq!(
+        (u["schedule"].as_str(), u["running"].as_bool()),
+        (Some("weekly"), Some(false)),
+        "{u}"
+    );
+    assert!(u["nextRun"].is_string(), "{u}");
+    let (s, u) = d.put("/v1/image-updates", json!({"schedule": "off"})).await;
+    assert_eq!(s, 200, "{u}");
+    assert!(u.get("nextRun").is_none(), "{u}");
+    let stored = d
+        .home
+        .path()
+        .join(".local/state/handler-ai/image-updates.json");
+    let on_disk: Value = serde_json::from_str(&std::fs::read_to_string(&stored).unwrap()).unwrap();
+    assert_eq!(on_disk["schedule"], "off");
+    assert!(on_disk["firstStart"].is_string(), "{on_disk}");
+    let (s, p) = d
+        .put("/v1/image-updates", json!({"schedule": "hourly"}))
+        .await;
+    assert!(s == 400 || s == 422, "{s} {p}");
+    let (s, u) = d.post("/v1/image-updates/run", json!({})).await;
+    assert_eq!(s, 202, "{u}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let u = loop {
+        let (_, u) = d.get("/v1/image-updates").await;
+        if u["running"] == false && u["lastRun"].is_string() {
+            break u;
+        }
+        assert!(Instant::now() < deadline, "{u}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(u["lastFailed"], json!(["network-filter"]), "{u}");
+
+    // B.6: the default toolbox in the user's folder, on this first start.
+    let tb = d.home.path().join(".config/handler-ai/toolbox");
+    assert_eq!(
+        std::fs::read_to_string(tb.join("Containerfile")).unwrap(),
+        handler_harness::descriptors::TOOLBOX_CONTAINERFILE
+    );
+    assert!(tb.join("toolbox.toml").is_file());
+    let (_, t) = d.get("/v1/toolbox").await;
+    assert_eq!(t["directory"], tb.display().to_string(), "{t}");
+    let (_, c) = d.get("/v1/toolbox/containerfile").await;
+    assert_eq!(c["content"], c["defaultContent"]);
+    d.stop().await;
+}
