@@ -11,7 +11,7 @@ use std::process::Stdio;
 use handler_sandbox::plan::labels;
 use serde_json::{Value, json};
 
-use super::{log, podman};
+use super::{engine, log, podman};
 
 /// What `image build` is given.
 #[derive(Debug, Clone, Default)]
@@ -67,7 +67,10 @@ pub fn build(req: &BuildRequest) -> i32 {
         args.extend(["--build-arg".into(), name]);
     }
     if req.no_intermediate {
-        args.extend(["--layers=false".into(), "--rm".into(), "--force-rm".into()]);
+        if engine::current() == engine::Kind::Podman {
+            args.push("--layers=false".into());
+        }
+        args.extend(["--rm".into(), "--force-rm".into()]);
     }
     if req.no_cache {
         args.push("--no-cache".into());
@@ -76,6 +79,7 @@ pub fn build(req: &BuildRequest) -> i32 {
     // podman build's progress goes to our stderr: our stdout is the id only.
     let status = podman::command(&args)
         .envs(&env)
+        .envs(docker_build_env())
         .stdout(Stdio::from(std::io::stderr().as_fd_owned()))
         .stderr(Stdio::inherit())
         .status();
@@ -130,7 +134,7 @@ pub fn read(image: &str, path: &str) -> i32 {
         "create",
         "--pull=never",
         "--entrypoint",
-        "[]",
+        engine::current().no_entrypoint(),
         "--label",
         "handler.image-read=1",
         image,
@@ -252,6 +256,9 @@ pub fn tag(source: &str, target: &str) -> i32 {
 
 /// `image list [REFERENCE]`: a JSON array of {id, names, created, size}.
 pub fn list(reference: Option<&str>) -> i32 {
+    if engine::current() == engine::Kind::Docker {
+        return list_docker(reference);
+    }
     let mut args = vec!["images", "--format", "json"];
     let filter;
     if let Some(r) = reference {
@@ -265,6 +272,43 @@ pub fn list(reference: Option<&str>) -> i32 {
                 .into_iter()
                 .flatten()
                 .map(|i| json!({"id": i["Id"], "names": i["Names"], "created": i["Created"], "size": i["Size"]}))
+                .collect();
+            println!("{}", Value::Array(items));
+            0
+        }
+        Err(e) => fail(format!("image list: {e}")),
+    }
+}
+
+/// Docker's builds: the classic builder, which every daemon has (20.10's client may lack buildx).
+pub fn docker_build_env() -> Vec<(&'static str, &'static str)> {
+    if engine::current() == engine::Kind::Docker {
+        vec![("DOCKER_BUILDKIT", "0")]
+    } else {
+        Vec::new()
+    }
+}
+
+/// `image list` on Docker: its listing gives one JSON object a line, names as repository:tag.
+fn list_docker(reference: Option<&str>) -> i32 {
+    let mut args = vec!["images", "--no-trunc", "--format", "{{json .}}"];
+    if let Some(r) = reference {
+        args.push(r);
+    }
+    match podman::run(&args) {
+        Ok(text) => {
+            let items: Vec<Value> = text
+                .lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .map(|i| {
+                    let name = format!(
+                        "{}:{}",
+                        i["Repository"].as_str().unwrap_or(""),
+                        i["Tag"].as_str().unwrap_or("")
+                    );
+                    let id = i["ID"].as_str().unwrap_or("").trim_start_matches("sha256:");
+                    json!({"id": id, "names": [name], "created": i["CreatedAt"], "size": i["Size"]})
+                })
                 .collect();
             println!("{}", Value::Array(items));
             0
