@@ -56,16 +56,30 @@ pub fn size(paths: &[String]) -> i32 {
 }
 
 /// Runs `argv` where the sandboxes' files are all this user's: podman's user namespace
-/// (`podman unshare`, files of subordinate ids included); Docker's rootless sandboxes write as
-/// container uid 0, the user itself, so there it runs as is.
+/// (`podman unshare`, files of subordinate ids included); Docker's: the rootless daemon's
+/// (`nsenter -U` into it).
 fn in_user_namespace(argv: &[&str]) -> Result<String, podman::PodmanError> {
     if super::engine::current() == super::engine::Kind::Podman {
         let mut args = vec!["unshare"];
         args.extend(argv);
         return podman::run(&args);
     }
-    let out = std::process::Command::new(argv[0])
-        .args(&argv[1..])
+    // Docker: inside the rootless daemon's user namespace when it can be found (files of inner
+    // ids are subordinate ids here); otherwise as this user.
+    let mut cmd = match super::docker::daemon_pid() {
+        Some(pid) => {
+            let mut c = std::process::Command::new("nsenter");
+            c.args(["-U", "--preserve-credentials", "-t", &pid.to_string(), "--"]);
+            c.args(argv);
+            c
+        }
+        None => {
+            let mut c = std::process::Command::new(argv[0]);
+            c.args(&argv[1..]);
+            c
+        }
+    };
+    let out = cmd
         .stdin(std::process::Stdio::null())
         .output()
         .map_err(|source| podman::PodmanError::Spawn {

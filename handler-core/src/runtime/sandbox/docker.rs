@@ -167,6 +167,25 @@ fn export_into(ctr: &str, dir: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The rootless daemon's pid (`docker.pid` beside its socket), whose user namespace holds the
+/// sandboxes' inner ids: `cache` verbs enter it (`nsenter -U`), as podman's `unshare` does.
+pub fn daemon_pid() -> Option<u32> {
+    let host = podman::run(&[
+        "context",
+        "inspect",
+        "--format",
+        "{{.Endpoints.docker.Host}}",
+    ])
+    .ok();
+    let host = std::env::var("DOCKER_HOST").ok().or(host)?;
+    let sock = Path::new(host.trim().strip_prefix("unix://")?);
+    fs::read_to_string(sock.parent()?.join("docker.pid"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
 /// Containers or volumes labelled `label=<key>` as `[{<id_key>: name, "Labels": {…}}]`, the form
 /// sweep reads (docker's listings give labels as one text; `inspect` as a map).
 pub fn labelled(kind: &str, key: &str) -> Result<Value, PodmanError> {

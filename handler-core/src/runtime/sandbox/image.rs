@@ -46,6 +46,9 @@ pub fn build(req: &BuildRequest) -> i32 {
     let mut env: BTreeMap<String, String> = BTreeMap::new();
     if let Some(f) = &req.file {
         args.extend(["--file".into(), f.clone()]);
+    } else if engine::current() == engine::Kind::Docker {
+        // A.7's default is the context's Containerfile; docker's own would be its Dockerfile.
+        args.extend(["--file".into(), format!("{}/Containerfile", req.context)]);
     }
     for t in &req.tags {
         args.extend(["--tag".into(), t.clone()]);
@@ -76,6 +79,8 @@ pub fn build(req: &BuildRequest) -> i32 {
         args.push("--no-cache".into());
     }
     args.push(req.context.clone());
+    let dangling_before =
+        (req.no_intermediate && engine::current() == engine::Kind::Docker).then(dangling_images);
     // podman build's progress goes to our stderr: our stdout is the id only.
     let status = podman::command(&args)
         .envs(&env)
@@ -92,13 +97,39 @@ pub fn build(req: &BuildRequest) -> i32 {
             Err(e) => fail(format!("image build: no image id: {e}")),
         },
         Ok(st) => fail(format!(
-            "image build failed (podman exit {})",
+            "image build failed ({} exit {})",
+            engine::current().name(),
             st.code().unwrap_or(-1)
         )),
-        Err(e) => fail(format!("image build: cannot run podman: {e}")),
+        Err(e) => fail(format!(
+            "image build: cannot run {}: {e}",
+            engine::current().name()
+        )),
     };
+    if let Some(before) = dangling_before {
+        remove_new_dangling(&before);
+    }
     let _ = fs::remove_dir_all(&tmp);
     code
+}
+
+/// The untagged leaf images (docker's `dangling`).
+fn dangling_images() -> Vec<String> {
+    podman::run(&["images", "-q", "--no-trunc", "--filter", "dangling=true"])
+        .map(|t| t.lines().map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+/// `--no-intermediate` on Docker: its classic builder keeps each earlier stage as an untagged
+/// image; those that appeared during the build are removed (their untagged parents with them).
+fn remove_new_dangling(before: &[String]) {
+    for id in dangling_images() {
+        if !before.contains(&id)
+            && let Err(e) = podman::run(&["rmi", &id])
+        {
+            log(&format!("image build: an intermediate image stays: {e}"));
+        }
+    }
 }
 
 trait AsFdOwned {
@@ -183,13 +214,21 @@ fn inspect_value(image: &str) -> Result<Value, String> {
     let v = podman::json(&["image", "inspect", image])
         .map_err(|e| format!("no image {image:?}: {e}"))?;
     let i = v.get(0).ok_or_else(|| format!("no image {image:?}"))?;
+    // Docker's inspect has the id as `sha256:<hex>` and the labels only in Config.
+    let id = i["Id"].as_str().map_or(Value::Null, |s| {
+        Value::String(s.trim_start_matches("sha256:").into())
+    });
+    let labels = match &i["Labels"] {
+        Value::Null => i["Config"]["Labels"].clone(),
+        l => l.clone(),
+    };
     Ok(json!({
-        "id": i["Id"],
+        "id": id,
         "names": i["RepoTags"],
         "digest": i["Digest"],
         "created": i["Created"],
         "size": i["Size"],
-        "labels": i["Labels"],
+        "labels": labels,
         "env": i["Config"]["Env"],
         "entrypoint": i["Config"]["Entrypoint"],
         "cmd": i["Config"]["Cmd"],
@@ -227,7 +266,7 @@ pub fn users_of(id: &str) -> Result<Vec<String>, podman::PodmanError> {
 /// `image remove IMAGE`: refused while a container uses it.
 pub fn remove(image: &str) -> i32 {
     let id = match podman::run(&["image", "inspect", "--format", "{{.Id}}", image]) {
-        Ok(id) => id.trim().to_string(),
+        Ok(id) => id.trim().trim_start_matches("sha256:").to_string(),
         Err(e) => return fail(format!("image remove: no image {image:?}: {e}")),
     };
     match users_of(&id) {
