@@ -168,9 +168,15 @@ fn env(rt: Runtime) -> Option<&'static Env> {
     }
 }
 
+thread_local! {
+    /// The runtime of the case running on this thread.
+    static CURRENT: std::cell::Cell<Option<Runtime>> = const { std::cell::Cell::new(None) };
+}
+
 /// Runs conformance case `case` against runtime `rt` (skipped, saying so, when the machine
 /// has no such engine and its skip variable is set).
 fn with_env(rt: Runtime, case: fn(&Env)) {
+    CURRENT.with(|c| c.set(Some(rt)));
     if let Some(e) = env(rt) {
         case(e);
     }
@@ -305,7 +311,9 @@ impl Env {
 }
 
 fn name(tag: &str) -> String {
-    format!("hst-{}-{tag}", std::process::id())
+    // The runtime in the name: both runtimes' cases run at once, in one instance folder.
+    let rt = CURRENT.with(std::cell::Cell::get).map_or("x", Runtime::cli);
+    format!("hst-{}-{rt}-{tag}", std::process::id())
 }
 
 fn spec(name: &str, scope: &Path, argv: &[&str]) -> Value {
@@ -1499,6 +1507,85 @@ grep 'Max processes' /proc/self/limits | tr -s ' ' | sed 's/^/limit=/'; echo ali
     );
 }
 
+/// Every process's argv (`/proc/*/cmdline`), each as one space-joined line.
+fn all_argvs() -> Vec<String> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(c) = std::fs::read(e.path().join("cmdline"))
+            && !c.is_empty()
+        {
+            out.push(String::from_utf8_lossy(&c).replace('\0', " "));
+        }
+    }
+    out
+}
+
+/// Values by name (issue 19, item 3): during a whole launch — the launcher's own calls to the
+/// engine, the engine's CLI running the sandbox, its daemon's helpers — no process on the
+/// machine has the env value in its argv (`ps` sees argv), while the engine's CLI names the
+/// variable and the process inside reads the value.
+fn no_secret_in_any_process_argv_during_a_launch(e: &Env) {
+    let n = name("argv");
+    let scope = e.tempdir("argv");
+    let secret = format!("hst-argv-secret-{}-{}", std::process::id(), e.rt.cli());
+    let mut s = spec(
+        &n,
+        &scope,
+        &["sh", "-c", "echo got=$HST_SECRET_VALUE; sleep 300"],
+    );
+    s["env"] = json!({"HST_SECRET_VALUE": secret});
+    let mut child = e
+        .launch(&s, &[])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let out = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        let mut first = String::new();
+        let _ = BufReader::new(out).read_line(&mut first);
+        let _ = tx.send(first);
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut named = false;
+    let first = loop {
+        for argv in all_argvs() {
+            assert!(
+                !argv.contains(&secret),
+                "a secret in a process's argv: {argv}"
+            );
+            named |= argv.starts_with(e.rt.cli()) && argv.contains(" HST_SECRET_VALUE ");
+        }
+        if let Ok(l) = rx.try_recv() {
+            break l;
+        }
+        assert!(Instant::now() < deadline, "the sandbox never started");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    // A little longer: the running sandbox's processes, the engine's helpers.
+    for _ in 0..20 {
+        for argv in all_argvs() {
+            assert!(
+                !argv.contains(&secret),
+                "a secret in a process's argv: {argv}"
+            );
+            named |= argv.starts_with(e.rt.cli()) && argv.contains(" HST_SECRET_VALUE ");
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    assert_eq!(
+        first.trim(),
+        format!("got={secret}"),
+        "the process reads the value"
+    );
+    assert!(named, "the engine's CLI is given the variable by name");
+    kill(child.id(), "TERM");
+    child.wait().unwrap();
+    assert!(e.containers(&n).is_empty());
+}
+
 /// The contract-A cases, each run against both runtime executables (issue 19). A case that does
 /// not apply to one runtime is an ignored test there, with its reason (`cargo test` prints it),
 /// never a silent pass.
@@ -1539,6 +1626,7 @@ conformance! {
     a_git_link_in_the_scope_is_refused;
     a_containers_conf_that_adds_a_volume_is_refused, docker_skip = "podman's containers.conf; Docker reads none (its daemon.json is the daemon owner's)";
     a_fork_loop_stops_at_the_process_limit;
+    no_secret_in_any_process_argv_during_a_launch;
 }
 
 /// The count of cases per runtime, and Docker's skipped ones with their reasons.
