@@ -15,7 +15,9 @@ use handler_contracts::sandbox::{
 };
 
 use crate::egress::config::{ProxyConfig, ProxyMode, Settings};
-use crate::plan::engine::{Engine, image_mount, open_network_args, proxy_extra_args};
+use crate::plan::engine::{
+    Engine, image_mount, no_route_args, open_network_args, proxy_extra_args,
+};
 
 /// The network filter image `image build-proxy` builds.
 pub const PROXY_IMAGE: &str = "localhost/handler-network-filter:latest";
@@ -124,7 +126,7 @@ impl Topology {
         let mut a: Vec<String> = if self.direct_route {
             open_network_args(engine)
         } else {
-            vec!["--network".into(), "none".into()]
+            no_route_args(engine)
         };
         a.extend([
             "--mount".into(),

@@ -257,6 +257,20 @@ pub fn open_network_args(engine: Engine<'_>) -> Vec<String> {
     }
 }
 
+/// The options of a filtered sandbox: no interface but loopback. Podman writes the host's name
+/// into its /etc/hosts by itself; Docker is given both names (the address is only a name there:
+/// with no route, the proxy alone reaches it, and refuses the literal unless listed, decision
+/// 0035).
+pub fn no_route_args(engine: Engine<'_>) -> Vec<String> {
+    let mut a = vec!["--network".to_string(), "none".to_string()];
+    if let Engine::Docker(_) = engine {
+        for n in ["host.docker.internal", "host.containers.internal"] {
+            a.extend(["--add-host".into(), format!("{n}:{SLIRP_HOST_LOOPBACK}")]);
+        }
+    }
+    a
+}
+
 /// `--runtime <ociRuntime>` when the setting names one (Docker; passed as given, so a host
 /// without it refuses with docker's own message).
 pub fn oci_runtime_args(engine: Engine<'_>) -> Vec<String> {
