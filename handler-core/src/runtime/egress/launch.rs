@@ -347,6 +347,8 @@ fn build_image(podman: &str, ctx: &Path) -> Result<String, String> {
         .args([
             "build",
             "--no-cache",
+            "--file",
+            &ctx.join("Containerfile").to_string_lossy(),
             "--tag",
             &untagged,
             &ctx.to_string_lossy(),
@@ -357,7 +359,8 @@ fn build_image(podman: &str, ctx: &Path) -> Result<String, String> {
         .map_err(|e| format!("cannot run {podman}: {e}"))?;
     if !out.status.success() {
         return Err(format!(
-            "podman build failed: {}",
+            "{} build failed: {}",
+            crate::runtime::sandbox::engine::current().name(),
             String::from_utf8_lossy(&out.stderr)
         ));
     }
@@ -400,7 +403,8 @@ fn build_image(podman: &str, ctx: &Path) -> Result<String, String> {
     let _ = std::process::Command::new(podman).args(drop_name).output();
     if !tag.status.success() {
         return Err(format!(
-            "podman tag failed: {}",
+            "{} tag failed: {}",
+            crate::runtime::sandbox::engine::current().name(),
             String::from_utf8_lossy(&tag.stderr)
         ));
     }

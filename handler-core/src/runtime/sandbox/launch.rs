@@ -305,6 +305,9 @@ async fn stopped_by<P: Podman>(
     if let Some(child) = child {
         let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
         let _ = child.start_kill();
+        let _ = child.wait().await;
+        // Again once its client ended (Docker's daemon finishes a create its client left).
+        podman.remove_containers_of(&inst.launcher);
     }
     128 + sig
 }
@@ -366,6 +369,10 @@ async fn run_instance<P: Podman>(
                     inst.cleanup(podman, true);
                     let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
                     let _ = child.start_kill();
+                    let _ = child.wait().await;
+                    // Again once its client ended: Docker's daemon makes the container of a
+                    // request its client no longer waits for, after the first removal.
+                    podman.remove_containers_of(&inst.launcher);
                     return exit::SETUP_FAILED;
                 }
             },
