@@ -186,11 +186,14 @@ pub fn daemon_pid() -> Option<u32> {
         .ok()
 }
 
+/// How an inspected item's name is read.
+type NameOf = fn(&Value) -> Option<String>;
+
 /// Containers or volumes labelled `label=<key>` as `[{<id_key>: name, "Labels": {…}}]`, the form
 /// sweep reads (docker's listings give labels as one text; `inspect` as a map).
 pub fn labelled(kind: &str, key: &str) -> Result<Value, PodmanError> {
     let filter = format!("label={key}");
-    let (ls, id_key, name_of): (Vec<&str>, &str, fn(&Value) -> Option<String>) = match kind {
+    let (ls, id_key, name_of): (Vec<&str>, &str, NameOf) = match kind {
         "volume" => (
             vec!["volume", "ls", "-q", "--filter", &filter],
             "Name",
