@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use handler_contracts::sandbox::{NetworkPolicy, SandboxSpec};
 
 use crate::error::SpecError;
+use crate::plan::engine::{Engine, ImageVolume, filter_image_mount, open_network_args};
 
 /// The address slirp4netns gives the host's loopback (with `allow_host_loopback=true`).
 pub const SLIRP_HOST_LOOPBACK: &str = "10.0.2.2";
@@ -30,36 +31,40 @@ pub struct NetworkPlan {
 /// `filtered` (and `open` with injections): the sandbox's side of its proxy (options, variables,
 /// the forwarder); the launcher starts the proxy container (handler-core's `egress::launch`).
 pub fn plan_network(spec: &SandboxSpec, instance_dir: &str) -> Result<NetworkPlan, SpecError> {
+    Ok(plan_network_on(Engine::Podman, spec, instance_dir)?.0)
+}
+
+/// The network of `spec` on `engine`, and the volume Docker fills from the network filter image
+/// for the forwarder (decision 0081), when there is one.
+pub fn plan_network_on(
+    engine: Engine<'_>,
+    spec: &SandboxSpec,
+    instance_dir: &str,
+) -> Result<(NetworkPlan, Option<ImageVolume>), SpecError> {
     // filtered, or open with injections: the per-sandbox egress proxy (crate::egress::topology).
     if let Some(topo) = crate::egress::topology::Topology::of(spec, instance_dir) {
         if let Err(e) = crate::egress::inject::validate_injections(&spec.injections) {
             return Err(SpecError::invalid("injections", e.to_string()));
         }
-        return Ok(NetworkPlan {
+        let (filter, volume) = filter_image_mount(engine)?;
+        let plan = NetworkPlan {
             mode: spec.network.mode_name(),
-            podman_args: topo.sandbox_podman_args(),
+            podman_args: topo.sandbox_args(engine, filter),
             env: topo.sandbox_env(),
             argv_prefix: topo.argv_prefix(),
-        });
+        };
+        return Ok((plan, volume));
     }
-    match &spec.network {
-        NetworkPolicy::None => Ok(NetworkPlan {
-            mode: "none",
-            podman_args: vec!["--network".into(), "none".into()],
-            env: BTreeMap::new(),
-            argv_prefix: Vec::new(),
-        }),
-        NetworkPolicy::Open => Ok(NetworkPlan {
-            mode: "open",
-            podman_args: vec![
-                "--network".into(),
-                "slirp4netns:allow_host_loopback=true".into(),
-                "--add-host".into(),
-                format!("host.containers.internal:{SLIRP_HOST_LOOPBACK}"),
-            ],
-            env: BTreeMap::new(),
-            argv_prefix: Vec::new(),
-        }),
+    let podman_args = match &spec.network {
+        NetworkPolicy::None => vec!["--network".into(), "none".into()],
+        NetworkPolicy::Open => open_network_args(engine),
         NetworkPolicy::Filtered { .. } => unreachable!("a filtered network has a topology"),
-    }
+    };
+    let plan = NetworkPlan {
+        mode: spec.network.mode_name(),
+        podman_args,
+        env: BTreeMap::new(),
+        argv_prefix: Vec::new(),
+    };
+    Ok((plan, None))
 }

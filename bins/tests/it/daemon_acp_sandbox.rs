@@ -142,6 +142,8 @@ struct Daemon {
     scope: String,
     http: reqwest::Client,
     user: User,
+    /// The engine's CLI its sandboxes run on (`podman`, `docker`).
+    cli: &'static str,
 }
 
 impl Drop for Daemon {
@@ -157,6 +159,13 @@ async fn start(u: User) -> Daemon {
 
 /// A daemon in `/tmp/hdt-<pid>-<tag>`, its fake harness's login reaching `login_host`.
 async fn start_with(u: User, tag: &str, login_host: &str) -> Daemon {
+    start_on(u, tag, login_host, None).await
+}
+
+/// [`start_with`] on runtime `runtime` (`HANDLER_RUNTIME`, issue 19): its sandbox executable
+/// next to handlerd, which picks it by that setting; `None`: `HANDLER_SANDBOX_COMMAND` names
+/// handler-sandbox-podman, as before.
+async fn start_on(u: User, tag: &str, login_host: &str, runtime: Option<&str>) -> Daemon {
     let root = PathBuf::from(format!("/tmp/hdt-{}-{tag}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     let home = root.join("home");
@@ -170,6 +179,10 @@ async fn start_with(u: User, tag: &str, login_host: &str) -> Daemon {
         (
             "handler-sandbox-podman",
             PathBuf::from(env!("CARGO_BIN_EXE_handler-sandbox-podman")),
+        ),
+        (
+            "handler-sandbox-docker",
+            PathBuf::from(env!("CARGO_BIN_EXE_handler-sandbox-docker")),
         ),
         (
             "fake-acp-agent",
@@ -210,12 +223,15 @@ async fn start_with(u: User, tag: &str, login_host: &str) -> Daemon {
     .unwrap();
     u.give(&root);
     let mut env = test_support::handlerd::env(&root, &home.join("harnesses"), port);
-    env.extend([
-        ("HOME", home_of(&u)),
-        (
+    env.push(match runtime {
+        Some(r) => ("HANDLER_RUNTIME", r.to_string()),
+        None => (
             "HANDLER_SANDBOX_COMMAND",
             bin.join("handler-sandbox-podman").display().to_string(),
         ),
+    });
+    env.extend([
+        ("HOME", home_of(&u)),
         ("HANDLER_ALLOWED_ORIGINS", "http://ui.local".to_string()),
         ("HANDLER_LOG", "info".to_string()),
     ]);
@@ -235,6 +251,11 @@ async fn start_with(u: User, tag: &str, login_host: &str) -> Daemon {
         scope,
         http,
         user: u,
+        cli: if runtime == Some("docker") {
+            "docker"
+        } else {
+            "podman"
+        },
     }
 }
 
@@ -290,7 +311,7 @@ impl Daemon {
         let o = self
             .user
             .cmd(
-                "podman",
+                self.cli,
                 &[
                     "ps",
                     "-a",
@@ -397,7 +418,20 @@ fn refused(e: tungstenite::Error) -> u16 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acp_conformance_in_a_real_rootless_sandbox() {
     let Some(u) = user() else { return };
-    let d = start(u).await;
+    acp_conformance(start(u).await).await;
+}
+
+/// The same C conformance case through handlerd on the Docker runtime (issue 19): handlerd
+/// picks handler-sandbox-docker by `HANDLER_RUNTIME=docker`, the fake agent runs in a rootless
+/// Docker sandbox.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acp_conformance_in_a_real_rootless_docker_sandbox() {
+    let Some(u) = user() else { return };
+    acp_conformance(start_on(u, "dk", "api.fake.test:443", Some("docker")).await).await;
+}
+
+/// Contract C through a real sandbox: auth, the ACP session, the policy's permission flow.
+async fn acp_conformance(d: Daemon) {
     let (s, v) = d
         .post(
             "/v1/accounts",

@@ -45,15 +45,52 @@ struct Shared {
     ca: &'static CertifiedIssuer<'static, KeyPair>,
 }
 
+/// The runtime the case on this thread runs against (set by the generated test, issue 19).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rt {
+    Podman,
+    Docker,
+}
+
+thread_local! {
+    static RT: std::cell::Cell<Rt> = const { std::cell::Cell::new(Rt::Podman) };
+}
+
+fn rt() -> Rt {
+    RT.with(std::cell::Cell::get)
+}
+
+impl Rt {
+    fn cli(self) -> &'static str {
+        match self {
+            Rt::Podman => "podman",
+            Rt::Docker => "docker",
+        }
+    }
+}
+
 fn shared() -> &'static Shared {
-    static S: OnceLock<Shared> = OnceLock::new();
-    S.get_or_init(|| {
+    static PODMAN: OnceLock<Shared> = OnceLock::new();
+    static DOCKER: OnceLock<Shared> = OnceLock::new();
+    let (cell, exe, ensure): (_, &str, fn(&Path) -> &'static Path) = match rt() {
+        Rt::Podman => (
+            &PODMAN,
+            env!("CARGO_BIN_EXE_handler-sandbox-podman"),
+            test_support::network_filter::ensure,
+        ),
+        Rt::Docker => (
+            &DOCKER,
+            env!("CARGO_BIN_EXE_handler-sandbox-docker"),
+            test_support::network_filter::ensure_docker,
+        ),
+    };
+    cell.get_or_init(|| {
         let proxy_bin = static_build::static_proxy();
         let probe_bin = static_build::static_probe();
-        let dir = test_support::user::process_dir("egress-podman-");
+        let dir = test_support::user::process_dir(&format!("egress-{}-", rt().cli()));
         std::fs::create_dir_all(dir.join("probe")).unwrap();
-        let hsp = dir.join("handler-sandbox-podman");
-        std::fs::copy(env!("CARGO_BIN_EXE_handler-sandbox-podman"), &hsp).unwrap();
+        let hsp = dir.join(Path::new(exe).file_name().unwrap());
+        std::fs::copy(exe, &hsp).unwrap();
         std::fs::copy(&proxy_bin, dir.join("handler-egress-proxy")).unwrap();
         std::fs::copy(&probe_bin, dir.join("probe/egress-probe")).unwrap();
 
@@ -64,7 +101,7 @@ fn shared() -> &'static Shared {
             .unwrap();
         let hsp_s = hsp.to_string_lossy().to_string();
         // The image, with the test servers' CA among its roots, shared by the whole binary.
-        test_support::network_filter::ensure(&hsp);
+        ensure(&hsp);
         let ca = test_ca();
         Shared {
             probe_dir: dir.join("probe"),
@@ -362,12 +399,12 @@ fn filtered(allow: &[String], enforcement: &str) -> serde_json::Value {
 
 /// Nothing of the instance left: no container, no network.
 fn assert_nothing_left(name: &str) {
-    let ps = as_user("podman", &["ps", "-a", "--format", "{{.Names}}"])
+    let ps = as_user(rt().cli(), &["ps", "-a", "--format", "{{.Names}}"])
         .output()
         .unwrap();
     let ps = String::from_utf8_lossy(&ps.stdout).to_string();
     assert!(!ps.contains(name), "containers left: {ps}");
-    let nets = as_user("podman", &["network", "ls", "--format", "{{.Name}}"])
+    let nets = as_user(rt().cli(), &["network", "ls", "--format", "{{.Name}}"])
         .output()
         .unwrap();
     let nets = String::from_utf8_lossy(&nets.stdout).to_string();
@@ -389,10 +426,9 @@ fn wait_exit(l: &mut Launch, within: Duration) -> std::process::ExitStatus {
     }
 }
 
-#[test]
 fn a_filtered_sandbox_reaches_only_its_allowed_host() {
     let (port, _seen) = server(None);
-    let name = format!("egtest-{}", std::process::id());
+    let name = format!("egtest-{}-{}", std::process::id(), rt().cli());
     let script = format!(
         "/probe/egress-probe http://{HCI}:{port}/a; /probe/egress-probe http://example.com:{port}/b; \
          nc -w 3 {HCI} {port} </dev/null && echo DIRECT-OK || echo DIRECT-FAILED; echo DONE"
@@ -433,10 +469,9 @@ fn a_filtered_sandbox_reaches_only_its_allowed_host() {
 /// A model server that listens only on the host's loopback (as llama.cpp's does by default) is
 /// reached from a filtered sandbox as host.containers.internal:PORT through its proxy, when that
 /// entry is allowed; the process itself has no route to it.
-#[test]
 fn a_filtered_sandbox_reaches_a_server_on_the_hosts_loopback() {
     let (port, seen) = server_on("127.0.0.1:0", None);
-    let name = format!("eglo-{}", std::process::id());
+    let name = format!("eglo-{}-{}", std::process::id(), rt().cli());
     let script = format!(
         "/probe/egress-probe http://{HCI}:{port}/v1/models; \
          nc -w 3 {HCI} {port} </dev/null && echo DIRECT-OK || echo DIRECT-FAILED; echo DONE"
@@ -470,10 +505,9 @@ fn a_filtered_sandbox_reaches_a_server_on_the_hosts_loopback() {
 /// A filtered sandbox has no DNS server (a resolver would forward its lookups to the host's: a
 /// channel around the proxy, decisions 0023, 0024): an outside name does not resolve inside it,
 /// nor the proxy's container name, while its allowed host is still reached through the proxy.
-#[test]
 fn a_filtered_sandbox_cannot_resolve_outside_names() {
     let (port, _seen) = server(None);
-    let name = format!("egdns-{}", std::process::id());
+    let name = format!("egdns-{}-{}", std::process::id(), rt().cli());
     let script = format!(
         "nslookup deb.debian.org && echo RESOLVED || echo UNRESOLVED; \
          nslookup {name}-egress && echo RESOLVED-INTERNAL || echo UNRESOLVED-INTERNAL; \
@@ -514,13 +548,12 @@ fn section<'a>(out: &'a [String], from: &str, to: &str) -> Vec<&'a str> {
 /// An `open` sandbox with an injection: its reporting proxy injects the value towards the
 /// injection's host (the process reads the phantom back), reports only the injection, and the
 /// sandbox keeps its direct route (A.3).
-#[test]
 fn an_open_sandbox_with_an_injection_keeps_its_route_and_gets_the_value_injected() {
     let (inj, inj_seen) = server(Some("egress-test-injected"));
     let (plain, _plain_seen) = server(None);
     let phantom = format!("sk-open-{}", "Ph4nt0m1".repeat(4));
     let value = format!("sk-open-{}", "R3alV4lu".repeat(4));
-    let name = format!("egopen-{}", std::process::id());
+    let name = format!("egopen-{}-{}", std::process::id(), rt().cli());
     let script = format!(
         "/probe/egress-probe https://{HCI}:{inj}/echo -H \"x-api-key: {phantom}\"; \
          nc -w 3 {HCI} {plain} </dev/null && echo DIRECT-OK || echo DIRECT-FAILED; echo DONE"
@@ -564,14 +597,13 @@ fn an_open_sandbox_with_an_injection_keeps_its_route_and_gets_the_value_injected
     assert_nothing_left(&name);
 }
 
-#[test]
 fn injection_leak_stream_and_undecrypted_tunnel() {
     let (inj, inj_seen) = server(Some("egress-test-injected"));
     let (other, other_seen) = server(Some("egress-test-other"));
     let (plain, plain_seen) = server(None);
     let phantom = format!("sk-test-{}", "Ph4nt0m1".repeat(4));
     let value = format!("sk-test-{}", "R3alV4lu".repeat(4));
-    let name = format!("eginj-{}", std::process::id());
+    let name = format!("eginj-{}-{}", std::process::id(), rt().cli());
     let script = format!(
         "P=/probe/egress-probe; PH={phantom}\n\
          echo '== inject'; $P \"https://{HCI}:{inj}/echo?key=$PH\" -H \"x-api-key: $PH\" -u \"user:$PH\" -d \"key=$PH\"\n\
@@ -702,12 +734,11 @@ fn injection_leak_stream_and_undecrypted_tunnel() {
     assert_nothing_left(&name);
 }
 
-#[test]
 fn set_allow_and_set_egress_decide_the_next_request_then_sigterm_leaves_nothing() {
     let (a, _) = server(None);
     let (b, b_seen) = server(None);
     let sh = shared();
-    let name = format!("eglive-{}", std::process::id());
+    let name = format!("eglive-{}-{}", std::process::id(), rt().cli());
     let ctl = sh.dir.join(format!("ctl-{name}"));
     std::fs::create_dir_all(&ctl).unwrap();
     Command::new("chmod").arg("755").arg(&ctl).status().unwrap();
@@ -823,17 +854,19 @@ fn set_allow_and_set_egress_decide_the_next_request_then_sigterm_leaves_nothing(
 /// Fail closed (A1, decision 0024): when the proxy container cannot start, the launch fails
 /// with 66 saying so, the process never runs (the sandbox started beside the proxy is held by
 /// its forwarder, then removed), and nothing is left.
-#[test]
 fn a_proxy_that_cannot_start_fails_the_launch_before_the_process_runs() {
     let sh = shared();
-    let name = format!("egfail-{}", std::process::id());
+    let name = format!("egfail-{}-{}", std::process::id(), rt().cli());
     // podman, except that the proxy's container (named <name>-egress) cannot be run.
     let wrapper = sh.dir.join(format!("podman-no-proxy-{name}"));
     std::fs::write(
         &wrapper,
-        "#!/bin/sh\nfor a in \"$@\"; do case \"$a\" in *-egress) \
+        format!(
+            "#!/bin/sh\nfor a in \"$@\"; do case \"$a\" in *-egress) \
          echo 'Error: simulated: the proxy container cannot start' >&2; exit 125;; esac; done\n\
-         exec podman \"$@\"\n",
+         exec {} \"$@\"\n",
+            rt().cli()
+        ),
     )
     .unwrap();
     let work = sh.dir.join(format!("work-{name}"));
@@ -856,7 +889,11 @@ fn a_proxy_that_cannot_start_fails_the_launch_before_the_process_runs() {
         .arg(&spec_path)
         .status()
         .unwrap();
-    let podman_env = format!("HANDLER_PODMAN={}", wrapper.display());
+    let var = match rt() {
+        Rt::Podman => "HANDLER_PODMAN",
+        Rt::Docker => "HANDLER_DOCKER",
+    };
+    let podman_env = format!("{var}={}", wrapper.display());
     let inner = as_user("env", &[&podman_env, &sh.hsp, "launch"]);
     let out = Command::new("sh")
         .args([
@@ -1064,7 +1101,6 @@ exec sleep 600
     )
 }
 
-#[test]
 fn set_allow_closes_the_open_connections_it_no_longer_allows_and_keeps_the_others() {
     let sh = shared();
     // The dropped stream would last 20 s, the kept one 8 s: the change comes at about 2 s.
@@ -1072,7 +1108,7 @@ fn set_allow_closes_the_open_connections_it_no_longer_allows_and_keeps_the_other
     let (tunnel, tunnel_log) = ticker();
     let (ws, ws_log) = websocket();
     let (keep, keep_log) = streaming_http(32, Duration::from_millis(250));
-    let name = format!("egopen-{}", std::process::id());
+    let name = format!("egopen-{}-{}", std::process::id(), rt().cli());
     let ctl = sh.dir.join(format!("ctl-{name}"));
     std::fs::create_dir_all(&ctl).unwrap();
     Command::new("chmod").arg("755").arg(&ctl).status().unwrap();
@@ -1227,4 +1263,28 @@ fn set_allow_closes_the_open_connections_it_no_longer_allows_and_keeps_the_other
         .status()
         .unwrap();
     wait_exit(&mut l, Duration::from_secs(60));
+}
+
+/// The egress cases, each run against both runtime executables (issue 19): the generated test
+/// sets the thread's runtime, the case runs unchanged.
+macro_rules! egress_cases {
+    ($($case:ident),* $(,)?) => {
+        mod podman {
+            $( #[test] fn $case() { super::RT.with(|r| r.set(super::Rt::Podman)); super::$case() } )*
+        }
+        mod docker {
+            $( #[test] fn $case() { super::RT.with(|r| r.set(super::Rt::Docker)); super::$case() } )*
+        }
+    };
+}
+
+egress_cases! {
+    a_filtered_sandbox_reaches_only_its_allowed_host,
+    a_filtered_sandbox_reaches_a_server_on_the_hosts_loopback,
+    a_filtered_sandbox_cannot_resolve_outside_names,
+    an_open_sandbox_with_an_injection_keeps_its_route_and_gets_the_value_injected,
+    injection_leak_stream_and_undecrypted_tunnel,
+    set_allow_and_set_egress_decide_the_next_request_then_sigterm_leaves_nothing,
+    a_proxy_that_cannot_start_fails_the_launch_before_the_process_runs,
+    set_allow_closes_the_open_connections_it_no_longer_allows_and_keeps_the_others,
 }

@@ -65,7 +65,8 @@ pub struct DaemonConfig {
     pub allowed_origins: Vec<String>,
     /// Largest ACP message (C.1).
     pub max_message_bytes: usize,
-    /// The sandbox executable and its leading arguments (`handler-sandbox-podman`).
+    /// The sandbox executable and its leading arguments (`handler-sandbox-podman`, or
+    /// `handler-sandbox-docker` with `HANDLER_RUNTIME=docker`).
     pub sandbox_command: Vec<String>,
     /// How long a `{ command }` secret reference may run (`HANDLER_SECRET_COMMAND_TIMEOUT`,
     /// seconds; default 10).
@@ -204,6 +205,8 @@ impl DaemonConfig {
                     message: format!("{t:?} is not a number of seconds from 1 to 600"),
                 })?;
         }
+        let exe = runtime_executable(std::env::var("HANDLER_RUNTIME").ok().as_deref())?;
+        c.sandbox_command = vec![exe.to_string()];
         if let Ok(s) = std::env::var("HANDLER_SANDBOX_COMMAND") {
             let argv: Vec<String> = s.split_whitespace().map(String::from).collect();
             if argv.is_empty() {
@@ -215,7 +218,7 @@ impl DaemonConfig {
             c.sandbox_command = argv;
         } else if let Some(sibling) = std::env::current_exe()
             .ok()
-            .and_then(|e| e.parent().map(|d| d.join("handler-sandbox-podman")))
+            .and_then(|e| e.parent().map(|d| d.join(exe)))
             .filter(|p| p.is_file())
         {
             c.sandbox_command = vec![sibling.to_string_lossy().into_owned()];
@@ -237,9 +240,42 @@ impl DaemonConfig {
     }
 }
 
+/// The sandbox executable of runtime setting `runtime` (`HANDLER_RUNTIME`: `podman`, the
+/// default, or `docker`, issue 19); `HANDLER_SANDBOX_COMMAND` still overrides it.
+pub fn runtime_executable(runtime: Option<&str>) -> Result<&'static str, ConfigError> {
+    match runtime.map(str::trim) {
+        None | Some("" | "podman") => Ok("handler-sandbox-podman"),
+        Some("docker") => Ok("handler-sandbox-docker"),
+        Some(other) => Err(ConfigError::Invalid {
+            var: "HANDLER_RUNTIME",
+            message: format!("{other:?} is not a runtime: podman or docker"),
+        }),
+    }
+}
+
 fn default_origins(port: u16) -> Vec<String> {
     vec![
         format!("http://127.0.0.1:{port}"),
         format!("http://localhost:{port}"),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_runtime_setting_names_the_sandbox_executable() {
+        assert_eq!(runtime_executable(None).unwrap(), "handler-sandbox-podman");
+        assert_eq!(
+            runtime_executable(Some("podman")).unwrap(),
+            "handler-sandbox-podman"
+        );
+        assert_eq!(
+            runtime_executable(Some("docker")).unwrap(),
+            "handler-sandbox-docker"
+        );
+        let e = runtime_executable(Some("lxc")).unwrap_err().to_string();
+        assert!(e.contains("HANDLER_RUNTIME") && e.contains("lxc"), "{e}");
+    }
 }

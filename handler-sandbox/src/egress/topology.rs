@@ -15,7 +15,9 @@ use handler_contracts::sandbox::{
 };
 
 use crate::egress::config::{ProxyConfig, ProxyMode, Settings};
-use crate::network::SLIRP_HOST_LOOPBACK;
+use crate::plan::engine::{
+    Engine, image_mount, no_route_args, open_network_args, proxy_extra_args,
+};
 
 /// The network filter image `image build-proxy` builds.
 pub const PROXY_IMAGE: &str = "localhost/handler-network-filter:latest";
@@ -114,19 +116,21 @@ impl Topology {
     /// filtered (slirp4netns as `open` with injections), the network filter image for the
     /// forwarder, the proxy's socket folder, and with injections the CA bundle.
     pub fn sandbox_podman_args(&self) -> Vec<String> {
+        let (filter, _) = image_mount(Engine::Podman, PROXY_IMAGE, PROXY_IMAGE, SANDBOX_FILTER_DIR);
+        self.sandbox_args(Engine::Podman, filter)
+    }
+
+    /// The sandbox container's network options and mounts on `engine`, the forwarder's image
+    /// mounted by `filter_mount` (a `--mount` value; [`crate::plan::engine::filter_image_mount`]).
+    pub fn sandbox_args(&self, engine: Engine<'_>, filter_mount: String) -> Vec<String> {
         let mut a: Vec<String> = if self.direct_route {
-            vec![
-                "--network".into(),
-                PROXY_NETWORK.into(),
-                "--add-host".into(),
-                format!("host.containers.internal:{SLIRP_HOST_LOOPBACK}"),
-            ]
+            open_network_args(engine)
         } else {
-            vec!["--network".into(), "none".into()]
+            no_route_args(engine)
         };
         a.extend([
             "--mount".into(),
-            format!("type=image,source={PROXY_IMAGE},destination={SANDBOX_FILTER_DIR}"),
+            filter_mount,
             "--mount".into(),
             format!(
                 "type=bind,source={},destination={SANDBOX_SOCKET_DIR},ro=true",
@@ -184,20 +188,20 @@ impl Topology {
     /// the proxy; its configuration comes on stdin). Always strict (A.5). `labels` are the
     /// instance's and its launcher's, for cleanup and sweep.
     pub fn proxy_run_args(&self, labels: &[(String, String)]) -> Vec<String> {
-        let mut a: Vec<String> = [
-            "run",
-            "--rm",
-            "-i",
-            "--name",
-            &self.proxy_container,
-            "--network",
-            PROXY_NETWORK,
-            "--add-host",
-        ]
-        .iter()
-        .map(std::string::ToString::to_string)
-        .collect();
-        a.push(format!("host.containers.internal:{SLIRP_HOST_LOOPBACK}"));
+        self.proxy_run_args_on(Engine::Podman, labels)
+    }
+
+    /// The proxy container's `run` arguments on `engine` (see [`Topology::proxy_run_args`]).
+    pub fn proxy_run_args_on(
+        &self,
+        engine: Engine<'_>,
+        labels: &[(String, String)],
+    ) -> Vec<String> {
+        let mut a: Vec<String> = ["run", "--rm", "-i", "--name", &self.proxy_container]
+            .iter()
+            .map(std::string::ToString::to_string)
+            .collect();
+        a.extend(open_network_args(engine));
         a.extend(
             [
                 // Its stderr (events) reaches the launcher attached; nothing is kept on disk.
@@ -207,14 +211,16 @@ impl Topology {
                 "all",
                 "--security-opt",
                 "no-new-privileges",
-                "--ulimit",
-                "host",
-                "--pull",
-                "never",
             ]
             .iter()
             .map(std::string::ToString::to_string),
         );
+        a.extend(
+            proxy_extra_args(engine)
+                .iter()
+                .map(std::string::ToString::to_string),
+        );
+        a.extend(["--pull".into(), "never".into()]);
         for (k, v) in labels {
             a.extend(["--label".into(), format!("{k}={v}")]);
         }

@@ -5,8 +5,10 @@
 //! network or injections the plan holds the egress proxy's too (`proxy`: what to stage, its
 //! podman arguments, its configuration), so the runtime only executes it.
 
+pub mod engine;
 mod proxy;
 
+pub use engine::{DockerFacts, Engine, ImageVolume};
 pub use proxy::ProxyPlan;
 
 use std::collections::BTreeMap;
@@ -15,7 +17,7 @@ use handler_contracts::sandbox::{Confinement, SandboxSpec};
 
 use crate::error::SpecError;
 use crate::facts::{GitEntryKind, HostFacts, PathKind};
-use crate::network::{NetworkPlan, plan_network};
+use crate::network::{NetworkPlan, plan_network_on};
 use crate::validate::{ValidSpec, is_within, parse_mode, writable_dirs};
 
 type Result<T = ()> = std::result::Result<T, SpecError>;
@@ -96,6 +98,9 @@ pub struct LaunchPlan {
     /// The egress proxy to start beside the sandbox (a filtered network, or injections); the
     /// sandbox's forwarder holds the process until it answers (A1).
     pub proxy: Option<ProxyPlan>,
+    /// Docker: the read-only volumes to fill from images before the sandbox starts (image
+    /// mounts and the forwarder's filter image, decision 0081); empty for Podman.
+    pub image_volumes: Vec<ImageVolume>,
 }
 
 impl std::fmt::Debug for LaunchPlan {
@@ -109,6 +114,9 @@ impl std::fmt::Debug for LaunchPlan {
         // Only when there is one: the plans without a proxy read as they always did.
         if let Some(p) = &self.proxy {
             d.field("proxy", p);
+        }
+        if !self.image_volumes.is_empty() {
+            d.field("image_volumes", &self.image_volumes);
         }
         d.finish()
     }
@@ -381,21 +389,42 @@ pub fn git_read_only(spec: &SandboxSpec, facts: &HostFacts) -> Result<Vec<String
 /// injections, its egress proxy's ([`ProxyPlan`]). Refused (64) where this host cannot enforce
 /// the spec; the sections follow contract A in order.
 pub fn plan_launch(spec: &ValidSpec<'_>, facts: &HostFacts) -> Result<LaunchPlan> {
+    plan_launch_on(Engine::Podman, spec, facts)
+}
+
+/// The launch plan of `spec` for Docker (`handler-sandbox-docker`): the same plan as Podman's
+/// with each engine difference of [`engine`] applied, and the image volumes to fill first.
+pub fn plan_launch_docker(
+    spec: &ValidSpec<'_>,
+    facts: &HostFacts,
+    docker: &DockerFacts,
+) -> Result<LaunchPlan> {
+    plan_launch_on(Engine::Docker(docker), spec, facts)
+}
+
+/// The launch plan of `spec` on `engine` (see [`plan_launch`]).
+pub fn plan_launch_on(
+    engine: Engine<'_>,
+    spec: &ValidSpec<'_>,
+    facts: &HostFacts,
+) -> Result<LaunchPlan> {
     let spec = spec.spec();
-    check_host(facts)?;
+    check_host(engine, facts)?;
     let inst = facts.instance_dir.trim_end_matches('/').to_string();
     mount_path_ok("instance folder", &inst)?;
-    let network = plan_network(spec, &inst)?;
+    let (network, filter_volume) = plan_network_on(engine, spec, &inst)?;
     let mut d = Draft {
         spec,
         facts,
-        args: base_args(spec, facts),
+        engine,
+        args: base_args(engine, spec, facts)?,
         inst,
         stage: Vec::new(),
         mounts: Vec::new(),
         labels: BTreeMap::new(),
         literal: BTreeMap::new(),
         unset: Vec::new(),
+        image_volumes: filter_volume.into_iter().collect(),
     };
     d.confinement()?;
     d.args.extend(network.podman_args.iter().cloned());
@@ -408,7 +437,7 @@ pub fn plan_launch(spec: &ValidSpec<'_>, facts: &HostFacts) -> Result<LaunchPlan
     d.display()?;
     d.literal.extend(network.env.clone());
     let podman_env = d.finish_args()?;
-    let proxy = proxy::plan_proxy(spec, facts, &d.inst);
+    let proxy = proxy::plan_proxy(engine, spec, facts, &d.inst);
     let mut args = d.args;
     args.push(spec.image.clone());
     args.extend(network.argv_prefix.iter().cloned());
@@ -420,24 +449,25 @@ pub fn plan_launch(spec: &ValidSpec<'_>, facts: &HostFacts) -> Result<LaunchPlan
         network,
         tty: spec.tty,
         proxy,
+        image_volumes: d.image_volumes,
     })
 }
 
 /// What holds for every launch on this host: not root (A3), and a containers.conf that adds
 /// nothing to a container (decision 0032).
-fn check_host(facts: &HostFacts) -> Result {
+fn check_host(engine: Engine<'_>, facts: &HostFacts) -> Result {
     if facts.uid == 0 {
         return Err(SpecError::unenforceable(
             "user.mode",
             "running as root: the sandbox runs rootless as the host user (A3); run the launcher as that user",
         ));
     }
-    check_containers_conf(&facts.containers_conf)
+    engine::check_engine(engine, facts)
 }
 
 /// The verb and the options every sandbox has: its name, keep-id as the host user, the
 /// workdir, the process limit, no proxy variables from podman, a read-only root, no entrypoint.
-fn base_args(spec: &SandboxSpec, facts: &HostFacts) -> Vec<String> {
+fn base_args(engine: Engine<'_>, spec: &SandboxSpec, facts: &HostFacts) -> Result<Vec<String>> {
     let pids = facts.nproc_hard.map_or(PIDS_LIMIT, |h| h.min(PIDS_LIMIT));
     let mut args: Vec<String> = Vec::new();
     if spec.tty {
@@ -449,14 +479,7 @@ fn base_args(spec: &SandboxSpec, facts: &HostFacts) -> Vec<String> {
         );
     }
     push(&mut args, &["--name", &spec.name, "--pull=never", "--init"]);
-    push(
-        &mut args,
-        &[
-            "--userns=keep-id",
-            "--user",
-            &format!("{}:{}", facts.uid, facts.gid),
-        ],
-    );
+    args.extend(engine::user_args(engine, facts)?);
     push(
         &mut args,
         &[
@@ -464,15 +487,16 @@ fn base_args(spec: &SandboxSpec, facts: &HostFacts) -> Vec<String> {
             &spec.workdir,
             "--ulimit",
             &format!("nproc={pids}:{pids}"),
-            "--http-proxy=false",
-            "--read-only",
         ],
     );
+    args.extend(engine::proxy_variables_off(engine).map(String::from));
+    push(&mut args, &["--read-only"]);
     if facts.cgroup_pids {
         push(&mut args, &["--pids-limit", &pids.to_string()]);
     }
-    push(&mut args, &["--entrypoint", "[]"]);
-    args
+    args.extend(engine::oci_runtime_args(engine));
+    push(&mut args, &engine::no_entrypoint(engine));
+    Ok(args)
 }
 
 fn push(a: &mut Vec<String>, xs: &[&str]) {
@@ -483,21 +507,29 @@ fn push(a: &mut Vec<String>, xs: &[&str]) {
 struct Draft<'a> {
     spec: &'a SandboxSpec,
     facts: &'a HostFacts,
+    engine: Engine<'a>,
     /// The instance folder, without a trailing `/`.
     inst: String,
     args: Vec<String>,
     stage: Vec<Stage>,
-    /// `--mount` values, in order.
-    mounts: Vec<String>,
+    /// Mount options and their values (`--mount …`, Docker's `--tmpfs …`), in order.
+    mounts: Vec<[String; 2]>,
     /// The spec's labels and the runtime's.
     labels: BTreeMap<String, String>,
     /// `--env NAME=value` of the runtime's own variables (never secrets).
     literal: BTreeMap<String, String>,
-    /// `--unsetenv` names.
+    /// Names of the image's variables kept out (`--unsetenv`).
     unset: Vec<&'static str>,
+    /// Docker: the volumes to fill from images first.
+    image_volumes: Vec<ImageVolume>,
 }
 
 impl Draft<'_> {
+    /// A `--mount` of this value.
+    fn mount(&mut self, value: String) {
+        self.mounts.push(["--mount".into(), value]);
+    }
+
     /// Confinement (A3, A.5): strict drops every capability; nested gets fuse, tun and the
     /// subordinate ids of the sandbox's user namespace; privileged is podman's.
     fn confinement(&mut self) -> Result {
@@ -506,7 +538,12 @@ impl Draft<'_> {
                 &mut self.args,
                 &["--cap-drop", "all", "--security-opt", "no-new-privileges"],
             ),
-            Confinement::Nested => self.nested()?,
+            Confinement::Nested => {
+                if let Some(e) = engine::nested_refusal(self.engine) {
+                    return Err(e);
+                }
+                self.nested()?;
+            }
             Confinement::Privileged => push(&mut self.args, &["--privileged"]),
         }
         Ok(())
@@ -560,10 +597,9 @@ impl Draft<'_> {
             content: nested_subids(facts.gid, gc),
             mode: 0o644,
         });
-        self.mounts
-            .push(bind(&format!("{inst}/subuid"), "/etc/subuid", true));
-        self.mounts
-            .push(bind(&format!("{inst}/subgid"), "/etc/subgid", true));
+        let (uid_file, gid_file) = (format!("{inst}/subuid"), format!("{inst}/subgid"));
+        self.mount(bind(&uid_file, "/etc/subuid", true));
+        self.mount(bind(&gid_file, "/etc/subgid", true));
         Ok(())
     }
 
@@ -622,19 +658,27 @@ impl Draft<'_> {
                     format!("{:?} does not exist", m.source),
                 ));
             }
-            self.mounts.push(bind(&m.source, &m.target, m.read_only));
+            self.mount(bind(&m.source, &m.target, m.read_only));
         }
-        self.mounts.extend(git_read_only(spec, facts)?);
+        for g in git_read_only(spec, facts)? {
+            self.mount(g);
+        }
         for (i, im) in spec.image_mounts.iter().enumerate() {
             mount_path_ok(&format!("imageMounts[{i}].target"), &im.target)?;
+            if let Some(e) =
+                engine::image_volume_refusal(self.engine, &format!("imageMounts[{i}].image"))
+            {
+                return Err(e);
+            }
             let Some(id) = facts.image_ids.get(&im.image) else {
                 return Err(SpecError::unenforceable(
                     format!("imageMounts[{i}].image"),
                     format!("{:?} was not resolved to an image id", im.image),
                 ));
             };
-            self.mounts
-                .push(format!("type=image,source={id},destination={}", im.target));
+            let (m, volume) = engine::image_mount(self.engine, &im.image, id, &im.target);
+            self.mount(m);
+            self.image_volumes.extend(volume);
             self.labels.insert(
                 format!("{}{id}", labels::IMAGE_MOUNT_PREFIX),
                 im.image.clone(),
@@ -687,9 +731,8 @@ impl Draft<'_> {
             .filter(|(t, _)| is_within(t, w) && t != w)
             .collect();
         if !has_seeds && inner.is_empty() {
-            self.mounts.push(format!(
-                "type=tmpfs,destination={w},tmpfs-mode={dir_mode:o},chown=true"
-            ));
+            self.mounts
+                .push(engine::tmpfs(self.engine, self.facts, w, dir_mode));
             return Ok(());
         }
         let host = format!("{}/w{wi}", self.inst);
@@ -737,7 +780,7 @@ impl Draft<'_> {
                 mode,
             });
         }
-        self.mounts.push(bind(&host, w, false));
+        self.mount(bind(&host, w, false));
         Ok(())
     }
 
@@ -759,7 +802,7 @@ impl Draft<'_> {
                 content: f.content.clone(),
                 mode,
             });
-            self.mounts.push(bind(&host, &f.target, true));
+            self.mount(bind(&host, &f.target, true));
         }
         Ok(())
     }
@@ -809,10 +852,9 @@ impl Draft<'_> {
             }
         }
         let run = format!("/run/user/{}", self.facts.uid);
-        self.mounts.push(format!(
-            "type=tmpfs,destination={run},tmpfs-mode=700,chown=true"
-        ));
-        self.mounts.push(bind(
+        self.mounts
+            .push(engine::tmpfs(self.engine, self.facts, &run, 0o700));
+        self.mount(bind(
             &d.socket,
             &format!("{run}/{WAYLAND_SOCKET_NAME}"),
             false,
@@ -833,12 +875,10 @@ impl Draft<'_> {
             self.args.push(format!("{k}={v}"));
         }
         for m in std::mem::take(&mut self.mounts) {
-            self.args.push("--mount".into());
-            self.args.push(m);
+            self.args.extend(m);
         }
         for u in &self.unset {
-            self.args.push("--unsetenv".into());
-            self.args.push((*u).into());
+            self.args.extend(engine::unset_env(self.engine, u));
         }
         for (k, v) in &self.literal {
             self.args.push("--env".into());
@@ -847,7 +887,7 @@ impl Draft<'_> {
         let mut podman_env = BTreeMap::new();
         let mut env_file = String::new();
         for (k, v) in &self.spec.env {
-            if podman_reads(k) {
+            if engine::engine_reads(self.engine, k) {
                 if v.contains('\n') || v.contains('\r') {
                     return Err(SpecError::unenforceable(
                         format!("env.{k}"),

@@ -5,7 +5,7 @@
 
 use handler_contracts::sandbox::SandboxSpec;
 
-use super::{Stage, labels};
+use super::{Engine, Stage, labels};
 use crate::egress::config::{ProxyConfig, ProxyMode};
 use crate::egress::topology::{PROXY_IMAGE, Topology, initial_settings};
 use crate::facts::HostFacts;
@@ -35,7 +35,12 @@ pub struct ProxyPlan {
 
 /// The proxy of `spec` in instance folder `inst` on a host with `facts`, if it needs one
 /// (filtered, or open with injections).
-pub(super) fn plan_proxy(spec: &SandboxSpec, facts: &HostFacts, inst: &str) -> Option<ProxyPlan> {
+pub(super) fn plan_proxy(
+    engine: Engine<'_>,
+    spec: &SandboxSpec,
+    facts: &HostFacts,
+    inst: &str,
+) -> Option<ProxyPlan> {
     let topo = Topology::of(spec, inst)?;
     let l = &facts.launcher;
     // The instance's and its launcher's labels, for cleanup and sweep.
@@ -71,7 +76,7 @@ pub(super) fn plan_proxy(spec: &SandboxSpec, facts: &HostFacts, inst: &str) -> O
         container: topo.proxy_container.clone(),
         mode: topo.mode,
         stage,
-        args: topo.proxy_run_args(&labels),
+        args: topo.proxy_run_args_on(engine, &labels),
         config: topo.proxy_config(spec, facts.host_addresses.clone()),
         ready_file: topo.ready_file(),
         image: PROXY_IMAGE.to_string(),

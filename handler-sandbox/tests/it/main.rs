@@ -8,3 +8,4 @@
 
 mod example;
 mod plan;
+mod plan_docker;

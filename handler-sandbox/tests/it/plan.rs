@@ -13,7 +13,7 @@ fn plan_launch(s: &SandboxSpec, f: &HostFacts) -> Result<LaunchPlan, SpecError> 
 }
 use serde_json::json;
 
-fn facts() -> HostFacts {
+pub(crate) fn facts() -> HostFacts {
     let mut paths = BTreeMap::new();
     paths.insert("/home/alice/proj".to_string(), PathKind::Directory);
     paths.insert(
@@ -58,7 +58,7 @@ fn facts() -> HostFacts {
     }
 }
 
-fn base() -> serde_json::Value {
+pub(crate) fn base() -> serde_json::Value {
     json!({
         "apiVersion": "handler.sandbox/v1",
         "name": "handler-a1-c1",
@@ -77,11 +77,11 @@ fn base() -> serde_json::Value {
     })
 }
 
-fn spec(v: serde_json::Value) -> SandboxSpec {
+pub(crate) fn spec(v: serde_json::Value) -> SandboxSpec {
     serde_json::from_value(v).expect("a valid SandboxSpec document")
 }
 
-fn with(patch: serde_json::Value) -> SandboxSpec {
+pub(crate) fn with(patch: serde_json::Value) -> SandboxSpec {
     let mut v = base();
     for (k, x) in patch.as_object().unwrap() {
         v[k] = x.clone();

@@ -45,7 +45,7 @@ pub enum ProxyStartError {
     Podman(#[from] PodmanError),
     /// The network filter image is missing.
     #[error(
-        "the network filter is not built yet ({image}): run handler-sandbox-podman image build-proxy"
+        "the network filter is not built yet ({image}): run {} image build-proxy", crate::runtime::sandbox::engine::current().executable()
     )]
     NotBuilt {
         /// The image looked for.
@@ -347,16 +347,20 @@ fn build_image(podman: &str, ctx: &Path) -> Result<String, String> {
         .args([
             "build",
             "--no-cache",
+            "--file",
+            &ctx.join("Containerfile").to_string_lossy(),
             "--tag",
             &untagged,
             &ctx.to_string_lossy(),
         ])
+        .envs(crate::runtime::sandbox::image::docker_build_env())
         .stdin(Stdio::null())
         .output()
         .map_err(|e| format!("cannot run {podman}: {e}"))?;
     if !out.status.success() {
         return Err(format!(
-            "podman build failed: {}",
+            "{} build failed: {}",
+            crate::runtime::sandbox::engine::current().name(),
             String::from_utf8_lossy(&out.stderr)
         ));
     }
@@ -390,12 +394,17 @@ fn build_image(podman: &str, ctx: &Path) -> Result<String, String> {
         .args(["tag", &untagged, PROXY_IMAGE])
         .output()
         .map_err(|e| e.to_string())?;
-    let _ = std::process::Command::new(podman)
-        .args(["untag", &untagged, &untagged]) // alone, `untag IMAGE` drops every name
-        .output();
+    let drop_name: &[&str] = match crate::runtime::sandbox::engine::current() {
+        // alone, `untag IMAGE` drops every name
+        crate::runtime::sandbox::engine::Kind::Podman => &["untag", &untagged, &untagged],
+        // docker's rmi of one of two names removes that name only
+        crate::runtime::sandbox::engine::Kind::Docker => &["rmi", &untagged],
+    };
+    let _ = std::process::Command::new(podman).args(drop_name).output();
     if !tag.status.success() {
         return Err(format!(
-            "podman tag failed: {}",
+            "{} tag failed: {}",
+            crate::runtime::sandbox::engine::current().name(),
             String::from_utf8_lossy(&tag.stderr)
         ));
     }

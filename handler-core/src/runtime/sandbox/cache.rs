@@ -40,7 +40,7 @@ pub fn size(paths: &[String]) -> i32 {
         if let Err(e) = checked(p) {
             return fail(format!("cache size: {e}"));
         }
-        match podman::run(&["unshare", "du", "-s", "-B1", "--apparent-size", "--", p]) {
+        match in_user_namespace(&["du", "-s", "-B1", "--apparent-size", "--", p]) {
             Ok(out) => match out
                 .split_whitespace()
                 .next()
@@ -53,6 +53,48 @@ pub fn size(paths: &[String]) -> i32 {
         }
     }
     0
+}
+
+/// Runs `argv` where the sandboxes' files are all this user's: podman's user namespace
+/// (`podman unshare`, files of subordinate ids included); Docker's: the rootless daemon's
+/// (`nsenter -U` into it).
+fn in_user_namespace(argv: &[&str]) -> Result<String, podman::PodmanError> {
+    if super::engine::current() == super::engine::Kind::Podman {
+        let mut args = vec!["unshare"];
+        args.extend(argv);
+        return podman::run(&args);
+    }
+    // Docker: inside the rootless daemon's user namespace when it can be found (files of inner
+    // ids are subordinate ids here); otherwise as this user.
+    let mut cmd = match super::docker::daemon_pid() {
+        Some(pid) => {
+            let mut c = std::process::Command::new("nsenter");
+            c.args(["-U", "--preserve-credentials", "-t", &pid.to_string(), "--"]);
+            c.args(argv);
+            c
+        }
+        None => {
+            let mut c = std::process::Command::new(argv[0]);
+            c.args(&argv[1..]);
+            c
+        }
+    };
+    let out = cmd
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|source| podman::PodmanError::Spawn {
+            program: argv[0].to_string(),
+            source,
+        })?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(podman::PodmanError::Failed {
+            verb: argv[0].to_string(),
+            code: out.status.code(),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        })
+    }
 }
 
 /// The names of containers mounting `path`, one inside it or one around it.
@@ -73,7 +115,13 @@ pub fn holders(path: &str) -> Result<Vec<String>, podman::PodmanError> {
             .filter_map(|m| m["Source"].as_str())
             .any(|s| holds_cache(s, path));
         if holds {
-            names.push(c["Name"].as_str().unwrap_or("?").to_string());
+            names.push(
+                c["Name"]
+                    .as_str()
+                    .unwrap_or("?")
+                    .trim_start_matches('/')
+                    .to_string(),
+            );
         }
     }
     Ok(names)
@@ -92,8 +140,7 @@ pub fn clear(paths: &[String]) -> i32 {
             Ok(_) => {}
             Err(e) => return fail(format!("cache clear: {e}")),
         }
-        if let Err(e) = podman::run(&[
-            "unshare",
+        if let Err(e) = in_user_namespace(&[
             "find",
             p,
             "-mindepth",

@@ -42,6 +42,9 @@ fn first_existing(paths: &[&str]) -> Option<String> {
 /// init, the devices and the tools nested confinement needs.
 pub fn check() -> RuntimeCheck {
     let uid = nix::unistd::getuid().as_raw();
+    if super::engine::current() == super::engine::Kind::Docker {
+        return check_docker(uid);
+    }
     let mut items = Vec::new();
     let version = podman::json(&["version", "--format", "json"]);
     let runtime = match &version {
@@ -97,6 +100,24 @@ pub fn storage_item(driver: &str) -> RuntimeCheckItem {
     } else {
         item("storage-driver", true, false, driver)
     }
+}
+
+/// The Docker host check: the daemon and its rootlessness, this user not root, the devices
+/// (`docker::check_items`).
+fn check_docker(uid: u32) -> RuntimeCheck {
+    let mut items = Vec::new();
+    let runtime = super::docker::check_items(&mut items);
+    items.push(if uid == 0 {
+        item(
+            "user",
+            false,
+            true,
+            "running as root: sandboxes run as an unprivileged user (A3)",
+        )
+    } else {
+        item("user", true, true, format!("uid {uid}"))
+    });
+    runtime_check(runtime, items)
 }
 
 /// Rootless, the subordinate id ranges, newuidmap.

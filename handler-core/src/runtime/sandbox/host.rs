@@ -169,6 +169,8 @@ pub(crate) fn image_id(image: &str) -> Result<String, podman::PodmanError> {
     Ok(
         podman::run(&["image", "inspect", "--format", "{{.Id}}", image])?
             .trim()
+            // Docker's ids read `sha256:<hex>`, podman's `<hex>`: one form in labels and names.
+            .trim_start_matches("sha256:")
             .to_string(),
     )
 }

@@ -12,7 +12,7 @@ use std::process::Stdio;
 use handler_sandbox::plan::labels;
 use serde_json::{Value, json};
 
-use super::{log, podman};
+use super::{engine, log, podman};
 
 /// What `image build` is given.
 #[derive(Debug, Clone, Default)]
@@ -47,6 +47,9 @@ pub fn build(req: &BuildRequest) -> i32 {
     let mut env: BTreeMap<String, String> = BTreeMap::new();
     if let Some(f) = &req.file {
         args.extend(["--file".into(), f.clone()]);
+    } else if engine::current() == engine::Kind::Docker {
+        // A.7's default is the context's Containerfile; docker's own would be its Dockerfile.
+        args.extend(["--file".into(), format!("{}/Containerfile", req.context)]);
     }
     for t in &req.tags {
         args.extend(["--tag".into(), t.clone()]);
@@ -68,15 +71,21 @@ pub fn build(req: &BuildRequest) -> i32 {
         args.extend(["--build-arg".into(), name]);
     }
     if req.no_intermediate {
-        args.extend(["--layers=false".into(), "--rm".into(), "--force-rm".into()]);
+        if engine::current() == engine::Kind::Podman {
+            args.push("--layers=false".into());
+        }
+        args.extend(["--rm".into(), "--force-rm".into()]);
     }
     if req.no_cache {
         args.push("--no-cache".into());
     }
     args.push(req.context.clone());
+    let dangling_before =
+        (req.no_intermediate && engine::current() == engine::Kind::Docker).then(dangling_images);
     // podman build's progress goes to our stderr: our stdout is the id only.
     let mut cmd = podman::command(&args);
     cmd.envs(&env)
+        .envs(docker_build_env())
         .stdout(Stdio::from(std::io::stderr().as_fd_owned()))
         .stderr(Stdio::inherit());
     let status = match run_stoppable(cmd) {
@@ -96,11 +105,18 @@ pub fn build(req: &BuildRequest) -> i32 {
             Err(e) => fail(format!("image build: no image id: {e}")),
         },
         Ok(st) => fail(format!(
-            "image build failed (podman exit {})",
+            "image build failed ({} exit {})",
+            engine::current().name(),
             st.code().unwrap_or(-1)
         )),
-        Err(e) => fail(format!("image build: cannot run podman: {e}")),
+        Err(e) => fail(format!(
+            "image build: cannot run {}: {e}",
+            engine::current().name()
+        )),
     };
+    if let Some(before) = dangling_before {
+        remove_new_dangling(&before);
+    }
     let _ = fs::remove_dir_all(&tmp);
     code
 }
@@ -174,6 +190,25 @@ fn run_stoppable(mut cmd: std::process::Command) -> Stopped {
     })
 }
 
+/// The untagged leaf images (docker's `dangling`).
+fn dangling_images() -> Vec<String> {
+    podman::run(&["images", "-q", "--no-trunc", "--filter", "dangling=true"])
+        .map(|t| t.lines().map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+/// `--no-intermediate` on Docker: its classic builder keeps each earlier stage as an untagged
+/// image; those that appeared during the build are removed (their untagged parents with them).
+fn remove_new_dangling(before: &[String]) {
+    for id in dangling_images() {
+        if !before.contains(&id)
+            && let Err(e) = podman::run(&["rmi", &id])
+        {
+            log(&format!("image build: an intermediate image stays: {e}"));
+        }
+    }
+}
+
 trait AsFdOwned {
     fn as_fd_owned(&self) -> std::os::fd::OwnedFd;
 }
@@ -207,7 +242,7 @@ pub fn read(image: &str, path: &str) -> i32 {
         "create",
         "--pull=never",
         "--entrypoint",
-        "[]",
+        engine::current().no_entrypoint(),
         "--label",
         "handler.image-read=1",
         image,
@@ -256,13 +291,21 @@ fn inspect_value(image: &str) -> Result<Value, String> {
     let v = podman::json(&["image", "inspect", image])
         .map_err(|e| format!("no image {image:?}: {e}"))?;
     let i = v.get(0).ok_or_else(|| format!("no image {image:?}"))?;
+    // Docker's inspect has the id as `sha256:<hex>` and the labels only in Config.
+    let id = i["Id"].as_str().map_or(Value::Null, |s| {
+        Value::String(s.trim_start_matches("sha256:").into())
+    });
+    let labels = match &i["Labels"] {
+        Value::Null => i["Config"]["Labels"].clone(),
+        l => l.clone(),
+    };
     Ok(json!({
-        "id": i["Id"],
+        "id": id,
         "names": i["RepoTags"],
         "digest": i["Digest"],
         "created": i["Created"],
         "size": i["Size"],
-        "labels": i["Labels"],
+        "labels": labels,
         "env": i["Config"]["Env"],
         "entrypoint": i["Config"]["Entrypoint"],
         "cmd": i["Config"]["Cmd"],
@@ -300,7 +343,7 @@ pub fn users_of(id: &str) -> Result<Vec<String>, podman::PodmanError> {
 /// `image remove IMAGE`: refused while a container uses it.
 pub fn remove(image: &str) -> i32 {
     let id = match podman::run(&["image", "inspect", "--format", "{{.Id}}", image]) {
-        Ok(id) => id.trim().to_string(),
+        Ok(id) => id.trim().trim_start_matches("sha256:").to_string(),
         Err(e) => return fail(format!("image remove: no image {image:?}: {e}")),
     };
     match users_of(&id) {
@@ -329,6 +372,9 @@ pub fn tag(source: &str, target: &str) -> i32 {
 
 /// `image list [REFERENCE]`: a JSON array of {id, names, created, size}.
 pub fn list(reference: Option<&str>) -> i32 {
+    if engine::current() == engine::Kind::Docker {
+        return list_docker(reference);
+    }
     let mut args = vec!["images", "--format", "json"];
     let filter;
     if let Some(r) = reference {
@@ -342,6 +388,43 @@ pub fn list(reference: Option<&str>) -> i32 {
                 .into_iter()
                 .flatten()
                 .map(|i| json!({"id": i["Id"], "names": i["Names"], "created": i["Created"], "size": i["Size"]}))
+                .collect();
+            println!("{}", Value::Array(items));
+            0
+        }
+        Err(e) => fail(format!("image list: {e}")),
+    }
+}
+
+/// Docker's builds: the classic builder, which every daemon has (20.10's client may lack buildx).
+pub fn docker_build_env() -> Vec<(&'static str, &'static str)> {
+    if engine::current() == engine::Kind::Docker {
+        vec![("DOCKER_BUILDKIT", "0")]
+    } else {
+        Vec::new()
+    }
+}
+
+/// `image list` on Docker: its listing gives one JSON object a line, names as repository:tag.
+fn list_docker(reference: Option<&str>) -> i32 {
+    let mut args = vec!["images", "--no-trunc", "--format", "{{json .}}"];
+    if let Some(r) = reference {
+        args.push(r);
+    }
+    match podman::run(&args) {
+        Ok(text) => {
+            let items: Vec<Value> = text
+                .lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .map(|i| {
+                    let name = format!(
+                        "{}:{}",
+                        i["Repository"].as_str().unwrap_or(""),
+                        i["Tag"].as_str().unwrap_or("")
+                    );
+                    let id = i["ID"].as_str().unwrap_or("").trim_start_matches("sha256:");
+                    json!({"id": id, "names": [name], "created": i["CreatedAt"], "size": i["Size"]})
+                })
                 .collect();
             println!("{}", Value::Array(items));
             0

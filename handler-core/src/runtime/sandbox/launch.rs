@@ -17,12 +17,13 @@ use handler_contracts::SandboxSpec;
 use handler_contracts::parse::from_json;
 use handler_contracts::sandbox::{TTY_READY_LINE, exit};
 use handler_sandbox::facts::LauncherId;
+use handler_sandbox::plan::plan_launch_docker;
 use handler_sandbox::plan::{LaunchPlan, Stage};
 use handler_sandbox::{plan_launch, validate_spec};
 
 use super::podman::{Podman, PodmanCli, PodmanProcess, SpawnError};
 use super::watchdog::Watchdog;
-use super::{host, log, stderr};
+use super::{engine, host, log, stderr};
 use crate::runtime::egress::launch::{ProxyProcess, start_proxy};
 use crate::runtime::signals::{STOPPING, Signals};
 
@@ -190,17 +191,23 @@ pub fn run() -> i32 {
             return exit::SETUP_FAILED;
         }
     };
-    let plan = match plan_launch(&valid, &facts) {
+    let plan = match plan_for(&valid, &facts) {
         Ok(p) => p,
-        Err(e) => {
-            log(&e.to_string());
-            return e.exit_code();
+        Err((code, msg)) => {
+            log(&msg);
+            return code;
         }
     };
     let mut inst = match prepare(&launcher, &dir, &plan) {
         Ok(i) => i,
         Err(code) => return code,
     };
+    // Docker: the volumes standing in for image mounts, filled before anything starts.
+    if let Err(e) = super::docker::fill_image_volumes(&plan.image_volumes) {
+        log(&format!("setup failed: {e}"));
+        inst.cleanup(&PodmanCli, false);
+        return exit::SETUP_FAILED;
+    }
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -216,6 +223,22 @@ pub fn run() -> i32 {
     // What the sandbox and the proxy wrote last reaches stderr before the launcher ends.
     stderr::wait_all(Duration::from_secs(2));
     code
+}
+
+/// The plan of `valid` for this process's engine (Docker's facts asked of the daemon first).
+fn plan_for(
+    valid: &handler_sandbox::ValidSpec<'_>,
+    facts: &handler_sandbox::HostFacts,
+) -> Result<LaunchPlan, (i32, String)> {
+    let refused = |e: handler_sandbox::SpecError| (e.exit_code(), e.to_string());
+    match engine::current() {
+        engine::Kind::Podman => plan_launch(valid, facts).map_err(refused),
+        engine::Kind::Docker => {
+            let d = super::docker::facts(valid.spec(), &facts.instance_dir)
+                .map_err(|e| (exit::SETUP_FAILED, format!("setup failed: {e}")))?;
+            plan_launch_docker(valid, facts, &d).map_err(refused)
+        }
+    }
 }
 
 /// The watchdog, then the instance folder (naming its launcher first) and the plan's staging;
@@ -282,6 +305,9 @@ async fn stopped_by<P: Podman>(
     if let Some(child) = child {
         let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
         let _ = child.start_kill();
+        let _ = child.wait().await;
+        // Again once its client ended (Docker's daemon finishes a create its client left).
+        podman.remove_containers_of(&inst.launcher);
     }
     128 + sig
 }
@@ -343,6 +369,10 @@ async fn run_instance<P: Podman>(
                     inst.cleanup(podman, true);
                     let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
                     let _ = child.start_kill();
+                    let _ = child.wait().await;
+                    // Again once its client ended: Docker's daemon makes the container of a
+                    // request its client no longer waits for, after the first removal.
+                    podman.remove_containers_of(&inst.launcher);
                     return exit::SETUP_FAILED;
                 }
             },

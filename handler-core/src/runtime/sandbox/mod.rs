@@ -1,11 +1,14 @@
-//! The sandbox executable's runtime (contract A) for `handler-sandbox-podman`: launch (fd 3,
-//! signals, cleanup), attach, sweep, check, image and cache verbs, all through the podman CLI.
+//! The sandbox executable's runtime (contract A) for `handler-sandbox-podman` and
+//! `handler-sandbox-docker` (the engine chosen once, `engine`): launch (fd 3, signals, cleanup),
+//! attach, sweep, check, image and cache verbs, through the engine's CLI.
 //! Every decision (validation, the podman argv) is handler-sandbox's pure plan.
 
 pub mod attach;
 pub mod cache;
 pub mod check;
+pub mod docker;
 pub mod egress_verbs;
+pub mod engine;
 pub mod host;
 pub mod image;
 pub mod launch;
@@ -16,5 +19,5 @@ pub mod watchdog;
 
 /// A log line on stderr (A5: never stdout).
 pub fn log(msg: &str) {
-    eprintln!("handler-sandbox-podman: {msg}");
+    eprintln!("{}: {msg}", engine::current().executable());
 }

@@ -15,9 +15,10 @@ use super::stderr::{self, Source};
 
 use std::process::{Command, Output, Stdio};
 
-/// The podman executable: `$HANDLER_PODMAN`, else `podman` on PATH.
+/// The engine's executable: `$HANDLER_PODMAN`, else `podman` on PATH (Docker's: `$HANDLER_DOCKER`,
+/// else `docker`; [`super::engine`]).
 pub fn program() -> String {
-    std::env::var("HANDLER_PODMAN").unwrap_or_else(|_| "podman".to_string())
+    super::engine::current().program()
 }
 
 /// A podman command with these arguments (stdin closed).
@@ -42,7 +43,7 @@ pub enum PodmanError {
         /// Why it could not be run.
         source: std::io::Error,
     },
-    #[error("podman {verb} failed: {stderr}")]
+    #[error("{} {verb} failed: {stderr}", super::engine::current().name())]
     /// podman ran and failed.
     Failed {
         /// Its verb (the first two arguments).
@@ -253,7 +254,8 @@ impl Podman for PodmanCli {
 
     async fn remove(&self, name: &str, within: Duration) -> bool {
         let rm = tokio::process::Command::new(program())
-            .args(["rm", "-f", "--time", "0", "--ignore", name])
+            .args(super::engine::current().rm_args(0))
+            .arg(name)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -284,7 +286,7 @@ impl Podman for PodmanCli {
     }
 
     fn image_exists(&self, image: &str) -> bool {
-        command(["image", "exists", image])
+        command(super::engine::current().image_exists_args(image))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status()
@@ -298,7 +300,8 @@ impl Podman for PodmanCli {
             Ok(ids) => {
                 let ids: Vec<&str> = ids.split_whitespace().collect();
                 if !ids.is_empty() {
-                    let mut args = vec!["rm", "-f", "--time", "3"];
+                    let rm = super::engine::current().rm_args(3);
+                    let mut args: Vec<&str> = rm.iter().map(String::as_str).collect();
                     args.extend(ids);
                     if let Err(e) = run(&args) {
                         super::log(&format!("cleanup: {e}"));

@@ -8,7 +8,7 @@ use handler_sandbox::host::{launcher_alive, launcher_from_labels};
 use handler_sandbox::plan::labels;
 use serde_json::{Value, json};
 
-use super::{host, launch, log, podman};
+use super::{docker, engine, host, launch, log, podman};
 
 fn label<'a>(labels: &'a Value, key: &str) -> Option<&'a str> {
     labels.get(key).and_then(Value::as_str)
@@ -44,12 +44,12 @@ fn own_instance_dir(dir: &str) -> Option<std::path::PathBuf> {
 
 /// Removes one kind of leftovers; the names removed.
 fn sweep_kind(
-    list: &[&str],
+    items: Result<Value, podman::PodmanError>,
     id_key: &str,
     rm: &[&str],
     boot: &str,
 ) -> Result<Vec<String>, podman::PodmanError> {
-    let items = podman::json(list)?;
+    let items = items?;
     let mut removed = Vec::new();
     for item in items.as_array().into_iter().flatten() {
         let labels = item
@@ -95,24 +95,45 @@ fn sweep_kind(
 pub fn run() -> i32 {
     let boot = host::boot_id();
     let filter = format!("label={}", labels::LAUNCHER_PID);
-    let containers = sweep_kind(
-        &["ps", "-a", "--filter", &filter, "--format", "json"],
-        "Names",
-        &["rm", "-f", "--time", "0"],
-        &boot,
-    );
-    let networks = sweep_kind(
-        &["network", "ls", "--filter", &filter, "--format", "json"],
-        "name",
-        &["network", "rm", "-f"],
-        &boot,
-    );
-    let volumes = sweep_kind(
-        &["volume", "ls", "--filter", &filter, "--format", "json"],
-        "Name",
-        &["volume", "rm", "-f"],
-        &boot,
-    );
+    let (containers, networks, volumes) = if engine::current() == engine::Kind::Docker {
+        // Docker: no networks of Handler's (the proxy runs on the default bridge).
+        (
+            sweep_kind(
+                docker::labelled("container", labels::LAUNCHER_PID),
+                "Names",
+                &["rm", "-f"],
+                &boot,
+            ),
+            Ok(Vec::new()),
+            sweep_kind(
+                docker::labelled("volume", labels::LAUNCHER_PID),
+                "Name",
+                &["volume", "rm", "-f"],
+                &boot,
+            ),
+        )
+    } else {
+        (
+            sweep_kind(
+                podman::json(&["ps", "-a", "--filter", &filter, "--format", "json"]),
+                "Names",
+                &["rm", "-f", "--time", "0"],
+                &boot,
+            ),
+            sweep_kind(
+                podman::json(&["network", "ls", "--filter", &filter, "--format", "json"]),
+                "name",
+                &["network", "rm", "-f"],
+                &boot,
+            ),
+            sweep_kind(
+                podman::json(&["volume", "ls", "--filter", &filter, "--format", "json"]),
+                "Name",
+                &["volume", "rm", "-f"],
+                &boot,
+            ),
+        )
+    };
     let mut dirs = Vec::new();
     if let Ok(base) = host::runtime_base(nix::unistd::getuid().as_raw())
         && let Ok(entries) = fs::read_dir(&base)

@@ -1,0 +1,160 @@
+//! The sandbox executables' command line (contract A), shared by `handler-sandbox-podman` and
+//! `handler-sandbox-docker` (issue 19): launch (SandboxSpec on fd 3), attach, set-egress,
+//! set-allow, sweep, check, image and cache; each binary only names its engine.
+
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+use handler_core::runtime::sandbox::engine::{self, Kind};
+use handler_core::runtime::sandbox::{
+    attach, cache, check, egress_verbs, image, launch, sweep, watchdog,
+};
+
+#[derive(Parser)]
+#[command(version)]
+struct Cli {
+    #[command(subcommand)]
+    verb: Verb,
+}
+
+#[derive(Subcommand)]
+enum Verb {
+    /// Launch the SandboxSpec read on fd 3; exits with the process's code (64/65/66 before start).
+    Launch,
+    /// Run a tty sandbox's process on this terminal.
+    Attach { name: String },
+    /// Switch a filtered sandbox between enforce and log-only.
+    SetEgress { name: String, mode: String },
+    /// Replace a filtered sandbox's allow-list.
+    SetAllow { name: String, entries: Vec<String> },
+    /// Remove what dead launchers left behind.
+    Sweep,
+    /// Say whether this host can run sandboxes (RuntimeCheck JSON).
+    Check,
+    /// Build and manage images.
+    #[command(subcommand)]
+    Image(ImageVerb),
+    /// Measure and empty cache folders.
+    #[command(subcommand)]
+    Cache(CacheVerb),
+    /// A launcher's watchdog (started by `launch`): removes what it made if it dies.
+    #[command(hide = true)]
+    Watchdog {
+        #[arg(long)]
+        pid: u32,
+        #[arg(long)]
+        start: u64,
+        #[arg(long)]
+        boot: String,
+        #[arg(long)]
+        dir: std::path::PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
+enum ImageVerb {
+    /// Build from a Containerfile; prints the image id.
+    Build {
+        context: String,
+        #[arg(long)]
+        file: Option<String>,
+        #[arg(long = "tag")]
+        tags: Vec<String>,
+        /// NAME=VALUE or NAME (value from the environment); given to podman by name.
+        #[arg(long = "build-arg")]
+        build_args: Vec<String>,
+        /// Keep no intermediate image.
+        #[arg(long)]
+        no_intermediate: bool,
+        #[arg(long)]
+        no_cache: bool,
+    },
+    /// Build the network filter image (the egress proxy, A.3; D.4 target network-filter).
+    BuildProxy,
+    /// Print a file of an image.
+    Read {
+        image: String,
+        path: String,
+    },
+    Inspect {
+        image: String,
+    },
+    /// Remove an image; refused while a container uses it.
+    Remove {
+        image: String,
+    },
+    Tag {
+        source: String,
+        target: String,
+    },
+    List {
+        reference: Option<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum CacheVerb {
+    Size { paths: Vec<String> },
+    Clear { paths: Vec<String> },
+}
+
+/// Runs the verb on the command line with `kind`'s engine and exits with its code.
+pub(crate) fn main(kind: Kind, about: &'static str) -> ! {
+    engine::select(kind);
+    let matches = Cli::command()
+        .name(kind.executable())
+        .about(about)
+        .get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let code = match cli.verb {
+        Verb::Launch => launch::run(),
+        Verb::Attach { name } => attach::run(&name),
+        Verb::SetEgress { name, mode } => egress_verbs::set_egress(&name, &mode),
+        Verb::SetAllow { name, entries } => egress_verbs::set_allow(&name, &entries),
+        Verb::Sweep => sweep::run(),
+        Verb::Check => check::run(),
+        Verb::Image(v) => match v {
+            ImageVerb::Build {
+                context,
+                file,
+                tags,
+                build_args,
+                no_intermediate,
+                no_cache,
+            } => image::build(&image::BuildRequest {
+                context,
+                file,
+                tags,
+                build_args,
+                no_intermediate,
+                no_cache,
+            }),
+            ImageVerb::BuildProxy => {
+                match handler_core::runtime::egress::launch::build_proxy(
+                    &handler_core::runtime::sandbox::podman::program(),
+                ) {
+                    Ok(img) => {
+                        println!("{img}");
+                        0
+                    }
+                    Err(e) => {
+                        eprintln!("{}: image build-proxy: {e}", kind.executable());
+                        1
+                    }
+                }
+            }
+            ImageVerb::Read { image: i, path } => image::read(&i, &path),
+            ImageVerb::Inspect { image: i } => image::inspect(&i),
+            ImageVerb::Remove { image: i } => image::remove(&i),
+            ImageVerb::Tag { source, target } => image::tag(&source, &target),
+            ImageVerb::List { reference } => image::list(reference.as_deref()),
+        },
+        Verb::Cache(CacheVerb::Size { paths }) => cache::size(&paths),
+        Verb::Cache(CacheVerb::Clear { paths }) => cache::clear(&paths),
+        Verb::Watchdog {
+            pid,
+            start,
+            boot,
+            dir,
+        } => watchdog::run(pid, start, boot, dir),
+    };
+    std::process::exit(code);
+}

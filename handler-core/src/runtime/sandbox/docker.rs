@@ -1,0 +1,313 @@
+//! What only the Docker engine needs (issue 19): the daemon's facts before planning (rootless
+//! or not, the opt-in, the OCI runtime, the network filter image's id), filling the volumes that
+//! stand in for image mounts (decision 0081), the RuntimeCheck's Docker items, and the labelled
+//! containers and volumes `sweep` looks at (docker's listings carry labels as text; `inspect`
+//! gives them as a map).
+
+use std::fs;
+use std::io::Write;
+use std::path::Path;
+use std::process::Stdio;
+
+use handler_contracts::SandboxSpec;
+use handler_contracts::sandbox::RuntimeCheckItem;
+use handler_sandbox::egress::topology::{PROXY_IMAGE, Topology};
+use handler_sandbox::plan::engine::IMAGE_VOLUME_MARKER;
+use handler_sandbox::plan::{DockerFacts, ImageVolume, labels};
+use serde_json::{Value, json};
+
+use super::engine::{ALLOW_ROOTFUL_VAR, Kind, OCI_RUNTIME_VAR};
+use super::podman::{self, PodmanError};
+use super::{host, log};
+
+/// The label every image volume carries (besides `handler.image-mount.<id>`).
+pub const IMAGE_VOLUME_LABEL: &str = "handler.image-volume";
+
+/// Whether the daemon runs rootless (its security options name `rootless`).
+pub fn daemon_rootless() -> Result<bool, PodmanError> {
+    let opts = podman::run(&["info", "--format", "{{json .SecurityOptions}}"])?;
+    Ok(opts.contains("name=rootless"))
+}
+
+/// Whether the person opted in to a rootful daemon (`HANDLER_DOCKER_ALLOW_ROOTFUL=1`).
+pub fn rootful_allowed() -> bool {
+    std::env::var(ALLOW_ROOTFUL_VAR).as_deref() == Ok("1")
+}
+
+/// The `ociRuntime` setting (`HANDLER_DOCKER_OCI_RUNTIME`), when set and not empty.
+pub fn oci_runtime() -> Option<String> {
+    std::env::var(OCI_RUNTIME_VAR)
+        .ok()
+        .filter(|s| !s.trim().is_empty())
+}
+
+/// The daemon's facts for planning `spec` (the filter image's id only when it needs a proxy).
+pub fn facts(spec: &SandboxSpec, instance_dir: &str) -> Result<DockerFacts, PodmanError> {
+    let filter_image_id = if Topology::of(spec, instance_dir).is_some() {
+        host::image_id(PROXY_IMAGE).ok()
+    } else {
+        None
+    };
+    Ok(DockerFacts {
+        rootless: daemon_rootless()?,
+        allow_rootful: rootful_allowed(),
+        oci_runtime: oci_runtime(),
+        filter_image_id,
+    })
+}
+
+/// A volume's folder on the host (`docker volume inspect`), `None` when it does not exist.
+fn mountpoint(name: &str) -> Option<String> {
+    podman::run(&["volume", "inspect", "--format", "{{.Mountpoint}}", name])
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+/// Makes sure every volume of the plan is filled from its image (decision 0081): one with the
+/// marker is used; one without (a fill that stopped half way) is removed and filled again.
+/// Concurrent launchers fill one volume once (a lock file per volume in the runtime folder).
+pub fn fill_image_volumes(volumes: &[ImageVolume]) -> Result<(), String> {
+    let base = host::runtime_base(nix::unistd::getuid().as_raw()).map_err(|e| e.to_string())?;
+    for v in volumes {
+        let lock_path = base.join(format!("{}.lock", v.name));
+        let file = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| format!("{}: {e}", lock_path.display()))?;
+        let _lock = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
+            .map_err(|(_, e)| format!("{}: {e}", lock_path.display()))?;
+        if let Some(mp) = mountpoint(&v.name) {
+            if Path::new(&mp).join(IMAGE_VOLUME_MARKER).exists() {
+                continue;
+            }
+            log(&format!(
+                "image volume {} has no completion marker: filling it again",
+                v.name
+            ));
+            podman::run(&["volume", "rm", "-f", &v.name]).map_err(|e| e.to_string())?;
+        }
+        fill(v).map_err(|e| format!("image volume {} from {}: {e}", v.name, v.image))?;
+    }
+    Ok(())
+}
+
+/// Creates volume `v` and fills it: the image's files exported from a container never started,
+/// extracted by the host's tar into the volume's folder, the marker written last.
+fn fill(v: &ImageVolume) -> Result<(), String> {
+    let mount_label = format!("{}{}={}", labels::IMAGE_MOUNT_PREFIX, v.image_id, v.image);
+    let own_label = format!("{IMAGE_VOLUME_LABEL}=1");
+    podman::run(&[
+        "volume",
+        "create",
+        "--label",
+        &mount_label,
+        "--label",
+        &own_label,
+        &v.name,
+    ])
+    .map_err(|e| e.to_string())?;
+    let mp = mountpoint(&v.name).ok_or("the new volume has no folder")?;
+    let ctr = podman::run(&[
+        "create",
+        "--pull=never",
+        "--entrypoint",
+        "",
+        "--label",
+        "handler.image-read=1",
+        &v.image_id,
+        "/",
+    ])
+    .map_err(|e| e.to_string())?
+    .trim()
+    .to_string();
+    let result = export_into(&ctr, &mp);
+    let _ = podman::run(&["rm", "-f", &ctr]);
+    result?;
+    let mut marker = fs::File::create(Path::new(&mp).join(IMAGE_VOLUME_MARKER))
+        .map_err(|e| format!("the marker: {e}"))?;
+    marker
+        .write_all(format!("{}\n", v.image_id).as_bytes())
+        .map_err(|e| format!("the marker: {e}"))?;
+    Ok(())
+}
+
+/// `docker export CTR | tar -x -C DIR`.
+fn export_into(ctr: &str, dir: &str) -> Result<(), String> {
+    let mut export = podman::command(["export", ctr])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("docker export: {e}"))?;
+    let out = export.stdout.take().ok_or("docker export: no stdout")?;
+    let tar = std::process::Command::new("tar")
+        .args(["-x", "--no-same-owner", "--exclude=./dev/*", "-C", dir])
+        .stdin(out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .map_err(|e| format!("tar: {e}"))?;
+    let ex = export
+        .wait_with_output()
+        .map_err(|e| format!("docker export: {e}"))?;
+    if !ex.status.success() {
+        return Err(format!(
+            "docker export: {}",
+            String::from_utf8_lossy(&ex.stderr).trim()
+        ));
+    }
+    if !tar.status.success() {
+        return Err(format!(
+            "tar: {}",
+            String::from_utf8_lossy(&tar.stderr).trim()
+        ));
+    }
+    Ok(())
+}
+
+/// The rootless daemon's pid (`docker.pid` beside its socket), whose user namespace holds the
+/// sandboxes' inner ids: `cache` verbs enter it (`nsenter -U`), as podman's `unshare` does.
+pub fn daemon_pid() -> Option<u32> {
+    let host = podman::run(&[
+        "context",
+        "inspect",
+        "--format",
+        "{{.Endpoints.docker.Host}}",
+    ])
+    .ok();
+    let host = std::env::var("DOCKER_HOST").ok().or(host)?;
+    let sock = Path::new(host.trim().strip_prefix("unix://")?);
+    fs::read_to_string(sock.parent()?.join("docker.pid"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// How an inspected item's name is read.
+type NameOf = fn(&Value) -> Option<String>;
+
+/// Containers or volumes labelled `label=<key>` as `[{<id_key>: name, "Labels": {…}}]`, the form
+/// sweep reads (docker's listings give labels as one text; `inspect` as a map).
+pub fn labelled(kind: &str, key: &str) -> Result<Value, PodmanError> {
+    let filter = format!("label={key}");
+    let (ls, id_key, name_of): (Vec<&str>, &str, NameOf) = match kind {
+        "volume" => (
+            vec!["volume", "ls", "-q", "--filter", &filter],
+            "Name",
+            |v| v["Name"].as_str().map(str::to_string),
+        ),
+        _ => (vec!["ps", "-a", "-q", "--filter", &filter], "Names", |v| {
+            v["Name"]
+                .as_str()
+                .map(|n| n.trim_start_matches('/').to_string())
+        }),
+    };
+    let ids = podman::run(&ls)?;
+    let mut out = Vec::new();
+    for id in ids.split_whitespace() {
+        let inspect = if kind == "volume" {
+            podman::json(&["volume", "inspect", id])
+        } else {
+            podman::json(&["container", "inspect", id])
+        };
+        // One removed meanwhile is simply not listed.
+        let Ok(v) = inspect else { continue };
+        let Some(item) = v.get(0) else { continue };
+        let labels = item
+            .get("Labels")
+            .filter(|l| !l.is_null())
+            .or_else(|| item["Config"].get("Labels"))
+            .cloned()
+            .unwrap_or(Value::Null);
+        if let Some(name) = name_of(item) {
+            out.push(json!({ id_key: name, "Labels": labels }));
+        }
+    }
+    Ok(Value::Array(out))
+}
+
+/// The RuntimeCheck items only Docker has: the daemon (rootless, or rootful and whether opted
+/// in, decision 0080), image mounts (the volume fallback), the OCI runtime setting, gVisor.
+pub fn check_items(items: &mut Vec<RuntimeCheckItem>) -> String {
+    let item = |name: &str, ok: bool, required: bool, detail: String| RuntimeCheckItem {
+        name: name.into(),
+        ok,
+        required,
+        detail,
+    };
+    let version = podman::run(&["version", "--format", "{{.Server.Version}}"]);
+    let Ok(version) = version.map(|v| v.trim().to_string()) else {
+        let e = podman::run(&["version"])
+            .err()
+            .map_or_else(String::new, |e| e.to_string());
+        items.push(item("docker", false, true, format!("no Docker daemon answers ({e}): start a rootless dockerd (dockerd-rootless.sh), see docs/ci-needs.md")));
+        return "docker (not reachable)".into();
+    };
+    items.push(item(
+        "docker",
+        true,
+        true,
+        format!("dockerd {version} through {}", Kind::Docker.program()),
+    ));
+    let rootless = daemon_rootless().unwrap_or(false);
+    let allowed = rootful_allowed();
+    items.push(item(
+        "rootless-daemon",
+        rootless || allowed,
+        true,
+        if rootless {
+            "the daemon runs rootless: container uid 0 is this user (decision 0080)".into()
+        } else if allowed {
+            format!("the daemon runs as ROOT, accepted by {ALLOW_ROOTFUL_VAR}=1: whoever reaches it is root-equivalent")
+        } else {
+            format!("the daemon runs as root: launch refuses (64); run a rootless dockerd, or set {ALLOW_ROOTFUL_VAR}=1 accepting that the docker group is root-equivalent")
+        },
+    ));
+    items.push(item(
+        "image-mounts",
+        rootless,
+        false,
+        if rootless {
+            "no --mount type=image here: image mounts are read-only volumes filled from the image (decision 0081)".into()
+        } else {
+            "a rootful daemon's volumes are root's: image mounts are refused".into()
+        },
+    ));
+    let runtimes = podman::json(&["info", "--format", "{{json .Runtimes}}"]).unwrap_or(Value::Null);
+    let has = |r: &str| runtimes.get(r).is_some();
+    items.push(item(
+        "gvisor",
+        has("runsc"),
+        false,
+        if has("runsc") {
+            "runsc is installed (ociRuntime = runsc)".into()
+        } else {
+            "runsc (gVisor) is not installed".into()
+        },
+    ));
+    if let Some(r) = oci_runtime() {
+        items.push(item(
+            "oci-runtime",
+            has(&r),
+            true,
+            if has(&r) {
+                format!("{OCI_RUNTIME_VAR}={r}: the daemon has it")
+            } else {
+                format!(
+                    "{OCI_RUNTIME_VAR}={r}: the daemon has no such runtime (docker will refuse)"
+                )
+            },
+        ));
+    }
+    format!(
+        "docker {version}{}",
+        if rootless {
+            " (rootless)"
+        } else {
+            " (rootful)"
+        }
+    )
+}
