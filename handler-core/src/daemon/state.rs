@@ -18,6 +18,7 @@ use crate::daemon::store::agents::AgentStore;
 use crate::daemon::store::catalog;
 use crate::daemon::store::documents::{TomlDocs, TomlFile};
 use crate::daemon::store::secrets::SecretStore;
+use crate::daemon::store::sessions::SessionStore;
 use handler_contracts::control::EgressRecord;
 
 /// A running filtered sandbox's allow-list: the part that stays (the model's and harness's
@@ -55,6 +56,8 @@ pub struct App {
     pub secrets: SecretStore,
     /// The agents and projects (D.8).
     pub agents: AgentStore,
+    /// The sessions (F).
+    pub sessions: SessionStore,
     /// The accounts' documents (`<accounts>/<name>.toml`, D.9).
     pub accounts: TomlDocs,
     /// The providers' documents (`<providers>/<name>.toml`, D.12).

@@ -6,6 +6,7 @@ use axum::http::StatusCode;
 use axum::routing::MethodRouter;
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 
+use super::sessions;
 use super::{accounts, addons, agents, contexts, folders, harnesses, projects, providers, secrets};
 use super::{auth, openapi};
 use crate::daemon::problem::ApiError;
@@ -79,6 +80,7 @@ pub fn table() -> Vec<Route> {
         contexts::routes(),
         agents::routes(),
         projects::routes(),
+        sessions::routes(),
     ]
     .into_iter()
     .flatten()

@@ -13,3 +13,4 @@ pub mod live;
 pub mod projects;
 pub mod providers;
 pub mod secrets;
+pub mod sessions;
