@@ -365,7 +365,7 @@ pub fn parse_log(text: &str) -> ParsedLog {
         }
         let last = i + 1 == n;
         match serde_json::from_str::<SessionEvent>(line) {
-            Ok(e) if !(last && !complete) => {
+            Ok(e) if !last || complete => {
                 if out.events.last().is_some_and(|p| p.seq >= e.seq) {
                     out.bad_lines.push(i + 1);
                 } else {

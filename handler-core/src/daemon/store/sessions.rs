@@ -54,15 +54,14 @@ impl SessionStore {
         let mut records = HashMap::new();
         for e in fs::read_dir(&dir).into_iter().flatten().flatten() {
             let path = e.path().join(RECORD);
-            match fs::read_to_string(&path).map(|t| serde_json::from_str::<Session>(&t)) {
-                Ok(Ok(s)) => {
+            let read = fs::read_to_string(&path).map_err(|e| e.to_string());
+            match read.and_then(|t| serde_json::from_str::<Session>(&t).map_err(|e| e.to_string()))
+            {
+                Ok(s) => {
                     records.insert(s.id.clone(), s);
                 }
-                Ok(Err(err)) => {
-                    tracing::warn!(path = %path.display(), error = %err, "session record unreadable")
-                }
                 Err(err) => {
-                    tracing::warn!(path = %path.display(), error = %err, "session record unreadable")
+                    tracing::warn!(path = %path.display(), error = %err, "session record unreadable");
                 }
             }
         }

@@ -127,7 +127,7 @@ async fn launch(
         .events
         .iter()
         .any(|e| matches!(e.kind, SessionEventKind::Turn { .. }));
-    let imported = s.extra.get(IMPORTED).and_then(|v| v.as_bool()) == Some(true);
+    let imported = s.extra.get(IMPORTED).and_then(serde_json::Value::as_bool) == Some(true);
     // F.6.2: a session stopped before its first turn has nothing to load: session/new, its
     // new id translated to the one clients know.
     let load = s.acp_session_id.is_some() && (had_turn || imported);

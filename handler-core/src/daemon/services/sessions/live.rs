@@ -298,8 +298,8 @@ impl Hub {
                 Action::ToAgent(m) => {
                     let _ = self.to_agent.send(m).await;
                 }
-                Action::ToClient(c, m) => work.extend(self.to_client(c, m)),
-                Action::Broadcast { except, message } => self.from_agent_broadcast(except, message),
+                Action::ToClient(c, m) => work.extend(self.deliver(c, m)),
+                Action::Broadcast { except, message } => self.agent_broadcast(except, message),
                 Action::Log(e) => {
                     tracing::info!(session = %self.id, event = %serde_json::to_string(&e).unwrap_or_default(), "policy");
                 }
@@ -308,7 +308,7 @@ impl Hub {
     }
 
     /// A message for one client (the daemon's own answers give more actions to carry out).
-    fn to_client(&mut self, c: ClientId, m: Vec<u8>) -> Vec<Action> {
+    fn deliver(&mut self, c: ClientId, m: Vec<u8>) -> Vec<Action> {
         let text = String::from_utf8_lossy(&m).into_owned();
         let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
         let id = id_text(&v);
@@ -376,7 +376,7 @@ impl Hub {
     }
 
     /// An agent's notification or request, for every client that has its replay.
-    fn from_agent_broadcast(&mut self, except: Option<ClientId>, message: Vec<u8>) {
+    fn agent_broadcast(&mut self, except: Option<ClientId>, message: Vec<u8>) {
         let text = String::from_utf8_lossy(&message).into_owned();
         let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
         let method = v.get("method").and_then(Value::as_str).unwrap_or_default();
@@ -672,7 +672,7 @@ impl Hub {
             let msg = handler_policy::redact(&msg, &self.secrets);
             self.broadcast(Some(client), &msg);
         }
-        self.note(|n, t| SessionEvent::turn_start(n, t));
+        self.note(SessionEvent::turn_start);
         self.turn = Some(Turn { client, id });
         self.state_changed();
         self.pipeline
