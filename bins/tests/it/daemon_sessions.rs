@@ -373,6 +373,16 @@ async fn load(c: &mut Acp, sid: &str, scope: &str, after: Option<u64>) -> (Vec<V
     (std::mem::take(&mut c.seen), r)
 }
 
+/// The close code and reason `c` gets within 20 s (the daemon's log otherwise).
+async fn closed_with(c: &mut Acp, d: &Daemon) -> (u16, String) {
+    match tokio::time::timeout(Duration::from_secs(20), c.closed()).await {
+        Ok(f) => f
+            .map(|f| (u16::from(f.code), f.reason.to_string()))
+            .unwrap_or_default(),
+        Err(_) => panic!("not closed: {}", d.log()),
+    }
+}
+
 /// The close code `c` gets within 20 s (the daemon's log otherwise).
 async fn closed(c: &mut Acp, d: &Daemon) -> u16 {
     match tokio::time::timeout(Duration::from_secs(20), c.closed()).await {
@@ -641,17 +651,83 @@ async fn an_unattached_idle_session_stops_and_an_agent_exit_closes_4002() {
         d.events(&id)
     );
 
-    // Attached, the agent exits: the client is closed 4002, the session stopped (failed: code 3).
+    // Stopped before its first turn: restarted with session/new, the agent's new id translated
+    // to the one clients know, both ways (F.6.2).
     let sid = v["acpSessionId"].as_str().unwrap().to_string();
     let mut a = d.attach(&id).await;
     load(&mut a, &sid, &d.scope, None).await;
+    let st = a.request("_fake/state", json!({})).await;
+    assert_eq!(
+        (
+            st["result"]["news"].as_u64(),
+            st["result"]["loads"].as_u64()
+        ),
+        (Some(1), Some(0)),
+        "{st}"
+    );
+    let r = a
+        .request(
+            "session/prompt",
+            json!({"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]}),
+        )
+        .await;
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    let chunk = until(&mut a, "the answer", |m| chunk_text(m) == Some("hi")).await;
+    assert_eq!(
+        chunk["params"]["sessionId"],
+        sid.as_str(),
+        "translated back: {chunk}"
+    );
+
+    // Attached, the agent exits: the client is closed 4002, the session stopped (failed: code 3).
     a.send(&json!({"jsonrpc": "2.0", "id": 9, "method": "_fake/exit", "params": {"code": 3}}))
         .await;
     assert_eq!(closed(&mut a, &d).await, 4002);
     let v = d.state_becomes(&id, &["stopped", "failed"], 30).await;
     assert!(d.events(&id).iter().any(|e| e["how"] == "exited"), "{v}");
+    // An agent without loadSession cannot resume a session that had a turn: 1011 and why.
+    let script = Path::new(&d.scope).join(".fake-agent-script.json");
+    std::fs::write(&script, r#"{"replies": {"initialize": {"result": {"protocolVersion": 1, "agentCapabilities": {"loadSession": false}}}}}"#).unwrap();
+    let mut a = d.attach(&id).await;
+    let (code, reason) = closed_with(&mut a, &d).await;
+    assert_eq!(code, 1011);
+    assert!(
+        reason.contains("this agent cannot resume sessions"),
+        "{reason}"
+    );
+    let (_, v) = d.get(&format!("/v1/sessions/{id}")).await;
+    assert_eq!(v["state"], "failed", "{v}");
+    d.no_container(&id).await;
+
+    // Created with an existing acpSessionId: the log is empty, the agent's replay is the
+    // history, logged and relayed (F.5).
+    std::fs::write(&script, r#"{"loadReplay": true}"#).unwrap();
+    let (s, v) = d
+        .post(
+            "/v1/sessions",
+            json!({"agentId": agent, "origin": "editor", "acpSessionId": "old-7"}),
+        )
+        .await;
+    assert_eq!(
+        (s, v["state"].as_str(), v["acpSessionId"].as_str()),
+        (201, Some("running"), Some("old-7")),
+        "{v}"
+    );
+    let id2 = v["id"].as_str().unwrap().to_string();
+    let mut a = d.attach(&id2).await;
+    let (replay, _) = load(&mut a, "old-7", &d.scope, None).await;
+    assert!(
+        replay
+            .iter()
+            .filter_map(chunk_text)
+            .any(|t| t == "the agent's own replay"),
+        "{replay:?}"
+    );
+
     // Listing filters.
     let (_, l) = d.get(&format!("/v1/sessions?agent={agent}")).await;
+    assert_eq!(l.as_array().map(Vec::len), Some(2), "{l}");
+    let (_, l) = d.get("/v1/sessions?state=failed").await;
     assert_eq!(l.as_array().map(Vec::len), Some(1), "{l}");
     let (_, l) = d.get("/v1/sessions?agent=nobody").await;
     assert_eq!(l, json!([]));
