@@ -13,3 +13,4 @@ mod egress_relay;
 mod egress_support;
 mod egress_ws;
 mod runtime_settings;
+mod sessions_api;
