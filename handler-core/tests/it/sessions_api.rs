@@ -54,7 +54,7 @@ async fn sessions_are_created_listed_and_refused_with_the_field_named() {
             json!({"agentId": v["agentId"], "origin": "ui", "colour": 1}),
         )
         .await;
-    assert_eq!(s, 400, "{p}");
+    assert_eq!(s, 422, "{p}");
     assert!(
         p["detail"].as_str().unwrap_or_default().contains("colour"),
         "{p}"
