@@ -412,6 +412,14 @@ async fn sessions_outlive_their_clients_in_real_rootless_sandboxes() {
     assert_eq!(mode, 0o700, "the session's folder");
     assert_eq!(d.containers(&id).len(), 1, "one sandbox");
     assert!(d.containers(&id)[0].starts_with(&format!("handler-{}", agent.replace('_', "-"))));
+    // Its sandbox is one of its agent's connections (D.1, F.3).
+    let (_, view) = d.get(&format!("/v1/agents/{agent}")).await;
+    assert_eq!(view["connections"][0]["id"], id.as_str(), "{view}");
+    assert_eq!(
+        view["connections"][0]["sandbox"],
+        d.containers(&id)[0].as_str(),
+        "{view}"
+    );
 
     // 401 without the token, 404 for an unknown session.
     let e = open(&d.url(&id), &["acp.v1".into()], None)
@@ -731,6 +739,25 @@ async fn an_unattached_idle_session_stops_and_an_agent_exit_closes_4002() {
     assert_eq!(l.as_array().map(Vec::len), Some(1), "{l}");
     let (_, l) = d.get("/v1/sessions?agent=nobody").await;
     assert_eq!(l, json!([]));
+
+    // Deleting the agent stops its sessions; they keep their folders and cannot be attached.
+    let (st, _) = d
+        .call(
+            reqwest::Method::DELETE,
+            &format!("/v1/agents/{agent}"),
+            None,
+        )
+        .await;
+    assert_eq!(st, 204);
+    assert_eq!(closed(&mut a, &d).await, 4002);
+    let v = d.state_becomes(&id2, &["stopped"], 30).await;
+    assert!(d.events(&id2).iter().any(|e| e["how"] == "deleted"), "{v}");
+    assert!(d.folder(&id2).is_dir());
+    d.no_container(&id2).await;
+    let mut a = d.attach(&id2).await;
+    let (code, reason) = closed_with(&mut a, &d).await;
+    assert_eq!(code, 1011);
+    assert!(reason.contains("deleted"), "{reason}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
