@@ -174,6 +174,10 @@ async fn start(u: User, tag: &str, extra: &[(&'static str, &str)]) -> Daemon {
         &format!("\"{}\"", scope.join(".bin/fake-acp-agent").display()),
         "api.fake.test:443",
     );
+    // A per-session slot (F.2), as the real harnesses declare for their history.
+    let descriptor = format!(
+        "{descriptor}[stateSlots.sessions]\ntarget = \"~/.fake/sessions\"\nkind = \"dir\"\nrequired = false\nperSession = true\n"
+    );
     std::fs::write(home.join("harnesses/fake/harness.toml"), descriptor).unwrap();
     std::fs::write(
         root.join("config/folders.toml"),
@@ -404,6 +408,11 @@ async fn sessions_outlive_their_clients_in_real_rootless_sandboxes() {
         "{id}"
     );
     assert_eq!(s["canResume"], true, "{s}");
+    assert_eq!(
+        (s["harness"].as_str(), s["account"].as_str()),
+        (Some("fake"), Some("perso")),
+        "{s}"
+    );
     let mode = std::fs::metadata(d.folder(&id))
         .unwrap()
         .permissions()
@@ -412,6 +421,27 @@ async fn sessions_outlive_their_clients_in_real_rootless_sandboxes() {
     assert_eq!(mode, 0o700, "the session's folder");
     assert_eq!(d.containers(&id).len(), 1, "one sandbox");
     assert!(d.containers(&id)[0].starts_with(&format!("handler-{}", agent.replace('_', "-"))));
+    // The per-session slot is the folder's agent/ (F.2).
+    let o = d
+        .user
+        .cmd(
+            "podman",
+            &[
+                "inspect",
+                "--format",
+                "{{range .Mounts}}{{.Source}}={{.Destination}} {{end}}",
+                &d.containers(&id)[0],
+            ],
+            &[("HOME", d.user.home())],
+        )
+        .output()
+        .unwrap();
+    let mounts = String::from_utf8_lossy(&o.stdout).to_string();
+    let want = format!(
+        "{}=/home/agent/.fake/sessions",
+        d.folder(&id).join("agent").display()
+    );
+    assert!(mounts.contains(&want), "{want} not in {mounts}");
     // Its sandbox is one of its agent's connections (D.1, F.3).
     let (_, view) = d.get(&format!("/v1/agents/{agent}")).await;
     assert_eq!(view["connections"][0]["id"], id.as_str(), "{view}");

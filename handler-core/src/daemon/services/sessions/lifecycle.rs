@@ -19,11 +19,13 @@ use super::{access_of, live_map};
 use crate::daemon::fsutil;
 use crate::daemon::launch::launcher::{Instance, read_stderr, stop_and_sweep};
 use crate::daemon::launch::prepare::{Prepared, canonicalize, prepare};
+use crate::daemon::launch::resolve;
 use crate::daemon::problem::{ApiError, ApiResult};
 use crate::daemon::services::connections::{AgentOut, read_line};
 use crate::daemon::services::live as live_allow;
 use crate::daemon::state::{AppState, LiveConnection};
 use crate::daemon::store::sessions::{EVENTS, read_log};
+use handler_contracts::harness::SlotKind;
 
 /// The record's extra field saying the session was created with an existing acpSessionId:
 /// its first start loads it (and the agent's replay is then the history, F.5).
@@ -117,6 +119,8 @@ async fn launch(
                 .map_err(|e| e.detail.unwrap_or(e.title))?
         }
     };
+    let mut prepared = prepared;
+    with_session_slot(app, id, &mut prepared)?;
     app.sessions.update(id, |r| {
         r.state = SessionState::Starting;
         r.error = None;
@@ -167,6 +171,26 @@ async fn launch(
         agent_id: agent.id.clone(),
         conn: id.to_owned(),
     })
+}
+
+/// F.2: the harness's per-session state slot bound to the session folder's `agent/` (made
+/// 0700, or its file with its initial content).
+fn with_session_slot(app: &AppState, id: &str, prepared: &mut Prepared) -> Result<(), String> {
+    let snapshot = app.snapshot();
+    let (_, d) = resolve::access(&snapshot, &prepared.access, None).map_err(|e| e.to_string())?;
+    let folder = app.sessions.folder(id).display().to_string();
+    let Some(slot) = resolve::session_slot(&folder, d) else {
+        return Ok(());
+    };
+    let p = std::path::Path::new(&slot.path);
+    let made = match slot.kind {
+        SlotKind::Dir => fsutil::create_dir_private(p),
+        SlotKind::File if !p.exists() => fsutil::write_atomic(p, slot.initial.as_bytes(), 0o600),
+        SlotKind::File => Ok(()),
+    };
+    made.map_err(|e| format!("{}: {e}", slot.path))?;
+    prepared.spec.mounts.push(slot.mount);
+    Ok(())
 }
 
 type Stdio = (

@@ -78,7 +78,7 @@ pub async fn create(app: &AppState, req: SessionRequest) -> ApiResult<Session> {
         id: id.clone(),
         agent_id: agent.id.clone(),
         project_id: agent.project_id.clone(),
-        harness: prepared.access.harness.clone().unwrap_or_default(),
+        harness: harness_of(app, &prepared.access),
         account: prepared.access.account.clone(),
         provider: prepared.access.provider.clone(),
         model: prepared.access.model.clone(),
@@ -111,6 +111,14 @@ pub async fn create(app: &AppState, req: SessionRequest) -> ApiResult<Session> {
     let handle = lifecycle::ensure_running(app, &id, Some(prepared), req.prompt)?;
     let _ = live::wait_started(&handle).await;
     app.sessions.get(&id).ok_or_else(|| not_found(&id))
+}
+
+/// The harness a model runs (the account's, or the one named with a provider).
+fn harness_of(app: &AppState, access: &ModelAccess) -> String {
+    let snapshot = app.snapshot();
+    crate::daemon::launch::resolve::access(&snapshot, access, None)
+        .map(|(_, d)| d.name.clone())
+        .unwrap_or_else(|_| access.harness.clone().unwrap_or_default())
 }
 
 /// GET /v1/sessions, filtered.
@@ -216,7 +224,8 @@ pub fn mark_stopped_at_start(app: &AppState) {
 /// The model a session was started with, as a ModelAccess.
 fn access_of(s: &Session) -> ModelAccess {
     ModelAccess {
-        harness: Some(s.harness.clone()).filter(|h| !h.is_empty()),
+        // A provider's model names its harness; an account's is the account's.
+        harness: Some(s.harness.clone()).filter(|h| !h.is_empty() && s.provider.is_some()),
         account: s.account.clone(),
         provider: s.provider.clone(),
         model: s.model.clone(),
