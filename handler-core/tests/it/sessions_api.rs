@@ -127,3 +127,77 @@ async fn the_python_acp_client_attaches_prompts_and_reattaches_with_the_replay()
     );
     d.stop().await;
 }
+
+/// Benchmark (F.5, docs/benchmarks.md): attaching to a session whose log holds 100 000 update
+/// events, from session/load to its response (every event replayed over the WebSocket), against
+/// reading the file. Ignored: `cargo test --release -p handler-core --test it --
+/// --ignored sessions_api::replay_benchmark --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a benchmark"]
+async fn replay_benchmark() {
+    use handler_contracts::session::SessionEvent;
+    use std::io::Write;
+    use std::time::Instant;
+    const N: u64 = 100_000;
+    let d = TestDaemon::start().await;
+    let v = session(&d).await;
+    let id = v["id"].as_str().unwrap().to_string();
+    let sid = v["acpSessionId"].as_str().unwrap().to_string();
+    let (s, _) = d.post(&format!("/v1/sessions/{id}/stop"), json!({})).await;
+    assert_eq!(s, 200);
+    let path = d.state.sessions.folder(&id).join("events.ndjson");
+    let first = std::fs::read_to_string(&path).unwrap().lines().count() as u64 + 1;
+    {
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        let mut buf = String::new();
+        for seq in first..first + N {
+            let u = json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": format!("chunk {seq} of a long answer, about eighty bytes of text")}});
+            buf.push_str(&SessionEvent::update(seq, "2026-12-01T00:00:00Z", u).to_line());
+            buf.push('\n');
+        }
+        f.write_all(buf.as_bytes()).unwrap();
+    }
+    let size = std::fs::metadata(&path).unwrap().len();
+    let t = Instant::now();
+    let bytes = std::fs::read(&path).unwrap();
+    let read = t.elapsed();
+    let t = Instant::now();
+    let parsed = handler_contracts::session::parse_log(std::str::from_utf8(&bytes).unwrap());
+    let parse = t.elapsed();
+    assert!(parsed.events.len() as u64 >= N);
+    let url = v["acpUrl"].as_str().unwrap().to_string();
+    let mut c = test_support::acp::open(&url, &d.protocols(), None)
+        .await
+        .unwrap();
+    c.request(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    )
+    .await;
+    let t = Instant::now();
+    let r = c
+        .request(
+            "session/load",
+            json!({"sessionId": sid, "cwd": d.scope(), "mcpServers": []}),
+        )
+        .await;
+    let replay = t.elapsed();
+    assert!(r["result"].is_object(), "{r}");
+    let last = c
+        .seen
+        .iter()
+        .rev()
+        .find_map(|m| m["params"]["_meta"]["handler.dev/seq"].as_u64());
+    assert_eq!(last, Some(first + N - 1));
+    assert!(c.seen.len() as u64 >= N);
+    println!(
+        "replay of {N} events ({:.1} MiB): read {read:?}, read+parse {:?}, attach replay to the last event {replay:?} ({:.1}x the read+parse)",
+        size as f64 / 1048576.0,
+        read + parse,
+        replay.as_secs_f64() / (read + parse).as_secs_f64()
+    );
+    d.stop().await;
+}

@@ -79,11 +79,12 @@ pub async fn attach(app: AppState, id: String, socket: WebSocket) {
                 }
                 Some(Out::Replay(r)) => {
                     let lines = tokio::task::spawn_blocking(move || replay_lines(&r)).await.unwrap_or_default();
+                    // Fed without a flush per message, flushed once (decision 0058).
                     let mut ok = true;
                     for l in lines {
-                        if ws_tx.send(Message::Text(l.into())).await.is_err() { ok = false; break; }
+                        if ws_tx.feed(Message::Text(l.into())).await.is_err() { ok = false; break; }
                     }
-                    if !ok { break None; }
+                    if !ok || ws_tx.flush().await.is_err() { break None; }
                 }
                 None => break j.close.try_recv().ok().or(Some((close::SESSION_STOPPED, "session stopped".into()))),
             },
