@@ -65,6 +65,34 @@ async fn sessions_are_created_listed_and_refused_with_the_field_named() {
     assert_eq!((s, v["state"].as_str()), (200, Some("stopped")), "{v}");
     let (s, _) = d.delete(&format!("/v1/sessions/{id}")).await;
     assert_eq!(s, 204);
+
+    // A first prompt given at creation: sent once the agent runs, logged, its turn ended.
+    let (s, v) = d
+        .post(
+            "/v1/sessions",
+            json!({"agentId": v["agentId"], "origin": "automation", "prompt": "first words"}),
+        )
+        .await;
+    assert_eq!(s, 201, "{v}");
+    let log = d
+        .state
+        .sessions
+        .folder(v["id"].as_str().unwrap())
+        .join("events.ndjson");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let events = loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.contains("\"phase\":\"end\"") {
+            break text;
+        }
+        assert!(std::time::Instant::now() < deadline, "{text}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert!(
+        events.contains("\"user_message_chunk\"") && events.contains("first words"),
+        "{events}"
+    );
+    assert!(events.contains("\"stopReason\":\"end_turn\""), "{events}");
     d.stop().await;
 }
 
