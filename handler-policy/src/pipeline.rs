@@ -243,6 +243,22 @@ impl Pipeline {
         }
     }
 
+    /// P2 and P3 on a client's session opener that the caller answers itself (a Session's
+    /// session/load, F.4): the error response to send the client, or `None` when it passes.
+    pub fn check_opener(&self, frame: &[u8]) -> Option<Vec<u8>> {
+        let Ok((_, Kind::Request { id, params, .. })) = envelope::parse(frame) else {
+            return None;
+        };
+        let empty = json::Members(Vec::new());
+        let pm = params.and_then(json::members);
+        let pmr = pm.as_ref().unwrap_or(&empty);
+        let checked = rules::p2_scope(&self.scope, self.resolver.as_deref(), pmr)
+            .and_then(|()| rules::p3_mcp(&self.cfg.network, pmr));
+        checked
+            .err()
+            .map(|r| error_response(id.get(), &r.error_json()))
+    }
+
     /// Handles one frame (one WebSocket text message or one NDJSON line, without its `\n`).
     pub fn handle(&mut self, direction: Direction, frame: &[u8]) -> Vec<Action> {
         let mut out = self.handle_inner(direction, frame);

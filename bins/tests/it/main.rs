@@ -5,6 +5,7 @@ mod cli_harness_render;
 mod daemon_acp_sandbox;
 mod daemon_images;
 mod daemon_login_cli;
+mod daemon_sessions;
 mod egress_podman;
 mod example_relay;
 mod sandbox_conformance;

@@ -71,6 +71,38 @@ pub struct DaemonConfig {
     /// How long a `{ command }` secret reference may run (`HANDLER_SECRET_COMMAND_TIMEOUT`,
     /// seconds; default 10).
     pub secret_command_timeout: std::time::Duration,
+    /// A running, unattached, idle session is stopped after this (`HANDLER_SESSION_IDLE_TIMEOUT`,
+    /// seconds; default 1800, F.6.3).
+    pub session_idle_timeout: std::time::Duration,
+    /// The most clients attached to one session (`HANDLER_SESSION_MAX_ATTACH`, default 8, F.7).
+    pub session_max_attach: usize,
+}
+
+/// `HANDLER_SESSION_IDLE_TIMEOUT` (seconds, at least 1) and `HANDLER_SESSION_MAX_ATTACH`
+/// (at least 1).
+fn session_settings(c: &mut DaemonConfig) -> Result<(), ConfigError> {
+    if let Ok(t) = std::env::var("HANDLER_SESSION_IDLE_TIMEOUT") {
+        c.session_idle_timeout = t
+            .parse::<u64>()
+            .ok()
+            .filter(|n| *n >= 1)
+            .map(std::time::Duration::from_secs)
+            .ok_or_else(|| ConfigError::Invalid {
+                var: "HANDLER_SESSION_IDLE_TIMEOUT",
+                message: format!("{t:?} is not a number of seconds of at least 1"),
+            })?;
+    }
+    if let Ok(n) = std::env::var("HANDLER_SESSION_MAX_ATTACH") {
+        c.session_max_attach =
+            n.parse::<usize>()
+                .ok()
+                .filter(|n| *n >= 1)
+                .ok_or_else(|| ConfigError::Invalid {
+                    var: "HANDLER_SESSION_MAX_ATTACH",
+                    message: format!("{n:?} is not a number of at least 1"),
+                })?;
+    }
+    Ok(())
 }
 
 fn env_path(var: &str) -> Option<PathBuf> {
@@ -111,6 +143,8 @@ impl DaemonConfig {
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             sandbox_command: vec!["handler-sandbox-podman".to_string()],
             secret_command_timeout: super::secretref::DEFAULT_COMMAND_TIMEOUT,
+            session_idle_timeout: std::time::Duration::from_secs(1800),
+            session_max_attach: 8,
         }
     }
 
@@ -207,6 +241,7 @@ impl DaemonConfig {
         }
         let exe = runtime_executable(std::env::var("HANDLER_RUNTIME").ok().as_deref())?;
         c.sandbox_command = vec![exe.to_string()];
+        session_settings(&mut c)?;
         if let Ok(s) = std::env::var("HANDLER_SANDBOX_COMMAND") {
             let argv: Vec<String> = s.split_whitespace().map(String::from).collect();
             if argv.is_empty() {

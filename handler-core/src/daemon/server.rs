@@ -17,6 +17,7 @@ use crate::daemon::store;
 use crate::daemon::store::agents::{AgentStore, StoreError};
 use crate::daemon::store::documents::{TomlDocs, TomlFile};
 use crate::daemon::store::secrets::SecretStore;
+use crate::daemon::store::sessions::SessionStore;
 
 /// Starting the daemon failed.
 #[derive(Debug, thiserror::Error)]
@@ -80,8 +81,9 @@ pub fn build(
             command: config.sandbox_command.clone(),
         })
     });
-    Ok(AppState(Arc::new(App {
+    let app = AppState(Arc::new(App {
         secrets: SecretStore::new(config.data_dir.join("secrets.json")),
+        sessions: SessionStore::open(&config.state_dir),
         accounts: TomlDocs::new(&config.accounts_dir),
         providers: TomlDocs::new(&config.providers_dir),
         bindings: TomlDocs::new(&config.bindings_dir),
@@ -97,7 +99,9 @@ pub fn build(
         connections_changed: Notify::new(),
         egress_events: Mutex::new(HashMap::new()),
         builds: store::builds::BuildStore::open(&config_state_dir)?,
-    })))
+    }));
+    crate::daemon::services::sessions::mark_stopped_at_start(&app);
+    Ok(app)
 }
 
 /// A daemon listening; `shutdown` stops it gracefully.

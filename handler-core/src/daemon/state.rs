@@ -19,6 +19,7 @@ use crate::daemon::store::builds::BuildStore;
 use crate::daemon::store::catalog;
 use crate::daemon::store::documents::{TomlDocs, TomlFile};
 use crate::daemon::store::secrets::SecretStore;
+use crate::daemon::store::sessions::SessionStore;
 use handler_contracts::control::EgressRecord;
 
 /// A running filtered sandbox's allow-list: the part that stays (the model's and harness's
@@ -56,6 +57,8 @@ pub struct App {
     pub secrets: SecretStore,
     /// The agents and projects (D.8).
     pub agents: AgentStore,
+    /// The sessions (F).
+    pub sessions: SessionStore,
     /// The accounts' documents (`<accounts>/<name>.toml`, D.9).
     pub accounts: TomlDocs,
     /// The providers' documents (`<providers>/<name>.toml`, D.12).

@@ -15,3 +15,4 @@ mod egress_support;
 mod egress_ws;
 mod runtime_settings;
 mod session_files;
+mod sessions_api;

@@ -9,4 +9,5 @@
 mod corpus;
 mod example;
 mod fixtures;
+mod opener;
 mod properties;

@@ -16,3 +16,4 @@ pub mod projects;
 pub mod providers;
 pub mod routes;
 pub mod secrets;
+pub mod sessions;

@@ -6,6 +6,7 @@ use axum::http::StatusCode;
 use axum::routing::MethodRouter;
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 
+use super::sessions;
 use super::{accounts, addons, agents, contexts, folders, harnesses, projects, providers, secrets};
 use super::{auth, openapi};
 use super::{builds, images};
@@ -82,6 +83,7 @@ pub fn table() -> Vec<Route> {
         projects::routes(),
         builds::routes(),
         images::routes(),
+        sessions::routes(),
     ]
     .into_iter()
     .flatten()

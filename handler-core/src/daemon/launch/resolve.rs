@@ -263,6 +263,31 @@ pub struct StateSlotPlan {
     pub mount: Mount,
 }
 
+/// F.2: a harness's per-session state slot, bound to `<session folder>/agent` (the agent sees
+/// only its own session's history); `None` when the harness declares none.
+pub fn session_slot(session_dir: &str, d: &HarnessDescriptor) -> Option<StateSlotPlan> {
+    let (_, s) = d.state_slots.iter().find(|(_, s)| s.per_session)?;
+    let path = PathBuf::from(session_dir)
+        .join("agent")
+        .display()
+        .to_string();
+    let target = match s.target.strip_prefix("~/") {
+        Some(rest) => format!("{}/{rest}", d.home.trim_end_matches('/')),
+        None => s.target.clone(),
+    };
+    Some(StateSlotPlan {
+        mount: Mount {
+            source: path.clone(),
+            target,
+            read_only: false,
+            kind: MountKind::State,
+        },
+        path,
+        kind: s.kind,
+        initial: s.initial.clone().unwrap_or_default(),
+    })
+}
+
 /// E6: each state slot that is not a login file and not per-session, at
 /// `<data>/agent-state/<agent>/<harness>@<account or provider>/<slot>`.
 pub fn state_slots(

@@ -68,7 +68,7 @@ pub fn accept(
 }
 
 /// Reads one line (without its `\n`), at most `max` bytes; `Err(true)` when longer.
-async fn read_line<R: AsyncBufRead + Unpin>(
+pub(crate) async fn read_line<R: AsyncBufRead + Unpin>(
     r: &mut R,
     max: usize,
 ) -> Result<Option<Vec<u8>>, bool> {
@@ -106,13 +106,17 @@ fn memchr_nl(b: &[u8]) -> Option<usize> {
     b.iter().position(|&c| c == b'\n')
 }
 
-enum AgentOut {
+/// One read of the agent's stdout.
+pub(crate) enum AgentOut {
+    /// A line, without its `\n`.
     Line(Vec<u8>),
+    /// A line over the size limit.
     TooBig,
+    /// The end of its output.
     Eof,
 }
 
-fn close_msg(code: u16, reason: &str) -> Message {
+pub(crate) fn close_msg(code: u16, reason: &str) -> Message {
     Message::Close(Some(CloseFrame {
         code,
         reason: Utf8Bytes::from(reason.to_string()),
@@ -313,7 +317,7 @@ pub async fn relay(
     tracing::info!(agent = %agent_id, connection = %conn, %sandbox, exit = ?exit, close = ?ending.map(|e| e.0), "ACP connection closed, sandbox stopped");
 }
 
-fn truncate(s: &str, n: usize) -> String {
+pub(crate) fn truncate(s: &str, n: usize) -> String {
     // A close reason is at most 123 bytes.
     let mut out = String::new();
     for c in s.chars() {
@@ -325,7 +329,7 @@ fn truncate(s: &str, n: usize) -> String {
     out
 }
 
-fn is_capacity(e: &axum::Error) -> bool {
+pub(crate) fn is_capacity(e: &axum::Error) -> bool {
     // tungstenite's CapacityError, as axum wraps it: "Space limit exceeded: Message too long: …".
     let text = format!("{e} {:?}", e);
     text.contains("Message too long")

@@ -15,3 +15,4 @@ pub mod projects;
 pub mod providers;
 pub mod secrets;
 pub mod session_files;
+pub mod sessions;

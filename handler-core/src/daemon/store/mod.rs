@@ -12,6 +12,7 @@ pub mod folders;
 pub mod knowledge;
 pub mod providers;
 pub mod secrets;
+pub mod sessions;
 pub mod skills;
 pub mod tomldoc;
 

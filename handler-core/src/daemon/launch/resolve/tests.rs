@@ -381,3 +381,21 @@ fn state_slots_are_placed_under_the_agent_and_its_account() {
     // The credential slot is the login file's, mounted from where Handler keeps it.
     assert!(slots.iter().all(|s| !s.mount.target.ends_with("auth.json")));
 }
+
+#[test]
+fn a_per_session_slot_is_bound_to_the_session_folders_agent() {
+    let c = catalog();
+    let d = c.descriptor("codex").unwrap();
+    let slot = session_slot("/state/sessions/s_1", d).expect("codex declares one");
+    assert_eq!(slot.path, "/state/sessions/s_1/agent");
+    assert_eq!(slot.mount.source, slot.path);
+    assert!(
+        slot.mount.target.starts_with(&d.home),
+        "{}",
+        slot.mount.target
+    );
+    assert!(!slot.mount.target.contains('~'));
+    let mut none = d.clone();
+    none.state_slots.retain(|_, s| !s.per_session);
+    assert!(session_slot("/s", &none).is_none());
+}

@@ -1,0 +1,855 @@
+//! Daemon-held sessions (F.7's conformance) against real rootless sandboxes: handlerd as the
+//! unprivileged test user launches the scripted fake agent (fixtures/fake-agent) in Podman, and
+//! real WebSocket clients create, attach, prompt, detach, re-attach with the replay, share a
+//! session (each other's prompt, turn end, mode change, the first permission answer winning),
+//! go beyond the attachment limit, stop and restart it (session/load, P7, the daemon's log as
+//! the history), let it stop for idleness, delete it; and handlerd SIGKILLed mid-turn, then
+//! restarted, finds it stopped with `daemon_restarted` and restarts it on attach.
+//! Missing podman or user FAILS, unless HANDLER_SKIP_PODMAN_TESTS=1.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use test_support::acp::{Acp, open, refused_status};
+use test_support::user::{free_port, id_of};
+
+const IMAGE: &str = "localhost/handler-test-busybox";
+const TOKEN: &str = "fk-Sessions0Token111aaaa2222bbbb3333";
+
+struct User {
+    name: Option<String>,
+    uid: u32,
+    gid: u32,
+}
+
+impl User {
+    fn cmd(&self, program: &str, args: &[&str], env: &[(&str, String)]) -> Command {
+        match &self.name {
+            Some(u) => {
+                let mut c = Command::new("setpriv");
+                c.args(["--reuid", u, "--regid", u, "--init-groups", "env", "-i"]);
+                c.arg(format!("USER={u}")).arg(format!("LOGNAME={u}"));
+                c.arg("PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin");
+                for (k, v) in env {
+                    c.arg(format!("{k}={v}"));
+                }
+                c.arg(program).args(args);
+                c
+            }
+            None => {
+                let mut c = Command::new(program);
+                c.args(args);
+                for (k, v) in env {
+                    c.env(k, v);
+                }
+                c
+            }
+        }
+    }
+    fn home(&self) -> String {
+        match &self.name {
+            Some(n) => format!("/home/{n}"),
+            None => std::env::var("HOME").unwrap(),
+        }
+    }
+    fn give(&self, p: &Path) {
+        if self.name.is_none() {
+            return;
+        }
+        let mut todo = vec![p.to_path_buf()];
+        while let Some(e) = todo.pop() {
+            std::os::unix::fs::lchown(&e, Some(self.uid), Some(self.gid)).unwrap();
+            if e.is_dir() && !e.is_symlink() {
+                todo.extend(std::fs::read_dir(&e).unwrap().flatten().map(|x| x.path()));
+            }
+        }
+    }
+}
+
+fn user() -> Option<User> {
+    let o = Command::new("id").arg("-u").output().unwrap();
+    let euid: u32 = String::from_utf8_lossy(&o.stdout).trim().parse().unwrap();
+    let u = if euid == 0 {
+        let name = std::env::var("HANDLER_TEST_USER").unwrap_or_else(|_| "handler-test".into());
+        let Some(uid) = id_of("-u", &name) else {
+            return skip_or_panic(&format!(
+                "no user {name}: run .ci/setup-podman.sh as root first"
+            ));
+        };
+        User {
+            uid,
+            gid: id_of("-g", &name).unwrap(),
+            name: Some(name),
+        }
+    } else {
+        User {
+            name: None,
+            uid: euid,
+            gid: id_of("-g", "").unwrap_or(euid),
+        }
+    };
+    let ok = u
+        .cmd("podman", &["image", "exists", IMAGE], &[("HOME", u.home())])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        return skip_or_panic(&format!(
+            "podman cannot find {IMAGE}: run .ci/setup-podman.sh"
+        ));
+    }
+    Some(u)
+}
+
+fn skip_or_panic(why: &str) -> Option<User> {
+    if std::env::var("HANDLER_SKIP_PODMAN_TESTS").as_deref() == Ok("1") {
+        eprintln!("skipped (HANDLER_SKIP_PODMAN_TESTS=1): {why}");
+        None
+    } else {
+        panic!(
+            "the sessions tests need rootless podman: {why} (or set HANDLER_SKIP_PODMAN_TESTS=1)"
+        )
+    }
+}
+
+struct Daemon {
+    child: Child,
+    port: u16,
+    token: String,
+    root: PathBuf,
+    scope: String,
+    env: Vec<(&'static str, String)>,
+    http: reqwest::Client,
+    user: User,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        test_support::handlerd::stop(&mut self.child);
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+/// A daemon in `/tmp/hds-<pid>-<tag>` with `extra` settings, the fake agent in its scope with a
+/// script whose session/load replays a message (as real agents do).
+async fn start(u: User, tag: &str, extra: &[(&'static str, &str)]) -> Daemon {
+    let root = PathBuf::from(format!("/tmp/hds-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let home = root.join("home");
+    let scope = home.join("code/app");
+    let bin = root.join("bin");
+    for d in [
+        &scope.join(".bin"),
+        &bin,
+        &home.join("harnesses/fake"),
+        &root.join("config"),
+    ] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let agent_bin = test_support::static_build::fakes().agent.clone();
+    for (to, src) in [
+        (
+            bin.join("handlerd"),
+            PathBuf::from(env!("CARGO_BIN_EXE_handlerd")),
+        ),
+        (
+            bin.join("handler-sandbox-podman"),
+            PathBuf::from(env!("CARGO_BIN_EXE_handler-sandbox-podman")),
+        ),
+        (scope.join(".bin/fake-acp-agent"), agent_bin),
+    ] {
+        std::fs::copy(&src, &to).unwrap();
+        std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    std::fs::write(
+        scope.join(".fake-agent-script.json"),
+        r#"{"loadReplay": true}"#,
+    )
+    .unwrap();
+    let descriptor = test_support::descriptor::sandbox_fake(
+        "Fake ACP agent",
+        IMAGE,
+        &format!("\"{}\"", scope.join(".bin/fake-acp-agent").display()),
+        "api.fake.test:443",
+    );
+    // A per-session slot (F.2), as the real harnesses declare for their history.
+    let descriptor = format!(
+        "{descriptor}[stateSlots.sessions]\ntarget = \"~/.fake/sessions\"\nkind = \"dir\"\nrequired = false\nperSession = true\n"
+    );
+    std::fs::write(home.join("harnesses/fake/harness.toml"), descriptor).unwrap();
+    std::fs::write(
+        root.join("config/folders.toml"),
+        format!("roots = [\"{}\"]\n", home.join("code").display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
+    u.give(&root);
+    let port = free_port();
+    let mut env = test_support::handlerd::env(&root, &home.join("harnesses"), port);
+    env.extend([
+        ("HOME", u.home()),
+        (
+            "HANDLER_SANDBOX_COMMAND",
+            bin.join("handler-sandbox-podman").display().to_string(),
+        ),
+        ("HANDLER_LOG", "info".to_string()),
+    ]);
+    env.extend(extra.iter().map(|(k, v)| (*k, v.to_string())));
+    let (child, token) = test_support::handlerd::spawn(
+        u.cmd(bin.join("handlerd").to_str().unwrap(), &[], &env),
+        &root,
+        port,
+    )
+    .await;
+    Daemon {
+        child,
+        port,
+        token,
+        root,
+        scope: scope.display().to_string(),
+        env,
+        http: reqwest::Client::new(),
+        user: u,
+    }
+}
+
+impl Daemon {
+    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
+        let mut r = self
+            .http
+            .request(method, format!("http://127.0.0.1:{}{path}", self.port))
+            .bearer_auth(&self.token);
+        if let Some(b) = body {
+            r = r.json(&b);
+        }
+        let r = r.send().await.unwrap();
+        (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+    }
+    async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        self.call(reqwest::Method::POST, path, Some(body)).await
+    }
+    async fn get(&self, path: &str) -> (u16, Value) {
+        self.call(reqwest::Method::GET, path, None).await
+    }
+    fn url(&self, session: &str) -> String {
+        format!("ws://127.0.0.1:{}/v1/sessions/{session}/acp", self.port)
+    }
+    fn protocols(&self) -> Vec<String> {
+        vec!["acp.v1".into(), format!("bearer.{}", self.token)]
+    }
+    async fn attach(&self, session: &str) -> Acp {
+        let a = open(&self.url(session), &self.protocols(), None)
+            .await
+            .unwrap_or_else(|e| panic!("attach: {e}: {}", self.log()));
+        assert_eq!(a.protocol.as_deref(), Some("acp.v1"));
+        a
+    }
+    fn containers(&self, session: &str) -> Vec<String> {
+        let o = self
+            .user
+            .cmd(
+                "podman",
+                &[
+                    "ps",
+                    "-a",
+                    "--filter",
+                    &format!("label=handler.connection={session}"),
+                    "--format",
+                    "{{.Names}}",
+                ],
+                &[("HOME", self.user.home())],
+            )
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(String::from)
+            .collect()
+    }
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.root.join("handlerd.log")).unwrap_or_default()
+    }
+    fn folder(&self, session: &str) -> PathBuf {
+        self.root.join("state/sessions").join(session)
+    }
+    fn events(&self, session: &str) -> Vec<Value> {
+        std::fs::read_to_string(self.folder(session).join("events.ndjson"))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+    /// An account and an agent (no network, permissions bypass: P7 sets bypassPermissions).
+    async fn agent(&self) -> String {
+        let (s, v) = self
+            .post(
+                "/v1/accounts",
+                json!({"name": "perso", "harness": "fake", "token": {"value": TOKEN}}),
+            )
+            .await;
+        assert_eq!(s, 201, "{v}");
+        let (s, a) = self
+            .post(
+                "/v1/agents",
+                json!({"models": [{"account": "perso"}], "scope": self.scope, "network": "none", "permissions": "bypass", "confirmRisks": true}),
+            )
+            .await;
+        assert_eq!(s, 201, "{a}");
+        a["id"].as_str().unwrap().to_string()
+    }
+    async fn create(&self, agent: &str) -> Value {
+        let (s, v) = self
+            .post("/v1/sessions", json!({"agentId": agent, "origin": "ui"}))
+            .await;
+        assert_eq!(s, 201, "{v}: {}", self.log());
+        assert_eq!(v["state"], "running", "{v}: {}", self.log());
+        v
+    }
+    async fn state_becomes(&self, session: &str, want: &[&str], secs: u64) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            let (_, v) = self.get(&format!("/v1/sessions/{session}")).await;
+            if want.iter().any(|w| v["state"] == *w) {
+                return v;
+            }
+            assert!(Instant::now() < deadline, "still {v}: {}", self.log());
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    async fn no_container(&self, session: &str) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !self.containers(session).is_empty() {
+            assert!(
+                Instant::now() < deadline,
+                "containers left: {:?}",
+                self.containers(session)
+            );
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    }
+}
+
+/// The next message (from `seen` first) that `pred` accepts; the others are kept.
+async fn until(c: &mut Acp, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    if let Some(i) = c.seen.iter().position(&pred) {
+        return c.seen.remove(i);
+    }
+    loop {
+        match c.next().await {
+            Ok(m) if pred(&m) => return m,
+            Ok(m) => c.seen.push(m),
+            Err(close) => panic!(
+                "closed ({close:?}) while waiting for {what}; seen {:?}",
+                c.seen
+            ),
+        }
+    }
+}
+
+fn method_is(m: &Value, method: &str) -> bool {
+    m["method"] == method
+}
+
+fn chunk_text(m: &Value) -> Option<&str> {
+    (m["method"] == "session/update")
+        .then(|| m["params"]["update"]["content"]["text"].as_str())
+        .flatten()
+}
+
+/// initialize (from the cache) and session/load: the messages of the replay, then the result.
+async fn load(c: &mut Acp, sid: &str, scope: &str, after: Option<u64>) -> (Vec<Value>, Value) {
+    let r = c
+        .request(
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": {}}),
+        )
+        .await;
+    assert_eq!(r["result"]["agentCapabilities"]["loadSession"], true, "{r}");
+    let mut params = json!({"sessionId": sid, "cwd": scope, "mcpServers": []});
+    if let Some(a) = after {
+        params["_meta"] = json!({"handler.dev/afterSeq": a});
+    }
+    let r = c.request("session/load", params).await;
+    assert!(r["result"].is_object(), "{r}");
+    (std::mem::take(&mut c.seen), r)
+}
+
+/// The close code and reason `c` gets within 20 s (the daemon's log otherwise).
+async fn closed_with(c: &mut Acp, d: &Daemon) -> (u16, String) {
+    match tokio::time::timeout(Duration::from_secs(20), c.closed()).await {
+        Ok(f) => f
+            .map(|f| (u16::from(f.code), f.reason.to_string()))
+            .unwrap_or_default(),
+        Err(_) => panic!("not closed: {}", d.log()),
+    }
+}
+
+/// The close code `c` gets within 20 s (the daemon's log otherwise).
+async fn closed(c: &mut Acp, d: &Daemon) -> u16 {
+    match tokio::time::timeout(Duration::from_secs(20), c.closed()).await {
+        Ok(f) => f.map(|f| u16::from(f.code)).unwrap_or(0),
+        Err(_) => panic!("not closed: {}", d.log()),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_outlive_their_clients_in_real_rootless_sandboxes() {
+    let Some(u) = user() else { return };
+    let d = start(u, "conf", &[("HANDLER_SESSION_MAX_ATTACH", "3")]).await;
+    let agent = d.agent().await;
+    let s = d.create(&agent).await;
+    let id = s["id"].as_str().unwrap().to_string();
+    let sid = s["acpSessionId"].as_str().unwrap().to_string();
+    assert!(
+        id.len() == 18 && id.starts_with("s_") && id[2..].chars().all(|c| c.is_ascii_hexdigit()),
+        "{id}"
+    );
+    assert_eq!(s["canResume"], true, "{s}");
+    assert_eq!(
+        (s["harness"].as_str(), s["account"].as_str()),
+        (Some("fake"), Some("perso")),
+        "{s}"
+    );
+    let mode = std::fs::metadata(d.folder(&id))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o700, "the session's folder");
+    assert_eq!(d.containers(&id).len(), 1, "one sandbox");
+    assert!(d.containers(&id)[0].starts_with(&format!("handler-{}", agent.replace('_', "-"))));
+    // The per-session slot is the folder's agent/ (F.2).
+    let o = d
+        .user
+        .cmd(
+            "podman",
+            &[
+                "inspect",
+                "--format",
+                "{{range .Mounts}}{{.Source}}={{.Destination}} {{end}}",
+                &d.containers(&id)[0],
+            ],
+            &[("HOME", d.user.home())],
+        )
+        .output()
+        .unwrap();
+    let mounts = String::from_utf8_lossy(&o.stdout).to_string();
+    let want = format!(
+        "{}=/home/agent/.fake/sessions",
+        d.folder(&id).join("agent").display()
+    );
+    assert!(mounts.contains(&want), "{want} not in {mounts}");
+    // Its sandbox is one of its agent's connections (D.1, F.3).
+    let (_, view) = d.get(&format!("/v1/agents/{agent}")).await;
+    assert_eq!(view["connections"][0]["id"], id.as_str(), "{view}");
+    assert_eq!(
+        view["connections"][0]["sandbox"],
+        d.containers(&id)[0].as_str(),
+        "{view}"
+    );
+
+    // 401 without the token, 404 for an unknown session.
+    let e = open(&d.url(&id), &["acp.v1".into()], None)
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(refused_status(&e), Some(401));
+    let e = open(&d.url("s_00000000deadbeef"), &d.protocols(), None)
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(refused_status(&e), Some(404));
+    assert_eq!(d.get("/v1/sessions/s_00000000deadbeef").await.0, 404);
+
+    // Attach, prompt, detach: the agent stays.
+    let mut a = d.attach(&id).await;
+    let (_, r) = load(&mut a, &sid, &d.scope, None).await;
+    assert_eq!(
+        r["result"]["modes"]["currentModeId"], "bypassPermissions",
+        "P7: {r}"
+    );
+    let r = a
+        .request(
+            "session/prompt",
+            json!({"sessionId": sid, "prompt": [{"type": "text", "text": "hello"}]}),
+        )
+        .await;
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    let echo = until(&mut a, "the agent's chunk", |m| {
+        chunk_text(m) == Some("hello")
+    })
+    .await;
+    assert!(
+        echo["params"]["_meta"]["handler.dev/seq"]
+            .as_u64()
+            .is_some(),
+        "{echo}"
+    );
+    drop(a);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (_, v) = d.get(&format!("/v1/sessions/{id}")).await;
+    assert_eq!(
+        (v["state"].as_str(), v["attached"].as_u64()),
+        (Some("running"), Some(0)),
+        "{v}"
+    );
+    assert_eq!(d.containers(&id).len(), 1, "the agent stays");
+
+    // Two attachments: B prompts a turn that waits for a permission; C sees the prompt, busy,
+    // the request; C's prompt while busy → -32011; another session → -32010.
+    let mut b = d.attach(&id).await;
+    let (replay, _) = load(&mut b, &sid, &d.scope, None).await;
+    let texts: Vec<&str> = replay.iter().filter_map(chunk_text).collect();
+    assert_eq!(
+        texts,
+        ["hello", "hello"],
+        "the prompt and the answer: {replay:?}"
+    );
+    let mut c = d.attach(&id).await;
+    load(&mut c, &sid, &d.scope, None).await;
+    b.send(&json!({"jsonrpc": "2.0", "id": 50, "method": "session/prompt", "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "ask:write"}]}})).await;
+    let shown = until(&mut c, "B's prompt", |m| {
+        m["params"]["update"]["sessionUpdate"] == "user_message_chunk"
+    })
+    .await;
+    assert_eq!(shown["params"]["update"]["content"]["text"], "ask:write");
+    until(&mut c, "busy", |m| {
+        method_is(m, "_handler/session_state") && m["params"]["busy"] == true
+    })
+    .await;
+    until(&mut c, "the permission request", |m| {
+        method_is(m, "session/request_permission")
+    })
+    .await;
+    until(&mut b, "the permission request", |m| {
+        method_is(m, "session/request_permission")
+    })
+    .await;
+    let r = c
+        .request(
+            "session/prompt",
+            json!({"sessionId": sid, "prompt": [{"type": "text", "text": "x"}]}),
+        )
+        .await;
+    assert_eq!(r["error"]["code"], -32011, "{r}");
+    let r = c
+        .request("session/new", json!({"cwd": d.scope, "mcpServers": []}))
+        .await;
+    assert_eq!(r["error"]["code"], -32010, "{r}");
+    let r = c
+        .request(
+            "session/set_mode",
+            json!({"sessionId": "other", "modeId": "default"}),
+        )
+        .await;
+    assert_eq!(r["error"]["code"], -32010, "{r}");
+
+    // B reloads mid-turn: the replay, busy, the pending request; it answers first and wins.
+    drop(b);
+    let mut b2 = d.attach(&id).await;
+    let (seen, _) = load(&mut b2, &sid, &d.scope, Some(2)).await;
+    assert!(
+        seen.iter()
+            .filter_map(|m| m["params"]["_meta"]["handler.dev/seq"].as_u64())
+            .all(|n| n > 2),
+        "afterSeq: {seen:?}"
+    );
+    b2.seen = seen;
+    until(&mut b2, "busy", |m| {
+        method_is(m, "_handler/session_state") && m["params"]["busy"] == true
+    })
+    .await;
+    let req = until(&mut b2, "the pending request", |m| {
+        method_is(m, "session/request_permission")
+    })
+    .await;
+    let answer = |opt: &str| json!({"jsonrpc": "2.0", "id": req["id"], "result": {"outcome": {"outcome": "selected", "optionId": opt}}});
+    b2.send(&answer("yes")).await;
+    let resolved = until(&mut c, "permission_resolved", |m| {
+        method_is(m, "_handler/permission_resolved")
+    })
+    .await;
+    assert_eq!(
+        resolved["params"]["outcome"]["optionId"], "yes",
+        "{resolved}"
+    );
+    c.send(&answer("no")).await; // dropped: answered once
+    until(&mut b2, "the turn's end", |m| {
+        method_is(m, "_handler/turn_ended")
+    })
+    .await;
+    until(&mut c, "the turn's end", |m| {
+        method_is(m, "_handler/turn_ended")
+    })
+    .await;
+    until(&mut c, "the answer the agent got", |m| {
+        chunk_text(m) == Some("answered \"yes\"")
+    })
+    .await;
+
+    // A mode change is shown to the other.
+    let r = c
+        .request(
+            "session/set_mode",
+            json!({"sessionId": sid, "modeId": "default"}),
+        )
+        .await;
+    assert!(r["result"].is_object(), "{r}");
+    let m = until(&mut b2, "the mode change", |m| {
+        m["params"]["update"]["sessionUpdate"] == "current_mode_update"
+    })
+    .await;
+    assert_eq!(m["params"]["update"]["currentModeId"], "default");
+
+    // Beyond the limit (3): the oldest is closed 4001; still one sandbox.
+    let mut e1 = d.attach(&id).await;
+    load(&mut e1, &sid, &d.scope, None).await;
+    let mut e2 = d.attach(&id).await;
+    load(&mut e2, &sid, &d.scope, None).await;
+    assert_eq!(closed(&mut c, &d).await, 4001, "C attached before B2");
+    assert_eq!(d.containers(&id).len(), 1);
+
+    // Stop: clients closed 4002, no sandbox; attach → restarted with session/load, P7 again,
+    // the history from the daemon's log, not the agent's replay.
+    let (st, v) = d.post(&format!("/v1/sessions/{id}/stop"), json!({})).await;
+    assert_eq!((st, v["state"].as_str()), (200, Some("stopped")), "{v}");
+    assert_eq!(closed(&mut b2, &d).await, 4002);
+    d.no_container(&id).await;
+    let mut f = d.attach(&id).await;
+    let (replay, r) = load(&mut f, &sid, &d.scope, None).await;
+    assert_eq!(
+        r["result"]["modes"]["currentModeId"], "bypassPermissions",
+        "P7 on restart: {r}"
+    );
+    let texts: Vec<&str> = replay.iter().filter_map(chunk_text).collect();
+    assert!(
+        texts.contains(&"ask:write") && texts.contains(&"answered \"yes\""),
+        "{texts:?}"
+    );
+    assert!(!texts.contains(&"the agent's own replay"), "{texts:?}");
+    let st = f.request("_fake/state", json!({})).await;
+    assert_eq!(
+        st["result"],
+        json!({"mode": "bypassPermissions", "loads": 1, "news": 0}),
+        "{st}"
+    );
+    let r = f
+        .request(
+            "session/prompt",
+            json!({"sessionId": sid, "prompt": [{"type": "text", "text": "again"}]}),
+        )
+        .await;
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+
+    // The log: seq from 1, strictly increasing; turns and lifecycle with how.
+    let ev = d.events(&id);
+    let seqs: Vec<u64> = ev.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert!(
+        seqs.first() == Some(&1) && seqs.windows(2).all(|w| w[1] == w[0] + 1),
+        "{seqs:?}"
+    );
+    assert!(
+        ev.iter()
+            .any(|e| e["kind"] == "lifecycle" && e["how"] == "explicit"),
+        "{ev:?}"
+    );
+    assert_eq!(
+        ev.iter()
+            .filter(|e| e["kind"] == "turn" && e["phase"] == "end")
+            .count(),
+        3
+    );
+
+    // Delete: stopped, the folder gone, 404.
+    let (st, _) = d
+        .call(reqwest::Method::DELETE, &format!("/v1/sessions/{id}"), None)
+        .await;
+    assert_eq!(st, 204);
+    assert_eq!(closed(&mut f, &d).await, 4002);
+    assert!(!d.folder(&id).exists());
+    assert_eq!(d.get(&format!("/v1/sessions/{id}")).await.0, 404);
+    d.no_container(&id).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unattached_idle_session_stops_and_an_agent_exit_closes_4002() {
+    let Some(u) = user() else { return };
+    let d = start(u, "idle", &[("HANDLER_SESSION_IDLE_TIMEOUT", "2")]).await;
+    let agent = d.agent().await;
+    let id = d.create(&agent).await["id"].as_str().unwrap().to_string();
+    let v = d.state_becomes(&id, &["stopped"], 30).await;
+    assert_eq!(v["busy"], false);
+    d.no_container(&id).await;
+    assert!(
+        d.events(&id).iter().any(|e| e["how"] == "idle"),
+        "{:?}",
+        d.events(&id)
+    );
+
+    // Stopped before its first turn: restarted with session/new, the agent's new id translated
+    // to the one clients know, both ways (F.6.2).
+    let sid = v["acpSessionId"].as_str().unwrap().to_string();
+    let mut a = d.attach(&id).await;
+    load(&mut a, &sid, &d.scope, None).await;
+    let st = a.request("_fake/state", json!({})).await;
+    assert_eq!(
+        (
+            st["result"]["news"].as_u64(),
+            st["result"]["loads"].as_u64()
+        ),
+        (Some(1), Some(0)),
+        "{st}"
+    );
+    let r = a
+        .request(
+            "session/prompt",
+            json!({"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]}),
+        )
+        .await;
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    let chunk = until(&mut a, "the answer", |m| chunk_text(m) == Some("hi")).await;
+    assert_eq!(
+        chunk["params"]["sessionId"],
+        sid.as_str(),
+        "translated back: {chunk}"
+    );
+
+    // Attached, the agent exits: the client is closed 4002, the session stopped (failed: code 3).
+    a.send(&json!({"jsonrpc": "2.0", "id": 9, "method": "_fake/exit", "params": {"code": 3}}))
+        .await;
+    assert_eq!(closed(&mut a, &d).await, 4002);
+    let v = d.state_becomes(&id, &["stopped", "failed"], 30).await;
+    assert!(d.events(&id).iter().any(|e| e["how"] == "exited"), "{v}");
+    // An agent without loadSession cannot resume a session that had a turn: 1011 and why.
+    let script = Path::new(&d.scope).join(".fake-agent-script.json");
+    std::fs::write(&script, r#"{"replies": {"initialize": {"result": {"protocolVersion": 1, "agentCapabilities": {"loadSession": false}}}}}"#).unwrap();
+    let mut a = d.attach(&id).await;
+    let (code, reason) = closed_with(&mut a, &d).await;
+    assert_eq!(code, 1011);
+    assert!(
+        reason.contains("this agent cannot resume sessions"),
+        "{reason}"
+    );
+    let (_, v) = d.get(&format!("/v1/sessions/{id}")).await;
+    assert_eq!(v["state"], "failed", "{v}");
+    d.no_container(&id).await;
+
+    // Created with an existing acpSessionId: the log is empty, the agent's replay is the
+    // history, logged and relayed (F.5).
+    std::fs::write(&script, r#"{"loadReplay": true}"#).unwrap();
+    let (s, v) = d
+        .post(
+            "/v1/sessions",
+            json!({"agentId": agent, "origin": "editor", "acpSessionId": "old-7"}),
+        )
+        .await;
+    assert_eq!(
+        (s, v["state"].as_str(), v["acpSessionId"].as_str()),
+        (201, Some("running"), Some("old-7")),
+        "{v}"
+    );
+    let id2 = v["id"].as_str().unwrap().to_string();
+    let mut a = d.attach(&id2).await;
+    let (replay, _) = load(&mut a, "old-7", &d.scope, None).await;
+    assert!(
+        replay
+            .iter()
+            .filter_map(chunk_text)
+            .any(|t| t == "the agent's own replay"),
+        "{replay:?}"
+    );
+
+    // Listing filters.
+    let (_, l) = d.get(&format!("/v1/sessions?agent={agent}")).await;
+    assert_eq!(l.as_array().map(Vec::len), Some(2), "{l}");
+    let (_, l) = d.get("/v1/sessions?state=failed").await;
+    assert_eq!(l.as_array().map(Vec::len), Some(1), "{l}");
+    let (_, l) = d.get("/v1/sessions?agent=nobody").await;
+    assert_eq!(l, json!([]));
+
+    // Deleting the agent stops its sessions; they keep their folders and cannot be attached.
+    let (st, _) = d
+        .call(
+            reqwest::Method::DELETE,
+            &format!("/v1/agents/{agent}"),
+            None,
+        )
+        .await;
+    assert_eq!(st, 204);
+    assert_eq!(closed(&mut a, &d).await, 4002);
+    let v = d.state_becomes(&id2, &["stopped"], 30).await;
+    assert!(d.events(&id2).iter().any(|e| e["how"] == "deleted"), "{v}");
+    assert!(d.folder(&id2).is_dir());
+    d.no_container(&id2).await;
+    let mut a = d.attach(&id2).await;
+    let (code, reason) = closed_with(&mut a, &d).await;
+    assert_eq!(code, 1011);
+    assert!(reason.contains("deleted"), "{reason}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handlerd_killed_mid_turn_restarts_with_the_session_stopped() {
+    let Some(u) = user() else { return };
+    let mut d = start(u, "kill", &[]).await;
+    let agent = d.agent().await;
+    let s = d.create(&agent).await;
+    let (id, sid) = (
+        s["id"].as_str().unwrap().to_string(),
+        s["acpSessionId"].as_str().unwrap().to_string(),
+    );
+    let mut a = d.attach(&id).await;
+    load(&mut a, &sid, &d.scope, None).await;
+    a.send(&json!({"jsonrpc": "2.0", "id": 5, "method": "session/prompt", "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "ask:mid-turn"}]}})).await;
+    until(&mut a, "the permission request", |m| {
+        method_is(m, "session/request_permission")
+    })
+    .await;
+    let logged = d.events(&id);
+    // SIGKILL: nothing runs its shutdown.
+    let _ = Command::new("kill")
+        .args(["-KILL", &d.child.id().to_string()])
+        .status();
+    let _ = d.child.wait();
+    drop(a);
+    let bin = d.root.join("bin/handlerd");
+    let (child, token) = test_support::handlerd::spawn(
+        d.user.cmd(bin.to_str().unwrap(), &[], &d.env),
+        &d.root,
+        d.port,
+    )
+    .await;
+    d.child = child;
+    d.token = token;
+    let (_, v) = d.get(&format!("/v1/sessions/{id}")).await;
+    assert_eq!(v["state"], "stopped", "{v}");
+    let ev = d.events(&id);
+    assert_eq!(
+        &ev[..logged.len()],
+        &logged[..],
+        "the log up to the kill is intact"
+    );
+    let tail: Vec<&Value> = ev[logged.len()..].iter().collect();
+    assert!(
+        tail.iter()
+            .any(|e| e["kind"] == "turn" && e["stopReason"] == "daemon_restarted"),
+        "{tail:?}"
+    );
+    assert!(
+        tail.iter().any(|e| e["how"] == "daemon_restarted"),
+        "{tail:?}"
+    );
+    d.no_container(&id).await;
+    let mut a = d.attach(&id).await;
+    let (replay, _) = load(&mut a, &sid, &d.scope, None).await;
+    assert!(
+        replay
+            .iter()
+            .filter_map(chunk_text)
+            .any(|t| t == "ask:mid-turn"),
+        "{replay:?}"
+    );
+    assert_eq!(d.containers(&id).len(), 1);
+}

@@ -1,0 +1,397 @@
+//! A session's life (F.6): starting is single-flight (one hub per session, attaches wait for
+//! it); a start launches the sandbox `handler-<agentId>-<sessionId>` as one of its agent's
+//! connections, sends initialize, then session/new, or session/load when there is something
+//! to load (P7 follows either); the end (stop, idle, agent exit, error) stops the sandbox,
+//! logs it and closes the clients 4002.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use handler_contracts::control::AgentConnection;
+use handler_contracts::session::{SessionEventKind, SessionState, StopHow};
+use handler_policy::Pipeline;
+use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::process::Child;
+use tokio::sync::{Notify, mpsc, oneshot, watch};
+
+use super::live::{Ending, Handle, Hub, Inbox, Started};
+use super::{access_of, live_map};
+use crate::daemon::fsutil;
+use crate::daemon::launch::launcher::{Instance, read_stderr, stop_and_sweep};
+use crate::daemon::launch::prepare::{Prepared, canonicalize, prepare};
+use crate::daemon::launch::resolve;
+use crate::daemon::problem::{ApiError, ApiResult};
+use crate::daemon::services::connections::{AgentOut, read_line};
+use crate::daemon::services::live as live_allow;
+use crate::daemon::state::{AppState, LiveConnection};
+use crate::daemon::store::sessions::{EVENTS, read_log};
+use handler_contracts::harness::SlotKind;
+
+/// The record's extra field saying the session was created with an existing acpSessionId:
+/// its first start loads it (and the agent's replay is then the history, F.5).
+pub(crate) const IMPORTED: &str = "createdWithAcpSessionId";
+/// How long a sandbox has to stop after SIGTERM before it is killed.
+const STOP_GRACE: Duration = Duration::from_secs(20);
+
+/// The running hub of session `id`, started when there is none (single-flight, F.6.1).
+/// `prepared` and `prompt` are a new session's: its first start and first prompt.
+pub(crate) fn ensure_running(
+    app: &AppState,
+    id: &str,
+    prepared: Option<Prepared>,
+    prompt: Option<String>,
+) -> ApiResult<Handle> {
+    let folder = app.sessions.folder(id);
+    let mut m = live_map();
+    if let Some(h) = m.get(&folder)
+        && !h.inbox.is_closed()
+    {
+        return Ok(h.clone());
+    }
+    if app.sessions.get(id).is_none() {
+        return Err(ApiError::not_found(format!("session {id:?}")));
+    }
+    let (tx, rx) = mpsc::channel(1024);
+    let (stx, srx) = watch::channel(Started::Pending);
+    let h = Handle {
+        inbox: tx,
+        started: srx,
+    };
+    m.insert(folder, h.clone());
+    drop(m);
+    tokio::spawn(run(app.clone(), id.to_owned(), rx, stx, (prepared, prompt)));
+    Ok(h)
+}
+
+/// A started session's parts the loop drives.
+struct Live {
+    hub: Hub,
+    child: Child,
+    out_rx: mpsc::Receiver<AgentOut>,
+    stop: Arc<Notify>,
+    agent_id: String,
+    conn: String,
+}
+
+async fn run(
+    app: AppState,
+    id: String,
+    inbox: mpsc::Receiver<Inbox>,
+    started: watch::Sender<Started>,
+    (prepared, prompt): (Option<Prepared>, Option<String>),
+) {
+    let folder = app.sessions.folder(&id);
+    match launch(&app, &id, prepared, prompt, started.clone()).await {
+        Err(reason) => {
+            tracing::warn!(session = %id, %reason, "session start failed");
+            let _ = started.send(Started::Failed(reason));
+            live_map().remove(&folder);
+        }
+        Ok(live) => {
+            let inbox = drive(live, inbox).await;
+            live_map().remove(&folder);
+            drop(inbox);
+        }
+    }
+}
+
+/// What the daemon learns before launching: the session, its agent, its sandbox prepared.
+async fn launch(
+    app: &AppState,
+    id: &str,
+    prepared: Option<Prepared>,
+    prompt: Option<String>,
+    started: watch::Sender<Started>,
+) -> Result<Live, String> {
+    let s = app.sessions.get(id).ok_or("the session was deleted")?;
+    let agent = app
+        .agents
+        .agent(&s.agent_id)
+        .ok_or_else(|| format!("its agent {:?} does not exist (deleted)", s.agent_id))?;
+    let prepared = match prepared {
+        Some(p) => p,
+        None => {
+            let (app, agent, access, id) =
+                (app.clone(), agent.clone(), access_of(&s), id.to_owned());
+            tokio::task::spawn_blocking(move || prepare(&app, &agent, &access, &id))
+                .await
+                .map_err(|e| e.to_string())?
+                .map_err(|e| e.detail.unwrap_or(e.title))?
+        }
+    };
+    let mut prepared = prepared;
+    with_session_slot(app, id, &mut prepared)?;
+    app.sessions.update(id, |r| {
+        r.state = SessionState::Starting;
+        r.error = None;
+    });
+    let log = app.sessions.log(id).map_err(|e| e.to_string())?;
+    let parsed = read_log(&app.sessions.folder(id).join(EVENTS)).map_err(|e| e.to_string())?;
+    let had_turn = parsed
+        .events
+        .iter()
+        .any(|e| matches!(e.kind, SessionEventKind::Turn { .. }));
+    let imported = s.extra.get(IMPORTED).and_then(serde_json::Value::as_bool) == Some(true);
+    // F.6.2: a session stopped before its first turn has nothing to load: session/new, its
+    // new id translated to the one clients know.
+    let load = s.acp_session_id.is_some() && (had_turn || imported);
+    let mut policy = prepared.policy.clone();
+    if !load {
+        policy.client_session_id = s.acp_session_id.clone();
+    }
+    let pipeline = Pipeline::new(policy)
+        .map_err(|e| format!("policy configuration refused: {e}"))?
+        .with_resolver(canonicalize);
+    let Instance {
+        child,
+        stdin,
+        stdout,
+        stderr,
+        ..
+    } = app
+        .launcher
+        .launch(&prepared.spec)
+        .map_err(|e| format!("launch failed: {e}"))?;
+    let (stop, to_agent, out_rx) = connect(app, &agent, &prepared, id, (stdin, stdout, stderr));
+    let hub = Hub::new(
+        app.clone(),
+        id.to_owned(),
+        pipeline,
+        log,
+        to_agent,
+        started,
+        (s.acp_session_id.clone(), load, s.scope.clone()),
+        prompt,
+    );
+    Ok(Live {
+        hub,
+        child,
+        out_rx,
+        stop,
+        agent_id: agent.id.clone(),
+        conn: id.to_owned(),
+    })
+}
+
+/// F.2: the harness's per-session state slot bound to the session folder's `agent/` (made
+/// 0700, or its file with its initial content).
+fn with_session_slot(app: &AppState, id: &str, prepared: &mut Prepared) -> Result<(), String> {
+    let snapshot = app.snapshot();
+    let (_, d) = resolve::access(&snapshot, &prepared.access, None).map_err(|e| e.to_string())?;
+    let folder = app.sessions.folder(id).display().to_string();
+    let Some(slot) = resolve::session_slot(&folder, d) else {
+        return Ok(());
+    };
+    let p = std::path::Path::new(&slot.path);
+    let made = match slot.kind {
+        SlotKind::Dir => fsutil::create_dir_private(p),
+        SlotKind::File if !p.exists() => fsutil::write_atomic(p, slot.initial.as_bytes(), 0o600),
+        SlotKind::File => Ok(()),
+    };
+    made.map_err(|e| format!("{}: {e}", slot.path))?;
+    prepared.spec.mounts.push(slot.mount);
+    Ok(())
+}
+
+type Stdio = (
+    tokio::process::ChildStdin,
+    tokio::process::ChildStdout,
+    tokio::process::ChildStderr,
+);
+
+/// The sandbox registered as one of its agent's connections (egress events, the live egress
+/// switch, deleting the agent stops it, D.1/F.3), its stdio read and written by tasks.
+fn connect(
+    app: &AppState,
+    agent: &crate::daemon::store::StoredAgent,
+    prepared: &Prepared,
+    id: &str,
+    (stdin, stdout, stderr): Stdio,
+) -> (Arc<Notify>, mpsc::Sender<Vec<u8>>, mpsc::Receiver<AgentOut>) {
+    let sandbox = prepared.spec.name.clone();
+    let required: Vec<_> =
+        handler_contracts::hosts::required_hosts(&app.snapshot(), &prepared.access)
+            .into_iter()
+            .map(|r| r.host)
+            .collect();
+    let allow = live_allow::at_launch(app, agent, &prepared.spec.network, &required);
+    let stop = Arc::new(Notify::new());
+    app.connections
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .entry(agent.id.clone())
+        .or_default()
+        .push(LiveConnection {
+            info: AgentConnection {
+                id: id.to_owned(),
+                sandbox: sandbox.clone(),
+                since: fsutil::now_rfc3339(),
+                terminal: None,
+            },
+            stop: stop.clone(),
+            allow,
+        });
+    app.agents.touch(&agent.id);
+    let max = app.config.max_message_bytes;
+    let (out_tx, out_rx) = mpsc::channel::<AgentOut>(64);
+    tokio::spawn(async move {
+        let mut r = BufReader::with_capacity(256 * 1024, stdout);
+        loop {
+            let item = match read_line(&mut r, max).await {
+                Ok(Some(l)) => AgentOut::Line(l),
+                Ok(None) | Err(false) => AgentOut::Eof,
+                Err(true) => AgentOut::TooBig,
+            };
+            let last = !matches!(item, AgentOut::Line(_));
+            if out_tx.send(item).await.is_err() || last {
+                return;
+            }
+        }
+    });
+    let secrets = prepared.policy.secrets.clone();
+    let (app2, agent_id) = (app.clone(), agent.id.clone());
+    tokio::spawn(async move {
+        read_stderr(
+            stderr,
+            |ev| app2.record_egress(&agent_id, &sandbox, ev),
+            |line| {
+                let l = handler_policy::redact(&line, &secrets);
+                tracing::info!(agent = %agent_id, %sandbox, line = %l, "sandbox stderr");
+            },
+        )
+        .await;
+    });
+    let (in_tx, mut in_rx) = mpsc::channel::<Vec<u8>>(64);
+    tokio::spawn(async move {
+        let mut stdin = stdin;
+        while let Some(mut m) = in_rx.recv().await {
+            m.push(b'\n');
+            if stdin.write_all(&m).await.is_err() || stdin.flush().await.is_err() {
+                return;
+            }
+        }
+    });
+    (stop, in_tx, out_rx)
+}
+
+/// The hub's loop, until its ending; then the end. Gives the inbox back, to be dropped once
+/// the session is out of the registry.
+async fn drive(mut l: Live, mut inbox: mpsc::Receiver<Inbox>) -> mpsc::Receiver<Inbox> {
+    l.hub.begin().await;
+    let idle = l.hub.app.config.session_idle_timeout;
+    let mut tick = tokio::time::interval(
+        (idle / 4).clamp(Duration::from_millis(200), Duration::from_secs(30)),
+    );
+    while l.hub.ending.is_none() {
+        tokio::select! {
+            m = inbox.recv() => match m {
+                Some(m) => handle(&mut l.hub, m).await,
+                None => l.hub.ending = Some(Ending::Stop(StopHow::Explicit, "stopped".into(), None)),
+            },
+            o = l.out_rx.recv() => match o {
+                Some(AgentOut::Line(line)) => {
+                    if !line.iter().all(u8::is_ascii_whitespace) {
+                        l.hub.agent_line(&line).await;
+                    }
+                }
+                Some(AgentOut::TooBig) => {
+                    let max = l.hub.app.config.max_message_bytes;
+                    l.hub.ending = Some(Ending::Error(format!("the agent sent a message over {max} bytes")));
+                }
+                Some(AgentOut::Eof) | None => l.hub.ending = Some(Ending::AgentExit),
+            },
+            _ = l.stop.notified() => {
+                let gone = l.hub.app.agents.agent(&l.agent_id).is_none();
+                l.hub.ending = Some(if gone {
+                    Ending::Stop(StopHow::Deleted, "its agent was deleted".into(), None)
+                } else {
+                    Ending::Stop(StopHow::Explicit, "the daemon is stopping".into(), None)
+                });
+            }
+            _ = tick.tick() => {
+                if l.hub.idle_due() {
+                    l.hub.ending = Some(Ending::Stop(StopHow::Idle, "idle timeout".into(), None));
+                }
+            }
+        }
+    }
+    finish(l).await;
+    inbox
+}
+
+async fn handle(hub: &mut Hub, m: Inbox) {
+    match m {
+        Inbox::Attach { out, close, reply } => {
+            let c = hub.attach(out, close);
+            let _ = reply.send(c);
+        }
+        Inbox::Frame { client, text } => hub.frame(client, text).await,
+        Inbox::Detach { client } => hub.detach(client),
+        Inbox::Stop { how, reason, done } => hub.ending = Some(Ending::Stop(how, reason, done)),
+        Inbox::Cancel => hub.cancel().await,
+    }
+}
+
+/// The end (F.6.3, F.6.4): the sandbox stopped, the log's last events, the clients closed
+/// 4002, the record stopped (failed when the agent exited non-zero unasked, or for an error).
+async fn finish(mut l: Live) {
+    let ending = l.hub.ending.take().unwrap_or(Ending::AgentExit);
+    let exit = match ending {
+        Ending::AgentExit => {
+            match tokio::time::timeout(Duration::from_secs(10), l.child.wait()).await {
+                Ok(Ok(st)) => st.code(),
+                _ => None,
+            }
+        }
+        _ => None,
+    };
+    let app = l.hub.app.clone();
+    let _ = stop_and_sweep(&*app.launcher, &mut l.child, STOP_GRACE).await;
+    let mut done: Option<oneshot::Sender<()>> = None;
+    let (how, detail, error) = match ending {
+        Ending::Stop(how, reason, d) => {
+            done = d;
+            (how, reason, None)
+        }
+        Ending::AgentExit => {
+            let code = exit.map_or_else(|| "signal".to_owned(), |c| c.to_string());
+            let detail = format!("agent exited ({code})");
+            let err = (exit != Some(0)).then(|| detail.clone());
+            (StopHow::Exited, detail, err)
+        }
+        Ending::Error(reason) => (StopHow::Error, reason.clone(), Some(reason)),
+    };
+    l.hub.finish(how, Some(detail.clone()));
+    if *l.hub.started.borrow() == Started::Pending {
+        let _ = l.hub.started.send(Started::Failed(detail.clone()));
+    }
+    app.sessions.update(&l.hub.id, |r| {
+        r.state = if error.is_some() {
+            SessionState::Failed
+        } else {
+            SessionState::Stopped
+        };
+        r.error = error.clone();
+        r.busy = false;
+        r.pending_permissions = 0;
+        r.attached = 0;
+        r.last_activity_at = fsutil::now_rfc3339();
+    });
+    {
+        let mut m = app
+            .connections
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(v) = m.get_mut(&l.agent_id) {
+            v.retain(|c| c.info.id != l.conn);
+            if v.is_empty() {
+                m.remove(&l.agent_id);
+            }
+        }
+    }
+    app.connections_changed.notify_waiters();
+    tracing::info!(session = %l.hub.id, how = ?how, %detail, "session stopped, sandbox gone");
+    if let Some(d) = done {
+        let _ = d.send(());
+    }
+}

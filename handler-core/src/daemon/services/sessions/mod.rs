@@ -1,0 +1,233 @@
+//! Daemon-held sessions (F): conversations that outlive their clients. `mod` holds the
+//! resource's rules (create, list, get, delete, stop, cancel, the daemon's start) and the
+//! registry of live sessions; `live` the hub task that owns a session's agent and its
+//! attachments; `attach` one WebSocket's side; `lifecycle` starting and stopping the agent.
+
+mod attach;
+mod lifecycle;
+mod live;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{LazyLock, Mutex};
+
+use handler_contracts::control::ModelAccess;
+use handler_contracts::session::{
+    Session, SessionEvent, SessionQuery, SessionRequest, SessionState, StopHow, open_turn,
+};
+
+use crate::daemon::fsutil;
+use crate::daemon::launch::prepare::prepare;
+use crate::daemon::problem::{ApiError, ApiResult};
+use crate::daemon::state::AppState;
+use crate::daemon::store::sessions::read_log;
+
+pub use attach::attach;
+pub(crate) use live::{Handle, Inbox};
+
+/// The live sessions, by folder (unique per daemon and session): the hub's inbox and its start.
+static LIVE: LazyLock<Mutex<HashMap<PathBuf, Handle>>> = LazyLock::new(Default::default);
+
+fn live_map() -> std::sync::MutexGuard<'static, HashMap<PathBuf, Handle>> {
+    LIVE.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn live_handle(app: &AppState, id: &str) -> Option<Handle> {
+    live_map().get(&app.sessions.folder(id)).cloned()
+}
+
+/// A new session id: "s_" + 16 hex.
+fn new_session_id() -> String {
+    format!("s_{:016x}", rand::random::<u64>())
+}
+
+fn not_found(id: &str) -> ApiError {
+    ApiError::not_found(format!("session {id:?}"))
+}
+
+/// A session's folder and the scope its agent works in (for F.8, the session's files).
+pub fn folder_of(app: &AppState, id: &str) -> ApiResult<(PathBuf, PathBuf)> {
+    let s = app.sessions.get(id).ok_or_else(|| not_found(id))?;
+    Ok((app.sessions.folder(id), PathBuf::from(s.scope)))
+}
+
+/// POST /v1/sessions: the model checked and the sandbox prepared (400/404/409), then the
+/// folder (0700) and record made before any sandbox, then the agent started; answers once it
+/// runs or its start failed (the record says why).
+pub async fn create(app: &AppState, req: SessionRequest) -> ApiResult<Session> {
+    let agent = app
+        .agents
+        .agent(&req.agent_id)
+        .ok_or_else(|| ApiError::not_found(format!("agent {:?}", req.agent_id)))?;
+    let access = match req.model.clone() {
+        Some(m) => m,
+        None => agent.models.first().cloned().ok_or_else(|| {
+            ApiError::bad_request("model access unusable", "the agent has no model")
+        })?,
+    };
+    let id = new_session_id();
+    let prepared = {
+        let (app, agent, access, id) = (app.clone(), agent.clone(), access.clone(), id.clone());
+        tokio::task::spawn_blocking(move || prepare(&app, &agent, &access, &id))
+            .await
+            .map_err(ApiError::internal)??
+    };
+    let now = fsutil::now_rfc3339();
+    let record = Session {
+        id: id.clone(),
+        agent_id: agent.id.clone(),
+        project_id: agent.project_id.clone(),
+        harness: harness_of(app, &prepared.access),
+        account: prepared.access.account.clone(),
+        provider: prepared.access.provider.clone(),
+        model: prepared.access.model.clone(),
+        scope: prepared.policy.scope.clone(),
+        acp_session_id: req.acp_session_id.clone(),
+        title: None,
+        state: SessionState::Starting,
+        busy: false,
+        pending_permissions: 0,
+        attached: 0,
+        remote: false,
+        can_resume: false,
+        error: None,
+        harness_version: None,
+        origin: req.origin,
+        last_stop_reason: None,
+        answer: None,
+        input: None,
+        output: None,
+        created_at: now.clone(),
+        last_activity_at: now,
+        acp_url: format!("ws://127.0.0.1:{}/v1/sessions/{id}/acp", app.port()),
+        extra: Default::default(),
+    };
+    let mut record = record;
+    if req.acp_session_id.is_some() {
+        record.extra.insert(lifecycle::IMPORTED.into(), true.into());
+    }
+    app.sessions.create(&record).map_err(ApiError::internal)?;
+    let handle = lifecycle::ensure_running(app, &id, Some(prepared), req.prompt)?;
+    let _ = live::wait_started(&handle).await;
+    app.sessions.get(&id).ok_or_else(|| not_found(&id))
+}
+
+/// The harness a model runs (the account's, or the one named with a provider).
+fn harness_of(app: &AppState, access: &ModelAccess) -> String {
+    let snapshot = app.snapshot();
+    crate::daemon::launch::resolve::access(&snapshot, access, None)
+        .map(|(_, d)| d.name.clone())
+        .unwrap_or_else(|_| access.harness.clone().unwrap_or_default())
+}
+
+/// GET /v1/sessions, filtered.
+pub fn list(app: &AppState, q: &SessionQuery) -> Vec<Session> {
+    app.sessions
+        .list()
+        .into_iter()
+        .filter(|s| q.matches(s))
+        .collect()
+}
+
+/// GET /v1/sessions/{id}
+pub fn get(app: &AppState, id: &str) -> ApiResult<Session> {
+    app.sessions.get(id).ok_or_else(|| not_found(id))
+}
+
+/// Stops a live session (`how` logged) and waits until its sandbox is gone.
+async fn stop_live(app: &AppState, id: &str, how: StopHow, reason: &str) {
+    if let Some(h) = live_handle(app, id) {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let stop = Inbox::Stop {
+            how,
+            reason: reason.to_string(),
+            done: Some(tx),
+        };
+        if h.inbox.send(stop).await.is_ok() {
+            let _ = rx.await;
+        }
+    }
+}
+
+/// POST /v1/sessions/{id}/stop: its clients closed 4002, its sandbox stopped; it can be
+/// attached again, which restarts it.
+pub async fn stop(app: &AppState, id: &str) -> ApiResult<Session> {
+    get(app, id)?;
+    stop_live(app, id, StopHow::Explicit, "stopped by a client").await;
+    get(app, id)
+}
+
+/// POST /v1/sessions/{id}/cancel: the turn in progress cancelled (session/cancel to the agent).
+pub async fn cancel(app: &AppState, id: &str) -> ApiResult<Session> {
+    get(app, id)?;
+    if let Some(h) = live_handle(app, id) {
+        let _ = h.inbox.send(Inbox::Cancel).await;
+    }
+    get(app, id)
+}
+
+/// DELETE /v1/sessions/{id}: stopped, then its whole folder removed (F.2).
+pub async fn delete(app: &AppState, id: &str) -> ApiResult<()> {
+    get(app, id)?;
+    stop_live(app, id, StopHow::Deleted, "session deleted").await;
+    app.sessions.delete(id).map_err(ApiError::internal)
+}
+
+/// At the daemon's start (F.6.5): every session that was starting or running is marked stopped
+/// (failed if it never got an ACP session), an open turn logged ended `daemon_restarted`, then
+/// a lifecycle event; their sandboxes died with the old daemon (the sweep removes leftovers).
+pub fn mark_stopped_at_start(app: &AppState) {
+    for s in app.sessions.list() {
+        if !matches!(s.state, SessionState::Starting | SessionState::Running) {
+            continue;
+        }
+        let path = app
+            .sessions
+            .folder(&s.id)
+            .join(crate::daemon::store::sessions::EVENTS);
+        let open = read_log(&path).is_ok_and(|p| open_turn(&p.events));
+        match app.sessions.log(&s.id) {
+            Ok(mut log) => {
+                let now = fsutil::now_rfc3339();
+                if open {
+                    let _ = log.append(
+                        |n| SessionEvent::turn_end(n, &now, "daemon_restarted"),
+                        |l| l,
+                    );
+                }
+                let _ = log.append(
+                    |n| SessionEvent::stopped(n, &now, StopHow::DaemonRestarted, None),
+                    |l| l,
+                );
+            }
+            Err(e) => tracing::warn!(session = %s.id, error = %e, "event log not writable"),
+        }
+        let failed = s.acp_session_id.is_none();
+        app.sessions.update(&s.id, |r| {
+            r.state = if failed {
+                SessionState::Failed
+            } else {
+                SessionState::Stopped
+            };
+            if failed {
+                r.error = Some("the daemon restarted before the session started".into());
+            }
+            r.busy = false;
+            r.pending_permissions = 0;
+            r.attached = 0;
+        });
+        tracing::info!(session = %s.id, "session marked stopped: the daemon restarted");
+    }
+}
+
+/// The model a session was started with, as a ModelAccess.
+fn access_of(s: &Session) -> ModelAccess {
+    ModelAccess {
+        // A provider's model names its harness; an account's is the account's.
+        harness: Some(s.harness.clone()).filter(|h| !h.is_empty() && s.provider.is_some()),
+        account: s.account.clone(),
+        provider: s.provider.clone(),
+        model: s.model.clone(),
+    }
+}
