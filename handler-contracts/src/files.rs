@@ -425,7 +425,7 @@ impl FileContent {
     }
 }
 
-/// A file of the folder (GET /v1/sessions/{id}/files/{path}): what it is now and, when the
+/// A file of the folder (GET /v1/sessions/{id}/file?path=): what it is now and, when the
 /// folder was a repository at the session's start, its version in that commit.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -15,4 +15,5 @@ mod egress_support;
 mod egress_ws;
 mod runtime_settings;
 mod session_files;
+mod session_files_api;
 mod sessions_api;

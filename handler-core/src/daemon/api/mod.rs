@@ -16,4 +16,5 @@ pub mod projects;
 pub mod providers;
 pub mod routes;
 pub mod secrets;
+pub mod session_files;
 pub mod sessions;

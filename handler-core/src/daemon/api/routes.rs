@@ -6,10 +6,10 @@ use axum::http::StatusCode;
 use axum::routing::MethodRouter;
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 
-use super::sessions;
 use super::{accounts, addons, agents, contexts, folders, harnesses, projects, providers, secrets};
 use super::{auth, openapi};
 use super::{builds, images};
+use super::{session_files, sessions};
 use crate::daemon::problem::ApiError;
 use crate::daemon::state::AppState;
 
@@ -84,6 +84,7 @@ pub fn table() -> Vec<Route> {
         builds::routes(),
         images::routes(),
         sessions::routes(),
+        session_files::routes(),
     ]
     .into_iter()
     .flatten()

@@ -4,6 +4,7 @@
 //! attachments; `attach` one WebSocket's side; `lifecycle` starting and stopping the agent.
 
 mod attach;
+pub mod files;
 mod lifecycle;
 mod live;
 
@@ -108,6 +109,7 @@ pub async fn create(app: &AppState, req: SessionRequest) -> ApiResult<Session> {
         record.extra.insert(lifecycle::IMPORTED.into(), true.into());
     }
     app.sessions.create(&record).map_err(ApiError::internal)?;
+    files::record_baseline(app, &id).await;
     let handle = lifecycle::ensure_running(app, &id, Some(prepared), req.prompt)?;
     let _ = live::wait_started(&handle).await;
     app.sessions.get(&id).ok_or_else(|| not_found(&id))
