@@ -70,6 +70,9 @@ pub struct DaemonConfig {
     /// How long a `{ command }` secret reference may run (`HANDLER_SECRET_COMMAND_TIMEOUT`,
     /// seconds; default 10).
     pub secret_command_timeout: std::time::Duration,
+    /// `$HANDLER_BUILD_CA_BUNDLE`: a PEM bundle of extra CA certificates given to image builds
+    /// (the build secret `handler-ca-bundle`, decision 0072); none by default.
+    pub build_ca_bundle: Option<PathBuf>,
 }
 
 fn env_path(var: &str) -> Option<PathBuf> {
@@ -110,6 +113,7 @@ impl DaemonConfig {
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             sandbox_command: vec!["handler-sandbox-podman".to_string()],
             secret_command_timeout: super::secretref::DEFAULT_COMMAND_TIMEOUT,
+            build_ca_bundle: None,
         }
     }
 
@@ -157,6 +161,7 @@ impl DaemonConfig {
         {
             c.toolbox_image = i.trim().to_string();
         }
+        c.build_ca_bundle = env_path("HANDLER_BUILD_CA_BUNDLE");
         if let Some(d) = env_path("HANDLER_ADDONS_DIR") {
             c.addons_dir = d;
         }
