@@ -18,8 +18,8 @@ use test_support::user::{USER, as_user, free_port, is_root};
 fn ready() -> bool {
     let ok = is_root()
         && as_user("podman", &["--version"])
-            .status()
-            .is_ok_and(|s| s.success());
+            .output()
+            .is_ok_and(|o| o.status.success());
     if !ok {
         assert!(
             std::env::var("HANDLER_SKIP_PODMAN_TESTS").as_deref() == Ok("1"),
