@@ -112,7 +112,7 @@ pub fn debian_suite(image: &str) -> Option<String> {
     SUITES
         .iter()
         .find(|s| **s == suite)
-        .map(|s| s.to_string())
+        .map(ToString::to_string)
         .or_else(|| (suite == "latest" || suite == "stable").then(|| PINNED_SUITE.into()))
 }
 
