@@ -127,7 +127,9 @@ impl Drop for Images {
             "--format",
             "{{.Repository}}:{{.Tag}}",
         ]);
-        for n in names.lines() {
+        // podman lists every name of a matching image: the base's own name too, when the
+        // toolbox is a second name of it. Only this run's names are removed.
+        for n in names.lines().filter(|n| n.starts_with(&self.image(""))) {
             let _ = podman(&["rmi", n]);
         }
         for id in self.left() {
