@@ -144,7 +144,8 @@ done
 # 4. The network filter (egress proxy) image.
 build_proxy() {
     [ -x "$bin_dir/handler-egress-proxy" ] || { log "$bin_dir/handler-egress-proxy is missing"; return 1; }
-    as_user env HANDLER_EGRESS_PROXY_BIN="$bin_dir/handler-egress-proxy" "$SANDBOX" image build-proxy >/dev/null
+    # The runtime finds the static proxy beside itself (decision 0071).
+    as_user "$SANDBOX" image build-proxy >/dev/null
 }
 if exists proxy "$PROXY_IMAGE"; then log "$PROXY_IMAGE exists"; else timed "$PROXY_IMAGE" build_proxy; fi
 log "ready: $BASE_IMAGE, $TOOLBOX_IMAGE, $(for n in $HARNESSES; do sed -n 's/^image *= *"\(.*\)"/\1:latest /p' handler-harness/data/harnesses/$n/harness.toml; done)$PROXY_IMAGE"

@@ -66,6 +66,9 @@ enum ImageVerb {
         no_intermediate: bool,
         #[arg(long)]
         no_cache: bool,
+        /// A PEM bundle of extra CAs, given as the build secret `handler-ca-bundle`.
+        #[arg(long)]
+        ca_bundle: Option<String>,
     },
     /// Build the network filter image (the egress proxy, A.3; D.4 target network-filter).
     BuildProxy,
@@ -119,6 +122,7 @@ pub(crate) fn main(kind: Kind, about: &'static str) -> ! {
                 build_args,
                 no_intermediate,
                 no_cache,
+                ca_bundle,
             } => image::build(&image::BuildRequest {
                 context,
                 file,
@@ -126,6 +130,7 @@ pub(crate) fn main(kind: Kind, about: &'static str) -> ! {
                 build_args,
                 no_intermediate,
                 no_cache,
+                ca_bundle,
             }),
             ImageVerb::BuildProxy => {
                 match handler_core::runtime::egress::launch::build_proxy(

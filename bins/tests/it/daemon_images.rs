@@ -199,6 +199,11 @@ fn give(root: &Path) {
 }
 
 async fn start(im: &Images) -> Daemon {
+    start_with(im, &[]).await
+}
+
+/// handlerd as the test user, with `extra` variables too.
+async fn start_with(im: &Images, extra: &[(&'static str, String)]) -> Daemon {
     give(&im.root);
     let port = free_port();
     let root = &im.root;
@@ -218,6 +223,7 @@ async fn start(im: &Images) -> Daemon {
         ),
         ("HANDLER_TOOLBOX_IMAGE", im.image("toolbox")),
     ]);
+    env.extend(extra.iter().cloned());
     let mut cmd = std::process::Command::new("setpriv");
     cmd.args([
         "--reuid",
@@ -594,5 +600,70 @@ async fn a_toolbox_rebuild_where_one_harness_fails_switches_nothing() {
     assert_eq!(
         std::fs::read_to_string(im.root.join("toolbox/Containerfile")).unwrap(),
         "FROM mine\n"
+    );
+}
+
+#[tokio::test]
+async fn the_build_ca_bundle_reaches_a_harness_build_as_a_secret_not_a_layer() {
+    if !ready() {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().await;
+    let im = setup("ca");
+    let pem = test_support::network_filter::test_ca().pem();
+    let marker = pem.lines().nth(1).unwrap().to_string();
+    std::fs::write(im.root.join("build-ca.pem"), &pem).unwrap();
+    // The step fails unless the bundle is there, and prints what it counted (the command line
+    // podman echoes holds the $(…) itself, not the count).
+    im.harness(
+        "imgca",
+        true,
+        &format!(
+            "RUN --mount=type=secret,id=handler-ca-bundle grep -qF '{marker}' /run/secrets/handler-ca-bundle \\\n && echo \"bundle: $(grep -c 'BEGIN CERTIFICATE' /run/secrets/handler-ca-bundle) certificate(s)\"\n"
+        ),
+    );
+    let bundle = im.root.join("build-ca.pem").display().to_string();
+    let d = start_with(&im, &[("HANDLER_BUILD_CA_BUNDLE", bundle.clone())]).await;
+    let id = d.build("imgca").await;
+    let b = d.ended(&id).await;
+    let log = d.log(&id).await;
+    assert_eq!(b["state"], "succeeded", "{b}\n{log}");
+    assert!(log.contains("bundle: 1 certificate(s)"), "{log}");
+    assert!(
+        log.contains(&format!("extra CAs: 1 certificate(s) of {bundle}")),
+        "{log}"
+    );
+    let latest = format!("{}:latest", im.image("imgca"));
+    let (ok, out) = podman(&[
+        "run",
+        "--rm",
+        "--entrypoint",
+        "sh",
+        &latest,
+        "-c",
+        "test ! -e /run/secrets/handler-ca-bundle && ! grep -rqs 'BEGIN CERTIFICATE' /run /etc/ssl",
+    ]);
+    assert!(ok, "the bundle is in the image: {out}");
+    drop(d);
+
+    // Without the setting the same step fails: the bundle came from it, and :latest stays.
+    let first = image_id(&latest).unwrap();
+    let d = start(&im).await;
+    let id = d.build("imgca").await;
+    let b = d.ended(&id).await;
+    assert_eq!(b["state"], "failed", "{b}\n{}", d.log(&id).await);
+    assert_eq!(image_id(&latest), Some(first));
+
+    // A bundle that is no bundle: refused before building, the error naming the setting.
+    drop(d);
+    std::fs::write(im.root.join("build-ca.pem"), "not a certificate\n").unwrap();
+    let d = start_with(&im, &[("HANDLER_BUILD_CA_BUNDLE", bundle.clone())]).await;
+    let id = d.build("imgca").await;
+    let b = d.ended(&id).await;
+    assert_eq!(b["state"], "failed", "{b}");
+    assert_eq!(
+        b["error"],
+        format!("HANDLER_BUILD_CA_BUNDLE {bundle}: no PEM certificate in it"),
+        "{b}"
     );
 }

@@ -8,6 +8,7 @@ mod daemon_login_cli;
 mod daemon_sessions;
 mod egress_podman;
 mod example_relay;
+mod installed_handler;
 mod sandbox_conformance;
 mod sandbox_runtime;
 mod session_files_git;

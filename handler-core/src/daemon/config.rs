@@ -76,6 +76,9 @@ pub struct DaemonConfig {
     pub session_idle_timeout: std::time::Duration,
     /// The most clients attached to one session (`HANDLER_SESSION_MAX_ATTACH`, default 8, F.7).
     pub session_max_attach: usize,
+    /// `$HANDLER_BUILD_CA_BUNDLE`: a PEM bundle of extra CA certificates given to image builds
+    /// (the build secret `handler-ca-bundle`, decision 0072); none by default.
+    pub build_ca_bundle: Option<PathBuf>,
 }
 
 /// `HANDLER_SESSION_IDLE_TIMEOUT` (seconds, at least 1) and `HANDLER_SESSION_MAX_ATTACH`
@@ -145,6 +148,7 @@ impl DaemonConfig {
             secret_command_timeout: super::secretref::DEFAULT_COMMAND_TIMEOUT,
             session_idle_timeout: std::time::Duration::from_secs(1800),
             session_max_attach: 8,
+            build_ca_bundle: None,
         }
     }
 
@@ -192,6 +196,7 @@ impl DaemonConfig {
         {
             c.toolbox_image = i.trim().to_string();
         }
+        c.build_ca_bundle = env_path("HANDLER_BUILD_CA_BUNDLE");
         if let Some(d) = env_path("HANDLER_ADDONS_DIR") {
             c.addons_dir = d;
         }

@@ -47,6 +47,8 @@ pub struct BuildArgs {
     pub build_args: Vec<String>,
     /// Without podman's cache (and pulling the base again).
     pub no_cache: bool,
+    /// A PEM bundle of extra CAs, given to the build as the secret `handler-ca-bundle`.
+    pub ca_bundle: Option<String>,
 }
 
 /// The sandbox executable's image verbs.
@@ -179,6 +181,9 @@ impl ImageVerbs {
         }
         if b.no_cache {
             args.push("--no-cache".into());
+        }
+        if let Some(ca) = &b.ca_bundle {
+            args.extend(["--ca-bundle".into(), ca.clone()]);
         }
         let refs: Vec<&str> = args.iter().map(String::as_str).collect();
         self.streamed(&refs, line, cancel).await

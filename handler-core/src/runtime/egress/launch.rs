@@ -274,11 +274,15 @@ pub fn proxy_binary() -> Result<PathBuf, String> {
             .map_err(|e| e.to_string())?
             .with_file_name("handler-egress-proxy"),
     };
-    let bytes = std::fs::read(&path)
-        .map_err(|e| format!("the egress proxy binary {}: {e}", path.display()))?;
+    let bytes = std::fs::read(&path).map_err(|e| {
+        format!(
+            "the egress proxy binary {}: {e} (.ci/install.sh puts a static one beside handler-sandbox-podman; HANDLER_EGRESS_PROXY_BIN names another)",
+            path.display()
+        )
+    })?;
     if !is_static_elf(&bytes) {
         return Err(format!(
-            "{} is not a static binary; build one with fixtures/egress/build-static-proxy.sh and give it in HANDLER_EGRESS_PROXY_BIN",
+            "{} is not a static binary (the network filter image is FROM scratch): install Handler with .ci/install.sh, or build one with fixtures/egress/build-static-proxy.sh and give it in HANDLER_EGRESS_PROXY_BIN",
             path.display()
         ));
     }

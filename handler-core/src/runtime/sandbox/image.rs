@@ -29,6 +29,27 @@ pub struct BuildRequest {
     pub no_intermediate: bool,
     /// Build without podman's cache.
     pub no_cache: bool,
+    /// A PEM bundle of extra CA certificates, given to the build as the secret
+    /// [`CA_BUNDLE_SECRET`] (`RUN --mount=type=secret,id=handler-ca-bundle`, decision 0072).
+    pub ca_bundle: Option<String>,
+}
+
+/// The build secret id the extra CA bundle is given as (`/run/secrets/handler-ca-bundle`).
+pub const CA_BUNDLE_SECRET: &str = "handler-ca-bundle";
+
+/// `--secret id=handler-ca-bundle,src=PATH` for a readable PEM bundle `path`.
+fn ca_bundle_args(path: &str) -> Result<Vec<String>, String> {
+    let text =
+        fs::read_to_string(path).map_err(|e| format!("image build: --ca-bundle {path}: {e}"))?;
+    if !text.contains("-----BEGIN CERTIFICATE-----") || path.contains(',') {
+        return Err(format!(
+            "image build: --ca-bundle {path}: not a PEM certificate bundle (or a path with a comma)"
+        ));
+    }
+    Ok(vec![
+        "--secret".into(),
+        format!("id={CA_BUNDLE_SECRET},src={path}"),
+    ])
 }
 
 fn fail(msg: impl std::fmt::Display) -> i32 {
@@ -78,6 +99,22 @@ pub fn build(req: &BuildRequest) -> i32 {
     }
     if req.no_cache {
         args.push("--no-cache".into());
+    }
+    if let Some(ca) = &req.ca_bundle {
+        if engine::current() == engine::Kind::Docker {
+            let _ = fs::remove_dir_all(&tmp);
+            return fail(format!(
+                "image build: --ca-bundle {ca}: build secrets need BuildKit, which this Docker \
+                 client lacks (classic builder); add the CAs to the Containerfile instead"
+            ));
+        }
+        match ca_bundle_args(ca) {
+            Ok(a) => args.extend(a),
+            Err(e) => {
+                let _ = fs::remove_dir_all(&tmp);
+                return fail(e);
+            }
+        }
     }
     args.push(req.context.clone());
     let dangling_before =

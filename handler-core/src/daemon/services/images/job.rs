@@ -11,7 +11,7 @@ use handler_contracts::HarnessDescriptor;
 use handler_contracts::control::BuildState;
 use tokio::sync::Notify;
 
-use super::{NETWORK_FILTER, TOOLBOX, check, progress, verbs};
+use super::{NETWORK_FILTER, TOOLBOX, ca, check, progress, verbs};
 use crate::daemon::fsutil;
 use crate::daemon::launch::image_verbs::{BuildArgs, ImageError, ImageVerbs};
 use crate::daemon::state::AppState;
@@ -25,7 +25,7 @@ enum Outcome {
 }
 
 /// Appends a line (ANSI removed) to the build's log, and podman's STEP n/m to its record.
-fn log_line(app: &AppState, id: &str, line: &str) {
+pub(super) fn log_line(app: &AppState, id: &str, line: &str) {
     let clean = progress::clean(line);
     if let Err(e) = app.builds.append_log(id, &format!("{clean}\n")) {
         tracing::warn!(build = id, error = %e, "build log not written");
@@ -200,6 +200,7 @@ async fn build_harness(
         file: None,
         build_args: vec![format!("TOOLBOX_IMAGE={toolbox}")],
         no_cache: true,
+        ca_bundle: ca::for_build(app, id).map_err(Outcome::Failed)?,
     };
     built(app, id, &args, cancel).await
 }
@@ -293,6 +294,10 @@ async fn toolbox(app: &AppState, id: &str, cancel: &Arc<Notify>) -> Outcome {
         file: None,
         build_args: Vec::new(),
         no_cache: true,
+        ca_bundle: match ca::for_build(app, id) {
+            Ok(c) => c,
+            Err(e) => return Outcome::Failed(e),
+        },
     };
     let tb = match built(app, id, &args, cancel).await {
         Ok(t) => t,

@@ -3,6 +3,8 @@
 //! filter (the runtime's `image build-proxy`); their records and logs; the image facts
 //! `GET /v1/harnesses` shows. Every image operation is the sandbox executable's `image` verb.
 
+pub mod base;
+pub mod ca;
 pub mod check;
 pub mod job;
 pub mod progress;

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs Handler into a folder of binaries (decision 0071): handlerd, handler and
+# handler-sandbox-podman (release builds) and, beside them, the *static* handler-egress-proxy the
+# network filter image is made of (`image build-proxy` finds it beside handler-sandbox-podman,
+# which handlerd finds beside itself): an installed handlerd builds its network filter without a
+# source tree or HANDLER_EGRESS_PROXY_BIN.
+#
+# Usage: .ci/install.sh [--built PROXY] DEST
+#   DEST     the folder the binaries go to (made when missing), e.g. ~/.local/bin
+#   --built  skip the builds: take the release binaries from $CARGO_TARGET_DIR/release (default
+#            ./target) and the static proxy PROXY (what fixtures/egress/build-static-proxy.sh
+#            printed); .ci/quickstart builds as the user, then installs as root.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo="$(pwd)"
+proxy=""
+if [ "${1:-}" = --built ]; then proxy="${2:?--built wants the static proxy}"; shift 2; fi
+dest="${1:?usage: .ci/install.sh [--built PROXY] DEST}"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$repo/target}"
+if [ -z "$proxy" ]; then
+    cargo build --release --locked -p handler-bins --bin handlerd --bin handler --bin handler-sandbox-podman >&2
+    proxy="$(sh fixtures/egress/build-static-proxy.sh "$repo")"
+fi
+if file "$proxy" 2>/dev/null | grep -q "dynamically linked"; then
+    echo "install: $proxy is not static (the network filter image is FROM scratch)" >&2
+    exit 1
+fi
+install -d -m 755 "$dest"
+for b in handlerd handler handler-sandbox-podman; do
+    install -m 755 "$CARGO_TARGET_DIR/release/$b" "$dest/$b"
+done
+install -m 755 "$proxy" "$dest/handler-egress-proxy"
+echo "install: $dest: $(cd "$dest" && ls handlerd handler handler-sandbox-podman handler-egress-proxy | tr '\n' ' ')" >&2
