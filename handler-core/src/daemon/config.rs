@@ -79,6 +79,8 @@ pub struct DaemonConfig {
     /// `$HANDLER_BUILD_CA_BUNDLE`: a PEM bundle of extra CA certificates given to image builds
     /// (the build secret `handler-ca-bundle`, decision 0072); none by default.
     pub build_ca_bundle: Option<PathBuf>,
+    /// Why `sandbox_command` is the one it is (`GET /v1/runtime` says it): the setting that chose it.
+    pub runtime_chosen_by: String,
 }
 
 /// `HANDLER_SESSION_IDLE_TIMEOUT` (seconds, at least 1) and `HANDLER_SESSION_MAX_ATTACH`
@@ -149,6 +151,7 @@ impl DaemonConfig {
             session_idle_timeout: std::time::Duration::from_secs(1800),
             session_max_attach: 8,
             build_ca_bundle: None,
+            runtime_chosen_by: "the daemon's configuration".to_string(),
         }
     }
 
@@ -244,8 +247,13 @@ impl DaemonConfig {
                     message: format!("{t:?} is not a number of seconds from 1 to 600"),
                 })?;
         }
-        let exe = runtime_executable(std::env::var("HANDLER_RUNTIME").ok().as_deref())?;
+        let runtime = std::env::var("HANDLER_RUNTIME").ok();
+        let exe = runtime_executable(runtime.as_deref())?;
         c.sandbox_command = vec![exe.to_string()];
+        c.runtime_chosen_by = match runtime.as_deref().map(str::trim) {
+            Some(r) if !r.is_empty() => format!("HANDLER_RUNTIME={r}"),
+            _ => "the default (HANDLER_RUNTIME unset: podman)".to_string(),
+        };
         session_settings(&mut c)?;
         if let Ok(s) = std::env::var("HANDLER_SANDBOX_COMMAND") {
             let argv: Vec<String> = s.split_whitespace().map(String::from).collect();
@@ -256,6 +264,7 @@ impl DaemonConfig {
                 });
             }
             c.sandbox_command = argv;
+            c.runtime_chosen_by = "HANDLER_SANDBOX_COMMAND".to_string();
         } else if let Some(sibling) = std::env::current_exe()
             .ok()
             .and_then(|e| e.parent().map(|d| d.join(exe)))

@@ -119,6 +119,16 @@ async fn a_missing_network_filter_is_built_at_start_and_refuses_filtered_agents_
     assert_eq!(s, 200, "{r}");
     assert_eq!(r["runtime"], "fake 1");
     assert_eq!(r["items"][0]["name"], "storage-driver");
+    // Which runtime runs and why: the daemon's own last item.
+    let last = &r["items"][r["items"].as_array().unwrap().len() - 1];
+    assert_eq!(last["name"], "selected", "{r}");
+    assert!(
+        last["detail"]
+            .as_str()
+            .unwrap()
+            .contains("runtime.sh (chosen by "),
+        "{r}"
+    );
 
     // D.4: automatic updates, weekly by default from the first start; off; a run now.
     let (_, u) = d.get("/v1/image-updates").await;

@@ -207,13 +207,31 @@ pub async fn runtime(app: &AppState) -> ApiResult<handler_contracts::sandbox::Ru
             e.to_string(),
         )
     })?;
-    serde_json::from_value(v).map_err(|e| {
-        ApiError::new(
-            axum::http::StatusCode::BAD_GATEWAY,
-            "runtime check failed",
-            format!("not a RuntimeCheck: {e}"),
-        )
-    })
+    let mut check: handler_contracts::sandbox::RuntimeCheck =
+        serde_json::from_value(v).map_err(|e| {
+            ApiError::new(
+                axum::http::StatusCode::BAD_GATEWAY,
+                "runtime check failed",
+                format!("not a RuntimeCheck: {e}"),
+            )
+        })?;
+    // Which runtime runs, and why (issue 19): the executable and the setting that chose it.
+    check
+        .items
+        .push(handler_contracts::sandbox::RuntimeCheckItem {
+            name: "selected".into(),
+            ok: true,
+            required: false,
+            detail: format!(
+                "{} (chosen by {})",
+                app.config
+                    .sandbox_command
+                    .first()
+                    .map_or("", String::as_str),
+                app.config.runtime_chosen_by
+            ),
+        });
+    Ok(check)
 }
 
 /// At handlerd's start (D.4): the network filter built when it is missing, whatever the
