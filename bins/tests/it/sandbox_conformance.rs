@@ -1644,3 +1644,44 @@ fn cases_per_runtime() {
     }
     assert!(CASES.len() > 10 && skipped.len() < CASES.len() / 2);
 }
+
+/// Docker only (its image mounts are volumes, decision 0081): `sweep` removes an image volume
+/// whose image is gone and keeps one whose image exists. Podman mounts images directly: no
+/// such volumes.
+#[test]
+fn docker_sweep_removes_image_volumes_of_removed_images() {
+    with_env(Runtime::Docker, |e| {
+        let base_id = text(
+            &e.cli(&["image", "inspect", "--format", "{{.Id}}", IMAGE])
+                .stdout,
+        )
+        .trim()
+        .trim_start_matches("sha256:")
+        .to_string();
+        assert!(!base_id.is_empty(), "the test image exists");
+        let gone_id = "0".repeat(64);
+        let (stale, kept) = (name("imgvol-stale"), name("imgvol-kept"));
+        for (vol, id) in [(&stale, gone_id.as_str()), (&kept, base_id.as_str())] {
+            let o = e.cli(&[
+                "volume",
+                "create",
+                "--label",
+                "handler.image-volume=1",
+                "--label",
+                &format!("handler.image-mount.{id}={IMAGE}"),
+                vol,
+            ]);
+            assert!(o.status.success(), "{}", text(&o.stderr));
+        }
+        let o = run(&mut e.bin(&["sweep"]));
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+        let report: Value = serde_json::from_slice(&o.stdout).expect("sweep prints JSON");
+        let removed = report["volumes"].as_array().unwrap();
+        assert!(removed.iter().any(|v| v == stale.as_str()), "{report}");
+        assert!(!removed.iter().any(|v| v == kept.as_str()), "{report}");
+        let exists = |v: &str| e.cli(&["volume", "inspect", v]).status.success();
+        assert!(!exists(&stale), "the stale image volume is gone");
+        assert!(exists(&kept), "a volume of an existing image is kept");
+        let _ = e.cli(&["volume", "rm", &kept]);
+    });
+}

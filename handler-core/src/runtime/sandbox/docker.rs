@@ -134,6 +134,38 @@ fn fill(v: &ImageVolume) -> Result<(), String> {
     Ok(())
 }
 
+/// Image volumes whose image is gone (decision 0081), removed by `sweep`: a harness rebuilt
+/// makes a new volume (the image id is in its name), so the old one would stay forever. A volume
+/// a container still uses is refused by docker and kept; one whose image exists is never touched.
+pub fn remove_stale_image_volumes() -> Result<Vec<String>, PodmanError> {
+    let list = labelled("volume", IMAGE_VOLUME_LABEL)?;
+    let mut removed = Vec::new();
+    for v in list.as_array().into_iter().flatten() {
+        let Some(name) = v["Name"].as_str() else {
+            continue;
+        };
+        let ids: Vec<&str> = v["Labels"]
+            .as_object()
+            .map(|m| {
+                m.keys()
+                    .filter_map(|k| k.strip_prefix(labels::IMAGE_MOUNT_PREFIX))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let gone = !ids.is_empty()
+            && ids
+                .iter()
+                .all(|id| podman::run(&["image", "inspect", "--format", "{{.Id}}", id]).is_err());
+        if gone {
+            match podman::run(&["volume", "rm", name]) {
+                Ok(_) => removed.push(name.to_string()),
+                Err(e) => log(&format!("sweep: image volume {name} kept: {e}")),
+            }
+        }
+    }
+    Ok(removed)
+}
+
 /// `docker export CTR | tar -x -C DIR`.
 fn export_into(ctr: &str, dir: &str) -> Result<(), String> {
     let mut export = podman::command(["export", ctr])

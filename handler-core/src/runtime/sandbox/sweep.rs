@@ -110,7 +110,11 @@ pub fn run() -> i32 {
                 "Name",
                 &["volume", "rm", "-f"],
                 &boot,
-            ),
+            )
+            .and_then(|mut v| {
+                v.extend(docker::remove_stale_image_volumes()?);
+                Ok(v)
+            }),
         )
     } else {
         (
