@@ -1444,6 +1444,12 @@ fn a_containers_conf_that_adds_a_volume_is_refused(e: &Env) {
 /// The sandbox has a process limit: a fork loop stops there (here the launcher's own hard
 /// RLIMIT_NPROC, 400, lowers the default 4096), the sandbox's other processes go on.
 fn a_fork_loop_stops_at_the_process_limit(e: &Env) {
+    // RLIMIT_NPROC counts every process of the user (both runtimes' sandboxes run as it): the
+    // Podman and the Docker case at once would share the 400, so they take turns.
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _turn = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let n = name("pids");
     let scope = e.tempdir("pids");
     // The loop's shell dies when a fork fails; its count survives in the scope.
