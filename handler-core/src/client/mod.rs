@@ -2,6 +2,7 @@
 //! bridge `handler acp` runs for editors — the editor's stdio NDJSON to the agent's WebSocket
 //! (C.1), one message per line each way.
 
+pub mod api;
 pub mod login;
 
 use std::path::{Path, PathBuf};
