@@ -154,7 +154,7 @@ impl Api {
             .header("authorization", format!("Bearer {}", self.discovery.token))
             .header("content-type", "application/json")
             .body(Full::new(bytes::Bytes::from(
-                body.map(|b| b.to_string()).unwrap_or_default(),
+                body.map(ToString::to_string).unwrap_or_default(),
             )))
             .map_err(|e| ApiError::Unreachable {
                 url: url.clone(),
