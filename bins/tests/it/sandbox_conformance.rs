@@ -77,6 +77,26 @@ struct Env {
     home: String,
 }
 
+/// Removes `/tmp/handler-sandbox-test-bin-<pid>` folders whose process no longer runs.
+fn remove_stale_copies() {
+    let Ok(entries) = std::fs::read_dir("/tmp") else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("handler-sandbox-test-bin-"))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
 fn setup(rt: Runtime) -> Result<Env, String> {
     let euid = id_of("-u", "").or_else(|| {
         let o = Command::new("id").arg("-u").output().ok()?;
@@ -91,7 +111,9 @@ fn setup(rt: Runtime) -> Result<Env, String> {
                 "no user {user:?}: run .ci/setup-podman.sh as root first"
             ));
         }
-        // The build folder may not be reachable by the user: a world-readable copy.
+        // The build folder may not be reachable by the user: a world-readable copy (222 MB in
+        // a debug build). Copies left by earlier runs, whose process is gone, are removed first.
+        remove_stale_copies();
         let dir = PathBuf::from(format!(
             "/tmp/handler-sandbox-test-bin-{}",
             std::process::id()
