@@ -5,6 +5,15 @@ import { svelte } from "@sveltejs/vite-plugin-svelte";
 // script (the CSP refuses them), no module preload polyfill (an inline-free build).
 export default defineConfig({
   plugins: [svelte()],
+  // `HANDLERD=http://127.0.0.1:7430 npm run dev`: the dev server sends the API to a handlerd
+  // started with HANDLER_ALLOWED_ORIGINS=http://127.0.0.1:5173 (its Origin check).
+  server: {
+    host: "127.0.0.1",
+    port: 5173,
+    proxy: process.env.HANDLERD
+      ? { "/v1": { target: process.env.HANDLERD, changeOrigin: true, ws: true } }
+      : undefined,
+  },
   build: {
     outDir: "dist",
     emptyOutDir: true,

@@ -12,7 +12,8 @@ fn committed_openapi() -> std::path::PathBuf {
 
 #[test]
 fn the_uis_openapi_json_is_what_the_daemon_describes() {
-    let now = serde_json::to_string_pretty(&handler_core::daemon::openapi::document()).unwrap() + "\n";
+    let now =
+        serde_json::to_string_pretty(&handler_core::daemon::openapi::document()).unwrap() + "\n";
     let path = committed_openapi();
     if std::env::var("INSTA_UPDATE").as_deref() == Ok("always") {
         std::fs::write(&path, &now).unwrap();
@@ -46,7 +47,10 @@ async fn the_app_is_served_without_the_token_with_its_policy() {
     assert_eq!(header(&r, "content-type"), "text/html; charset=utf-8");
     let csp = header(&r, "content-security-policy").to_string();
     assert!(csp.contains("script-src 'self';"), "{csp}");
-    assert!(csp.contains(&format!("connect-src 'self' ws://127.0.0.1:{} ", d.port)), "{csp}");
+    assert!(
+        csp.contains(&format!("connect-src 'self' ws://127.0.0.1:{} ", d.port)),
+        "{csp}"
+    );
     assert!(csp.contains("frame-ancestors 'none'"), "{csp}");
     assert!(!csp.contains("unsafe-inline"), "{csp}");
     assert_eq!(header(&r, "x-content-type-options"), "nosniff");
@@ -62,7 +66,10 @@ async fn the_app_is_served_without_the_token_with_its_policy() {
     assert!(!html.contains("<script>"), "an inline script: {html}");
     let js = get(&d, &script).await;
     assert_eq!(js.status(), 200, "{script}");
-    assert_eq!(header(&js, "content-type"), "text/javascript; charset=utf-8");
+    assert_eq!(
+        header(&js, "content-type"),
+        "text/javascript; charset=utf-8"
+    );
     assert!(header(&js, "cache-control").contains("immutable"));
     assert!(header(&js, "content-security-policy").contains("default-src 'self'"));
 }
@@ -72,7 +79,12 @@ async fn only_the_uis_files_go_without_the_token() {
     let d = TestDaemon::start().await;
     let missing = get(&d, "/assets/nothing-here.js").await;
     assert_eq!(missing.status(), 404);
-    for path in ["/v1/projects", "/openapi.json", "/assets/../v1/projects", "/other"] {
+    for path in [
+        "/v1/projects",
+        "/openapi.json",
+        "/assets/../v1/projects",
+        "/other",
+    ] {
         let r = get(&d, path).await;
         assert!(
             r.status() == 401 || path == "/other" && r.status() == 401,

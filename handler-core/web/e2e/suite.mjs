@@ -61,6 +61,9 @@ try {
 
   await step("the token is taken from the fragment and the CSP refuses an inline script", async () => {
     const res = await page.goto(`${URL_}/#token=${TOKEN}`);
+    await page.getByRole("heading", { name: "Projects" }).waitFor();
+    // HANDLER_UI_DEV=1: against `npm run dev` (no CSP there), while changing the UI.
+    if (process.env.HANDLER_UI_DEV === "1") return;
     const csp = res.headers()["content-security-policy"] ?? "";
     assert.match(csp, /script-src 'self'/);
     assert.match(csp, /frame-ancestors 'none'/);
@@ -81,7 +84,7 @@ try {
   await step("a project from the Locked down preset, with its first agent", async () => {
     await page.getByRole("button", { name: "New project" }).click();
     const form = page.getByRole("form", { name: "New project" });
-    await form.getByLabel("Folder").fill(SCOPE);
+    await form.getByLabel("Folder", { exact: true }).fill(SCOPE);
     await form.getByLabel("Name (default: the folder's)").fill("Web app");
     await form.getByLabel("Locked down").check();
     await shot(page, "projects-new");
@@ -116,15 +119,29 @@ try {
     await box.fill("hello from the browser");
     await box.press("Enter");
     await page.locator(".msg.agent", { hasText: "hello from the browser" }).waitFor();
-    await box.fill("write:README.md=new text from the agent\n");
+    await box.fill("write:README.md=new text from the agent");
     await box.press("Enter");
     const card = page.getByLabel("Tool call Write README.md");
     await card.getByText("completed").waitFor();
     await card.getByText("new text from the agent").first().waitFor();
   });
 
+  await step("agent output is sanitized markdown: raw HTML as text, only safe links", async () => {
+    const box = page.getByLabel(/^Message/);
+    await box.fill('**bold** <img src=x onerror="window.__xss=1"> [bad](javascript:window.__xss=2) [good](https://example.com/)');
+    await box.press("Enter");
+    const msg = page.locator(".msg.agent", { hasText: "bold" }).last();
+    await msg.locator("strong", { hasText: "bold" }).waitFor();
+    assert.equal(await msg.locator("img").count(), 0);
+    assert.match(await msg.innerText(), /<img src=x/);
+    assert.equal(await msg.locator('a[href^="javascript"]').count(), 0);
+    const good = msg.getByRole("link", { name: "good" });
+    assert.equal(await good.getAttribute("rel"), "noopener noreferrer");
+    assert.equal(await page.evaluate(() => window.__xss), undefined);
+  });
+
   await step("the Files pane shows the change and its earlier version", async () => {
-    await page.getByRole("button", { name: "Files" }).click();
+    await page.getByRole("button", { name: /^Files \(/ }).click();
     const pane = page.getByRole("region", { name: "Files" });
     await pane.getByRole("list", { name: "Changed files" }).getByRole("button", { name: "README.md" }).click();
     const diff = pane.getByLabel("Changes of the file");
@@ -189,7 +206,7 @@ try {
   await step("stop, then resume from the project's page with the history", async () => {
     await page.getByRole("button", { name: "Stop session" }).click();
     await page.getByLabel("State").getByText("stopped").waitFor();
-    await page.getByRole("link", { name: "Project" }).click();
+    await page.getByRole("link", { name: "Project", exact: true }).click();
     await page.getByRole("heading", { name: "Past sessions" }).waitFor();
     await page.getByRole("link", { name: "Resume" }).first().click();
     await page.waitForSelector("body[data-session-ready]");

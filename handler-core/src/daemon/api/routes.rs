@@ -6,11 +6,11 @@ use axum::http::StatusCode;
 use axum::routing::MethodRouter;
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 
+use super::ui;
 use super::{accounts, addons, agents, contexts, folders, harnesses, projects, providers, secrets};
 use super::{auth, openapi};
 use super::{builds, images};
 use super::{session_files, sessions};
-use super::ui;
 use crate::daemon::problem::ApiError;
 use crate::daemon::state::AppState;
 

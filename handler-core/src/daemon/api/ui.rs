@@ -19,10 +19,12 @@ use crate::daemon::state::AppState;
 static DIST: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/web/dist");
 
 /// The Content-Security-Policy of every UI answer, for a daemon on `port`: its own origin for
-/// everything, its WebSocket URLs for connections, no inline script or style element, no
+/// everything, its WebSocket URLs for connections (`'self'` does not cover `ws:` everywhere), no inline script or style element, no
 /// plugin, no framing, no `<base>`.
 pub fn content_security_policy(port: u16) -> String {
-    let ws: Vec<String> = ["127.0.0.1", "localhost", "[::1]"]
+    // Chromium refuses an IPv6 literal as a CSP source: the UI is opened on 127.0.0.1 or
+    // localhost (`handler ui`), whose WebSocket URLs these are.
+    let ws: Vec<String> = ["127.0.0.1", "localhost"]
         .iter()
         .map(|h| format!("ws://{h}:{port}"))
         .collect();
@@ -112,7 +114,12 @@ mod tests {
     fn the_policy_allows_the_daemon_only() {
         let p = content_security_policy(7430);
         assert!(p.contains("script-src 'self';"), "{p}");
-        assert!(p.contains("connect-src 'self' ws://127.0.0.1:7430 ws://localhost:7430 ws://[::1]:7430;"), "{p}");
+        assert!(
+            p.contains(
+                "connect-src 'self' ws://127.0.0.1:7430 ws://localhost:7430;"
+            ),
+            "{p}"
+        );
         assert!(p.contains("frame-ancestors 'none'"), "{p}");
         assert!(!p.contains("unsafe"), "{p}");
     }
@@ -125,6 +132,9 @@ mod tests {
             .expect("web/dist/index.html");
         assert!(html.contains("/assets/"), "{html}");
         assert!(!html.contains("<script>"), "no inline script: {html}");
-        assert_eq!(content_type("assets/x.js"), "text/javascript; charset=utf-8");
+        assert_eq!(
+            content_type("assets/x.js"),
+            "text/javascript; charset=utf-8"
+        );
     }
 }

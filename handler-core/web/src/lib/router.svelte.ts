@@ -1,9 +1,12 @@
 // Hash routes (#/projects/<id>…): the fragment never reaches the server, like the token.
 export const route = $state({ path: location.hash.slice(1) || "/" });
 
-window.addEventListener("hashchange", () => {
+/** Reads the route from the address bar again (after `history.replaceState`, which fires no event). */
+export function sync() {
   route.path = location.hash.slice(1) || "/";
-});
+}
+
+window.addEventListener("hashchange", sync);
 
 export function go(path: string) {
   location.hash = path;
