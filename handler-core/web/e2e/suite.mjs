@@ -109,6 +109,7 @@ try {
   });
 
   let firstRenderMs = 0;
+  let reloadRenderMs = 0;
   await step("a session: a prompt, streamed text and a tool call", async () => {
     const t0 = Date.now();
     await page.getByRole("button", { name: "New session" }).click();
@@ -169,8 +170,10 @@ try {
     await box.press("Enter");
     await page.getByRole("group", { name: "Permission request" }).waitFor();
     await shot(page, "session-permission");
+    const r0 = Date.now();
     await page.reload();
     await page.waitForSelector("body[data-session-ready]");
+    reloadRenderMs = Date.now() - r0;
     const prompt = page.getByRole("group", { name: "Permission request" });
     await prompt.getByText("ask: may I run the tests?").waitFor();
     await page.locator(".msg.agent", { hasText: "hello from the browser" }).waitFor();
@@ -214,10 +217,24 @@ try {
     await page.getByLabel("State").getByText("running").waitFor({ timeout: 5000 }).catch(() => {});
   });
 
-  await step("settings: accounts and images", async () => {
+  await step("settings: accounts, images, a secret set and never shown", async () => {
     await page.getByRole("link", { name: "Settings" }).click();
-    await page.getByText("perso").first().waitFor();
+    await page.getByRole("list", { name: "Accounts" }).getByText("perso").waitFor();
     await shot(page, "settings-accounts");
+    await page.getByRole("link", { name: "Images" }).click();
+    await page.getByRole("list", { name: "Images" }).getByText("Fake ACP agent").waitFor();
+    await shot(page, "settings-images");
+    await page.getByRole("link", { name: "Secrets" }).click();
+    const form = page.getByRole("form", { name: "Set a secret" });
+    await form.getByLabel("Path").fill("web/probe");
+    await form.getByLabel("Description").fill("a probe");
+    await form.getByLabel(/^Value/).fill("s3cret-UiValue-9999zzzz");
+    await form.getByRole("button", { name: "Set" }).click();
+    await page.getByRole("list", { name: "Secrets" }).getByText("web/probe").waitFor();
+    assert.ok(!(await page.content()).includes("s3cret-UiValue-9999zzzz"), "the secret's value is shown");
+    const listed = await api("GET", "/v1/secrets");
+    assert.ok(listed.some((x) => x.path === "web/probe") && !JSON.stringify(listed).includes("s3cret-UiValue"));
+    await shot(page, "settings-secrets");
   });
 
   await step("narrow width: the session page still works", async () => {
@@ -242,7 +259,7 @@ try {
   const html = readFileSync(join(dist, "index.html"));
   let bytes = gzipSync(html).length;
   for (const f of readdirSync(join(dist, "assets"))) bytes += gzipSync(readFileSync(join(dist, "assets", f))).length;
-  console.log(JSON.stringify({ passed, bundleGzipBytes: bytes, firstSessionRenderMs: firstRenderMs, consoleErrors: consoleErrors.length }));
+  console.log(JSON.stringify({ passed, bundleGzipBytes: bytes, firstSessionRenderMs: firstRenderMs, reloadSessionRenderMs: reloadRenderMs, consoleErrors: consoleErrors.length }));
 } catch (e) {
   console.error(`FAILED after [${passed.join(", ")}]: ${e?.stack ?? e}`);
   if (SHOTS) await ctx.pages()[0]?.screenshot({ path: join(SHOTS, "failure.png") }).catch(() => {});
