@@ -237,12 +237,17 @@ try {
     await shot(page, "settings-secrets");
   });
 
-  await step("narrow width: the session page still works", async () => {
+  await step("narrow width and the dark scheme: the session page still works", async () => {
     await page.setViewportSize({ width: 390, height: 800 });
     await page.goto(sessionUrl);
     await page.waitForSelector("body[data-session-ready]");
     await page.getByLabel(/^Message/).waitFor();
     await shot(page, "session-narrow");
+    await page.emulateMedia({ colorScheme: "dark" });
+    const bg = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+    assert.notEqual(bg, "rgb(251, 251, 250)", "the dark scheme is not applied");
+    await shot(page, "session-narrow-dark");
+    await page.emulateMedia({ colorScheme: "light" });
     await page.setViewportSize({ width: 1280, height: 860 });
   });
 

@@ -115,9 +115,7 @@ mod tests {
         let p = content_security_policy(7430);
         assert!(p.contains("script-src 'self';"), "{p}");
         assert!(
-            p.contains(
-                "connect-src 'self' ws://127.0.0.1:7430 ws://localhost:7430;"
-            ),
+            p.contains("connect-src 'self' ws://127.0.0.1:7430 ws://localhost:7430;"),
             "{p}"
         );
         assert!(p.contains("frame-ancestors 'none'"), "{p}");
