@@ -22,5 +22,11 @@ export default defineConfig({
     sourcemap: false,
     target: "es2022",
     chunkSizeWarningLimit: 400,
+    rollupOptions: {
+      // zod's comments that Rollup cannot place (harmless: it drops them) would fill the log.
+      onwarn(w, warn) {
+        if (w.code !== "INVALID_ANNOTATION") warn(w);
+      },
+    },
   },
 });
