@@ -268,7 +268,8 @@ try {
   console.log(JSON.stringify({ passed, bundleGzipBytes: bytes, firstSessionRenderMs: firstRenderMs, reloadSessionRenderMs: reloadRenderMs, consoleErrors: consoleErrors.length }));
 } catch (e) {
   console.error(`FAILED after [${passed.join(", ")}]: ${e?.stack ?? e}`);
-  if (SHOTS) await ctx.pages()[0]?.screenshot({ path: join(SHOTS, "failure.png") }).catch(() => {});
+  const failure = join(tmpdir(), `handler-ui-failure-${process.pid}.png`);
+  await ctx.pages()[0]?.screenshot({ path: failure }).then(() => console.error(`the page then: ${failure}`)).catch(() => {});
   exit = 1;
 } finally {
   await ctx.close();
