@@ -252,6 +252,21 @@ try {
     await page.setViewportSize({ width: 1280, height: 860 });
   });
 
+  await step("Duplicate copies an agent's settings into a new agent", async () => {
+    await page.goto(sessionUrl);
+    await page.waitForSelector("body[data-session-ready]");
+    await page.getByRole("link", { name: "Project", exact: true }).click();
+    await page.getByRole("link", { name: "Duplicate" }).click();
+    assert.equal(await page.getByLabel("Name (its goal)").inputValue(), "Dev copy");
+    assert.equal(await page.getByLabel("Permissions").inputValue(), "bypass");
+    await page.getByRole("button", { name: "Save", exact: true }).click();
+    await page.getByText("Dev copy").waitFor();
+    const project = (await api("GET", "/v1/projects"))[0];
+    const copy = project.agents.find((a) => a.name === "Dev copy");
+    assert.equal(copy?.permissions, "bypass");
+    assert.equal(copy?.network, "none");
+  });
+
   await step("the token never appears in a request URL", async () => {
     const all = [...urls, ...wsUrls];
     assert.ok(all.length > 10, `requests seen: ${all.length}`);
