@@ -2,8 +2,10 @@
 //! binary's `main` only parses and calls [`run`].
 
 mod legacy;
+mod ui;
 
 pub use legacy::{AcpArgs, LoginArgs, run_account_login, run_acp, run_render};
+pub use ui::{UiArgs, run_ui};
 
 use clap::{Parser, Subcommand};
 
@@ -31,6 +33,8 @@ pub enum Command {
     /// Accounts: the model subscriptions agents use.
     #[command(subcommand)]
     Account(AccountCommand),
+    /// Open the web UI in the desktop's browser (the token in the URL's fragment).
+    Ui(UiArgs),
 }
 
 /// `handler account …`.
@@ -57,6 +61,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Acp(args) => run_acp(args).await,
         Command::Harness(HarnessCommand::Render { input }) => run_render(&input).map(|()| 0),
         Command::Account(AccountCommand::Login(args)) => run_account_login(args).await,
+        Command::Ui(args) => run_ui(&args),
     }
 }
 

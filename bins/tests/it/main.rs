@@ -12,3 +12,4 @@ mod installed_handler;
 mod sandbox_conformance;
 mod sandbox_runtime;
 mod session_files_git;
+mod web_ui;

@@ -6,6 +6,7 @@ use axum::http::StatusCode;
 use axum::routing::MethodRouter;
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 
+use super::ui;
 use super::{accounts, addons, agents, contexts, folders, harnesses, projects, providers, secrets};
 use super::{auth, openapi};
 use super::{builds, images};
@@ -93,7 +94,7 @@ pub fn table() -> Vec<Route> {
 
 /// The router: every route of the table behind the Host and Origin checks and the token check
 /// (the subprotocol token only on the routes marked `upgrade`), problems for unknown routes and
-/// methods.
+/// methods; the web UI's files (`ui`) behind the Host and Origin checks only.
 pub fn router(state: AppState) -> Router {
     let mut by_path: Vec<(&'static str, MethodRouter<AppState>)> = Vec::new();
     let mut upgrades = std::collections::HashSet::new();
@@ -116,6 +117,7 @@ pub fn router(state: AppState) -> Router {
             (state.clone(), std::sync::Arc::new(upgrades)),
             auth::require_token,
         ))
+        .merge(ui::router())
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::check_host_and_origin,

@@ -1,0 +1,293 @@
+// The web UI's browser suite (issue 17): Debian's chromium through playwright-core against the
+// handlerd that bins/tests/it/web_ui.rs started (HANDLER_URL, HANDLER_TOKEN, HANDLER_SCOPE).
+// Prints one JSON summary line last: {passed: [...], bundleGzipBytes, firstSessionRenderMs}.
+// Screenshots of the main pages go to HANDLER_UI_SCREENSHOTS when set (docs/ui/).
+import { chromium } from "playwright-core";
+import { mkdtempSync, rmSync, readdirSync, readFileSync, mkdirSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { gzipSync } from "node:zlib";
+import assert from "node:assert/strict";
+
+const URL_ = process.env.HANDLER_URL;
+const TOKEN = process.env.HANDLER_TOKEN;
+const SCOPE = process.env.HANDLER_SCOPE;
+const SHOTS = process.env.HANDLER_UI_SCREENSHOTS || "";
+// Generous: CI runs every test at once on 2 cores, and a step may start a sandbox.
+const T = 60_000;
+const passed = [];
+const step = async (name, f) => {
+  const t0 = Date.now();
+  await f();
+  passed.push(name);
+  console.error(`ok ${name} (${Date.now() - t0} ms)`);
+};
+
+const dir = mkdtempSync(join(tmpdir(), "handler-ui-"));
+const ctx = await chromium.launchPersistentContext(dir, {
+  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+  headless: true,
+  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+  viewport: { width: 1280, height: 860 },
+});
+ctx.setDefaultTimeout(T);
+const urls = [];
+ctx.on("request", (r) => urls.push(r.url()));
+const wsUrls = [];
+const consoleErrors = [];
+const watch = (p) => {
+  p.on("websocket", (w) => wsUrls.push(w.url()));
+  p.on("console", (m) => { if (m.type() === "error") consoleErrors.push(m.text()); });
+};
+ctx.on("page", watch);
+const shot = async (page, name) => {
+  if (!SHOTS) return;
+  mkdirSync(SHOTS, { recursive: true });
+  await page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: false });
+};
+const api = async (method, path, body) => {
+  const r = await fetch(`${URL_}${path}`, {
+    method,
+    headers: { Authorization: `Bearer ${TOKEN}`, "Content-Type": "application/json" },
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  return r.status === 204 ? null : r.json();
+};
+
+let exit = 0;
+try {
+  const page = ctx.pages()[0] ?? (await ctx.newPage());
+  watch(page);
+  let sessionUrl = "";
+
+  await step("the token is taken from the fragment and the CSP refuses an inline script", async () => {
+    const res = await page.goto(`${URL_}/#token=${TOKEN}`);
+    await page.getByRole("heading", { name: "Projects" }).waitFor();
+    // HANDLER_UI_DEV=1: against `npm run dev` (no CSP there), while changing the UI.
+    if (process.env.HANDLER_UI_DEV === "1") return;
+    const csp = res.headers()["content-security-policy"] ?? "";
+    assert.match(csp, /script-src 'self'/);
+    assert.match(csp, /frame-ancestors 'none'/);
+    assert.equal(res.headers()["x-content-type-options"], "nosniff");
+    await page.getByRole("heading", { name: "Projects" }).waitFor();
+    assert.ok(!page.url().includes(TOKEN), `the token stays in the address bar: ${page.url()}`);
+    const refused = await page.evaluate(() => new Promise((ok) => {
+      document.addEventListener("securitypolicyviolation", (e) => ok(e.violatedDirective), { once: true });
+      const s = document.createElement("script");
+      s.textContent = "window.__inlineRan = true";
+      document.body.append(s);
+      setTimeout(() => ok(window.__inlineRan ? "ran" : "no event"), 3000);
+    }));
+    assert.match(String(refused), /^script-src/, `inline script: ${refused}`);
+    assert.equal(await page.evaluate(() => window.__inlineRan), undefined);
+  });
+
+  await step("a project from the Locked down preset, with its first agent", async () => {
+    await page.getByRole("button", { name: "New project" }).click();
+    const form = page.getByRole("form", { name: "New project" });
+    await form.getByLabel("Folder", { exact: true }).fill(SCOPE);
+    await form.getByLabel("Name (default: the folder's)").fill("Web app");
+    await form.getByLabel("Locked down").check();
+    await shot(page, "projects-new");
+    await form.getByRole("button", { name: "Create project" }).click();
+    await page.getByRole("heading", { name: "Web app" }).waitFor();
+    await page.getByText("network: none").waitFor();
+    await page.getByText("permissions: ask").waitFor();
+    await shot(page, "project");
+  });
+
+  await step("widening the agent shows the risks and saves once confirmed", async () => {
+    await page.getByRole("link", { name: "Edit" }).click();
+    await page.getByLabel("Permissions").selectOption("bypass");
+    await shot(page, "agent-form");
+    await page.getByRole("button", { name: "Save", exact: true }).click();
+    const risks = page.getByRole("alert", { name: "Risks" });
+    await risks.waitFor();
+    assert.match(await risks.innerText(), /bypass/i);
+    await shot(page, "agent-risks");
+    await risks.getByRole("button", { name: "Confirm and save" }).click();
+    await page.getByText("permissions: bypass").waitFor();
+  });
+
+  let firstRenderMs = 0;
+  let reloadRenderMs = 0;
+  await step("a session: a prompt, streamed text and a tool call", async () => {
+    const t0 = Date.now();
+    await page.getByRole("button", { name: "New session" }).click();
+    await page.waitForSelector("body[data-session-ready]");
+    firstRenderMs = Date.now() - t0;
+    sessionUrl = page.url();
+    const box = page.getByLabel(/^Message/);
+    await box.fill("hello from the browser");
+    await box.press("Enter");
+    await page.locator(".msg.agent", { hasText: "hello from the browser" }).waitFor();
+    await box.fill("write:README.md=new text from the agent");
+    await box.press("Enter");
+    const card = page.getByLabel("Tool call Write README.md");
+    await card.getByText("completed").waitFor();
+    await card.getByText("new text from the agent").first().waitFor();
+  });
+
+  await step("agent output is sanitized markdown: raw HTML as text, only safe links", async () => {
+    const box = page.getByLabel(/^Message/);
+    await box.fill('**bold** <img src=x onerror="window.__xss=1"> [bad](javascript:window.__xss=2) [good](https://example.com/)');
+    await box.press("Enter");
+    const msg = page.locator(".msg.agent", { hasText: "bold" }).last();
+    await msg.locator("strong", { hasText: "bold" }).waitFor();
+    assert.equal(await msg.locator("img").count(), 0);
+    assert.match(await msg.innerText(), /<img src=x/);
+    assert.equal(await msg.locator('a[href^="javascript"]').count(), 0);
+    const good = msg.getByRole("link", { name: "good" });
+    assert.equal(await good.getAttribute("rel"), "noopener noreferrer");
+    assert.equal(await page.evaluate(() => window.__xss), undefined);
+  });
+
+  await step("the Files pane shows the change and its earlier version", async () => {
+    await page.getByRole("button", { name: /^Files \(/ }).click();
+    const pane = page.getByRole("region", { name: "Files" });
+    await pane.getByRole("list", { name: "Changed files" }).getByRole("button", { name: "README.md" }).click();
+    const diff = pane.getByLabel("Changes of the file");
+    await diff.locator(".removed", { hasText: "old text" }).waitFor();
+    await diff.locator(".added", { hasText: "new text from the agent" }).waitFor();
+    await shot(page, "session-files");
+    await pane.getByRole("tab", { name: "All files" }).click();
+    await pane.getByRole("list", { name: "All files" }).getByText("notes.txt").waitFor();
+  });
+
+  await step("@ in the composer names a file of the folder", async () => {
+    const box = page.getByLabel(/^Message/);
+    await box.fill("");
+    await box.pressSequentially("look at @note");
+    const list = page.getByRole("listbox", { name: "Files" });
+    await list.getByRole("option", { name: "notes.txt" }).waitFor();
+    await box.press("Enter");
+    assert.equal(await box.inputValue(), "look at @notes.txt ");
+    await box.fill("");
+  });
+
+  await step("reload while a permission waits: the prompt is there, answered, the turn completes", async () => {
+    const box = page.getByLabel(/^Message/);
+    await box.fill("ask: may I run the tests?");
+    await box.press("Enter");
+    await page.getByRole("group", { name: "Permission request" }).waitFor();
+    await shot(page, "session-permission");
+    const r0 = Date.now();
+    await page.reload();
+    await page.waitForSelector("body[data-session-ready]");
+    reloadRenderMs = Date.now() - r0;
+    const prompt = page.getByRole("group", { name: "Permission request" });
+    await prompt.getByText("ask: may I run the tests?").waitFor();
+    await page.locator(".msg.agent", { hasText: "hello from the browser" }).waitFor();
+    await prompt.getByRole("button", { name: "Allow" }).click();
+    await page.locator(".msg.agent", { hasText: 'answered "yes"' }).waitFor();
+    await page.getByRole("button", { name: "Send" }).and(page.locator(":enabled")).waitFor();
+  });
+
+  await step("two tabs see the same prompt; the first answer wins, the other's is withdrawn", async () => {
+    const second = await ctx.newPage();
+    await second.goto(`${URL_}/#token=${TOKEN}`);
+    await second.getByRole("heading", { name: "Projects" }).waitFor();
+    await second.goto(sessionUrl);
+    await second.waitForSelector("body[data-session-ready]");
+    const box = page.getByLabel(/^Message/);
+    await box.fill("ask: both tabs?");
+    await box.press("Enter");
+    const p1 = page.getByRole("group", { name: "Permission request" });
+    const p2 = second.getByRole("group", { name: "Permission request" });
+    await p1.waitFor();
+    await p2.waitFor();
+    await p2.getByRole("button", { name: "Reject" }).click();
+    await p1.waitFor({ state: "detached" });
+    await page.locator(".msg.agent", { hasText: 'answered "no"' }).waitFor();
+    await second.close();
+  });
+
+  await step("the network panel shows the agent's network", async () => {
+    await page.getByRole("button", { name: "Network" }).click();
+    await page.getByRole("region", { name: "Network" }).getByText("Network none").waitFor();
+  });
+
+  await step("stop, then resume from the project's page with the history", async () => {
+    await page.getByRole("button", { name: "Stop session" }).click();
+    await page.getByLabel("State").getByText("stopped").waitFor();
+    await page.getByRole("link", { name: "Project", exact: true }).click();
+    await page.getByRole("heading", { name: "Past sessions" }).waitFor();
+    await page.getByRole("link", { name: "Resume" }).first().click();
+    await page.waitForSelector("body[data-session-ready]");
+    await page.locator(".msg.agent", { hasText: "hello from the browser" }).waitFor();
+    await page.getByLabel("State").getByText("running").waitFor();
+  });
+
+  await step("settings: accounts, images, a secret set and never shown", async () => {
+    await page.getByRole("link", { name: "Settings" }).click();
+    await page.getByRole("list", { name: "Accounts" }).getByText("perso").waitFor();
+    await shot(page, "settings-accounts");
+    await page.getByRole("link", { name: "Images" }).click();
+    await page.getByRole("list", { name: "Images" }).getByText("Fake ACP agent").waitFor();
+    await shot(page, "settings-images");
+    await page.getByRole("link", { name: "Secrets" }).click();
+    const form = page.getByRole("form", { name: "Set a secret" });
+    await form.getByLabel("Path").fill("web/probe");
+    await form.getByLabel("Description").fill("a probe");
+    await form.getByLabel(/^Value/).fill("s3cret-UiValue-9999zzzz");
+    await form.getByRole("button", { name: "Set" }).click();
+    await page.getByRole("list", { name: "Secrets" }).getByText("web/probe").waitFor();
+    assert.ok(!(await page.content()).includes("s3cret-UiValue-9999zzzz"), "the secret's value is shown");
+    const listed = await api("GET", "/v1/secrets");
+    assert.ok(listed.some((x) => x.path === "web/probe") && !JSON.stringify(listed).includes("s3cret-UiValue"));
+    await shot(page, "settings-secrets");
+  });
+
+  await step("narrow width and the dark scheme: the session page still works", async () => {
+    await page.setViewportSize({ width: 390, height: 800 });
+    await page.goto(sessionUrl);
+    await page.waitForSelector("body[data-session-ready]");
+    await page.getByLabel(/^Message/).waitFor();
+    await shot(page, "session-narrow");
+    await page.emulateMedia({ colorScheme: "dark" });
+    const bg = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+    assert.notEqual(bg, "rgb(251, 251, 250)", "the dark scheme is not applied");
+    await shot(page, "session-narrow-dark");
+    await page.emulateMedia({ colorScheme: "light" });
+    await page.setViewportSize({ width: 1280, height: 860 });
+  });
+
+  await step("Duplicate copies an agent's settings into a new agent", async () => {
+    await page.goto(sessionUrl);
+    await page.waitForSelector("body[data-session-ready]");
+    await page.getByRole("link", { name: "Project", exact: true }).click();
+    await page.getByRole("link", { name: "Duplicate" }).click();
+    assert.equal(await page.getByLabel("Name (its goal)").inputValue(), "Dev copy");
+    assert.equal(await page.getByLabel("Permissions").inputValue(), "bypass");
+    await page.getByRole("button", { name: "Save", exact: true }).click();
+    await page.getByText("Dev copy").waitFor();
+    const project = (await api("GET", "/v1/projects"))[0];
+    const copy = project.agents.find((a) => a.name === "Dev copy");
+    assert.equal(copy?.permissions, "bypass");
+    assert.equal(copy?.network, "none");
+  });
+
+  await step("the token never appears in a request URL", async () => {
+    const all = [...urls, ...wsUrls];
+    assert.ok(all.length > 10, `requests seen: ${all.length}`);
+    // What reaches the server is the URL without its fragment (`#token=…` stays in the browser).
+    const leaked = all.filter((u) => u.split("#")[0].includes(TOKEN));
+    assert.deepEqual(leaked, []);
+  });
+
+  // The first load: index.html and what it loads, gzipped.
+  const dist = new URL("../dist/", import.meta.url).pathname;
+  const html = readFileSync(join(dist, "index.html"));
+  let bytes = gzipSync(html).length;
+  for (const f of readdirSync(join(dist, "assets"))) bytes += gzipSync(readFileSync(join(dist, "assets", f))).length;
+  console.log(JSON.stringify({ passed, bundleGzipBytes: bytes, firstSessionRenderMs: firstRenderMs, reloadSessionRenderMs: reloadRenderMs, consoleErrors: consoleErrors.length }));
+} catch (e) {
+  console.error(`FAILED after [${passed.join(", ")}]: ${e?.stack ?? e}`);
+  const failure = join(tmpdir(), `handler-ui-failure-${process.pid}.png`);
+  await ctx.pages()[0]?.screenshot({ path: failure }).then(() => console.error(`the page then: ${failure}`)).catch(() => {});
+  exit = 1;
+} finally {
+  await ctx.close();
+  rmSync(dir, { recursive: true, force: true });
+}
+process.exit(exit);

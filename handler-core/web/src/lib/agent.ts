@@ -1,0 +1,23 @@
+// An Agent (D.1) back into the AgentRequest (D.8) that keeps it as it is: what PUT takes.
+import type { Agent } from "./api";
+
+export function requestOf(a: Agent): Record<string, unknown> {
+  return {
+    name: a.name ?? "",
+    ...(a.description ? { description: a.description } : {}),
+    ...(a.instructions ? { instructions: a.instructions } : {}),
+    models: a.models.map((m) => ({
+      ...(m.account ? { account: m.account } : { provider: m.provider, harness: m.harness }),
+      ...(m.model ? { model: m.model } : {}),
+    })),
+    network: a.network,
+    ...(a.network === "filtered" && a.egress ? { egress: a.egress } : {}),
+    allow: a.allow ?? [],
+    confinement: a.confinement,
+    permissions: a.permissions,
+    bindings: a.bindings ?? [],
+    knowledge: a.knowledge ?? [],
+    skills: a.skills ?? [],
+    ...(a.display ? { display: a.display } : {}),
+  };
+}
