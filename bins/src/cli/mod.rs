@@ -1,7 +1,12 @@
 //! The `handler` command line: its clap types ([`Cli`]) and one module per group of verbs; the
 //! binary's `main` only parses and calls [`run`].
 
+mod attach;
+pub mod chat;
 mod legacy;
+pub mod resolve;
+pub mod run;
+pub mod session;
 
 pub use legacy::{AcpArgs, LoginArgs, run_account_login, run_acp, run_render};
 
@@ -31,6 +36,13 @@ pub enum Command {
     /// Accounts: the model subscriptions agents use.
     #[command(subcommand)]
     Account(AccountCommand),
+    /// Chat with the folder's agent in this terminal (a session handlerd keeps).
+    Run(run::RunArgs),
+    /// Re-attach to a session, with its history.
+    Attach(session::AttachArgs),
+    /// Sessions: list, show, stop, remove, read their log.
+    #[command(subcommand)]
+    Session(session::SessionCommand),
 }
 
 /// `handler account …`.
@@ -57,6 +69,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Acp(args) => run_acp(args).await,
         Command::Harness(HarnessCommand::Render { input }) => run_render(&input).map(|()| 0),
         Command::Account(AccountCommand::Login(args)) => run_account_login(args).await,
+        Command::Run(args) => run::run_run(args).await,
+        Command::Attach(args) => session::run_attach(args).await,
+        Command::Session(cmd) => session::run_session(cmd).await,
     }
 }
 
