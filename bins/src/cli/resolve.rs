@@ -339,25 +339,34 @@ fn existing(
     existing_with(t, a, (!first).then_some(access))
 }
 
+/// An agent named by its id: what the typed options change in it.
+pub fn for_agent(flags: &AgentFlags, a: &Agent) -> Resolution {
+    let mut options = options_of(a);
+    let before = options.clone();
+    apply(flags, &mut options);
+    let differs = differences(&before, &options);
+    let saved = (!differs.is_empty()).then(|| save_body(a, options));
+    Resolution {
+        target: Target::Existing {
+            agent: Box::new(a.clone()),
+            model: None,
+        },
+        outside_project: None,
+        differs,
+        saved,
+    }
+}
+
 fn existing_with(
     t: &Typed<'_>,
     a: &Agent,
     model: Option<ModelAccess>,
 ) -> Result<Resolution, ResolveError> {
-    let mut options = options_of(a);
-    let before = options.clone();
-    apply(t.flags, &mut options);
-    let differs = differences(&before, &options);
-    let saved = (!differs.is_empty()).then(|| save_body(a, options));
-    Ok(Resolution {
-        target: Target::Existing {
-            agent: Box::new(a.clone()),
-            model,
-        },
-        outside_project: None,
-        differs,
-        saved,
-    })
+    let mut r = for_agent(t.flags, a);
+    if let Target::Existing { model: m, .. } = &mut r.target {
+        *m = model;
+    }
+    Ok(r)
 }
 
 /// The agent's options as an [`AgentOptions`].
