@@ -517,7 +517,11 @@ fn save_body(a: &Agent, options: AgentOptions) -> serde_json::Value {
             description: a.description.clone(),
             instructions: a.instructions.clone(),
             default: false,
-            remote_start: a.extra.get("remoteStart").and_then(|v| v.as_bool()) == Some(true),
+            remote_start: a
+                .extra
+                .get("remoteStart")
+                .and_then(serde_json::Value::as_bool)
+                == Some(true),
             skills: a.skills.clone(),
             confirm_risks: true,
         })

@@ -523,3 +523,57 @@ async fn handler_run_in_a_terminal_answers_with_keys_cancels_detaches_and_reatta
         "stopped"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handler_run_in_a_terminal_asks_before_saving_options_and_before_running_anyway() {
+    let Some(u) = user() else { return };
+    let d = start(u, "ask").await;
+    let p = d.project().await;
+    let dev = p["agents"][0]["id"].as_str().unwrap().to_string();
+    // Options that differ from the agent's: what differs, then the question; no starts nothing.
+    let mut t = Pty::spawn(d.handler(&["run", "--permissions", "ask"]));
+    let at = t.expect(0, "permissions: bypass → ask", &d);
+    t.expect(at, "Save this to the agent? [y/N]", &d);
+    t.send("n\r");
+    t.expect(at, "nothing started", &d);
+    assert_eq!(t.exit_code(), Some(1));
+    assert!(d.get("/v1/sessions").await.as_array().unwrap().is_empty());
+    assert_eq!(
+        d.get(&format!("/v1/agents/{dev}")).await["permissions"],
+        "bypass"
+    );
+    // Yes saves it through PUT, then the session starts.
+    let mut t = Pty::spawn(d.handler(&["run", "--permissions", "ask"]));
+    t.expect(0, "Save this to the agent? [y/N]", &d);
+    t.send("y\r");
+    let at = t.expect(0, "saved to agent Dev", &d);
+    let at = t.expect(at, "Ctrl-C cancels the turn", &d);
+    t.send("\x03");
+    t.expect(at, "detached", &d);
+    assert_eq!(t.exit_code(), Some(0));
+    assert_eq!(
+        d.get(&format!("/v1/agents/{dev}")).await["permissions"],
+        "ask"
+    );
+    // An account of another context with --anyway: the warning, the typed yes, then an ad-hoc
+    // agent of the folder, outside the project.
+    let mut t = Pty::spawn(d.handler(&["run", "perso", "--anyway"]));
+    let at = t.expect(0, "outside project app", &d);
+    t.expect(at, "Type yes to run it anyway:", &d);
+    t.send("yes\r");
+    let at = t.expect(at, "made the ad-hoc agent", &d);
+    let at = t.expect(at, "Ctrl-C cancels the turn", &d);
+    t.send("\x03");
+    t.expect(at, "detached", &d);
+    assert_eq!(t.exit_code(), Some(0));
+    let agents = d.get("/v1/agents").await;
+    let adhoc: Vec<&Value> = agents
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["projectId"].is_null())
+        .collect();
+    assert_eq!(adhoc.len(), 1, "{agents}");
+    assert_eq!(adhoc[0]["scope"], d.scope.as_str());
+    assert_eq!(adhoc[0]["models"][0]["account"], "perso");
+}
