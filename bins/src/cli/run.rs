@@ -247,6 +247,11 @@ pub async fn run_run(args: RunArgs) -> anyhow::Result<i32> {
     }
     let s = api.post("/v1/sessions", &body).await?;
     let id = s["id"].as_str().unwrap_or_default().to_string();
+    if s["state"] == "failed" {
+        let why = s["error"].as_str().unwrap_or("no reason given");
+        eprintln!("handler: session {id} could not start: {why}");
+        return Ok(1);
+    }
     eprintln!(
         "handler: session {id} ({})",
         s["state"].as_str().unwrap_or_default()
