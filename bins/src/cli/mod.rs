@@ -7,6 +7,7 @@ mod legacy;
 pub mod resolve;
 pub mod run;
 pub mod session;
+pub mod terminal;
 
 pub use legacy::{AcpArgs, LoginArgs, run_account_login, run_acp, run_render};
 
@@ -43,6 +44,8 @@ pub enum Command {
     /// Sessions: list, show, stop, remove, read their log.
     #[command(subcommand)]
     Session(session::SessionCommand),
+    /// The harness's own terminal program, in a sandbox of the folder's agent.
+    Terminal(terminal::TerminalArgs),
 }
 
 /// `handler account …`.
@@ -72,6 +75,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Run(args) => run::run_run(args).await,
         Command::Attach(args) => session::run_attach(args).await,
         Command::Session(cmd) => session::run_session(cmd).await,
+        Command::Terminal(args) => terminal::run_terminal(args).await,
     }
 }
 

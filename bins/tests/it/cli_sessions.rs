@@ -167,6 +167,11 @@ async fn start(u: User, tag: &str) -> Daemon {
         &format!("\"{}\"", scope.join(".bin/fake-acp-agent").display()),
         "api.fake.test:443",
     );
+    // Its own terminal program (D.16): the fake agent's terminal mode.
+    let descriptor = format!(
+        "{descriptor}[terminal]\ncommand = [\"{}\", \"--terminal\"]\n[terminal.permissions]\nask = []\nbypass = [\"--yolo\"]\n",
+        scope.join(".bin/fake-acp-agent").display()
+    );
     std::fs::write(home.join("harnesses/fake/harness.toml"), descriptor).unwrap();
     std::fs::write(
         root.join("config/folders.toml"),
@@ -183,6 +188,7 @@ async fn start(u: User, tag: &str) -> Daemon {
             "HANDLER_SANDBOX_COMMAND",
             bin.join("handler-sandbox-podman").display().to_string(),
         ),
+        ("TERM", "xterm-256color".to_string()),
     ]);
     let (child, token) = test_support::handlerd::spawn(
         u.cmd(bin.join("handlerd").to_str().unwrap(), &[], &env),
@@ -202,6 +208,19 @@ async fn start(u: User, tag: &str) -> Daemon {
 }
 
 impl Daemon {
+    /// handlerd stopped (SIGTERM, as its service manager would) and started again on its port.
+    async fn restart(&mut self) {
+        test_support::handlerd::stop(&mut self.child);
+        let bin = self.root.join("bin/handlerd");
+        let (child, token) = test_support::handlerd::spawn(
+            self.user.cmd(bin.to_str().unwrap(), &[], &self.env),
+            &self.root,
+            self.port,
+        )
+        .await;
+        self.child = child;
+        self.token = token;
+    }
     async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
         let mut r = reqwest::Client::new()
             .request(method, format!("http://127.0.0.1:{}{path}", self.port))
@@ -576,4 +595,37 @@ async fn handler_run_in_a_terminal_asks_before_saving_options_and_before_running
     assert_eq!(adhoc.len(), 1, "{agents}");
     assert_eq!(adhoc[0]["scope"], d.scope.as_str());
     assert_eq!(adhoc[0]["models"][0]["account"], "perso");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handler_terminal_runs_the_harness_program_on_this_terminal_past_a_handlerd_restart() {
+    let Some(u) = user() else { return };
+    let mut d = start(u, "term").await;
+    let p = d.project().await;
+    let dev = p["agents"][0]["id"].as_str().unwrap().to_string();
+    let mut t = Pty::spawn(d.handler(&["terminal", "--", "hello"]));
+    // Who it runs as, then the program itself on this terminal (TERM passed on, the mode's flags
+    // and the person's arguments).
+    let at = t.expect(0, "the program runs as fake as account work", &d);
+    let at = t.expect(
+        at,
+        "fake terminal: tty=true TERM=xterm-256color args=--yolo hello",
+        &d,
+    );
+    t.send("ping\r");
+    let at = t.expect(at, "fake terminal got: ping", &d);
+    // One of the agent's connections, with the model it runs with.
+    let conns = d.get(&format!("/v1/agents/{dev}")).await["connections"].clone();
+    assert_eq!(conns.as_array().map(Vec::len), Some(1), "{conns}");
+    assert_eq!(conns[0]["terminal"]["account"], "work", "{conns}");
+    // handlerd restarted underneath: the program does not notice; the new handlerd does not
+    // know it.
+    d.restart().await;
+    t.send("after the restart\r");
+    t.expect(at, "fake terminal got: after the restart", &d);
+    let conns = d.get(&format!("/v1/agents/{dev}")).await["connections"].clone();
+    assert_eq!(conns, json!([]), "{conns}");
+    // Its exit code is handler terminal's.
+    t.send("exit 7\r");
+    assert_eq!(t.exit_code(), Some(7), "{}", t.seen.lock().unwrap());
 }
