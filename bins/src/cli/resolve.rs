@@ -35,7 +35,7 @@ pub struct AgentFlags {
     /// Its starting permission mode: ask, accept-edits or bypass.
     #[arg(long, value_parser = ["ask", "accept-edits", "bypass"])]
     pub permissions: Option<String>,
-    /// Add an allow-list entry (host[:port], *.domain…).
+    /// Add an allow-list entry (HOST:PORT, *.DOMAIN:PORT).
     #[arg(long = "allow", value_name = "ENTRY")]
     pub allow: Vec<String>,
     /// Add a binding (an addon's settings).
@@ -44,6 +44,22 @@ pub struct AgentFlags {
     /// Add a knowledge folder, relative to the knowledge root.
     #[arg(long = "knowledge", value_name = "PATH")]
     pub knowledge: Vec<String>,
+}
+
+/// What the flags that widen an agent give, one line each: typing them is the confirmation
+/// (D.8), so it is said on stderr when they are saved.
+pub fn widening(f: &AgentFlags) -> Vec<&'static str> {
+    let mut out = Vec::new();
+    if f.network.as_deref() == Some("open") {
+        out.push("--network open: its sandboxes reach every host, unfiltered");
+    }
+    if f.log_only {
+        out.push("--log-only: every host is let through, only reported, to learn what it needs");
+    }
+    if f.containers {
+        out.push("--containers: its sandboxes may run containers (nested confinement)");
+    }
+    out
 }
 
 /// What the person typed before the resolution.

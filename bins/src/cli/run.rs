@@ -126,6 +126,11 @@ pub async fn choose(
     {
         return Ok(Err(code));
     }
+    if r.saved.is_some() || matches!(r.target, Target::Create(_)) {
+        for w in super::resolve::widening(flags) {
+            eprintln!("handler: {w}");
+        }
+    }
     settle(api, r, save, interactive).await
 }
 

@@ -317,3 +317,25 @@ fn harness_and_model_choose_among_the_agents_models() {
         .to_string();
     assert!(e.starts_with("--allow"), "{e}");
 }
+
+#[test]
+fn the_flags_that_widen_an_agent_say_what_they_give() {
+    let f = AgentFlags {
+        network: Some("open".into()),
+        containers: true,
+        ..Default::default()
+    };
+    let w = widening(&f);
+    assert_eq!(w.len(), 2);
+    assert!(
+        w[0].starts_with("--network open") && w[1].starts_with("--containers"),
+        "{w:?}"
+    );
+    assert!(
+        widening(&AgentFlags {
+            network: Some("none".into()),
+            ..Default::default()
+        })
+        .is_empty()
+    );
+}
