@@ -1,8 +1,14 @@
 //! The `handler` command line: its clap types ([`Cli`]) and one module per group of verbs; the
 //! binary's `main` only parses and calls [`run`].
 
+mod attach;
+pub mod chat;
 mod legacy;
 mod ui;
+pub mod resolve;
+pub mod run;
+pub mod session;
+pub mod terminal;
 
 pub use legacy::{AcpArgs, LoginArgs, run_account_login, run_acp, run_render};
 pub use ui::{UiArgs, run_ui};
@@ -35,6 +41,15 @@ pub enum Command {
     Account(AccountCommand),
     /// Open the web UI in the desktop's browser (the token in the URL's fragment).
     Ui(UiArgs),
+    /// Chat with the folder's agent in this terminal (a session handlerd keeps).
+    Run(run::RunArgs),
+    /// Re-attach to a session, with its history.
+    Attach(session::AttachArgs),
+    /// Sessions: list, show, stop, remove, read their log.
+    #[command(subcommand)]
+    Session(session::SessionCommand),
+    /// The harness's own terminal program, in a sandbox of the folder's agent.
+    Terminal(terminal::TerminalArgs),
 }
 
 /// `handler account …`.
@@ -62,6 +77,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Harness(HarnessCommand::Render { input }) => run_render(&input).map(|()| 0),
         Command::Account(AccountCommand::Login(args)) => run_account_login(args).await,
         Command::Ui(args) => run_ui(&args),
+        Command::Run(args) => run::run_run(args).await,
+        Command::Attach(args) => session::run_attach(args).await,
+        Command::Session(cmd) => session::run_session(cmd).await,
+        Command::Terminal(args) => terminal::run_terminal(args).await,
     }
 }
 

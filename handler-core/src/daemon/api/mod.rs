@@ -19,3 +19,4 @@ pub mod secrets;
 pub mod session_files;
 pub mod sessions;
 pub mod ui;
+pub mod terminals;

@@ -7,6 +7,7 @@ use axum::routing::MethodRouter;
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 
 use super::ui;
+use super::terminals;
 use super::{accounts, addons, agents, contexts, folders, harnesses, projects, providers, secrets};
 use super::{auth, openapi};
 use super::{builds, images};
@@ -86,6 +87,7 @@ pub fn table() -> Vec<Route> {
         images::routes(),
         sessions::routes(),
         session_files::routes(),
+        terminals::routes(),
     ]
     .into_iter()
     .flatten()

@@ -77,6 +77,20 @@ pub trait Launcher: Send + Sync + std::fmt::Debug {
     ) -> BoxFuture<'a, Result<(), LauncherError>>;
     /// `sweep`: removes what launchers that died left behind.
     fn sweep(&self) -> BoxFuture<'_, Result<String, LauncherError>>;
+    /// Starts a tty `launch` (D.16) out of handlerd's reach: in a session of its own (a
+    /// `systemd-run --user --scope` when `in_unit`), stdout and stderr into `log`; answers the
+    /// launcher process and the argv that attaches to the sandbox.
+    fn launch_terminal(
+        &self,
+        spec: &SandboxSpec,
+        log: std::fs::File,
+        in_unit: bool,
+    ) -> Result<(Child, Vec<String>), LauncherError> {
+        let _ = (spec, log, in_unit);
+        Err(LauncherError::Spec(
+            "this launcher cannot start terminals".into(),
+        ))
+    }
 }
 
 /// The sandbox executable, e.g. `["handler-sandbox-podman"]` (or a wrapper that runs it as
@@ -196,6 +210,45 @@ impl Launcher for ProcessLauncher {
 
     fn sweep(&self) -> BoxFuture<'_, Result<String, LauncherError>> {
         Box::pin(async move { self.run_verb(&["sweep"]).await })
+    }
+
+    fn launch_terminal(
+        &self,
+        spec: &SandboxSpec,
+        log: std::fs::File,
+        in_unit: bool,
+    ) -> Result<(Child, Vec<String>), LauncherError> {
+        let json = serde_json::to_vec(spec).map_err(|e| LauncherError::Spec(e.to_string()))?;
+        let (reader, writer) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+            .map_err(|e| LauncherError::Spec(e.to_string()))?;
+        let mut writer = std::fs::File::from(writer);
+        let wrapper: &[&str] = if in_unit {
+            &["systemd-run", "--user", "--scope", "--quiet", "--"]
+        } else {
+            &["setsid"]
+        };
+        let mut c = Command::new(wrapper[0]);
+        c.args(&wrapper[1..]).args(&self.command).arg("launch");
+        let err = log
+            .try_clone()
+            .map_err(|e| LauncherError::Spec(e.to_string()))?;
+        c.stdin(Stdio::null()).stdout(log).stderr(err);
+        c.fd_mappings(vec![FdMapping {
+            parent_fd: reader,
+            child_fd: 3,
+        }])
+        .map_err(|e| LauncherError::Spec(e.to_string()))?;
+        let child = c.spawn().map_err(|source| LauncherError::Spawn {
+            program: wrapper[0].into(),
+            source,
+        })?;
+        drop(c);
+        std::thread::spawn(move || {
+            let _ = writer.write_all(&json);
+        });
+        let mut attach = self.command.clone();
+        attach.extend(["attach".to_string(), spec.name.clone()]);
+        Ok((child, attach))
     }
 }
 

@@ -23,6 +23,17 @@ pub(crate) fn prepare(
     access: &ModelAccess,
     conn: &str,
 ) -> ApiResult<Prepared> {
+    prepare_with(app, agent, access, conn, None)
+}
+
+/// [`prepare`], for a terminal (D.16) when `terminal` holds the program's arguments.
+pub(crate) fn prepare_with(
+    app: &AppState,
+    agent: &StoredAgent,
+    access: &ModelAccess,
+    conn: &str,
+    terminal: Option<Vec<String>>,
+) -> ApiResult<Prepared> {
     let g = gather(app, agent, access)?;
     let data_dir = app.config.data_dir.display().to_string();
     let input = ResolveInput {
@@ -40,6 +51,7 @@ pub(crate) fn prepare(
         caches: g.caches,
         credential: g.credential,
         display: g.display,
+        terminal,
     };
     resolve(input, &mut OsRandom).map_err(problem)
 }

@@ -114,6 +114,9 @@ pub struct ResolveInput<'a> {
     pub credential: Credential,
     /// The Wayland socket, when the agent has a display (A.6).
     pub display: Option<String>,
+    /// A terminal's (D.16): the person's arguments for the harness's own program; the sandbox
+    /// then runs it on a terminal of its own (`tty`), reached through `attach`.
+    pub terminal: Option<Vec<String>>,
 }
 
 /// Everything a connection needs to start its sandbox and its pipeline.
@@ -547,7 +550,7 @@ pub fn resolve(
         secrets: std::mem::take(&mut secrets.for_render),
         skills,
         mcp_servers: input.addons.mcp_servers.clone(),
-        terminal: None,
+        terminal: input.terminal.clone(),
         permission_mode: c.permissions,
         caches: input.caches.clone(),
     };
@@ -603,11 +606,12 @@ fn compose_and_configure(
         labels,
         addons: input.addons.parts,
     };
-    let spec = compose(launch, &compose_input).map_err(|e| match e {
+    let mut spec = compose(launch, &compose_input).map_err(|e| match e {
         // A binding's variable clashing is the user's configuration, not a fault.
         ComposeError::EnvClash { .. } | ComposeError::AddonTwice(..) => ResolveError::Binding(e),
         _ => ResolveError::Compose(e),
     })?;
+    spec.tty = input.terminal.is_some();
     let mut policy = PolicyConfig::new(input.scope, spec.network.clone());
     policy.secrets = secrets.policy;
     policy.session_defaults = launch.session_defaults.clone().unwrap_or_default();

@@ -140,6 +140,7 @@ impl Case {
             caches: self.caches,
             credential: self.credential,
             display: self.display,
+            terminal: None,
         };
         resolve(input, &mut Counter(7))
     }

@@ -136,6 +136,7 @@ fn prepare(
         data_dir: &data_dir,
         max_message_bytes: app.config.max_message_bytes,
         scope: scope.display().to_string(),
+        terminal: None,
         knowledge: Vec::new(),
         addons: resolve::AddonLaunch::default(),
         skills: Vec::new(),

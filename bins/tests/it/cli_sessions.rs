@@ -1,0 +1,631 @@
+//! The `handler` CLI's sessions against a real handlerd running as the unprivileged test user
+//! and the scripted fake agent in real rootless sandboxes: `handler run` without a terminal (one
+//! turn, its answer printed, exit 0), refused for an account of another context (and `--anyway`
+//! without a terminal), `handler acp` refusing options that differ from the agent and saving
+//! them with `--save` (driven over stdio), `handler session list|show|log|stop|rm`; and through
+//! a pseudo-terminal: the streamed text, a permission answered with a key, Ctrl-C cancelling the
+//! turn and a second detaching, then `handler attach` re-attaching with the replay.
+//! Missing podman or user FAILS, unless HANDLER_SKIP_PODMAN_TESTS=1.
+
+use std::io::{Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use test_support::user::{free_port, id_of};
+
+const IMAGE: &str = "localhost/handler-test-busybox";
+const TOKEN: &str = "fk-CliSessions0Token111aaaa2222bbbb";
+
+struct User {
+    name: Option<String>,
+    uid: u32,
+    gid: u32,
+}
+
+impl User {
+    fn cmd(&self, program: &str, args: &[&str], env: &[(&str, String)]) -> Command {
+        let mut c = match &self.name {
+            Some(u) => {
+                let mut c = Command::new("setpriv");
+                c.args(["--reuid", u, "--regid", u, "--init-groups", "env", "-i"]);
+                c.arg(format!("USER={u}")).arg(format!("LOGNAME={u}"));
+                c.arg("PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin");
+                for (k, v) in env {
+                    c.arg(format!("{k}={v}"));
+                }
+                c.arg(program);
+                c
+            }
+            None => {
+                let mut c = Command::new(program);
+                c.envs(env.iter().map(|(k, v)| (*k, v)));
+                c
+            }
+        };
+        c.args(args);
+        c
+    }
+    fn home(&self) -> String {
+        match &self.name {
+            Some(n) => format!("/home/{n}"),
+            None => std::env::var("HOME").unwrap(),
+        }
+    }
+    fn give(&self, p: &Path) {
+        if self.name.is_none() {
+            return;
+        }
+        let mut todo = vec![p.to_path_buf()];
+        while let Some(e) = todo.pop() {
+            std::os::unix::fs::lchown(&e, Some(self.uid), Some(self.gid)).unwrap();
+            if e.is_dir() && !e.is_symlink() {
+                todo.extend(std::fs::read_dir(&e).unwrap().flatten().map(|x| x.path()));
+            }
+        }
+    }
+}
+
+fn user() -> Option<User> {
+    let o = Command::new("id").arg("-u").output().unwrap();
+    let euid: u32 = String::from_utf8_lossy(&o.stdout).trim().parse().unwrap();
+    let u = if euid == 0 {
+        let name = std::env::var("HANDLER_TEST_USER").unwrap_or_else(|_| "handler-test".into());
+        let Some(uid) = id_of("-u", &name) else {
+            return skip_or_panic(&format!("no user {name}: run .ci/setup-podman.sh"));
+        };
+        User {
+            uid,
+            gid: id_of("-g", &name).unwrap(),
+            name: Some(name),
+        }
+    } else {
+        User {
+            name: None,
+            uid: euid,
+            gid: id_of("-g", "").unwrap_or(euid),
+        }
+    };
+    let ok = u
+        .cmd("podman", &["image", "exists", IMAGE], &[("HOME", u.home())])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        return skip_or_panic(&format!(
+            "podman cannot find {IMAGE}: run .ci/setup-podman.sh"
+        ));
+    }
+    Some(u)
+}
+
+fn skip_or_panic(why: &str) -> Option<User> {
+    if std::env::var("HANDLER_SKIP_PODMAN_TESTS").as_deref() == Ok("1") {
+        eprintln!("skipped (HANDLER_SKIP_PODMAN_TESTS=1): {why}");
+        None
+    } else {
+        panic!("the CLI sessions tests need rootless podman: {why}")
+    }
+}
+
+struct Daemon {
+    child: Child,
+    port: u16,
+    token: String,
+    root: PathBuf,
+    scope: String,
+    env: Vec<(&'static str, String)>,
+    user: User,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        test_support::handlerd::stop(&mut self.child);
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+/// handlerd in `/tmp/hcli-<pid>-<tag>` as the test user, the fake agent in the project folder.
+async fn start(u: User, tag: &str) -> Daemon {
+    let root = PathBuf::from(format!("/tmp/hcli-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let home = root.join("home");
+    let scope = home.join("code/app");
+    let bin = root.join("bin");
+    for d in [
+        &scope.join(".bin"),
+        &bin,
+        &home.join("harnesses/fake"),
+        &root.join("config"),
+    ] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let agent_bin = test_support::static_build::fakes().agent.clone();
+    for (to, src) in [
+        (
+            bin.join("handlerd"),
+            PathBuf::from(env!("CARGO_BIN_EXE_handlerd")),
+        ),
+        (
+            bin.join("handler"),
+            PathBuf::from(env!("CARGO_BIN_EXE_handler")),
+        ),
+        (
+            bin.join("handler-sandbox-podman"),
+            PathBuf::from(env!("CARGO_BIN_EXE_handler-sandbox-podman")),
+        ),
+        (scope.join(".bin/fake-acp-agent"), agent_bin),
+    ] {
+        std::fs::copy(&src, &to).unwrap();
+        std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let descriptor = test_support::descriptor::sandbox_fake(
+        "Fake ACP agent",
+        IMAGE,
+        &format!("\"{}\"", scope.join(".bin/fake-acp-agent").display()),
+        "api.fake.test:443",
+    );
+    // Its own terminal program (D.16): the fake agent's terminal mode.
+    let descriptor = format!(
+        "{descriptor}[terminal]\ncommand = [\"{}\", \"--terminal\"]\n[terminal.permissions]\nask = []\nbypass = [\"--yolo\"]\n",
+        scope.join(".bin/fake-acp-agent").display()
+    );
+    std::fs::write(home.join("harnesses/fake/harness.toml"), descriptor).unwrap();
+    std::fs::write(
+        root.join("config/folders.toml"),
+        format!("roots = [\"{}\"]\n", home.join("code").display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
+    u.give(&root);
+    let port = free_port();
+    let mut env = test_support::handlerd::env(&root, &home.join("harnesses"), port);
+    env.extend([
+        ("HOME", u.home()),
+        (
+            "HANDLER_SANDBOX_COMMAND",
+            bin.join("handler-sandbox-podman").display().to_string(),
+        ),
+        ("TERM", "xterm-256color".to_string()),
+    ]);
+    let (child, token) = test_support::handlerd::spawn(
+        u.cmd(bin.join("handlerd").to_str().unwrap(), &[], &env),
+        &root,
+        port,
+    )
+    .await;
+    Daemon {
+        child,
+        port,
+        token,
+        root,
+        scope: scope.display().to_string(),
+        env,
+        user: u,
+    }
+}
+
+impl Daemon {
+    /// handlerd stopped (SIGTERM, as its service manager would) and started again on its port.
+    async fn restart(&mut self) {
+        test_support::handlerd::stop(&mut self.child);
+        let bin = self.root.join("bin/handlerd");
+        let (child, token) = test_support::handlerd::spawn(
+            self.user.cmd(bin.to_str().unwrap(), &[], &self.env),
+            &self.root,
+            self.port,
+        )
+        .await;
+        self.child = child;
+        self.token = token;
+    }
+    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
+        let mut r = reqwest::Client::new()
+            .request(method, format!("http://127.0.0.1:{}{path}", self.port))
+            .bearer_auth(&self.token);
+        if let Some(b) = body {
+            r = r.json(&b);
+        }
+        let r = r.send().await.unwrap();
+        (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+    }
+    async fn post(&self, path: &str, body: Value) -> Value {
+        let (s, v) = self.call(reqwest::Method::POST, path, Some(body)).await;
+        assert!((200..300).contains(&s), "{path}: {s} {v}");
+        v
+    }
+    async fn get(&self, path: &str) -> Value {
+        self.call(reqwest::Method::GET, path, None).await.1
+    }
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.root.join("handlerd.log")).unwrap_or_default()
+    }
+    /// A context Work, accounts `work` (for it) and `perso` (Personal), and project `app` in the
+    /// scope with its agent Dev on `work` (no network, permissions bypass).
+    async fn project(&self) -> Value {
+        for c in ["Work", "Personal"] {
+            self.post("/v1/contexts", json!({"name": c, "color": "blue"}))
+                .await;
+        }
+        for (name, ctx) in [("work", "Work"), ("perso", "Personal")] {
+            self.post(
+                "/v1/accounts",
+                json!({"name": name, "harness": "fake", "contexts": [ctx], "token": {"value": TOKEN}}),
+            )
+            .await;
+        }
+        self.post(
+            "/v1/projects",
+            json!({"folder": self.scope, "context": "Work", "agent": {"name": "Dev",
+                "models": [{"account": "work"}], "network": "none", "permissions": "bypass",
+                "confirmRisks": true}}),
+        )
+        .await
+    }
+    /// `handler ARGS` in the project folder as the test user.
+    fn handler(&self, args: &[&str]) -> Command {
+        let bin = self.root.join("bin/handler");
+        let env: Vec<(&str, String)> = self.env.clone();
+        let mut c = self.user.cmd(bin.to_str().unwrap(), args, &env);
+        c.current_dir(&self.scope);
+        c
+    }
+    fn output(&self, args: &[&str], stdin: &str) -> Output {
+        let mut c = self.handler(args);
+        let mut child = c
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    }
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handler_run_without_a_terminal_runs_one_turn_and_acp_refuses_or_saves_what_differs() {
+    let Some(u) = user() else { return };
+    let d = start(u, "plain").await;
+    let p = d.project().await;
+    let dev = p["agents"][0]["id"].as_str().unwrap().to_string();
+    // One turn: the answer on stdout, exit 0 on end_turn; a Session with origin cli.
+    let o = d.output(&["run", "--", "hello", "from the cli"], "");
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", text(&o.stderr), d.log());
+    assert_eq!(text(&o.stdout).trim(), "hello from the cli");
+    let sessions = d.get("/v1/sessions").await;
+    let s = &sessions[0];
+    assert_eq!(
+        (s["origin"].as_str(), s["agentId"].as_str()),
+        (Some("cli"), Some(dev.as_str())),
+        "{s}"
+    );
+    let id = s["id"].as_str().unwrap();
+    // An account of another context: refused, saying how to run it anyway; --anyway needs a
+    // terminal to type yes in.
+    let o = d.output(&["run", "perso", "--", "x"], "");
+    assert_eq!(o.status.code(), Some(2));
+    let e = text(&o.stderr);
+    assert!(
+        e.contains("not made for project app's context \"Work\"") && e.contains("--anyway"),
+        "{e}"
+    );
+    let o = d.output(&["run", "perso", "--anyway", "--", "x"], "yes\n");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("no terminal to type yes in"),
+        "{}",
+        text(&o.stderr)
+    );
+    // The sessions' verbs.
+    let o = d.output(&["session", "list", "--json"], "");
+    let list: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(list.as_array().unwrap().len(), 1, "{list}");
+    let o = d.output(&["session", "show", id], "");
+    assert!(
+        text(&o.stdout).contains("origin: cli"),
+        "{}",
+        text(&o.stdout)
+    );
+    let o = d.output(&["session", "log", id], "");
+    let log = text(&o.stdout);
+    assert!(
+        log.contains("hello from the cli") && log.contains("(turn ended: end_turn)"),
+        "{log}: {}",
+        text(&o.stderr)
+    );
+    // handler acp in the folder: an option that differs is refused without --save …
+    let o = d.output(&["acp", "--permissions", "ask"], "");
+    assert_eq!(o.status.code(), Some(2));
+    let e = text(&o.stderr);
+    assert!(
+        e.contains("permissions: bypass → ask") && e.contains("--save"),
+        "{e}"
+    );
+    assert_eq!(
+        d.get(&format!("/v1/agents/{dev}")).await["permissions"],
+        "bypass"
+    );
+    // … and saved with it, then the editor's ACP flows over stdio.
+    let lines = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1, "clientCapabilities": {}}}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": d.scope, "mcpServers": []}}),
+    ];
+    let mut c = d.handler(&["acp", "--permissions", "ask", "--save"]);
+    let mut child = c
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for l in &lines {
+        writeln!(stdin, "{l}").unwrap();
+    }
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut got = Vec::new();
+    while got.len() < 2 {
+        let mut line = String::new();
+        if std::io::BufRead::read_line(&mut out, &mut line).unwrap() == 0 {
+            break;
+        }
+        let v: Value = serde_json::from_str(&line).unwrap();
+        if v.get("id").is_some() {
+            got.push(v);
+        }
+    }
+    drop(stdin);
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_eq!(got.len(), 2, "{got:?}: {err}: {}", d.log());
+    assert_eq!(
+        got[1]["result"]["modes"]["currentModeId"], "default",
+        "{got:?}"
+    );
+    assert!(err.contains("saved to agent Dev"), "{err}");
+    assert_eq!(status.code(), Some(0), "{err}");
+    assert_eq!(
+        d.get(&format!("/v1/agents/{dev}")).await["permissions"],
+        "ask"
+    );
+    // stop, rm.
+    assert_eq!(
+        d.output(&["session", "stop", id], "").status.code(),
+        Some(0)
+    );
+    assert_eq!(
+        d.get(&format!("/v1/sessions/{id}")).await["state"],
+        "stopped"
+    );
+    assert_eq!(d.output(&["session", "rm", id], "").status.code(), Some(0));
+    assert!(d.get("/v1/sessions").await.as_array().unwrap().is_empty());
+}
+
+/// A program on a pseudo-terminal: what it printed so far, keys typed into it.
+struct Pty {
+    master: std::fs::File,
+    seen: Arc<Mutex<String>>,
+    child: Child,
+}
+
+impl Pty {
+    fn spawn(mut c: Command) -> Pty {
+        let size = nix::pty::Winsize {
+            ws_row: 40,
+            ws_col: 120,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        let pty = nix::pty::openpty(Some(&size), None).unwrap();
+        let slave = std::fs::File::from(pty.slave);
+        c.stdin(slave.try_clone().unwrap())
+            .stdout(slave.try_clone().unwrap())
+            .stderr(slave);
+        let child = c.spawn().unwrap();
+        let master = std::fs::File::from(pty.master);
+        let seen = Arc::new(Mutex::new(String::new()));
+        let (mut r, s) = (master.try_clone().unwrap(), seen.clone());
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = r.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                s.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        Pty {
+            master,
+            seen,
+            child,
+        }
+    }
+    /// Waits (60 s at most) until the output after `from` holds `what`; the offset after it.
+    fn expect(&self, from: usize, what: &str, d: &Daemon) -> usize {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let s = self.seen.lock().unwrap().clone();
+            if let Some(i) = s.get(from..).and_then(|t| t.find(what)) {
+                return from + i + what.len();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no {what:?} after {from} in {s:?}: {}",
+                d.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    fn send(&mut self, keys: &str) {
+        self.master.write_all(keys.as_bytes()).unwrap();
+    }
+    fn exit_code(&mut self) -> Option<i32> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return s.code();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "still running: {}",
+                self.seen.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handler_run_in_a_terminal_answers_with_keys_cancels_detaches_and_reattaches() {
+    let Some(u) = user() else { return };
+    let d = start(u, "pty").await;
+    d.project().await;
+    let mut t = Pty::spawn(d.handler(&["run"]));
+    let at = t.expect(0, "Ctrl-C cancels the turn", &d);
+    // A prompt: its text streamed back.
+    t.send("say hi\r");
+    let at = t.expect(at, "say hi", &d);
+    // A permission: asked with a key per option, answered with one.
+    t.send("ask: may I\r");
+    let at = t.expect(at, "[y] Allow  [n] Reject", &d);
+    t.send("y");
+    let at = t.expect(at, "answered \"yes\"", &d);
+    // Ctrl-C while the agent asks: the turn is cancelled.
+    t.send("ask: again\r");
+    let at = t.expect(at, "[y] Allow", &d);
+    t.send("\x03");
+    let at = t.expect(at, "cancelling the turn", &d);
+    let at = t.expect(at, "(turn cancelled)", &d);
+    // Not busy: Ctrl-C detaches; the session goes on.
+    t.send("\x03");
+    let at = t.expect(at, "detached; the session goes on: handler attach ", &d);
+    assert_eq!(t.exit_code(), Some(0));
+    let s = t.seen.lock().unwrap().clone();
+    let id: String = s[at..]
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect();
+    assert_eq!(
+        d.get(&format!("/v1/sessions/{id}")).await["state"],
+        "running",
+        "{s}"
+    );
+    // Re-attached: the history replayed, then the chat goes on.
+    let mut t = Pty::spawn(d.handler(&["attach", &id]));
+    let at = t.expect(0, "answered \"yes\"", &d);
+    t.send("back again\r");
+    let at = t.expect(at, "back again", &d);
+    t.send("/stop\r");
+    t.expect(at, "the session is stopped", &d);
+    assert_eq!(t.exit_code(), Some(0));
+    assert_eq!(
+        d.get(&format!("/v1/sessions/{id}")).await["state"],
+        "stopped"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handler_run_in_a_terminal_asks_before_saving_options_and_before_running_anyway() {
+    let Some(u) = user() else { return };
+    let d = start(u, "ask").await;
+    let p = d.project().await;
+    let dev = p["agents"][0]["id"].as_str().unwrap().to_string();
+    // Options that differ from the agent's: what differs, then the question; no starts nothing.
+    let mut t = Pty::spawn(d.handler(&["run", "--permissions", "ask"]));
+    let at = t.expect(0, "permissions: bypass → ask", &d);
+    t.expect(at, "Save this to the agent? [y/N]", &d);
+    t.send("n\r");
+    t.expect(at, "nothing started", &d);
+    assert_eq!(t.exit_code(), Some(1));
+    assert!(d.get("/v1/sessions").await.as_array().unwrap().is_empty());
+    assert_eq!(
+        d.get(&format!("/v1/agents/{dev}")).await["permissions"],
+        "bypass"
+    );
+    // Yes saves it through PUT, then the session starts.
+    let mut t = Pty::spawn(d.handler(&["run", "--permissions", "ask"]));
+    t.expect(0, "Save this to the agent? [y/N]", &d);
+    t.send("y\r");
+    let at = t.expect(0, "saved to agent Dev", &d);
+    let at = t.expect(at, "Ctrl-C cancels the turn", &d);
+    t.send("\x03");
+    t.expect(at, "detached", &d);
+    assert_eq!(t.exit_code(), Some(0));
+    assert_eq!(
+        d.get(&format!("/v1/agents/{dev}")).await["permissions"],
+        "ask"
+    );
+    // An account of another context with --anyway: the warning, the typed yes, then an ad-hoc
+    // agent of the folder, outside the project.
+    let mut t = Pty::spawn(d.handler(&["run", "perso", "--anyway"]));
+    let at = t.expect(0, "outside project app", &d);
+    t.expect(at, "Type yes to run it anyway:", &d);
+    t.send("yes\r");
+    let at = t.expect(at, "made the ad-hoc agent", &d);
+    let at = t.expect(at, "Ctrl-C cancels the turn", &d);
+    t.send("\x03");
+    t.expect(at, "detached", &d);
+    assert_eq!(t.exit_code(), Some(0));
+    let agents = d.get("/v1/agents").await;
+    let adhoc: Vec<&Value> = agents
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["projectId"].is_null())
+        .collect();
+    assert_eq!(adhoc.len(), 1, "{agents}");
+    assert_eq!(adhoc[0]["scope"], d.scope.as_str());
+    assert_eq!(adhoc[0]["models"][0]["account"], "perso");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handler_terminal_runs_the_harness_program_on_this_terminal_past_a_handlerd_restart() {
+    let Some(u) = user() else { return };
+    let mut d = start(u, "term").await;
+    let p = d.project().await;
+    let dev = p["agents"][0]["id"].as_str().unwrap().to_string();
+    let mut t = Pty::spawn(d.handler(&["terminal", "--", "hello"]));
+    // Who it runs as, then the program itself on this terminal (TERM passed on, the mode's flags
+    // and the person's arguments).
+    let at = t.expect(0, "the program runs as fake as account work", &d);
+    let at = t.expect(
+        at,
+        "fake terminal: tty=true TERM=xterm-256color args=--yolo hello",
+        &d,
+    );
+    t.send("ping\r");
+    let at = t.expect(at, "fake terminal got: ping", &d);
+    // One of the agent's connections, with the model it runs with.
+    let conns = d.get(&format!("/v1/agents/{dev}")).await["connections"].clone();
+    assert_eq!(conns.as_array().map(Vec::len), Some(1), "{conns}");
+    assert_eq!(conns[0]["terminal"]["account"], "work", "{conns}");
+    // handlerd restarted underneath: the program does not notice; the new handlerd does not
+    // know it.
+    d.restart().await;
+    t.send("after the restart\r");
+    t.expect(at, "fake terminal got: after the restart", &d);
+    let conns = d.get(&format!("/v1/agents/{dev}")).await["connections"].clone();
+    assert_eq!(conns, json!([]), "{conns}");
+    // Its exit code is handler terminal's.
+    t.send("exit 7\r");
+    assert_eq!(t.exit_code(), Some(7), "{}", t.seen.lock().unwrap());
+}

@@ -1,0 +1,178 @@
+//! A harness's own terminal program (D.16): `POST /v1/agents/{id}/terminal` renders the launch
+//! with `terminal`, composes it with `tty`, and starts the launcher out of handlerd's reach (a
+//! session of its own, a systemd scope when handlerd runs as a unit, its output into a file);
+//! once the sandbox waits for `attach`, the client gets the sandbox's name and the attach argv.
+//! While handlerd runs, the sandbox is one of the agent's connections (with `terminal`); deleting
+//! the agent stops it; handlerd stopping leaves it running.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use handler_contracts::control::{AgentConnection, ModelAccess, TerminalStart, TerminalStarted};
+use handler_contracts::sandbox::TTY_READY_LINE;
+use tokio::sync::Notify;
+
+use crate::daemon::fsutil;
+use crate::daemon::launch::launcher::stop_and_sweep;
+use crate::daemon::launch::prepare::prepare_with;
+use crate::daemon::problem::{ApiError, ApiResult};
+use crate::daemon::state::{AppState, LiveConnection};
+use crate::daemon::store::new_id;
+
+/// How long the sandbox has to get ready (an image's first start can be slow).
+const READY_TIMEOUT: Duration = Duration::from_secs(180);
+/// How long a stopped launcher has to clean up before it is killed.
+const STOP_GRACE: Duration = Duration::from_secs(20);
+
+/// `term` and `colorterm`: `[A-Za-z0-9._+-]{1,64}` (422 naming the field otherwise).
+fn check_term(field: &str, v: &Option<String>) -> ApiResult<()> {
+    let Some(v) = v else { return Ok(()) };
+    let ok = (1..=64).contains(&v.len())
+        && v.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._+-".contains(&b));
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::unprocessable(
+            "invalid body",
+            format!("{field}: must match [A-Za-z0-9._+-]{{1,64}}"),
+        ))
+    }
+}
+
+/// Starts the agent's terminal; 201's body once the sandbox waits for `attach`.
+pub async fn start(app: &AppState, id: &str, req: TerminalStart) -> ApiResult<TerminalStarted> {
+    check_term("term", &req.term)?;
+    check_term("colorterm", &req.colorterm)?;
+    let agent = app
+        .agents
+        .agent(id)
+        .ok_or_else(|| ApiError::not_found(format!("agent {id:?}")))?;
+    let access: ModelAccess = match req.model.clone() {
+        Some(m) => m,
+        None => agent.models.first().cloned().ok_or_else(|| {
+            ApiError::bad_request("model access unusable", "the agent has no model")
+        })?,
+    };
+    let conn = new_id("c");
+    let mut prepared = prepare_with(app, &agent, &access, &conn, Some(req.args.clone()))?;
+    super::images::require_network_filter(app, &prepared.spec)?;
+    for (k, v) in [("TERM", &req.term), ("COLORTERM", &req.colorterm)] {
+        if let Some(v) = v {
+            prepared.spec.env.insert(k.into(), v.clone());
+        }
+    }
+    let required: Vec<_> =
+        handler_contracts::hosts::required_hosts(&app.snapshot(), &prepared.access)
+            .into_iter()
+            .map(|r| r.host)
+            .collect();
+    let allow = super::live::at_launch(app, &agent, &prepared.spec.network, &required);
+    let dir = app.config.state_dir.join("terminals");
+    fsutil::create_dir_private(&dir).map_err(ApiError::internal)?;
+    let log_path = dir.join(format!("{conn}.log"));
+    let log = std::fs::File::create(&log_path).map_err(ApiError::internal)?;
+    let in_unit = std::env::var_os("INVOCATION_ID").is_some();
+    let (mut child, attach) = app
+        .launcher
+        .launch_terminal(&prepared.spec, log, in_unit)
+        .map_err(|e| ApiError::conflict("the terminal cannot start", e.to_string()))?;
+    if let Err(why) = ready(&mut child, &log_path).await {
+        let _ = stop_and_sweep(&*app.launcher, &mut child, STOP_GRACE).await;
+        return Err(ApiError::conflict("the terminal cannot start", why));
+    }
+    let sandbox = prepared.spec.name.clone();
+    let stop = Arc::new(Notify::new());
+    register(app, id, &conn, &sandbox, &access, stop.clone(), allow);
+    tokio::spawn(watch(app.clone(), id.to_string(), conn, child, stop));
+    Ok(TerminalStarted { sandbox, attach })
+}
+
+/// Waits for the launcher's ready line in its log; the log's end when it exits first.
+async fn ready(child: &mut tokio::process::Child, log: &std::path::Path) -> Result<(), String> {
+    let deadline = tokio::time::Instant::now() + READY_TIMEOUT;
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if text.lines().any(|l| l.trim() == TTY_READY_LINE) {
+            return Ok(());
+        }
+        if let Ok(Some(st)) = child.try_wait() {
+            let tail: Vec<&str> = text.lines().rev().take(5).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            return Err(format!(
+                "its sandbox exited ({st}) before it was ready: {}",
+                tail.join(" / ")
+            ));
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Err("its sandbox was not ready in time".into());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn register(
+    app: &AppState,
+    agent: &str,
+    conn: &str,
+    sandbox: &str,
+    access: &ModelAccess,
+    stop: Arc<Notify>,
+    allow: Option<crate::daemon::state::LiveAllow>,
+) {
+    let mut m = app
+        .connections
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    m.entry(agent.to_string())
+        .or_default()
+        .push(LiveConnection {
+            info: AgentConnection {
+                id: conn.to_string(),
+                sandbox: sandbox.to_string(),
+                since: fsutil::now_rfc3339(),
+                terminal: Some(access.clone()),
+            },
+            stop,
+            allow,
+        });
+    drop(m);
+    app.agents.touch(agent);
+    tracing::info!(agent = %agent, connection = %conn, %sandbox, "terminal started");
+}
+
+/// Until the program ends: then the connection is forgotten. A stop asked because the agent was
+/// deleted stops the sandbox; one asked because handlerd stops leaves it running (D.16).
+async fn watch(
+    app: AppState,
+    agent: String,
+    conn: String,
+    mut child: tokio::process::Child,
+    stop: Arc<Notify>,
+) {
+    tokio::select! {
+        st = child.wait() => {
+            tracing::info!(agent = %agent, connection = %conn, status = ?st.ok(), "terminal ended");
+        }
+        () = stop.notified() => {
+            if app.agents.agent(&agent).is_none() {
+                let exit = stop_and_sweep(&*app.launcher, &mut child, STOP_GRACE).await;
+                tracing::info!(agent = %agent, connection = %conn, exit = ?exit, "terminal stopped: its agent was deleted");
+            } else {
+                tracing::info!(agent = %agent, connection = %conn, "handlerd stops: the terminal goes on");
+            }
+        }
+    }
+    let mut m = app
+        .connections
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(v) = m.get_mut(&agent) {
+        v.retain(|c| c.info.id != conn);
+        if v.is_empty() {
+            m.remove(&agent);
+        }
+    }
+    drop(m);
+    app.connections_changed.notify_waiters();
+}
