@@ -498,3 +498,41 @@ pub fn follow(f: &FollowFacts) -> Follow {
     }
     Follow::To(host.clone())
 }
+
+/// The engine argv (after the program) of the bring-back's helper container: `image` run once,
+/// removed after, no network, read-only root, every capability dropped, as the sandbox's user,
+/// with the session's git directory and the host's objects both read-only at the sandbox's
+/// paths; the bundle comes out on its stdout ([`bundle_argv`]). Refused as the sandbox would be
+/// (a rootful Docker without the opt-in).
+pub fn helper_run_args(
+    engine: crate::plan::Engine<'_>,
+    ids: (u32, u32),
+    image: &str,
+    session_git: &str,
+    host_objects: &str,
+    known: &[String],
+) -> Result<Vec<String>, crate::SpecError> {
+    let mut a: Vec<String> = [
+        "run",
+        "--rm",
+        "--pull=never",
+        "--network=none",
+        "--read-only",
+        "--cap-drop=all",
+        "--security-opt=no-new-privileges",
+        "--label=handler.git-bundle=1",
+    ]
+    .map(String::from)
+    .to_vec();
+    a.extend(crate::plan::engine::user_args_of(engine, ids)?);
+    a.extend(crate::plan::engine::no_entrypoint(engine).map(String::from));
+    for (source, target) in [(session_git, SANDBOX_GIT_DIR), (host_objects, HOST_OBJECTS)] {
+        a.push("--mount".into());
+        a.push(format!(
+            "type=bind,source={source},destination={target},ro=true"
+        ));
+    }
+    a.push(image.into());
+    a.extend(bundle_argv(known));
+    Ok(a)
+}

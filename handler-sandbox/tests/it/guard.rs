@@ -254,3 +254,47 @@ fn follow_only_where_the_sandbox_holds_nothing_unfetched() {
     assert_eq!(guard::follow(&no_host), Follow::Nothing);
     insta::assert_debug_snapshot!((guard::follow(&unfetched), guard::follow(&diverged)));
 }
+
+#[test]
+fn the_helper_container_reads_both_folders_read_only_with_no_network_as_the_host_user() {
+    use handler_sandbox::plan::{DockerFacts, Engine};
+    let known = vec![C1.to_string()];
+    let a = guard::helper_run_args(
+        Engine::Podman,
+        (1000, 1000),
+        "localhost/toolbox:latest",
+        "/data/sessions/s1/git",
+        "/home/alice/proj/.git/objects",
+        &known,
+    )
+    .unwrap();
+    insta::assert_debug_snapshot!(a);
+    let rootful = DockerFacts {
+        rootless: false,
+        allow_rootful: false,
+        oci_runtime: None,
+        filter_image_id: None,
+    };
+    assert!(
+        guard::helper_run_args(Engine::Docker(&rootful), (1000, 1000), "i", "/g", "/o", &[])
+            .is_err()
+    );
+    let rootless = DockerFacts {
+        rootless: true,
+        ..rootful
+    };
+    let d = guard::helper_run_args(
+        Engine::Docker(&rootless),
+        (1000, 1000),
+        "i",
+        "/g",
+        "/o",
+        &[],
+    )
+    .unwrap()
+    .join(" ");
+    assert!(
+        d.contains("--user 0:0") && d.contains("--entrypoint  --mount") && d.contains(" i git "),
+        "{d}"
+    );
+}
