@@ -527,6 +527,12 @@ pub fn helper_run_args(
     a.extend(crate::plan::engine::user_args_of(engine, ids)?);
     a.extend(crate::plan::engine::no_entrypoint(engine).map(String::from));
     for (source, target) in [(session_git, SANDBOX_GIT_DIR), (host_objects, HOST_OBJECTS)] {
+        if !source.starts_with('/') || source.contains(',') || source.contains('\n') {
+            return Err(crate::SpecError::invalid(
+                "git-bundle",
+                format!("{source:?} is not an absolute path a mount option can carry"),
+            ));
+        }
         a.push("--mount".into());
         a.push(format!(
             "type=bind,source={source},destination={target},ro=true"

@@ -77,6 +77,21 @@ pub trait Launcher: Send + Sync + std::fmt::Debug {
     ) -> BoxFuture<'a, Result<(), LauncherError>>;
     /// `sweep`: removes what launchers that died left behind.
     fn sweep(&self) -> BoxFuture<'_, Result<String, LauncherError>>;
+    /// `git-bundle <args>` (issue 14): the bundle's bytes (its exit codes 3 nothing new, 4 no git
+    /// in the image come back as [`LauncherError::Verb`]).
+    fn git_bundle<'a>(
+        &'a self,
+        args: &'a [String],
+    ) -> BoxFuture<'a, Result<Vec<u8>, LauncherError>> {
+        let _ = args;
+        Box::pin(async {
+            Err(LauncherError::Verb {
+                verb: "git-bundle".into(),
+                code: None,
+                stderr: "this launcher has no git-bundle verb".into(),
+            })
+        })
+    }
 }
 
 /// The sandbox executable, e.g. `["handler-sandbox-podman"]` (or a wrapper that runs it as
@@ -95,6 +110,12 @@ impl ProcessLauncher {
     }
 
     async fn run_verb(&self, args: &[&str]) -> Result<String, LauncherError> {
+        self.run_verb_bytes(args)
+            .await
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+    }
+
+    async fn run_verb_bytes(&self, args: &[&str]) -> Result<Vec<u8>, LauncherError> {
         let mut c = self.command(args[0]);
         c.args(&args[1..]).stdin(Stdio::null()).kill_on_drop(true);
         let out = tokio::time::timeout(Duration::from_secs(90), c.output())
@@ -109,7 +130,7 @@ impl ProcessLauncher {
                 source,
             })?;
         if out.status.success() {
-            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+            Ok(out.stdout)
         } else {
             Err(LauncherError::Verb {
                 verb: args[0].into(),
@@ -196,6 +217,17 @@ impl Launcher for ProcessLauncher {
 
     fn sweep(&self) -> BoxFuture<'_, Result<String, LauncherError>> {
         Box::pin(async move { self.run_verb(&["sweep"]).await })
+    }
+
+    fn git_bundle<'a>(
+        &'a self,
+        args: &'a [String],
+    ) -> BoxFuture<'a, Result<Vec<u8>, LauncherError>> {
+        Box::pin(async move {
+            let mut v = vec!["git-bundle"];
+            v.extend(args.iter().map(String::as_str));
+            self.run_verb_bytes(&v).await
+        })
     }
 }
 
