@@ -3,6 +3,7 @@
 
 mod cli_harness_render;
 mod daemon_acp_sandbox;
+mod daemon_git_guard;
 mod daemon_images;
 mod daemon_login_cli;
 mod daemon_sessions;
