@@ -392,3 +392,211 @@ async fn a_planted_link_in_the_host_git_directory_refuses_the_start_naming_it() 
     );
     assert!(link.is_symlink(), "nothing is removed");
 }
+
+/// A repository of `files` files and `commits` commits in `dir` (git fast-import, then checked
+/// out), owned by the caller.
+fn big_repo(dir: &Path, files: usize, commits: usize) {
+    use std::io::Write;
+    std::fs::create_dir_all(dir).unwrap();
+    let git = |args: &[&str]| {
+        let o = Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    git(&["init", "-q", "-b", "main"]);
+    let mut s = String::new();
+    for c in 0..commits {
+        s.push_str(&format!(
+            "commit refs/heads/main\ncommitter B <b@e> {} +0000\ndata 3\nc{:02}\n",
+            1_700_000_000 + c,
+            c % 100
+        ));
+        if c == 0 {
+            for f in 0..files {
+                let body = format!("file {f}\n");
+                s.push_str(&format!(
+                    "M 644 inline d{:03}/f{f:05}.txt\ndata {}\n{body}\n",
+                    f % 100,
+                    body.len()
+                ));
+            }
+        } else {
+            let f = c % files;
+            let body = format!("file {f} changed in {c}\n");
+            s.push_str(&format!(
+                "M 644 inline d{:03}/f{f:05}.txt\ndata {}\n{body}\n",
+                f % 100,
+                body.len()
+            ));
+        }
+    }
+    let mut child = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["fast-import", "--quiet"])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(s.as_bytes()).unwrap();
+    assert!(child.wait().unwrap().success());
+    git(&["reset", "-q", "--hard", "main"]);
+}
+
+fn median(v: &mut [Duration]) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+/// The start cost the guard adds, and the bring-back's time, on a repository of 10 000 files
+/// and 1 000 commits: `handler-sandbox-podman launch` of `true` on the scope alone (decision
+/// 0031's read-only git) against the guard's preparation plus the launch with its mounts,
+/// alternated, medians; then one commit in the sandbox and its bring-back. A benchmark:
+/// `cargo test -p handler-bins --test it -- --ignored daemon_git_guard::bench` (bench/git-guard.sh).
+#[test]
+#[ignore = "a benchmark (bench/git-guard.sh)"]
+fn bench_guarded_start_and_bring_back() {
+    use handler_core::daemon::launch::gitguard;
+    let Some(u) = user() else { return };
+    let rounds: usize = std::env::var("HANDLER_BENCH_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(7);
+    let root = PathBuf::from(format!("/tmp/hgg-bench-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let scope = root.join("repo");
+    let t = Instant::now();
+    big_repo(&scope, 10_000, 1_000);
+    eprintln!("repository made in {:?}", t.elapsed());
+    Command::new("chmod")
+        .args(["-R", "a+rX"])
+        .arg(&root)
+        .status()
+        .unwrap();
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_handler-sandbox-podman"));
+    let launch = |name: &str, mounts: Value, argv: Value| -> Duration {
+        let spec = json!({
+            "apiVersion": "handler.sandbox/v1", "name": name, "image": IMAGE,
+            "argv": argv, "env": {}, "workdir": scope,
+            "user": {"mode": "host-user", "home": "/home/agent"}, "mounts": mounts, "files": [],
+            "writablePaths": [], "network": {"mode": "none"}, "injections": []
+        });
+        let file = root.join(format!("{name}.json"));
+        std::fs::write(&file, spec.to_string()).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let t = Instant::now();
+        let o = u
+            .cmd(
+                "sh",
+                &[
+                    "-c",
+                    "exec \"$0\" launch 3<\"$1\"",
+                    exe.to_str().unwrap(),
+                    file.to_str().unwrap(),
+                ],
+                &[],
+            )
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        t.elapsed()
+    };
+    let scope_mount = json!({"source": scope, "target": scope, "readOnly": false, "kind": "scope"});
+    let (mut plain, mut guarded, mut prep) = (Vec::new(), Vec::new(), Vec::new());
+    let mut last = None;
+    for r in 0..rounds {
+        plain.push(launch(
+            &format!("hgg-bench-p{r}-{}", std::process::id()),
+            json!([scope_mount]),
+            json!(["true"]),
+        ));
+        let dir = root.join(format!("guard{r}"));
+        let t = Instant::now();
+        let mut mounts = vec![serde_json::from_value(scope_mount.clone()).unwrap()];
+        let g = gitguard::guard_scope(&scope, &dir, &mut mounts)
+            .unwrap()
+            .unwrap();
+        let p = t.elapsed();
+        u.give(&dir);
+        let m = serde_json::to_value(&mounts).unwrap();
+        let l = launch(
+            &format!("hgg-bench-g{r}-{}", std::process::id()),
+            m,
+            json!(["true"]),
+        );
+        prep.push(p);
+        guarded.push(p + l);
+        last = Some((g, mounts));
+    }
+    let (pl, gu, pr) = (median(&mut plain), median(&mut guarded), median(&mut prep));
+    eprintln!(
+        "BENCH start: unguarded {pl:?}, guarded {gu:?} (of which the guard's preparation {pr:?}), ratio {:.2}x",
+        gu.as_secs_f64() / pl.as_secs_f64()
+    );
+    // One commit in the sandbox, then its bring-back.
+    let (g, mounts) = last.unwrap();
+    let m = serde_json::to_value(&mounts).unwrap();
+    launch(
+        &format!("hgg-bench-c-{}", std::process::id()),
+        m,
+        json!([
+            "git",
+            "-c",
+            "safe.directory=*",
+            "-c",
+            "user.name=B",
+            "-c",
+            "user.email=b@e",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "bench"
+        ]),
+    );
+    let mut cmd: Vec<String> = match &u.name {
+        Some(n) => vec![
+            "setpriv".into(),
+            "--reuid".into(),
+            n.clone(),
+            "--regid".into(),
+            n.clone(),
+            "--init-groups".into(),
+            "env".into(),
+            "-i".into(),
+            "PATH=/usr/local/bin:/usr/bin:/bin".into(),
+            format!("HOME={}", u.home()),
+        ],
+        None => Vec::new(),
+    };
+    cmd.push(exe.display().to_string());
+    let launcher = handler_core::daemon::launch::launcher::ProcessLauncher { command: cmd };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let t = Instant::now();
+    let b = rt
+        .block_on(gitguard::bring_back(&launcher, &g, "bench", IMAGE))
+        .unwrap();
+    eprintln!(
+        "BENCH bring-back of one commit: {:?} ({:?})",
+        t.elapsed(),
+        b.lines
+    );
+    assert!(
+        b.lines
+            .iter()
+            .any(|l| l.starts_with("main: fast-forwarded")),
+        "{b:?}"
+    );
+    let _ = std::fs::remove_dir_all(&root);
+}
