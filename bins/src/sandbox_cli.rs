@@ -48,6 +48,22 @@ enum Verb {
         #[arg(long = "not")]
         known: Vec<String>,
     },
+    /// The git guard's follow: move BRANCH of a session's git directory from FROM to TO (a host
+    /// commit) and read its index, in helper containers of IMAGE (exit 4: no git in IMAGE).
+    GitFollow {
+        #[arg(long)]
+        image: String,
+        #[arg(long)]
+        git_dir: String,
+        #[arg(long)]
+        objects: String,
+        #[arg(long)]
+        branch: String,
+        #[arg(long)]
+        from: String,
+        #[arg(long)]
+        to: String,
+    },
     /// A launcher's watchdog (started by `launch`): removes what it made if it dies.
     #[command(hide = true)]
     Watchdog {
@@ -127,6 +143,21 @@ pub(crate) fn main(kind: Kind, about: &'static str) -> ! {
         Verb::SetAllow { name, entries } => egress_verbs::set_allow(&name, &entries),
         Verb::Sweep => sweep::run(),
         Verb::Check => check::run(),
+        Verb::GitFollow {
+            image,
+            git_dir,
+            objects,
+            branch,
+            from,
+            to,
+        } => git_bundle::follow(&git_bundle::FollowRequest {
+            image,
+            git_dir,
+            objects,
+            branch,
+            from,
+            to,
+        }),
         Verb::GitBundle {
             image,
             git_dir,

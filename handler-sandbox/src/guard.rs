@@ -512,6 +512,36 @@ pub fn helper_run_args(
     host_objects: &str,
     known: &[String],
 ) -> Result<Vec<String>, crate::SpecError> {
+    let h = Helper {
+        image,
+        session_git,
+        host_objects,
+        git_dir_writable: false,
+    };
+    helper_args(engine, ids, &h, bundle_argv(known))
+}
+
+/// A helper container on a session's git directory (bring-back, follow).
+#[derive(Debug, Clone, Copy)]
+pub struct Helper<'a> {
+    /// The sandbox's image.
+    pub image: &'a str,
+    /// The session's git directory on the host.
+    pub session_git: &'a str,
+    /// The host repository's `objects/`.
+    pub host_objects: &'a str,
+    /// Whether the session's git directory is writable in it (follow moves a ref).
+    pub git_dir_writable: bool,
+}
+
+/// The engine argv of a helper container running `argv` (see [`helper_run_args`]); the host's
+/// objects are always read-only.
+pub fn helper_args(
+    engine: crate::plan::Engine<'_>,
+    ids: (u32, u32),
+    h: &Helper<'_>,
+    argv: Vec<String>,
+) -> Result<Vec<String>, crate::SpecError> {
     let mut a: Vec<String> = [
         "run",
         "--rm",
@@ -526,7 +556,10 @@ pub fn helper_run_args(
     .to_vec();
     a.extend(crate::plan::engine::user_args_of(engine, ids)?);
     a.extend(crate::plan::engine::no_entrypoint(engine).map(String::from));
-    for (source, target) in [(session_git, SANDBOX_GIT_DIR), (host_objects, HOST_OBJECTS)] {
+    for (source, target, ro) in [
+        (h.session_git, SANDBOX_GIT_DIR, !h.git_dir_writable),
+        (h.host_objects, HOST_OBJECTS, true),
+    ] {
         if !source.starts_with('/') || source.contains(',') || source.contains('\n') {
             return Err(crate::SpecError::invalid(
                 "git-bundle",
@@ -535,10 +568,30 @@ pub fn helper_run_args(
         }
         a.push("--mount".into());
         a.push(format!(
-            "type=bind,source={source},destination={target},ro=true"
+            "type=bind,source={source},destination={target},ro={ro}"
         ));
     }
-    a.push(image.into());
-    a.extend(bundle_argv(known));
+    a.push(h.image.into());
+    a.extend(argv);
     Ok(a)
+}
+
+/// Follow's two git commands in a helper container on the session's git directory (writable):
+/// move `branch` from `from` to `to` (compare-and-swap), then read the index from `to` (what
+/// `reset -q` does to the index; the tree is the host's and already holds `to`'s files).
+pub fn follow_argvs(branch: &str, from: &str, to: &str) -> Result<[Vec<String>; 2], GuardError> {
+    check_ref_name("branch", branch)?;
+    check_oid(from)?;
+    check_oid(to)?;
+    let git = |rest: &[&str]| {
+        let mut a = vec!["git".to_string()];
+        a.extend(HOST_GIT_SAFETY.iter().map(|s| (*s).to_string()));
+        a.extend(["--git-dir", SANDBOX_GIT_DIR].map(String::from));
+        a.extend(rest.iter().map(|s| (*s).to_string()));
+        a
+    };
+    Ok([
+        git(&["update-ref", &format!("refs/heads/{branch}"), to, from]),
+        git(&["read-tree", to]),
+    ])
 }

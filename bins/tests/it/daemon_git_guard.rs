@@ -372,6 +372,54 @@ async fn a_hostile_agent_leaves_the_host_repository_untouched_and_its_commits_co
             .unwrap()
             .contains("fsmonitor")
     );
+
+    // Follow: a host commit between turns reaches the sandbox before its next turn.
+    d.git(&[
+        "commit",
+        "-q",
+        "--allow-empty",
+        "-m",
+        "the host between turns",
+    ]);
+    let host_main = d.git(&["rev-parse", "main"]);
+    let sid = v["acpSessionId"].as_str().unwrap().to_string();
+    let protocols = vec!["acp.v1".to_string(), format!("bearer.{}", d.token)];
+    let url = format!("ws://127.0.0.1:{}/v1/sessions/{id}/acp", d.port);
+    let mut c = test_support::acp::open(&url, &protocols, None)
+        .await
+        .unwrap();
+    c.request(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    )
+    .await;
+    let r = c
+        .request(
+            "session/load",
+            json!({"sessionId": sid, "cwd": d.scope, "mcpServers": []}),
+        )
+        .await;
+    assert!(r["result"].is_object(), "{r}");
+    let prompt = format!("sh: cd {} && git log -1 --format=%H", d.scope.display());
+    let r = c
+        .request(
+            "session/prompt",
+            json!({"sessionId": sid, "prompt": [{"type": "text", "text": prompt}]}),
+        )
+        .await;
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    let events = d.events(&id);
+    assert!(
+        events.contains(&format!("exit 0\\n{host_main}")),
+        "the sandbox is not at the host's {host_main}: {events}\n{}",
+        d.guard_log(&id)
+    );
+    assert!(
+        d.guard_log(&id)
+            .contains("follow: the sandbox's main moved to the host's"),
+        "{}",
+        d.guard_log(&id)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -148,7 +148,7 @@ fn a_bundle_header_gives_prerequisites_and_branches_checked() {
     );
     for bad in [
         format!("# v2 git bundle\n{C2} refs/heads/../../config\n\n"),
-        format!("# v2 git bundle\nnothex refs/heads/main\n\n"),
+        "# v2 git bundle\nnothex refs/heads/main\n\n".to_string(),
         "PACK".to_string(),
         "# v9 git bundle\n\n".to_string(),
     ] {
@@ -297,4 +297,23 @@ fn the_helper_container_reads_both_folders_read_only_with_no_network_as_the_host
         d.contains("--user 0:0") && d.contains("--entrypoint  --mount") && d.contains(" i git "),
         "{d}"
     );
+}
+
+#[test]
+fn follow_moves_the_branch_by_compare_and_swap_then_reads_the_index() {
+    let [a, b] = guard::follow_argvs("main", C1, C2).unwrap();
+    assert_eq!(
+        a[7..],
+        [
+            "--git-dir",
+            "/opt/handler/git",
+            "update-ref",
+            "refs/heads/main",
+            C2,
+            C1
+        ]
+    );
+    assert_eq!(b[7..], ["--git-dir", "/opt/handler/git", "read-tree", C2]);
+    assert!(guard::follow_argvs("../x", C1, C2).is_err());
+    assert!(guard::follow_argvs("main", "HEAD", C2).is_err());
 }

@@ -77,6 +77,17 @@ pub trait Launcher: Send + Sync + std::fmt::Debug {
     ) -> BoxFuture<'a, Result<(), LauncherError>>;
     /// `sweep`: removes what launchers that died left behind.
     fn sweep(&self) -> BoxFuture<'_, Result<String, LauncherError>>;
+    /// `git-follow <args>` (issue 14, item 3).
+    fn git_follow<'a>(&'a self, args: &'a [String]) -> BoxFuture<'a, Result<(), LauncherError>> {
+        let _ = args;
+        Box::pin(async {
+            Err(LauncherError::Verb {
+                verb: "git-follow".into(),
+                code: None,
+                stderr: "this launcher has no git-follow verb".into(),
+            })
+        })
+    }
     /// `git-bundle <args>` (issue 14): the bundle's bytes (its exit codes 3 nothing new, 4 no git
     /// in the image come back as [`LauncherError::Verb`]).
     fn git_bundle<'a>(
@@ -227,6 +238,14 @@ impl Launcher for ProcessLauncher {
             let mut v = vec!["git-bundle"];
             v.extend(args.iter().map(String::as_str));
             self.run_verb_bytes(&v).await
+        })
+    }
+
+    fn git_follow<'a>(&'a self, args: &'a [String]) -> BoxFuture<'a, Result<(), LauncherError>> {
+        Box::pin(async move {
+            let mut v = vec!["git-follow"];
+            v.extend(args.iter().map(String::as_str));
+            self.run_verb(&v).await.map(|_| ())
         })
     }
 }

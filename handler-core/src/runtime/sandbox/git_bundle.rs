@@ -29,32 +29,36 @@ pub struct BundleRequest {
     pub known: Vec<String>,
 }
 
-/// Runs the helper container; its exit code as described above.
-pub fn run(req: &BundleRequest) -> i32 {
-    let kind = engine::current();
-    let facts;
-    let eng = match kind {
-        engine::Kind::Podman => Engine::Podman,
-        engine::Kind::Docker => {
-            facts = DockerFacts {
-                rootless: match docker::daemon_rootless() {
-                    Ok(r) => r,
-                    Err(e) => return fail(&e.to_string()),
-                },
-                allow_rootful: docker::rootful_allowed(),
-                oci_runtime: None,
-                filter_image_id: None,
-            };
-            Engine::Docker(&facts)
-        }
-    };
-    let ids = (
+/// The engine's facts for a helper container (Docker: rootless or opted in).
+fn docker_facts() -> Result<Option<DockerFacts>, String> {
+    match engine::current() {
+        engine::Kind::Podman => Ok(None),
+        engine::Kind::Docker => Ok(Some(DockerFacts {
+            rootless: docker::daemon_rootless().map_err(|e| e.to_string())?,
+            allow_rootful: docker::rootful_allowed(),
+            oci_runtime: None,
+            filter_image_id: None,
+        })),
+    }
+}
+
+fn ids() -> (u32, u32) {
+    (
         nix::unistd::getuid().as_raw(),
         nix::unistd::getgid().as_raw(),
-    );
+    )
+}
+
+/// Runs the helper container; its exit code as described above.
+pub fn run(req: &BundleRequest) -> i32 {
+    let facts = match docker_facts() {
+        Ok(f) => f,
+        Err(e) => return fail(&e),
+    };
+    let eng = facts.as_ref().map_or(Engine::Podman, Engine::Docker);
     let args = match handler_sandbox::guard::helper_run_args(
         eng,
-        ids,
+        ids(),
         &req.image,
         &req.git_dir,
         &req.objects,
@@ -90,4 +94,54 @@ pub fn run(req: &BundleRequest) -> i32 {
 fn fail(msg: &str) -> i32 {
     log(&format!("git-bundle: {msg}"));
     1
+}
+
+/// What to follow: the session's `branch` moved from `from` to `to` (a host commit).
+#[derive(Debug, Clone)]
+pub struct FollowRequest {
+    /// The image the helper runs.
+    pub image: String,
+    /// The session's git directory on the host (writable in the helper).
+    pub git_dir: String,
+    /// The host repository's `objects/` (read-only).
+    pub objects: String,
+    /// The branch.
+    pub branch: String,
+    /// Its commit in the session's git directory now.
+    pub from: String,
+    /// The host's commit it moves to.
+    pub to: String,
+}
+
+/// `git-follow` (issue 14, item 3): `update-ref` then `read-tree` in two helper containers on
+/// the session's git directory. Exit 0, [`NO_GIT`], or 1 (the reason on stderr).
+pub fn follow(req: &FollowRequest) -> i32 {
+    let facts = match docker_facts() {
+        Ok(f) => f,
+        Err(e) => return fail(&e),
+    };
+    let eng = facts.as_ref().map_or(Engine::Podman, Engine::Docker);
+    let argvs = match handler_sandbox::guard::follow_argvs(&req.branch, &req.from, &req.to) {
+        Ok(a) => a,
+        Err(e) => return fail(&e.to_string()),
+    };
+    let h = handler_sandbox::guard::Helper {
+        image: &req.image,
+        session_git: &req.git_dir,
+        host_objects: &req.objects,
+        git_dir_writable: true,
+    };
+    for argv in argvs {
+        let args = match handler_sandbox::guard::helper_args(eng, ids(), &h, argv) {
+            Ok(a) => a,
+            Err(e) => return fail(&e.to_string()),
+        };
+        match podman::output(&args.iter().map(String::as_str).collect::<Vec<_>>()) {
+            Ok(o) if o.status.success() => {}
+            Ok(o) if matches!(o.status.code(), Some(126 | 127)) => return NO_GIT,
+            Ok(o) => return fail(String::from_utf8_lossy(&o.stderr).trim()),
+            Err(e) => return fail(&e.to_string()),
+        }
+    }
+    0
 }

@@ -588,6 +588,9 @@ impl Hub {
                 }
                 "session/load" => return self.load(client, &id, &text, &v),
                 "session/prompt" => {
+                    if let Some(g) = self.git_guard.clone() {
+                        g.follow(&*self.app.launcher).await;
+                    }
                     let actions = self.prompt(client, id, &v, &text);
                     return self.apply(actions).await;
                 }
