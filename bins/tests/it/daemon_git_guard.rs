@@ -648,3 +648,44 @@ fn bench_guarded_start_and_bring_back() {
     );
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// A connection (`/v1/agents/{id}/acp`, not a session) is guarded too: the agent's commit comes
+/// back to the host's branch when the connection closes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connections_commit_comes_back_when_it_closes() {
+    let Some(u) = user() else { return };
+    let d = start(u, "conn").await;
+    let agent = d.agent().await;
+    let protocols = vec!["acp.v1".to_string(), format!("bearer.{}", d.token)];
+    let url = format!("ws://127.0.0.1:{}/v1/agents/{agent}/acp", d.port);
+    let mut c = test_support::acp::open(&url, &protocols, None)
+        .await
+        .unwrap_or_else(|e| panic!("{e}: {}", d.log()));
+    c.request(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    )
+    .await;
+    let r = c
+        .request("session/new", json!({"cwd": d.scope, "mcpServers": []}))
+        .await;
+    let sid = r["result"]["sessionId"].as_str().unwrap().to_string();
+    let prompt = format!(
+        "sh: cd {} && echo c > c.txt && git add c.txt && git commit -q -m 'over a connection'",
+        d.scope.display()
+    );
+    let r = c
+        .request(
+            "session/prompt",
+            json!({"sessionId": sid, "prompt": [{"type": "text", "text": prompt}]}),
+        )
+        .await;
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    drop(c);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while d.git(&["log", "-1", "--format=%s", "main"]) != "over a connection" {
+        assert!(Instant::now() < deadline, "not brought back: {}", d.log());
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    assert_eq!(d.git(&["status", "--porcelain"]), "");
+}
