@@ -159,16 +159,25 @@ fn guard_gitfile_target(text: &str) -> Option<String> {
     handler_sandbox::git::gitfile_target(text).map(str::to_string)
 }
 
-/// A small regular file's text (at most 64 KiB), not following a link.
+/// A small regular file's text (at most 64 KiB), opened without following a link (the
+/// session's git directory is the agent's: it may swap a file for a link at any moment).
 fn read_small(p: &Path) -> Result<String> {
-    let meta = fs::symlink_metadata(p).map_err(io(p))?;
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(p)
+        .map_err(io(p))?;
+    let meta = f.metadata().map_err(io(p))?;
     if !meta.is_file() || meta.len() > 64 << 10 {
         return Err(GitGuardError::Io {
             path: p.display().to_string(),
             source: std::io::Error::other("not a small regular file"),
         });
     }
-    fs::read_to_string(p).map_err(io(p))
+    let mut text = String::new();
+    f.take(64 << 10).read_to_string(&mut text).map_err(io(p))?;
+    Ok(text)
 }
 
 /// HEAD: a branch (its commit from the loose ref or `packed-refs`) or a detached commit.
