@@ -6,7 +6,8 @@
 #   - creates the unprivileged user $HANDLER_TEST_USER (default handler-test) with subuid/subgid
 #     ranges, configures its podman to use runc (crun refuses cgroups in hybrid mode here);
 #   - builds the local test images as that user (rootless image stores are per user):
-#       localhost/handler-test-busybox:latest   a busybox-static root filesystem, imported.
+#       localhost/handler-test-busybox:latest   a busybox-static root filesystem, imported;
+#       localhost/handler-test-git:latest       the same with the host's git (the git guard's tests).
 set -euo pipefail
 
 USER_NAME="${HANDLER_TEST_USER:-handler-test}"
@@ -19,7 +20,7 @@ fi
 log() { echo "setup-podman: $*" >&2; }
 
 # 1. Packages.
-PKGS=(podman runc uidmap slirp4netns fuse-overlayfs catatonit busybox-static util-linux)
+PKGS=(podman runc uidmap slirp4netns fuse-overlayfs catatonit busybox-static util-linux git)
 missing=()
 for p in "${PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -115,6 +116,40 @@ build_busybox() {
 if ! as_user podman image exists localhost/handler-test-busybox:latest; then
     log "building localhost/handler-test-busybox:latest"
     build_busybox
+fi
+
+# The busybox root filesystem with this host's git, its exec path and the libraries it links
+# (the git guard's bring-back runs git in the sandbox's image, issue 14).
+build_git_image() {
+    local tmp lib
+    tmp="$(mktemp -d)"
+    mkdir -p "$tmp/rootfs/bin" "$tmp/rootfs/etc" "$tmp/rootfs/tmp" "$tmp/rootfs/home" \
+        "$tmp/rootfs/proc" "$tmp/rootfs/sys" "$tmp/rootfs/dev" "$tmp/rootfs/run" "$tmp/rootfs/usr/lib"
+    cp /bin/busybox "$tmp/rootfs/bin/busybox"
+    for applet in $(/bin/busybox --list); do
+        [ "$applet" = busybox ] || ln -sf busybox "$tmp/rootfs/bin/$applet"
+    done
+    ln -s ../bin "$tmp/rootfs/usr/bin"
+    ln -s bin "$tmp/rootfs/sbin"
+    cp /usr/bin/git "$tmp/rootfs/bin/git"
+    cp -a /usr/lib/git-core "$tmp/rootfs/usr/lib/git-core"
+    for lib in $(ldd /usr/bin/git | grep -o '/[^ ]*'); do
+        mkdir -p "$tmp/rootfs$(dirname "$lib")"
+        cp -L "$lib" "$tmp/rootfs$lib"
+    done
+    echo "root:x:0:0:root:/root:/bin/sh" >"$tmp/rootfs/etc/passwd"
+    echo "root:x:0:" >"$tmp/rootfs/etc/group"
+    tar -C "$tmp/rootfs" -cf "$tmp/rootfs.tar" .
+    chmod -R a+rX "$tmp"
+    as_user podman import \
+        --change 'ENV PATH=/usr/local/bin:/usr/bin:/bin' \
+        --change 'CMD ["/bin/sh"]' \
+        "$tmp/rootfs.tar" localhost/handler-test-git:latest >/dev/null
+    rm -rf "$tmp"
+}
+if ! as_user podman image exists localhost/handler-test-git:latest; then
+    log "building localhost/handler-test-git:latest"
+    build_git_image
 fi
 
 # 6. A quick proof that a rootless keep-id container starts.

@@ -5,7 +5,7 @@
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use handler_core::runtime::sandbox::engine::{self, Kind};
 use handler_core::runtime::sandbox::{
-    attach, cache, check, egress_verbs, image, launch, sweep, watchdog,
+    attach, cache, check, egress_verbs, git_bundle, image, launch, sweep, watchdog,
 };
 
 #[derive(Parser)]
@@ -35,6 +35,35 @@ enum Verb {
     /// Measure and empty cache folders.
     #[command(subcommand)]
     Cache(CacheVerb),
+    /// The git guard's bring-back: a bundle of every branch of a session's git directory on
+    /// stdout, written by a helper container of IMAGE (exit 3: nothing new, 4: no git in IMAGE).
+    GitBundle {
+        #[arg(long)]
+        image: String,
+        #[arg(long)]
+        git_dir: String,
+        #[arg(long)]
+        objects: String,
+        /// A commit the host has (left out).
+        #[arg(long = "not")]
+        known: Vec<String>,
+    },
+    /// The git guard's follow: move BRANCH of a session's git directory from FROM to TO (a host
+    /// commit) and read its index, in helper containers of IMAGE (exit 4: no git in IMAGE).
+    GitFollow {
+        #[arg(long)]
+        image: String,
+        #[arg(long)]
+        git_dir: String,
+        #[arg(long)]
+        objects: String,
+        #[arg(long)]
+        branch: String,
+        #[arg(long)]
+        from: String,
+        #[arg(long)]
+        to: String,
+    },
     /// A launcher's watchdog (started by `launch`): removes what it made if it dies.
     #[command(hide = true)]
     Watchdog {
@@ -114,6 +143,32 @@ pub(crate) fn main(kind: Kind, about: &'static str) -> ! {
         Verb::SetAllow { name, entries } => egress_verbs::set_allow(&name, &entries),
         Verb::Sweep => sweep::run(),
         Verb::Check => check::run(),
+        Verb::GitFollow {
+            image,
+            git_dir,
+            objects,
+            branch,
+            from,
+            to,
+        } => git_bundle::follow(&git_bundle::FollowRequest {
+            image,
+            git_dir,
+            objects,
+            branch,
+            from,
+            to,
+        }),
+        Verb::GitBundle {
+            image,
+            git_dir,
+            objects,
+            known,
+        } => git_bundle::run(&git_bundle::BundleRequest {
+            image,
+            git_dir,
+            objects,
+            known,
+        }),
         Verb::Image(v) => match v {
             ImageVerb::Build {
                 context,

@@ -9,6 +9,7 @@ pub mod egress;
 pub mod error;
 pub mod facts;
 pub mod git;
+pub mod guard;
 pub mod host;
 pub mod network;
 pub mod plan;

@@ -4,6 +4,7 @@
 mod cli_harness_render;
 mod cli_sessions;
 mod daemon_acp_sandbox;
+mod daemon_git_guard;
 mod daemon_images;
 mod daemon_login_cli;
 mod daemon_sessions;

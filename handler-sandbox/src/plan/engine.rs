@@ -62,7 +62,12 @@ type Result<T = ()> = std::result::Result<T, SpecError>;
 /// to it; capabilities dropped, no-new-privileges). A rootful daemon: the host user's ids, and
 /// only when opted in (refused 64 otherwise: the daemon is root).
 pub fn user_args(engine: Engine<'_>, facts: &HostFacts) -> Result<Vec<String>> {
-    let ids = format!("{}:{}", facts.uid, facts.gid);
+    user_args_of(engine, (facts.uid, facts.gid))
+}
+
+/// [`user_args`] for the host user's `(uid, gid)` (the git guard's helper container, issue 14).
+pub fn user_args_of(engine: Engine<'_>, (uid, gid): (u32, u32)) -> Result<Vec<String>> {
+    let ids = format!("{uid}:{gid}");
     Ok(match engine {
         Engine::Podman => vec!["--userns=keep-id".into(), "--user".into(), ids],
         Engine::Docker(d) if d.rootless => vec!["--user".into(), "0:0".into()],

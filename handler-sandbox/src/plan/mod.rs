@@ -308,6 +308,17 @@ fn in_writable_mount(spec: &SandboxSpec, facts: &HostFacts, p: &str) -> Option<(
     ))
 }
 
+/// Whether sandbox path `target`, seen through writable mount `i`, is hidden by a mount lying
+/// over it (the git guard's own git directory over `<root>/.git`, issue 14): the host's path is
+/// then not in the sandbox at all.
+fn covered(spec: &SandboxSpec, i: usize, target: &str) -> bool {
+    let outer = spec.mounts[i].target.len();
+    spec.mounts
+        .iter()
+        .enumerate()
+        .any(|(j, m)| j != i && m.target.len() > outer && is_within(target, &m.target))
+}
+
 /// The read-only mounts that keep a writable scope's git repository out of the sandbox's reach
 /// (issue 11, item 5): every path the host's git takes from it (git directory, common
 /// directory, hooks, config files and their includes, a worktree's `.git` file) that lies in a
@@ -319,7 +330,9 @@ pub fn git_read_only(spec: &SandboxSpec, facts: &HostFacts) -> Result<Vec<String
     let mut ro: Vec<(String, String)> = Vec::new();
     let mut missing: Vec<(usize, &str, &str)> = Vec::new();
     for repo in &facts.git {
-        if let Some((i, target)) = in_writable_mount(spec, facts, &repo.entry) {
+        if let Some((i, target)) = in_writable_mount(spec, facts, &repo.entry)
+            && !covered(spec, i, &target)
+        {
             match repo.kind {
                 GitEntryKind::Symlink => {
                     return Err(SpecError::unenforceable(
@@ -350,7 +363,9 @@ pub fn git_read_only(spec: &SandboxSpec, facts: &HostFacts) -> Result<Vec<String
                     ),
                 ));
             }
-            if let Some((i, target)) = in_writable_mount(spec, facts, &gp.path) {
+            if let Some((i, target)) = in_writable_mount(spec, facts, &gp.path)
+                && !covered(spec, i, &target)
+            {
                 if gp.exists {
                     ro.push((gp.path.clone(), target));
                 } else {

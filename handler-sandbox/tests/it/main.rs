@@ -7,5 +7,6 @@
 )]
 
 mod example;
+mod guard;
 mod plan;
 mod plan_docker;

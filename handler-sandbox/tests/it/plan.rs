@@ -550,3 +550,41 @@ fn the_sandbox_has_a_process_limit() {
         "{a}"
     );
 }
+
+/// Issue 14: under the git guard the session's own git directory lies over `<root>/.git`, so the
+/// host's git directory is not in the sandbox at all: nothing of it is re-mounted read-only
+/// (that would clash with the guard's mount), while a hooks path in the tree still is.
+#[test]
+fn a_guarded_scope_gets_no_read_only_mount_of_the_git_dir_it_no_longer_sees() {
+    use handler_sandbox::facts::{GitEntryKind, GitRepo};
+    let mut f = facts();
+    f.canonical_sources
+        .insert("/home/alice/proj".into(), "/home/alice/proj".into());
+    f.paths
+        .insert("/data/sessions/s1/git".into(), PathKind::Directory);
+    f.paths
+        .insert("/home/alice/proj/.git/objects".into(), PathKind::Directory);
+    f.git = vec![GitRepo {
+        entry: "/home/alice/proj/.git".into(),
+        kind: GitEntryKind::Dir,
+        paths: vec![
+            git_path("gitdir", "/home/alice/proj/.git", true),
+            git_path("hooks", "/home/alice/proj/.git/hooks", true),
+            git_path("core.hooksPath", "/home/alice/proj/.husky", true),
+        ],
+    }];
+    let s = with(json!({
+        "mounts": [
+            {"source": "/home/alice/proj", "target": "/home/alice/proj", "readOnly": false, "kind": "scope"},
+            {"source": "/data/sessions/s1/git", "target": "/home/alice/proj/.git", "readOnly": false, "kind": "state"},
+            {"source": "/home/alice/proj/.git/objects", "target": "/opt/handler/host-objects", "readOnly": true, "kind": "state"}
+        ]
+    }));
+    let plan = plan_launch(&s, &f).unwrap();
+    insta::assert_debug_snapshot!(read_only_binds(&plan), @r#"
+    [
+        "type=bind,source=/home/alice/proj/.git/objects,destination=/opt/handler/host-objects,ro=true",
+        "type=bind,source=/home/alice/proj/.husky,destination=/home/alice/proj/.husky,ro=true",
+    ]
+    "#);
+}

@@ -9,10 +9,9 @@ use axum::response::{IntoResponse, Response};
 use handler_contracts::acp::SUBPROTOCOL_ACP;
 
 use super::auth::{header_token_ok, offered_protocols, protocol_token_ok};
-use crate::daemon::launch::prepare::Prepared;
 use crate::daemon::problem::{ApiError, ApiResult};
 use crate::daemon::services::connections::{self as service};
-use crate::daemon::state::{AppState, LiveAllow};
+use crate::daemon::state::AppState;
 use handler_contracts::control::{EgressRecord, ModelQuery};
 
 /// GET /v1/agents/{id}/acp
@@ -54,7 +53,7 @@ fn accept(
     id: &str,
     q: ModelQuery,
     headers: &HeaderMap,
-) -> ApiResult<(Prepared, String, Option<LiveAllow>)> {
+) -> ApiResult<service::Accepted> {
     // The Host, Origin and token were checked before this handler (auth.rs); checked again
     // here so that this route never depends on the layers alone.
     let protocols = offered_protocols(headers);

@@ -91,6 +91,33 @@ pub trait Launcher: Send + Sync + std::fmt::Debug {
             "this launcher cannot start terminals".into(),
         ))
     }
+
+    /// `git-follow <args>` (issue 14, item 3).
+    fn git_follow<'a>(&'a self, args: &'a [String]) -> BoxFuture<'a, Result<(), LauncherError>> {
+        let _ = args;
+        Box::pin(async {
+            Err(LauncherError::Verb {
+                verb: "git-follow".into(),
+                code: None,
+                stderr: "this launcher has no git-follow verb".into(),
+            })
+        })
+    }
+    /// `git-bundle <args>` (issue 14): the bundle's bytes (its exit codes 3 nothing new, 4 no git
+    /// in the image come back as [`LauncherError::Verb`]).
+    fn git_bundle<'a>(
+        &'a self,
+        args: &'a [String],
+    ) -> BoxFuture<'a, Result<Vec<u8>, LauncherError>> {
+        let _ = args;
+        Box::pin(async {
+            Err(LauncherError::Verb {
+                verb: "git-bundle".into(),
+                code: None,
+                stderr: "this launcher has no git-bundle verb".into(),
+            })
+        })
+    }
 }
 
 /// The sandbox executable, e.g. `["handler-sandbox-podman"]` (or a wrapper that runs it as
@@ -109,6 +136,12 @@ impl ProcessLauncher {
     }
 
     async fn run_verb(&self, args: &[&str]) -> Result<String, LauncherError> {
+        self.run_verb_bytes(args)
+            .await
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+    }
+
+    async fn run_verb_bytes(&self, args: &[&str]) -> Result<Vec<u8>, LauncherError> {
         let mut c = self.command(args[0]);
         c.args(&args[1..]).stdin(Stdio::null()).kill_on_drop(true);
         let out = tokio::time::timeout(Duration::from_secs(90), c.output())
@@ -123,7 +156,7 @@ impl ProcessLauncher {
                 source,
             })?;
         if out.status.success() {
-            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+            Ok(out.stdout)
         } else {
             Err(LauncherError::Verb {
                 verb: args[0].into(),
@@ -249,6 +282,25 @@ impl Launcher for ProcessLauncher {
         let mut attach = self.command.clone();
         attach.extend(["attach".to_string(), spec.name.clone()]);
         Ok((child, attach))
+    }
+
+    fn git_bundle<'a>(
+        &'a self,
+        args: &'a [String],
+    ) -> BoxFuture<'a, Result<Vec<u8>, LauncherError>> {
+        Box::pin(async move {
+            let mut v = vec!["git-bundle"];
+            v.extend(args.iter().map(String::as_str));
+            self.run_verb_bytes(&v).await
+        })
+    }
+
+    fn git_follow<'a>(&'a self, args: &'a [String]) -> BoxFuture<'a, Result<(), LauncherError>> {
+        Box::pin(async move {
+            let mut v = vec!["git-follow"];
+            v.extend(args.iter().map(String::as_str));
+            self.run_verb(&v).await.map(|_| ())
+        })
     }
 }
 

@@ -6,6 +6,7 @@
 pub mod addons;
 pub mod caches;
 pub mod gather;
+pub mod gitguard;
 pub mod image_verbs;
 pub mod launcher;
 pub mod prepare;

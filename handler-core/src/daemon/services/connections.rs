@@ -16,6 +16,7 @@ use tokio::sync::{Notify, mpsc};
 
 use super::live;
 use crate::daemon::fsutil;
+use crate::daemon::launch::gitguard::{self, GuardSession};
 use crate::daemon::launch::launcher::{Instance, read_stderr, stop, stop_and_sweep};
 use crate::daemon::launch::prepare::{Prepared, canonicalize, prepare};
 use crate::daemon::problem::{ApiError, ApiResult};
@@ -28,13 +29,19 @@ const STOP_GRACE: Duration = Duration::from_secs(20);
 /// The pipeline's own client number for this socket.
 const CLIENT: ClientId = ClientId(1);
 
+/// What an accepted connection carries to its relay: the prepared sandbox, the connection id,
+/// the live allow-list and the git guard (issue 14), when its scope is a repository's root.
+pub type Accepted = (
+    Prepared,
+    String,
+    Option<LiveAllow>,
+    Option<Arc<GuardSession>>,
+);
+
 /// What a connection starts with, before the upgrade: the agent (404), its model (the query's
-/// or its first, 400), its sandbox prepared (400/409), its connection id and live allow-list.
-pub fn accept(
-    app: &AppState,
-    id: &str,
-    q: ModelQuery,
-) -> ApiResult<(Prepared, String, Option<LiveAllow>)> {
+/// or its first, 400), its sandbox prepared (400/409, the git guard's refusals 409), its
+/// connection id and live allow-list.
+pub fn accept(app: &AppState, id: &str, q: ModelQuery) -> ApiResult<Accepted> {
     let agent = app
         .agents
         .agent(id)
@@ -56,15 +63,58 @@ pub fn accept(
         first
     };
     let conn = new_id("c");
-    let prepared = prepare(app, &agent, &access, &conn)?;
+    let mut prepared = prepare(app, &agent, &access, &conn)?;
     super::images::require_network_filter(app, &prepared.spec)?;
+    let guard = guard_connection(app, &conn, &mut prepared)?;
     let required: Vec<_> =
         handler_contracts::hosts::required_hosts(&app.snapshot(), &prepared.access)
             .into_iter()
             .map(|r| r.host)
             .collect();
     let allow = live::at_launch(app, &agent, &prepared.spec.network, &required);
-    Ok((prepared, conn, allow))
+    Ok((prepared, conn, allow, guard))
+}
+
+/// Issue 14: the connection's own git directory in `<data>/connections/<id>/guard/`, its mounts
+/// added; a refusal is a 409 naming each link.
+fn guard_connection(
+    app: &AppState,
+    conn: &str,
+    prepared: &mut Prepared,
+) -> ApiResult<Option<Arc<GuardSession>>> {
+    let Some(scope) = prepared
+        .spec
+        .mounts
+        .iter()
+        .find(|m| m.kind == handler_contracts::sandbox::MountKind::Scope)
+        .map(|m| m.source.clone())
+    else {
+        return Ok(None);
+    };
+    let folder = app.config.data_dir.join("connections").join(conn);
+    let mut mounts = Vec::new();
+    let g = match gitguard::guard_scope(
+        std::path::Path::new(&scope),
+        &folder.join("guard"),
+        &mut mounts,
+    ) {
+        Ok(Some(g)) => g,
+        Ok(None) => return Ok(None),
+        Err(e @ gitguard::GitGuardError::Refused(_)) => {
+            return Err(ApiError::conflict(
+                "git guard refused the scope",
+                e.to_string(),
+            ));
+        }
+        Err(e) => return Err(ApiError::internal(e)),
+    };
+    prepared.spec.mounts.extend(mounts);
+    Ok(Some(Arc::new(GuardSession::new(
+        g,
+        prepared.spec.image.clone(),
+        conn.to_owned(),
+        folder.join(gitguard::LOG),
+    ))))
 }
 
 /// Reads one line (without its `\n`), at most `max` bytes; `Err(true)` when longer.
@@ -128,7 +178,7 @@ pub(crate) fn close_msg(code: u16, reason: &str) -> Message {
 pub async fn relay(
     app: AppState,
     agent_id: String,
-    (prepared, conn, allow): (Prepared, String, Option<LiveAllow>),
+    (prepared, conn, allow, guard): Accepted,
     socket: WebSocket,
 ) {
     let (mut ws_tx, mut ws_rx) = socket.split();
@@ -301,6 +351,9 @@ pub async fn relay(
     // A launcher that was killed could not clean up: swept at once.
     let exit = stop_and_sweep(&*app.launcher, &mut child, STOP_GRACE).await;
     let _ = ws_tx.close().await;
+    if let Some(g) = guard {
+        g.bring_back(&*app.launcher, "connection close").await;
+    }
     {
         let mut m = app
             .connections

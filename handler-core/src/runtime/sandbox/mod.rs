@@ -9,6 +9,7 @@ pub mod check;
 pub mod docker;
 pub mod egress_verbs;
 pub mod engine;
+pub mod git_bundle;
 pub mod host;
 pub mod image;
 pub mod launch;

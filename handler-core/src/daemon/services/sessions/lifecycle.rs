@@ -4,6 +4,7 @@
 //! to load (P7 follows either); the end (stop, idle, agent exit, error) stops the sandbox,
 //! logs it and closes the clients 4002.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,6 +18,7 @@ use tokio::sync::{Notify, mpsc, oneshot, watch};
 use super::live::{Ending, Handle, Hub, Inbox, Started};
 use super::{access_of, live_map};
 use crate::daemon::fsutil;
+use crate::daemon::launch::gitguard::{self, GuardSession};
 use crate::daemon::launch::launcher::{Instance, read_stderr, stop_and_sweep};
 use crate::daemon::launch::prepare::{Prepared, canonicalize, prepare};
 use crate::daemon::launch::resolve;
@@ -121,6 +123,7 @@ async fn launch(
     };
     let mut prepared = prepared;
     with_session_slot(app, id, &mut prepared)?;
+    let guard = with_git_guard(app, id, &mut prepared).await?;
     app.sessions.update(id, |r| {
         r.state = SessionState::Starting;
         r.error = None;
@@ -163,6 +166,8 @@ async fn launch(
         (s.acp_session_id.clone(), load, s.scope.clone()),
         prompt,
     );
+    let mut hub = hub;
+    hub.git_guard = guard;
     Ok(Live {
         hub,
         child,
@@ -191,6 +196,47 @@ fn with_session_slot(app: &AppState, id: &str, prepared: &mut Prepared) -> Resul
     made.map_err(|e| format!("{}: {e}", slot.path))?;
     prepared.spec.mounts.push(slot.mount);
     Ok(())
+}
+
+/// Issue 14: a scope that is a repository's root gets the git guard — the session's own git
+/// directory in `<session folder>/guard/`, its mounts added — or the start is refused, naming
+/// each link found.
+async fn with_git_guard(
+    app: &AppState,
+    id: &str,
+    prepared: &mut Prepared,
+) -> Result<Option<Arc<GuardSession>>, String> {
+    let Some(scope) = prepared
+        .spec
+        .mounts
+        .iter()
+        .find(|m| m.kind == handler_contracts::sandbox::MountKind::Scope)
+        .map(|m| m.source.clone())
+    else {
+        return Ok(None);
+    };
+    let folder = app.sessions.folder(id);
+    let mut mounts = Vec::new();
+    let g = tokio::task::spawn_blocking({
+        let folder = folder.clone();
+        move || {
+            gitguard::guard_scope(Path::new(&scope), &folder.join("guard"), &mut mounts)
+                .map(|g| (g, mounts))
+        }
+    })
+    .await
+    .map_err(|e| e.to_string())?
+    .map_err(|e| format!("git guard: {e}"))?;
+    let (Some(g), mounts) = g else {
+        return Ok(None);
+    };
+    prepared.spec.mounts.extend(mounts);
+    Ok(Some(Arc::new(GuardSession::new(
+        g,
+        prepared.spec.image.clone(),
+        id.to_owned(),
+        folder.join(gitguard::LOG),
+    ))))
 }
 
 type Stdio = (
@@ -347,6 +393,9 @@ async fn finish(mut l: Live) {
     };
     let app = l.hub.app.clone();
     let _ = stop_and_sweep(&*app.launcher, &mut l.child, STOP_GRACE).await;
+    if let Some(g) = l.hub.git_guard.clone() {
+        g.bring_back(&*app.launcher, "session stop").await;
+    }
     let mut done: Option<oneshot::Sender<()>> = None;
     let (how, detail, error) = match ending {
         Ending::Stop(how, reason, d) => {

@@ -146,6 +146,8 @@ pub(crate) struct Hub {
     /// The agent's replay of a restart's session/load, not logged nor relayed.
     suppress_replay: bool,
     pub ending: Option<Ending>,
+    /// The git guard of the sandbox (issue 14): its work is brought back at each turn's end.
+    pub git_guard: Option<std::sync::Arc<crate::daemon::launch::gitguard::GuardSession>>,
 }
 
 fn id_text(v: &Value) -> String {
@@ -199,6 +201,7 @@ impl Hub {
             watched: Vec::new(),
             suppress_replay: false,
             ending: None,
+            git_guard: None,
         }
     }
 
@@ -340,6 +343,11 @@ impl Hub {
 
     fn end_turn(&mut self, reason: &str) {
         self.turn = None;
+        if let Some(g) = self.git_guard.clone() {
+            let app = self.app.clone();
+            let when = format!("turn end ({reason})");
+            tokio::spawn(async move { g.bring_back(&*app.launcher, &when).await });
+        }
         let r = reason.to_owned();
         self.note(|n, t| SessionEvent::turn_end(n, t, r));
         let reason = reason.to_owned();
@@ -580,6 +588,9 @@ impl Hub {
                 }
                 "session/load" => return self.load(client, &id, &text, &v),
                 "session/prompt" => {
+                    if let Some(g) = self.git_guard.clone() {
+                        g.follow(&*self.app.launcher).await;
+                    }
                     let actions = self.prompt(client, id, &v, &text);
                     return self.apply(actions).await;
                 }

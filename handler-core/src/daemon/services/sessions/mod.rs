@@ -74,6 +74,7 @@ pub async fn create(app: &AppState, req: SessionRequest) -> ApiResult<Session> {
             .await
             .map_err(ApiError::internal)??
     };
+    refuse_unguardable(&prepared.policy.scope).await?;
     let now = fsutil::now_rfc3339();
     let record = Session {
         id: id.clone(),
@@ -113,6 +114,29 @@ pub async fn create(app: &AppState, req: SessionRequest) -> ApiResult<Session> {
     let handle = lifecycle::ensure_running(app, &id, Some(prepared), req.prompt)?;
     let _ = live::wait_started(&handle).await;
     app.sessions.get(&id).ok_or_else(|| not_found(&id))
+}
+
+/// Issue 14, item 4: a scope whose repository the git guard refuses (a link where git writes
+/// none, alternates naming anything) is a 409 naming each link and its target, before any
+/// record or sandbox.
+async fn refuse_unguardable(scope: &str) -> ApiResult<()> {
+    let scope = std::path::PathBuf::from(scope);
+    let checked = tokio::task::spawn_blocking(move || {
+        crate::daemon::launch::gitguard::gather(&scope)
+            .map(|f| f.map(|f| handler_sandbox::guard::check(&f)))
+    })
+    .await
+    .map_err(ApiError::internal)?;
+    match checked {
+        Ok(Some(Err(e))) => Err(ApiError::conflict(
+            "git guard refused the scope",
+            e.to_string(),
+        )),
+        Err(e @ crate::daemon::launch::gitguard::GitGuardError::Refused(_)) => Err(
+            ApiError::conflict("git guard refused the scope", e.to_string()),
+        ),
+        _ => Ok(()),
+    }
 }
 
 /// The harness a model runs (the account's, or the one named with a provider).

@@ -1,0 +1,691 @@
+//! The git guard (issue 14) against real rootless Podman: handlerd as the unprivileged test user
+//! runs the scripted fake agent in `localhost/handler-test-git` (busybox with git) on a scope that
+//! is a repository's root. A hostile agent writes a hook, sets `core.fsmonitor` and plants a
+//! link under `refs/` — all in the session's own git directory, so the host repository has none
+//! of it and the host's `git status`/`checkout` run nothing; its commits come back by bundle: the
+//! tree's branch fast-forwarded, a new branch created, a branch the host moved left waiting under
+//! `refs/handler/sessions/<id>/`. A planted link in the host's git directory refuses the start
+//! (409) naming it. Missing podman or user FAILS, unless HANDLER_SKIP_PODMAN_TESTS=1.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use test_support::user::{free_port, id_of};
+
+const IMAGE: &str = "localhost/handler-test-git";
+const TOKEN: &str = "fk-GitGuard0Token111aaaa2222bbbb3333";
+
+struct User {
+    name: Option<String>,
+    uid: u32,
+    gid: u32,
+}
+
+impl User {
+    fn cmd(&self, program: &str, args: &[&str], env: &[(&str, String)]) -> Command {
+        match &self.name {
+            Some(u) => {
+                let mut c = Command::new("setpriv");
+                c.args(["--reuid", u, "--regid", u, "--init-groups", "env", "-i"]);
+                c.arg(format!("USER={u}")).arg(format!("LOGNAME={u}"));
+                c.arg(format!("HOME=/home/{u}"));
+                c.arg("PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin");
+                for (k, v) in env {
+                    c.arg(format!("{k}={v}"));
+                }
+                c.arg(program).args(args);
+                c
+            }
+            None => {
+                let mut c = Command::new(program);
+                c.args(args).envs(env.iter().map(|(k, v)| (k, v)));
+                c
+            }
+        }
+    }
+    fn home(&self) -> String {
+        match &self.name {
+            Some(n) => format!("/home/{n}"),
+            None => std::env::var("HOME").unwrap(),
+        }
+    }
+    fn give(&self, p: &Path) {
+        if self.name.is_none() {
+            return;
+        }
+        let mut todo = vec![p.to_path_buf()];
+        while let Some(e) = todo.pop() {
+            std::os::unix::fs::lchown(&e, Some(self.uid), Some(self.gid)).unwrap();
+            if e.is_dir() && !e.is_symlink() {
+                todo.extend(std::fs::read_dir(&e).unwrap().flatten().map(|x| x.path()));
+            }
+        }
+    }
+    /// Host git in `dir` as the user; its stdout (panics on failure).
+    fn git(&self, dir: &Path, args: &[&str]) -> String {
+        let mut a = vec!["-C", dir.to_str().unwrap()];
+        a.extend(args);
+        let o = self.cmd("git", &a, &[]).output().unwrap();
+        assert!(
+            o.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    }
+}
+
+fn user() -> Option<User> {
+    let o = Command::new("id").arg("-u").output().unwrap();
+    let euid: u32 = String::from_utf8_lossy(&o.stdout).trim().parse().unwrap();
+    let u = if euid == 0 {
+        let name = std::env::var("HANDLER_TEST_USER").unwrap_or_else(|_| "handler-test".into());
+        let Some(uid) = id_of("-u", &name) else {
+            return skip_or_panic(&format!("no user {name}: run .ci/setup-podman.sh"));
+        };
+        User {
+            uid,
+            gid: id_of("-g", &name).unwrap(),
+            name: Some(name),
+        }
+    } else {
+        User {
+            name: None,
+            uid: euid,
+            gid: id_of("-g", "").unwrap_or(euid),
+        }
+    };
+    let ok = u
+        .cmd("podman", &["image", "exists", IMAGE], &[])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        return skip_or_panic(&format!(
+            "podman cannot find {IMAGE}: run .ci/setup-podman.sh"
+        ));
+    }
+    Some(u)
+}
+
+fn skip_or_panic(why: &str) -> Option<User> {
+    if std::env::var("HANDLER_SKIP_PODMAN_TESTS").as_deref() == Ok("1") {
+        eprintln!("skipped (HANDLER_SKIP_PODMAN_TESTS=1): {why}");
+        None
+    } else {
+        panic!("the git guard tests need rootless podman: {why} (or HANDLER_SKIP_PODMAN_TESTS=1)")
+    }
+}
+
+struct Daemon {
+    child: Child,
+    port: u16,
+    token: String,
+    root: PathBuf,
+    scope: PathBuf,
+    http: reqwest::Client,
+    user: User,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        test_support::handlerd::stop(&mut self.child);
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+/// A daemon in `/tmp/hgg-<pid>-<tag>` whose scope is a repository (branch `main` with one
+/// commit, and `side` one commit ahead of it), the fake agent beside it, untracked.
+async fn start(u: User, tag: &str) -> Daemon {
+    let root = PathBuf::from(format!("/tmp/hgg-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let home = root.join("home");
+    let scope = home.join("code/app");
+    let bin = root.join("bin");
+    for d in [
+        &scope.join(".bin"),
+        &bin,
+        &home.join("harnesses/fake"),
+        &root.join("config"),
+    ] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let agent_bin = test_support::static_build::fakes().agent.clone();
+    for (to, src) in [
+        (
+            bin.join("handlerd"),
+            PathBuf::from(env!("CARGO_BIN_EXE_handlerd")),
+        ),
+        (
+            bin.join("handler-sandbox-podman"),
+            PathBuf::from(env!("CARGO_BIN_EXE_handler-sandbox-podman")),
+        ),
+        (scope.join(".bin/fake-acp-agent"), agent_bin),
+    ] {
+        std::fs::copy(&src, &to).unwrap();
+        std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    std::fs::write(scope.join(".fake-agent-script.json"), "{}").unwrap();
+    std::fs::write(scope.join(".gitignore"), ".bin/\n.fake-agent-script.json\n").unwrap();
+    std::fs::write(scope.join("README"), "base\n").unwrap();
+    let descriptor = test_support::descriptor::sandbox_fake(
+        "Fake ACP agent",
+        IMAGE,
+        &format!("\"{}\"", scope.join(".bin/fake-acp-agent").display()),
+        "api.fake.test:443",
+    );
+    std::fs::write(home.join("harnesses/fake/harness.toml"), descriptor).unwrap();
+    std::fs::write(
+        root.join("config/folders.toml"),
+        format!("roots = [\"{}\"]\n", home.join("code").display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
+    u.give(&root);
+    for args in [
+        &["init", "-q", "-b", "main"][..],
+        &["config", "user.name", "Host Person"],
+        &["config", "user.email", "host@example.org"],
+        &["add", "-A"],
+        &["commit", "-q", "-m", "base"],
+        &["branch", "side"],
+        &["checkout", "-q", "side"],
+        &["commit", "-q", "--allow-empty", "-m", "the host's side"],
+        &["checkout", "-q", "main"],
+    ] {
+        u.git(&scope, args);
+    }
+    let port = free_port();
+    let mut env = test_support::handlerd::env(&root, &home.join("harnesses"), port);
+    env.extend([
+        ("HOME", u.home()),
+        (
+            "HANDLER_SANDBOX_COMMAND",
+            bin.join("handler-sandbox-podman").display().to_string(),
+        ),
+        ("HANDLER_LOG", "info".to_string()),
+    ]);
+    let (child, token) = test_support::handlerd::spawn(
+        u.cmd(bin.join("handlerd").to_str().unwrap(), &[], &env),
+        &root,
+        port,
+    )
+    .await;
+    Daemon {
+        child,
+        port,
+        token,
+        root,
+        scope,
+        http: reqwest::Client::new(),
+        user: u,
+    }
+}
+
+impl Daemon {
+    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
+        let mut r = self
+            .http
+            .request(method, format!("http://127.0.0.1:{}{path}", self.port))
+            .bearer_auth(&self.token);
+        if let Some(b) = body {
+            r = r.json(&b);
+        }
+        let r = r.send().await.unwrap();
+        (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+    }
+    async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        self.call(reqwest::Method::POST, path, Some(body)).await
+    }
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.root.join("handlerd.log")).unwrap_or_default()
+    }
+    fn guard_log(&self, session: &str) -> String {
+        std::fs::read_to_string(
+            self.root
+                .join("state/sessions")
+                .join(session)
+                .join("git-guard.log"),
+        )
+        .unwrap_or_default()
+    }
+    fn events(&self, session: &str) -> String {
+        std::fs::read_to_string(
+            self.root
+                .join("state/sessions")
+                .join(session)
+                .join("events.ndjson"),
+        )
+        .unwrap_or_default()
+    }
+    async fn agent(&self) -> String {
+        let (s, v) = self
+            .post(
+                "/v1/accounts",
+                json!({"name": "perso", "harness": "fake", "token": {"value": TOKEN}}),
+            )
+            .await;
+        assert_eq!(s, 201, "{v}");
+        let (s, a) = self
+            .post(
+                "/v1/agents",
+                json!({"models": [{"account": "perso"}], "scope": self.scope, "network": "none", "permissions": "bypass", "confirmRisks": true}),
+            )
+            .await;
+        assert_eq!(s, 201, "{a}");
+        a["id"].as_str().unwrap().to_string()
+    }
+    fn git(&self, args: &[&str]) -> String {
+        self.user.git(&self.scope, args)
+    }
+}
+
+/// What the hostile agent runs in its first turn: a hook, `core.fsmonitor` and a link under
+/// `refs/` in the `.git` it sees, then commits on `main`, a new `feature` and its own `side`.
+fn hostile_script(scope: &Path, canary: &Path) -> String {
+    let c = canary.display();
+    format!(
+        "sh: cd {scope} && \
+         mkdir -p .git/hooks && printf '#!/bin/sh\\ntouch {c}\\n' > .git/hooks/post-checkout && chmod +x .git/hooks/post-checkout && \
+         git config core.fsmonitor 'touch {c}; false' && \
+         ln -s /etc/passwd .git/refs/planted && \
+         echo agent > work.txt && git add work.txt && git commit -q -m 'agent on main' && \
+         git branch feature && git branch side && \
+         git --no-optional-locks log --oneline -1 && echo done-hostile",
+        scope = scope.display()
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostile_agent_leaves_the_host_repository_untouched_and_its_commits_come_back() {
+    let Some(u) = user() else { return };
+    let d = start(u, "hostile").await;
+    let canary = d.root.join("canary");
+    let base = d.git(&["rev-parse", "main"]);
+    let host_side = d.git(&["rev-parse", "side"]);
+    let agent = d.agent().await;
+    let (s, v) = d
+        .post(
+            "/v1/sessions",
+            json!({"agentId": agent, "origin": "ui", "prompt": hostile_script(&d.scope, &canary)}),
+        )
+        .await;
+    assert_eq!(s, 201, "{v}: {}", d.log());
+    let id = v["id"].as_str().unwrap().to_string();
+    // The turn ends; the bring-back creates `feature` on the host.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !d.guard_log(&id).contains("feature: created") {
+        assert!(
+            Instant::now() < deadline,
+            "no bring-back: {}\n{}\n{}",
+            d.guard_log(&id),
+            d.log(),
+            d.events(&id)
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let log = d.guard_log(&id);
+    // main: fast-forwarded to the agent's commit, the index with it (nothing shows as staged).
+    let main = d.git(&["rev-parse", "main"]);
+    assert_ne!(main, base, "{log}");
+    assert_eq!(d.git(&["rev-parse", "main~1"]), base);
+    assert_eq!(
+        d.git(&["log", "-1", "--format=%s %an", "main"]),
+        "agent on main Host Person"
+    );
+    assert_eq!(d.git(&["status", "--porcelain"]), "", "{log}");
+    assert!(log.contains("main: fast-forwarded"), "{log}");
+    // feature: created; side: the host's moved, so the agent's waits under the hidden ref.
+    assert_eq!(d.git(&["rev-parse", "feature"]), main);
+    assert_eq!(d.git(&["rev-parse", "side"]), host_side, "{log}");
+    assert_eq!(
+        d.git(&["rev-parse", &format!("refs/handler/sessions/{id}/side")]),
+        main
+    );
+    assert!(
+        log.contains(&format!(
+            "side: waits under refs/handler/sessions/{id}/side"
+        )),
+        "{log}"
+    );
+    // The host's git directory has none of the agent's doing, and git there runs nothing.
+    let dot_git = d.scope.join(".git");
+    assert!(!dot_git.join("hooks/post-checkout").exists());
+    assert!(!dot_git.join("refs/planted").is_symlink());
+    let config = std::fs::read_to_string(dot_git.join("config")).unwrap();
+    assert!(!config.contains("fsmonitor"), "{config}");
+    d.git(&["status"]);
+    d.git(&["checkout", "-q", "feature"]);
+    d.git(&["checkout", "-q", "main"]);
+    assert!(
+        !canary.exists(),
+        "the host's git ran the agent's hook or fsmonitor"
+    );
+    // The agent's git directory did get them: they were in the sandbox's own repository.
+    let own = d.root.join("state/sessions").join(&id).join("guard/git");
+    assert!(own.join("hooks/post-checkout").exists());
+    assert!(own.join("refs/planted").is_symlink());
+    assert!(
+        std::fs::read_to_string(own.join("config"))
+            .unwrap()
+            .contains("fsmonitor")
+    );
+
+    // Follow: a host commit between turns reaches the sandbox before its next turn.
+    d.git(&[
+        "commit",
+        "-q",
+        "--allow-empty",
+        "-m",
+        "the host between turns",
+    ]);
+    let host_main = d.git(&["rev-parse", "main"]);
+    let sid = v["acpSessionId"].as_str().unwrap().to_string();
+    let protocols = vec!["acp.v1".to_string(), format!("bearer.{}", d.token)];
+    let url = format!("ws://127.0.0.1:{}/v1/sessions/{id}/acp", d.port);
+    let mut c = test_support::acp::open(&url, &protocols, None)
+        .await
+        .unwrap();
+    c.request(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    )
+    .await;
+    let r = c
+        .request(
+            "session/load",
+            json!({"sessionId": sid, "cwd": d.scope, "mcpServers": []}),
+        )
+        .await;
+    assert!(r["result"].is_object(), "{r}");
+    let prompt = format!("sh: cd {} && git log -1 --format=%H", d.scope.display());
+    let r = c
+        .request(
+            "session/prompt",
+            json!({"sessionId": sid, "prompt": [{"type": "text", "text": prompt}]}),
+        )
+        .await;
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    let events = d.events(&id);
+    assert!(
+        events.contains(&format!("exit 0\\n{host_main}")),
+        "the sandbox is not at the host's {host_main}: {events}\n{}",
+        d.guard_log(&id)
+    );
+    assert!(
+        d.guard_log(&id)
+            .contains("follow: the sandbox's main moved to the host's"),
+        "{}",
+        d.guard_log(&id)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_planted_link_in_the_host_git_directory_refuses_the_start_naming_it() {
+    let Some(u) = user() else { return };
+    let d = start(u, "link").await;
+    let link = d.scope.join(".git/refs/heads/planted");
+    std::os::unix::fs::symlink("/etc/passwd", &link).unwrap();
+    let agent = d.agent().await;
+    let (s, v) = d
+        .post("/v1/sessions", json!({"agentId": agent, "origin": "ui"}))
+        .await;
+    assert_eq!(s, 409, "{v}");
+    let detail = v["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.contains(&format!("{} -> /etc/passwd", link.display())),
+        "{v}"
+    );
+    assert!(link.is_symlink(), "nothing is removed");
+}
+
+/// A repository of `files` files and `commits` commits in `dir` (git fast-import, then checked
+/// out), owned by the caller.
+fn big_repo(dir: &Path, files: usize, commits: usize) {
+    use std::io::Write;
+    std::fs::create_dir_all(dir).unwrap();
+    let git = |args: &[&str]| {
+        let o = Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    git(&["init", "-q", "-b", "main"]);
+    let mut s = String::new();
+    for c in 0..commits {
+        s.push_str(&format!(
+            "commit refs/heads/main\ncommitter B <b@e> {} +0000\ndata 3\nc{:02}\n",
+            1_700_000_000 + c,
+            c % 100
+        ));
+        if c == 0 {
+            for f in 0..files {
+                let body = format!("file {f}\n");
+                s.push_str(&format!(
+                    "M 644 inline d{:03}/f{f:05}.txt\ndata {}\n{body}\n",
+                    f % 100,
+                    body.len()
+                ));
+            }
+        } else {
+            let f = c % files;
+            let body = format!("file {f} changed in {c}\n");
+            s.push_str(&format!(
+                "M 644 inline d{:03}/f{f:05}.txt\ndata {}\n{body}\n",
+                f % 100,
+                body.len()
+            ));
+        }
+    }
+    let mut child = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["fast-import", "--quiet"])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(s.as_bytes()).unwrap();
+    assert!(child.wait().unwrap().success());
+    git(&["reset", "-q", "--hard", "main"]);
+}
+
+fn median(v: &mut [Duration]) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+/// The start cost the guard adds, and the bring-back's time, on a repository of 10 000 files
+/// and 1 000 commits: `handler-sandbox-podman launch` of `true` on the scope alone (decision
+/// 0031's read-only git) against the guard's preparation plus the launch with its mounts,
+/// alternated, medians; then one commit in the sandbox and its bring-back. A benchmark:
+/// `cargo test -p handler-bins --test it -- --ignored daemon_git_guard::bench` (bench/git-guard.sh).
+#[test]
+#[ignore = "a benchmark (bench/git-guard.sh)"]
+fn bench_guarded_start_and_bring_back() {
+    use handler_core::daemon::launch::gitguard;
+    let Some(u) = user() else { return };
+    let rounds: usize = std::env::var("HANDLER_BENCH_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(7);
+    let root = PathBuf::from(format!("/tmp/hgg-bench-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let scope = root.join("repo");
+    let t = Instant::now();
+    big_repo(&scope, 10_000, 1_000);
+    eprintln!("repository made in {:?}", t.elapsed());
+    Command::new("chmod")
+        .args(["-R", "a+rX"])
+        .arg(&root)
+        .status()
+        .unwrap();
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_handler-sandbox-podman"));
+    let launch = |name: &str, mounts: Value, argv: Value| -> Duration {
+        let spec = json!({
+            "apiVersion": "handler.sandbox/v1", "name": name, "image": IMAGE,
+            "argv": argv, "env": {}, "workdir": scope,
+            "user": {"mode": "host-user", "home": "/home/agent"}, "mounts": mounts, "files": [],
+            "writablePaths": [], "network": {"mode": "none"}, "injections": []
+        });
+        let file = root.join(format!("{name}.json"));
+        std::fs::write(&file, spec.to_string()).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let t = Instant::now();
+        let o = u
+            .cmd(
+                "sh",
+                &[
+                    "-c",
+                    "exec \"$0\" launch 3<\"$1\"",
+                    exe.to_str().unwrap(),
+                    file.to_str().unwrap(),
+                ],
+                &[],
+            )
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        t.elapsed()
+    };
+    let scope_mount = json!({"source": scope, "target": scope, "readOnly": false, "kind": "scope"});
+    let (mut plain, mut guarded, mut prep) = (Vec::new(), Vec::new(), Vec::new());
+    let mut last = None;
+    for r in 0..rounds {
+        plain.push(launch(
+            &format!("hgg-bench-p{r}-{}", std::process::id()),
+            json!([scope_mount]),
+            json!(["true"]),
+        ));
+        let dir = root.join(format!("guard{r}"));
+        let t = Instant::now();
+        let mut mounts = vec![serde_json::from_value(scope_mount.clone()).unwrap()];
+        let g = gitguard::guard_scope(&scope, &dir, &mut mounts)
+            .unwrap()
+            .unwrap();
+        let p = t.elapsed();
+        u.give(&dir);
+        let m = serde_json::to_value(&mounts).unwrap();
+        let l = launch(
+            &format!("hgg-bench-g{r}-{}", std::process::id()),
+            m,
+            json!(["true"]),
+        );
+        prep.push(p);
+        guarded.push(p + l);
+        last = Some((g, mounts));
+    }
+    let (pl, gu, pr) = (median(&mut plain), median(&mut guarded), median(&mut prep));
+    eprintln!(
+        "BENCH start: unguarded {pl:?}, guarded {gu:?} (of which the guard's preparation {pr:?}), ratio {:.2}x",
+        gu.as_secs_f64() / pl.as_secs_f64()
+    );
+    // One commit in the sandbox, then its bring-back.
+    let (g, mounts) = last.unwrap();
+    let m = serde_json::to_value(&mounts).unwrap();
+    launch(
+        &format!("hgg-bench-c-{}", std::process::id()),
+        m,
+        json!([
+            "git",
+            "-c",
+            "safe.directory=*",
+            "-c",
+            "user.name=B",
+            "-c",
+            "user.email=b@e",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "bench"
+        ]),
+    );
+    let mut cmd: Vec<String> = match &u.name {
+        Some(n) => vec![
+            "setpriv".into(),
+            "--reuid".into(),
+            n.clone(),
+            "--regid".into(),
+            n.clone(),
+            "--init-groups".into(),
+            "env".into(),
+            "-i".into(),
+            "PATH=/usr/local/bin:/usr/bin:/bin".into(),
+            format!("HOME={}", u.home()),
+        ],
+        None => Vec::new(),
+    };
+    cmd.push(exe.display().to_string());
+    let launcher = handler_core::daemon::launch::launcher::ProcessLauncher { command: cmd };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let t = Instant::now();
+    let b = rt
+        .block_on(gitguard::bring_back(&launcher, &g, "bench", IMAGE))
+        .unwrap();
+    eprintln!(
+        "BENCH bring-back of one commit: {:?} ({:?})",
+        t.elapsed(),
+        b.lines
+    );
+    assert!(
+        b.lines
+            .iter()
+            .any(|l| l.starts_with("main: fast-forwarded")),
+        "{b:?}"
+    );
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// A connection (`/v1/agents/{id}/acp`, not a session) is guarded too: the agent's commit comes
+/// back to the host's branch when the connection closes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connections_commit_comes_back_when_it_closes() {
+    let Some(u) = user() else { return };
+    let d = start(u, "conn").await;
+    let agent = d.agent().await;
+    let protocols = vec!["acp.v1".to_string(), format!("bearer.{}", d.token)];
+    let url = format!("ws://127.0.0.1:{}/v1/agents/{agent}/acp", d.port);
+    let mut c = test_support::acp::open(&url, &protocols, None)
+        .await
+        .unwrap_or_else(|e| panic!("{e}: {}", d.log()));
+    c.request(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    )
+    .await;
+    let r = c
+        .request("session/new", json!({"cwd": d.scope, "mcpServers": []}))
+        .await;
+    let sid = r["result"]["sessionId"].as_str().unwrap().to_string();
+    let prompt = format!(
+        "sh: cd {} && echo c > c.txt && git add c.txt && git commit -q -m 'over a connection'",
+        d.scope.display()
+    );
+    let r = c
+        .request(
+            "session/prompt",
+            json!({"sessionId": sid, "prompt": [{"type": "text", "text": prompt}]}),
+        )
+        .await;
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    drop(c);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while d.git(&["log", "-1", "--format=%s", "main"]) != "over a connection" {
+        assert!(Instant::now() < deadline, "not brought back: {}", d.log());
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    assert_eq!(d.git(&["status", "--porcelain"]), "");
+}

@@ -1,0 +1,802 @@
+//! The git guard's I/O (issue 14; the decisions are `handler_sandbox::guard`'s): reading a
+//! scope's repository before a start (links, alternates, HEAD — by reading files, git only for
+//! `user.name`/`user.email`), making the session's own git directory under Handler's data, and
+//! the bring-back: the bundle from the runtime's `git-bundle` helper container, fetched here with
+//! `transfer.fsckObjects` into `refs/handler/sessions/<session>/<branch>`, each branch then
+//! fast-forwarded, created or left waiting. Every git run here passes
+//! `handler_sandbox::guard::HOST_GIT_SAFETY`, in a child with a time and a memory limit; the
+//! host's git never opens the session's git directory.
+
+use std::fs;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use handler_contracts::sandbox::Mount;
+use handler_sandbox::guard::{self, Action, GuardError, Head, Layout, Link, RepoFacts};
+
+use super::launcher::{Launcher, LauncherError};
+use crate::daemon::fsutil;
+
+/// The address space a git child may take (packs are mapped).
+const GIT_MEMORY: u64 = 4 << 30;
+/// How long one git child may run.
+const GIT_TIME: Duration = Duration::from_secs(120);
+/// The most output kept of one git child.
+const GIT_OUTPUT_MAX: u64 = 16 << 20;
+/// The file in a session's folder the bring-back's lines are appended to.
+pub const LOG: &str = "git-guard.log";
+/// The runtime verb's exit codes (`runtime::sandbox::git_bundle`).
+const NOTHING_NEW: i32 = 3;
+const NO_GIT: i32 = 4;
+
+/// Why the guard could not do its part.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum GitGuardError {
+    /// A refusal before start (409 / 64), or a bundle or name the guard refuses.
+    #[error(transparent)]
+    Refused(#[from] GuardError),
+    /// A file or folder could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The path.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A git command on the host failed.
+    #[error("git {args} failed ({status}): {stderr}")]
+    Git {
+        /// Its arguments after the safety options.
+        args: String,
+        /// How it ended.
+        status: String,
+        /// Its stderr, bounded.
+        stderr: String,
+    },
+    /// The image has no git: nothing committed in the sandbox can come back.
+    #[error(
+        "the image {image} has no git, so nothing committed in the sandbox can come back; its git directory stays at {git_dir}"
+    )]
+    NoGit {
+        /// The image.
+        image: String,
+        /// The session's git directory, kept.
+        git_dir: String,
+    },
+    /// The helper container failed.
+    #[error("the bring-back's helper container failed: {0}")]
+    Helper(#[from] LauncherError),
+}
+
+type Result<T> = std::result::Result<T, GitGuardError>;
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> GitGuardError + '_ {
+    move |source| GitGuardError::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+/// A guarded repository: its facts and the session's folder for the guard (`git/`, `gitfile`,
+/// `seeded`), which the sandbox never sees except `git/`.
+#[derive(Debug, Clone)]
+pub struct Guarded {
+    /// What was read of the host repository at start.
+    pub facts: RepoFacts,
+    /// The session's (or connection's) folder for the guard.
+    pub dir: PathBuf,
+}
+
+impl Guarded {
+    /// The session's own git directory.
+    pub fn git_dir(&self) -> PathBuf {
+        self.dir.join("git")
+    }
+}
+
+/// The repository `scope` is the root of (`<scope>/.git`), read without running git except for
+/// `user.name`/`user.email`; `None` when the scope is no repository's root (a folder below a
+/// root sees no git directory in the sandbox at all). A `.git` that is a link is refused.
+pub fn gather(scope: &Path) -> Result<Option<RepoFacts>> {
+    let dot_git = scope.join(".git");
+    let Ok(meta) = fs::symlink_metadata(&dot_git) else {
+        return Ok(None);
+    };
+    let (layout, git_dir) = if meta.file_type().is_symlink() {
+        let target = fs::read_link(&dot_git).map_err(io(&dot_git))?;
+        return Err(GuardError::Links {
+            links: vec![Link {
+                path: dot_git.display().to_string(),
+                target: target.display().to_string(),
+            }],
+        }
+        .into());
+    } else if meta.is_dir() {
+        (Layout::Main, dot_git.clone())
+    } else {
+        let text = read_small(&dot_git)?;
+        let Some(t) = guard_gitfile_target(&text) else {
+            return Ok(None);
+        };
+        (Layout::Worktree, scope.join(t))
+    };
+    let git_dir = fs::canonicalize(&git_dir).map_err(io(&git_dir))?;
+    let common_dir = match fs::read_to_string(git_dir.join("commondir")) {
+        Ok(t) if !t.trim().is_empty() => {
+            let c = git_dir.join(t.trim_end());
+            fs::canonicalize(&c).map_err(io(&c))?
+        }
+        _ => git_dir.clone(),
+    };
+    let head = read_head(&git_dir, &common_dir)?;
+    let mut links = Vec::new();
+    scan_links(&common_dir, &mut links)?;
+    if layout == Layout::Worktree {
+        scan_tree(&git_dir, &mut links)?;
+    }
+    let alternates = fsutil::read_optional(&common_dir.join("objects/info/alternates"))
+        .map_err(io(&common_dir))?;
+    let shallow = fsutil::read_optional(&common_dir.join("shallow")).map_err(io(&common_dir))?;
+    let (user_name, user_email) = user_identity(scope);
+    Ok(Some(RepoFacts {
+        root: scope.display().to_string(),
+        layout,
+        git_dir: git_dir.display().to_string(),
+        common_dir: common_dir.display().to_string(),
+        head,
+        links,
+        alternates,
+        shallow,
+        user_name,
+        user_email,
+    }))
+}
+
+fn guard_gitfile_target(text: &str) -> Option<String> {
+    handler_sandbox::git::gitfile_target(text).map(str::to_string)
+}
+
+/// A small regular file's text (at most 64 KiB), opened without following a link (the
+/// session's git directory is the agent's: it may swap a file for a link at any moment).
+fn read_small(p: &Path) -> Result<String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(p)
+        .map_err(io(p))?;
+    let meta = f.metadata().map_err(io(p))?;
+    if !meta.is_file() || meta.len() > 64 << 10 {
+        return Err(GitGuardError::Io {
+            path: p.display().to_string(),
+            source: std::io::Error::other("not a small regular file"),
+        });
+    }
+    let mut text = String::new();
+    f.take(64 << 10).read_to_string(&mut text).map_err(io(p))?;
+    Ok(text)
+}
+
+/// HEAD: a branch (its commit from the loose ref or `packed-refs`) or a detached commit.
+fn read_head(git_dir: &Path, common: &Path) -> Result<Head> {
+    let text = read_small(&git_dir.join("HEAD"))?;
+    let text = text.trim();
+    if let Some(r) = text.strip_prefix("ref:") {
+        let r = r.trim();
+        let name = r.strip_prefix("refs/heads/").unwrap_or(r).to_string();
+        guard::check_ref_name("branch", &name)?;
+        return Ok(Head::Branch {
+            commit: read_ref(common, r)?,
+            name,
+        });
+    }
+    Ok(Head::Detached {
+        commit: text.to_string(),
+    })
+}
+
+fn read_ref(common: &Path, full: &str) -> Result<Option<String>> {
+    let loose = common.join(full);
+    if fs::symlink_metadata(&loose).is_ok_and(|m| m.is_file()) {
+        return Ok(Some(read_small(&loose)?.trim().to_string()));
+    }
+    let packed = fsutil::read_optional(&common.join("packed-refs")).map_err(io(common))?;
+    Ok(packed.and_then(|t| {
+        t.lines()
+            .filter(|l| !l.starts_with('#') && !l.starts_with('^'))
+            .find_map(|l| {
+                let (oid, name) = l.split_once(' ')?;
+                (name == full).then(|| oid.to_string())
+            })
+    }))
+}
+
+/// Links directly under the git directory's root and anywhere in `logs/`, `refs/`, `objects/`
+/// (a worktree's own entry is scanned whole by [`scan_tree`]).
+fn scan_links(common: &Path, out: &mut Vec<Link>) -> Result<()> {
+    for e in fs::read_dir(common).map_err(io(common))?.flatten() {
+        let p = e.path();
+        let ft = e.file_type().map_err(io(&p))?;
+        if ft.is_symlink() {
+            push_link(&p, out)?;
+        }
+    }
+    for sub in ["logs", "refs", "objects"] {
+        let d = common.join(sub);
+        if d.is_dir() {
+            scan_tree(&d, out)?;
+        }
+    }
+    Ok(())
+}
+
+/// Every link anywhere under `dir` (links are not followed).
+fn scan_tree(dir: &Path, out: &mut Vec<Link>) -> Result<()> {
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in fs::read_dir(&d).map_err(io(&d))?.flatten() {
+            let p = e.path();
+            let ft = e.file_type().map_err(io(&p))?;
+            if ft.is_symlink() {
+                push_link(&p, out)?;
+            } else if ft.is_dir() {
+                todo.push(p);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn push_link(p: &Path, out: &mut Vec<Link>) -> Result<()> {
+    let target = fs::read_link(p).map_err(io(p))?;
+    out.push(Link {
+        path: p.display().to_string(),
+        target: target.display().to_string(),
+    });
+    Ok(())
+}
+
+/// `user.name` and `user.email` as the host's git answers them for the tree.
+fn user_identity(root: &Path) -> (Option<String>, Option<String>) {
+    let get = |key: &str| {
+        git(root, &["config", "--get", key], &[])
+            .ok()
+            .map(|o| o.trim_end().to_string())
+            .filter(|s| !s.is_empty())
+    };
+    (get("user.name"), get("user.email"))
+}
+
+/// Makes (or, on a restart, keeps) the session's git directory in `dir` for `facts` and returns
+/// the mounts that put it in the sandbox. Refused (409 / 64) by [`guard::check`] first.
+pub fn prepare(facts: RepoFacts, dir: &Path) -> Result<(Guarded, Vec<Mount>)> {
+    guard::check(&facts)?;
+    let g = Guarded {
+        facts,
+        dir: dir.to_path_buf(),
+    };
+    let git_dir = g.git_dir();
+    let gitfile = dir.join("gitfile");
+    if !git_dir.exists() {
+        seed(&g.facts, dir)?;
+    }
+    fsutil::write_atomic(&gitfile, guard::gitfile().as_bytes(), 0o644).map_err(io(&gitfile))?;
+    let mounts = guard::mounts(
+        &g.facts,
+        &git_dir.display().to_string(),
+        &gitfile.display().to_string(),
+    );
+    Ok((g, mounts))
+}
+
+/// Writes the seed into `<dir>/git.new`, reads the index from the tree's commit (host git on
+/// Handler's own fresh directory, the host's objects given by environment), then renames it.
+fn seed(facts: &RepoFacts, dir: &Path) -> Result<()> {
+    let tmp = dir.join("git.new");
+    fsutil::create_dir_private(dir).map_err(io(dir))?;
+    let _ = fs::remove_dir_all(&tmp);
+    fsutil::create_dir_private(&tmp.join("refs/heads")).map_err(io(&tmp))?;
+    for sub in ["objects/info", "objects/pack", "refs/tags"] {
+        fsutil::create_dir_private(&tmp.join(sub)).map_err(io(&tmp))?;
+    }
+    let s = guard::seed(facts);
+    let mut alternates = None;
+    for (rel, text) in &s.files {
+        if rel == "objects/info/alternates" {
+            alternates = Some(text.clone());
+            continue;
+        }
+        let p = tmp.join(rel);
+        fsutil::write_atomic(&p, text.as_bytes(), 0o644).map_err(io(&p))?;
+    }
+    if let Some(c) = &s.index_from {
+        let objects = format!("{}/objects", facts.common_dir);
+        let git_dir = tmp.display().to_string();
+        git(
+            dir,
+            &["--git-dir", &git_dir, "read-tree", c],
+            &[("GIT_ALTERNATE_OBJECT_DIRECTORIES", &objects)],
+        )?;
+    }
+    if let Some(a) = alternates {
+        let p = tmp.join("objects/info/alternates");
+        fsutil::write_atomic(&p, a.as_bytes(), 0o644).map_err(io(&p))?;
+    }
+    let seeded = head_commit(&facts.head).unwrap_or_default();
+    let p = dir.join("seeded");
+    fsutil::write_atomic(&p, format!("{seeded}\n").as_bytes(), 0o600).map_err(io(&p))?;
+    let git_dir = dir.join("git");
+    fs::rename(&tmp, &git_dir).map_err(io(&git_dir))
+}
+
+fn head_commit(h: &Head) -> Option<String> {
+    match h {
+        Head::Branch { commit, .. } => commit.clone(),
+        Head::Detached { commit } => Some(commit.clone()),
+    }
+}
+
+/// Runs host git in `cwd` with the safety options first, stdin empty, in a child limited to
+/// [`GIT_MEMORY`] of address space and [`GIT_TIME`]; its stdout.
+pub fn git(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<String> {
+    let out = git_output(cwd, args, env)?;
+    if out.0.success() {
+        Ok(String::from_utf8_lossy(&out.1).into_owned())
+    } else {
+        Err(GitGuardError::Git {
+            args: args.join(" "),
+            status: out.0.to_string(),
+            stderr: out.2,
+        })
+    }
+}
+
+/// [`git`]'s exit status, stdout and stderr (bounded), whatever the status.
+fn git_output(
+    cwd: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Result<(std::process::ExitStatus, Vec<u8>, String)> {
+    let mut c = Command::new("git");
+    c.args(guard::host_git(args))
+        .current_dir(cwd)
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    limit_memory(&mut c);
+    let mut child = c.spawn().map_err(|source| GitGuardError::Io {
+        path: "git".into(),
+        source,
+    })?;
+    let read = |s: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut out = Vec::new();
+            if let Some(s) = s {
+                let _ = s.take(GIT_OUTPUT_MAX).read_to_end(&mut out);
+            }
+            out
+        })
+    };
+    let so = read(
+        child
+            .stdout
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+    );
+    let se = read(
+        child
+            .stderr
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+    );
+    let deadline = Instant::now() + GIT_TIME;
+    let status = loop {
+        match child.try_wait().map_err(io(cwd))? {
+            Some(st) => break st,
+            None if Instant::now() >= deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(GitGuardError::Git {
+                    args: args.join(" "),
+                    status: "timed out".into(),
+                    stderr: format!("killed after {} s", GIT_TIME.as_secs()),
+                });
+            }
+            None => std::thread::sleep(Duration::from_millis(5)),
+        }
+    };
+    let out = so.join().unwrap_or_default();
+    let err = String::from_utf8_lossy(&se.join().unwrap_or_default())
+        .trim()
+        .chars()
+        .take(2000)
+        .collect();
+    Ok((status, out, err))
+}
+
+#[allow(unsafe_code)]
+fn limit_memory(c: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: setrlimit is async-signal-safe; nothing is allocated between fork and exec.
+    unsafe {
+        c.pre_exec(|| {
+            nix::sys::resource::setrlimit(
+                nix::sys::resource::Resource::RLIMIT_AS,
+                GIT_MEMORY,
+                GIT_MEMORY,
+            )
+            .map_err(std::io::Error::from)
+        });
+    }
+}
+
+/// What one bring-back did: a line per branch for the session's log.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BroughtBack {
+    /// One line per branch that came back (fast-forwarded, created, waiting).
+    pub lines: Vec<String>,
+}
+
+/// The bring-back (item 2): the runtime's helper container writes a bundle of every branch of
+/// the session's git directory (run in `image`), fetched into the hidden refs of `session` with
+/// objects checked, then each branch fast-forwarded, created or left waiting.
+pub async fn bring_back(
+    launcher: &dyn Launcher,
+    g: &Guarded,
+    session: &str,
+    image: &str,
+) -> Result<BroughtBack> {
+    guard::check_ref_name("session id", session)?;
+    let g2 = g.clone();
+    let s2 = session.to_string();
+    let known = tokio::task::spawn_blocking(move || known_commits(&g2, &s2))
+        .await
+        .map_err(|e| GitGuardError::Io {
+            path: "bring-back".into(),
+            source: std::io::Error::other(e.to_string()),
+        })??;
+    let mut args = vec![
+        "--image".to_string(),
+        image.to_string(),
+        "--git-dir".into(),
+        g.git_dir().display().to_string(),
+        "--objects".into(),
+        format!("{}/objects", g.facts.common_dir),
+    ];
+    for k in known {
+        args.push("--not".into());
+        args.push(k);
+    }
+    let bundle = match launcher.git_bundle(&args).await {
+        Ok(b) => b,
+        Err(LauncherError::Verb {
+            code: Some(NOTHING_NEW),
+            ..
+        }) => return Ok(BroughtBack::default()),
+        Err(LauncherError::Verb {
+            code: Some(NO_GIT), ..
+        }) => {
+            return Err(GitGuardError::NoGit {
+                image: image.to_string(),
+                git_dir: g.git_dir().display().to_string(),
+            });
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let g2 = g.clone();
+    let s2 = session.to_string();
+    tokio::task::spawn_blocking(move || apply(&g2, &s2, &bundle))
+        .await
+        .map_err(|e| GitGuardError::Io {
+            path: "bring-back".into(),
+            source: std::io::Error::other(e.to_string()),
+        })?
+}
+
+/// The commits the host has that the bundle can leave out: the seed and the session's hidden
+/// refs (what earlier bring-backs fetched).
+fn known_commits(g: &Guarded, session: &str) -> Result<Vec<String>> {
+    let mut known: Vec<String> = fsutil::read_optional(&g.dir.join("seeded"))
+        .map_err(io(&g.dir))?
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .into_iter()
+        .collect();
+    let prefix = format!("refs/handler/sessions/{session}/");
+    let root = Path::new(&g.facts.root);
+    let out = git(
+        root,
+        &["for-each-ref", "--format=%(objectname)", &prefix],
+        &[],
+    )?;
+    for l in out.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        if !known.iter().any(|k| k == l) {
+            known.push(l.to_string());
+        }
+    }
+    Ok(known)
+}
+
+/// Fetches `bundle` into the hidden refs and moves each branch as [`guard::decide`] says.
+fn apply(g: &Guarded, session: &str, bundle: &[u8]) -> Result<BroughtBack> {
+    let header = guard::parse_bundle_header(bundle)?;
+    let path = g.dir.join("bring-back.bundle");
+    fsutil::write_atomic(&path, bundle, 0o600).map_err(io(&path))?;
+    let root = Path::new(&g.facts.root);
+    let argv = guard::fetch_argv(&path.display().to_string(), session)?;
+    let fetched = git(root, &as_strs(&argv[guard::HOST_GIT_SAFETY.len()..]), &[]);
+    let _ = fs::remove_file(&path);
+    fetched?;
+    let head = current_branch(root);
+    let staged = !git_output(
+        root,
+        &["diff", "--cached", "--quiet", "--ignore-submodules"],
+        &[],
+    )?
+    .0
+    .success();
+    let mut out = BroughtBack::default();
+    for (branch, commit) in &header.branches {
+        let line = move_branch(root, session, branch, commit, head.as_deref(), staged)?;
+        if let Some(l) = line {
+            out.lines.push(l);
+        }
+    }
+    Ok(out)
+}
+
+fn as_strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+/// The tree's HEAD branch now (`None`: detached).
+fn current_branch(root: &Path) -> Option<String> {
+    git(root, &["symbolic-ref", "-q", "--short", "HEAD"], &[])
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+fn move_branch(
+    root: &Path,
+    session: &str,
+    branch: &str,
+    commit: &str,
+    head: Option<&str>,
+    staged: bool,
+) -> Result<Option<String>> {
+    let full = format!("refs/heads/{branch}");
+    let host = git(root, &["rev-parse", "--verify", "-q", &full], &[])
+        .ok()
+        .map(|s| s.trim().to_string());
+    let host = host.map(|c| guard::HostBranch {
+        ancestor_of_fetched: git_output(root, &["merge-base", "--is-ancestor", &c, commit], &[])
+            .is_ok_and(|o| o.0.success()),
+        commit: c,
+    });
+    let hidden = guard::hidden_ref(session, branch)?;
+    let short = commit.get(..12).unwrap_or(commit);
+    Ok(
+        match guard::decide(branch, commit, host.as_ref(), head, staged) {
+            Action::Unchanged => None,
+            Action::Create => {
+                git(
+                    root,
+                    &["update-ref", &full, commit, &"0".repeat(commit.len())],
+                    &[],
+                )?;
+                Some(format!("{branch}: created at {short}"))
+            }
+            Action::FastForward { reset_index } => {
+                let old = host.map(|h| h.commit).unwrap_or_default();
+                git(root, &["update-ref", &full, commit, &old], &[])?;
+                if reset_index {
+                    git(root, &["reset", "-q"], &[])?;
+                }
+                Some(format!("{branch}: fast-forwarded to {short}"))
+            }
+            Action::Wait { reason } => Some(format!("{branch}: waits under {hidden} ({reason})")),
+        },
+    )
+}
+
+/// A session's (or connection's) guard while its sandbox lives: what to bring back from, with
+/// which image, one bring-back at a time; each one's lines appended to `log`.
+#[derive(Debug)]
+pub struct GuardSession {
+    /// The guarded repository and the session's folder for it.
+    pub guarded: Guarded,
+    /// The sandbox's image (the helper container's).
+    pub image: String,
+    /// The session (or connection) id: the hidden refs' folder.
+    pub session: String,
+    /// Where the bring-back's lines are appended.
+    pub log: PathBuf,
+    lock: tokio::sync::Mutex<()>,
+}
+
+impl GuardSession {
+    /// A guard for `session`'s sandbox of `image`, logging to `log`.
+    pub fn new(guarded: Guarded, image: String, session: String, log: PathBuf) -> Self {
+        Self {
+            guarded,
+            image,
+            session,
+            log,
+            lock: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// One bring-back (`when`: turn end, cancel, stop…), its lines logged; never fails the
+    /// session: a failure is a line too.
+    pub async fn bring_back(&self, launcher: &dyn Launcher, when: &str) -> Vec<String> {
+        let _one = self.lock.lock().await;
+        let lines = match bring_back(launcher, &self.guarded, &self.session, &self.image).await {
+            Ok(b) => b.lines,
+            Err(e) => vec![format!("bring-back failed: {e}")],
+        };
+        if !lines.is_empty() {
+            let text: String = lines
+                .iter()
+                .map(|l| format!("{} {when}: {l}\n", crate::daemon::fsutil::now_rfc3339()))
+                .collect();
+            let _ = append(&self.log, &text);
+            for l in &lines {
+                tracing::info!(session = %self.session, %when, "git guard: {l}");
+            }
+        }
+        lines
+    }
+}
+
+fn append(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)?;
+    f.write_all(text.as_bytes())
+}
+
+/// The guard for a sandbox whose scope mount is `scope`: `None` when the scope is no
+/// repository's root; else the session's git directory made in `dir` and the mounts added to
+/// `mounts`. Refused (the reason names each link) before anything starts.
+pub fn guard_scope(scope: &Path, dir: &Path, mounts: &mut Vec<Mount>) -> Result<Option<Guarded>> {
+    let Some(facts) = gather(scope)? else {
+        return Ok(None);
+    };
+    let (g, m) = prepare(facts, dir)?;
+    mounts.extend(m);
+    Ok(Some(g))
+}
+
+/// Follow (item 3): before a turn, a commit made on the host's branch of the sandbox's HEAD is
+/// handed to the sandbox (`git-follow`: update-ref, then the index), only where the sandbox holds
+/// nothing the host has not fetched and the host's commit leads on from the sandbox's
+/// ([`guard::follow`]). The sandbox's HEAD and ref are read as small plain files, not by git.
+/// Returns the line to log, if any.
+pub async fn follow(
+    launcher: &dyn Launcher,
+    g: &Guarded,
+    session: &str,
+    image: &str,
+) -> Result<Option<String>> {
+    let (g2, s2) = (g.clone(), session.to_string());
+    let facts = tokio::task::spawn_blocking(move || follow_facts(&g2, &s2))
+        .await
+        .map_err(|e| GitGuardError::Io {
+            path: "follow".into(),
+            source: std::io::Error::other(e.to_string()),
+        })??;
+    let Some(f) = facts else {
+        return Ok(None);
+    };
+    let (branch, at) = f.sandbox.clone().unwrap_or_default();
+    match guard::follow(&f) {
+        guard::Follow::Nothing => Ok(None),
+        guard::Follow::Keep(why) => Ok(Some(format!(
+            "follow: the sandbox keeps working where it is: {why}"
+        ))),
+        guard::Follow::To(to) => {
+            let args: Vec<String> = [
+                "--image",
+                image,
+                "--git-dir",
+                &g.git_dir().display().to_string(),
+                "--objects",
+                &format!("{}/objects", g.facts.common_dir),
+                "--branch",
+                &branch,
+                "--from",
+                &at,
+                "--to",
+                &to,
+            ]
+            .map(String::from)
+            .to_vec();
+            match launcher.git_follow(&args).await {
+                Ok(()) => {}
+                Err(LauncherError::Verb {
+                    code: Some(NO_GIT), ..
+                }) => {
+                    return Err(GitGuardError::NoGit {
+                        image: image.to_string(),
+                        git_dir: g.git_dir().display().to_string(),
+                    });
+                }
+                Err(e) => return Err(e.into()),
+            }
+            let p = g.dir.join("seeded");
+            fsutil::write_atomic(&p, format!("{to}\n").as_bytes(), 0o600).map_err(io(&p))?;
+            Ok(Some(format!(
+                "follow: the sandbox's {branch} moved to the host's {}",
+                to.get(..12).unwrap_or(&to)
+            )))
+        }
+    }
+}
+
+/// What follow decides on: the sandbox's HEAD (read as plain files), the host's side by git.
+fn follow_facts(g: &Guarded, session: &str) -> Result<Option<guard::FollowFacts>> {
+    let git_dir = g.git_dir();
+    let Ok(Head::Branch {
+        name,
+        commit: Some(at),
+    }) = read_head(&git_dir, &git_dir)
+    else {
+        return Ok(None);
+    };
+    let root = Path::new(&g.facts.root);
+    let rev = |r: &str| {
+        git(root, &["rev-parse", "--verify", "-q", r], &[])
+            .ok()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+    };
+    let host = rev(&format!("refs/heads/{name}"));
+    let fetched = rev(&guard::hidden_ref(session, &name)?);
+    let seeded = fsutil::read_optional(&g.dir.join("seeded"))
+        .map_err(io(&g.dir))?
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    let host_leads_on = host.as_ref().is_some_and(|h| {
+        git_output(root, &["merge-base", "--is-ancestor", &at, h], &[]).is_ok_and(|o| o.0.success())
+    });
+    Ok(Some(guard::FollowFacts {
+        sandbox: Some((name, at)),
+        fetched,
+        seeded,
+        host,
+        host_leads_on,
+    }))
+}
+
+impl GuardSession {
+    /// Follow before a turn, its line logged; never fails the turn.
+    pub async fn follow(&self, launcher: &dyn Launcher) {
+        let _one = self.lock.lock().await;
+        let line = match follow(launcher, &self.guarded, &self.session, &self.image).await {
+            Ok(l) => l,
+            Err(e) => Some(format!("follow failed: {e}")),
+        };
+        if let Some(l) = line {
+            let _ = append(
+                &self.log,
+                &format!("{} turn start: {l}\n", fsutil::now_rfc3339()),
+            );
+            tracing::info!(session = %self.session, "git guard: {l}");
+        }
+    }
+}

@@ -1,0 +1,147 @@
+//! `git-bundle` (issue 14): the git guard's bring-back. A short helper container of the
+//! sandbox's image on the session's git directory and the host's objects (both read-only, no
+//! network; `handler_sandbox::guard::helper_run_args`) writes a bundle of every branch on its
+//! stdout, which is this verb's stdout: the host's git never opens the session's git directory.
+//! Exit 0 with the bundle, [`NOTHING_NEW`] when every branch is known already, [`NO_GIT`] when the
+//! image has no git, 1 otherwise (the reason on stderr).
+
+use std::process::Stdio;
+
+use handler_sandbox::plan::{DockerFacts, Engine};
+
+use super::{docker, engine, log, podman};
+
+/// Exit code: no branch holds a commit the host does not have (git refuses an empty bundle).
+pub const NOTHING_NEW: i32 = 3;
+/// Exit code: the image has no `git` to write the bundle with.
+pub const NO_GIT: i32 = 4;
+
+/// What to bundle.
+#[derive(Debug, Clone)]
+pub struct BundleRequest {
+    /// The image the helper runs (the sandbox's, which holds the git it committed with).
+    pub image: String,
+    /// The session's git directory on the host.
+    pub git_dir: String,
+    /// The host repository's `objects/`.
+    pub objects: String,
+    /// Commits the host has (left out of the bundle).
+    pub known: Vec<String>,
+}
+
+/// The engine's facts for a helper container (Docker: rootless or opted in).
+fn docker_facts() -> Result<Option<DockerFacts>, String> {
+    match engine::current() {
+        engine::Kind::Podman => Ok(None),
+        engine::Kind::Docker => Ok(Some(DockerFacts {
+            rootless: docker::daemon_rootless().map_err(|e| e.to_string())?,
+            allow_rootful: docker::rootful_allowed(),
+            oci_runtime: None,
+            filter_image_id: None,
+        })),
+    }
+}
+
+fn ids() -> (u32, u32) {
+    (
+        nix::unistd::getuid().as_raw(),
+        nix::unistd::getgid().as_raw(),
+    )
+}
+
+/// Runs the helper container; its exit code as described above.
+pub fn run(req: &BundleRequest) -> i32 {
+    let facts = match docker_facts() {
+        Ok(f) => f,
+        Err(e) => return fail(&e),
+    };
+    let eng = facts.as_ref().map_or(Engine::Podman, Engine::Docker);
+    let args = match handler_sandbox::guard::helper_run_args(
+        eng,
+        ids(),
+        &req.image,
+        &req.git_dir,
+        &req.objects,
+        &req.known,
+    ) {
+        Ok(a) => a,
+        Err(e) => return fail(&e.to_string()),
+    };
+    let out = match podman::command(&args)
+        .stdout(Stdio::inherit())
+        .stderr(Stdio::piped())
+        .output()
+    {
+        Ok(o) => o,
+        Err(e) => return fail(&format!("cannot run {}: {e}", podman::program())),
+    };
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    match out.status.code() {
+        Some(0) => 0,
+        _ if stderr.contains("Refusing to create empty bundle") => NOTHING_NEW,
+        Some(126 | 127) => {
+            log(&format!(
+                "git-bundle: the image {} has no git: {}",
+                req.image,
+                stderr.trim()
+            ));
+            NO_GIT
+        }
+        _ => fail(stderr.trim()),
+    }
+}
+
+fn fail(msg: &str) -> i32 {
+    log(&format!("git-bundle: {msg}"));
+    1
+}
+
+/// What to follow: the session's `branch` moved from `from` to `to` (a host commit).
+#[derive(Debug, Clone)]
+pub struct FollowRequest {
+    /// The image the helper runs.
+    pub image: String,
+    /// The session's git directory on the host (writable in the helper).
+    pub git_dir: String,
+    /// The host repository's `objects/` (read-only).
+    pub objects: String,
+    /// The branch.
+    pub branch: String,
+    /// Its commit in the session's git directory now.
+    pub from: String,
+    /// The host's commit it moves to.
+    pub to: String,
+}
+
+/// `git-follow` (issue 14, item 3): `update-ref` then `read-tree` in two helper containers on
+/// the session's git directory. Exit 0, [`NO_GIT`], or 1 (the reason on stderr).
+pub fn follow(req: &FollowRequest) -> i32 {
+    let facts = match docker_facts() {
+        Ok(f) => f,
+        Err(e) => return fail(&e),
+    };
+    let eng = facts.as_ref().map_or(Engine::Podman, Engine::Docker);
+    let argvs = match handler_sandbox::guard::follow_argvs(&req.branch, &req.from, &req.to) {
+        Ok(a) => a,
+        Err(e) => return fail(&e.to_string()),
+    };
+    let h = handler_sandbox::guard::Helper {
+        image: &req.image,
+        session_git: &req.git_dir,
+        host_objects: &req.objects,
+        git_dir_writable: true,
+    };
+    for argv in argvs {
+        let args = match handler_sandbox::guard::helper_args(eng, ids(), &h, argv) {
+            Ok(a) => a,
+            Err(e) => return fail(&e.to_string()),
+        };
+        match podman::output(&args.iter().map(String::as_str).collect::<Vec<_>>()) {
+            Ok(o) if o.status.success() => {}
+            Ok(o) if matches!(o.status.code(), Some(126 | 127)) => return NO_GIT,
+            Ok(o) => return fail(String::from_utf8_lossy(&o.stderr).trim()),
+            Err(e) => return fail(&e.to_string()),
+        }
+    }
+    0
+}
