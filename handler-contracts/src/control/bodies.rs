@@ -386,3 +386,15 @@ pub struct BuildRequest {
     /// The target.
     pub target: String,
 }
+
+/// POST /v1/skills/import-zip and /v1/skills/import-url (D.17): what to do with the skill imported.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SkillImportQuery {
+    /// Give it to this project's agents (a project's id).
+    #[serde(default)]
+    pub project: Option<String>,
+    /// Replace a skill of that name (else 409 `skill exists`).
+    #[serde(default)]
+    pub replace: bool,
+}

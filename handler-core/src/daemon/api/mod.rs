@@ -18,3 +18,4 @@ pub mod routes;
 pub mod secrets;
 pub mod session_files;
 pub mod sessions;
+pub mod skills;

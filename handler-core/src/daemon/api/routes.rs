@@ -6,6 +6,7 @@ use axum::http::StatusCode;
 use axum::routing::MethodRouter;
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 
+use super::skills;
 use super::{accounts, addons, agents, contexts, folders, harnesses, projects, providers, secrets};
 use super::{auth, openapi};
 use super::{builds, images};
@@ -85,6 +86,7 @@ pub fn table() -> Vec<Route> {
         images::routes(),
         sessions::routes(),
         session_files::routes(),
+        skills::routes(),
     ]
     .into_iter()
     .flatten()

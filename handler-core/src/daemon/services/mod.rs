@@ -16,3 +16,4 @@ pub mod providers;
 pub mod secrets;
 pub mod session_files;
 pub mod sessions;
+pub mod skills;
