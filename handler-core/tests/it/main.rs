@@ -13,6 +13,7 @@ mod egress_proxy;
 mod egress_relay;
 mod egress_support;
 mod egress_ws;
+mod knowledge_api;
 mod runtime_settings;
 mod session_files;
 mod session_files_api;

@@ -11,6 +11,7 @@ pub mod contexts;
 pub mod folders;
 pub mod harnesses;
 pub mod images;
+pub mod knowledge;
 pub mod openapi;
 pub mod projects;
 pub mod providers;

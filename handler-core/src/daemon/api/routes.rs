@@ -6,10 +6,10 @@ use axum::http::StatusCode;
 use axum::routing::MethodRouter;
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 
-use super::skills;
 use super::{accounts, addons, agents, contexts, folders, harnesses, projects, providers, secrets};
 use super::{auth, openapi};
 use super::{builds, images};
+use super::{knowledge, skills};
 use super::{session_files, sessions};
 use crate::daemon::problem::ApiError;
 use crate::daemon::state::AppState;
@@ -87,6 +87,7 @@ pub fn table() -> Vec<Route> {
         sessions::routes(),
         session_files::routes(),
         skills::routes(),
+        knowledge::routes(),
     ]
     .into_iter()
     .flatten()
