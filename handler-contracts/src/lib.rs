@@ -24,6 +24,8 @@ pub mod schema;
 pub mod session;
 pub mod settings;
 pub mod skill;
+pub mod skill_archive;
+pub mod skill_scan;
 pub mod validate;
 
 pub use access::{Account, AgentSpec, FileSource, Protocol, Provider, ProviderModel, SecretRef};

@@ -199,3 +199,56 @@ async fn an_installed_handlerd_builds_the_network_filter_from_the_proxy_beside_i
     assert_eq!(nf["imagePresent"], true, "{nf}");
     test_support::handlerd::stop(&mut child);
 }
+
+/// Decision 0118: the platform data travels inside handlerd — an installed copy, started in `/`
+/// with its data folder empty, writes it out under `<data>/platform/<digest>/` and serves its
+/// provider templates from there, with the executable bits of the harnesses' files kept.
+#[tokio::test]
+async fn an_installed_handlerd_has_its_platform_data_without_a_source_tree() {
+    if !ready() {
+        return;
+    }
+    let hsp = Path::new(env!("CARGO_BIN_EXE_handler-sandbox-podman"));
+    let ca = test_support::network_filter::ensure(hsp).join("test-ca.pem");
+    let root = Installed(PathBuf::from(format!("/tmp/hdplat-{}", std::process::id())));
+    let _ = std::fs::remove_dir_all(&root.0);
+    let bin = root.0.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::create_dir_all(root.0.join("harnesses")).unwrap();
+    install(&bin, "handlerd", Path::new(env!("CARGO_BIN_EXE_handlerd")));
+    install(&bin, "handler-sandbox-podman", hsp);
+    let chown = std::process::Command::new("chown")
+        .args(["-R", &format!("{USER}:{USER}")])
+        .arg(&root.0)
+        .status()
+        .unwrap();
+    assert!(chown.success());
+    let (mut child, api) = start(&root.0, &ca).await;
+    let (s, t) = api
+        .call(reqwest::Method::GET, "/v1/provider-templates", None)
+        .await;
+    assert_eq!(s, 200, "{t}");
+    let names: Vec<&str> = t
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|x| x["name"].as_str())
+        .collect();
+    assert!(names.contains(&"openrouter"), "{t}");
+    let platform: Vec<PathBuf> = std::fs::read_dir(root.0.join("data/platform"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| !p.file_name().unwrap().to_string_lossy().starts_with('.'))
+        .collect();
+    assert_eq!(platform.len(), 1, "{platform:?}");
+    let p = &platform[0];
+    assert!(
+        p.join("handler-core/data/templates/providers/openrouter.toml")
+            .is_file()
+    );
+    let env = p.join("handler-harness/data/bin/handler-sandbox-env");
+    let mode = std::fs::metadata(&env).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o755, "{}", env.display());
+    test_support::handlerd::stop(&mut child);
+}

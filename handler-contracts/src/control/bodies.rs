@@ -386,3 +386,68 @@ pub struct BuildRequest {
     /// The target.
     pub target: String,
 }
+
+/// POST /v1/skills/import-zip and /v1/skills/import-url (D.17): what to do with the skill imported.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SkillImportQuery {
+    /// Give it to this project's agents (a project's id).
+    #[serde(default)]
+    pub project: Option<String>,
+    /// Replace a skill of that name (else 409 `skill exists`).
+    #[serde(default)]
+    pub replace: bool,
+}
+
+/// PUT /v1/knowledge (D.5 K4): the knowledge root, written to `<config>/knowledge.toml`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct KnowledgeRootRequest {
+    /// An absolute path or one starting with `~/`.
+    pub root: String,
+}
+
+/// POST /v1/knowledge/folders (D.5 K5): a new folder, relative to the root.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct KnowledgeFolderRequest {
+    /// Its path relative to the root; its parent exists, its name starts with neither `.` nor `_`.
+    pub path: String,
+}
+
+/// GET /v1/knowledge/folder and /v1/knowledge/note: a path relative to the knowledge root.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KnowledgePathQuery {
+    /// Relative to the root; `.` (the default) is the root itself.
+    #[serde(default)]
+    pub path: Option<String>,
+}
+
+/// GET /v1/directories (D.13): the folders a picker shows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DirectoryListing {
+    /// The folder listed (absolute, links resolved); none: the work folders themselves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// Its folders (absolute paths), hidden ones and Handler's own left out; sorted.
+    pub folders: Vec<String>,
+}
+
+/// GET /v1/directories?path=…
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DirectoryQuery {
+    /// A folder inside a work folder (absolute or `~/…`); none: the work folders.
+    #[serde(default)]
+    pub path: Option<String>,
+}
+
+/// POST /v1/directories (D.13): a new folder inside a work folder.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DirectoryRequest {
+    /// Absolute or `~/…`; its parent exists inside a work folder, its name is not hidden.
+    pub path: String,
+}

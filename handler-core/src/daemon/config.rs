@@ -79,6 +79,9 @@ pub struct DaemonConfig {
     /// `$HANDLER_BUILD_CA_BUNDLE`: a PEM bundle of extra CA certificates given to image builds
     /// (the build secret `handler-ca-bundle`, decision 0072); none by default.
     pub build_ca_bundle: Option<PathBuf>,
+    /// Where the platform data embedded in this build is written at start (templates, built-in
+    /// addons): `<data>/platform/<digest>`, made by `server::build`.
+    pub platform_dir: PathBuf,
     /// Why `sandbox_command` is the one it is (`GET /v1/runtime` says it): the setting that chose it.
     pub runtime_chosen_by: String,
 }
@@ -116,16 +119,30 @@ fn env_path(var: &str) -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
-/// Where the platform data shipped with this build is (harness descriptors, templates).
-fn platform_data(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(rel)
+include!(concat!(env!("OUT_DIR"), "/platform_data.rs"));
+
+/// Where this build's platform data is written at start (decision 0118): `<data>/platform/<digest>`.
+fn platform_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("platform").join(PLATFORM_DIGEST)
 }
+
+/// A folder of the platform data (a path from the repository's top, as embedded by build.rs).
+fn platform_data(platform_dir: &Path, rel: &str) -> PathBuf {
+    platform_dir.join(rel)
+}
+
+/// The built-in addons' folder of the platform data.
+const BUILTIN_ADDONS: &str = "handler-harness/data/addons";
+/// The provider templates' folder of the platform data.
+const TEMPLATES: &str = "handler-core/data/templates/providers";
 
 impl DaemonConfig {
     /// Every default rooted in `home`, port 7430.
     pub fn with_home(home: &Path) -> Self {
         let config_dir = home.join(".config").join(APP_DIR_NAME);
         let port = DEFAULT_PORT;
+        let data_dir = home.join(".local/share").join(APP_DIR_NAME);
+        let platform = platform_dir(&data_dir);
         DaemonConfig {
             port,
             home: home.to_path_buf(),
@@ -135,13 +152,13 @@ impl DaemonConfig {
             toolbox_dir: config_dir.join("toolbox"),
             toolbox_image: "localhost/handler-ai-toolbox".to_string(),
             addons_dir: config_dir.join("addons"),
-            builtin_addons_dir: platform_data("handler-harness/data/addons"),
+            builtin_addons_dir: platform_data(&platform, BUILTIN_ADDONS),
             bindings_dir: config_dir.join("bindings"),
             config_dir,
-            data_dir: home.join(".local/share").join(APP_DIR_NAME),
+            data_dir,
             state_dir: home.join(".local/state").join(APP_DIR_NAME),
             harnesses_dirs: Vec::new(),
-            templates_dir: platform_data("handler-core/data/templates/providers"),
+            templates_dir: platform_data(&platform, TEMPLATES),
             knowledge_dir: None,
             cache_dir: home.join(".cache").join(APP_DIR_NAME),
             allowed_origins: default_origins(port),
@@ -152,6 +169,7 @@ impl DaemonConfig {
             session_max_attach: 8,
             build_ca_bundle: None,
             runtime_chosen_by: "the daemon's configuration".to_string(),
+            platform_dir: platform,
         }
     }
 
@@ -177,6 +195,9 @@ impl DaemonConfig {
             c.config_dir = d;
         }
         if let Some(d) = env_path("HANDLER_DATA_DIR") {
+            c.platform_dir = platform_dir(&d);
+            c.builtin_addons_dir = platform_data(&c.platform_dir, BUILTIN_ADDONS);
+            c.templates_dir = platform_data(&c.platform_dir, TEMPLATES);
             c.data_dir = d;
         }
         if let Some(d) = env_path("HANDLER_STATE_DIR") {

@@ -39,6 +39,14 @@ pub enum DaemonError {
     /// The builds store cannot be opened.
     #[error(transparent)]
     Builds(#[from] store::builds::BuildStoreError),
+    /// The platform data cannot be written out (decision 0118).
+    #[error("the platform data {path}: {source}")]
+    Platform {
+        /// Its folder.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
     /// The port cannot be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -74,6 +82,10 @@ pub fn build(
             source,
         })?;
     let agents = AgentStore::open(&config.state_dir)?;
+    store::platform::install(&config).map_err(|source| DaemonError::Platform {
+        path: config.platform_dir.display().to_string(),
+        source,
+    })?;
     install_toolbox(&config);
     let config_state_dir = config.state_dir.clone();
     let launcher = launcher.unwrap_or_else(|| {

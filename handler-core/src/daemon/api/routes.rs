@@ -11,6 +11,7 @@ use super::terminals;
 use super::{accounts, addons, agents, contexts, folders, harnesses, projects, providers, secrets};
 use super::{auth, openapi};
 use super::{builds, images};
+use super::{knowledge, skills};
 use super::{session_files, sessions};
 use crate::daemon::problem::ApiError;
 use crate::daemon::state::AppState;
@@ -88,6 +89,8 @@ pub fn table() -> Vec<Route> {
         sessions::routes(),
         session_files::routes(),
         terminals::routes(),
+        skills::routes(),
+        knowledge::routes(),
     ]
     .into_iter()
     .flatten()

@@ -10,6 +10,7 @@ pub mod contexts;
 pub mod documents;
 pub mod folders;
 pub mod knowledge;
+pub mod platform;
 pub mod providers;
 pub mod secrets;
 pub mod sessions;

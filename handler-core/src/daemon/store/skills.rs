@@ -94,6 +94,68 @@ pub(crate) fn addon_skill_names(addon_dir: &Path) -> Vec<String> {
     v
 }
 
+/// One file of a skill's folder: its path in it (`/`-separated), size and executable bit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LibFile {
+    /// Relative to the skill's folder.
+    pub(crate) path: String,
+    /// In bytes.
+    pub(crate) size: u64,
+    /// Any executable bit set.
+    pub(crate) executable: bool,
+}
+
+/// The library's skills: its folders (not links, not hidden, not `_`-prefixed staging), sorted.
+pub(crate) fn library_names(skills_dir: &Path) -> Vec<String> {
+    let Ok(rd) = std::fs::read_dir(skills_dir) else {
+        return Vec::new();
+    };
+    let mut v: Vec<String> = rd
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter_map(|e| e.file_name().to_str().map(String::from))
+        .filter(|n| !n.starts_with('.'))
+        .collect();
+    v.sort();
+    v
+}
+
+/// Every regular file of a skill's folder, recursively, sorted by path: hidden ones (any
+/// component starting with `.`) and links left out, as an agent's skill never has them.
+pub(crate) fn skill_files(dir: &Path) -> std::io::Result<Vec<LibFile>> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut out = Vec::new();
+    let mut stack = vec![(dir.to_path_buf(), String::new())];
+    while let Some((d, prefix)) = stack.pop() {
+        for e in std::fs::read_dir(&d)? {
+            let e = e?;
+            let Some(name) = e.file_name().to_str().map(String::from) else {
+                continue;
+            };
+            if name.starts_with('.') {
+                continue;
+            }
+            let rel = if prefix.is_empty() {
+                name
+            } else {
+                format!("{prefix}/{name}")
+            };
+            let meta = e.metadata()?;
+            if meta.is_dir() {
+                stack.push((e.path(), rel));
+            } else if meta.is_file() {
+                out.push(LibFile {
+                    path: rel,
+                    size: meta.len(),
+                    executable: meta.permissions().mode() & 0o111 != 0,
+                });
+            }
+        }
+    }
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -66,6 +66,10 @@ pub(crate) struct Options {
     pub max_message_bytes: Option<usize>,
     pub origins: Vec<String>,
     pub secret_command_timeout: Option<std::time::Duration>,
+    /// `$HANDLER_BUILD_CA_BUNDLE` (extra CAs of image builds and skill imports).
+    pub build_ca_bundle: Option<std::path::PathBuf>,
+    /// `$HANDLER_KNOWLEDGE_DIR`.
+    pub knowledge_dir: Option<std::path::PathBuf>,
 }
 
 impl TestDaemon {
@@ -102,6 +106,10 @@ impl TestDaemon {
         c.allowed_origins.extend(o.origins);
         if let Some(t) = o.secret_command_timeout {
             c.secret_command_timeout = t;
+        }
+        c.build_ca_bundle = o.build_ca_bundle;
+        if o.knowledge_dir.is_some() {
+            c.knowledge_dir = o.knowledge_dir;
         }
         let state = daemon::build(c, None).unwrap();
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
