@@ -2,6 +2,7 @@
 //! One integration-test binary for this crate (docs/testing.md): one module per former test file.
 
 mod cli_harness_render;
+mod cli_resources;
 mod daemon_acp_sandbox;
 mod daemon_images;
 mod daemon_login_cli;
