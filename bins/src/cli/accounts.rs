@@ -130,7 +130,7 @@ async fn run_api(cmd: AccountCommand, ctx: &Ctx) -> anyhow::Result<()> {
                     ],
                     row,
                     "no accounts (add one: handler account add NAME --harness H)",
-                )
+                );
             });
         }
         AccountCommand::Show { name } => {

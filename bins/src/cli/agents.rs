@@ -281,7 +281,7 @@ pub(crate) async fn run(cmd: AgentCommand, json: bool) -> anyhow::Result<i32> {
                     &["id", "name", "project", "models", "network", "folder"],
                     row,
                     "no agents (make one: handler agent new --account A)",
-                )
+                );
             });
         }
         AgentCommand::Show { id } => {

@@ -99,7 +99,7 @@ pub(crate) async fn run(cmd: BuildCommand, json: bool) -> anyhow::Result<i32> {
                         "startedAt",
                         "endedAt",
                     ],
-                )
+                );
             });
         }
         BuildCommand::Start { target, wait } => {
@@ -188,7 +188,7 @@ pub(crate) async fn run_image_updates(cmd: ImageUpdatesCommand, json: bool) -> a
         print_fields(
             u,
             &["schedule", "running", "lastRun", "nextRun", "lastFailed"],
-        )
+        );
     });
     Ok(0)
 }

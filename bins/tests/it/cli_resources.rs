@@ -456,7 +456,9 @@ fn completions_and_man_pages_name_every_verb() {
         .status()
         .unwrap();
     assert!(st.success(), "bash cannot parse its completions");
-    let man = handler_in(dir.path(), 1, &["man"], "").out.replace("\\-", "-");
+    let man = handler_in(dir.path(), 1, &["man"], "")
+        .out
+        .replace("\\-", "-");
     assert!(
         man.starts_with(".ie") || man.contains(".TH handler"),
         "{}",

@@ -3,6 +3,7 @@
 
 mod cli_harness_render;
 mod cli_resources;
+mod cli_setup;
 mod daemon_acp_sandbox;
 mod daemon_images;
 mod daemon_login_cli;
