@@ -104,7 +104,10 @@ pub(crate) fn unit_text(handlerd: &Path, env: &[(String, String)]) -> String {
         "[Unit]\nDescription=Handler's daemon: AI coding agents in sandboxes\nDocumentation=man:handler(1)\n\n[Service]\nType=simple\n",
     );
     for (k, v) in env {
-        let v = v.replace('\\', "\\\\").replace('"', "\\\"");
+        let v = v
+            .replace('\\', "\\\\")
+            .replace('"', "\\\"")
+            .replace('%', "%%");
         s.push_str(&format!("Environment=\"{k}={v}\"\n"));
     }
     s.push_str(&format!(
@@ -387,4 +390,21 @@ pub(crate) fn ui(print: bool) -> anyhow::Result<i32> {
         None => println!("{url}"),
     }
     Ok(exit::OK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_user_unit_runs_handlerd_with_handlers_variables() {
+        let unit = unit_text(
+            Path::new("/home/me/.local/bin/handlerd"),
+            &[
+                ("HANDLER_PORT".into(), "7431".into()),
+                ("HANDLER_DATA_DIR".into(), "/d \"q\"".into()),
+            ],
+        );
+        insta::assert_snapshot!(unit);
+    }
 }
