@@ -214,3 +214,157 @@ fn setup_stops_at_what_the_host_lacks_and_builds_nothing_that_is_there() {
     assert_eq!(h.ok(&["--json", "build", "list"]).out.trim(), "[]");
     h.ok(&["daemon", "stop"]);
 }
+
+/// `handler setup --yes --harness H` as the test user against the real runtime: handlerd
+/// started by it (handler-sandbox-podman beside it), the host check passing, the network filter
+/// and the toolbox found built, the tiny fixture harness (the fake agent FROM the test base)
+/// really built and checked with its progress shown, then a second run that builds nothing.
+/// Missing podman or user FAILS, unless HANDLER_SKIP_PODMAN_TESTS=1.
+#[tokio::test]
+async fn setup_builds_a_harness_image_for_real_then_nothing() {
+    use test_support::user::{USER, as_user, is_root};
+    const BASE: &str = "localhost/handler-test-busybox";
+    let ready = is_root()
+        && as_user("podman", &["image", "exists", BASE])
+            .status()
+            .is_ok_and(|s| s.success());
+    if !ready {
+        assert!(
+            std::env::var("HANDLER_SKIP_PODMAN_TESTS").as_deref() == Ok("1"),
+            "the setup test runs as root with {USER}'s rootless podman and {BASE}, or set HANDLER_SKIP_PODMAN_TESTS=1"
+        );
+        return;
+    }
+    let hsp = Path::new(env!("CARGO_BIN_EXE_handler-sandbox-podman"));
+    test_support::network_filter::ensure(hsp);
+    let tag = format!("clisetup{}", std::process::id());
+    let image = |n: &str| format!("localhost/handler-test-img-{tag}-{n}");
+    let root = Cleanup {
+        root: std::path::PathBuf::from(format!("/tmp/hcs-{tag}")),
+        images: vec![image("toolbox"), image("fakeh")],
+    };
+    let r = &root.root;
+    let _ = std::fs::remove_dir_all(r);
+    let bin = r.join("bin");
+    let harness = r.join("harnesses/fakeh");
+    for d in [&bin, &harness, &r.join("toolbox")] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    for (name, src) in [
+        ("handlerd", env!("CARGO_BIN_EXE_handlerd")),
+        ("handler", env!("CARGO_BIN_EXE_handler")),
+        ("handler-sandbox-podman", hsp.to_str().unwrap()),
+    ] {
+        std::fs::copy(src, bin.join(name)).unwrap();
+        std::fs::set_permissions(bin.join(name), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    std::fs::write(
+        harness.join("harness.toml"),
+        format!(
+            "apiVersion = \"handler.harness/v1\"\nname = \"fakeh\"\nproduct = \"Fake\"\nimage = \"{}\"\nacpCommand = [\"fake-acp-agent\"]\nhome = \"/home/agent\"\n\
+             [stateSlots.history]\ntarget = \"~/.fake/history\"\nkind = \"dir\"\nrequired = true\n\
+             [login]\nunattended = \"allowed\"\nterms = \"https://example.com/terms\"\nsubscription = \"Fake\"\ntoken = \"FAKE_TOKEN\"\ntokenPrefix = \"fk-\"\nhosts = [\"api.fake.test:443\"]\n\
+             [permissions.ask]\nsessionMode = \"default\"\n[permissions.bypass]\nsessionMode = \"bypassPermissions\"\n",
+            image("fakeh")
+        ),
+    )
+    .unwrap();
+    std::fs::copy(
+        &test_support::static_build::fakes().agent,
+        harness.join("fake-acp-agent"),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        harness.join("fake-acp-agent"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    std::fs::write(
+        harness.join("Containerfile"),
+        format!("ARG TOOLBOX_IMAGE\nFROM ${{TOOLBOX_IMAGE}}\nLABEL handler.test.images={tag}\nCOPY fake-acp-agent /usr/local/bin/fake-acp-agent\nRUN mkdir -p /usr/share/handler && echo 'Fake 1.0' > /usr/share/handler/version\n"),
+    )
+    .unwrap();
+    std::fs::write(r.join("toolbox/Containerfile"), format!("FROM {BASE}\n")).unwrap();
+    assert!(
+        as_user(
+            "podman",
+            &["tag", BASE, &format!("{}:latest", image("toolbox"))]
+        )
+        .status()
+        .unwrap()
+        .success()
+    );
+    assert!(
+        Command::new("chown")
+            .args(["-R", &format!("{USER}:{USER}")])
+            .arg(r)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let port = free_port();
+    let setup = |args: &[&str]| {
+        let mut c = as_user("env", &["-i"]);
+        c.arg(format!("HOME=/home/{USER}"))
+            .arg(format!("USER={USER}"))
+            .arg("PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
+            .arg("TMPDIR=/var/tmp")
+            .arg(format!(
+                "HANDLER_TOOLBOX_DIR={}",
+                r.join("toolbox").display()
+            ))
+            .arg(format!("HANDLER_TOOLBOX_IMAGE={}", image("toolbox")));
+        for (k, v) in test_support::handlerd::env(r, &r.join("harnesses"), port) {
+            c.arg(format!("{k}={v}"));
+        }
+        let o = c
+            .arg(bin.join("handler"))
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(o.status.success(), "handler {args:?}: {text}");
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let first = setup(&["setup", "--yes", "--harness", "fakeh"]);
+    assert!(
+        first.contains("✓ network-filter: built\n✓ toolbox: built\n"),
+        "{first}"
+    );
+    assert!(first.contains("✓ fakeh: built (build "), "{first}");
+    assert!(first.contains("(chosen by "), "{first}");
+    let again = setup(&["setup", "--yes", "--harness", "fakeh"]);
+    assert!(
+        again.contains("✓ fakeh: built\nnothing to build"),
+        "{again}"
+    );
+    let builds = setup(&["--json", "build", "list"]);
+    let builds: serde_json::Value = serde_json::from_str(&builds).unwrap();
+    assert_eq!(builds.as_array().map(Vec::len), Some(1), "{builds}");
+    assert_eq!(builds[0]["state"], "succeeded", "{builds}");
+    setup(&["daemon", "stop"]);
+}
+
+/// The test's folder and images, removed at the end; its handlerd stopped.
+struct Cleanup {
+    root: std::path::PathBuf,
+    images: Vec<String>,
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        use test_support::user::as_user;
+        if let Ok(pid) = std::fs::read_to_string(self.root.join("state/handlerd.pid")) {
+            let _ = Command::new("kill").arg(pid.trim()).status();
+        }
+        for i in &self.images {
+            let _ = as_user("podman", &["rmi", "-f", i]).output();
+        }
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
