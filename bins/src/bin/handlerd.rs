@@ -4,9 +4,16 @@
 
 use clap::Parser;
 
-/// Handler's daemon: the Control API and the ACP endpoint on 127.0.0.1.
+/// handlerd: Handler's daemon. It serves the Control API, the web UI and the agents' ACP
+/// endpoint on 127.0.0.1, and runs the agents' sandboxes. Configured by the environment
+/// (HANDLER_PORT, HANDLER_CONFIG_DIR, HANDLER_RUNTIME, HANDLER_LOG …; docs/daemon.md); run it with
+/// `handler daemon start` or `handler daemon install` (a systemd user unit).
 #[derive(Debug, Parser)]
-#[command(version, about)]
+#[command(
+    version,
+    about = "Handler's daemon: the Control API, the web UI and the agents' sandboxes",
+    long_about = None
+)]
 struct Args {
     /// The port (overrides $HANDLER_PORT; default 7430).
     #[arg(long)]

@@ -33,12 +33,12 @@ pub struct AcpArgs {
     /// Refused here (it needs a typed yes); kept so the refusal can say so.
     #[arg(long)]
     pub anyway: bool,
-    /// Largest message, in bytes (default 16 MiB).
+    /// The largest ACP message, in bytes (default 16 MiB).
     #[arg(long, default_value_t = handler_contracts::acp::DEFAULT_MAX_MESSAGE_BYTES)]
     pub max_message_bytes: usize,
 }
 
-/// `/v1/agents/{id}/acp` with the model the query names (C.1).
+/// `/v1/agents/{id}/acp` with the model the query names.
 pub(crate) fn acp_path(agent: &str, model: Option<&ModelAccess>) -> String {
     let mut query: Vec<String> = Vec::new();
     if let Some(m) = model {
@@ -181,7 +181,7 @@ pub struct LoginArgs {
     pub keep_open: bool,
 }
 
-/// Runs the account's file login (D.9) on this terminal and gives handlerd the file; a token
+/// Runs the account's file login on this terminal and gives handlerd the file; a token
 /// login is not run: it says what to run instead (exit 2).
 pub async fn run_account_login(args: LoginArgs) -> anyhow::Result<i32> {
     use handler_core::client::login::{LoginError, Relay, account_login};

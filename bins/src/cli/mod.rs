@@ -1,17 +1,38 @@
 //! The `handler` command line: its clap types ([`Cli`]) and one module per group of verbs; the
 //! binary's `main` only parses and calls [`run`].
 
+mod accounts;
+mod agents;
 mod attach;
+mod builds;
 pub mod chat;
+mod daemon;
+mod docs;
 mod legacy;
-mod ui;
+pub mod out;
+mod places;
+mod projects;
+mod providers;
 pub mod resolve;
 pub mod run;
+mod secrets;
 pub mod session;
+mod setup;
 pub mod terminal;
+mod ui;
 
+pub use accounts::AccountCommand;
+pub use agents::AgentCommand;
+pub use builds::{BuildCommand, ImageUpdatesCommand};
+pub use daemon::DaemonCommand;
+pub use docs::Shell;
 pub use legacy::{AcpArgs, LoginArgs, run_account_login, run_acp, run_render};
 pub use ui::{UiArgs, run_ui};
+pub use places::{ContextCommand, FolderCommand};
+pub use projects::ProjectCommand;
+pub use providers::ProviderCommand;
+pub use secrets::SecretCommand;
+pub use setup::SetupArgs;
 
 use clap::{Parser, Subcommand};
 
@@ -20,13 +41,28 @@ use clap::{Parser, Subcommand};
 #[command(
     name = "handler",
     version,
-    about = "Run AI coding agents in sandboxes, through handlerd"
+    about = "Run AI coding agents in sandboxes, through handlerd",
+    after_help = EXIT_CODES
 )]
 pub struct Cli {
+    /// Print the API's objects as JSON instead of tables and sentences.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// On an error, print its whole chain of causes and a backtrace when one was captured.
+    #[arg(long, global = true)]
+    pub debug: bool,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
 }
+
+/// The exit codes, as `handler --help` ends.
+pub const EXIT_CODES: &str = "Exit codes:
+  0  done
+  1  failed: the error line says what and how to fix it
+  2  nothing done: the command line is wrong, or a confirmation is missing
+  3  handlerd cannot be reached (start it: handler daemon start)
+  handler acp: 0 when the editor closed, else what the agent's connection ended with";
 
 /// `handler`'s verbs.
 #[derive(Subcommand, Debug)]
@@ -36,7 +72,7 @@ pub enum Command {
     /// Harness adapters: render one launch to test a descriptor.
     #[command(subcommand)]
     Harness(HarnessCommand),
-    /// Accounts: the model subscriptions agents use.
+    /// Accounts: the model subscriptions agents run on.
     #[command(subcommand)]
     Account(AccountCommand),
     /// Open the web UI in the desktop's browser (the token in the URL's fragment).
@@ -50,13 +86,46 @@ pub enum Command {
     Session(session::SessionCommand),
     /// The harness's own terminal program, in a sandbox of the folder's agent.
     Terminal(terminal::TerminalArgs),
-}
-
-/// `handler account …`.
-#[derive(Subcommand, Debug)]
-pub enum AccountCommand {
-    /// Run the account's file login on this terminal; handlerd keeps the file it leaves.
-    Login(LoginArgs),
+    /// Providers: model endpoints (a local server, an API with a key).
+    #[command(subcommand)]
+    Provider(ProviderCommand),
+    /// Secrets: the values providers and accounts use, never printed.
+    #[command(subcommand)]
+    Secret(SecretCommand),
+    /// Agents: what sessions open on, and how they are contained.
+    #[command(subcommand)]
+    Agent(AgentCommand),
+    /// Projects: a folder and its agents.
+    #[command(subcommand)]
+    Project(ProjectCommand),
+    /// Contexts: what a project is for (Work, Personal, a client).
+    #[command(subcommand)]
+    Context(ContextCommand),
+    /// Work folders: where agents may work.
+    #[command(subcommand)]
+    Folder(FolderCommand),
+    /// Image builds: start, list, follow, cancel.
+    #[command(subcommand)]
+    Build(BuildCommand),
+    /// The schedule that rebuilds the images.
+    #[command(subcommand, name = "image-updates")]
+    ImageUpdates(ImageUpdatesCommand),
+    /// Check this host, start handlerd, build the images, add a provider: ready to run agents.
+    Setup(SetupArgs),
+    /// handlerd as a service: start, stop, status, logs, install (a systemd user unit).
+    #[command(subcommand)]
+    Daemon(DaemonCommand),
+    /// Print a shell's completion script (bash, zsh, fish).
+    Completions {
+        /// The shell.
+        shell: Shell,
+    },
+    /// Print handler's man page, or write one per verb into a folder.
+    Man {
+        /// Write `handler.1`, `handler-account.1`, … into this folder.
+        #[arg(long)]
+        dir: Option<std::path::PathBuf>,
+    },
 }
 
 /// `handler harness …`.
@@ -72,16 +141,59 @@ pub enum HarnessCommand {
 
 /// Runs one parsed command line; returns the process's exit code.
 pub async fn run(cli: Cli) -> anyhow::Result<i32> {
+    let json = cli.json;
     match cli.command {
         Command::Acp(args) => run_acp(args).await,
         Command::Harness(HarnessCommand::Render { input }) => run_render(&input).map(|()| 0),
-        Command::Account(AccountCommand::Login(args)) => run_account_login(args).await,
         Command::Ui(args) => run_ui(&args),
         Command::Run(args) => run::run_run(args).await,
         Command::Attach(args) => session::run_attach(args).await,
         Command::Session(cmd) => session::run_session(cmd).await,
         Command::Terminal(args) => terminal::run_terminal(args).await,
+        Command::Account(c) => accounts::run(c, json).await,
+        Command::Provider(c) => providers::run(c, json).await,
+        Command::Secret(c) => secrets::run(c, json).await,
+        Command::Agent(c) => agents::run(c, json).await,
+        Command::Project(c) => projects::run(c, json).await,
+        Command::Context(c) => places::run_context(c, json).await,
+        Command::Folder(c) => places::run_folder(c, json).await,
+        Command::Build(c) => builds::run(c, json).await,
+        Command::ImageUpdates(c) => builds::run_image_updates(c, json).await,
+        Command::Setup(a) => setup::run(a).await,
+        Command::Daemon(c) => daemon::run(c, json).await,
+        Command::Completions { shell } => {
+            docs::completions(shell, &mut std::io::stdout()).map(|()| 0)
+        }
+        Command::Man { dir } => docs::man(dir.as_deref(), &mut std::io::stdout()).map(|()| 0),
     }
+}
+
+/// `handler`'s `main`: parses, runs, prints an error as one line (`handler: what: why`) and
+/// exits with its code; the causes' Debug and a backtrace only with `--debug`, whatever
+/// `RUST_BACKTRACE` says.
+pub fn main() -> ! {
+    use clap::Parser;
+    let cli = Cli::parse();
+    let debug = cli.debug;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build();
+    let result = match runtime {
+        Ok(rt) => rt.block_on(run(cli)),
+        Err(e) => Err(anyhow::Error::new(e).context("starting the async runtime")),
+    };
+    let code = match result {
+        Ok(code) => code,
+        Err(e) => {
+            if debug {
+                eprintln!("handler: {e:?}");
+            } else {
+                eprintln!("handler: {}", out::one_line(&e));
+            }
+            out::exit_code(&e)
+        }
+    };
+    std::process::exit(code)
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! `handler ui`: opens the web UI (D intro) in the desktop's browser with the token in the URL's
 //! fragment, never in a process's arguments: the browser is given a page in handlerd's config
-//! folder (0600, beside the token file itself) that sends it on to `/#token=…`. `--print` prints
-//! that URL instead (for another browser on this machine).
+//! folder (0600, beside the token file itself) that sends it on to `/#token=…`. `--print`, or no
+//! display to open it on, prints that URL instead (for another browser on this machine).
 
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -52,7 +52,9 @@ fn write_private(path: &Path, text: &str) -> anyhow::Result<()> {
 pub fn run_ui(args: &UiArgs) -> anyhow::Result<i32> {
     let d = Discovery::from_process_env()?;
     let url = ui_url(d.port, &d.token);
-    if args.print {
+    let display = std::env::var_os("DISPLAY").is_some()
+        || std::env::var_os("WAYLAND_DISPLAY").is_some();
+    if args.print || !display {
         println!("{url}");
         return Ok(0);
     }

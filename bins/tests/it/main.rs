@@ -3,6 +3,8 @@
 
 mod cli_harness_render;
 mod cli_sessions;
+mod cli_resources;
+mod cli_setup;
 mod daemon_acp_sandbox;
 mod daemon_git_guard;
 mod daemon_images;

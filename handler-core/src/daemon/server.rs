@@ -244,11 +244,16 @@ pub async fn run_with(config: DaemonConfig) -> Result<(), DaemonError> {
 }
 
 /// Structured logs on stderr (`HANDLER_LOG` filter, `HANDLER_LOG_FORMAT=json`).
+/// Colours only on a terminal, and never with `NO_COLOR` set (a file, journald, a pipe: none).
 pub fn init_logging() {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_env("HANDLER_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
     let b = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(
+            std::io::IsTerminal::is_terminal(&std::io::stderr())
+                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+        )
         .with_writer(std::io::stderr);
     let _ = if std::env::var("HANDLER_LOG_FORMAT").as_deref() == Ok("json") {
         b.json().try_init()

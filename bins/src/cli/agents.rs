@@ -1,0 +1,536 @@
+//! `handler agent …`: what sessions open on (its models, its folder, how it is contained). The
+//! flags that widen what an agent may do (`--network open`, `--log-only`, `--containers`,
+//! `--permissions bypass`) are the confirmation themselves, and say on stderr what they give.
+
+use clap::{Args, Subcommand};
+use serde_json::{Map, Value, json};
+
+use super::out::{Ctx, Refused, print_fields, print_table, seg, text};
+
+/// `handler agent …`.
+#[derive(Subcommand, Debug)]
+pub enum AgentCommand {
+    /// List the agents, ad hoc and of projects.
+    List {
+        /// Only this project's agents (its id).
+        #[arg(long)]
+        project: Option<String>,
+    },
+    /// Show one agent: its models (and why one cannot start), containment, connections.
+    Show {
+        /// The agent's id.
+        id: String,
+    },
+    /// Make an agent: of a project (`--project`, with `--name`) or ad hoc (`--scope` or none).
+    New(NewArgs),
+    /// Change an agent: what you give replaces what it has.
+    Edit {
+        /// The agent's id.
+        id: String,
+        /// What changes.
+        #[command(flatten)]
+        settings: Settings,
+    },
+    /// Remove an agent (a project keeps at least one).
+    Rm {
+        /// The agent's id.
+        id: String,
+    },
+    /// Show or change an agent's network: filtered, open or none; enforce or only log; its
+    /// allow-list. The enforcement switches running sandboxes at once.
+    Network {
+        /// The agent's id.
+        id: String,
+        /// What changes (nothing: show it).
+        #[command(flatten)]
+        net: NetworkArgs,
+        /// Refuse what no entry allows (filtered only; the default).
+        #[arg(long, conflicts_with = "log_only")]
+        enforce: bool,
+        /// Remove an allow-list entry; repeatable.
+        #[arg(long, value_name = "HOST")]
+        disallow: Vec<String>,
+    },
+}
+
+/// `handler agent new`.
+#[derive(Args, Debug)]
+pub struct NewArgs {
+    /// The project it is an agent of (its id); none: an ad-hoc agent.
+    #[arg(long)]
+    pub project: Option<String>,
+    /// An ad-hoc agent's folder; none: each session gets a folder of its own.
+    #[arg(long, conflicts_with = "project")]
+    pub scope: Option<String>,
+    /// Make it its project's default agent.
+    #[arg(long, requires = "project")]
+    pub default: bool,
+    /// Its settings.
+    #[command(flatten)]
+    pub settings: Settings,
+}
+
+/// The model an agent runs with, by default.
+#[derive(Args, Debug, Default)]
+pub struct ModelArgs {
+    /// Run on this account.
+    #[arg(long, conflicts_with = "provider")]
+    pub account: Option<String>,
+    /// Run on this provider (give --harness too).
+    #[arg(long, requires = "harness")]
+    pub provider: Option<String>,
+    /// The harness (an account's own by default).
+    #[arg(long)]
+    pub harness: Option<String>,
+    /// The model (default: the account's harness's or the provider's first).
+    #[arg(long)]
+    pub model: Option<String>,
+}
+
+/// How an agent's network is set.
+#[derive(Args, Debug, Default)]
+pub struct NetworkArgs {
+    /// filtered (only the allow-list), open (any host, nothing filtered) or none.
+    #[arg(long, value_name = "MODE", value_parser = ["filtered", "open", "none"])]
+    pub network: Option<String>,
+    /// Filtered only: let through what no entry allows, and only log it.
+    #[arg(long)]
+    pub log_only: bool,
+    /// An allow-list entry (a host, `*.host`, `host:port`); repeatable.
+    #[arg(long, value_name = "HOST")]
+    pub allow: Vec<String>,
+}
+
+/// An agent's settings a command line sets.
+#[derive(Args, Debug, Default)]
+pub struct Settings {
+    /// Its name (required for a project's agent).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// What it is for.
+    #[arg(long)]
+    pub description: Option<String>,
+    /// Sent before a session's first request.
+    #[arg(long)]
+    pub instructions: Option<String>,
+    /// Its model (replaces its models with this one).
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Its network.
+    #[command(flatten)]
+    pub net: NetworkArgs,
+    /// Its sandboxes may run containers (nested confinement).
+    #[arg(long)]
+    pub containers: bool,
+    /// Its starting permission mode: ask, accept-edits or bypass.
+    #[arg(long, value_parser = ["ask", "accept-edits", "bypass"])]
+    pub permissions: Option<String>,
+}
+
+impl NetworkArgs {
+    /// Writes the network fields into `body`; says on stderr what a widening flag gives.
+    fn apply(&self, body: &mut Map<String, Value>) -> bool {
+        let mut risky = false;
+        if let Some(n) = &self.network {
+            body.insert("network".into(), json!(n));
+            if n == "open" {
+                eprintln!(
+                    "handler: --network open: its sandboxes reach any host; nothing is filtered, logged or injected past its secrets' hosts"
+                );
+                risky = true;
+                body.remove("egress");
+            }
+            if n == "none" {
+                body.remove("egress");
+            }
+        }
+        if self.log_only {
+            eprintln!(
+                "handler: --log-only: what no allow-list entry allows goes through, and is only logged"
+            );
+            body.insert("egress".into(), json!("log-only"));
+            risky = true;
+        }
+        if !self.allow.is_empty() {
+            let mut allow: Vec<Value> = body
+                .get("allow")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            for a in &self.allow {
+                if !allow.contains(&json!(a)) {
+                    allow.push(json!(a));
+                }
+            }
+            body.insert("allow".into(), Value::Array(allow));
+        }
+        risky
+    }
+}
+
+impl Settings {
+    /// Writes what was given into `body` (an agent request); true when it widens what the
+    /// agent may do (the flag is the confirmation).
+    fn apply(&self, body: &mut Map<String, Value>) -> bool {
+        for (k, v) in [
+            ("name", &self.name),
+            ("description", &self.description),
+            ("instructions", &self.instructions),
+        ] {
+            if let Some(v) = v {
+                body.insert(k.into(), json!(v));
+            }
+        }
+        let m = &self.model;
+        if m.account.is_some() || m.provider.is_some() {
+            let mut access = Map::new();
+            for (k, v) in [
+                ("account", &m.account),
+                ("provider", &m.provider),
+                ("harness", &m.harness),
+                ("model", &m.model),
+            ] {
+                if let Some(v) = v {
+                    access.insert(k.into(), json!(v));
+                }
+            }
+            body.insert("models".into(), json!([access]));
+        }
+        let mut risky = self.net.apply(body);
+        if self.containers {
+            eprintln!(
+                "handler: --containers: its sandboxes may run containers of their own (nested confinement), a wider kernel surface"
+            );
+            body.insert("confinement".into(), json!("nested"));
+            risky = true;
+        }
+        if let Some(p) = &self.permissions {
+            if p == "bypass" {
+                eprintln!("handler: --permissions bypass: it acts without asking you first");
+                risky = true;
+            }
+            body.insert("permissions".into(), json!(p));
+        }
+        if risky {
+            body.insert("confirmRisks".into(), json!(true));
+        }
+        risky
+    }
+}
+
+/// The keys of an Agent that a request takes back (the others are handlerd's own).
+const REQUEST_KEYS: &[&str] = &[
+    "network",
+    "egress",
+    "allow",
+    "confinement",
+    "permissions",
+    "bindings",
+    "knowledge",
+    "display",
+    "interface",
+    "name",
+    "description",
+    "instructions",
+    "skills",
+];
+
+/// An agent as a request that replaces it (PUT): an AgentRequest or an AdHocAgentRequest.
+fn request_of(agent: &Value) -> Map<String, Value> {
+    let mut body = Map::new();
+    for k in REQUEST_KEYS.iter().chain(if agent["projectId"].is_null() {
+        ["scope", "origin"].iter()
+    } else {
+        [].iter()
+    }) {
+        if !agent[*k].is_null() {
+            body.insert((*k).to_string(), agent[*k].clone());
+        }
+    }
+    let models: Vec<Value> = agent["models"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .map(|m| {
+            let mut a = Map::new();
+            for k in ["harness", "account", "provider", "model"] {
+                if !m[k].is_null() {
+                    a.insert(k.into(), m[k].clone());
+                }
+            }
+            Value::Object(a)
+        })
+        .collect();
+    body.insert("models".into(), json!(models));
+    body
+}
+
+/// Runs `handler agent …`; returns the exit code.
+pub(crate) async fn run(cmd: AgentCommand, json: bool) -> anyhow::Result<i32> {
+    let ctx = Ctx::new(json)?;
+    match cmd {
+        AgentCommand::List { project } => {
+            let path = project.map_or("/v1/agents".into(), |p| {
+                format!("/v1/agents?project={}", seg(&p))
+            });
+            let v = ctx.api.get(&path).await?;
+            ctx.show(&v, |v| {
+                print_table(
+                    v,
+                    &["id", "name", "project", "models", "network", "folder"],
+                    row,
+                    "no agents (make one: handler agent new --account A)",
+                );
+            });
+        }
+        AgentCommand::Show { id } => {
+            let v = ctx.api.get(&format!("/v1/agents/{}", seg(&id))).await?;
+            ctx.show(&v, show);
+        }
+        AgentCommand::New(a) => new(&ctx, a).await?,
+        AgentCommand::Edit { id, settings } => {
+            let path = format!("/v1/agents/{}", seg(&id));
+            let mut body = request_of(&ctx.api.get(&path).await?);
+            settings.apply(&mut body);
+            let v = ctx.api.put(&path, &Value::Object(body)).await?;
+            ctx.done(&v, &changed_line(&v));
+        }
+        AgentCommand::Rm { id } => {
+            let v = ctx.api.delete(&format!("/v1/agents/{}", seg(&id))).await?;
+            ctx.done(&v, &format!("agent {id} removed"));
+        }
+        AgentCommand::Network {
+            id,
+            net,
+            enforce,
+            disallow,
+        } => network(&ctx, &id, &net, enforce, &disallow).await?,
+    }
+    Ok(0)
+}
+
+async fn new(ctx: &Ctx, a: NewArgs) -> anyhow::Result<()> {
+    if a.settings.model.account.is_none() && a.settings.model.provider.is_none() {
+        return Err(Refused(
+            "an agent needs a model: --account NAME, or --provider NAME --harness H".into(),
+        )
+        .into());
+    }
+    let mut body = Map::new();
+    a.settings.apply(&mut body);
+    let v = match &a.project {
+        Some(p) => {
+            if a.settings.name.is_none() {
+                return Err(
+                    Refused("--name: a project's agent needs a name (its goal)".into()).into(),
+                );
+            }
+            if a.default {
+                body.insert("default".into(), json!(true));
+            }
+            ctx.api
+                .post(
+                    &format!("/v1/projects/{}/agents", seg(p)),
+                    &Value::Object(body),
+                )
+                .await?
+        }
+        None => {
+            if let Some(s) = &a.scope {
+                body.insert("scope".into(), json!(absolute(s)?));
+            }
+            ctx.api.post("/v1/agents", &Value::Object(body)).await?
+        }
+    };
+    ctx.done(
+        &v,
+        &format!("agent {} made{}", text(&v, "id"), problems(&v)),
+    );
+    Ok(())
+}
+
+async fn network(
+    ctx: &Ctx,
+    id: &str,
+    net: &NetworkArgs,
+    enforce: bool,
+    disallow: &[String],
+) -> anyhow::Result<()> {
+    let path = format!("/v1/agents/{}", seg(id));
+    let agent = ctx.api.get(&path).await?;
+    let only_egress = net.network.is_none() && net.allow.is_empty() && disallow.is_empty();
+    let v = if only_egress && (enforce || net.log_only) {
+        // The live switch (no confirmation asked by handlerd): the running sandboxes at once.
+        if net.log_only {
+            eprintln!(
+                "handler: --log-only: what no allow-list entry allows goes through, and is only logged"
+            );
+        }
+        let egress = if enforce { "enforce" } else { "log-only" };
+        ctx.api
+            .call("PATCH", &path, Some(&json!({"egress": egress})))
+            .await?
+    } else if only_egress {
+        ctx.show(&agent, show_network);
+        return Ok(());
+    } else {
+        let mut body = request_of(&agent);
+        if net.apply(&mut body) {
+            body.insert("confirmRisks".into(), json!(true));
+        }
+        if enforce {
+            body.insert("egress".into(), json!("enforce"));
+        }
+        if let Some(allow) = body.get_mut("allow").and_then(Value::as_array_mut) {
+            allow.retain(|a| !disallow.iter().any(|d| a.as_str() == Some(d)));
+        }
+        ctx.api.put(&path, &Value::Object(body)).await?
+    };
+    if ctx.json {
+        super::out::print_json(&v);
+    } else {
+        show_network(&v);
+    }
+    Ok(())
+}
+
+fn absolute(p: &str) -> anyhow::Result<String> {
+    let path = std::path::Path::new(p);
+    Ok(if path.is_absolute() {
+        p.to_string()
+    } else {
+        std::env::current_dir()?.join(path).display().to_string()
+    })
+}
+
+fn models(a: &Value) -> String {
+    a["models"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .map(model)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn model(m: &Value) -> String {
+    let who = if m["account"].is_null() {
+        format!("provider {}", text(m, "provider"))
+    } else {
+        format!("account {}", text(m, "account"))
+    };
+    let model = if m["model"].is_null() {
+        String::new()
+    } else {
+        format!(" {}", text(m, "model"))
+    };
+    format!("{who} ({}{model})", text(m, "harness"))
+}
+
+fn problems(a: &Value) -> String {
+    let p: Vec<String> = a["models"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .filter(|m| !m["problem"].is_null())
+        .map(|m| format!("; cannot start with {}: {}", model(m), text(m, "problem")))
+        .collect();
+    p.concat()
+}
+
+fn changed_line(a: &Value) -> String {
+    let next = text(a, "nextSandbox");
+    let next = if next.is_empty() {
+        String::new()
+    } else {
+        format!("; its next sandbox gets: {next}")
+    };
+    format!("agent {} changed{next}{}", text(a, "id"), problems(a))
+}
+
+fn row(a: &Value) -> Vec<String> {
+    let network = match (a["network"].as_str(), a["egress"].as_str()) {
+        (Some("filtered"), Some("log-only")) => "filtered (log only)".into(),
+        _ => text(a, "network"),
+    };
+    let folder = if a["scope"].is_null() {
+        "(own per session)".into()
+    } else {
+        text(a, "scope")
+    };
+    vec![
+        text(a, "id"),
+        text(a, "name"),
+        text(a, "projectId"),
+        models(a),
+        network,
+        folder,
+    ]
+}
+
+fn show(a: &Value) {
+    print_fields(
+        a,
+        &[
+            "id",
+            "name",
+            "projectId",
+            "context",
+            "description",
+            "scope",
+            "confinement",
+            "permissions",
+            "bindings",
+            "knowledge",
+            "skills",
+            "acpUrl",
+            "createdAt",
+            "lastUsedAt",
+        ],
+    );
+    for m in a["models"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+    {
+        let problem = if m["problem"].is_null() {
+            String::new()
+        } else {
+            format!(" — cannot start: {}", text(m, "problem"))
+        };
+        println!("model: {}{problem}", model(m));
+    }
+    show_network(a);
+    for c in a["connections"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+    {
+        println!(
+            "connection: {} {} since {}",
+            text(c, "id"),
+            text(c, "sandbox"),
+            text(c, "since")
+        );
+    }
+}
+
+fn show_network(a: &Value) {
+    let egress = if a["egress"].is_null() {
+        String::new()
+    } else {
+        format!(" ({})", text(a, "egress"))
+    };
+    println!("network: {}{egress}", text(a, "network"));
+    let allow = text(a, "allow");
+    if !allow.is_empty() {
+        println!("allow: {allow}");
+    }
+    let next = text(a, "nextSandbox");
+    if !next.is_empty() {
+        println!("next sandbox: {next}");
+    }
+}
