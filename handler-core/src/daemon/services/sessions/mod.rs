@@ -1,6 +1,6 @@
 //! Daemon-held sessions (F): conversations that outlive their clients. `mod` holds the
-//! resource's rules (create, list, get, delete, stop, cancel, the daemon's start) and the
-//! registry of live sessions; `live` the hub task that owns a session's agent and its
+//! resource's rules (create, list, get, delete, stop, cancel, the daemon's start; the live
+//! sessions' registry is `App::live_sessions`); `live` the hub task that owns a session's agent and its
 //! attachments; `attach` one WebSocket's side; `lifecycle` starting and stopping the agent.
 
 mod attach;
@@ -8,9 +8,7 @@ pub mod files;
 mod lifecycle;
 mod live;
 
-use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{LazyLock, Mutex};
 
 use handler_contracts::control::ModelAccess;
 use handler_contracts::session::{
@@ -26,16 +24,8 @@ use crate::daemon::store::sessions::read_log;
 pub use attach::attach;
 pub(crate) use live::{Handle, Inbox};
 
-/// The live sessions, by folder (unique per daemon and session): the hub's inbox and its start.
-static LIVE: LazyLock<Mutex<HashMap<PathBuf, Handle>>> = LazyLock::new(Default::default);
-
-fn live_map() -> std::sync::MutexGuard<'static, HashMap<PathBuf, Handle>> {
-    LIVE.lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 fn live_handle(app: &AppState, id: &str) -> Option<Handle> {
-    live_map().get(&app.sessions.folder(id)).cloned()
+    app.live_sessions.get(id)
 }
 
 /// A new session id: "s_" + 16 hex.
