@@ -56,7 +56,7 @@ pub fn accept(
         first
     };
     let conn = new_id("c");
-    let prepared = prepare(app, &agent, &access, &conn)?;
+    let prepared = prepare(app, &agent, &access, (&conn, None))?;
     super::images::require_network_filter(app, &prepared.spec)?;
     let required: Vec<_> =
         handler_contracts::hosts::required_hosts(&app.snapshot(), &prepared.access)

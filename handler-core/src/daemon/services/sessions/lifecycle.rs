@@ -118,10 +118,13 @@ async fn launch(
         None => {
             let (app, agent, access, id) =
                 (app.clone(), agent.clone(), access_of(&s), id.to_owned());
-            tokio::task::spawn_blocking(move || prepare(&app, &agent, &access, &id))
-                .await
-                .map_err(|e| e.to_string())?
-                .map_err(|e| e.detail.unwrap_or(e.title))?
+            tokio::task::spawn_blocking(move || {
+                let folder = app.sessions.folder(&id);
+                prepare(&app, &agent, &access, (&id, Some(&folder)))
+            })
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.detail.unwrap_or(e.title))?
         }
     };
     let mut prepared = prepared;

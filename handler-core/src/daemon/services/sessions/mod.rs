@@ -8,7 +8,7 @@ pub mod files;
 mod lifecycle;
 mod live;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use handler_contracts::control::ModelAccess;
 use handler_contracts::session::{
@@ -60,9 +60,12 @@ pub async fn create(app: &AppState, req: SessionRequest) -> ApiResult<Session> {
     let id = new_session_id();
     let prepared = {
         let (app, agent, access, id) = (app.clone(), agent.clone(), access.clone(), id.clone());
-        tokio::task::spawn_blocking(move || prepare(&app, &agent, &access, &id))
-            .await
-            .map_err(ApiError::internal)??
+        tokio::task::spawn_blocking(move || {
+            let folder = app.sessions.folder(&id);
+            prepare(&app, &agent, &access, (&id, Some(&folder)))
+        })
+        .await
+        .map_err(ApiError::internal)??
     };
     let now = fsutil::now_rfc3339();
     let record = Session {
@@ -99,10 +102,21 @@ pub async fn create(app: &AppState, req: SessionRequest) -> ApiResult<Session> {
         record.extra.insert(lifecycle::IMPORTED.into(), true.into());
     }
     app.sessions.create(&record).map_err(ApiError::internal)?;
+    make_work(app, &record)?;
     files::record_baseline(app, &id).await;
     let handle = lifecycle::ensure_running(app, &id, Some(prepared), req.prompt)?;
     let _ = live::wait_started(&handle).await;
     app.sessions.get(&id).ok_or_else(|| not_found(&id))
+}
+
+/// F.2: a folderless agent's session works in its folder's `work/`, made now with the folder.
+fn make_work(app: &AppState, record: &Session) -> ApiResult<()> {
+    let folder = app.sessions.folder(&record.id);
+    let own = std::fs::canonicalize(&folder).map(|f| f.join("work"));
+    if own.is_ok_and(|w| w == Path::new(&record.scope)) {
+        crate::daemon::store::folders::work_folder(&folder).map_err(ApiError::internal)?;
+    }
+    Ok(())
 }
 
 /// The harness a model runs (the account's, or the one named with a provider).
