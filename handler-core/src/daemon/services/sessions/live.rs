@@ -18,14 +18,12 @@ use crate::daemon::state::AppState;
 pub(crate) use crate::daemon::state::sessions::{Handle, Inbox, Out, Replay, Started};
 
 mod questions;
-use crate::daemon::store::sessions::{EventLog, read_log};
+use crate::daemon::store::sessions::EventLog;
 pub(crate) use questions::{Asking, Questions};
 
 /// The pipeline's client number for the daemon's own requests (initialize, session/new|load,
 /// a session's first prompt).
 pub(crate) const DAEMON: ClientId = ClientId(0);
-/// An attachment's queue (F.7): putting a message never waits.
-pub(crate) const QUEUE: usize = 10_000;
 
 const ID_INIT: &str = "\"handler-init\"";
 const ID_OPEN: &str = "\"handler-open\"";
@@ -683,13 +681,11 @@ impl Hub {
     }
 }
 
-/// Streams a replay to a WebSocket: the log's updates in the range, then the tail.
+/// A replay for a WebSocket: the log's updates in the range, read straight from its text
+/// (decision 0112), then the tail.
 pub(crate) fn replay_lines(r: &Replay) -> Vec<String> {
-    let parsed = read_log(&r.path).unwrap_or_default();
-    let mut out: Vec<String> = ev::replay_after(&parsed.events, r.after)
-        .filter(|(seq, _)| *seq <= r.upto)
-        .map(|(seq, u)| replay_notification(&r.session_id, seq, u))
-        .collect();
+    let text = std::fs::read_to_string(&r.path).unwrap_or_default();
+    let mut out = ev::replay_from_text(&text, &r.session_id, r.after, r.upto);
     out.extend(r.tail.iter().cloned());
     out
 }
