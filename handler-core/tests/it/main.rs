@@ -17,3 +17,4 @@ mod runtime_settings;
 mod session_files;
 mod session_files_api;
 mod sessions_api;
+mod sessions_live;

@@ -66,6 +66,8 @@ pub(crate) struct Options {
     pub max_message_bytes: Option<usize>,
     pub origins: Vec<String>,
     pub secret_command_timeout: Option<std::time::Duration>,
+    /// An attachment's queue (F.7), when not the default.
+    pub session_queue: Option<usize>,
 }
 
 impl TestDaemon {
@@ -102,6 +104,9 @@ impl TestDaemon {
         c.allowed_origins.extend(o.origins);
         if let Some(t) = o.secret_command_timeout {
             c.secret_command_timeout = t;
+        }
+        if let Some(q) = o.session_queue {
+            c.session_queue = q;
         }
         let state = daemon::build(c, None).unwrap();
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
