@@ -39,6 +39,12 @@ async fn session(d: &TestDaemon, extra: Value) -> (String, String, String, Strin
 
 /// Attached: initialize and session/load done (`after`: `handler.dev/afterSeq`).
 async fn attach(d: &TestDaemon, url: &str, sid: &str, after: Option<u64>) -> Acp {
+    // The session's folder, which P2 wants as the cwd.
+    let id = url.rsplit('/').nth(1).unwrap();
+    let scope = d.get(&format!("/v1/sessions/{id}")).await.1["scope"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let mut c = daemon_support::acp::open(url, &d.protocols(), None)
         .await
         .unwrap_or_else(|e| panic!("attach: {e}: {}", daemon_support::logs()));
@@ -47,7 +53,7 @@ async fn attach(d: &TestDaemon, url: &str, sid: &str, after: Option<u64>) -> Acp
         json!({"protocolVersion": 1, "clientCapabilities": {}}),
     )
     .await;
-    let mut params = json!({"sessionId": sid, "cwd": "/", "mcpServers": []});
+    let mut params = json!({"sessionId": sid, "cwd": scope, "mcpServers": []});
     if let Some(a) = after {
         params["_meta"] = json!({"handler.dev/afterSeq": a});
     }
@@ -392,5 +398,100 @@ async fn a_folderless_agents_session_works_in_its_own_work_folder() {
     let f = c.closed().await.expect("a close frame");
     assert_eq!(u16::from(f.code), 1011, "{f:?}");
     assert!(f.reason.contains("work"), "{f:?}");
+    d.stop().await;
+}
+
+/// The lag of each attachment on a streaming turn: a driver asks the agent to say `N` chunks,
+/// one after the other; each attachment's lag is the time from the driver's request to the
+/// chunk's arrival. Run with 1 and with 8 attachments (ratios in one run), and handlerd's
+/// resident memory (this process: the daemon runs in it, its agents are other processes) idle
+/// and with 10 live sessions. Ignored: `cargo test --release -p handler-core --test it --
+/// --ignored sessions_live::attachments_benchmark --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a benchmark"]
+async fn attachments_benchmark() {
+    const N: usize = 2000;
+    let d = TestDaemon::start().await;
+    let rss = || -> u64 {
+        let s = std::fs::read_to_string("/proc/self/status").unwrap();
+        s.lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
+            .unwrap_or(0)
+    };
+    let idle = rss();
+    let (_, sid, url, agent) = session(&d, json!({})).await;
+    let mut report = Vec::new();
+    for n in [1usize, 8] {
+        let mut clients = Vec::new();
+        for _ in 0..n {
+            clients.push(attach(&d, &url, &sid, None).await);
+        }
+        let mut driver = attach(&d, &url, &sid, None).await;
+        let mut readers = Vec::new();
+        for mut c in clients {
+            readers.push(tokio::spawn(async move {
+                let mut at = Vec::with_capacity(N);
+                while at.len() < N {
+                    match c.next().await {
+                        Ok(m)
+                            if m["params"]["update"]["sessionUpdate"] == "agent_message_chunk" =>
+                        {
+                            at.push(Instant::now())
+                        }
+                        Ok(_) => {}
+                        Err(_) => break,
+                    }
+                }
+                at
+            }));
+        }
+        let mut sent = Vec::with_capacity(N);
+        for i in 0..N {
+            sent.push(Instant::now());
+            // Paced by the agent: its answer follows its chunk.
+            driver
+                .request(
+                    "_fake/say",
+                    json!({"sessionId": sid, "text": format!("chunk {i} of a streaming answer")}),
+                )
+                .await;
+            driver.seen.clear();
+        }
+        let mut lags: Vec<Duration> = Vec::new();
+        for r in readers {
+            let at = r.await.unwrap();
+            assert_eq!(at.len(), N);
+            lags.extend(at.iter().zip(&sent).map(|(a, s)| a.duration_since(*s)));
+        }
+        lags.sort();
+        let p = |q: f64| lags[((lags.len() as f64 * q) as usize).min(lags.len() - 1)];
+        report.push((n, p(0.5), p(0.99)));
+    }
+    let mut ids = Vec::new();
+    for _ in 0..9 {
+        let (s, v) = d
+            .post("/v1/sessions", json!({"agentId": agent, "origin": "ui"}))
+            .await;
+        assert_eq!(s, 201, "{v}");
+        ids.push(v["id"].as_str().unwrap().to_string());
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let live = rss();
+    let (one, eight) = (report[0], report[1]);
+    println!(
+        "{N} chunks: 1 attachment lag p50 {:?} p99 {:?}; 8 attachments p50 {:?} ({:.2}x) p99 {:?} ({:.2}x)",
+        one.1,
+        one.2,
+        eight.1,
+        eight.1.as_secs_f64() / one.1.as_secs_f64(),
+        eight.2,
+        eight.2.as_secs_f64() / one.2.as_secs_f64()
+    );
+    println!(
+        "resident memory: idle {idle} kB, 10 live sessions {live} kB ({:.2}x, +{} kB per session)",
+        live as f64 / idle as f64,
+        (live.saturating_sub(idle)) / 10
+    );
     d.stop().await;
 }
