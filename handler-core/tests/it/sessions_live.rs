@@ -437,7 +437,7 @@ async fn attachments_benchmark() {
                         Ok(m)
                             if m["params"]["update"]["sessionUpdate"] == "agent_message_chunk" =>
                         {
-                            at.push(Instant::now())
+                            at.push(Instant::now());
                         }
                         Ok(_) => {}
                         Err(_) => break,

@@ -290,7 +290,7 @@ fn connect(
                         host: ev.host.clone(),
                     });
                 }
-                app2.record_egress(&agent_id, &sandbox, ev)
+                app2.record_egress(&agent_id, &sandbox, ev);
             },
             |line| {
                 let l = handler_policy::redact(&line, &secrets);

@@ -166,7 +166,7 @@ impl Hub {
                 tracing::warn!(session = %self.id, host = %entry, error = %e.detail.unwrap_or(e.title), "a network answer not applied");
             }
             Err(_) => {
-                tracing::warn!(session = %self.id, host = %entry, "a network answer timed out")
+                tracing::warn!(session = %self.id, host = %entry, "a network answer timed out");
             }
         }
     }
