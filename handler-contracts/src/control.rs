@@ -607,6 +607,10 @@ pub struct AgentOptions {
     /// What a run takes and gives back; its sessions are then unattended (D.18).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interface: Option<AgentInterface>,
+    /// Filtered only: a host the proxy denies becomes a permission question in its sessions'
+    /// clients (allow once, allow always, reject); left out: yes. Never for runs (D.18).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ask_denied_hosts: Option<bool>,
 }
 
 /// How an agent is set up (D.1 AgentSettings).
@@ -705,6 +709,9 @@ pub struct Agent {
     /// What a run takes and gives back (D.18).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interface: Option<AgentInterface>,
+    /// Filtered only: whether a denied host is asked about in its sessions (left out: yes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ask_denied_hosts: Option<bool>,
     /// Its name (optional for an ad-hoc agent: clients fall back to the folder's name).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,

@@ -401,6 +401,60 @@ pub fn replay_notification(session_id: &str, seq: u64, update: &Value) -> String
     .to_string()
 }
 
+/// One log line as a replay reads it: its seq, its kind and, for an update, the update's text
+/// as logged (borrowed, never built into a `Value`).
+#[derive(Deserialize)]
+struct RawEvent<'a> {
+    seq: u64,
+    #[serde(borrow)]
+    kind: std::borrow::Cow<'a, str>,
+    #[serde(borrow, default)]
+    update: Option<&'a serde_json::value::RawValue>,
+}
+
+/// An attach's replay straight from the log's text (F.5, decision 0112): the session/update
+/// notifications of the updates with `after < seq <= upto`, in order, each carrying the logged
+/// update's text unchanged and its seq in `_meta`. The lines `parse_log` keeps and no others (a
+/// torn last line, lines that are not events, a seq not above the one before are skipped): the
+/// same messages as [`replay_after`] and [`replay_notification`] over [`parse_log`], without a
+/// `Value` per event.
+pub fn replay_from_text(
+    text: &str,
+    session_id: &str,
+    after: Option<u64>,
+    upto: u64,
+) -> Vec<String> {
+    let after = after.unwrap_or(0);
+    let sid = Value::from(session_id).to_string();
+    let complete = text.ends_with('\n');
+    let mut lines = text.split_terminator('\n').peekable();
+    let mut last_seq = 0;
+    let mut out = Vec::new();
+    while let Some(line) = lines.next() {
+        let last = lines.peek().is_none();
+        if line.trim().is_empty() || (last && !complete) {
+            continue;
+        }
+        let Ok(e) = serde_json::from_str::<RawEvent<'_>>(line) else {
+            continue;
+        };
+        if e.seq <= last_seq {
+            continue;
+        }
+        last_seq = e.seq;
+        if e.kind != "update" || e.seq <= after || e.seq > upto {
+            continue;
+        }
+        let Some(update) = e.update else { continue };
+        out.push(format!(
+            r#"{{"jsonrpc":"2.0","method":"session/update","params":{{"sessionId":{sid},"update":{},"_meta":{{"{META_SEQ}":{}}}}}}}"#,
+            update.get(),
+            e.seq
+        ));
+    }
+    out
+}
+
 /// A live session/update notification with its seq added to `params._meta` (F.7), so a client
 /// can re-attach with afterSeq; `None` when it is not a notification with params.
 pub fn with_seq(notification: &str, seq: u64) -> Option<String> {
@@ -457,6 +511,39 @@ mod tests {
             e.to_line(),
             r#"{"seq":4,"t":"t","kind":"turn","phase":"end","stopReason":"end_turn"}"#
         );
+    }
+
+    #[test]
+    fn the_replay_from_text_is_the_replay_of_the_parsed_log() {
+        let mut text = log(&[
+            SessionEvent::started(1, "t", None),
+            SessionEvent::update(
+                2,
+                "t",
+                json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "a \"quoted\" \u{e9} line"}}),
+            ),
+            SessionEvent::turn_start(3, "t"),
+            SessionEvent::update(4, "t", json!({"sessionUpdate": "plan", "entries": []})),
+        ]);
+        text.push_str("not an event\n");
+        text.push_str(&SessionEvent::update(4, "t", json!({"sessionUpdate": "dup"})).to_line());
+        text.push('\n');
+        text.push_str(&SessionEvent::update(5, "t", json!({"sessionUpdate": "x"})).to_line());
+        text.push('\n');
+        text.push_str(r#"{"seq":6,"t":"t","kind":"upd"#);
+        let parsed = parse_log(&text);
+        for (after, upto) in [(None, 9), (Some(2), 9), (None, 4), (Some(5), 9)] {
+            let want: Vec<String> = replay_after(&parsed.events, after)
+                .filter(|(seq, _)| *seq <= upto)
+                .map(|(seq, u)| replay_notification("s \"1\"", seq, u))
+                .collect();
+            let got = replay_from_text(&text, "s \"1\"", after, upto);
+            let parse = |v: &[String]| -> Vec<Value> {
+                v.iter().map(|m| serde_json::from_str(m).unwrap()).collect()
+            };
+            assert_eq!(parse(&got), parse(&want), "after {after:?} upto {upto}");
+        }
+        assert_eq!(replay_from_text(&text, "s", None, 9).len(), 3);
     }
 
     #[test]

@@ -511,6 +511,22 @@ pub fn check_scope_placement(
     }
 }
 
+/// F.2: a folderless agent's session works in `work` (canonical), the `work/` of its session's
+/// folder in Handler's state folder: the one folder inside Handler's own a sandbox may get
+/// (decision 0111). `scope` (canonical, links resolved) must be exactly it; it may lie inside
+/// Handler's folders but never be one nor hold one. Anything else gets the usual refusal.
+pub fn check_session_work_placement(
+    scope: &str,
+    work: &str,
+    reserved: &[Reserved],
+) -> std::result::Result<(), PlacementError> {
+    match reserved_clash(scope, reserved, true) {
+        None => Ok(()),
+        Some(PlacementError::InsideHandlers { .. }) if scope == work => Ok(()),
+        Some(e) => Err(e),
+    }
+}
+
 /// A work folder root may hold Handler's folders (`~`; the scopes inside are checked one by
 /// one) but may not be one of them or inside one.
 pub fn check_root_placement(
@@ -535,6 +551,38 @@ mod placement_tests {
             dir: d.into(),
         })
         .collect()
+    }
+
+    #[test]
+    fn only_the_sessions_own_work_folder_is_exempt() {
+        let r = [Reserved {
+            what: "state".into(),
+            dir: "/home/u/.local/state/handler-ai".into(),
+        }];
+        let work = "/home/u/.local/state/handler-ai/sessions/s_1/work";
+        assert_eq!(check_session_work_placement(work, work, &r), Ok(()));
+        // Another folder of the state folder, the session's folder itself, the state folder.
+        for other in [
+            "/home/u/.local/state/handler-ai/sessions/s_2/work",
+            "/home/u/.local/state/handler-ai/sessions/s_1",
+            "/home/u/.local/state/handler-ai/agents",
+        ] {
+            assert!(
+                matches!(
+                    check_session_work_placement(other, work, &r),
+                    Err(PlacementError::InsideHandlers { .. })
+                ),
+                "{other}"
+            );
+        }
+        assert!(matches!(
+            check_session_work_placement("/home/u/.local/state/handler-ai", work, &r),
+            Err(PlacementError::IsHandlers { .. })
+        ));
+        assert!(matches!(
+            check_session_work_placement("/home/u/.local", work, &r),
+            Err(PlacementError::HoldsHandlers { .. })
+        ));
     }
 
     #[test]

@@ -397,6 +397,7 @@ pub fn options_of(a: &Agent) -> AgentOptions {
         knowledge: a.knowledge.clone(),
         display: a.display,
         interface: a.interface.clone(),
+        ask_denied_hosts: a.ask_denied_hosts,
     }
 }
 

@@ -13,125 +13,19 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
-use test_support::user::{free_port, id_of};
+use test_support::user::{User, free_port};
 use tokio_tungstenite::tungstenite::{self, Message};
 
 const IMAGE: &str = "localhost/handler-test-busybox";
 const TOKEN: &str = "fk-Sandbox0Token1111aaaa2222bbbb3333";
 
-struct User {
-    name: Option<String>,
-    uid: u32,
-    gid: u32,
-}
-
-impl User {
-    fn cmd(&self, program: &str, args: &[&str], env: &[(&str, String)]) -> Command {
-        match &self.name {
-            Some(u) => {
-                let mut c = Command::new("setpriv");
-                c.args(["--reuid", u, "--regid", u, "--init-groups", "env", "-i"]);
-                c.arg(format!("USER={u}")).arg(format!("LOGNAME={u}"));
-                c.arg("PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin");
-                for (k, v) in env {
-                    c.arg(format!("{k}={v}"));
-                }
-                c.arg(program).args(args);
-                c
-            }
-            None => {
-                let mut c = Command::new(program);
-                c.args(args);
-                for (k, v) in env {
-                    c.env(k, v);
-                }
-                c
-            }
-        }
-    }
-    fn give(&self, p: &Path) {
-        if self.name.is_some() {
-            for e in walk(p) {
-                std::os::unix::fs::lchown(&e, Some(self.uid), Some(self.gid)).unwrap();
-            }
-        }
-    }
-}
-
-fn walk(p: &Path) -> Vec<PathBuf> {
-    let mut out = vec![p.to_path_buf()];
-    if p.is_dir() {
-        for e in std::fs::read_dir(p).unwrap().flatten() {
-            out.extend(walk(&e.path()));
-        }
-    }
-    out
-}
-
 fn user() -> Option<User> {
-    let euid = {
-        let o = Command::new("id").arg("-u").output().unwrap();
-        String::from_utf8_lossy(&o.stdout)
-            .trim()
-            .parse::<u32>()
-            .unwrap()
-    };
-    let u = if euid == 0 {
-        let name = std::env::var("HANDLER_TEST_USER").unwrap_or_else(|_| "handler-test".into());
-        let Some(uid) = id_of("-u", &name) else {
-            return skip_or_panic(&format!(
-                "no user {name}: run .ci/setup-podman.sh as root first"
-            ));
-        };
-        User {
-            uid,
-            gid: id_of("-g", &name).unwrap(),
-            name: Some(name),
-        }
-    } else {
-        User {
-            name: None,
-            uid: euid,
-            gid: id_of("-g", "").unwrap_or(euid),
-        }
-    };
-    let ok = u
-        .cmd(
-            "podman",
-            &["image", "exists", IMAGE],
-            &[("HOME", home_of(&u))],
-        )
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        return skip_or_panic(&format!(
-            "podman cannot find {IMAGE}: run .ci/setup-podman.sh as root first"
-        ));
-    }
-    Some(u)
-}
-
-fn home_of(u: &User) -> String {
-    match &u.name {
-        Some(n) => format!("/home/{n}"),
-        None => std::env::var("HOME").unwrap(),
-    }
-}
-
-fn skip_or_panic(why: &str) -> Option<User> {
-    if std::env::var("HANDLER_SKIP_PODMAN_TESTS").as_deref() == Ok("1") {
-        eprintln!("skipped (HANDLER_SKIP_PODMAN_TESTS=1): {why}");
-        None
-    } else {
-        panic!(
-            "the daemon's sandbox tests need rootless podman: {why} (or set HANDLER_SKIP_PODMAN_TESTS=1)"
-        )
-    }
+    test_support::user::podman_user(IMAGE, "the daemon's sandbox tests")
 }
 
 struct Daemon {
@@ -174,36 +68,24 @@ async fn start_on(u: User, tag: &str, login_host: &str, runtime: Option<&str>) -
     for d in [&scope, &bin, &home.join("harnesses/fake")] {
         std::fs::create_dir_all(d).unwrap();
     }
-    for (name, src) in [
-        ("handlerd", PathBuf::from(env!("CARGO_BIN_EXE_handlerd"))),
+    let agent = test_support::static_build::fakes().agent.clone();
+    test_support::handlerd::install(&[
         (
-            "handler-sandbox-podman",
+            bin.join("handlerd"),
+            PathBuf::from(env!("CARGO_BIN_EXE_handlerd")),
+        ),
+        (
+            bin.join("handler-sandbox-podman"),
             PathBuf::from(env!("CARGO_BIN_EXE_handler-sandbox-podman")),
         ),
         (
-            "handler-sandbox-docker",
+            bin.join("handler-sandbox-docker"),
             PathBuf::from(env!("CARGO_BIN_EXE_handler-sandbox-docker")),
         ),
-        (
-            "fake-acp-agent",
-            test_support::static_build::fakes().agent.clone(),
-        ),
-    ] {
-        std::fs::copy(&src, bin.join(name)).unwrap();
-        std::fs::set_permissions(bin.join(name), std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
-    // The agent binary in the sandbox: inside the scope, mounted at the same path.
-    std::fs::create_dir_all(scope.join(".bin")).unwrap();
-    std::fs::copy(
-        bin.join("fake-acp-agent"),
-        scope.join(".bin/fake-acp-agent"),
-    )
-    .unwrap();
-    std::fs::set_permissions(
-        scope.join(".bin/fake-acp-agent"),
-        std::fs::Permissions::from_mode(0o755),
-    )
-    .unwrap();
+        (bin.join("fake-acp-agent"), agent.clone()),
+        // The agent binary in the sandbox: inside the scope, mounted at the same path.
+        (scope.join(".bin/fake-acp-agent"), agent),
+    ]);
     let descriptor = test_support::descriptor::sandbox_fake(
         "Fake ACP agent",
         IMAGE,
@@ -231,16 +113,12 @@ async fn start_on(u: User, tag: &str, login_host: &str, runtime: Option<&str>) -
         ),
     });
     env.extend([
-        ("HOME", home_of(&u)),
+        ("HOME", u.home()),
         ("HANDLER_ALLOWED_ORIGINS", "http://ui.local".to_string()),
         ("HANDLER_LOG", "info".to_string()),
     ]);
-    let (child, token) = test_support::handlerd::spawn(
-        u.cmd(bin.join("handlerd").to_str().unwrap(), &[], &env),
-        &root,
-        port,
-    )
-    .await;
+    let (child, token) =
+        test_support::handlerd::spawn_as(&u, &bin.join("handlerd"), &env, &root, port).await;
     let http = reqwest::Client::new();
     let scope = scope.display().to_string();
     Daemon {
@@ -307,7 +185,7 @@ impl Daemon {
         format!("ws://127.0.0.1:{}/v1/agents/{agent}/acp", self.port)
     }
     fn containers(&self, label: &str) -> Vec<String> {
-        let home = home_of(&self.user);
+        let home = self.user.home();
         let o = self
             .user
             .cmd(
@@ -632,7 +510,7 @@ fn ensure_network_filter(u: &User) {
         )));
         return;
     }
-    let home = home_of(u);
+    let home = u.home();
     let exists = |u: &User| {
         u.cmd(
             "podman",

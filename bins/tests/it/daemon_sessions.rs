@@ -14,104 +14,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use test_support::acp::{Acp, open, refused_status};
-use test_support::user::{free_port, id_of};
+use test_support::user::{User, free_port};
 
 const IMAGE: &str = "localhost/handler-test-busybox";
 const TOKEN: &str = "fk-Sessions0Token111aaaa2222bbbb3333";
 
-struct User {
-    name: Option<String>,
-    uid: u32,
-    gid: u32,
-}
-
-impl User {
-    fn cmd(&self, program: &str, args: &[&str], env: &[(&str, String)]) -> Command {
-        match &self.name {
-            Some(u) => {
-                let mut c = Command::new("setpriv");
-                c.args(["--reuid", u, "--regid", u, "--init-groups", "env", "-i"]);
-                c.arg(format!("USER={u}")).arg(format!("LOGNAME={u}"));
-                c.arg("PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin");
-                for (k, v) in env {
-                    c.arg(format!("{k}={v}"));
-                }
-                c.arg(program).args(args);
-                c
-            }
-            None => {
-                let mut c = Command::new(program);
-                c.args(args);
-                for (k, v) in env {
-                    c.env(k, v);
-                }
-                c
-            }
-        }
-    }
-    fn home(&self) -> String {
-        match &self.name {
-            Some(n) => format!("/home/{n}"),
-            None => std::env::var("HOME").unwrap(),
-        }
-    }
-    fn give(&self, p: &Path) {
-        if self.name.is_none() {
-            return;
-        }
-        let mut todo = vec![p.to_path_buf()];
-        while let Some(e) = todo.pop() {
-            std::os::unix::fs::lchown(&e, Some(self.uid), Some(self.gid)).unwrap();
-            if e.is_dir() && !e.is_symlink() {
-                todo.extend(std::fs::read_dir(&e).unwrap().flatten().map(|x| x.path()));
-            }
-        }
-    }
-}
-
 fn user() -> Option<User> {
-    let o = Command::new("id").arg("-u").output().unwrap();
-    let euid: u32 = String::from_utf8_lossy(&o.stdout).trim().parse().unwrap();
-    let u = if euid == 0 {
-        let name = std::env::var("HANDLER_TEST_USER").unwrap_or_else(|_| "handler-test".into());
-        let Some(uid) = id_of("-u", &name) else {
-            return skip_or_panic(&format!(
-                "no user {name}: run .ci/setup-podman.sh as root first"
-            ));
-        };
-        User {
-            uid,
-            gid: id_of("-g", &name).unwrap(),
-            name: Some(name),
-        }
-    } else {
-        User {
-            name: None,
-            uid: euid,
-            gid: id_of("-g", "").unwrap_or(euid),
-        }
-    };
-    let ok = u
-        .cmd("podman", &["image", "exists", IMAGE], &[("HOME", u.home())])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        return skip_or_panic(&format!(
-            "podman cannot find {IMAGE}: run .ci/setup-podman.sh"
-        ));
-    }
-    Some(u)
-}
-
-fn skip_or_panic(why: &str) -> Option<User> {
-    if std::env::var("HANDLER_SKIP_PODMAN_TESTS").as_deref() == Ok("1") {
-        eprintln!("skipped (HANDLER_SKIP_PODMAN_TESTS=1): {why}");
-        None
-    } else {
-        panic!(
-            "the sessions tests need rootless podman: {why} (or set HANDLER_SKIP_PODMAN_TESTS=1)"
-        )
-    }
+    test_support::user::podman_user(IMAGE, "the sessions tests")
 }
 
 struct Daemon {
@@ -148,8 +57,7 @@ async fn start(u: User, tag: &str, extra: &[(&'static str, &str)]) -> Daemon {
     ] {
         std::fs::create_dir_all(d).unwrap();
     }
-    let agent_bin = test_support::static_build::fakes().agent.clone();
-    for (to, src) in [
+    test_support::handlerd::install(&[
         (
             bin.join("handlerd"),
             PathBuf::from(env!("CARGO_BIN_EXE_handlerd")),
@@ -158,11 +66,11 @@ async fn start(u: User, tag: &str, extra: &[(&'static str, &str)]) -> Daemon {
             bin.join("handler-sandbox-podman"),
             PathBuf::from(env!("CARGO_BIN_EXE_handler-sandbox-podman")),
         ),
-        (scope.join(".bin/fake-acp-agent"), agent_bin),
-    ] {
-        std::fs::copy(&src, &to).unwrap();
-        std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
+        (
+            scope.join(".bin/fake-acp-agent"),
+            test_support::static_build::fakes().agent.clone(),
+        ),
+    ]);
     std::fs::write(
         scope.join(".fake-agent-script.json"),
         r#"{"loadReplay": true}"#,
@@ -197,12 +105,8 @@ async fn start(u: User, tag: &str, extra: &[(&'static str, &str)]) -> Daemon {
         ("HANDLER_LOG", "info".to_string()),
     ]);
     env.extend(extra.iter().map(|(k, v)| (*k, v.to_string())));
-    let (child, token) = test_support::handlerd::spawn(
-        u.cmd(bin.join("handlerd").to_str().unwrap(), &[], &env),
-        &root,
-        port,
-    )
-    .await;
+    let (child, token) =
+        test_support::handlerd::spawn_as(&u, &bin.join("handlerd"), &env, &root, port).await;
     Daemon {
         child,
         port,
@@ -815,12 +719,8 @@ async fn handlerd_killed_mid_turn_restarts_with_the_session_stopped() {
     let _ = d.child.wait();
     drop(a);
     let bin = d.root.join("bin/handlerd");
-    let (child, token) = test_support::handlerd::spawn(
-        d.user.cmd(bin.to_str().unwrap(), &[], &d.env),
-        &d.root,
-        d.port,
-    )
-    .await;
+    let (child, token) =
+        test_support::handlerd::spawn_as(&d.user, &bin, &d.env, &d.root, d.port).await;
     d.child = child;
     d.token = token;
     let (_, v) = d.get(&format!("/v1/sessions/{id}")).await;
@@ -852,4 +752,184 @@ async fn handlerd_killed_mid_turn_restarts_with_the_session_stopped() {
         "{replay:?}"
     );
     assert_eq!(d.containers(&id).len(), 1);
+}
+
+/// A plain HTTP server on the host (all addresses: a sandbox reaches it through the host's
+/// address, as host.containers.internal) answering 200 "ok" to every request.
+async fn http_ok_server() -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let l = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
+    let port = l.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((mut c, _)) = l.accept().await {
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match c.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                let _ = c
+                    .write_all(
+                        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok",
+                    )
+                    .await;
+            });
+        }
+    });
+    port
+}
+
+/// The daemon's network question about `host`.
+async fn question(c: &mut Acp, host: &str) -> Value {
+    let title = format!("Network access: `{host}`");
+    let is = |m: &Value| {
+        method_is(m, "session/request_permission") && m["params"]["toolCall"]["title"] == *title
+    };
+    until(c, "the network question", is).await
+}
+
+/// `c`'s answer to the daemon's question `q`: option `option`.
+async fn answer(c: &mut Acp, q: &Value, option: &str) {
+    c.send(&json!({"jsonrpc": "2.0", "id": q["id"], "result": {"outcome": {"outcome": "selected", "optionId": option}}}))
+        .await;
+}
+
+/// Issue 13 item 7 with a real filtered sandbox (the network filter built from this checkout):
+/// a host the proxy denies is asked about, once while the question is open, to both clients;
+/// the first answer wins (the other told `_handler/permission_resolved`); allow always saves
+/// the entry in the agent's allow-list and the retried request passes; allow once lets a
+/// second host through this sandbox without saving it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denied_host_becomes_a_question_that_allows_it() {
+    let Some(u) = user() else { return };
+    if u.name.is_some() {
+        test_support::network_filter::ensure(Path::new(env!(
+            "CARGO_BIN_EXE_handler-sandbox-podman"
+        )));
+    }
+    let (always, once) = (http_ok_server().await, http_ok_server().await);
+    let always = format!("host.containers.internal:{always}");
+    let once = format!("host.containers.internal:{once}");
+    let d = start(u, "net", &[]).await;
+    let (s, v) = d
+        .post(
+            "/v1/accounts",
+            json!({"name": "perso", "harness": "fake", "token": {"value": TOKEN}}),
+        )
+        .await;
+    assert_eq!(s, 201, "{v}");
+    let (s, a) = d
+        .post(
+            "/v1/agents",
+            json!({"models": [{"account": "perso"}], "scope": d.scope}),
+        )
+        .await;
+    assert_eq!(s, 201, "{a}");
+    assert_eq!(a["network"], "filtered", "{a}");
+    let agent = a["id"].as_str().unwrap().to_string();
+    let s = d.create(&agent).await;
+    let (id, sid) = (
+        s["id"].as_str().unwrap().to_string(),
+        s["acpSessionId"].as_str().unwrap().to_string(),
+    );
+    let mut a = d.attach(&id).await;
+    load(&mut a, &sid, &d.scope, None).await;
+    let mut b = d.attach(&id).await;
+    load(&mut b, &sid, &d.scope, None).await;
+    let get = |host: &str| json!({"url": format!("http://{host}/x"), "headers": {}});
+
+    // Denied twice while the question is open: one question, to both clients.
+    for _ in 0..2 {
+        let r = a.request("_fake/http", get(&always)).await;
+        assert_eq!(r["result"]["status"], 403, "{r}: {}", d.log());
+    }
+    let q = question(&mut a, &always).await;
+    let qb = question(&mut b, &always).await;
+    assert_eq!(q, qb);
+    assert_eq!(q["params"]["sessionId"], sid.as_str(), "{q}");
+    let kinds: Vec<&Value> = q["params"]["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| &o["kind"])
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            &json!("allow_once"),
+            &json!("allow_always"),
+            &json!("reject_once")
+        ]
+    );
+    // Both denials recorded, then a frame behind them in the hub's inbox: one question open.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, ev) = d.get(&format!("/v1/agents/{agent}/egress-events")).await;
+        let denied = ev
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["decision"] == "denied" && e["host"] == always.as_str())
+            .count();
+        if denied >= 2 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "egress events: {ev}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    a.request("_fake/env", json!({"name": "HOME"})).await;
+    let (_, v) = d.get(&format!("/v1/sessions/{id}")).await;
+    assert_eq!(v["pendingPermissions"], 1, "{v}");
+    assert!(
+        !a.seen
+            .iter()
+            .any(|m| method_is(m, "session/request_permission")),
+        "a second question: {:?}",
+        a.seen
+    );
+
+    // Allow always, answered by b: a is told, the retry passes, the agent's list holds it.
+    answer(&mut b, &q, "allow-always").await;
+    let r = until(&mut a, "permission_resolved", |m| {
+        method_is(m, "_handler/permission_resolved")
+    })
+    .await;
+    assert_eq!(r["params"]["requestId"], q["id"], "{r}");
+    assert_eq!(r["params"]["outcome"]["optionId"], "allow-always", "{r}");
+    let r = a.request("_fake/http", get(&always)).await;
+    assert_eq!(r["result"]["status"], 200, "{r}: {}", d.log());
+    assert_eq!(r["result"]["body"], "ok", "{r}");
+    let (_, view) = d.get(&format!("/v1/agents/{agent}")).await;
+    assert!(
+        view["allow"].as_array().unwrap().contains(&json!(always)),
+        "{view}"
+    );
+    let (_, v) = d.get(&format!("/v1/sessions/{id}")).await;
+    assert_eq!(v["pendingPermissions"], 0, "{v}");
+
+    // Allow once: this sandbox lets the host through, the agent's list does not hold it.
+    let r = b.request("_fake/http", get(&once)).await;
+    assert_eq!(r["result"]["status"], 403, "{r}");
+    let q = question(&mut a, &once).await;
+    answer(&mut a, &q, "allow-once").await;
+    until(&mut b, "permission_resolved", |m| {
+        method_is(m, "_handler/permission_resolved")
+    })
+    .await;
+    let r = b.request("_fake/http", get(&once)).await;
+    assert_eq!(r["result"]["status"], 200, "{r}: {}", d.log());
+    let (_, view) = d.get(&format!("/v1/agents/{agent}")).await;
+    let allow = view["allow"].as_array().unwrap();
+    assert!(!allow.contains(&json!(once)), "{view}");
+    assert!(allow.contains(&json!(always)), "{view}");
+    assert_eq!(
+        d.call(reqwest::Method::DELETE, &format!("/v1/sessions/{id}"), None)
+            .await
+            .0,
+        204
+    );
+    d.no_container(&id).await;
 }

@@ -76,6 +76,9 @@ pub struct DaemonConfig {
     pub session_idle_timeout: std::time::Duration,
     /// The most clients attached to one session (`HANDLER_SESSION_MAX_ATTACH`, default 8, F.7).
     pub session_max_attach: usize,
+    /// The messages an attachment's queue holds before the client is closed 4003 as too slow
+    /// (F.7: 10 000; smaller only in tests).
+    pub session_queue: usize,
     /// `$HANDLER_BUILD_CA_BUNDLE`: a PEM bundle of extra CA certificates given to image builds
     /// (the build secret `handler-ca-bundle`, decision 0072); none by default.
     pub build_ca_bundle: Option<PathBuf>,
@@ -167,6 +170,7 @@ impl DaemonConfig {
             secret_command_timeout: super::secretref::DEFAULT_COMMAND_TIMEOUT,
             session_idle_timeout: std::time::Duration::from_secs(1800),
             session_max_attach: 8,
+            session_queue: 10_000,
             build_ca_bundle: None,
             runtime_chosen_by: "the daemon's configuration".to_string(),
             platform_dir: platform,

@@ -96,6 +96,7 @@ pub fn build(
     let app = AppState(Arc::new(App {
         secrets: SecretStore::new(config.data_dir.join("secrets.json")),
         sessions: SessionStore::open(&config.state_dir),
+        live_sessions: Default::default(),
         accounts: TomlDocs::new(&config.accounts_dir),
         providers: TomlDocs::new(&config.providers_dir),
         bindings: TomlDocs::new(&config.bindings_dir),

@@ -1,6 +1,6 @@
 //! The daemon's shared state (low: every layer may import it; it names only the stores, the
 //! launcher and the low helpers it holds): the configuration, the token, the stores, the
-//! launcher, the running connections and the egress events recorded.
+//! launcher, the running connections and sessions, and the egress events recorded.
 
 use std::collections::HashMap;
 use std::ops::Deref;
@@ -21,6 +21,8 @@ use crate::daemon::store::documents::{TomlDocs, TomlFile};
 use crate::daemon::store::secrets::SecretStore;
 use crate::daemon::store::sessions::SessionStore;
 use handler_contracts::control::EgressRecord;
+
+pub mod sessions;
 
 /// A running filtered sandbox's allow-list: the part that stays (the model's and harness's
 /// hosts, fixed at launch) and the list in force now.
@@ -59,6 +61,8 @@ pub struct App {
     pub agents: AgentStore,
     /// The sessions (F).
     pub sessions: SessionStore,
+    /// The live sessions' hubs, by session id (decision 0057).
+    pub live_sessions: sessions::LiveSessions,
     /// The accounts' documents (`<accounts>/<name>.toml`, D.9).
     pub accounts: TomlDocs,
     /// The providers' documents (`<providers>/<name>.toml`, D.12).

@@ -20,3 +20,4 @@ mod session_files_api;
 mod sessions_api;
 mod web_ui;
 mod skills_api;
+mod sessions_live;

@@ -95,6 +95,7 @@ pub(crate) fn gather(
     app: &AppState,
     agent: &StoredAgent,
     access: &ModelAccess,
+    session: Option<&std::path::Path>,
 ) -> ApiResult<Gathered> {
     let catalog = app.catalog();
     let project = agent
@@ -105,10 +106,23 @@ pub(crate) fn gather(
     let (_, d) = resolve::access(&*catalog, access, context.as_deref()).map_err(problem)?;
     let d = d.clone();
     let folder = project.as_ref().map(|p| p.folder.as_str());
-    let (field, scope) = resolve::scope_source(folder, agent.scope.as_deref()).map_err(problem)?;
-    // Checked again now (D.13): what the stored folder resolves to may have changed since the
-    // save (a sandbox that can write its parent can swap it for a link).
-    let scope = app.check_scope(field, &scope)?.display().to_string();
+    let scope = match (
+        resolve::scope_source(folder, agent.scope.as_deref()),
+        session,
+    ) {
+        // F.2: a folderless agent's session works in its session folder's `work/`.
+        (Err(ResolveError::NoFolder), Some(f)) => {
+            crate::daemon::store::folders::check_session_work(&app.config, f)?
+        }
+        // Checked again now (D.13): what the stored folder resolves to may have changed since
+        // the save (a sandbox that can write its parent can swap it for a link).
+        (source, _) => {
+            let (field, scope) = source.map_err(problem)?;
+            app.check_scope(field, &scope)?
+        }
+    }
+    .display()
+    .to_string();
     let network = containment(&agent.options).network;
     let knowledge = app.knowledge(&agent.options.knowledge)?;
     let addons = app.addons(agent, network)?;

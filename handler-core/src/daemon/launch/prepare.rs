@@ -17,13 +17,14 @@ pub(crate) use super::resolve::Prepared;
 
 /// Resolves `access` for `agent`'s connection `conn` and builds its SandboxSpec (400 model
 /// access unusable, 409 not for this project's context, 400 for what a start checks again).
+/// `session`: the folder of the session `conn` is, whose `work/` a folderless agent gets (F.2).
 pub(crate) fn prepare(
     app: &AppState,
     agent: &StoredAgent,
     access: &ModelAccess,
-    conn: &str,
+    (conn, session): (&str, Option<&Path>),
 ) -> ApiResult<Prepared> {
-    prepare_with(app, agent, access, conn, None)
+    prepare_with(app, agent, access, (conn, session), None)
 }
 
 /// [`prepare`], for a terminal (D.16) when `terminal` holds the program's arguments.
@@ -31,10 +32,10 @@ pub(crate) fn prepare_with(
     app: &AppState,
     agent: &StoredAgent,
     access: &ModelAccess,
-    conn: &str,
+    (conn, session): (&str, Option<&Path>),
     terminal: Option<Vec<String>>,
 ) -> ApiResult<Prepared> {
-    let g = gather(app, agent, access)?;
+    let g = gather(app, agent, access, session)?;
     let data_dir = app.config.data_dir.display().to_string();
     let input = ResolveInput {
         catalog: &*g.catalog,

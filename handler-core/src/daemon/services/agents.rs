@@ -118,6 +118,7 @@ pub fn view(app: &AppState, snap: &Snapshot, a: &StoredAgent) -> Agent {
         knowledge: a.options.knowledge.clone(),
         display: a.options.display,
         interface: a.options.interface.clone(),
+        ask_denied_hosts: a.options.ask_denied_hosts,
         name: a.name.clone(),
         project_id: a.project_id.clone(),
         description: a.description.clone(),

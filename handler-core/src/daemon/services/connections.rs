@@ -63,7 +63,7 @@ pub fn accept(app: &AppState, id: &str, q: ModelQuery) -> ApiResult<Accepted> {
         first
     };
     let conn = new_id("c");
-    let mut prepared = prepare(app, &agent, &access, &conn)?;
+    let mut prepared = prepare(app, &agent, &access, (&conn, None))?;
     super::images::require_network_filter(app, &prepared.spec)?;
     let guard = guard_connection(app, &conn, &mut prepared)?;
     let required: Vec<_> =

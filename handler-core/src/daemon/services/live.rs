@@ -166,6 +166,72 @@ pub async fn apply_allow(app: &AppState, agent: &StoredAgent) -> ApiResult<()> {
     Ok(())
 }
 
+/// "Allow always" for a host a session's sandbox was denied: the entry saved in the agent's own
+/// allow-list (as a PUT of the agent would), then every running sandbox of the agent switched
+/// ([`apply_allow`]).
+pub async fn allow_always(app: &AppState, agent_id: &str, entry: &AllowEntry) -> ApiResult<()> {
+    let _w = app.write_lock.lock().await;
+    let a = app.agents.update::<_, ApiError>(|agents, _| {
+        let a = agents
+            .iter_mut()
+            .find(|x| x.id == agent_id)
+            .ok_or_else(|| ApiError::not_found(format!("agent {agent_id:?}")))?;
+        if !a.options.allow.contains(entry) {
+            a.options.allow.push(entry.clone());
+        }
+        Ok(a.clone())
+    })?;
+    tracing::info!(agent = %agent_id, entry = %entry, "allow-list entry saved");
+    apply_allow(app, &a).await
+}
+
+/// "Allow once": the entry added to one running sandbox only, unsaved; it stays in that
+/// sandbox's base, so a later change of the agent's list keeps it there.
+pub async fn allow_once(
+    app: &AppState,
+    agent_id: &str,
+    sandbox: &str,
+    entry: &AllowEntry,
+) -> ApiResult<()> {
+    let entries = {
+        let mut m = app
+            .connections
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let l = m
+            .get_mut(agent_id)
+            .into_iter()
+            .flatten()
+            .find(|c| c.info.sandbox == sandbox)
+            .and_then(|c| c.allow.as_mut())
+            .ok_or_else(|| ApiError::not_found(format!("filtered sandbox {sandbox:?}")))?;
+        l.base = sorted(l.base.iter().chain([entry]).cloned());
+        sorted(l.now.iter().chain([entry]).cloned())
+    };
+    if let Err(err) = app.launcher.set_allow(sandbox, &entries).await {
+        tracing::warn!(agent = %agent_id, %sandbox, error = %err, "set-allow failed");
+        return Err(ApiError::new(
+            StatusCode::BAD_GATEWAY,
+            "set-allow failed",
+            format!("sandbox {sandbox}: {err}"),
+        ));
+    }
+    if let Some(l) = app
+        .connections
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .get_mut(agent_id)
+        .into_iter()
+        .flatten()
+        .find(|c| c.info.sandbox == sandbox)
+        .and_then(|c| c.allow.as_mut())
+    {
+        l.now = entries;
+    }
+    tracing::info!(agent = %agent_id, %sandbox, entry = %entry, "allowed once in this sandbox");
+    Ok(())
+}
+
 /// Marks an answer with what applies to the next sandbox only, when the agent has running
 /// sandboxes and such fields changed.
 pub fn mark_next_sandbox(answer: &mut Value, old: &Value, running: bool) {

@@ -55,7 +55,7 @@ pub async fn start(app: &AppState, id: &str, req: TerminalStart) -> ApiResult<Te
         })?,
     };
     let conn = new_id("c");
-    let mut prepared = prepare_with(app, &agent, &access, &conn, Some(req.args.clone()))?;
+    let mut prepared = prepare_with(app, &agent, &access, (&conn, None), Some(req.args.clone()))?;
     super::images::require_network_filter(app, &prepared.spec)?;
     for (k, v) in [("TERM", &req.term), ("COLORTERM", &req.colorterm)] {
         if let Some(v) = v {

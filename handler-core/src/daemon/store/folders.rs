@@ -4,9 +4,12 @@
 use std::path::{Path, PathBuf};
 
 use handler_contracts::validate::expand_home;
-use handler_sandbox::validate::{Reserved, check_root_placement, check_scope_placement};
+use handler_sandbox::validate::{
+    Reserved, check_root_placement, check_scope_placement, check_session_work_placement,
+};
 
 use crate::daemon::config::DaemonConfig;
+use crate::daemon::fsutil;
 use crate::daemon::problem::{ApiError, ApiResult};
 use crate::daemon::store::tomldoc;
 
@@ -119,5 +122,52 @@ pub fn check_scope(config: &DaemonConfig, field: &str, scope: &str) -> ApiResult
             "scope is Handler's",
             format!("{field}: {e}: Handler's own folders never reach a sandbox"),
         )),
+    }
+}
+
+/// F.2, decision 0111: a folderless agent's session works in its session folder's `work/`.
+/// It is checked as a scope is, except that it lies in Handler's state folder: its canonical
+/// path must be exactly the session folder's canonical path + `work` (a link put in its place
+/// is refused), and it may neither be nor hold one of Handler's folders. For a new session,
+/// whose folder the store makes next (before any sandbox), the path it will have; the caller
+/// makes it (`work_folder`). Returns it canonical; 400 naming the field otherwise.
+pub fn check_session_work(config: &DaemonConfig, session_folder: &Path) -> ApiResult<PathBuf> {
+    let refuse = |d: String| ApiError::bad_request("scope is Handler's", format!("work: {d}"));
+    let canon_of =
+        |p: &Path| std::fs::canonicalize(p).map_err(|e| refuse(format!("{}: {e}", p.display())));
+    let (Some(parent), Some(name)) = (session_folder.parent(), session_folder.file_name()) else {
+        return Err(refuse(format!(
+            "{}: no session folder",
+            session_folder.display()
+        )));
+    };
+    let expected = match std::fs::symlink_metadata(session_folder) {
+        Err(_) => {
+            fsutil::create_dir_private(parent)
+                .map_err(|e| refuse(format!("{}: {e}", parent.display())))?;
+            canon_of(parent)?.join(name).join("work")
+        }
+        Ok(_) => canon_of(session_folder)?.join("work"),
+    };
+    let canon = if session_folder.exists() {
+        let work = work_folder(session_folder).map_err(refuse)?;
+        canon_of(&work)?
+    } else {
+        expected.clone()
+    };
+    let (c, x) = (canon.display().to_string(), expected.display().to_string());
+    check_session_work_placement(&c, &x, &reserved(config)).map_err(|e| refuse(e.to_string()))?;
+    Ok(canon)
+}
+
+/// A session folder's `work/`, made 0700 when missing; a link or a file there is refused.
+pub fn work_folder(session_folder: &Path) -> Result<PathBuf, String> {
+    let work = session_folder.join("work");
+    match std::fs::symlink_metadata(&work) {
+        Ok(m) if m.is_dir() => Ok(work),
+        Ok(_) => Err(format!("{} is not a folder", work.display())),
+        Err(_) => fsutil::create_dir_private(&work)
+            .map(|()| work.clone())
+            .map_err(|e| format!("{}: {e}", work.display())),
     }
 }

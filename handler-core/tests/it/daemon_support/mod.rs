@@ -70,6 +70,8 @@ pub(crate) struct Options {
     pub build_ca_bundle: Option<std::path::PathBuf>,
     /// `$HANDLER_KNOWLEDGE_DIR`.
     pub knowledge_dir: Option<std::path::PathBuf>,
+    /// An attachment's queue (F.7), when not the default.
+    pub session_queue: Option<usize>,
 }
 
 impl TestDaemon {
@@ -110,6 +112,9 @@ impl TestDaemon {
         c.build_ca_bundle = o.build_ca_bundle;
         if o.knowledge_dir.is_some() {
             c.knowledge_dir = o.knowledge_dir;
+        }
+        if let Some(q) = o.session_queue {
+            c.session_queue = q;
         }
         let state = daemon::build(c, None).unwrap();
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();

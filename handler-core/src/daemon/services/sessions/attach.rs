@@ -12,7 +12,7 @@ use handler_policy::ClientId;
 use tokio::sync::{mpsc, oneshot};
 
 use super::lifecycle::ensure_running;
-use super::live::{Handle, Inbox, Out, QUEUE, Started, replay_lines, wait_started};
+use super::live::{Handle, Inbox, Out, Started, replay_lines, wait_started};
 use crate::daemon::services::connections::{close_msg, is_capacity, truncate};
 use crate::daemon::state::AppState;
 
@@ -32,7 +32,7 @@ async fn join(app: &AppState, id: &str) -> Result<Joined, String> {
         if let Started::Failed(r) = wait_started(&handle).await {
             return Err(r);
         }
-        let (out_tx, out) = mpsc::channel(QUEUE);
+        let (out_tx, out) = mpsc::channel(app.config.session_queue.max(1));
         let (close_tx, close) = oneshot::channel();
         let (reply_tx, reply) = oneshot::channel();
         let attach = Inbox::Attach {

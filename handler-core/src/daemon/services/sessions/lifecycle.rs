@@ -15,8 +15,8 @@ use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::process::Child;
 use tokio::sync::{Notify, mpsc, oneshot, watch};
 
-use super::live::{Ending, Handle, Hub, Inbox, Started};
-use super::{access_of, live_map};
+use super::access_of;
+use super::live::{Asking, Ending, Handle, Hub, Inbox, Questions, Started};
 use crate::daemon::fsutil;
 use crate::daemon::launch::gitguard::{self, GuardSession};
 use crate::daemon::launch::launcher::{Instance, read_stderr, stop_and_sweep};
@@ -28,6 +28,7 @@ use crate::daemon::services::live as live_allow;
 use crate::daemon::state::{AppState, LiveConnection};
 use crate::daemon::store::sessions::{EVENTS, read_log};
 use handler_contracts::harness::SlotKind;
+use handler_contracts::sandbox::{EgressDecision, NetworkPolicy};
 
 /// The record's extra field saying the session was created with an existing acpSessionId:
 /// its first start loads it (and the agent's replay is then the history, F.5).
@@ -43,9 +44,8 @@ pub(crate) fn ensure_running(
     prepared: Option<Prepared>,
     prompt: Option<String>,
 ) -> ApiResult<Handle> {
-    let folder = app.sessions.folder(id);
-    let mut m = live_map();
-    if let Some(h) = m.get(&folder)
+    let mut m = app.live_sessions.lock();
+    if let Some(h) = m.get(id)
         && !h.inbox.is_closed()
     {
         return Ok(h.clone());
@@ -54,14 +54,21 @@ pub(crate) fn ensure_running(
         return Err(ApiError::not_found(format!("session {id:?}")));
     }
     let (tx, rx) = mpsc::channel(1024);
+    let weak = tx.downgrade();
     let (stx, srx) = watch::channel(Started::Pending);
     let h = Handle {
         inbox: tx,
         started: srx,
     };
-    m.insert(folder, h.clone());
+    m.insert(id.to_owned(), h.clone());
     drop(m);
-    tokio::spawn(run(app.clone(), id.to_owned(), rx, stx, (prepared, prompt)));
+    tokio::spawn(run(
+        app.clone(),
+        id.to_owned(),
+        (rx, weak),
+        stx,
+        (prepared, prompt),
+    ));
     Ok(h)
 }
 
@@ -78,20 +85,19 @@ struct Live {
 async fn run(
     app: AppState,
     id: String,
-    inbox: mpsc::Receiver<Inbox>,
+    (inbox, weak): (mpsc::Receiver<Inbox>, mpsc::WeakSender<Inbox>),
     started: watch::Sender<Started>,
     (prepared, prompt): (Option<Prepared>, Option<String>),
 ) {
-    let folder = app.sessions.folder(&id);
-    match launch(&app, &id, prepared, prompt, started.clone()).await {
+    match launch(&app, &id, (prepared, prompt, weak), started.clone()).await {
         Err(reason) => {
             tracing::warn!(session = %id, %reason, "session start failed");
             let _ = started.send(Started::Failed(reason));
-            live_map().remove(&folder);
+            app.live_sessions.remove(&id);
         }
         Ok(live) => {
             let inbox = drive(live, inbox).await;
-            live_map().remove(&folder);
+            app.live_sessions.remove(&id);
             drop(inbox);
         }
     }
@@ -101,8 +107,7 @@ async fn run(
 async fn launch(
     app: &AppState,
     id: &str,
-    prepared: Option<Prepared>,
-    prompt: Option<String>,
+    (prepared, prompt, inbox): (Option<Prepared>, Option<String>, mpsc::WeakSender<Inbox>),
     started: watch::Sender<Started>,
 ) -> Result<Live, String> {
     let s = app.sessions.get(id).ok_or("the session was deleted")?;
@@ -115,10 +120,13 @@ async fn launch(
         None => {
             let (app, agent, access, id) =
                 (app.clone(), agent.clone(), access_of(&s), id.to_owned());
-            tokio::task::spawn_blocking(move || prepare(&app, &agent, &access, &id))
-                .await
-                .map_err(|e| e.to_string())?
-                .map_err(|e| e.detail.unwrap_or(e.title))?
+            tokio::task::spawn_blocking(move || {
+                let folder = app.sessions.folder(&id);
+                prepare(&app, &agent, &access, (&id, Some(&folder)))
+            })
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.detail.unwrap_or(e.title))?
         }
     };
     let mut prepared = prepared;
@@ -142,6 +150,7 @@ async fn launch(
     if !load {
         policy.client_session_id = s.acp_session_id.clone();
     }
+    let asking = asking(&s, &agent, &prepared, &policy);
     let pipeline = Pipeline::new(policy)
         .map_err(|e| format!("policy configuration refused: {e}"))?
         .with_resolver(canonicalize);
@@ -155,8 +164,9 @@ async fn launch(
         .launcher
         .launch(&prepared.spec)
         .map_err(|e| format!("launch failed: {e}"))?;
-    let (stop, to_agent, out_rx) = connect(app, &agent, &prepared, id, (stdin, stdout, stderr));
-    let hub = Hub::new(
+    let (stop, to_agent, out_rx) =
+        connect(app, &agent, &prepared, (id, inbox), (stdin, stdout, stderr));
+    let mut hub = Hub::new(
         app.clone(),
         id.to_owned(),
         pipeline,
@@ -166,8 +176,8 @@ async fn launch(
         (s.acp_session_id.clone(), load, s.scope.clone()),
         prompt,
     );
-    let mut hub = hub;
     hub.git_guard = guard;
+    hub.questions = Questions::new(asking);
     Ok(Live {
         hub,
         child,
@@ -175,6 +185,23 @@ async fn launch(
         stop,
         agent_id: agent.id.clone(),
         conn: id.to_owned(),
+    })
+}
+
+/// Whom a session's questions about denied hosts are about (issue 13 item 7): None for a
+/// sandbox that is not filtered, a run (D.18: unattended, or given an input) and an agent
+/// saved with `askDeniedHosts: false`.
+fn asking(
+    s: &handler_contracts::session::Session,
+    agent: &crate::daemon::store::StoredAgent,
+    prepared: &Prepared,
+    policy: &handler_policy::PolicyConfig,
+) -> Option<Asking> {
+    let filtered = matches!(prepared.spec.network, NetworkPolicy::Filtered { .. });
+    let run = s.input.is_some() || policy.unattended.is_some();
+    (filtered && !run && agent.options.ask_denied_hosts != Some(false)).then(|| Asking {
+        agent_id: agent.id.clone(),
+        sandbox: prepared.spec.name.clone(),
     })
 }
 
@@ -251,7 +278,7 @@ fn connect(
     app: &AppState,
     agent: &crate::daemon::store::StoredAgent,
     prepared: &Prepared,
-    id: &str,
+    (id, inbox): (&str, mpsc::WeakSender<Inbox>),
     (stdin, stdout, stderr): Stdio,
 ) -> (Arc<Notify>, mpsc::Sender<Vec<u8>>, mpsc::Receiver<AgentOut>) {
     let sandbox = prepared.spec.name.clone();
@@ -299,7 +326,17 @@ fn connect(
     tokio::spawn(async move {
         read_stderr(
             stderr,
-            |ev| app2.record_egress(&agent_id, &sandbox, ev),
+            |ev| {
+                // A denial becomes the session's question (the hub decides whether to ask).
+                if ev.decision == EgressDecision::Denied
+                    && let Some(tx) = inbox.upgrade()
+                {
+                    let _ = tx.try_send(Inbox::Denied {
+                        host: ev.host.clone(),
+                    });
+                }
+                app2.record_egress(&agent_id, &sandbox, ev);
+            },
             |line| {
                 let l = handler_policy::redact(&line, &secrets);
                 tracing::info!(agent = %agent_id, %sandbox, line = %l, "sandbox stderr");
@@ -375,6 +412,7 @@ async fn handle(hub: &mut Hub, m: Inbox) {
         Inbox::Detach { client } => hub.detach(client),
         Inbox::Stop { how, reason, done } => hub.ending = Some(Ending::Stop(how, reason, done)),
         Inbox::Cancel => hub.cancel().await,
+        Inbox::Denied { host } => hub.denied(&host),
     }
 }
 

@@ -2,7 +2,6 @@
 //! (through the policy pipeline, once, C.4/F.6.6), the event log and the attachments. Its state
 //! is its own; everything reaches it through its inbox, so no lock is held across an await.
 
-use std::path::PathBuf;
 use std::time::Instant;
 
 use handler_contracts::acp::{self, close};
@@ -16,78 +15,19 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::daemon::fsutil;
 use crate::daemon::state::AppState;
-use crate::daemon::store::sessions::{EventLog, read_log};
+pub(crate) use crate::daemon::state::sessions::{Handle, Inbox, Out, Replay, Started};
+
+mod questions;
+use crate::daemon::store::sessions::EventLog;
+pub(crate) use questions::{Asking, Questions};
 
 /// The pipeline's client number for the daemon's own requests (initialize, session/new|load,
 /// a session's first prompt).
 pub(crate) const DAEMON: ClientId = ClientId(0);
-/// An attachment's queue (F.7): putting a message never waits.
-pub(crate) const QUEUE: usize = 10_000;
 
 const ID_INIT: &str = "\"handler-init\"";
 const ID_OPEN: &str = "\"handler-open\"";
 const ID_PROMPT: &str = "\"handler-prompt\"";
-
-/// What an attachment's WebSocket side sends.
-#[derive(Debug)]
-pub(crate) enum Out {
-    /// One JSON-RPC message.
-    Text(String),
-    /// The log's updates up to a seq, then the messages that follow a replay (F.4 step 2).
-    Replay(Box<Replay>),
-}
-
-/// A replay the WebSocket side streams from the log file itself (a long log never fills the
-/// queue): the updates with `after < seq <= upto`, then `tail`.
-#[derive(Debug)]
-pub(crate) struct Replay {
-    pub path: PathBuf,
-    pub after: Option<u64>,
-    pub upto: u64,
-    pub session_id: String,
-    pub tail: Vec<String>,
-}
-
-/// What the hub's inbox takes.
-#[derive(Debug)]
-pub(crate) enum Inbox {
-    /// A client attaches: its queue, how it is closed, its number back.
-    Attach {
-        out: mpsc::Sender<Out>,
-        close: oneshot::Sender<(u16, String)>,
-        reply: oneshot::Sender<ClientId>,
-    },
-    /// A client's text frame.
-    Frame { client: ClientId, text: String },
-    /// A client's WebSocket closed.
-    Detach { client: ClientId },
-    /// Stop the session.
-    Stop {
-        how: StopHow,
-        reason: String,
-        done: Option<oneshot::Sender<()>>,
-    },
-    /// Cancel the turn in progress.
-    Cancel,
-}
-
-/// How a start went.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Started {
-    /// Still starting.
-    Pending,
-    /// The agent runs and its session is open.
-    Running,
-    /// It could not start, and why.
-    Failed(String),
-}
-
-/// A live session's handle: its inbox and its start.
-#[derive(Debug, Clone)]
-pub(crate) struct Handle {
-    pub inbox: mpsc::Sender<Inbox>,
-    pub started: watch::Receiver<Started>,
-}
 
 /// Waits until the start is over.
 pub(crate) async fn wait_started(h: &Handle) -> Started {
@@ -145,6 +85,8 @@ pub(crate) struct Hub {
     watched: Vec<(ClientId, String, String, Value)>,
     /// The agent's replay of a restart's session/load, not logged nor relayed.
     suppress_replay: bool,
+    /// The daemon's questions about denied hosts (issue 13 item 7).
+    pub questions: Questions,
     pub ending: Option<Ending>,
     /// The git guard of the sandbox (issue 14): its work is brought back at each turn's end.
     pub git_guard: Option<std::sync::Arc<crate::daemon::launch::gitguard::GuardSession>>,
@@ -200,6 +142,7 @@ impl Hub {
             turn: None,
             watched: Vec::new(),
             suppress_replay: false,
+            questions: Questions::default(),
             ending: None,
             git_guard: None,
         }
@@ -268,10 +211,15 @@ impl Hub {
         }
     }
 
+    /// The permission requests waiting for an answer: the agent's and the daemon's questions.
+    fn pending(&self) -> usize {
+        self.pipeline.pending_permissions() + self.questions.len()
+    }
+
     fn session_state_message(&self) -> String {
         json!({"jsonrpc": "2.0", "method": "_handler/session_state", "params": {
             "sessionId": self.sid(), "state": "running", "busy": self.turn.is_some(),
-            "pendingPermissions": self.pipeline.pending_permissions(),
+            "pendingPermissions": self.pending(),
             "attached": self.clients.len(),
         }})
         .to_string()
@@ -280,7 +228,7 @@ impl Hub {
     /// `_handler/session_state` to every client (F.7) and the record brought up to date.
     fn state_changed(&mut self) {
         let busy = self.turn.is_some();
-        let pending = self.pipeline.pending_permissions() as u32;
+        let pending = self.pending() as u32;
         let attached = self.clients.len() as u32;
         self.app.sessions.update(&self.id, |r| {
             r.busy = busy;
@@ -602,6 +550,9 @@ impl Hub {
             }
         }
         let answer = !is_request && v.get("id").is_some();
+        if answer && self.is_question_answer(&id_text(&v)) {
+            return self.answer_question(client, &id_text(&v), &v).await;
+        }
         let actions = self
             .pipeline
             .handle(Direction::FromClient(client), text.as_bytes());
@@ -659,6 +610,7 @@ impl Hub {
                 .into_iter()
                 .map(|m| String::from_utf8_lossy(&m).into_owned()),
         );
+        tail.extend(self.question_tail());
         let replay = Replay {
             path: self.log.path().to_path_buf(),
             after: v.get("params").and_then(ev::after_seq),
@@ -713,7 +665,7 @@ impl Hub {
         *self.started.borrow() == Started::Running
             && self.clients.is_empty()
             && self.turn.is_none()
-            && self.pipeline.pending_permissions() == 0
+            && self.pending() == 0
             && self.idle_since.elapsed() >= self.app.config.session_idle_timeout
     }
 
@@ -740,13 +692,11 @@ impl Hub {
     }
 }
 
-/// Streams a replay to a WebSocket: the log's updates in the range, then the tail.
+/// A replay for a WebSocket: the log's updates in the range, read straight from its text
+/// (decision 0112), then the tail.
 pub(crate) fn replay_lines(r: &Replay) -> Vec<String> {
-    let parsed = read_log(&r.path).unwrap_or_default();
-    let mut out: Vec<String> = ev::replay_after(&parsed.events, r.after)
-        .filter(|(seq, _)| *seq <= r.upto)
-        .map(|(seq, u)| replay_notification(&r.session_id, seq, u))
-        .collect();
+    let text = std::fs::read_to_string(&r.path).unwrap_or_default();
+    let mut out = ev::replay_from_text(&text, &r.session_id, r.after, r.upto);
     out.extend(r.tail.iter().cloned());
     out
 }

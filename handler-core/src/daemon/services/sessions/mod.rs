@@ -1,6 +1,6 @@
 //! Daemon-held sessions (F): conversations that outlive their clients. `mod` holds the
-//! resource's rules (create, list, get, delete, stop, cancel, the daemon's start) and the
-//! registry of live sessions; `live` the hub task that owns a session's agent and its
+//! resource's rules (create, list, get, delete, stop, cancel, the daemon's start; the live
+//! sessions' registry is `App::live_sessions`); `live` the hub task that owns a session's agent and its
 //! attachments; `attach` one WebSocket's side; `lifecycle` starting and stopping the agent.
 
 mod attach;
@@ -8,9 +8,7 @@ pub mod files;
 mod lifecycle;
 mod live;
 
-use std::collections::HashMap;
-use std::path::PathBuf;
-use std::sync::{LazyLock, Mutex};
+use std::path::{Path, PathBuf};
 
 use handler_contracts::control::ModelAccess;
 use handler_contracts::session::{
@@ -26,16 +24,8 @@ use crate::daemon::store::sessions::read_log;
 pub use attach::attach;
 pub(crate) use live::{Handle, Inbox};
 
-/// The live sessions, by folder (unique per daemon and session): the hub's inbox and its start.
-static LIVE: LazyLock<Mutex<HashMap<PathBuf, Handle>>> = LazyLock::new(Default::default);
-
-fn live_map() -> std::sync::MutexGuard<'static, HashMap<PathBuf, Handle>> {
-    LIVE.lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 fn live_handle(app: &AppState, id: &str) -> Option<Handle> {
-    live_map().get(&app.sessions.folder(id)).cloned()
+    app.live_sessions.get(id)
 }
 
 /// A new session id: "s_" + 16 hex.
@@ -70,9 +60,12 @@ pub async fn create(app: &AppState, req: SessionRequest) -> ApiResult<Session> {
     let id = new_session_id();
     let prepared = {
         let (app, agent, access, id) = (app.clone(), agent.clone(), access.clone(), id.clone());
-        tokio::task::spawn_blocking(move || prepare(&app, &agent, &access, &id))
-            .await
-            .map_err(ApiError::internal)??
+        tokio::task::spawn_blocking(move || {
+            let folder = app.sessions.folder(&id);
+            prepare(&app, &agent, &access, (&id, Some(&folder)))
+        })
+        .await
+        .map_err(ApiError::internal)??
     };
     refuse_unguardable(&prepared.policy.scope).await?;
     let now = fsutil::now_rfc3339();
@@ -110,6 +103,7 @@ pub async fn create(app: &AppState, req: SessionRequest) -> ApiResult<Session> {
         record.extra.insert(lifecycle::IMPORTED.into(), true.into());
     }
     app.sessions.create(&record).map_err(ApiError::internal)?;
+    make_work(app, &record)?;
     files::record_baseline(app, &id).await;
     let handle = lifecycle::ensure_running(app, &id, Some(prepared), req.prompt)?;
     let _ = live::wait_started(&handle).await;
@@ -137,6 +131,16 @@ async fn refuse_unguardable(scope: &str) -> ApiResult<()> {
         ),
         _ => Ok(()),
     }
+}
+
+/// F.2: a folderless agent's session works in its folder's `work/`, made now with the folder.
+fn make_work(app: &AppState, record: &Session) -> ApiResult<()> {
+    let folder = app.sessions.folder(&record.id);
+    let own = std::fs::canonicalize(&folder).map(|f| f.join("work"));
+    if own.is_ok_and(|w| w == Path::new(&record.scope)) {
+        crate::daemon::store::folders::work_folder(&folder).map_err(ApiError::internal)?;
+    }
+    Ok(())
 }
 
 /// The harness a model runs (the account's, or the one named with a provider).
