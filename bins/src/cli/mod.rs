@@ -27,12 +27,12 @@ pub use builds::{BuildCommand, ImageUpdatesCommand};
 pub use daemon::DaemonCommand;
 pub use docs::Shell;
 pub use legacy::{AcpArgs, LoginArgs, run_account_login, run_acp, run_render};
-pub use ui::{UiArgs, run_ui};
 pub use places::{ContextCommand, FolderCommand};
 pub use projects::ProjectCommand;
 pub use providers::ProviderCommand;
 pub use secrets::SecretCommand;
 pub use setup::SetupArgs;
+pub use ui::{UiArgs, run_ui};
 
 use clap::{Parser, Subcommand};
 

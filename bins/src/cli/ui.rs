@@ -52,8 +52,8 @@ fn write_private(path: &Path, text: &str) -> anyhow::Result<()> {
 pub fn run_ui(args: &UiArgs) -> anyhow::Result<i32> {
     let d = Discovery::from_process_env()?;
     let url = ui_url(d.port, &d.token);
-    let display = std::env::var_os("DISPLAY").is_some()
-        || std::env::var_os("WAYLAND_DISPLAY").is_some();
+    let display =
+        std::env::var_os("DISPLAY").is_some() || std::env::var_os("WAYLAND_DISPLAY").is_some();
     if args.print || !display {
         println!("{url}");
         return Ok(0);

@@ -2,8 +2,8 @@
 //! One integration-test binary for this crate (docs/testing.md): one module per former test file.
 
 mod cli_harness_render;
-mod cli_sessions;
 mod cli_resources;
+mod cli_sessions;
 mod cli_setup;
 mod daemon_acp_sandbox;
 mod daemon_git_guard;

@@ -18,6 +18,6 @@ mod runtime_settings;
 mod session_files;
 mod session_files_api;
 mod sessions_api;
-mod web_ui;
-mod skills_api;
 mod sessions_live;
+mod skills_api;
+mod web_ui;

@@ -19,6 +19,6 @@ pub mod routes;
 pub mod secrets;
 pub mod session_files;
 pub mod sessions;
-pub mod ui;
-pub mod terminals;
 pub mod skills;
+pub mod terminals;
+pub mod ui;

@@ -6,8 +6,8 @@ use axum::http::StatusCode;
 use axum::routing::MethodRouter;
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 
-use super::ui;
 use super::terminals;
+use super::ui;
 use super::{accounts, addons, agents, contexts, folders, harnesses, projects, providers, secrets};
 use super::{auth, openapi};
 use super::{builds, images};

@@ -18,5 +18,5 @@ pub mod providers;
 pub mod secrets;
 pub mod session_files;
 pub mod sessions;
-pub mod terminals;
 pub mod skills;
+pub mod terminals;

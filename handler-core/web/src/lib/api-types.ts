@@ -813,6 +813,200 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/agents/{id}/terminal": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Start the harness's own terminal program in a sandbox of the agent (D.16); attach with the answer's argv */
+        post: operations["POST /v1/agents/{id}/terminal"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/skills": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The skills library (D.17) */
+        get: operations["GET /v1/skills"];
+        put?: never;
+        /** A new skill (copyOf: with another's files) */
+        post: operations["POST /v1/skills"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/skills/import-zip": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Import a skill from a zip archive (the body, application/zip) */
+        post: operations["POST /v1/skills/import-zip"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/skills/import-url": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Import a skill from an https:// archive or repository folder */
+        post: operations["POST /v1/skills/import-url"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/skills/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A skill: its SKILL.md, files, digest and scan */
+        get: operations["GET /v1/skills/{name}"];
+        /** Replace a skill's SKILL.md (a new name renames it) and who gets it */
+        put: operations["PUT /v1/skills/{name}"];
+        post?: never;
+        /** Delete a skill (its agents lose it) */
+        delete: operations["DELETE /v1/skills/{name}"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/skills/{name}/files/{path}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One file of a skill (its text when UTF-8) */
+        get: operations["GET /v1/skills/{name}/files/{path}"];
+        /** Write one file of a skill (text or base64, executable) */
+        put: operations["PUT /v1/skills/{name}/files/{path}"];
+        post?: never;
+        /** Remove one file of a skill */
+        delete: operations["DELETE /v1/skills/{name}/files/{path}"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/knowledge": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The knowledge root and its folders, three levels deep (D.5) */
+        get: operations["GET /v1/knowledge"];
+        /** Set the knowledge root (refused while HANDLER_KNOWLEDGE_DIR is set) */
+        put: operations["PUT /v1/knowledge"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/knowledge/folder": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A knowledge folder: its folders, notes and index */
+        get: operations["GET /v1/knowledge/folder"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/knowledge/note": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A knowledge note as text (untrusted markdown) */
+        get: operations["GET /v1/knowledge/note"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/knowledge/folders": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** A new knowledge folder (K5) */
+        post: operations["POST /v1/knowledge/folders"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/directories": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The work folders, or the folders inside one (D.13) */
+        get: operations["GET /v1/directories"];
+        put?: never;
+        /** A new folder inside a work folder (D.13) */
+        post: operations["POST /v1/directories"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1344,6 +1538,8 @@ export interface components {
             display?: boolean;
             /** @description What a run takes and gives back (D.18). */
             interface?: components["schemas"]["AgentInterface"] | (null);
+            /** @description Filtered only: whether a denied host is asked about in its sessions (left out: yes). */
+            askDeniedHosts?: boolean | null;
             /** @description Its name (optional for an ad-hoc agent: clients fall back to the folder's name). */
             name?: string | null;
             /** @description The project it is an agent of (D.8); none: ad hoc. */
@@ -1480,6 +1676,11 @@ export interface components {
             display?: boolean;
             /** @description What a run takes and gives back; its sessions are then unattended (D.18). */
             interface?: components["schemas"]["AgentInterface"] | (null);
+            /**
+             * @description Filtered only: a host the proxy denies becomes a permission question in its sessions'
+             *     clients (allow once, allow always, reject); left out: yes. Never for runs (D.18).
+             */
+            askDeniedHosts?: boolean | null;
             /** @description Its folder; none: each session works in a folder of its own (F.2). */
             scope?: string | null;
             /** @description Its name; default: its folder's. */
@@ -1633,6 +1834,11 @@ export interface components {
             display?: boolean;
             /** @description What a run takes and gives back; its sessions are then unattended (D.18). */
             interface?: components["schemas"]["AgentInterface"] | (null);
+            /**
+             * @description Filtered only: a host the proxy denies becomes a permission question in its sessions'
+             *     clients (allow once, allow always, reject); left out: yes. Never for runs (D.18).
+             */
+            askDeniedHosts?: boolean | null;
             /** @description Its goal; required, unique in the project (case-insensitive). */
             name: string;
             /** @description What it is for. */
@@ -2019,6 +2225,167 @@ export interface components {
              * @default null
              */
             mount: string | null;
+        };
+        /** @description POST /v1/agents/{id}/terminal (D.16). */
+        TerminalStart: {
+            /** @description The client's terminal type, given as TERM. */
+            term?: string | null;
+            /** @description The client's COLORTERM. */
+            colorterm?: string | null;
+            /** @description Arguments for the program (B8). */
+            args?: string[];
+            /** @description The model it runs with; default: the agent's first. */
+            model?: components["schemas"]["ModelAccess"] | (null);
+        };
+        /** @description A started terminal (D.16). */
+        TerminalStarted: {
+            /** @description The sandbox's name. */
+            sandbox: string;
+            /** @description The command that puts the program on the client's terminal (the sandbox's `attach`). */
+            attach: string[];
+        };
+        /** @description A skill of the library (D.17). */
+        SkillInfo: {
+            /** @description The skill's name (its folder's and its SKILL.md's). */
+            name: string;
+            /** @description Its SKILL.md's description. */
+            description?: string | null;
+            /** @description The projects (ids) that give it to all their agents. */
+            projects: string[];
+            /** @description Its folder's other files (no hidden ones, no links). */
+            files: components["schemas"]["SkillFile"][];
+            /** @description Why it is invalid (then no agent can use it). */
+            error?: string | null;
+            /** @description The agents that picked it: `agents/<project>/<agent>`, `ad-hoc/<agent>`. */
+            usedBy: string[];
+            /** @description Its SKILL.md, when one skill is read. */
+            content?: string | null;
+            /** @description When one skill is read: `sha256:…` of its files (what a review saw, D.18). */
+            digest?: string | null;
+            /** @description When one skill is read: what handlerd finds in its files, no model involved. */
+            scan?: components["schemas"]["SkillScan"] | (null);
+        };
+        /** @description One file of a skill's folder (D.17). */
+        SkillFile: {
+            /** @description Its path, relative to the skill's folder. */
+            path: string;
+            /**
+             * Format: uint64
+             * @description Its size in bytes.
+             */
+            size: number;
+            /** @description Whether it is executable. */
+            executable: boolean;
+            /** @description Its text, when one file is read and it is UTF-8 text. */
+            text?: string | null;
+        };
+        /** @description What handlerd finds in a skill's files (D.17); at most 100 of each. */
+        SkillScan: {
+            /** @description Executable files (paths). */
+            executables: string[];
+            /** @description Files that are not UTF-8 text. */
+            binaries: string[];
+            /** @description URLs in its text, by host. */
+            hosts: components["schemas"]["ScanHit"][];
+            /** @description Invisible or bidirectional Unicode (format characters). */
+            hiddenText: components["schemas"]["ScanHit"][];
+            /** @description Long base64 or hex runs. */
+            blobs: components["schemas"]["ScanHit"][];
+        };
+        /** @description A place in a skill's files (D.17). */
+        ScanHit: {
+            /** @description The file, relative to the skill's folder. */
+            path: string;
+            /**
+             * Format: uint32
+             * @description The line, 1-based.
+             */
+            line: number;
+            /** @description What was found: a host, the line with its hidden characters shown, a blob's start. */
+            text: string;
+        };
+        /** @description Create a skill, maybe as a copy of another's files (D.17). */
+        CreateSkillRequest: {
+            /** @description Its SKILL.md. */
+            content: string;
+            /** @description The projects (ids) that give it to all their agents. */
+            projects?: string[] | null;
+            /** @description A skill whose other files the new one starts with (its own SKILL.md is `content`). */
+            copyOf?: string | null;
+        };
+        /** @description Import a skill from a URL (D.17). */
+        SkillUrlRequest: {
+            /** @description An https:// URL: a repository's folder or an archive. */
+            url: string;
+        };
+        /** @description Create or replace a skill (D.17). */
+        SkillRequest: {
+            /** @description Its SKILL.md (its frontmatter's name names it: a new name renames it). */
+            content: string;
+            /** @description The projects (ids) that give it to all their agents; left out: unchanged. */
+            projects?: string[] | null;
+        };
+        /** @description Write one file of a skill: exactly one of text and base64 (D.17). */
+        SkillFileRequest: {
+            /** @description The file's content as UTF-8 text. */
+            text?: string | null;
+            /** @description The file's content in base64 (a binary file). */
+            base64?: string | null;
+            /** @description Whether the file is executable; left out: unchanged (a new file: not). */
+            executable?: boolean | null;
+        } & (unknown | unknown);
+        /** @description The knowledge root and its folders (D.5). */
+        KnowledgeListing: {
+            /** @description The knowledge root (absolute). */
+            root: string;
+            /** @description Where the root comes from. */
+            source: components["schemas"]["KnowledgeRootSource"];
+            /** @description Whether the root exists. */
+            exists: boolean;
+            /** @description Its folders an agent may be given, relative to it. */
+            folders: string[];
+        };
+        /** @description Where the knowledge root comes from (D.5 K4). */
+        KnowledgeRootSource: "env" | "config" | "default";
+        /** @description PUT /v1/knowledge (D.5 K4): the knowledge root, written to `<config>/knowledge.toml`. */
+        KnowledgeRootRequest: {
+            /** @description An absolute path or one starting with `~/`. */
+            root: string;
+        };
+        /** @description One knowledge folder, browsed (D.5). */
+        KnowledgeFolderView: {
+            /** @description The folder, relative to the root. */
+            path: string;
+            /** @description Its sub-folders. */
+            folders: string[];
+            /** @description Its notes (files). */
+            notes: string[];
+            /** @description Its index note's text, when it has one. */
+            index?: string | null;
+        };
+        /** @description A knowledge note (D.5). */
+        KnowledgeNote: {
+            /** @description The note, relative to the root. */
+            path: string;
+            /** @description Its text. */
+            text: string;
+        };
+        /** @description POST /v1/knowledge/folders (D.5 K5): a new folder, relative to the root. */
+        KnowledgeFolderRequest: {
+            /** @description Its path relative to the root; its parent exists, its name starts with neither `.` nor `_`. */
+            path: string;
+        };
+        /** @description GET /v1/directories (D.13): the folders a picker shows. */
+        DirectoryListing: {
+            /** @description The folder listed (absolute, links resolved); none: the work folders themselves. */
+            path?: string | null;
+            /** @description Its folders (absolute paths), hidden ones and Handler's own left out; sorted. */
+            folders: string[];
+        };
+        /** @description POST /v1/directories (D.13): a new folder inside a work folder. */
+        DirectoryRequest: {
+            /** @description Absolute or `~/…`; its parent exists inside a work folder, its name is not hidden. */
+            path: string;
         };
     };
     responses: never;
@@ -4324,6 +4691,587 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "POST /v1/agents/{id}/terminal": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TerminalStart"];
+            };
+        };
+        responses: {
+            /** @description success */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TerminalStarted"];
+                };
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "GET /v1/skills": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SkillInfo"][];
+                };
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "POST /v1/skills": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateSkillRequest"];
+            };
+        };
+        responses: {
+            /** @description success */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SkillInfo"];
+                };
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "POST /v1/skills/import-zip": {
+        parameters: {
+            query?: {
+                /** @description give it to this project's agents (its id) */
+                project?: string;
+                /** @description true: replace a skill of that name (else 409) */
+                replace?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SkillInfo"];
+                };
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "POST /v1/skills/import-url": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SkillUrlRequest"];
+            };
+        };
+        responses: {
+            /** @description success */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SkillInfo"];
+                };
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "GET /v1/skills/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SkillInfo"];
+                };
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "PUT /v1/skills/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SkillRequest"];
+            };
+        };
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SkillInfo"];
+                };
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "DELETE /v1/skills/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "GET /v1/skills/{name}/files/{path}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+                path: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SkillFile"];
+                };
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "PUT /v1/skills/{name}/files/{path}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+                path: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SkillFileRequest"];
+            };
+        };
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SkillFile"];
+                };
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "DELETE /v1/skills/{name}/files/{path}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+                path: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "GET /v1/knowledge": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["KnowledgeListing"];
+                };
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "PUT /v1/knowledge": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["KnowledgeRootRequest"];
+            };
+        };
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["KnowledgeListing"];
+                };
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "GET /v1/knowledge/folder": {
+        parameters: {
+            query?: {
+                /** @description relative to the knowledge root; . the root */
+                path?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["KnowledgeFolderView"];
+                };
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "GET /v1/knowledge/note": {
+        parameters: {
+            query?: {
+                /** @description relative to the knowledge root; . the root */
+                path?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["KnowledgeNote"];
+                };
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "POST /v1/knowledge/folders": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["KnowledgeFolderRequest"];
+            };
+        };
+        responses: {
+            /** @description success */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["KnowledgeFolderView"];
+                };
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "GET /v1/directories": {
+        parameters: {
+            query?: {
+                /** @description a folder inside a work folder; none: the work folders */
+                path?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DirectoryListing"];
+                };
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "POST /v1/directories": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DirectoryRequest"];
+            };
+        };
+        responses: {
+            /** @description success */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DirectoryListing"];
+                };
             };
             /** @description an error (RFC 9457) */
             default: {
