@@ -124,7 +124,7 @@ pub fn is_hidden(c: char) -> bool {
         | 0x1D173..=0x1D17A | 0xE0001 | 0xE0020..=0xE007F | 0xE0100..=0xE01EF)
 }
 
-/// The line with each hidden character shown as `<U+XXXX>`, at most [`SHOWN`] characters.
+/// The line with each hidden character shown as `<U+XXXX>`, at most `SHOWN` characters.
 pub fn made_visible(line: &str) -> String {
     let mut out = String::new();
     for c in line.chars() {

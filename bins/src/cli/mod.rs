@@ -1,5 +1,5 @@
 //! The `handler` command line: its clap types ([`Cli`]) and one module per group of verbs; the
-//! binary's `main` only parses and calls [`run`].
+//! binary's `main` only parses and calls [`run()`].
 
 mod accounts;
 mod agents;

@@ -340,7 +340,7 @@ fn head_commit(h: &Head) -> Option<String> {
 }
 
 /// Runs host git in `cwd` with the safety options first, stdin empty, in a child limited to
-/// [`GIT_MEMORY`] of address space and [`GIT_TIME`]; its stdout.
+/// `GIT_MEMORY` of address space and `GIT_TIME`; its stdout.
 pub fn git(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<String> {
     let out = git_output(cwd, args, env)?;
     if out.0.success() {
