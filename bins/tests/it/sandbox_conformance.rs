@@ -1126,6 +1126,22 @@ fn check_reports_a_usable_host(e: &Env) {
                         .any(|i| i["name"] == optional && i["required"] == false)
                 );
             }
+            // Below API 1.48 (Docker 28) there is no `--mount type=image`: the volume fallback
+            // is what check names (decision 0082), and what the image-mount case above used.
+            let api = text(
+                &e.cli(&["version", "--format", "{{.Server.APIVersion}}"])
+                    .stdout,
+            );
+            let minor: u32 = api.trim().trim_start_matches("1.").parse().unwrap_or(0);
+            let detail = items.iter().find(|i| i["name"] == "image-mounts").unwrap()["detail"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            if api.trim().starts_with("1.") && minor < 48 {
+                assert!(detail.contains("volumes filled from the image"), "{detail}");
+            } else {
+                eprintln!("docker API {}: image mounts: {detail}", api.trim());
+            }
             &["docker", "rootless-daemon", "user"]
         }
     };

@@ -22,6 +22,25 @@ pub struct DockerFacts {
     /// The image id of the network filter image, when the spec needs the egress proxy and the
     /// image exists (its forwarder is mounted from it).
     pub filter_image_id: Option<String>,
+    /// The engine takes `--mount type=image` ([`docker_takes_image_mounts`]): image mounts are
+    /// then the image itself, as on Podman, instead of volumes filled from it (decision 0082).
+    pub image_mounts: bool,
+}
+
+/// The Docker API version from which `--mount type=image` exists (Docker 28).
+pub const IMAGE_MOUNT_API: (u32, u32) = (1, 48);
+
+/// Whether a Docker daemon takes `--mount type=image` (decision 0082): its API version
+/// (`docker version`'s `Server.APIVersion`, e.g. `1.41`) is at least [`IMAGE_MOUNT_API`] and its
+/// images are in the containerd image store, the only one image mounts work with (`docker
+/// info`'s `DriverStatus` as JSON names the driver type `io.containerd.snapshotter.v1`).
+pub fn docker_takes_image_mounts(api_version: &str, driver_status: &str) -> bool {
+    let mut parts = api_version.trim().split('.').map(str::parse::<u32>);
+    let version = match (parts.next(), parts.next(), parts.next()) {
+        (Some(Ok(major)), Some(Ok(minor)), None) => (major, minor),
+        _ => return false,
+    };
+    version >= IMAGE_MOUNT_API && driver_status.contains("io.containerd.snapshotter")
 }
 
 /// The engine a plan is made for.
@@ -162,8 +181,8 @@ pub fn engine_reads(engine: Engine<'_>, name: &str) -> bool {
     }
 }
 
-/// The `--mount` value that mounts image `id` (named `image`) read-only at `target` and, for
-/// Docker (20.10 refuses `type=image`), the volume to fill from it first.
+/// The `--mount` value that mounts image `id` (named `image`) read-only at `target` and, for a
+/// Docker engine that refuses `type=image` (20.10 does), the volume to fill from it first.
 pub fn image_mount(
     engine: Engine<'_>,
     image: &str,
@@ -172,6 +191,9 @@ pub fn image_mount(
 ) -> (String, Option<ImageVolume>) {
     match engine {
         Engine::Podman => (format!("type=image,source={id},destination={target}"), None),
+        Engine::Docker(d) if d.image_mounts => {
+            (format!("type=image,source={id},destination={target}"), None)
+        }
         Engine::Docker(_) => {
             let name = image_volume_name(id);
             (
@@ -186,13 +208,14 @@ pub fn image_mount(
     }
 }
 
-/// Why an image can not be mounted on `engine` (`field` names it): a rootful Docker daemon's
-/// volume folders are root's, so the runtime cannot fill them (decision 0081).
+/// Why an image can not be mounted on `engine` (`field` names it): a rootful Docker daemon
+/// without `type=image` would need a volume whose folder is root's, so the runtime cannot fill
+/// it (decision 0081).
 pub fn image_volume_refusal(engine: Engine<'_>, field: &str) -> Option<SpecError> {
     match engine {
-        Engine::Docker(d) if !d.rootless => Some(SpecError::unenforceable(
+        Engine::Docker(d) if !d.rootless && !d.image_mounts => Some(SpecError::unenforceable(
             field,
-            "a rootful Docker daemon's volumes are root's: the image cannot be mounted (decision 0081); use a rootless dockerd",
+            "a rootful Docker daemon's volumes are root's and it refuses --mount type=image: the image cannot be mounted (decision 0081); use a rootless dockerd, or Docker 28+ with the containerd image store",
         )),
         _ => None,
     }
@@ -464,6 +487,41 @@ mod tests {
         let (m, v) = image_mount(Engine::Podman, "localhost/x:1", "abc", "/opt/x");
         assert_eq!(m, "type=image,source=abc,destination=/opt/x");
         assert!(v.is_none());
+    }
+
+    #[test]
+    fn a_docker_engine_with_type_image_mounts_the_image_itself() {
+        let d = DockerFacts {
+            image_mounts: true,
+            ..docker(false, true)
+        };
+        let id = format!("sha256:{}", "c".repeat(64));
+        let (m, v) = image_mount(Engine::Docker(&d), "localhost/x:1", &id, "/opt/x");
+        assert_eq!(m, format!("type=image,source={id},destination=/opt/x"));
+        assert!(v.is_none(), "no volume to fill");
+        assert!(image_volume_refusal(Engine::Docker(&d), "f").is_none());
+        let old = docker(false, true);
+        let e = image_volume_refusal(Engine::Docker(&old), "imageMounts[0].image").unwrap();
+        assert_eq!((e.exit_code(), e.field()), (64, "imageMounts[0].image"));
+        assert!(image_volume_refusal(Engine::Docker(&docker(true, false)), "f").is_none());
+    }
+
+    #[test]
+    fn type_image_needs_api_1_48_and_the_containerd_image_store() {
+        let containerd = r#"[["driver-type","io.containerd.snapshotter.v1"]]"#;
+        let overlay2 = r#"[["Backing Filesystem","extfs"],["Supports d_type","true"]]"#;
+        assert!(docker_takes_image_mounts("1.48", containerd));
+        assert!(docker_takes_image_mounts("1.51\n", containerd));
+        assert!(docker_takes_image_mounts("2.0", containerd));
+        assert!(!docker_takes_image_mounts("1.47", containerd));
+        assert!(!docker_takes_image_mounts("1.41", containerd), "20.10");
+        assert!(
+            !docker_takes_image_mounts("1.51", overlay2),
+            "graph drivers refuse it"
+        );
+        for bad in ["", "1", "1.x", "1.48.1", "v1.48"] {
+            assert!(!docker_takes_image_mounts(bad, containerd), "{bad:?}");
+        }
     }
 
     #[test]

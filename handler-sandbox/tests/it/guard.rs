@@ -274,6 +274,7 @@ fn the_helper_container_reads_both_folders_read_only_with_no_network_as_the_host
         allow_rootful: false,
         oci_runtime: None,
         filter_image_id: None,
+        image_mounts: false,
     };
     assert!(
         guard::helper_run_args(Engine::Docker(&rootful), (1000, 1000), "i", "/g", "/o", &[])

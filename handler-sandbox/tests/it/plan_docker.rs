@@ -16,6 +16,7 @@ fn rootless() -> DockerFacts {
         allow_rootful: false,
         oci_runtime: None,
         filter_image_id: Some(format!("sha256:{}", "f".repeat(64))),
+        image_mounts: false,
     }
 }
 
@@ -95,6 +96,49 @@ fn docker_full_plan_mounts_images_as_volumes_pinned_to_their_id() {
     )));
     assert!(!p.args.join(" ").contains("type=image"));
     insta::assert_debug_snapshot!(p);
+}
+
+#[test]
+fn docker_with_type_image_mounts_the_images_themselves_and_fills_no_volume() {
+    let s = with(json!({
+        "imageMounts": [{"image": "localhost/handler-addon-gh:latest", "target": "/opt/handler/addons/gh"}],
+        "pathAppend": ["/opt/handler/addons/gh/bin"],
+        "network": {"mode": "filtered", "allow": ["api.example.com:443"], "enforcement": "enforce"}
+    }));
+    let d = DockerFacts {
+        image_mounts: true,
+        ..rootless()
+    };
+    let p = plan(&s, &facts(), &d).unwrap();
+    let id = "a".repeat(64);
+    assert!(p.image_volumes.is_empty(), "{:?}", p.image_volumes);
+    let a = p.args.join(" ");
+    assert!(
+        a.contains(&format!(
+            "type=image,source={id},destination=/opt/handler/addons/gh"
+        )),
+        "{a}"
+    );
+    assert!(!a.contains("type=volume"), "{a}");
+    assert!(
+        a.contains(&format!(
+            "type=image,source=sha256:{},destination=/run/handler/filter",
+            "f".repeat(64)
+        )),
+        "the forwarder comes from the filter image itself: {a}"
+    );
+    // A rootful daemon that takes type=image (opted in) mounts images too: no root-owned volume.
+    let rootful = DockerFacts {
+        rootless: false,
+        allow_rootful: true,
+        ..d.clone()
+    };
+    assert!(
+        plan(&s, &facts(), &rootful)
+            .unwrap()
+            .image_volumes
+            .is_empty()
+    );
 }
 
 #[test]

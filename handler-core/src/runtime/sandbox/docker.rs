@@ -13,12 +13,54 @@ use handler_contracts::SandboxSpec;
 use handler_contracts::sandbox::RuntimeCheckItem;
 use handler_sandbox::egress::topology::{PROXY_IMAGE, Topology};
 use handler_sandbox::plan::engine::IMAGE_VOLUME_MARKER;
+use handler_sandbox::plan::engine::docker_takes_image_mounts;
 use handler_sandbox::plan::{DockerFacts, ImageVolume, labels};
 use serde_json::{Value, json};
 
 use super::engine::{ALLOW_ROOTFUL_VAR, Kind, OCI_RUNTIME_VAR};
 use super::podman::{self, PodmanError};
 use super::{host, log};
+
+/// Why an image volume could not be filled (decision 0081).
+#[derive(Debug, thiserror::Error)]
+pub enum ImageVolumeError {
+    /// A docker command failed.
+    #[error("image volume {volume}: {source}")]
+    Docker {
+        /// The volume being filled.
+        volume: String,
+        /// The failure.
+        source: PodmanError,
+    },
+    /// The runtime folder (where the fill's lock lives) is unusable.
+    #[error("image volume {volume}: {source}")]
+    Host {
+        /// The volume being filled.
+        volume: String,
+        /// The failure.
+        source: super::host::HostError,
+    },
+    /// A file or a process on the host failed.
+    #[error("image volume {volume}: {what}: {source}")]
+    Io {
+        /// The volume being filled.
+        volume: String,
+        /// What was being done (a path, or the program run).
+        what: String,
+        /// The failure.
+        source: std::io::Error,
+    },
+    /// `docker export` or `tar` exited non-zero.
+    #[error("image volume {volume}: {program}: {stderr}")]
+    Exited {
+        /// The volume being filled.
+        volume: String,
+        /// `docker export` or `tar`.
+        program: &'static str,
+        /// What it wrote on stderr.
+        stderr: String,
+    },
+}
 
 /// The label every image volume carries (besides `handler.image-mount.<id>`).
 pub const IMAGE_VOLUME_LABEL: &str = "handler.image-volume";
@@ -27,6 +69,17 @@ pub const IMAGE_VOLUME_LABEL: &str = "handler.image-volume";
 pub fn daemon_rootless() -> Result<bool, PodmanError> {
     let opts = podman::run(&["info", "--format", "{{json .SecurityOptions}}"])?;
     Ok(opts.contains("name=rootless"))
+}
+
+/// Whether the daemon takes `--mount type=image` (decision 0082): its API version and its image
+/// store, from `docker version` and `docker info`; `false` when either cannot be read.
+pub fn daemon_takes_image_mounts() -> bool {
+    let api = podman::run(&["version", "--format", "{{.Server.APIVersion}}"]);
+    let store = podman::run(&["info", "--format", "{{json .DriverStatus}}"]);
+    match (api, store) {
+        (Ok(api), Ok(store)) => docker_takes_image_mounts(&api, &store),
+        _ => false,
+    }
 }
 
 /// Whether the person opted in to a rootful daemon (`HANDLER_DOCKER_ALLOW_ROOTFUL=1`).
@@ -41,9 +94,11 @@ pub fn oci_runtime() -> Option<String> {
         .filter(|s| !s.trim().is_empty())
 }
 
-/// The daemon's facts for planning `spec` (the filter image's id only when it needs a proxy).
+/// The daemon's facts for planning `spec` (the filter image's id only when it needs a proxy;
+/// whether it takes `type=image` only when something is mounted from an image).
 pub fn facts(spec: &SandboxSpec, instance_dir: &str) -> Result<DockerFacts, PodmanError> {
-    let filter_image_id = if Topology::of(spec, instance_dir).is_some() {
+    let needs_filter = Topology::of(spec, instance_dir).is_some();
+    let filter_image_id = if needs_filter {
         host::image_id(PROXY_IMAGE).ok()
     } else {
         None
@@ -53,6 +108,8 @@ pub fn facts(spec: &SandboxSpec, instance_dir: &str) -> Result<DockerFacts, Podm
         allow_rootful: rootful_allowed(),
         oci_runtime: oci_runtime(),
         filter_image_id,
+        image_mounts: (needs_filter || !spec.image_mounts.is_empty())
+            && daemon_takes_image_mounts(),
     })
 }
 
@@ -67,18 +124,35 @@ fn mountpoint(name: &str) -> Option<String> {
 /// Makes sure every volume of the plan is filled from its image (decision 0081): one with the
 /// marker is used; one without (a fill that stopped half way) is removed and filled again.
 /// Concurrent launchers fill one volume once (a lock file per volume in the runtime folder).
-pub fn fill_image_volumes(volumes: &[ImageVolume]) -> Result<(), String> {
-    let base = host::runtime_base(nix::unistd::getuid().as_raw()).map_err(|e| e.to_string())?;
+pub fn fill_image_volumes(volumes: &[ImageVolume]) -> Result<(), ImageVolumeError> {
     for v in volumes {
+        let io = |what: String| {
+            let volume = v.name.clone();
+            move |source| ImageVolumeError::Io {
+                volume,
+                what,
+                source,
+            }
+        };
+        let docker = |source| ImageVolumeError::Docker {
+            volume: v.name.clone(),
+            source,
+        };
+        let base = host::runtime_base(nix::unistd::getuid().as_raw()).map_err(|source| {
+            ImageVolumeError::Host {
+                volume: v.name.clone(),
+                source,
+            }
+        })?;
         let lock_path = base.join(format!("{}.lock", v.name));
         let file = fs::OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
             .open(&lock_path)
-            .map_err(|e| format!("{}: {e}", lock_path.display()))?;
+            .map_err(io(lock_path.display().to_string()))?;
         let _lock = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
-            .map_err(|(_, e)| format!("{}: {e}", lock_path.display()))?;
+            .map_err(|(_, e)| io(lock_path.display().to_string())(e.into()))?;
         if let Some(mp) = mountpoint(&v.name) {
             if Path::new(&mp).join(IMAGE_VOLUME_MARKER).exists() {
                 continue;
@@ -87,16 +161,20 @@ pub fn fill_image_volumes(volumes: &[ImageVolume]) -> Result<(), String> {
                 "image volume {} has no completion marker: filling it again",
                 v.name
             ));
-            podman::run(&["volume", "rm", "-f", &v.name]).map_err(|e| e.to_string())?;
+            podman::run(&["volume", "rm", "-f", &v.name]).map_err(docker)?;
         }
-        fill(v).map_err(|e| format!("image volume {} from {}: {e}", v.name, v.image))?;
+        fill(v)?;
     }
     Ok(())
 }
 
 /// Creates volume `v` and fills it: the image's files exported from a container never started,
 /// extracted by the host's tar into the volume's folder, the marker written last.
-fn fill(v: &ImageVolume) -> Result<(), String> {
+fn fill(v: &ImageVolume) -> Result<(), ImageVolumeError> {
+    let docker = |source| ImageVolumeError::Docker {
+        volume: v.name.clone(),
+        source,
+    };
     let mount_label = format!("{}{}={}", labels::IMAGE_MOUNT_PREFIX, v.image_id, v.image);
     let own_label = format!("{IMAGE_VOLUME_LABEL}=1");
     podman::run(&[
@@ -108,8 +186,12 @@ fn fill(v: &ImageVolume) -> Result<(), String> {
         &own_label,
         &v.name,
     ])
-    .map_err(|e| e.to_string())?;
-    let mp = mountpoint(&v.name).ok_or("the new volume has no folder")?;
+    .map_err(docker)?;
+    let mp = mountpoint(&v.name).ok_or_else(|| ImageVolumeError::Io {
+        volume: v.name.clone(),
+        what: "docker volume inspect".into(),
+        source: std::io::Error::other("the new volume has no folder"),
+    })?;
     let ctr = podman::run(&[
         "create",
         "--pull=never",
@@ -120,18 +202,20 @@ fn fill(v: &ImageVolume) -> Result<(), String> {
         &v.image_id,
         "/",
     ])
-    .map_err(|e| e.to_string())?
+    .map_err(docker)?
     .trim()
     .to_string();
-    let result = export_into(&ctr, &mp);
+    let result = export_into(&v.name, &ctr, &mp);
     let _ = podman::run(&["rm", "-f", &ctr]);
     result?;
-    let mut marker = fs::File::create(Path::new(&mp).join(IMAGE_VOLUME_MARKER))
-        .map_err(|e| format!("the marker: {e}"))?;
-    marker
-        .write_all(format!("{}\n", v.image_id).as_bytes())
-        .map_err(|e| format!("the marker: {e}"))?;
-    Ok(())
+    let marker = Path::new(&mp).join(IMAGE_VOLUME_MARKER);
+    fs::File::create(&marker)
+        .and_then(|mut f| f.write_all(format!("{}\n", v.image_id).as_bytes()))
+        .map_err(|source| ImageVolumeError::Io {
+            volume: v.name.clone(),
+            what: marker.display().to_string(),
+            source,
+        })
 }
 
 /// Image volumes whose image is gone (decision 0081), removed by `sweep`: a harness rebuilt
@@ -166,35 +250,43 @@ pub fn remove_stale_image_volumes() -> Result<Vec<String>, PodmanError> {
     Ok(removed)
 }
 
-/// `docker export CTR | tar -x -C DIR`.
-fn export_into(ctr: &str, dir: &str) -> Result<(), String> {
+/// `docker export CTR | tar -x -C DIR`, for volume `volume`.
+fn export_into(volume: &str, ctr: &str, dir: &str) -> Result<(), ImageVolumeError> {
+    let io = |what: &str| {
+        let (volume, what) = (volume.to_string(), what.to_string());
+        move |source| ImageVolumeError::Io {
+            volume,
+            what,
+            source,
+        }
+    };
     let mut export = podman::command(["export", ctr])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("docker export: {e}"))?;
-    let out = export.stdout.take().ok_or("docker export: no stdout")?;
+        .map_err(io("docker export"))?;
+    let out = export
+        .stdout
+        .take()
+        .ok_or_else(|| io("docker export")(std::io::Error::other("no stdout")))?;
     let tar = std::process::Command::new("tar")
         .args(["-x", "--no-same-owner", "--exclude=./dev/*", "-C", dir])
         .stdin(out)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .output()
-        .map_err(|e| format!("tar: {e}"))?;
-    let ex = export
-        .wait_with_output()
-        .map_err(|e| format!("docker export: {e}"))?;
+        .map_err(io("tar"))?;
+    let ex = export.wait_with_output().map_err(io("docker export"))?;
+    let exited = |program, stderr: &[u8]| ImageVolumeError::Exited {
+        volume: volume.to_string(),
+        program,
+        stderr: String::from_utf8_lossy(stderr).trim().to_string(),
+    };
     if !ex.status.success() {
-        return Err(format!(
-            "docker export: {}",
-            String::from_utf8_lossy(&ex.stderr).trim()
-        ));
+        return Err(exited("docker export", &ex.stderr));
     }
     if !tar.status.success() {
-        return Err(format!(
-            "tar: {}",
-            String::from_utf8_lossy(&tar.stderr).trim()
-        ));
+        return Err(exited("tar", &tar.stderr));
     }
     Ok(())
 }
@@ -298,14 +390,17 @@ pub fn check_items(items: &mut Vec<RuntimeCheckItem>) -> String {
             format!("the daemon runs as root: launch refuses (64); run a rootless dockerd, or set {ALLOW_ROOTFUL_VAR}=1 accepting that the docker group is root-equivalent")
         },
     ));
+    let type_image = daemon_takes_image_mounts();
     items.push(item(
         "image-mounts",
-        rootless,
+        type_image || rootless,
         false,
-        if rootless {
-            "no --mount type=image here: image mounts are read-only volumes filled from the image (decision 0081)".into()
+        if type_image {
+            "--mount type=image: image mounts are the images themselves (decision 0082)".into()
+        } else if rootless {
+            "no --mount type=image here (it needs Docker 28+ with the containerd image store): image mounts are read-only volumes filled from the image (decision 0081)".into()
         } else {
-            "a rootful daemon's volumes are root's: image mounts are refused".into()
+            "a rootful daemon's volumes are root's and it has no --mount type=image: image mounts are refused".into()
         },
     ));
     let runtimes = podman::json(&["info", "--format", "{{json .Runtimes}}"]).unwrap_or(Value::Null);

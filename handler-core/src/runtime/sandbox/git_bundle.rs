@@ -38,6 +38,7 @@ fn docker_facts() -> Result<Option<DockerFacts>, String> {
             allow_rootful: docker::rootful_allowed(),
             oci_runtime: None,
             filter_image_id: None,
+            image_mounts: false,
         })),
     }
 }
