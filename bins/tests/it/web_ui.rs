@@ -193,6 +193,11 @@ async fn the_web_ui_in_a_real_browser() {
         &format!("\"{}\"", scope.join(".bin/fake-acp-agent").display()),
         "api.fake.test:443",
     );
+    // Its own terminal program (D.16), for the terminal page: the fake agent's terminal mode.
+    let descriptor = format!(
+        "{descriptor}[terminal]\ncommand = [\"{}\", \"--terminal\"]\n[terminal.permissions]\nask = []\nbypass = [\"--yolo\"]\n",
+        scope.join(".bin/fake-acp-agent").display()
+    );
     std::fs::write(home.join("harnesses/fake/harness.toml"), descriptor).unwrap();
     std::fs::write(
         root.0.join("config/folders.toml"),

@@ -351,6 +351,43 @@ try {
     assert.equal(copy?.network, "none");
   });
 
+  await step("agents outside projects: an ad-hoc agent's session; a terminal on its project with its network page", async () => {
+    // An ad-hoc agent in the project's folder, as `handler run --anyway` makes (the fake agent's
+    // program lives in that folder, so a folderless agent could not start it here).
+    const made = await fetch(`${URL_}/v1/agents`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${TOKEN}`, "Content-Type": "application/json" },
+      body: JSON.stringify({ name: "scratch-ui", scope: SCOPE, models: [{ account: "perso" }], network: "none", permissions: "bypass", confirmRisks: true }),
+    });
+    assert.equal(made.status, 201, await made.text());
+    await page.goto(`${URL_}/#/`);
+    await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Agents" }).click();
+    const card = page.getByRole("list", { name: "Agents outside projects" }).getByRole("listitem").filter({ hasText: "scratch-ui" }).first();
+    await card.getByText(SCOPE, { exact: true }).waitFor();
+    await card.getByRole("button", { name: "New session" }).click();
+    await page.waitForSelector("body[data-session-ready]");
+    const box = page.getByLabel(/^Message/);
+    await box.fill("hello outside projects");
+    await box.press("Enter");
+    await page.locator(".msg.agent", { hasText: "hello outside projects" }).waitFor();
+    await page.goto(`${URL_}/#/agents`);
+    await page.getByRole("list", { name: "Sessions of scratch-ui" }).getByRole("link").first().waitFor();
+    await shot(page, "agents");
+
+    const project = (await api("GET", "/v1/projects"))[0];
+    const copy = project.agents.find((a) => a.name === "Dev copy");
+    const t = await api("POST", `/v1/agents/${copy.id}/terminal`, { term: "xterm-256color" });
+    assert.ok(t.sandbox && Array.isArray(t.attach), JSON.stringify(t));
+    await page.goto(`${URL_}/#/projects/${project.id}`);
+    await page.getByRole("link", { name: "Terminal of Dev copy" }).click();
+    await page.getByLabel("Terminal", { exact: true }).getByText("account perso").waitFor();
+    assert.match(await page.getByLabel("Terminal", { exact: true }).innerText(), new RegExp(t.sandbox));
+    await page.getByRole("region", { name: "Network" }).getByText("Network none").waitFor();
+    // Deleting the agent stops its terminal: the page says it has ended.
+    await api("DELETE", `/v1/agents/${copy.id}`);
+    await page.getByText("This terminal has ended").waitFor();
+  });
+
   await step("the token never appears in a request URL", async () => {
     const all = [...urls, ...wsUrls];
     assert.ok(all.length > 10, `requests seen: ${all.length}`);
