@@ -280,6 +280,21 @@ impl Daemon {
     fn git(&self, args: &[&str]) -> String {
         self.user.git(&self.scope, args)
     }
+    /// Waits (60 s at most) until the host's `main` is the commit named `subject` and the
+    /// daemon's log has a git-guard line for `when`.
+    fn wait_for_subject(&self, subject: &str, when: &str) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while self.git(&["log", "-1", "--format=%s", "main"]) != subject
+            || !self.log().contains(when)
+        {
+            assert!(
+                Instant::now() < deadline,
+                "not brought back: {}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    }
 }
 
 /// What the hostile agent runs in its first turn: a hook, `core.fsmonitor` and a link under
@@ -650,9 +665,11 @@ fn bench_guarded_start_and_bring_back() {
 }
 
 /// A connection (`/v1/agents/{id}/acp`, not a session) is guarded too: the agent's commit comes
-/// back to the host's branch when the connection closes.
+/// back at its turn's end, a host commit between turns reaches the sandbox before the next
+/// prompt (follow), and a commit made in a turn that never ended comes back when the connection
+/// closes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_connections_commit_comes_back_when_it_closes() {
+async fn a_connections_commits_come_back_at_turn_end_and_close_and_it_follows_the_host() {
     let Some(u) = user() else { return };
     let d = start(u, "conn").await;
     let agent = d.agent().await;
@@ -670,22 +687,54 @@ async fn a_connections_commit_comes_back_when_it_closes() {
         .request("session/new", json!({"cwd": d.scope, "mcpServers": []}))
         .await;
     let sid = r["result"]["sessionId"].as_str().unwrap().to_string();
-    let prompt = format!(
-        "sh: cd {} && echo c > c.txt && git add c.txt && git commit -q -m 'over a connection'",
-        d.scope.display()
+    let scope = d.scope.display().to_string();
+    let mut prompt = async |text: String| {
+        let r = c
+            .request(
+                "session/prompt",
+                json!({"sessionId": sid, "prompt": [{"type": "text", "text": text}]}),
+            )
+            .await;
+        assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    };
+    // 1. The turn's end brings the commit back, the connection still open.
+    prompt(format!(
+        "sh: cd {scope} && echo c > c.txt && git add c.txt && git commit -q -m 'over a connection'"
+    ))
+    .await;
+    d.wait_for_subject("over a connection", "turn end");
+    assert_eq!(d.git(&["status", "--porcelain"]), "");
+    // 2. Follow: a host commit between turns is the sandbox's HEAD in the next turn.
+    d.git(&[
+        "commit",
+        "-q",
+        "--allow-empty",
+        "-m",
+        "the host between turns",
+    ]);
+    let host_main = d.git(&["rev-parse", "main"]);
+    prompt(format!("sh: cd {scope} && git log -1 --format=%H")).await;
+    assert!(
+        c.seen
+            .iter()
+            .any(|m| m.to_string().contains(&format!("exit 0\\n{host_main}"))),
+        "the sandbox is not at the host's {host_main}: {:?}\n{}",
+        c.seen,
+        d.log()
     );
-    let r = c
-        .request(
-            "session/prompt",
-            json!({"sessionId": sid, "prompt": [{"type": "text", "text": prompt}]}),
-        )
-        .await;
-    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
-    drop(c);
+    // 3. A turn that never ends: its commit comes back when the connection closes.
+    let marker = d.scope.join(".bin/committed");
+    c.send(&json!({"jsonrpc": "2.0", "id": 99, "method": "session/prompt", "params": {
+        "sessionId": sid, "prompt": [{"type": "text", "text": format!(
+            "sh: cd {scope} && echo e > e.txt && git add e.txt && git commit -q -m 'before the close' && touch {} && sleep 120",
+            marker.display())}]}}))
+    .await;
     let deadline = Instant::now() + Duration::from_secs(60);
-    while d.git(&["log", "-1", "--format=%s", "main"]) != "over a connection" {
-        assert!(Instant::now() < deadline, "not brought back: {}", d.log());
-        tokio::time::sleep(Duration::from_millis(300)).await;
+    while !marker.exists() {
+        assert!(Instant::now() < deadline, "no commit: {}", d.log());
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    drop(c);
+    d.wait_for_subject("before the close", "connection close");
     assert_eq!(d.git(&["status", "--porcelain"]), "");
 }
