@@ -261,21 +261,24 @@ impl Daemon {
         .unwrap_or_default()
     }
     async fn agent(&self) -> String {
+        let (s, a) = self.agent_with(json!({"confirmRisks": true})).await;
+        assert_eq!(s, 201, "{a}");
+        a["id"].as_str().unwrap().to_string()
+    }
+    /// The account (once) and an ad-hoc agent on the scope, `extra` merged into its request.
+    async fn agent_with(&self, extra: Value) -> (u16, Value) {
         let (s, v) = self
             .post(
                 "/v1/accounts",
                 json!({"name": "perso", "harness": "fake", "token": {"value": TOKEN}}),
             )
             .await;
-        assert_eq!(s, 201, "{v}");
-        let (s, a) = self
-            .post(
-                "/v1/agents",
-                json!({"models": [{"account": "perso"}], "scope": self.scope, "network": "none", "permissions": "bypass", "confirmRisks": true}),
-            )
-            .await;
-        assert_eq!(s, 201, "{a}");
-        a["id"].as_str().unwrap().to_string()
+        assert!(s == 201 || s == 409, "{v}");
+        let mut req = json!({"models": [{"account": "perso"}], "scope": self.scope, "network": "none", "permissions": "bypass"});
+        for (k, x) in extra.as_object().unwrap() {
+            req[k] = x.clone();
+        }
+        self.post("/v1/agents", req).await
     }
     fn git(&self, args: &[&str]) -> String {
         self.user.git(&self.scope, args)
@@ -435,6 +438,61 @@ async fn a_hostile_agent_leaves_the_host_repository_untouched_and_its_commits_co
         "{}",
         d.guard_log(&id)
     );
+}
+
+/// `gitGuard = "open"` widens (D.8): refused without `confirmRisks`, saved with it and shown
+/// with its warning; its sandbox then commits in the host's own `.git`, nothing to bring back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn git_guard_open_needs_confirmation_and_leaves_the_host_git_writable() {
+    let Some(u) = user() else { return };
+    let d = start(u, "open").await;
+    let (s, v) = d.agent_with(json!({"gitGuard": "open"})).await;
+    assert_eq!(s, 409, "{v}");
+    let detail = v["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("gitGuard: open"), "{v}");
+    let (s, a) = d
+        .agent_with(json!({"gitGuard": "open", "confirmRisks": true}))
+        .await;
+    assert_eq!(s, 201, "{a}");
+    assert_eq!(a["gitGuard"], "open", "{a}");
+    assert!(
+        a["warnings"][0]
+            .as_str()
+            .unwrap_or_default()
+            .contains("writable"),
+        "{a}"
+    );
+    let prompt = format!(
+        "sh: cd {} && touch .git/written-in-the-sandbox && echo o > o.txt && git add o.txt && git commit -q -m 'in the host git'",
+        d.scope.display()
+    );
+    let (s, v) = d
+        .post(
+            "/v1/sessions",
+            json!({"agentId": a["id"], "origin": "ui", "prompt": prompt}),
+        )
+        .await;
+    assert_eq!(s, 201, "{v}: {}", d.log());
+    let id = v["id"].as_str().unwrap().to_string();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while d.git(&["log", "-1", "--format=%s", "main"]) != "in the host git" {
+        assert!(
+            Instant::now() < deadline,
+            "the sandbox did not commit in the host's .git: {}\n{}",
+            d.events(&id),
+            d.log()
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    assert!(d.scope.join(".git/written-in-the-sandbox").exists());
+    assert!(
+        !d.root
+            .join("state/sessions")
+            .join(&id)
+            .join("guard")
+            .exists()
+    );
+    assert!(d.log().contains("gitGuard open"), "{}", d.log());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -83,6 +83,9 @@ fn guard_connection(
     conn: &str,
     prepared: &mut Prepared,
 ) -> ApiResult<Option<Arc<GuardSession>>> {
+    if gitguard::open_warned(&prepared.spec, conn) {
+        return Ok(None);
+    }
     let Some(scope) = prepared
         .spec
         .mounts
@@ -142,7 +145,7 @@ impl Turns {
     }
 
     /// An agent's line: the response to a noted prompt starts a bring-back.
-    fn from_agent(&mut self, app: &AppState, line: &[u8]) {
+    fn agent_line(&mut self, app: &AppState, line: &[u8]) {
         let Some(g) = &self.guard else { return };
         if self.prompts.is_empty() {
             return;
@@ -386,7 +389,7 @@ pub async fn relay(
                 match out {
                     Some(AgentOut::Line(l)) => {
                         if l.iter().all(u8::is_ascii_whitespace) { continue; }
-                        turns.from_agent(&app, &l);
+                        turns.agent_line(&app, &l);
                         let actions = pipeline.handle(Direction::FromAgent, &l);
                         if !apply(&agent_id, actions, &in_tx, &mut ws_tx).await { ending = None; break; }
                     }
