@@ -176,7 +176,33 @@ async fn start(u: User, tag: &str) -> Daemon {
         &format!("\"{}\"", scope.join(".bin/fake-acp-agent").display()),
         "api.fake.test:443",
     );
-    std::fs::write(home.join("harnesses/fake/harness.toml"), descriptor).unwrap();
+    std::fs::write(home.join("harnesses/fake/harness.toml"), &descriptor).unwrap();
+    // The same fake agent started from the scope it is in (`./.bin/…`, for scopes other than
+    // this one), in this image and in one without git (docs/git-guard.md's defined behaviours).
+    let relative = descriptor.replace(
+        &scope.join(".bin/fake-acp-agent").display().to_string(),
+        "./.bin/fake-acp-agent",
+    );
+    for (name, image) in [
+        ("fakerel", IMAGE),
+        ("fakenogit", "localhost/handler-test-busybox"),
+    ] {
+        std::fs::create_dir_all(home.join("harnesses").join(name)).unwrap();
+        std::fs::write(
+            home.join("harnesses").join(name).join("harness.toml"),
+            relative
+                .replace("name = \"fake\"", &format!("name = \"{name}\""))
+                .replace(IMAGE, image),
+        )
+        .unwrap();
+    }
+    std::fs::write(
+        home.join("harnesses/fakenogit/harness.toml"),
+        descriptor
+            .replace("name = \"fake\"", "name = \"fakenogit\"")
+            .replace(IMAGE, "localhost/handler-test-busybox"),
+    )
+    .unwrap();
     std::fs::write(
         root.join("config/folders.toml"),
         format!("roots = [\"{}\"]\n", home.join("code").display()),
@@ -493,6 +519,189 @@ async fn git_guard_open_needs_confirmation_and_leaves_the_host_git_writable() {
             .exists()
     );
     assert!(d.log().contains("gitGuard open"), "{}", d.log());
+}
+
+/// Starts a session of `agent` with `prompt`: its id.
+async fn session(d: &Daemon, agent: &Value, prompt: String) -> String {
+    let (s, v) = d
+        .post(
+            "/v1/sessions",
+            json!({"agentId": agent["id"], "origin": "ui", "prompt": prompt}),
+        )
+        .await;
+    assert_eq!(s, 201, "{v}: {}", d.log());
+    v["id"].as_str().unwrap().to_string()
+}
+
+/// Waits (120 s at most) for `line` in session `id`'s git-guard log.
+async fn wait_guard_line(d: &Daemon, id: &str, line: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let log = d.guard_log(id);
+        if log.contains(line) {
+            return log;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no {line:?}: {log}\n{}\n{}",
+            d.events(id),
+            d.log()
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// docs/git-guard.md's defined behaviours on real Podman, one session each, in parallel: a
+/// linked worktree (its branch fast-forwarded, the worktree's index with it), a shallow clone
+/// (history stops where the host's does; the commit comes back), a detached HEAD (started
+/// detached; only a branch comes back), an image without git (the guard holds, the line says
+/// nothing can come back).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worktree_a_shallow_clone_a_detached_head_and_an_image_without_git_behave_as_documented()
+{
+    let Some(u) = user() else { return };
+    let d = start(u, "cases").await;
+    let code = d.scope.parent().unwrap().to_path_buf();
+    d.git(&["commit", "-q", "--allow-empty", "-m", "second"]);
+    let wt = code.join("wt");
+    d.git(&["worktree", "add", "-q", "-b", "wtb", wt.to_str().unwrap()]);
+    let shallow = code.join("shallow");
+    let detached = code.join("detached");
+    let url = format!("file://{}", d.scope.display());
+    let nogit = code.join("nogit");
+    for (args, at) in [
+        (
+            vec![
+                "clone",
+                "-q",
+                "--depth",
+                "1",
+                &url,
+                shallow.to_str().unwrap(),
+            ],
+            &code,
+        ),
+        (vec!["clone", "-q", &url, detached.to_str().unwrap()], &code),
+        (vec!["clone", "-q", &url, nogit.to_str().unwrap()], &code),
+    ] {
+        d.user.git(at, &args);
+    }
+    for r in [&shallow, &detached, &nogit] {
+        d.user.git(r, &["config", "user.name", "Host Person"]);
+        d.user.git(r, &["config", "user.email", "host@example.org"]);
+        for f in [".bin", ".fake-agent-script.json"] {
+            let _ = std::fs::remove_dir_all(r.join(f));
+            let _ = std::fs::remove_file(r.join(f));
+            d.user
+                .cmd(
+                    "cp",
+                    &["-a", d.scope.join(f).to_str().unwrap(), r.to_str().unwrap()],
+                    &[],
+                )
+                .status()
+                .unwrap();
+        }
+    }
+    for f in [".bin", ".fake-agent-script.json"] {
+        d.user
+            .cmd(
+                "cp",
+                &[
+                    "-a",
+                    d.scope.join(f).to_str().unwrap(),
+                    wt.to_str().unwrap(),
+                ],
+                &[],
+            )
+            .status()
+            .unwrap();
+    }
+    d.user
+        .git(&detached, &["checkout", "-q", "--detach", "HEAD~1"]);
+    let detached_at = d.user.git(&detached, &["rev-parse", "HEAD"]);
+    let commit = |dir: &Path, file: &str| {
+        format!(
+            "sh: cd {} && echo x > {file} && git add {file} && git commit -q -m 'agent {file}'",
+            dir.display()
+        )
+    };
+    let agent = async |scope: &Path, account: &str| {
+        let (s, a) = d
+            .agent_with(
+                json!({"scope": scope, "models": [{"account": account}], "confirmRisks": true}),
+            )
+            .await;
+        assert_eq!(s, 201, "{a}");
+        a
+    };
+    for (name, harness) in [("rel", "fakerel"), ("nogit", "fakenogit")] {
+        let (s, v) = d
+            .post(
+                "/v1/accounts",
+                json!({"name": name, "harness": harness, "token": {"value": TOKEN}}),
+            )
+            .await;
+        assert_eq!(s, 201, "{v}");
+    }
+    let a_wt = agent(&wt, "rel").await;
+    let a_sh = agent(&shallow, "rel").await;
+    let a_de = agent(&detached, "rel").await;
+    let a_ng = agent(&nogit, "nogit").await;
+    let s_wt = session(&d, &a_wt, commit(&wt, "w.txt")).await;
+    let s_sh = session(
+        &d,
+        &a_sh,
+        format!("{} && git rev-list --count HEAD", commit(&shallow, "s.txt")),
+    )
+    .await;
+    let s_de = session(
+        &d,
+        &a_de,
+        format!(
+            "sh: cd {} && (git symbolic-ref -q HEAD || echo is-detached) && git rev-parse HEAD && echo y > y && git add y && git commit -q -m 'detached work' && git branch made && echo z > z && git add z && git commit -q -m 'only detached'",
+            detached.display()
+        ),
+    )
+    .await;
+    let s_ng = session(&d, &a_ng, commit(&nogit, "n.txt")).await;
+
+    // A linked worktree: its branch fast-forwarded, its index with it.
+    wait_guard_line(&d, &s_wt, "wtb: fast-forwarded").await;
+    assert_eq!(
+        d.user.git(&wt, &["log", "-1", "--format=%s"]),
+        "agent w.txt"
+    );
+    assert_eq!(d.user.git(&wt, &["status", "--porcelain"]), "");
+    assert_eq!(d.git(&["rev-parse", "--abbrev-ref", "HEAD"]), "main");
+    // A shallow clone: the sandbox's history stops where the host's does; the commit comes back.
+    wait_guard_line(&d, &s_sh, "main: fast-forwarded").await;
+    assert_eq!(
+        d.user.git(&shallow, &["log", "-1", "--format=%s"]),
+        "agent s.txt"
+    );
+    assert!(
+        d.events(&s_sh).contains("exit 0\\n2\\n"),
+        "{}",
+        d.events(&s_sh)
+    );
+    // A detached HEAD: started detached at that commit; `made` comes back, HEAD stays.
+    wait_guard_line(&d, &s_de, "made: created").await;
+    let ev = d.events(&s_de);
+    assert!(ev.contains(&format!("is-detached\\n{detached_at}")), "{ev}");
+    assert_eq!(d.user.git(&detached, &["rev-parse", "HEAD"]), detached_at);
+    assert_eq!(
+        d.user.git(&detached, &["log", "-1", "--format=%s", "made"]),
+        "detached work"
+    );
+    // An image without git: nothing commits, nothing comes back, the line says why.
+    wait_guard_line(
+        &d,
+        &s_ng,
+        "has no git, so nothing committed in the sandbox can come back",
+    )
+    .await;
+    assert!(!nogit.join(".git/hooks/post-checkout").exists());
+    assert_eq!(d.user.git(&nogit, &["log", "-1", "--format=%s"]), "second");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
