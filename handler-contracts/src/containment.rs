@@ -5,7 +5,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::control::{AgentOptions, NetworkMode};
+use crate::control::{AgentOptions, GitGuard, NetworkMode};
 use crate::harness::PermissionMode;
 use crate::sandbox::{Confinement, Enforcement};
 
@@ -33,6 +33,8 @@ pub struct Containment {
     pub confinement: Confinement,
     /// Its harness's permission mode.
     pub permissions: PermissionMode,
+    /// How its scope's git directory is guarded.
+    pub git_guard: GitGuard,
 }
 
 impl Preset {
@@ -44,18 +46,21 @@ impl Preset {
                 egress: None,
                 confinement: Confinement::Strict,
                 permissions: PermissionMode::Ask,
+                git_guard: GitGuard::Fetch,
             },
             Preset::Guarded => Containment {
                 network: NetworkMode::Filtered,
                 egress: Some(Enforcement::Enforce),
                 confinement: Confinement::Strict,
                 permissions: PermissionMode::Bypass,
+                git_guard: GitGuard::Fetch,
             },
             Preset::Open => Containment {
                 network: NetworkMode::Open,
                 egress: None,
                 confinement: Confinement::Strict,
                 permissions: PermissionMode::Bypass,
+                git_guard: GitGuard::Fetch,
             },
         }
     }
@@ -85,6 +90,7 @@ pub fn containment(o: &AgentOptions) -> Containment {
             .then(|| o.egress.unwrap_or(Enforcement::Enforce)),
         confinement: o.confinement.unwrap_or(d.confinement),
         permissions: o.permissions.unwrap_or(d.permissions),
+        git_guard: o.git_guard.unwrap_or_default(),
     }
 }
 
@@ -136,6 +142,13 @@ pub fn risks(old: &Containment, new: &Containment) -> Vec<String> {
             "permissions: {} instead of {}",
             new.permissions.as_str(),
             old.permissions.as_str()
+        ));
+    }
+    if new.git_guard > old.git_guard {
+        r.push(format!(
+            "gitGuard: {} (the host's .git writable in the sandbox) instead of {} (a git directory of its own)",
+            new.git_guard.as_str(),
+            old.git_guard.as_str()
         ));
     }
     r
@@ -212,6 +225,15 @@ mod tests {
             risks(&guarded, &nested),
             vec!["confinement: nested (runs containers) instead of strict".to_string()]
         );
+        let open_git = Containment {
+            git_guard: GitGuard::Open,
+            ..guarded
+        };
+        assert_eq!(
+            risks(&guarded, &open_git),
+            vec!["gitGuard: open (the host's .git writable in the sandbox) instead of fetch (a git directory of its own)".to_string()]
+        );
+        assert!(risks(&open_git, &guarded).is_empty());
     }
 
     #[test]

@@ -611,7 +611,39 @@ pub struct AgentOptions {
     /// clients (allow once, allow always, reject); left out: yes. Never for runs (D.18).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ask_denied_hosts: Option<bool>,
+    /// How a scope's git directory is guarded in its sandboxes (issue 14); left out: fetch.
+    /// `open` widens (a risk to confirm, D.8).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_guard: Option<GitGuard>,
 }
+
+/// How a scope's git directory is guarded in a sandbox (issue 14), the narrower first.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum GitGuard {
+    /// The sandbox commits in a git directory of its own, the host's objects read-only; the
+    /// work comes back by bundle (docs/git-guard.md).
+    #[default]
+    Fetch,
+    /// The host's `.git` writable in the sandbox, as before the guard: a hook, a config or a
+    /// link the agent plants there runs or is written through in the person's next git command.
+    Open,
+}
+
+impl GitGuard {
+    /// Its name in the API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GitGuard::Fetch => "fetch",
+            GitGuard::Open => "open",
+        }
+    }
+}
+
+/// The warning an agent with `gitGuard = "open"` is shown with.
+pub const GIT_GUARD_OPEN_WARNING: &str = "gitGuard open: the host's .git is writable in its sandboxes; a hook, config or link an agent writes there runs in your next git command";
 
 /// How an agent is set up (D.1 AgentSettings).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -712,6 +744,12 @@ pub struct Agent {
     /// Filtered only: whether a denied host is asked about in its sessions (left out: yes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ask_denied_hosts: Option<bool>,
+    /// How its scope's git directory is guarded (left out: fetch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_guard: Option<GitGuard>,
+    /// What a person should know before using it (`gitGuard` open: the host's `.git` writable).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
     /// Its name (optional for an ad-hoc agent: clients fall back to the folder's name).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,

@@ -200,6 +200,9 @@ pub struct Listing {
     pub entries: BTreeMap<String, FileStamp>,
     /// The walk stopped: more than its limit of files.
     pub not_followed: bool,
+    /// The `.git` entries found below the folder's root (nested repositories, or a `.git` file
+    /// naming a git directory anywhere), by path; never entered.
+    pub nested_git: Vec<String>,
 }
 
 impl Listing {
@@ -233,6 +236,9 @@ pub struct Baseline {
     /// Each file's and link's size and modification time, by path.
     #[serde(default)]
     pub files: BTreeMap<String, FileStamp>,
+    /// The `.git` entries below the root then (a nested one made later is warned about).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nested_git: Vec<String>,
 }
 
 impl Baseline {
@@ -254,6 +260,7 @@ impl Baseline {
             } else {
                 listing.files()
             },
+            nested_git: listing.nested_git.clone(),
         }
     }
 }
@@ -294,6 +301,68 @@ pub struct Changes {
     pub git_head: Option<String>,
     /// The changed files, by path.
     pub changes: Vec<FileChange>,
+    /// What to review before running git in the folder (issue 14, item 6): a nested `.git`
+    /// that was not there when the session started, a `.gitmodules` added, changed or deleted.
+    #[serde(default)]
+    pub git_warnings: Vec<GitWarning>,
+}
+
+/// Why a path needs review before git runs in the folder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum GitWarningKind {
+    /// A `.git` below the root the session started without: the person's git run from that
+    /// folder uses a repository (its hooks, its config) the agent made.
+    NestedGit,
+    /// A `.gitmodules` that changed: git may fetch and check out what it names.
+    Gitmodules,
+}
+
+/// One warning of the Files pane: review before running git here.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GitWarning {
+    /// The path, relative to the folder.
+    pub path: String,
+    /// What it is.
+    pub kind: GitWarningKind,
+    /// The sentence shown.
+    pub message: String,
+}
+
+/// The warnings of a changes answer: each nested `.git` in `now` not in the baseline, each
+/// changed `.gitmodules` (by file name, at any depth), by path.
+pub fn git_warnings(baseline: &Baseline, now: &Listing, changes: &[FileChange]) -> Vec<GitWarning> {
+    let mut out: Vec<GitWarning> = now
+        .nested_git
+        .iter()
+        .filter(|p| !baseline.nested_git.contains(p))
+        .map(|p| GitWarning {
+            path: p.clone(),
+            kind: GitWarningKind::NestedGit,
+            message: format!("{p}: a nested .git the session made; review before running git here"),
+        })
+        .collect();
+    out.extend(
+        changes
+            .iter()
+            .filter(|c| c.path.rsplit('/').next() == Some(".gitmodules"))
+            .map(|c| GitWarning {
+                path: c.path.clone(),
+                kind: GitWarningKind::Gitmodules,
+                message: format!(
+                    "{}: .gitmodules {}; review before running git here",
+                    c.path,
+                    match c.change {
+                        ChangeKind::Added => "added",
+                        ChangeKind::Modified => "changed",
+                        ChangeKind::Deleted => "deleted",
+                    }
+                ),
+            }),
+    );
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    out
 }
 
 /// The changes from `baseline` to `now` (both files and links by path), by path. A path whose
@@ -339,6 +408,7 @@ pub fn changes(baseline: &Baseline, now: &Listing, rules: &IgnoreRules) -> Chang
             not_followed: true,
             git_head: baseline.git_head.clone(),
             changes: Vec::new(),
+            git_warnings: git_warnings(baseline, now, &[]),
         };
     }
     let was: BTreeMap<String, FileStamp> = baseline
@@ -347,10 +417,12 @@ pub fn changes(baseline: &Baseline, now: &Listing, rules: &IgnoreRules) -> Chang
         .filter(|(p, _)| now.entries.contains_key(*p) || !rules.is_ignored_within(p, false))
         .map(|(p, s)| (p.clone(), s.clone()))
         .collect();
+    let changes = diff(&was, &now.files());
     Changes {
         not_followed: false,
         git_head: baseline.git_head.clone(),
-        changes: diff(&was, &now.files()),
+        git_warnings: git_warnings(baseline, now, &changes),
+        changes,
     }
 }
 
@@ -625,6 +697,7 @@ mod tests {
                 ("src".to_string(), stamp(EntryKind::Dir, 0, 1)),
             ]),
             not_followed: false,
+            ..Default::default()
         };
         let base = Baseline::new(
             &listing,
@@ -642,6 +715,7 @@ mod tests {
         let now = Listing {
             entries: BTreeMap::from([("b.txt".to_string(), stamp(EntryKind::File, 1, 2))]),
             not_followed: false,
+            ..Default::default()
         };
         let c = changes(&base, &now, &rules);
         let got: Vec<(&str, ChangeKind)> = c
@@ -656,11 +730,65 @@ mod tests {
         assert_eq!(c.git_head.as_deref(), Some("ab"));
     }
 
+    /// Issue 14, item 6: a nested `.git` the baseline had not, and a changed `.gitmodules`
+    /// at any depth, are warned about; a nested `.git` there from the start is not.
+    #[test]
+    fn a_new_nested_git_and_a_changed_gitmodules_are_warned_about() {
+        let was = Listing {
+            entries: BTreeMap::from([
+                (".gitmodules".to_string(), stamp(EntryKind::File, 1, 1)),
+                (
+                    "vendor/.gitmodules".to_string(),
+                    stamp(EntryKind::File, 1, 1),
+                ),
+            ]),
+            nested_git: vec!["old/.git".into()],
+            ..Default::default()
+        };
+        let base = Baseline::new(&was, "t".into(), None, None);
+        let now = Listing {
+            entries: BTreeMap::from([
+                (".gitmodules".to_string(), stamp(EntryKind::File, 2, 2)),
+                ("a.gitmodules".to_string(), stamp(EntryKind::File, 1, 1)),
+                ("sub/.gitmodules".to_string(), stamp(EntryKind::File, 1, 1)),
+            ]),
+            nested_git: vec!["old/.git".into(), "sub/deeper/.git".into()],
+            ..Default::default()
+        };
+        let c = changes(&base, &now, &IgnoreRules::default());
+        insta::assert_json_snapshot!(c.git_warnings, @r#"
+        [
+          {
+            "path": ".gitmodules",
+            "kind": "gitmodules",
+            "message": ".gitmodules: .gitmodules changed; review before running git here"
+          },
+          {
+            "path": "sub/.gitmodules",
+            "kind": "gitmodules",
+            "message": "sub/.gitmodules: .gitmodules added; review before running git here"
+          },
+          {
+            "path": "sub/deeper/.git",
+            "kind": "nested_git",
+            "message": "sub/deeper/.git: a nested .git the session made; review before running git here"
+          },
+          {
+            "path": "vendor/.gitmodules",
+            "kind": "gitmodules",
+            "message": "vendor/.gitmodules: .gitmodules deleted; review before running git here"
+          }
+        ]
+        "#);
+        assert!(serde_json::to_value(&base).unwrap()["nestedGit"][0] == "old/.git");
+    }
+
     #[test]
     fn beyond_the_limit_only_head_is_recorded() {
         let listing = Listing {
             entries: BTreeMap::from([("a".to_string(), stamp(EntryKind::File, 1, 1))]),
             not_followed: true,
+            ..Default::default()
         };
         let base = Baseline::new(&listing, "t".into(), Some("c0ffee".into()), None);
         assert!(base.files.is_empty() && base.not_followed);

@@ -361,6 +361,11 @@ pub struct SandboxSpec {
     /// Secrets its proxy gives towards their hosts, the process holding only phantoms (A.3, E3).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub injections: Vec<Injection>,
+    /// The writable scopes' git stays writable, as the host's (an agent's `gitGuard = "open"`,
+    /// a risk confirmed, D.8): the runtime does not mount their git paths read-only (decision
+    /// 0031). Left out: false, every writable scope's git read-only.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub git_writable: bool,
 }
 
 /// One item of a host check (A.8).

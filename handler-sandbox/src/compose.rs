@@ -160,6 +160,7 @@ pub fn compose(launch: &HarnessLaunch, input: &ComposeInput) -> Result<SandboxSp
         labels: input.labels.clone(),
         tty: false,
         injections,
+        git_writable: false,
     })
 }
 

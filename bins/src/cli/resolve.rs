@@ -398,6 +398,7 @@ pub fn options_of(a: &Agent) -> AgentOptions {
         display: a.display,
         interface: a.interface.clone(),
         ask_denied_hosts: a.ask_denied_hosts,
+        git_guard: a.git_guard,
     }
 }
 

@@ -176,7 +176,33 @@ async fn start(u: User, tag: &str) -> Daemon {
         &format!("\"{}\"", scope.join(".bin/fake-acp-agent").display()),
         "api.fake.test:443",
     );
-    std::fs::write(home.join("harnesses/fake/harness.toml"), descriptor).unwrap();
+    std::fs::write(home.join("harnesses/fake/harness.toml"), &descriptor).unwrap();
+    // The same fake agent started from the scope it is in (`./.bin/…`, for scopes other than
+    // this one), in this image and in one without git (docs/git-guard.md's defined behaviours).
+    let relative = descriptor.replace(
+        &scope.join(".bin/fake-acp-agent").display().to_string(),
+        "./.bin/fake-acp-agent",
+    );
+    for (name, image) in [
+        ("fakerel", IMAGE),
+        ("fakenogit", "localhost/handler-test-busybox"),
+    ] {
+        std::fs::create_dir_all(home.join("harnesses").join(name)).unwrap();
+        std::fs::write(
+            home.join("harnesses").join(name).join("harness.toml"),
+            relative
+                .replace("name = \"fake\"", &format!("name = \"{name}\""))
+                .replace(IMAGE, image),
+        )
+        .unwrap();
+    }
+    std::fs::write(
+        home.join("harnesses/fakenogit/harness.toml"),
+        descriptor
+            .replace("name = \"fake\"", "name = \"fakenogit\"")
+            .replace(IMAGE, "localhost/handler-test-busybox"),
+    )
+    .unwrap();
     std::fs::write(
         root.join("config/folders.toml"),
         format!("roots = [\"{}\"]\n", home.join("code").display()),
@@ -261,24 +287,42 @@ impl Daemon {
         .unwrap_or_default()
     }
     async fn agent(&self) -> String {
+        let (s, a) = self.agent_with(json!({"confirmRisks": true})).await;
+        assert_eq!(s, 201, "{a}");
+        a["id"].as_str().unwrap().to_string()
+    }
+    /// The account (once) and an ad-hoc agent on the scope, `extra` merged into its request.
+    async fn agent_with(&self, extra: Value) -> (u16, Value) {
         let (s, v) = self
             .post(
                 "/v1/accounts",
                 json!({"name": "perso", "harness": "fake", "token": {"value": TOKEN}}),
             )
             .await;
-        assert_eq!(s, 201, "{v}");
-        let (s, a) = self
-            .post(
-                "/v1/agents",
-                json!({"models": [{"account": "perso"}], "scope": self.scope, "network": "none", "permissions": "bypass", "confirmRisks": true}),
-            )
-            .await;
-        assert_eq!(s, 201, "{a}");
-        a["id"].as_str().unwrap().to_string()
+        assert!(s == 201 || s == 409, "{v}");
+        let mut req = json!({"models": [{"account": "perso"}], "scope": self.scope, "network": "none", "permissions": "bypass"});
+        for (k, x) in extra.as_object().unwrap() {
+            req[k] = x.clone();
+        }
+        self.post("/v1/agents", req).await
     }
     fn git(&self, args: &[&str]) -> String {
         self.user.git(&self.scope, args)
+    }
+    /// Waits (60 s at most) until the host's `main` is the commit named `subject` and the
+    /// daemon's log has a git-guard line for `when`.
+    fn wait_for_subject(&self, subject: &str, when: &str) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while self.git(&["log", "-1", "--format=%s", "main"]) != subject
+            || !self.log().contains(when)
+        {
+            assert!(
+                Instant::now() < deadline,
+                "not brought back: {}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(300));
+        }
     }
 }
 
@@ -420,6 +464,244 @@ async fn a_hostile_agent_leaves_the_host_repository_untouched_and_its_commits_co
         "{}",
         d.guard_log(&id)
     );
+}
+
+/// `gitGuard = "open"` widens (D.8): refused without `confirmRisks`, saved with it and shown
+/// with its warning; its sandbox then commits in the host's own `.git`, nothing to bring back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn git_guard_open_needs_confirmation_and_leaves_the_host_git_writable() {
+    let Some(u) = user() else { return };
+    let d = start(u, "open").await;
+    let (s, v) = d.agent_with(json!({"gitGuard": "open"})).await;
+    assert_eq!(s, 409, "{v}");
+    let detail = v["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("gitGuard: open"), "{v}");
+    let (s, a) = d
+        .agent_with(json!({"gitGuard": "open", "confirmRisks": true}))
+        .await;
+    assert_eq!(s, 201, "{a}");
+    assert_eq!(a["gitGuard"], "open", "{a}");
+    assert!(
+        a["warnings"][0]
+            .as_str()
+            .unwrap_or_default()
+            .contains("writable"),
+        "{a}"
+    );
+    let prompt = format!(
+        "sh: cd {} && touch .git/written-in-the-sandbox && echo o > o.txt && git add o.txt && git commit -q -m 'in the host git'",
+        d.scope.display()
+    );
+    let (s, v) = d
+        .post(
+            "/v1/sessions",
+            json!({"agentId": a["id"], "origin": "ui", "prompt": prompt}),
+        )
+        .await;
+    assert_eq!(s, 201, "{v}: {}", d.log());
+    let id = v["id"].as_str().unwrap().to_string();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while d.git(&["log", "-1", "--format=%s", "main"]) != "in the host git" {
+        assert!(
+            Instant::now() < deadline,
+            "the sandbox did not commit in the host's .git: {}\n{}",
+            d.events(&id),
+            d.log()
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    assert!(d.scope.join(".git/written-in-the-sandbox").exists());
+    assert!(
+        !d.root
+            .join("state/sessions")
+            .join(&id)
+            .join("guard")
+            .exists()
+    );
+    assert!(d.log().contains("gitGuard open"), "{}", d.log());
+}
+
+/// Starts a session of `agent` with `prompt`: its id.
+async fn session(d: &Daemon, agent: &Value, prompt: String) -> String {
+    let (s, v) = d
+        .post(
+            "/v1/sessions",
+            json!({"agentId": agent["id"], "origin": "ui", "prompt": prompt}),
+        )
+        .await;
+    assert_eq!(s, 201, "{v}: {}", d.log());
+    v["id"].as_str().unwrap().to_string()
+}
+
+/// Waits (120 s at most) for `line` in session `id`'s git-guard log.
+async fn wait_guard_line(d: &Daemon, id: &str, line: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let log = d.guard_log(id);
+        if log.contains(line) {
+            return log;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no {line:?}: {log}\n{}\n{}",
+            d.events(id),
+            d.log()
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// docs/git-guard.md's defined behaviours on real Podman, one session each, in parallel: a
+/// linked worktree (its branch fast-forwarded, the worktree's index with it), a shallow clone
+/// (history stops where the host's does; the commit comes back), a detached HEAD (started
+/// detached; only a branch comes back), an image without git (the guard holds, the line says
+/// nothing can come back).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worktree_a_shallow_clone_a_detached_head_and_an_image_without_git_behave_as_documented()
+{
+    let Some(u) = user() else { return };
+    let d = start(u, "cases").await;
+    let code = d.scope.parent().unwrap().to_path_buf();
+    d.git(&["commit", "-q", "--allow-empty", "-m", "second"]);
+    let wt = code.join("wt");
+    d.git(&["worktree", "add", "-q", "-b", "wtb", wt.to_str().unwrap()]);
+    let shallow = code.join("shallow");
+    let detached = code.join("detached");
+    let url = format!("file://{}", d.scope.display());
+    let nogit = code.join("nogit");
+    for (args, at) in [
+        (
+            vec![
+                "clone",
+                "-q",
+                "--depth",
+                "1",
+                &url,
+                shallow.to_str().unwrap(),
+            ],
+            &code,
+        ),
+        (vec!["clone", "-q", &url, detached.to_str().unwrap()], &code),
+        (vec!["clone", "-q", &url, nogit.to_str().unwrap()], &code),
+    ] {
+        d.user.git(at, &args);
+    }
+    for r in [&shallow, &detached, &nogit] {
+        d.user.git(r, &["config", "user.name", "Host Person"]);
+        d.user.git(r, &["config", "user.email", "host@example.org"]);
+        for f in [".bin", ".fake-agent-script.json"] {
+            let _ = std::fs::remove_dir_all(r.join(f));
+            let _ = std::fs::remove_file(r.join(f));
+            d.user
+                .cmd(
+                    "cp",
+                    &["-a", d.scope.join(f).to_str().unwrap(), r.to_str().unwrap()],
+                    &[],
+                )
+                .status()
+                .unwrap();
+        }
+    }
+    for f in [".bin", ".fake-agent-script.json"] {
+        d.user
+            .cmd(
+                "cp",
+                &[
+                    "-a",
+                    d.scope.join(f).to_str().unwrap(),
+                    wt.to_str().unwrap(),
+                ],
+                &[],
+            )
+            .status()
+            .unwrap();
+    }
+    d.user
+        .git(&detached, &["checkout", "-q", "--detach", "HEAD~1"]);
+    let detached_at = d.user.git(&detached, &["rev-parse", "HEAD"]);
+    let commit = |dir: &Path, file: &str| {
+        format!(
+            "sh: cd {} && echo x > {file} && git add {file} && git commit -q -m 'agent {file}'",
+            dir.display()
+        )
+    };
+    let agent = async |scope: &Path, account: &str| {
+        let (s, a) = d
+            .agent_with(
+                json!({"scope": scope, "models": [{"account": account}], "confirmRisks": true}),
+            )
+            .await;
+        assert_eq!(s, 201, "{a}");
+        a
+    };
+    for (name, harness) in [("rel", "fakerel"), ("nogit", "fakenogit")] {
+        let (s, v) = d
+            .post(
+                "/v1/accounts",
+                json!({"name": name, "harness": harness, "token": {"value": TOKEN}}),
+            )
+            .await;
+        assert_eq!(s, 201, "{v}");
+    }
+    let a_wt = agent(&wt, "rel").await;
+    let a_sh = agent(&shallow, "rel").await;
+    let a_de = agent(&detached, "rel").await;
+    let a_ng = agent(&nogit, "nogit").await;
+    let s_wt = session(&d, &a_wt, commit(&wt, "w.txt")).await;
+    let s_sh = session(
+        &d,
+        &a_sh,
+        format!("{} && git rev-list --count HEAD", commit(&shallow, "s.txt")),
+    )
+    .await;
+    let s_de = session(
+        &d,
+        &a_de,
+        format!(
+            "sh: cd {} && (git symbolic-ref -q HEAD || echo is-detached) && git rev-parse HEAD && echo y > y && git add y && git commit -q -m 'detached work' && git branch made && echo z > z && git add z && git commit -q -m 'only detached'",
+            detached.display()
+        ),
+    )
+    .await;
+    let s_ng = session(&d, &a_ng, commit(&nogit, "n.txt")).await;
+
+    // A linked worktree: its branch fast-forwarded, its index with it.
+    wait_guard_line(&d, &s_wt, "wtb: fast-forwarded").await;
+    assert_eq!(
+        d.user.git(&wt, &["log", "-1", "--format=%s"]),
+        "agent w.txt"
+    );
+    assert_eq!(d.user.git(&wt, &["status", "--porcelain"]), "");
+    assert_eq!(d.git(&["rev-parse", "--abbrev-ref", "HEAD"]), "main");
+    // A shallow clone: the sandbox's history stops where the host's does; the commit comes back.
+    wait_guard_line(&d, &s_sh, "main: fast-forwarded").await;
+    assert_eq!(
+        d.user.git(&shallow, &["log", "-1", "--format=%s"]),
+        "agent s.txt"
+    );
+    assert!(
+        d.events(&s_sh).contains("exit 0\\n2\\n"),
+        "{}",
+        d.events(&s_sh)
+    );
+    // A detached HEAD: started detached at that commit; `made` comes back, HEAD stays.
+    wait_guard_line(&d, &s_de, "made: created").await;
+    let ev = d.events(&s_de);
+    assert!(ev.contains(&format!("is-detached\\n{detached_at}")), "{ev}");
+    assert_eq!(d.user.git(&detached, &["rev-parse", "HEAD"]), detached_at);
+    assert_eq!(
+        d.user.git(&detached, &["log", "-1", "--format=%s", "made"]),
+        "detached work"
+    );
+    // An image without git: nothing commits, nothing comes back, the line says why.
+    wait_guard_line(
+        &d,
+        &s_ng,
+        "has no git, so nothing committed in the sandbox can come back",
+    )
+    .await;
+    assert!(!nogit.join(".git/hooks/post-checkout").exists());
+    assert_eq!(d.user.git(&nogit, &["log", "-1", "--format=%s"]), "second");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -650,9 +932,11 @@ fn bench_guarded_start_and_bring_back() {
 }
 
 /// A connection (`/v1/agents/{id}/acp`, not a session) is guarded too: the agent's commit comes
-/// back to the host's branch when the connection closes.
+/// back at its turn's end, a host commit between turns reaches the sandbox before the next
+/// prompt (follow), and a commit made in a turn that never ended comes back when the connection
+/// closes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_connections_commit_comes_back_when_it_closes() {
+async fn a_connections_commits_come_back_at_turn_end_and_close_and_it_follows_the_host() {
     let Some(u) = user() else { return };
     let d = start(u, "conn").await;
     let agent = d.agent().await;
@@ -670,22 +954,54 @@ async fn a_connections_commit_comes_back_when_it_closes() {
         .request("session/new", json!({"cwd": d.scope, "mcpServers": []}))
         .await;
     let sid = r["result"]["sessionId"].as_str().unwrap().to_string();
-    let prompt = format!(
-        "sh: cd {} && echo c > c.txt && git add c.txt && git commit -q -m 'over a connection'",
-        d.scope.display()
+    let scope = d.scope.display().to_string();
+    let mut prompt = async |text: String| {
+        let r = c
+            .request(
+                "session/prompt",
+                json!({"sessionId": sid, "prompt": [{"type": "text", "text": text}]}),
+            )
+            .await;
+        assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    };
+    // 1. The turn's end brings the commit back, the connection still open.
+    prompt(format!(
+        "sh: cd {scope} && echo c > c.txt && git add c.txt && git commit -q -m 'over a connection'"
+    ))
+    .await;
+    d.wait_for_subject("over a connection", "turn end");
+    assert_eq!(d.git(&["status", "--porcelain"]), "");
+    // 2. Follow: a host commit between turns is the sandbox's HEAD in the next turn.
+    d.git(&[
+        "commit",
+        "-q",
+        "--allow-empty",
+        "-m",
+        "the host between turns",
+    ]);
+    let host_main = d.git(&["rev-parse", "main"]);
+    prompt(format!("sh: cd {scope} && git log -1 --format=%H")).await;
+    assert!(
+        c.seen
+            .iter()
+            .any(|m| m.to_string().contains(&format!("exit 0\\n{host_main}"))),
+        "the sandbox is not at the host's {host_main}: {:?}\n{}",
+        c.seen,
+        d.log()
     );
-    let r = c
-        .request(
-            "session/prompt",
-            json!({"sessionId": sid, "prompt": [{"type": "text", "text": prompt}]}),
-        )
-        .await;
-    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
-    drop(c);
+    // 3. A turn that never ends: its commit comes back when the connection closes.
+    let marker = d.scope.join(".bin/committed");
+    c.send(&json!({"jsonrpc": "2.0", "id": 99, "method": "session/prompt", "params": {
+        "sessionId": sid, "prompt": [{"type": "text", "text": format!(
+            "sh: cd {scope} && echo e > e.txt && git add e.txt && git commit -q -m 'before the close' && touch {} && sleep 120",
+            marker.display())}]}}))
+    .await;
     let deadline = Instant::now() + Duration::from_secs(60);
-    while d.git(&["log", "-1", "--format=%s", "main"]) != "over a connection" {
-        assert!(Instant::now() < deadline, "not brought back: {}", d.log());
-        tokio::time::sleep(Duration::from_millis(300)).await;
+    while !marker.exists() {
+        assert!(Instant::now() < deadline, "no commit: {}", d.log());
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    drop(c);
+    d.wait_for_subject("before the close", "connection close");
     assert_eq!(d.git(&["status", "--porcelain"]), "");
 }

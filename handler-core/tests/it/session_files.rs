@@ -230,6 +230,55 @@ async fn a_restart_keeps_the_baseline() {
     assert_eq!(c.changes[0].path, "b.txt");
 }
 
+/// Issue 14, item 6: the changes answer warns about a nested `.git` made during the session
+/// (a folder or a gitfile; never entered) and a changed `.gitmodules`, not one there before.
+#[tokio::test]
+async fn a_nested_git_and_a_gitmodules_change_are_warned_about() {
+    let (folder, session) = dirs();
+    let root = folder.path();
+    write(root, "old/.git/HEAD", "ref: refs/heads/main\n");
+    write(root, ".gitmodules", "");
+    record_baseline(root, session.path(), &no_git(), "t0".into(), 100)
+        .await
+        .unwrap();
+    let c = changes(root, session.path(), 100).await.unwrap();
+    assert!(c.git_warnings.is_empty(), "{:?}", c.git_warnings);
+    write(root, "vendor/lib/.git/hooks/post-checkout", "#!/bin/sh\n");
+    write(root, "sub/.git", "gitdir: /tmp/elsewhere\n");
+    write(root, ".gitmodules", "[submodule \"x\"]\n\turl = ../x\n");
+    let c = changes(root, session.path(), 100).await.unwrap();
+    let got: Vec<(&str, &str)> = c
+        .git_warnings
+        .iter()
+        .map(|w| (w.path.as_str(), w.message.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (
+                ".gitmodules",
+                ".gitmodules: .gitmodules changed; review before running git here"
+            ),
+            (
+                "sub/.git",
+                "sub/.git: a nested .git the session made; review before running git here"
+            ),
+            (
+                "vendor/lib/.git",
+                "vendor/lib/.git: a nested .git the session made; review before running git here"
+            ),
+        ]
+    );
+    // Never entered: nothing under a nested .git is a change.
+    assert!(
+        c.changes.iter().all(|x| !x.path.contains(".git/")),
+        "{:?}",
+        c.changes
+    );
+    let json = serde_json::to_value(&c).unwrap();
+    assert_eq!(json["gitWarnings"][1]["kind"], "nested_git");
+}
+
 #[tokio::test]
 async fn beyond_the_limit_only_head_is_recorded() {
     let (folder, session) = dirs();

@@ -675,8 +675,10 @@ impl Draft<'_> {
             }
             self.mount(bind(&m.source, &m.target, m.read_only));
         }
-        for g in git_read_only(spec, facts)? {
-            self.mount(g);
+        if !spec.git_writable {
+            for g in git_read_only(spec, facts)? {
+                self.mount(g);
+            }
         }
         for (i, im) in spec.image_mounts.iter().enumerate() {
             mount_path_ok(&format!("imageMounts[{i}].target"), &im.target)?;

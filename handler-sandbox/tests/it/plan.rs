@@ -422,6 +422,34 @@ fn a_writable_scopes_git_is_read_only() {
     );
 }
 
+/// Issue 14, item 5: `gitWritable` (an agent's `gitGuard = "open"`, confirmed) lifts decision
+/// 0031: no read-only git mount, and a `.git` link is no refusal either.
+#[test]
+fn a_git_writable_spec_gets_no_read_only_git_mounts() {
+    use handler_sandbox::facts::{GitEntryKind, GitRepo};
+    let mut f = facts();
+    f.git = vec![GitRepo {
+        entry: "/home/alice/proj/.git".into(),
+        kind: GitEntryKind::Dir,
+        paths: vec![
+            git_path("gitdir", "/home/alice/proj/.git", true),
+            git_path("core.hooksPath", "/home/alice/proj/.husky", true),
+        ],
+    }];
+    let open = with(json!({"gitWritable": true}));
+    assert_eq!(
+        read_only_binds(&plan_launch(&open, &f).unwrap()),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        read_only_binds(&plan_launch(&spec(base()), &f).unwrap()).len(),
+        2
+    );
+    f.git[0].kind = GitEntryKind::Symlink;
+    assert!(plan_launch(&open, &f).is_ok());
+    assert!(plan_launch(&spec(base()), &f).is_err());
+}
+
 #[test]
 fn a_git_the_sandbox_could_redirect_is_refused() {
     use handler_sandbox::facts::{GitEntryKind, GitRepo};

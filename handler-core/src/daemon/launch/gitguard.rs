@@ -669,6 +669,15 @@ fn append(path: &Path, text: &str) -> std::io::Result<()> {
     f.write_all(text.as_bytes())
 }
 
+/// `gitGuard = "open"` (the spec's `gitWritable`): no guard, the host's `.git` writable in
+/// `sandbox`'s sandbox; the warning logged once per launch. True when so.
+pub fn open_warned(spec: &handler_contracts::SandboxSpec, sandbox: &str) -> bool {
+    if spec.git_writable {
+        tracing::warn!(%sandbox, "{}", handler_contracts::control::GIT_GUARD_OPEN_WARNING);
+    }
+    spec.git_writable
+}
+
 /// The guard for a sandbox whose scope mount is `scope`: `None` when the scope is no
 /// repository's root; else the session's git directory made in `dir` and the mounts added to
 /// `mounts`. Refused (the reason names each link) before anything starts.

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use handler_contracts::control::ModelAccess;
+use handler_contracts::control::{GitGuard, ModelAccess};
 
 use super::gather::{OsRandom, gather, problem};
 use super::resolve::{ResolveInput, resolve};
@@ -54,7 +54,10 @@ pub(crate) fn prepare_with(
         display: g.display,
         terminal,
     };
-    resolve(input, &mut OsRandom).map_err(problem)
+    let mut p = resolve(input, &mut OsRandom).map_err(problem)?;
+    // Issue 14, item 5: `gitGuard = "open"` (a risk confirmed at save) lifts decision 0031.
+    p.spec.git_writable = agent.options.git_guard == Some(GitGuard::Open);
+    Ok(p)
 }
 
 /// P2's path resolution: the host's view, symbolic links followed. (The error is text because

@@ -8,6 +8,7 @@ use axum::http::StatusCode;
 use handler_contracts::SecretRef;
 use handler_contracts::containment::{Containment, confirm, containment};
 use handler_contracts::context;
+use handler_contracts::control::GitGuard;
 use handler_contracts::control::{
     AdHocAgentRequest, Agent, AgentModel, AgentOptions, AgentRequest, ModelAccess, NetworkMode,
     RequiredHost,
@@ -119,6 +120,11 @@ pub fn view(app: &AppState, snap: &Snapshot, a: &StoredAgent) -> Agent {
         display: a.options.display,
         interface: a.options.interface.clone(),
         ask_denied_hosts: a.options.ask_denied_hosts,
+        git_guard: a.options.git_guard,
+        warnings: (a.options.git_guard == Some(GitGuard::Open))
+            .then(|| handler_contracts::control::GIT_GUARD_OPEN_WARNING.to_string())
+            .into_iter()
+            .collect(),
         name: a.name.clone(),
         project_id: a.project_id.clone(),
         description: a.description.clone(),

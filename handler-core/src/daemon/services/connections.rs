@@ -3,6 +3,7 @@
 //! to the agent's stdin as NDJSON lines; the agent's stdout is re-framed line by line through
 //! the pipeline to the client. Close → SIGTERM the sandbox; sandbox exit → close 1011.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -82,6 +83,9 @@ fn guard_connection(
     conn: &str,
     prepared: &mut Prepared,
 ) -> ApiResult<Option<Arc<GuardSession>>> {
+    if gitguard::open_warned(&prepared.spec, conn) {
+        return Ok(None);
+    }
     let Some(scope) = prepared
         .spec
         .mounts
@@ -115,6 +119,65 @@ fn guard_connection(
         conn.to_owned(),
         folder.join(gitguard::LOG),
     ))))
+}
+
+/// The git guard's moments on a connection (issue 14, items 2 and 3): the daemon sees the
+/// `session/prompt` requests the pipeline hands to the agent and the agent's responses to them.
+/// Before a prompt goes to the agent, follow; when its response comes back (the turn's end,
+/// also a cancelled one), a bring-back, spawned (one at a time per connection).
+struct Turns {
+    guard: Option<Arc<GuardSession>>,
+    /// The agent-side ids (raw JSON) of the prompts whose turn has not ended.
+    prompts: HashSet<String>,
+}
+
+impl Turns {
+    /// Follow before any `session/prompt` among `actions` reaches the agent; its id is noted.
+    async fn before_agent(&mut self, app: &AppState, actions: &[Action]) {
+        let Some(g) = &self.guard else { return };
+        for a in actions {
+            let Action::ToAgent(m) = a else { continue };
+            if let Some(id) = request_id(m, "session/prompt") {
+                g.follow(&*app.launcher).await;
+                self.prompts.insert(id);
+            }
+        }
+    }
+
+    /// An agent's line: the response to a noted prompt starts a bring-back.
+    fn agent_line(&mut self, app: &AppState, line: &[u8]) {
+        let Some(g) = &self.guard else { return };
+        if self.prompts.is_empty() {
+            return;
+        }
+        let Ok(v) = serde_json::from_slice::<serde_json::Value>(line) else {
+            return;
+        };
+        let Some(id) = v.get("id").filter(|_| v.get("method").is_none()) else {
+            return;
+        };
+        if self.prompts.remove(&id.to_string()) {
+            let (g, app) = (g.clone(), app.clone());
+            let reason = v
+                .pointer("/result/stopReason")
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("error");
+            let when = format!("turn end ({reason})");
+            tokio::spawn(async move { g.bring_back(&*app.launcher, &when).await });
+        }
+    }
+}
+
+/// The id (raw JSON) of `m` when it is a request for `method`.
+fn request_id(m: &[u8], method: &str) -> Option<String> {
+    if !m.windows(method.len()).any(|w| w == method.as_bytes()) {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_slice(m).ok()?;
+    if v.get("method").and_then(serde_json::Value::as_str) != Some(method) {
+        return None;
+    }
+    v.get("id").map(serde_json::Value::to_string)
 }
 
 /// Reads one line (without its `\n`), at most `max` bytes; `Err(true)` when longer.
@@ -294,6 +357,10 @@ pub async fn relay(
         }
     });
 
+    let mut turns = Turns {
+        guard: guard.clone(),
+        prompts: HashSet::new(),
+    };
     let ending: Option<(u16, String)>;
     loop {
         tokio::select! {
@@ -301,6 +368,7 @@ pub async fn relay(
                 match msg {
                     Some(Ok(Message::Text(t))) => {
                         let actions = pipeline.handle(Direction::FromClient(CLIENT), t.as_bytes());
+                        turns.before_agent(&app, &actions).await;
                         if !apply(&agent_id, actions, &in_tx, &mut ws_tx).await { ending = None; break; }
                     }
                     Some(Ok(Message::Binary(_))) => {
@@ -321,6 +389,7 @@ pub async fn relay(
                 match out {
                     Some(AgentOut::Line(l)) => {
                         if l.iter().all(u8::is_ascii_whitespace) { continue; }
+                        turns.agent_line(&app, &l);
                         let actions = pipeline.handle(Direction::FromAgent, &l);
                         if !apply(&agent_id, actions, &in_tx, &mut ws_tx).await { ending = None; break; }
                     }

@@ -34,7 +34,12 @@ pub fn walk(
     let mut rules = IgnoreRules::new(exclude);
     let mut listing = Listing::default();
     let (mut files, mut dirs) = (0usize, 0usize);
-    let mut stack = vec![enter(open_root(root)?, String::new(), &mut rules)?];
+    let mut stack = vec![enter(
+        open_root(root)?,
+        String::new(),
+        &mut rules,
+        &mut listing.nested_git,
+    )?];
     while let Some(frame) = stack.last_mut() {
         let Some(name) = frame.names.next() else {
             stack.pop();
@@ -62,7 +67,7 @@ pub fn walk(
                 listing.not_followed = true;
                 break;
             }
-            stack.push(enter(fd, path, &mut rules)?);
+            stack.push(enter(fd, path, &mut rules, &mut listing.nested_git)?);
         } else {
             files += 1;
             if files > limit {
@@ -76,8 +81,14 @@ pub fn walk(
 }
 
 /// Reads a folder's names (sorted; not `.`, `..`, `.git`; names that are not UTF-8 left out, a
-/// path is a string in the API) and adds its `.gitignore` to the rules.
-fn enter(fd: OwnedFd, path: String, rules: &mut IgnoreRules) -> Result<Frame, FilesError> {
+/// path is a string in the API) and adds its `.gitignore` to the rules; a `.git` below the root
+/// is noted in `nested_git`, never entered.
+fn enter(
+    fd: OwnedFd,
+    path: String,
+    rules: &mut IgnoreRules,
+    nested_git: &mut Vec<String>,
+) -> Result<Frame, FilesError> {
     let io = |e: Errno| {
         FilesError::io(
             if path.is_empty() {
@@ -94,6 +105,9 @@ fn enter(fd: OwnedFd, path: String, rules: &mut IgnoreRules) -> Result<Frame, Fi
         let Ok(name) = entry.file_name().to_str() else {
             continue;
         };
+        if name == ".git" && !path.is_empty() {
+            nested_git.push(join(&path, name));
+        }
         if !matches!(name, "." | ".." | ".git") {
             names.push(name.to_string());
         }

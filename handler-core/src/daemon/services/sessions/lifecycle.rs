@@ -233,6 +233,9 @@ async fn with_git_guard(
     id: &str,
     prepared: &mut Prepared,
 ) -> Result<Option<Arc<GuardSession>>, String> {
+    if gitguard::open_warned(&prepared.spec, id) {
+        return Ok(None);
+    }
     let Some(scope) = prepared
         .spec
         .mounts

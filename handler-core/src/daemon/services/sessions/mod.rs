@@ -67,7 +67,9 @@ pub async fn create(app: &AppState, req: SessionRequest) -> ApiResult<Session> {
         .await
         .map_err(ApiError::internal)??
     };
-    refuse_unguardable(&prepared.policy.scope).await?;
+    if !prepared.spec.git_writable {
+        refuse_unguardable(&prepared.policy.scope).await?;
+    }
     let now = fsutil::now_rfc3339();
     let record = Session {
         id: id.clone(),
