@@ -667,3 +667,96 @@ async fn the_build_ca_bundle_reaches_a_harness_build_as_a_secret_not_a_layer() {
         "{b}"
     );
 }
+
+/// Removes the local base image a test made, when it ends.
+struct Remove(&'static str);
+
+impl Drop for Remove {
+    fn drop(&mut self) {
+        let _ = podman(&["rmi", self.0]);
+    }
+}
+
+/// B.6 / decision 0074: a toolbox whose `FROM` (a literal Debian image of a registry) cannot be
+/// pulled here builds FROM `localhost/handler-debian-base:bookworm`, made by Handler's own
+/// `image base` (debootstrap as rootless podman's namespace root), and its log says so. Slow
+/// (debootstrap fetches the whole minbase from the Debian mirror: 1–3 minutes here).
+#[tokio::test]
+async fn a_toolbox_whose_from_cannot_be_pulled_builds_from_a_local_debian_base() {
+    if !ready() {
+        return;
+    }
+    const LOCAL: &str = "localhost/handler-debian-base:bookworm";
+    let _one = ONE_AT_A_TIME.lock().await;
+    let im = setup("base");
+    // No other test makes the bookworm base: made here, removed at the end.
+    let _ = podman(&["rmi", LOCAL]);
+    let _base = Remove(LOCAL);
+    std::fs::write(
+        im.root.join("toolbox/Containerfile"),
+        format!(
+            "FROM docker.io/library/debian:bookworm\nLABEL handler.test.images={}\nRUN grep -q '^12' /etc/debian_version && echo made > /etc/handler-probe\n",
+            im.tag
+        ),
+    )
+    .unwrap();
+    let d = start(&im).await;
+    let id = d.build("toolbox").await;
+    let b = d.until(&id, 1200, |b| b["state"] != "running").await;
+    let log = d.log(&id).await;
+    assert_eq!(b["state"], "succeeded", "{b}\n{log}");
+    assert!(
+        log.contains("FROM docker.io/library/debian:bookworm cannot be pulled (")
+            && log.contains(
+                "building from a local base made by debootstrap of Debian bookworm (localhost/handler-debian-base:bookworm)"
+            ),
+        "{log}"
+    );
+    assert!(
+        log.contains("== make base localhost/handler-debian-base:bookworm"),
+        "{log}"
+    );
+    assert!(
+        image_id(LOCAL).is_some(),
+        "the local base is kept for later builds"
+    );
+    let toolbox = format!("{}:latest", im.image("toolbox"));
+    let read = as_user(
+        &im.root
+            .join("bin/handler-sandbox-podman")
+            .display()
+            .to_string(),
+        &["image", "read", &toolbox, "/etc/handler-probe"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(String::from_utf8_lossy(&read.stdout), "made\n", "{log}");
+    let t = d.get("/v1/toolbox").await;
+    assert_eq!(t["imagePresent"], true, "{t}");
+
+    // A second build takes the base made earlier; a FROM that is not Debian fails clearly.
+    let id = d.build("toolbox").await;
+    let b = d.ended(&id).await;
+    let log = d.log(&id).await;
+    assert_eq!(b["state"], "succeeded", "{b}\n{log}");
+    assert!(
+        log.contains(
+            "localhost/handler-debian-base:bookworm is there (made by an earlier build): used"
+        ) && !log.contains("== make base"),
+        "{log}"
+    );
+    std::fs::write(
+        im.root.join("toolbox/Containerfile"),
+        "FROM docker.io/library/ubuntu:24.04\nRUN true\n",
+    )
+    .unwrap();
+    let id = d.build("toolbox").await;
+    let b = d.ended(&id).await;
+    let err = b["error"].as_str().unwrap_or_default();
+    assert_eq!(b["state"], "failed", "{b}");
+    assert!(
+        err.starts_with("FROM docker.io/library/ubuntu:24.04 cannot be pulled (")
+            && err.ends_with("it is not a Debian image a local base can replace"),
+        "{err}"
+    );
+}
