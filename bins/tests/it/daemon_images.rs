@@ -155,6 +155,13 @@ fn setup(tag: &str) -> Images {
         std::fs::set_permissions(bin.join(name), std::fs::Permissions::from_mode(0o755)).unwrap();
     }
     std::fs::create_dir_all(root.join("home/harnesses")).unwrap();
+    std::fs::create_dir_all(root.join("home/code")).unwrap();
+    std::fs::create_dir_all(root.join("config")).unwrap();
+    std::fs::write(
+        root.join("config/folders.toml"),
+        format!("roots = [\"{}\"]\n", root.join("home/code").display()),
+    )
+    .unwrap();
     std::fs::create_dir_all(root.join("toolbox")).unwrap();
     let im = Images {
         root,
@@ -353,6 +360,40 @@ async fn a_harness_is_built_checked_and_switched_and_a_broken_one_leaves_latest_
     assert_eq!(h["version"], "Fake imgok 1.0", "{h}");
     assert!(h["builtAt"].is_string(), "{h}");
     let first = image_id(&format!("{}:latest", im.image("imgok"))).unwrap();
+    // A session on it records the version of the image it starts on (B.6: harnessVersion).
+    let (s, v) = d
+        .call(
+            reqwest::Method::POST,
+            "/v1/accounts",
+            Some(json!({"name": "perso", "harness": "imgok", "token": {"value": "fk-ImagesTestToken0123456789abcdef"}})),
+        )
+        .await;
+    assert_eq!(s, 201, "{v}");
+    let (s, a) = d
+        .call(
+            reqwest::Method::POST,
+            "/v1/agents",
+            Some(json!({"models": [{"account": "perso"}], "scope": im.root.join("home/code").display().to_string(), "network": "none"})),
+        )
+        .await;
+    assert_eq!(s, 201, "{a}");
+    let (s, sess) = d
+        .call(
+            reqwest::Method::POST,
+            "/v1/sessions",
+            Some(json!({"agentId": a["id"], "origin": "ui"})),
+        )
+        .await;
+    assert_eq!(s, 201, "{sess}");
+    assert_eq!(sess["harnessVersion"], "Fake imgok 1.0", "{sess}");
+    let (s, _) = d
+        .call(
+            reqwest::Method::DELETE,
+            &format!("/v1/sessions/{}", sess["id"].as_str().unwrap()),
+            None,
+        )
+        .await;
+    assert!(s < 300, "the session is removed: {s}");
 
     // A container uses :latest: the next switch keeps that image for it.
     let (ok, ctr) = podman(&[
@@ -759,4 +800,62 @@ async fn a_toolbox_whose_from_cannot_be_pulled_builds_from_a_local_debian_base()
             && err.ends_with("it is not a Debian image a local base can replace"),
         "{err}"
     );
+}
+
+/// D.4 switch, for the network filter: `image build-proxy` tags the new image `:latest` and
+/// removes the one it replaces — kept while a container uses it, removed by the next build once
+/// none does (it used to stay behind untagged: one `<none>` image per rebuild).
+#[tokio::test]
+async fn a_network_filter_rebuild_removes_the_image_it_replaces_unless_a_container_uses_it() {
+    if !ready() {
+        return;
+    }
+    const PROXY: &str = test_support::network_filter::PROXY_IMAGE;
+    let _one = ONE_AT_A_TIME.lock().await;
+    // This process's filter (its test CA): rebuilt from the same inputs, so that the other
+    // tests' sandboxes get the same image.
+    let dir = test_support::network_filter::ensure(Path::new(env!(
+        "CARGO_BIN_EXE_handler-sandbox-podman"
+    )));
+    let rebuild = || {
+        let o = as_user(
+            "env",
+            &[
+                &format!(
+                    "HANDLER_EGRESS_PROXY_BIN={}",
+                    dir.join("handler-egress-proxy").display()
+                ),
+                &format!(
+                    "HANDLER_EGRESS_EXTRA_ROOTS={}",
+                    dir.join("test-ca.pem").display()
+                ),
+                &dir.join("handler-sandbox-podman").display().to_string(),
+                "image",
+                "build-proxy",
+            ],
+        )
+        .output()
+        .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(o.status.success(), "build-proxy: {err}");
+        err
+    };
+    rebuild();
+    let first = image_id(PROXY).unwrap();
+    let (ok, ctr) = podman(&["create", &first, "--version"]);
+    assert!(ok, "{ctr}");
+    let err = rebuild();
+    let second = image_id(PROXY).unwrap();
+    assert_ne!(first, second, "no cache: a new image");
+    let in_use = image_id(&first).is_some();
+    let _ = podman(&["rm", "-f", &ctr]);
+    assert!(in_use, "the image a container uses was removed: {err}");
+    assert!(err.contains("kept "), "{err}");
+    let err = rebuild();
+    assert!(image_id(&first).is_none(), "left once unused: {err}");
+    assert!(
+        image_id(&second).is_none(),
+        "the replaced image is left: {err}"
+    );
+    assert!(err.contains("removed the image it replaces"), "{err}");
 }
