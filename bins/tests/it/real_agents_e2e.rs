@@ -221,7 +221,11 @@ impl Run {
                 size(t["image"].as_str().unwrap())
             ));
         }
+        let only = std::env::var("HANDLER_E2E_HARNESSES").unwrap_or_default();
         for h in HARNESSES {
+            if !only.is_empty() && !only.split_whitespace().any(|o| o == *h) {
+                continue;
+            }
             let info = self.harness(h).await;
             let built = if rebuild || info["imagePresent"] != true {
                 match self.build(h).await {
@@ -305,6 +309,8 @@ struct Turn {
     first_update: Option<Duration>,
     permissions: usize,
     stop: Value,
+    /// The agent's text (its message chunks), for a failure's message.
+    said: String,
 }
 
 /// Sends request `id` and reads until its answer: permission requests answered with an
@@ -330,6 +336,11 @@ async fn request(
         match m["method"].as_str() {
             Some("session/update") => {
                 turn.first_update.get_or_insert(t0.elapsed());
+                if let Some(t) = m["params"]["update"]["content"]["text"].as_str()
+                    && turn.said.len() < 2000
+                {
+                    turn.said.push_str(t);
+                }
             }
             Some("session/request_permission") => {
                 turn.permissions += 1;
@@ -374,7 +385,7 @@ async fn converse(run: &mut Run, h: &str) {
         .filter_map(|r| r["host"].as_str())
         .collect();
     assert_eq!(hosts, vec![want.as_str()], "{h}: {a}");
-    assert!(a["allow"].as_array().is_none_or(|x| x.is_empty()), "{a}");
+    assert!(a["allow"].as_array().is_none_or(Vec::is_empty), "{a}");
     let id = a["id"].as_str().unwrap();
     let url = format!("ws://127.0.0.1:{}/v1/agents/{id}/acp", run.port);
     let protocols = vec!["acp.v1".to_string(), format!("bearer.{}", run.token)];
@@ -426,7 +437,17 @@ async fn converse(run: &mut Run, h: &str) {
         );
     }
     let file = run.scope.join(h).join("handler-e2e-env.txt");
-    let meta = std::fs::metadata(&file).unwrap_or_else(|e| panic!("{h}: {}: {e}", file.display()));
+    let meta = std::fs::metadata(&file).unwrap_or_else(|e| {
+        panic!(
+            "{h}: {}: {e}; the agent said {:?}; the scope holds {:?}; the model's last requests: {}",
+            file.display(),
+            turn.said,
+            std::fs::read_dir(run.scope.join(h))
+                .map(|d| d.flatten().map(|e| e.file_name()).collect::<Vec<_>>())
+                .unwrap_or_default(),
+            last_requests(run)
+        )
+    });
     assert_eq!(meta.uid(), user().uid, "{h}: the file is the user's");
     let env = std::fs::read_to_string(&file).unwrap();
     assert!(
@@ -450,6 +471,20 @@ async fn converse(run: &mut Run, h: &str) {
         turn.stop,
         turn.first_update.map_or(f64::NAN, |d| d.as_secs_f64())
     ));
+}
+
+/// The fake model's last three requests, shortened (a failure's message).
+fn last_requests(run: &Run) -> String {
+    let text = std::fs::read_to_string(&run.model_log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(3)..]
+        .iter()
+        .map(|l| {
+            let s: String = l.chars().rev().take(1500).collect();
+            s.chars().rev().collect::<String>()
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// The fake model's log: per request, the key check's verdict.
@@ -486,6 +521,9 @@ async fn real_agents_e2e() {
     run.report.push(String::new());
     run.report
         .push("| harness | mode | permission | turn | time |".into());
+    let only = std::env::var("HANDLER_E2E_HARNESSES").unwrap_or_default();
+    run.present
+        .retain(|h| only.is_empty() || only.split_whitespace().any(|o| o == h));
     let talk: Vec<String> = run
         .present
         .iter()
@@ -504,7 +542,7 @@ async fn real_agents_e2e() {
             let why = p
                 .downcast_ref::<String>()
                 .cloned()
-                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .or_else(|| p.downcast_ref::<&str>().map(ToString::to_string))
                 .unwrap_or_default();
             let why: String = why.chars().take(1500).collect();
             run.report.push(format!(
