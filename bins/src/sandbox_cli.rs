@@ -5,7 +5,7 @@
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use handler_core::runtime::sandbox::engine::{self, Kind};
 use handler_core::runtime::sandbox::{
-    attach, cache, check, egress_verbs, git_bundle, image, launch, sweep, watchdog,
+    attach, cache, check, egress_verbs, git_bundle, image, image_base, launch, sweep, watchdog,
 };
 
 #[derive(Parser)]
@@ -120,6 +120,25 @@ enum ImageVerb {
     List {
         reference: Option<String>,
     },
+    /// Pull an image from its registry; prints its id.
+    Pull {
+        image: String,
+    },
+    /// Make a Debian base image by debootstrap (podman unshare); prints its id.
+    Base {
+        /// The Debian suite (trixie, bookworm).
+        #[arg(long)]
+        suite: String,
+        /// The image to make.
+        #[arg(long)]
+        tag: String,
+        /// The Debian mirror.
+        #[arg(long, default_value = handler_core::runtime::sandbox::image_base::DEFAULT_MIRROR)]
+        mirror: String,
+        /// A PEM bundle of CAs the base trusts beside Debian's.
+        #[arg(long)]
+        ca_bundle: Option<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -206,6 +225,18 @@ pub(crate) fn main(kind: Kind, about: &'static str) -> ! {
             ImageVerb::Remove { image: i } => image::remove(&i),
             ImageVerb::Tag { source, target } => image::tag(&source, &target),
             ImageVerb::List { reference } => image::list(reference.as_deref()),
+            ImageVerb::Pull { image: i } => image_base::pull(&i),
+            ImageVerb::Base {
+                suite,
+                tag,
+                mirror,
+                ca_bundle,
+            } => image_base::base(&image_base::BaseRequest {
+                suite,
+                tag,
+                mirror,
+                ca_bundle,
+            }),
         },
         Verb::Cache(CacheVerb::Size { paths }) => cache::size(&paths),
         Verb::Cache(CacheVerb::Clear { paths }) => cache::clear(&paths),

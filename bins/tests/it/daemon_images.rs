@@ -155,6 +155,13 @@ fn setup(tag: &str) -> Images {
         std::fs::set_permissions(bin.join(name), std::fs::Permissions::from_mode(0o755)).unwrap();
     }
     std::fs::create_dir_all(root.join("home/harnesses")).unwrap();
+    std::fs::create_dir_all(root.join("home/code")).unwrap();
+    std::fs::create_dir_all(root.join("config")).unwrap();
+    std::fs::write(
+        root.join("config/folders.toml"),
+        format!("roots = [\"{}\"]\n", root.join("home/code").display()),
+    )
+    .unwrap();
     std::fs::create_dir_all(root.join("toolbox")).unwrap();
     let im = Images {
         root,
@@ -353,6 +360,40 @@ async fn a_harness_is_built_checked_and_switched_and_a_broken_one_leaves_latest_
     assert_eq!(h["version"], "Fake imgok 1.0", "{h}");
     assert!(h["builtAt"].is_string(), "{h}");
     let first = image_id(&format!("{}:latest", im.image("imgok"))).unwrap();
+    // A session on it records the version of the image it starts on (B.6: harnessVersion).
+    let (s, v) = d
+        .call(
+            reqwest::Method::POST,
+            "/v1/accounts",
+            Some(json!({"name": "perso", "harness": "imgok", "token": {"value": "fk-ImagesTestToken0123456789abcdef"}})),
+        )
+        .await;
+    assert_eq!(s, 201, "{v}");
+    let (s, a) = d
+        .call(
+            reqwest::Method::POST,
+            "/v1/agents",
+            Some(json!({"models": [{"account": "perso"}], "scope": im.root.join("home/code").display().to_string(), "network": "none"})),
+        )
+        .await;
+    assert_eq!(s, 201, "{a}");
+    let (s, sess) = d
+        .call(
+            reqwest::Method::POST,
+            "/v1/sessions",
+            Some(json!({"agentId": a["id"], "origin": "ui"})),
+        )
+        .await;
+    assert_eq!(s, 201, "{sess}");
+    assert_eq!(sess["harnessVersion"], "Fake imgok 1.0", "{sess}");
+    let (s, _) = d
+        .call(
+            reqwest::Method::DELETE,
+            &format!("/v1/sessions/{}", sess["id"].as_str().unwrap()),
+            None,
+        )
+        .await;
+    assert!(s < 300, "the session is removed: {s}");
 
     // A container uses :latest: the next switch keeps that image for it.
     let (ok, ctr) = podman(&[
@@ -666,4 +707,155 @@ async fn the_build_ca_bundle_reaches_a_harness_build_as_a_secret_not_a_layer() {
         format!("HANDLER_BUILD_CA_BUNDLE {bundle}: no PEM certificate in it"),
         "{b}"
     );
+}
+
+/// Removes the local base image a test made, when it ends.
+struct Remove(&'static str);
+
+impl Drop for Remove {
+    fn drop(&mut self) {
+        let _ = podman(&["rmi", self.0]);
+    }
+}
+
+/// B.6 / decision 0074: a toolbox whose `FROM` (a literal Debian image of a registry) cannot be
+/// pulled here builds FROM `localhost/handler-debian-base:bookworm`, made by Handler's own
+/// `image base` (debootstrap as rootless podman's namespace root), and its log says so. Slow
+/// (debootstrap fetches the whole minbase from the Debian mirror: 1–3 minutes here).
+#[tokio::test]
+async fn a_toolbox_whose_from_cannot_be_pulled_builds_from_a_local_debian_base() {
+    if !ready() {
+        return;
+    }
+    const LOCAL: &str = "localhost/handler-debian-base:bookworm";
+    let _one = ONE_AT_A_TIME.lock().await;
+    let im = setup("base");
+    // No other test makes the bookworm base: made here, removed at the end.
+    let _ = podman(&["rmi", LOCAL]);
+    let _base = Remove(LOCAL);
+    std::fs::write(
+        im.root.join("toolbox/Containerfile"),
+        format!(
+            "FROM docker.io/library/debian:bookworm\nLABEL handler.test.images={}\nRUN grep -q '^12' /etc/debian_version && echo made > /etc/handler-probe\n",
+            im.tag
+        ),
+    )
+    .unwrap();
+    let d = start(&im).await;
+    let id = d.build("toolbox").await;
+    let b = d.until(&id, 1200, |b| b["state"] != "running").await;
+    let log = d.log(&id).await;
+    assert_eq!(b["state"], "succeeded", "{b}\n{log}");
+    assert!(
+        log.contains("FROM docker.io/library/debian:bookworm cannot be pulled (")
+            && log.contains(
+                "building from a local base made by debootstrap of Debian bookworm (localhost/handler-debian-base:bookworm)"
+            ),
+        "{log}"
+    );
+    assert!(
+        log.contains("== make base localhost/handler-debian-base:bookworm"),
+        "{log}"
+    );
+    assert!(
+        image_id(LOCAL).is_some(),
+        "the local base is kept for later builds"
+    );
+    let toolbox = format!("{}:latest", im.image("toolbox"));
+    let read = as_user(
+        &im.root
+            .join("bin/handler-sandbox-podman")
+            .display()
+            .to_string(),
+        &["image", "read", &toolbox, "/etc/handler-probe"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(String::from_utf8_lossy(&read.stdout), "made\n", "{log}");
+    let t = d.get("/v1/toolbox").await;
+    assert_eq!(t["imagePresent"], true, "{t}");
+
+    // A second build takes the base made earlier; a FROM that is not Debian fails clearly.
+    let id = d.build("toolbox").await;
+    let b = d.ended(&id).await;
+    let log = d.log(&id).await;
+    assert_eq!(b["state"], "succeeded", "{b}\n{log}");
+    assert!(
+        log.contains(
+            "localhost/handler-debian-base:bookworm is there (made by an earlier build): used"
+        ) && !log.contains("== make base"),
+        "{log}"
+    );
+    std::fs::write(
+        im.root.join("toolbox/Containerfile"),
+        "FROM docker.io/library/ubuntu:24.04\nRUN true\n",
+    )
+    .unwrap();
+    let id = d.build("toolbox").await;
+    let b = d.ended(&id).await;
+    let err = b["error"].as_str().unwrap_or_default();
+    assert_eq!(b["state"], "failed", "{b}");
+    assert!(
+        err.starts_with("FROM docker.io/library/ubuntu:24.04 cannot be pulled (")
+            && err.ends_with("it is not a Debian image a local base can replace"),
+        "{err}"
+    );
+}
+
+/// D.4 switch, for the network filter: `image build-proxy` tags the new image `:latest` and
+/// removes the one it replaces — kept while a container uses it, removed by the next build once
+/// none does (it used to stay behind untagged: one `<none>` image per rebuild).
+#[tokio::test]
+async fn a_network_filter_rebuild_removes_the_image_it_replaces_unless_a_container_uses_it() {
+    if !ready() {
+        return;
+    }
+    const PROXY: &str = test_support::network_filter::PROXY_IMAGE;
+    let _one = ONE_AT_A_TIME.lock().await;
+    // This process's filter (its test CA): rebuilt from the same inputs, so that the other
+    // tests' sandboxes get the same image.
+    let dir = test_support::network_filter::ensure(Path::new(env!(
+        "CARGO_BIN_EXE_handler-sandbox-podman"
+    )));
+    let rebuild = || {
+        let o = as_user(
+            "env",
+            &[
+                &format!(
+                    "HANDLER_EGRESS_PROXY_BIN={}",
+                    dir.join("handler-egress-proxy").display()
+                ),
+                &format!(
+                    "HANDLER_EGRESS_EXTRA_ROOTS={}",
+                    dir.join("test-ca.pem").display()
+                ),
+                &dir.join("handler-sandbox-podman").display().to_string(),
+                "image",
+                "build-proxy",
+            ],
+        )
+        .output()
+        .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(o.status.success(), "build-proxy: {err}");
+        err
+    };
+    rebuild();
+    let first = image_id(PROXY).unwrap();
+    let (ok, ctr) = podman(&["create", &first, "--version"]);
+    assert!(ok, "{ctr}");
+    let err = rebuild();
+    let second = image_id(PROXY).unwrap();
+    assert_ne!(first, second, "no cache: a new image");
+    let in_use = image_id(&first).is_some();
+    let _ = podman(&["rm", "-f", &ctr]);
+    assert!(in_use, "the image a container uses was removed: {err}");
+    assert!(err.contains("kept "), "{err}");
+    let err = rebuild();
+    assert!(image_id(&first).is_none(), "left once unused: {err}");
+    assert!(
+        image_id(&second).is_none(),
+        "the replaced image is left: {err}"
+    );
+    assert!(err.contains("removed the image it replaces"), "{err}");
 }

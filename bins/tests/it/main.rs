@@ -13,6 +13,7 @@ mod daemon_sessions;
 mod egress_podman;
 mod example_relay;
 mod installed_handler;
+mod real_agents_e2e;
 mod sandbox_conformance;
 mod sandbox_runtime;
 mod session_files_git;

@@ -82,6 +82,9 @@ pub struct DaemonConfig {
     /// `$HANDLER_BUILD_CA_BUNDLE`: a PEM bundle of extra CA certificates given to image builds
     /// (the build secret `handler-ca-bundle`, decision 0072); none by default.
     pub build_ca_bundle: Option<PathBuf>,
+    /// `$HANDLER_DEBIAN_MIRROR`: the Debian mirror a local base is made from when the toolbox's
+    /// `FROM` cannot be pulled (decision 0074); default `http://deb.debian.org/debian`.
+    pub debian_mirror: String,
     /// Where the platform data embedded in this build is written at start (templates, built-in
     /// addons): `<data>/platform/<digest>`, made by `server::build`.
     pub platform_dir: PathBuf,
@@ -172,6 +175,7 @@ impl DaemonConfig {
             session_max_attach: 8,
             session_queue: 10_000,
             build_ca_bundle: None,
+            debian_mirror: "http://deb.debian.org/debian".to_string(),
             runtime_chosen_by: "the daemon's configuration".to_string(),
             platform_dir: platform,
         }
@@ -225,6 +229,11 @@ impl DaemonConfig {
             c.toolbox_image = i.trim().to_string();
         }
         c.build_ca_bundle = env_path("HANDLER_BUILD_CA_BUNDLE");
+        if let Ok(m) = std::env::var("HANDLER_DEBIAN_MIRROR")
+            && !m.trim().is_empty()
+        {
+            c.debian_mirror = m.trim().to_string();
+        }
         if let Some(d) = env_path("HANDLER_ADDONS_DIR") {
             c.addons_dir = d;
         }

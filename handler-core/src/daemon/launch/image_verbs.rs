@@ -51,6 +51,19 @@ pub struct BuildArgs {
     pub ca_bundle: Option<String>,
 }
 
+/// What `image base` is given.
+#[derive(Debug, Clone)]
+pub struct BaseArgs {
+    /// The Debian suite.
+    pub suite: String,
+    /// The image to make.
+    pub tag: String,
+    /// The Debian mirror.
+    pub mirror: String,
+    /// A PEM bundle of extra CAs the base trusts.
+    pub ca_bundle: Option<String>,
+}
+
 /// The sandbox executable's image verbs.
 #[derive(Debug, Clone)]
 pub struct ImageVerbs {
@@ -187,6 +200,33 @@ impl ImageVerbs {
         }
         let refs: Vec<&str> = args.iter().map(String::as_str).collect();
         self.streamed(&refs, line, cancel).await
+    }
+
+    /// `image pull IMAGE`, its output to `line`; the image's id.
+    pub async fn pull(
+        &self,
+        image: &str,
+        line: impl FnMut(String),
+        cancel: Arc<Notify>,
+    ) -> Result<String, ImageError> {
+        self.streamed(&["pull", image], line, cancel).await
+    }
+
+    /// `image base --suite S --tag IMAGE --mirror M [--ca-bundle P]`: a Debian base made by
+    /// debootstrap, its output to `line`; the image's id.
+    pub async fn base(
+        &self,
+        b: &BaseArgs,
+        line: impl FnMut(String),
+        cancel: Arc<Notify>,
+    ) -> Result<String, ImageError> {
+        let mut args = vec![
+            "base", "--suite", &b.suite, "--tag", &b.tag, "--mirror", &b.mirror,
+        ];
+        if let Some(ca) = &b.ca_bundle {
+            args.extend(["--ca-bundle", ca]);
+        }
+        self.streamed(&args, line, cancel).await
     }
 
     /// `image build-proxy`: the network filter's image (A.3), its output to `line`.

@@ -337,7 +337,7 @@ fn build_context(bin: &Path, ctx: &Path) -> Result<(), String> {
         .map_err(|e| format!("writing the roots: {e}"))?;
     let mut f = std::fs::File::create(ctx.join("Containerfile")).map_err(|e| e.to_string())?;
     f.write_all(
-        b"FROM scratch\nCOPY ca-certificates.crt /etc/ssl/certs/ca-certificates.crt\n\
+        b"FROM scratch\nLABEL handler.network-filter=1\nCOPY ca-certificates.crt /etc/ssl/certs/ca-certificates.crt\n\
           COPY handler-egress-proxy /handler-egress-proxy\nENTRYPOINT [\"/handler-egress-proxy\"]\n",
     )
     .map_err(|e| e.to_string())?;
@@ -347,6 +347,7 @@ fn build_context(bin: &Path, ctx: &Path) -> Result<(), String> {
 /// Builds the image of `ctx` without cache, checks that it runs, and tags it.
 fn build_image(podman: &str, ctx: &Path) -> Result<String, String> {
     let untagged = format!("{PROXY_IMAGE}-new");
+    let old = image_id(podman, PROXY_IMAGE);
     let out = std::process::Command::new(podman)
         .args([
             "build",
@@ -412,5 +413,71 @@ fn build_image(podman: &str, ctx: &Path) -> Result<String, String> {
             String::from_utf8_lossy(&tag.stderr)
         ));
     }
+    remove_replaced(podman, old.as_deref());
     Ok(PROXY_IMAGE.to_string())
+}
+
+/// The id of `image` (none when it does not exist).
+fn image_id(podman: &str, image: &str) -> Option<String> {
+    let out = std::process::Command::new(podman)
+        .args(["image", "inspect", "--format", "{{.Id}}", image])
+        .stdin(Stdio::null())
+        .output()
+        .ok()?;
+    let id = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .trim_start_matches("sha256:")
+        .to_string();
+    (out.status.success() && !id.is_empty()).then_some(id)
+}
+
+/// The switch's second half (D.4): the network filter image `:latest` replaced is removed
+/// unless a container uses it (running sandboxes keep theirs); so is every earlier one left
+/// untagged (label `handler.network-filter`) that no container uses any more. Said on stderr.
+fn remove_replaced(podman: &str, old: Option<&str>) {
+    let new = image_id(podman, PROXY_IMAGE);
+    let mut ids: Vec<String> = old
+        .filter(|o| new.as_deref() != Some(*o))
+        .map(|o| vec![o.to_string()])
+        .unwrap_or_default();
+    if let Ok(out) = std::process::Command::new(podman)
+        .args([
+            "images",
+            "-q",
+            "--no-trunc",
+            "--filter",
+            "dangling=true",
+            "--filter",
+            "label=handler.network-filter=1",
+        ])
+        .stdin(Stdio::null())
+        .output()
+    {
+        for l in String::from_utf8_lossy(&out.stdout).lines() {
+            let id = l.trim().trim_start_matches("sha256:").to_string();
+            if !id.is_empty() && !ids.contains(&id) && new.as_deref() != Some(id.as_str()) {
+                ids.push(id);
+            }
+        }
+    }
+    for id in ids {
+        match crate::runtime::sandbox::image::users_of(&id) {
+            Ok(users) if users.is_empty() => {
+                let rm = std::process::Command::new(podman)
+                    .args(["rmi", &id])
+                    .stdin(Stdio::null())
+                    .output();
+                if rm.is_ok_and(|o| o.status.success()) {
+                    crate::runtime::sandbox::log(&format!(
+                        "image build-proxy: removed the image it replaces, {id}"
+                    ));
+                }
+            }
+            Ok(users) => crate::runtime::sandbox::log(&format!(
+                "image build-proxy: kept {id}, in use by {}",
+                users.join(", ")
+            )),
+            Err(e) => crate::runtime::sandbox::log(&format!("image build-proxy: {e}")),
+        }
+    }
 }

@@ -159,7 +159,7 @@ pub fn build(req: &BuildRequest) -> i32 {
 }
 
 /// How a stoppable podman build ended.
-enum Stopped {
+pub(super) enum Stopped {
     /// It ended by itself (or could not start).
     Ended(std::io::Result<std::process::ExitStatus>),
     /// SIGTERM, SIGINT or SIGHUP came: it was stopped and what it left removed.
@@ -182,7 +182,7 @@ fn working_containers() -> Vec<String> {
 /// (SIGTERM, SIGKILL after 10 s) and removes the working containers that appeared meanwhile: a
 /// stopped podman build leaves its working container behind (D.4: a cancelled build removes
 /// what it built).
-fn run_stoppable(mut cmd: std::process::Command) -> Stopped {
+pub(super) fn run_stoppable(mut cmd: std::process::Command) -> Stopped {
     use std::os::unix::process::CommandExt;
     let before = working_containers();
     cmd.process_group(0);
@@ -246,6 +246,11 @@ fn remove_new_dangling(before: &[String]) {
     }
 }
 
+/// A copy of this process's stderr, for a child's stdout (our stdout carries the result only).
+pub(super) fn stderr_fd() -> std::os::fd::OwnedFd {
+    std::io::stderr().as_fd_owned()
+}
+
 trait AsFdOwned {
     fn as_fd_owned(&self) -> std::os::fd::OwnedFd;
 }
@@ -259,7 +264,7 @@ impl AsFdOwned for std::io::Stderr {
     }
 }
 
-fn tempdir() -> std::io::Result<String> {
+pub(super) fn tempdir() -> std::io::Result<String> {
     let base = std::env::temp_dir();
     for i in 0..100u32 {
         let p = base.join(format!("handler-image-{}-{i}", std::process::id()));

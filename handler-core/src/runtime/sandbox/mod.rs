@@ -12,6 +12,7 @@ pub mod engine;
 pub mod git_bundle;
 pub mod host;
 pub mod image;
+pub mod image_base;
 pub mod launch;
 pub mod podman;
 pub mod stderr;

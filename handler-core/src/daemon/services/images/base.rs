@@ -95,6 +95,47 @@ fn substitute(word: &str, vars: &BTreeMap<String, String>) -> Option<String> {
     Some(out)
 }
 
+/// How a build starts FROM the local base `image`: by the build argument `build_arg` when the
+/// Containerfile's first `FROM` takes it (`FROM ${BASE_IMAGE}`), else none and `text` with that
+/// `FROM`'s image replaced (a literal `FROM debian:trixie`), its flags and `AS` kept.
+pub fn use_base(text: &str, image: &str, build_arg: &str) -> (Option<String>, Option<String>) {
+    let (name, value) = build_arg.split_once('=').unwrap_or((build_arg, ""));
+    let with = BTreeMap::from([(name.to_string(), value.to_string())]);
+    let without = BTreeMap::from([(name.to_string(), String::new())]);
+    if from_image(text, &with).as_deref() == Some(image)
+        && from_image(text, &without).as_deref() != Some(image)
+    {
+        return (Some(build_arg.to_string()), None);
+    }
+    let mut out = String::with_capacity(text.len() + image.len());
+    let mut done = false;
+    for line in text.split_inclusive('\n') {
+        let t = line.trim_start();
+        if !done
+            && t.len() > 4
+            && t[..4].eq_ignore_ascii_case("FROM")
+            && t[4..].starts_with(char::is_whitespace)
+        {
+            let words: Vec<&str> = t.split_whitespace().collect();
+            let at = words
+                .iter()
+                .skip(1)
+                .position(|w| !w.starts_with("--"))
+                .map(|i| i + 1);
+            if let Some(at) = at {
+                let mut w: Vec<&str> = words.clone();
+                w[at] = image;
+                out.push_str(&w.join(" "));
+                out.push('\n');
+                done = true;
+                continue;
+            }
+        }
+        out.push_str(line);
+    }
+    (None, Some(out))
+}
+
 /// Whether pulling `image` can be tried: not `scratch`, not a `localhost/` image.
 pub fn pullable(image: &str) -> bool {
     image != "scratch" && !image.starts_with("localhost/")
@@ -228,6 +269,26 @@ mod tests {
             panic!("a local base is made")
         };
         assert!(log.contains("no registry serves it"), "{log}");
+    }
+
+    #[test]
+    fn the_local_base_goes_in_by_argument_or_by_a_rewritten_from() {
+        let base = "localhost/handler-debian-base:trixie";
+        let arg = "BASE_IMAGE=localhost/handler-debian-base:trixie";
+        let tb = handler_harness::descriptors::TOOLBOX_CONTAINERFILE;
+        assert_eq!(use_base(tb, base, arg), (Some(arg.to_string()), None));
+        let literal =
+            "# mine\nFROM --platform=linux/amd64 docker.io/library/debian:trixie AS b\nRUN true\n";
+        let (a, text) = use_base(literal, base, arg);
+        assert_eq!(a, None);
+        assert_eq!(
+            text.as_deref(),
+            Some(
+                "# mine\nFROM --platform=linux/amd64 localhost/handler-debian-base:trixie AS b\nRUN true\n"
+            )
+        );
+        let t = text.unwrap();
+        assert_eq!(from_image(&t, &BTreeMap::new()).as_deref(), Some(base));
     }
 
     #[test]

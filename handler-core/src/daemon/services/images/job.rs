@@ -38,7 +38,8 @@ pub(super) fn log_line(app: &AppState, id: &str, line: &str) {
     }
 }
 
-fn stage(app: &AppState, id: &str, s: &str) {
+/// Starts stage `s` of build `id` (its step counters cleared), said in its log.
+pub(super) fn stage(app: &AppState, id: &str, s: &str) {
     log_line(app, id, &format!("== {s}"));
     let _ = app.builds.update(id, |b| {
         b.stage = Some(s.to_string());
@@ -288,11 +289,17 @@ async fn switch_harness(
 /// rebuilt FROM it and checked; all switched, or none (every image built removed).
 async fn toolbox(app: &AppState, id: &str, cancel: &Arc<Notify>) -> Outcome {
     let work = app.builds.work_dir(id);
+    stage(app, id, "base");
+    let from = match super::local_base::prepare(app, id, &work, cancel).await {
+        Ok(s) => s,
+        Err(super::local_base::NoBase::Cancelled) => return Outcome::Cancelled,
+        Err(super::local_base::NoBase::Failed(m)) => return Outcome::Failed(m),
+    };
     stage(app, id, "build toolbox");
     let args = BuildArgs {
         context: app.config.toolbox_dir.display().to_string(),
-        file: None,
-        build_args: Vec::new(),
+        file: from.file,
+        build_args: from.build_args,
         no_cache: true,
         ca_bundle: match ca::for_build(app, id) {
             Ok(c) => c,

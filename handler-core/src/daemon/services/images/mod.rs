@@ -7,6 +7,7 @@ pub mod base;
 pub mod ca;
 pub mod check;
 pub mod job;
+pub mod local_base;
 pub mod progress;
 pub mod schedule;
 pub mod toolbox;

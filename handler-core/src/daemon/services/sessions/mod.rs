@@ -101,6 +101,7 @@ pub async fn create(app: &AppState, req: SessionRequest) -> ApiResult<Session> {
         extra: Default::default(),
     };
     let mut record = record;
+    record.harness_version = harness_version(app, &record.harness).await;
     if req.acp_session_id.is_some() {
         record.extra.insert(lifecycle::IMPORTED.into(), true.into());
     }
@@ -146,6 +147,15 @@ fn make_work(app: &AppState, record: &Session) -> ApiResult<()> {
 }
 
 /// The harness a model runs (the account's, or the one named with a provider).
+/// The version of the harness image a new session starts on: its `:latest`'s
+/// `/usr/share/handler/version` (B.6, D.4 switch), none when the image or the file is missing.
+async fn harness_version(app: &AppState, harness: &str) -> Option<String> {
+    let image = app.snapshot().descriptors.get(harness)?.image.clone();
+    crate::daemon::services::images::facts(app, &image)
+        .await
+        .version
+}
+
 fn harness_of(app: &AppState, access: &ModelAccess) -> String {
     let snapshot = app.snapshot();
     crate::daemon::launch::resolve::access(&snapshot, access, None)
