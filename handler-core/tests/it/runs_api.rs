@@ -348,3 +348,131 @@ async fn an_ask_and_deny_agents_request_is_refused_at_once() {
     assert_eq!(v["pendingPermissions"], 0, "{v}");
     d.stop().await;
 }
+
+#[tokio::test]
+async fn the_built_in_agents_are_set_up_at_most_once_each() {
+    let d = daemon(&[]).await;
+    let (s, l) = d.get("/v1/builtin-agents").await;
+    assert_eq!(s, 200, "{l}");
+    let names: Vec<&str> = l
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["skill-creator", "skill-review"]);
+    let review = &l[1];
+    assert_eq!(review["interface"]["subject"], "skill", "{review}");
+    assert_eq!(
+        review["interface"]["result"]["properties"]["verdict"]["enum"],
+        json!(["no-concerns", "caution", "do-not-install"])
+    );
+    assert_eq!(
+        (
+            &review["network"],
+            &review["egress"],
+            &review["confinement"],
+            &review["permissions"]
+        ),
+        (
+            &json!("filtered"),
+            &json!("enforce"),
+            &json!("strict"),
+            &json!("ask")
+        )
+    );
+    assert!(review.get("agentId").is_none());
+    assert_eq!(l[0]["skills"], json!(["handler-skills"]));
+    assert!(l[0].get("interface").is_none());
+
+    let models = json!([{"account": "perso"}]);
+    let (s, v) = d
+        .post("/v1/agents", json!({"origin": "nope", "models": models}))
+        .await;
+    assert_problem(s, &v, 400, "unknown built-in agent");
+    // skill-review: its defaults filled in (its interface is valid: ask-and-deny).
+    let (s, a) = d
+        .post(
+            "/v1/agents",
+            json!({"origin": "skill-review", "models": models}),
+        )
+        .await;
+    assert_eq!(s, 201, "{a}");
+    assert_eq!(a["origin"], "skill-review");
+    assert_eq!(a["name"], "Skill reviewer");
+    assert_eq!(a["permissions"], "ask");
+    assert_eq!(a["network"], "filtered");
+    assert_eq!(a["interface"]["subject"], "skill");
+    assert!(a["instructions"].as_str().unwrap().contains("read-only"));
+    let (s, v) = d
+        .post(
+            "/v1/agents",
+            json!({"origin": "skill-review", "models": models}),
+        )
+        .await;
+    assert_problem(s, &v, 409, "built-in agent already set up");
+    let (_, l) = d.get("/v1/builtin-agents").await;
+    assert_eq!(l[1]["agentId"], a["id"]);
+    let path = format!("/v1/agents/{}", a["id"].as_str().unwrap());
+    let (s, v) = d
+        .put(&path, json!({"origin": "skill-creator", "models": models, "permissions": "ask", "interface": a["interface"]}))
+        .await;
+    assert_problem(s, &v, 409, "origin cannot change");
+    let (s, v) = d
+        .put(
+            &path,
+            json!({"models": models, "permissions": "ask", "interface": a["interface"]}),
+        )
+        .await;
+    assert_problem(s, &v, 409, "origin cannot change");
+    let (s, v) = d.delete(&path).await;
+    assert!(s == 204 || s == 200, "{v}");
+    let (s, a) = d
+        .post(
+            "/v1/agents",
+            json!({"origin": "skill-review", "models": models}),
+        )
+        .await;
+    assert_eq!(s, 201, "set up again once deleted: {a}");
+
+    // skill-creator: its skill installed in the library, unless one of that name is there.
+    let own = "---\nname: handler-skills\ndescription: the user's own\n---\nmine\n";
+    let (s, v) = d.post("/v1/skills", json!({"content": own})).await;
+    assert_eq!(s, 201, "{v}");
+    let (s, v) = d.delete("/v1/skills/handler-skills").await;
+    assert!(s == 204 || s == 200, "{v}");
+    let (s, c) = d
+        .post(
+            "/v1/agents",
+            json!({"origin": "skill-creator", "models": models, "permissions": "bypass"}),
+        )
+        .await;
+    assert_eq!(s, 201, "{c}");
+    assert_eq!(c["skills"], json!(["handler-skills"]), "{c}");
+    assert!(c.get("interface").is_none());
+    let (_, sk) = d.get("/v1/skills/handler-skills").await;
+    assert!(
+        sk["content"].as_str().unwrap().contains("Save to library"),
+        "{sk}"
+    );
+    assert!(sk.get("error").is_none(), "{sk}");
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn a_built_in_agents_skill_never_replaces_the_users() {
+    let d = daemon(&[]).await;
+    let own = "---\nname: handler-skills\ndescription: the user's own\n---\nmine\n";
+    let (s, v) = d.post("/v1/skills", json!({"content": own})).await;
+    assert_eq!(s, 201, "{v}");
+    let (s, c) = d
+        .post(
+            "/v1/agents",
+            json!({"origin": "skill-creator", "models": [{"account": "perso"}], "permissions": "bypass"}),
+        )
+        .await;
+    assert_eq!(s, 201, "{c}");
+    let (_, sk) = d.get("/v1/skills/handler-skills").await;
+    assert_eq!(sk["content"], own, "kept: {sk}");
+    d.stop().await;
+}
