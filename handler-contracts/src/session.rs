@@ -217,6 +217,9 @@ pub struct SessionRequest {
     /// A run's input: required for an agent with an interface, refused for others (D.18).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input: Option<crate::control::SessionInput>,
+    /// A folderless agent's session folder starts as a copy of this skill (D.18).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_skill: Option<String>,
     /// Who starts it.
     pub origin: SessionOrigin,
 }

@@ -476,3 +476,71 @@ async fn a_built_in_agents_skill_never_replaces_the_users() {
     assert_eq!(sk["content"], own, "kept: {sk}");
     d.stop().await;
 }
+
+#[tokio::test]
+async fn a_folderless_session_starts_from_a_skill_and_goes_back_to_the_library() {
+    let d = daemon(&[]).await;
+    let (s, a) = d
+        .post("/v1/agents", json!({"models": [{"account": "perso"}]}))
+        .await;
+    assert_eq!(s, 201, "{a}");
+    let with_folder = d.fake_agent("perso", json!({"name": "foldered"})).await;
+    let post = |agent: &Value, skill: &str| {
+        d.post(
+            "/v1/sessions",
+            json!({"agentId": agent["id"], "origin": "ui", "fromSkill": skill}),
+        )
+    };
+    let (s, v) = post(&with_folder, "pdf-tools").await;
+    assert_problem(s, &v, 400, "fromSkill invalid");
+    let (s, v) = post(&a, "nope").await;
+    assert_problem(s, &v, 400, "skill unusable");
+    let (s, v) = post(&a, "pdf-tools").await;
+    assert_eq!(s, 201, "{v}: {}", daemon_support::logs());
+    let id = v["id"].as_str().unwrap();
+    let work = std::path::PathBuf::from(v["scope"].as_str().unwrap());
+    assert_eq!(
+        std::fs::read_to_string(work.join("SKILL.md")).unwrap(),
+        SKILL
+    );
+    // The agent's edits, a hidden file and a link: back as an archive's import.
+    let edited = SKILL.replace("# PDF", "# PDF, edited");
+    std::fs::write(work.join("SKILL.md"), &edited).unwrap();
+    std::fs::create_dir_all(work.join("scripts")).unwrap();
+    std::fs::write(work.join("scripts/fill.sh"), "echo fill\n").unwrap();
+    std::fs::write(work.join(".secret"), "x").unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", work.join("passwd")).unwrap();
+    let path = format!("/v1/skills/import-session/{id}");
+    let (s, v) = d.post(&path, json!(null)).await;
+    assert_problem(s, &v, 409, "skill exists");
+    let (s, v) = d.post(&format!("{path}?replace=true"), json!(null)).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["content"], edited, "{v}");
+    let files: Vec<&str> = v["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(files, ["scripts/fill.sh"], "no hidden file, no link: {v}");
+    // A session with a scope has no folder of its own to import.
+    let (s, v) = d
+        .post(
+            "/v1/sessions",
+            json!({"agentId": with_folder["id"], "origin": "ui"}),
+        )
+        .await;
+    assert_eq!(s, 201, "{v}");
+    let (s, v) = d
+        .post(
+            &format!("/v1/skills/import-session/{}", v["id"].as_str().unwrap()),
+            json!(null),
+        )
+        .await;
+    assert_problem(s, &v, 409, "session has a scope");
+    let (s, v) = d
+        .post("/v1/skills/import-session/s_0000000000000000", json!(null))
+        .await;
+    assert_eq!(s, 404, "{v}");
+    d.stop().await;
+}

@@ -60,6 +60,9 @@ pub async fn create(app: &AppState, req: SessionRequest) -> ApiResult<Session> {
         })?,
     };
     let run = run::start(app, &agent, &req)?;
+    if let Some(sk) = &req.from_skill {
+        run::check_from_skill(app, &agent, sk)?;
+    }
     let id = new_session_id();
     let prepared = {
         let (app, agent, access, id) = (app.clone(), agent.clone(), access.clone(), id.clone());
@@ -107,6 +110,9 @@ pub async fn create(app: &AppState, req: SessionRequest) -> ApiResult<Session> {
     }
     app.sessions.create(&record).map_err(ApiError::internal)?;
     make_work(app, &record)?;
+    if let Some(sk) = &req.from_skill {
+        run::copy_skill(app, sk, Path::new(&record.scope))?;
+    }
     files::record_baseline(app, &id).await;
     let prompt = run.map(|r| r.prompt).or(req.prompt);
     let handle = lifecycle::ensure_running(app, &id, Some(prepared), prompt)?;

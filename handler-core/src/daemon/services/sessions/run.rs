@@ -104,3 +104,37 @@ pub(crate) fn subject_mount(app: &AppState, s: &Session) -> Option<Mount> {
         kind: MountKind::Subject,
     })
 }
+
+/// D.18 `fromSkill`: only for a folderless agent (400 otherwise) and a usable skill.
+pub(crate) fn check_from_skill(app: &AppState, agent: &StoredAgent, skill: &str) -> ApiResult<()> {
+    if agent.scope.is_some() {
+        return Err(ApiError::bad_request(
+            "fromSkill invalid",
+            "fromSkill: only for an agent without a folder (its sessions work in their own)",
+        ));
+    }
+    let info = skills::info(app, skill, false).map_err(|_| {
+        ApiError::bad_request("skill unusable", format!("fromSkill: no skill {skill:?}"))
+    })?;
+    if let Some(e) = info.error {
+        return Err(ApiError::bad_request(
+            "skill unusable",
+            format!("fromSkill: {e}"),
+        ));
+    }
+    Ok(())
+}
+
+/// The skill's files (its SKILL.md and the others; no hidden ones, no links) copied into a
+/// session's own folder.
+pub(crate) fn copy_skill(app: &AppState, skill: &str, work: &std::path::Path) -> ApiResult<()> {
+    let dir = skills::existing(app, skill)?;
+    let files = crate::daemon::store::skills::skill_files(&dir)
+        .map_err(|e| ApiError::internal(format!("{skill}: {e}")))?;
+    for f in files {
+        let bytes = std::fs::read(dir.join(&f.path))
+            .map_err(|e| ApiError::internal(format!("{}: {e}", f.path)))?;
+        skills::write_file(&work.join(&f.path), &bytes, f.executable)?;
+    }
+    Ok(())
+}
