@@ -19,6 +19,7 @@ pub mod hosts;
 pub mod miniapp;
 pub mod parse;
 pub mod patterns;
+pub mod run;
 pub mod sandbox;
 pub mod schema;
 pub mod session;

@@ -214,6 +214,12 @@ pub struct SessionRequest {
     /// An existing ACP session of the agent to load instead of a new one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub acp_session_id: Option<String>,
+    /// A run's input: required for an agent with an interface, refused for others (D.18).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<crate::control::SessionInput>,
+    /// A folderless agent's session folder starts as a copy of this skill (D.18).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_skill: Option<String>,
     /// Who starts it.
     pub origin: SessionOrigin,
 }
@@ -231,7 +237,7 @@ pub struct SessionQuery {
     /// Only sessions in this state.
     #[serde(default)]
     pub state: Option<SessionState>,
-    /// Only runs working on this subject (a skill's name, D.18).
+    /// Only runs working on this subject: `skill:<name>` (D.17, D.18).
     #[serde(default)]
     pub subject: Option<String>,
 }
@@ -244,13 +250,18 @@ impl SessionQuery {
             .as_ref()
             .and_then(|i| i.subject.as_ref())
             .map(|x| x.skill.as_str());
+        // `skill:<name>` (D.17), or the bare name.
+        let want = self
+            .subject
+            .as_deref()
+            .map(|x| x.strip_prefix("skill:").unwrap_or(x));
         self.agent.as_deref().is_none_or(|a| a == s.agent_id)
             && self
                 .project
                 .as_deref()
                 .is_none_or(|p| s.project_id.as_deref() == Some(p))
             && self.state.is_none_or(|st| st == s.state)
-            && self.subject.as_deref().is_none_or(|x| subject == Some(x))
+            && want.is_none_or(|x| subject == Some(x))
     }
 }
 

@@ -57,7 +57,9 @@ pub enum SettingsError {
         index: usize,
     },
     /// An interface on an agent that asks permission.
-    #[error("permissions: an agent with an interface runs unattended, in bypass")]
+    #[error(
+        "permissions: an agent with an interface runs unattended: bypass (or ask, every request refused)"
+    )]
     InterfaceNotBypass,
     /// An interface's timeout out of range.
     #[error("timeoutSec: 1 to 86400")]
@@ -65,6 +67,15 @@ pub enum SettingsError {
     /// An interface's schema too large.
     #[error("{0}: larger than 64 KiB")]
     InterfaceTooLarge(&'static str),
+    /// An interface's schema that is not a JSON Schema (draft 2020-12), or `fields` not an
+    /// object schema.
+    #[error("interface.{field}: {reason}")]
+    InterfaceSchema {
+        /// `fields` or `result`.
+        field: &'static str,
+        /// Why, from the validator.
+        reason: String,
+    },
 }
 
 impl SettingsError {
@@ -79,7 +90,8 @@ impl SettingsError {
             SettingsError::Permissions { .. } => "permissions unusable",
             SettingsError::InterfaceNotBypass
             | SettingsError::InterfaceTimeout
-            | SettingsError::InterfaceTooLarge(_) => "interface invalid",
+            | SettingsError::InterfaceTooLarge(_)
+            | SettingsError::InterfaceSchema { .. } => "interface invalid",
         }
     }
 
@@ -143,12 +155,16 @@ pub fn check_models(
 }
 
 /// D.18: an interface's agent runs unattended (bypass), 1 s to 24 h, with schemas of at most
-/// 64 KiB.
+/// 64 KiB that are JSON Schemas (draft 2020-12; `fields` an object schema).
 pub fn check_interface(o: &AgentOptions) -> Result<(), SettingsError> {
     let Some(iface) = &o.interface else {
         return Ok(());
     };
-    if containment(o).permissions != PermissionMode::Bypass {
+    // Ask is ask-and-deny (the built-in skill-review's, D.18): the daemon refuses every request.
+    if !matches!(
+        containment(o).permissions,
+        PermissionMode::Bypass | PermissionMode::Ask
+    ) {
         return Err(SettingsError::InterfaceNotBypass);
     }
     if iface.timeout_sec == 0 || iface.timeout_sec > INTERFACE_TIMEOUT_MAX_SEC {
@@ -162,6 +178,10 @@ pub fn check_interface(o: &AgentOptions) -> Result<(), SettingsError> {
             && serde_json::to_vec(s).map(|v| v.len()).unwrap_or(0) > INTERFACE_SCHEMA_MAX_BYTES
         {
             return Err(SettingsError::InterfaceTooLarge(field));
+        }
+        if let Some(s) = s {
+            crate::run::check_schema(s, field == "fields")
+                .map_err(|reason| SettingsError::InterfaceSchema { field, reason })?;
         }
     }
     Ok(())
@@ -216,7 +236,14 @@ mod tests {
         };
         assert_eq!(check_interface(&o), Ok(()));
         o.permissions = Some(PermissionMode::Ask);
+        assert_eq!(check_interface(&o), Ok(()), "ask-and-deny");
+        o.permissions = Some(PermissionMode::AcceptEdits);
         assert_eq!(check_interface(&o), Err(SettingsError::InterfaceNotBypass));
+        assert!(
+            SettingsError::InterfaceNotBypass
+                .to_string()
+                .starts_with("permissions: ")
+        );
         o.permissions = None;
         o.interface = Some(AgentInterface {
             timeout_sec: 0,
@@ -225,12 +252,20 @@ mod tests {
         assert_eq!(check_interface(&o), Err(SettingsError::InterfaceTimeout));
         o.interface = Some(AgentInterface {
             result: serde_json::json!({"description": "x".repeat(INTERFACE_SCHEMA_MAX_BYTES)}),
-            ..iface
+            ..iface.clone()
         });
         assert_eq!(
             check_interface(&o).unwrap_err().to_string(),
             "result: larger than 64 KiB"
         );
+        o.interface = Some(AgentInterface {
+            fields: Some(serde_json::json!({"type": "array"})),
+            result: serde_json::json!({"type": "object"}),
+            ..iface
+        });
+        let e = check_interface(&o).unwrap_err();
+        assert_eq!(e.title(), "interface invalid");
+        assert!(e.to_string().starts_with("interface.fields: "), "{e}");
     }
 
     #[test]

@@ -9,6 +9,7 @@ mod daemon_acp_sandbox;
 mod daemon_git_guard;
 mod daemon_images;
 mod daemon_login_cli;
+mod daemon_runs;
 mod daemon_sessions;
 mod egress_podman;
 mod example_relay;

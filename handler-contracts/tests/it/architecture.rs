@@ -17,7 +17,7 @@ const PURE_CRATES: [&str; 4] = [
 ];
 
 /// Crates a pure crate may depend on (normal dependencies).
-const ALLOWED_DEPS: [&str; 14] = [
+const ALLOWED_DEPS: [&str; 15] = [
     "handler-contracts",
     "serde",
     "serde_json",
@@ -34,6 +34,9 @@ const ALLOWED_DEPS: [&str; 14] = [
     // gitignore matching fed bytes (F.8); its file-reading constructors are refused by
     // handler-contracts/clippy.toml.
     "gix-ignore",
+    // JSON Schema (D.18 interfaces), default features off: no retriever, so no file or
+    // network I/O; a remote `$ref` is refused (decision 0113).
+    "jsonschema",
 ];
 
 /// Text that means I/O in library code.

@@ -14,6 +14,7 @@ mod egress_relay;
 mod egress_support;
 mod egress_ws;
 mod knowledge_api;
+mod runs_api;
 mod runtime_settings;
 mod session_files;
 mod session_files_api;

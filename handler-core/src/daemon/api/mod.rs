@@ -7,6 +7,7 @@ pub mod addons;
 pub mod agents;
 pub mod auth;
 pub mod builds;
+pub mod builtin_agents;
 pub mod contexts;
 pub mod folders;
 pub mod harnesses;

@@ -11,7 +11,7 @@ use super::ui;
 use super::{accounts, addons, agents, contexts, folders, harnesses, projects, providers, secrets};
 use super::{auth, openapi};
 use super::{builds, images};
-use super::{knowledge, skills};
+use super::{builtin_agents, knowledge, skills};
 use super::{session_files, sessions};
 use crate::daemon::problem::ApiError;
 use crate::daemon::state::AppState;
@@ -91,6 +91,7 @@ pub fn table() -> Vec<Route> {
         terminals::routes(),
         skills::routes(),
         knowledge::routes(),
+        builtin_agents::routes(),
     ]
     .into_iter()
     .flatten()

@@ -98,6 +98,16 @@ pub async fn import_zip(
     Ok((created(new), Json(v)))
 }
 
+/// POST /v1/skills/import-session/{sessionId}: a folderless agent's session folder.
+pub async fn import_session(
+    State(app): State<AppState>,
+    Path(session): Path<String>,
+    Query(q): Query<SkillImportQuery>,
+) -> ApiResult<(StatusCode, Json<SkillInfo>)> {
+    let (new, v) = import::from_session(&app, &session, q).await?;
+    Ok((created(new), Json(v)))
+}
+
 /// POST /v1/skills/import-url: an https:// archive or repository folder.
 pub async fn import_url(
     State(app): State<AppState>,
@@ -143,6 +153,14 @@ pub(super) fn routes() -> Vec<Route> {
             None,
             (201, Some(s::<SkillInfo>)),
             routing::post(import_zip).layer(big()),
+        ),
+        r(
+            "POST",
+            "/v1/skills/import-session/{sessionId}",
+            "Bring a folderless agent's session folder into the library (D.18)",
+            None,
+            (201, Some(s::<SkillInfo>)),
+            routing::post(import_session),
         ),
         r(
             "POST",
@@ -202,7 +220,9 @@ pub(super) fn routes() -> Vec<Route> {
         ),
     ];
     for route in &mut v {
-        if route.path.starts_with("/v1/skills/import-zip") {
+        if route.path.starts_with("/v1/skills/import-zip")
+            || route.path.starts_with("/v1/skills/import-session")
+        {
             route.query = IMPORT_QUERY;
         }
     }

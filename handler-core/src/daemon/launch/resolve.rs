@@ -617,7 +617,12 @@ fn compose_and_configure(
     policy.session_defaults = launch.session_defaults.clone().unwrap_or_default();
     policy.max_message_bytes = input.max_message_bytes;
     if agent.options.interface.is_some() {
-        policy.unattended = Some(UnattendedMode::Approve);
+        // D.18: bypass is approved; ask is ask-and-deny (skill-review): every request refused.
+        policy.unattended = Some(if c.permissions == handler_contracts::PermissionMode::Ask {
+            UnattendedMode::AskAndDeny
+        } else {
+            UnattendedMode::Approve
+        });
     }
     Ok(Prepared {
         spec,

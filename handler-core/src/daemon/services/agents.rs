@@ -224,17 +224,12 @@ fn adhoc_stored(
     req: &AdHocAgentRequest,
     old: Option<&StoredAgent>,
 ) -> ApiResult<StoredAgent> {
+    // A new agent's origin was checked by `builtin_agents::set_up` (D.18).
     if let Some(o) = &req.origin {
-        if old.is_none_or(|a| a.origin.as_ref() != Some(o)) {
-            if old.is_some() {
-                return Err(ApiError::conflict(
-                    "origin cannot change",
-                    "origin: an agent keeps the built-in agent it was set up from",
-                ));
-            }
-            return Err(ApiError::bad_request(
-                "unknown built-in agent",
-                format!("origin: no built-in agent {o:?}"),
+        if old.is_some_and(|a| a.origin.as_ref() != Some(o)) {
+            return Err(ApiError::conflict(
+                "origin cannot change",
+                "origin: an agent keeps the built-in agent it was set up from",
             ));
         }
     } else if old.is_some_and(|a| a.origin.is_some()) {
@@ -277,10 +272,11 @@ fn adhoc_stored(
     })
 }
 
-/// The rules behind POST /v1/agents: an ad-hoc agent.
+/// The rules behind POST /v1/agents: an ad-hoc agent (set up from a built-in one with `origin`).
 pub async fn create(app: &AppState, req: AdHocAgentRequest) -> ApiResult<Agent> {
     let _w = app.write_lock.lock().await;
     let snap = app.snapshot();
+    let req = crate::daemon::services::builtin_agents::set_up(app, &req)?;
     let a = adhoc_stored(app, &snap, &req, None)?;
     app.agents.update::<_, ApiError>(|agents, _| {
         agents.push(a.clone());

@@ -5,6 +5,7 @@
 pub mod accounts;
 pub mod addons;
 pub mod agents;
+pub mod builtin_agents;
 pub mod connections;
 pub mod contexts;
 pub mod directories;

@@ -16,7 +16,7 @@ use tokio::process::Child;
 use tokio::sync::{Notify, mpsc, oneshot, watch};
 
 use super::access_of;
-use super::live::{Asking, Ending, Handle, Hub, Inbox, Questions, Started};
+use super::live::{Asking, Ending, Handle, Hub, Inbox, Questions, RunState, Started};
 use crate::daemon::fsutil;
 use crate::daemon::launch::gitguard::{self, GuardSession};
 use crate::daemon::launch::launcher::{Instance, read_stderr, stop_and_sweep};
@@ -131,6 +131,11 @@ async fn launch(
     };
     let mut prepared = prepared;
     with_session_slot(app, id, &mut prepared)?;
+    // D.18: a run's subject, read-only at /subject/<name>.
+    prepared
+        .spec
+        .mounts
+        .extend(super::run::subject_mount(app, &s));
     let guard = with_git_guard(app, id, &mut prepared).await?;
     app.sessions.update(id, |r| {
         r.state = SessionState::Starting;
@@ -177,6 +182,17 @@ async fn launch(
         prompt,
     );
     hub.git_guard = guard;
+    hub.run = agent
+        .options
+        .interface
+        .as_ref()
+        .filter(|_| s.input.is_some())
+        .map(|i| {
+            RunState::new(
+                i.result.clone(),
+                Duration::from_secs(u64::from(i.timeout_sec)),
+            )
+        });
     hub.questions = Questions::new(asking);
     Ok(Live {
         hub,
@@ -369,7 +385,9 @@ async fn drive(mut l: Live, mut inbox: mpsc::Receiver<Inbox>) -> mpsc::Receiver<
         (idle / 4).clamp(Duration::from_millis(200), Duration::from_secs(30)),
     );
     while l.hub.ending.is_none() {
+        let deadline = l.hub.run_deadline();
         tokio::select! {
+            () = until(deadline) => l.hub.turn_timed_out().await,
             m = inbox.recv() => match m {
                 Some(m) => handle(&mut l.hub, m).await,
                 None => l.hub.ending = Some(Ending::Stop(StopHow::Explicit, "stopped".into(), None)),
@@ -403,6 +421,14 @@ async fn drive(mut l: Live, mut inbox: mpsc::Receiver<Inbox>) -> mpsc::Receiver<
     }
     finish(l).await;
     inbox
+}
+
+/// Sleeps until `deadline`; forever without one.
+async fn until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
 }
 
 async fn handle(hub: &mut Hub, m: Inbox) {

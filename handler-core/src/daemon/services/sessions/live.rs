@@ -2,7 +2,7 @@
 //! (through the policy pipeline, once, C.4/F.6.6), the event log and the attachments. Its state
 //! is its own; everything reaches it through its inbox, so no lock is held across an await.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use handler_contracts::acp::{self, close};
 use handler_contracts::session::{
@@ -51,6 +51,32 @@ struct Turn {
     id: String,
 }
 
+/// How long an agent has to end a timed-out turn after session/cancel before the daemon ends it.
+const CANCEL_GRACE: Duration = Duration::from_secs(15);
+
+/// A run's state in its hub (D.18): its result schema, its turns' timeout, whether the turn in
+/// progress timed out and whether the one retry was sent.
+pub(crate) struct RunState {
+    result: Value,
+    timeout: Duration,
+    deadline: Option<tokio::time::Instant>,
+    timed_out: bool,
+    retried: bool,
+}
+
+impl RunState {
+    /// A run whose final message is judged against `result`, each turn cut after `timeout`.
+    pub(crate) fn new(result: Value, timeout: Duration) -> Self {
+        RunState {
+            result,
+            timeout,
+            deadline: None,
+            timed_out: false,
+            retried: false,
+        }
+    }
+}
+
 /// How the hub's loop ended.
 pub(crate) enum Ending {
     Stop(StopHow, String, Option<oneshot::Sender<()>>),
@@ -90,6 +116,10 @@ pub(crate) struct Hub {
     pub ending: Option<Ending>,
     /// The git guard of the sandbox (issue 14): its work is brought back at each turn's end.
     pub git_guard: Option<std::sync::Arc<crate::daemon::launch::gitguard::GuardSession>>,
+    /// A run's state (D.18), for a session of an agent with an interface started with an input.
+    pub run: Option<RunState>,
+    /// The agent's text since the last prompt (a run's answer).
+    answer: String,
 }
 
 fn id_text(v: &Value) -> String {
@@ -145,6 +175,8 @@ impl Hub {
             questions: Questions::default(),
             ending: None,
             git_guard: None,
+            run: None,
+            answer: String::new(),
         }
     }
 
@@ -263,6 +295,7 @@ impl Hub {
         let text = String::from_utf8_lossy(&m).into_owned();
         let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
         let id = id_text(&v);
+        let mut more = Vec::new();
         if self
             .turn
             .as_ref()
@@ -273,10 +306,13 @@ impl Hub {
                 .and_then(Value::as_str)
                 .unwrap_or("error")
                 .to_owned();
-            self.end_turn(&reason);
+            let reason = self.end_turn(&reason);
+            more = self.run_turn_ended(&reason);
         }
         if c == DAEMON {
-            return self.own_response(&id, &v);
+            let mut actions = self.own_response(&id, &v);
+            actions.extend(more);
+            return actions;
         }
         if let Some(i) = self.watched.iter().position(|w| w.0 == c && w.1 == id) {
             let (_, _, method, params) = self.watched.remove(i);
@@ -286,11 +322,20 @@ impl Hub {
         }
         // A response due to a client that has detached is dropped (send_to finds none).
         self.send_to(c, Out::Text(text));
-        Vec::new()
+        more
     }
 
-    fn end_turn(&mut self, reason: &str) {
+    /// The turn in progress ended with `reason` (`timed_out` for a run's turn cut by its
+    /// timeout): logged, shown, the record updated. Gives the reason as recorded.
+    fn end_turn(&mut self, reason: &str) -> String {
         self.turn = None;
+        let reason = match &mut self.run {
+            Some(r) if r.timed_out => {
+                r.timed_out = false;
+                "timed_out"
+            }
+            _ => reason,
+        };
         if let Some(g) = self.git_guard.clone() {
             let app = self.app.clone();
             let when = format!("turn end ({reason})");
@@ -307,6 +352,65 @@ impl Hub {
         .to_string();
         self.broadcast(None, &ended);
         self.state_changed();
+        reason
+    }
+
+    // ---- runs (D.18) ----------------------------------------------------------------------
+
+    /// When the turn in progress of a run is cut (its timeout, then the grace after cancel).
+    pub(crate) fn run_deadline(&self) -> Option<tokio::time::Instant> {
+        self.turn.as_ref()?;
+        self.run.as_ref()?.deadline
+    }
+
+    /// A run's turn past its timeout: session/cancel, the turn then ends `timed_out`; an agent
+    /// that does not end it within the grace has it ended by the daemon.
+    pub(crate) async fn turn_timed_out(&mut self) {
+        let Some(r) = self.run.as_mut() else {
+            return;
+        };
+        if r.timed_out {
+            tracing::warn!(session = %self.id, "the agent did not end its cancelled turn");
+            let reason = self.end_turn("cancelled");
+            let more = self.run_turn_ended(&reason);
+            return self.apply(more).await;
+        }
+        r.timed_out = true;
+        r.deadline = Some(tokio::time::Instant::now() + CANCEL_GRACE);
+        tracing::info!(session = %self.id, "run turn timed out: cancelled");
+        self.cancel().await;
+    }
+
+    /// After a run's turn: at end_turn its result judged, one more turn with the error when it
+    /// is missing or invalid; then the output and the answer kept and the session stopped (a
+    /// turn that did not end has no output).
+    fn run_turn_ended(&mut self, reason: &str) -> Vec<Action> {
+        let Some(r) = self.run.as_mut() else {
+            return Vec::new();
+        };
+        r.deadline = None;
+        let mut output = None;
+        if reason == "end_turn" {
+            let out = handler_contracts::run::judge(&self.answer, &r.result);
+            if !out.valid && !r.retried {
+                r.retried = true;
+                let text = handler_contracts::run::retry_turn(out.error.as_deref().unwrap_or(""));
+                let frame = json!({"jsonrpc": "2.0", "id": "handler-prompt", "method": "session/prompt",
+                    "params": {"sessionId": self.sid(), "prompt": [{"type": "text", "text": text}]}});
+                return self.prompt(DAEMON, ID_PROMPT.into(), &frame, &frame.to_string());
+            }
+            output = Some(out);
+        }
+        let answer = handler_policy::redact(&self.answer, &self.secrets);
+        let valid = output.as_ref().map(|o| o.valid);
+        self.app.sessions.update(&self.id, |s| {
+            s.output = output.clone();
+            s.answer = Some(answer.clone());
+        });
+        tracing::info!(session = %self.id, %reason, ?valid, "run ended");
+        let detail = format!("run ended ({reason})");
+        self.ending = Some(Ending::Stop(StopHow::RunEnded, detail, None));
+        Vec::new()
     }
 
     /// A client's mode or option change, shown to the others (F.7) and logged.
@@ -352,6 +456,12 @@ impl Hub {
             return self.broadcast(except, &text);
         }
         self.track(&update);
+        if self.turn.is_some()
+            && update.get("sessionUpdate").and_then(Value::as_str) == Some("agent_message_chunk")
+            && let Some(t) = update.pointer("/content/text").and_then(Value::as_str)
+        {
+            self.answer.push_str(t);
+        }
         let t = Self::now();
         let seq = self.append(|n| SessionEvent::update(n, t, update));
         let text = with_seq(&text, seq).unwrap_or(text);
@@ -637,6 +747,11 @@ impl Hub {
         }
         self.note(SessionEvent::turn_start);
         self.turn = Some(Turn { client, id });
+        self.answer.clear();
+        if let Some(r) = &mut self.run {
+            r.deadline = Some(tokio::time::Instant::now() + r.timeout);
+            r.timed_out = false;
+        }
         self.state_changed();
         self.pipeline
             .handle(Direction::FromClient(client), frame.as_bytes())

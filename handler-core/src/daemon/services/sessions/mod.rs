@@ -7,6 +7,7 @@ mod attach;
 pub mod files;
 mod lifecycle;
 mod live;
+mod run;
 
 use std::path::{Path, PathBuf};
 
@@ -43,7 +44,8 @@ pub fn folder_of(app: &AppState, id: &str) -> ApiResult<(PathBuf, PathBuf)> {
     Ok((app.sessions.folder(id), PathBuf::from(s.scope)))
 }
 
-/// POST /v1/sessions: the model checked and the sandbox prepared (400/404/409), then the
+/// POST /v1/sessions: a run's input checked (D.18), the model checked and the sandbox
+/// prepared (400/404/409), then the
 /// folder (0700) and record made before any sandbox, then the agent started; answers once it
 /// runs or its start failed (the record says why).
 pub async fn create(app: &AppState, req: SessionRequest) -> ApiResult<Session> {
@@ -57,6 +59,10 @@ pub async fn create(app: &AppState, req: SessionRequest) -> ApiResult<Session> {
             ApiError::bad_request("model access unusable", "the agent has no model")
         })?,
     };
+    let run = run::start(app, &agent, &req)?;
+    if let Some(sk) = &req.from_skill {
+        run::check_from_skill(app, &agent, sk)?;
+    }
     let id = new_session_id();
     let prepared = {
         let (app, agent, access, id) = (app.clone(), agent.clone(), access.clone(), id.clone());
@@ -81,7 +87,7 @@ pub async fn create(app: &AppState, req: SessionRequest) -> ApiResult<Session> {
         model: prepared.access.model.clone(),
         scope: prepared.policy.scope.clone(),
         acp_session_id: req.acp_session_id.clone(),
-        title: None,
+        title: run.as_ref().map(|r| r.title.clone()),
         state: SessionState::Starting,
         busy: false,
         pending_permissions: 0,
@@ -93,7 +99,7 @@ pub async fn create(app: &AppState, req: SessionRequest) -> ApiResult<Session> {
         origin: req.origin,
         last_stop_reason: None,
         answer: None,
-        input: None,
+        input: run.as_ref().map(|r| r.input.clone()),
         output: None,
         created_at: now.clone(),
         last_activity_at: now,
@@ -107,8 +113,12 @@ pub async fn create(app: &AppState, req: SessionRequest) -> ApiResult<Session> {
     }
     app.sessions.create(&record).map_err(ApiError::internal)?;
     make_work(app, &record)?;
+    if let Some(sk) = &req.from_skill {
+        run::copy_skill(app, sk, Path::new(&record.scope))?;
+    }
     files::record_baseline(app, &id).await;
-    let handle = lifecycle::ensure_running(app, &id, Some(prepared), req.prompt)?;
+    let prompt = run.map(|r| r.prompt).or(req.prompt);
+    let handle = lifecycle::ensure_running(app, &id, Some(prepared), prompt)?;
     let _ = live::wait_started(&handle).await;
     app.sessions.get(&id).ok_or_else(|| not_found(&id))
 }

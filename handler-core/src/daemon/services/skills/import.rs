@@ -185,6 +185,113 @@ pub async fn from_zip(
     install(app, files, &q).await
 }
 
+/// A folder's entries as an archive's (D.18: hidden files and links left out, nothing
+/// followed), at most one more than the archive limit (which `plan` then refuses).
+fn folder_entries(
+    root: &Path,
+    rel: &str,
+    out: &mut Vec<(Entry, std::path::PathBuf)>,
+) -> ApiResult<()> {
+    let rd = std::fs::read_dir(root.join(rel)).map_err(ApiError::internal)?;
+    let mut names: Vec<_> = rd.flatten().map(|e| e.file_name()).collect();
+    names.sort();
+    for n in names {
+        let Some(name) = n.to_str().map(str::to_owned) else {
+            continue;
+        };
+        if name.starts_with('.') || out.len() > handler_contracts::skill_archive::MAX_FILES {
+            continue;
+        }
+        let path = if rel.is_empty() {
+            name
+        } else {
+            format!("{rel}/{name}")
+        };
+        let abs = root.join(&path);
+        let Ok(m) = std::fs::symlink_metadata(&abs) else {
+            continue;
+        };
+        let t = m.file_type();
+        let kind = if t.is_symlink() {
+            continue;
+        } else if t.is_dir() {
+            EntryKind::Dir
+        } else if t.is_file() {
+            use std::os::unix::fs::PermissionsExt;
+            EntryKind::File {
+                executable: m.permissions().mode() & 0o111 != 0,
+            }
+        } else {
+            EntryKind::Special
+        };
+        let dir = kind == EntryKind::Dir;
+        out.push((
+            Entry {
+                path: path.clone(),
+                kind,
+                size: m.len(),
+            },
+            abs,
+        ));
+        if dir {
+            folder_entries(root, &path, out)?;
+        }
+    }
+    Ok(())
+}
+
+/// A folder's skill, judged like an archive's (the shallowest SKILL.md, the same limits).
+fn from_folder(root: &Path) -> ApiResult<Vec<NewFile>> {
+    let mut found = Vec::new();
+    folder_entries(root, "", &mut found)?;
+    if found.len() > handler_contracts::skill_archive::MAX_FILES {
+        return Err(refused(ArchiveError::TooManyFiles(found.len())));
+    }
+    let entries: Vec<Entry> = found.iter().map(|(e, _)| e.clone()).collect();
+    let p = plan(&entries, None).map_err(refused)?;
+    let mut total = 0u64;
+    let mut out = Vec::with_capacity(p.files.len());
+    for (i, rel, exec) in p.files {
+        let f = std::fs::File::open(&found[i].1).map_err(|e| refused(format!("{rel}: {e}")))?;
+        let mut b = Vec::new();
+        f.take(MAX_BYTES + 1 - total)
+            .read_to_end(&mut b)
+            .map_err(|e| refused(format!("{rel}: {e}")))?;
+        total += b.len() as u64;
+        if total > MAX_BYTES {
+            return Err(refused(ArchiveError::TooLarge));
+        }
+        out.push((rel, b, exec));
+    }
+    Ok(out)
+}
+
+/// The rules behind POST /v1/skills/import-session/{sessionId} (D.18): a folderless agent's
+/// session folder (`work/`) brought into the library as an archive's import; 404 an unknown
+/// session, 409 a session with a scope.
+pub async fn from_session(
+    app: &AppState,
+    session: &str,
+    q: SkillImportQuery,
+) -> ApiResult<(bool, SkillInfo)> {
+    let s = app
+        .sessions
+        .get(session)
+        .ok_or_else(|| ApiError::not_found(format!("session {session:?}")))?;
+    let work = std::fs::canonicalize(app.sessions.folder(session).join("work"));
+    if work.as_ref().ok().map(std::path::PathBuf::as_path) != Some(Path::new(&s.scope)) {
+        return Err(ApiError::conflict(
+            "session has a scope",
+            "sessionId: only a folderless agent's session, which works in its own folder",
+        ));
+    }
+    let root = std::path::PathBuf::from(&s.scope);
+    let files = tokio::task::spawn_blocking(move || from_folder(&root))
+        .await
+        .map_err(ApiError::internal)??;
+    install(app, files, &q).await
+}
+
 /// The rules behind POST /v1/skills/import-url: an `https://` archive or GitHub folder.
 pub async fn from_url(
     app: &AppState,
