@@ -132,6 +132,7 @@ async fn launch(
     let mut prepared = prepared;
     with_session_slot(app, id, &mut prepared)?;
     let guard = with_git_guard(app, id, &mut prepared).await?;
+    super::files::record_mounts(app, id, &prepared.spec.mounts);
     app.sessions.update(id, |r| {
         r.state = SessionState::Starting;
         r.error = None;
