@@ -829,4 +829,95 @@ mod tests {
         assert_eq!(req.path.as_deref(), Some("a"));
         assert!(serde_json::from_str::<RevealRequest>(r#"{"paht":"a"}"#).is_err());
     }
+
+    #[test]
+    fn session_mounts_put_the_browsable_first_and_find_only_those() {
+        use crate::sandbox::{Mount, MountKind};
+        let m = |t: &str, ro, kind| Mount {
+            source: format!("/host{t}"),
+            target: t.into(),
+            read_only: ro,
+            kind,
+        };
+        let listed = session_mounts(&[
+            m("/home/u/code/app", false, MountKind::Scope),
+            m("/knowledge/team", true, MountKind::Knowledge),
+            m("/home/agent/.cargo", false, MountKind::Cache),
+            m("/knowledge/rust", true, MountKind::Knowledge),
+        ]);
+        let targets: Vec<_> = listed
+            .iter()
+            .map(|m| (m.target.as_str(), m.browsable))
+            .collect();
+        assert_eq!(
+            targets,
+            [
+                ("/knowledge/rust", true),
+                ("/knowledge/team", true),
+                ("/home/agent/.cargo", false),
+                ("/home/u/code/app", false)
+            ]
+        );
+        assert_eq!(
+            browsable_mount(&listed, "/knowledge/team").map(|m| m.source.as_str()),
+            Some("/host/knowledge/team")
+        );
+        assert!(
+            browsable_mount(&listed, "/home/agent/.cargo").is_none(),
+            "a cache"
+        );
+        assert!(
+            browsable_mount(&listed, "/home/u/code/app").is_none(),
+            "the scope"
+        );
+    }
+}
+
+/// The name of the document in a session's folder recording its sandbox's mounts at its last
+/// start (F.8: the mounts recorded, and which are browsable).
+pub const MOUNTS_FILE: &str = "mounts.json";
+
+/// One mount of a session's sandbox, as the Files pane's Access tab shows it (F.8: what the
+/// agent sees of the computer) and as `mount` names it (its target).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionMount {
+    /// Where the agent sees it (the sandbox path; a scope's is its host path).
+    pub target: String,
+    /// The host folder or file.
+    pub source: String,
+    /// Read-only to the agent; otherwise it "can change".
+    pub read_only: bool,
+    /// What it is for.
+    pub kind: crate::sandbox::MountKind,
+    /// Its files can be read through the files endpoints' `mount` (a knowledge folder).
+    pub browsable: bool,
+}
+
+/// Whether a mount of this kind is browsable (F.8: knowledge folders; a cache, a state slot,
+/// configuration or the scope itself are not — the scope is the session's folder).
+pub fn browsable(kind: crate::sandbox::MountKind) -> bool {
+    matches!(kind, crate::sandbox::MountKind::Knowledge)
+}
+
+/// A sandbox's mounts as the Access tab lists them: the browsable ones first, then the others,
+/// each group by target.
+pub fn session_mounts(mounts: &[crate::sandbox::Mount]) -> Vec<SessionMount> {
+    let mut out: Vec<SessionMount> = mounts
+        .iter()
+        .map(|m| SessionMount {
+            target: m.target.clone(),
+            source: m.source.clone(),
+            read_only: m.read_only,
+            kind: m.kind,
+            browsable: browsable(m.kind),
+        })
+        .collect();
+    out.sort_by(|a, b| (!a.browsable, &a.target).cmp(&(!b.browsable, &b.target)));
+    out
+}
+
+/// The browsable mount whose target is `target` (F.8: `mount` names one; 404 otherwise).
+pub fn browsable_mount<'a>(mounts: &'a [SessionMount], target: &str) -> Option<&'a SessionMount> {
+    mounts.iter().find(|m| m.browsable && m.target == target)
 }

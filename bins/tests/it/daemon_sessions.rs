@@ -933,3 +933,76 @@ async fn a_denied_host_becomes_a_question_that_allows_it() {
     );
     d.no_container(&id).await;
 }
+
+/// The official TypeScript ACP SDK (`@agentclientprotocol/sdk`, handler-core/web's dependency)
+/// as a session client over the session WebSocket (issue 13): the Node script
+/// handler-core/web/e2e/acp_sdk_client.mjs attaches to a session of the fake agent in a real
+/// sandbox, prompts, detaches and re-attaches with session/load: the replay is the daemon's log
+/// (the prompt as `user_message_chunk`, the answer), each with its `handler.dev/seq`; the agent
+/// kept running between the two attachments. Needs `npm ci` in handler-core/web
+/// (.ci/setup-browser.sh) and Node 20+ (`--experimental-websocket`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_typescript_acp_sdk_attaches_prompts_and_replays() {
+    let Some(u) = user() else { return };
+    let web = Path::new(env!("CARGO_MANIFEST_DIR")).join("../handler-core/web");
+    assert!(
+        web.join("node_modules/@agentclientprotocol/sdk").exists(),
+        "{}: no node_modules: run .ci/setup-browser.sh (npm ci)",
+        web.display()
+    );
+    let d = start(u, "tssdk", &[]).await;
+    let agent = d.agent().await;
+    let s = d.create(&agent).await;
+    let id = s["id"].as_str().unwrap().to_string();
+    let sid = s["acpSessionId"].as_str().unwrap().to_string();
+    let before = d.containers(&id);
+    let (url, scope, token) = (d.url(&id), d.scope.clone(), d.token.clone());
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new("node")
+            .arg("--experimental-websocket")
+            .arg("e2e/acp_sdk_client.mjs")
+            .args([&url, &sid, &scope, "hello from typescript"])
+            .env("HANDLER_TOKEN", token)
+            .current_dir(web)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "stdout: {stdout}\nstderr: {}\nhandlerd: {}",
+        String::from_utf8_lossy(&out.stderr),
+        d.log()
+    );
+    let v: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(v["protocol"], "acp.v1", "{v}");
+    assert_eq!(v["protocolVersion"], 1, "{v}");
+    assert_eq!(v["loadSession"], true, "{v}");
+    assert_eq!(v["stopReason"], "end_turn", "{v}");
+    let said = json!(["agent_message_chunk", "hello from typescript"]);
+    assert!(v["live"].as_array().unwrap().contains(&said), "{v}");
+    assert_eq!(
+        v["replay"],
+        json!([["user_message_chunk", "hello from typescript"], said]),
+        "the daemon's log replayed (not the agent's own replay): {v}"
+    );
+    let seqs: Vec<u64> = v["replaySeqs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_u64().expect("each replayed update has its seq"))
+        .collect();
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{v}");
+    assert_eq!(v["modes"], "bypassPermissions", "P7's mode: {v}");
+    // Detaching left the agent running in the same sandbox.
+    assert_eq!(d.containers(&id), before, "the same sandbox");
+    let (_, now) = d.get(&format!("/v1/sessions/{id}")).await;
+    assert_eq!(now["state"], "running", "{now}");
+    let (st, _) = d
+        .call(reqwest::Method::DELETE, &format!("/v1/sessions/{id}"), None)
+        .await;
+    assert!(st == 200 || st == 204, "{st}");
+    d.no_container(&id).await;
+}

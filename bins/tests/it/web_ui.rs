@@ -89,7 +89,7 @@ fn make_scope(scope: &Path) {
     std::fs::write(scope.join(".gitignore"), ".bin/\n.fake-agent-script.json\n").unwrap();
     std::fs::write(
         scope.join(".fake-agent-script.json"),
-        r#"{"loadReplay": true}"#,
+        r#"{"loadReplay": true, "configOptions": true}"#,
     )
     .unwrap();
     let git = |args: &[&str]| {
@@ -273,6 +273,13 @@ async fn the_web_ui_in_a_real_browser() {
     assert!(
         summary["passed"].as_array().is_some_and(|p| p.len() >= 10),
         "{summary}"
+    );
+    let want = "the model selector (configOptions) and the Files pane's Access tab";
+    assert!(
+        summary["passed"]
+            .as_array()
+            .is_some_and(|p| p.iter().any(|s| s == want)),
+        "{want:?} did not pass: {summary}"
     );
     assert!(
         !stdout.contains(&token) && !stderr.contains(&token),

@@ -207,6 +207,26 @@ try {
     await page.getByRole("region", { name: "Network" }).getByText("Network none").waitFor();
   });
 
+  await step("the model selector (configOptions) and the Files pane's Access tab", async () => {
+    const model = page.getByLabel("Model");
+    assert.equal(await model.inputValue(), "fake-small");
+    await model.selectOption("fake-large");
+    const files = page.getByRole("region", { name: "Files" });
+    if (!(await files.isVisible())) await page.getByRole("button", { name: /^Files/ }).click();
+    await files.getByRole("tab", { name: "Access" }).click();
+    const scope = files.getByRole("list", { name: "Mounts" }).locator("li[data-kind=scope]");
+    await scope.getByText("can change").waitFor();
+    await shot(page, "session-files-access");
+    // A second tab gets the model chosen (the daemon's configOptions in its session/load).
+    const other = await ctx.newPage();
+    await other.goto(`${URL_}/#token=${TOKEN}`);
+    await other.getByRole("heading", { name: "Projects" }).waitFor();
+    await other.goto(sessionUrl);
+    await other.waitForSelector("body[data-session-ready]");
+    assert.equal(await other.getByLabel("Model").inputValue(), "fake-large");
+    await other.close();
+  });
+
   await step("stop, then resume from the project's page with the history", async () => {
     await page.getByRole("button", { name: "Stop session" }).click();
     await page.getByLabel("State").getByText("stopped").waitFor();

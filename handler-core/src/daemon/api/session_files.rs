@@ -4,7 +4,7 @@ use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::routing;
-use handler_contracts::files::{Changes, FileView, FolderListing, RevealRequest};
+use handler_contracts::files::{Changes, FileView, FolderListing, RevealRequest, SessionMount};
 use serde::Deserialize;
 
 use super::routes::{Route, r, s};
@@ -53,6 +53,14 @@ pub async fn read(
     ))
 }
 
+/// GET /v1/sessions/{id}/mounts
+pub async fn mounts(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Vec<SessionMount>>> {
+    Ok(Json(service::mounts(&app, &id)?))
+}
+
 /// POST /v1/sessions/{id}/reveal
 pub async fn reveal(
     State(app): State<AppState>,
@@ -99,6 +107,14 @@ pub(super) fn routes() -> Vec<Route> {
                 routing::get(read),
             )
         },
+        r(
+            "GET",
+            "/v1/sessions/{id}/mounts",
+            "What the session's sandbox sees of the computer: its mounts, browsable first (F.8)",
+            None,
+            (200, Some(s::<Vec<SessionMount>>)),
+            routing::get(mounts),
+        ),
         r(
             "POST",
             "/v1/sessions/{id}/reveal",

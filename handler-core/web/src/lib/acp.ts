@@ -93,6 +93,8 @@ export async function attach(sessionId: string, acpSessionId: string, cwd: strin
       agent.request("session/prompt", { sessionId: acpSessionId, prompt: [{ type: "text", text }] }),
     cancel: () => agent.notify("session/cancel", { sessionId: acpSessionId }),
     setMode: (modeId: string) => agent.request("session/set_mode", { sessionId: acpSessionId, modeId }),
+    setConfig: (configId: string, value: string) =>
+      agent.request("session/set_config_option", { sessionId: acpSessionId, configId, value }),
     close: () => conn.close(),
   };
 }

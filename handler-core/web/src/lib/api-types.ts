@@ -796,6 +796,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sessions/{id}/mounts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** What the session's sandbox sees of the computer: its mounts, browsable first (F.8) */
+        get: operations["GET /v1/sessions/{id}/mounts"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sessions/{id}/reveal": {
         parameters: {
             query?: never;
@@ -2213,6 +2230,24 @@ export interface components {
             /** @description Longer than [`MAX_READ_BYTES`]: `text` holds the beginning. */
             truncated: boolean;
         };
+        /**
+         * @description One mount of a session's sandbox, as the Files pane's Access tab shows it (F.8: what the
+         *     agent sees of the computer) and as `mount` names it (its target).
+         */
+        SessionMount: {
+            /** @description Where the agent sees it (the sandbox path; a scope's is its host path). */
+            target: string;
+            /** @description The host folder or file. */
+            source: string;
+            /** @description Read-only to the agent; otherwise it "can change". */
+            readOnly: boolean;
+            /** @description What it is for. */
+            kind: components["schemas"]["MountKind"];
+            /** @description Its files can be read through the files endpoints' `mount` (a knowledge folder). */
+            browsable: boolean;
+        };
+        /** @description What a mount is for (A.1). */
+        MountKind: "scope" | "state" | "cache" | "config" | "knowledge" | "app" | "subject";
         /** @description POST /v1/sessions/{id}/reveal (F.8). */
         RevealRequest: {
             /**
@@ -4657,6 +4692,37 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["FileView"];
+                };
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "GET /v1/sessions/{id}/mounts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionMount"][];
                 };
             };
             /** @description an error (RFC 9457) */

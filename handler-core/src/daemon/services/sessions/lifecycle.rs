@@ -137,6 +137,7 @@ async fn launch(
         .mounts
         .extend(super::run::subject_mount(app, &s));
     let guard = with_git_guard(app, id, &mut prepared).await?;
+    super::files::record_mounts(app, id, &prepared.spec.mounts);
     app.sessions.update(id, |r| {
         r.state = SessionState::Starting;
         r.error = None;
