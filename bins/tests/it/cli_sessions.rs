@@ -629,3 +629,62 @@ async fn handler_terminal_runs_the_harness_program_on_this_terminal_past_a_handl
     t.send("exit 7\r");
     assert_eq!(t.exit_code(), Some(7), "{}", t.seen.lock().unwrap());
 }
+
+/// The README's main job, as its quickstart runs it (decision 0126): outside any project,
+/// `handler run ACCOUNT SCOPE --permissions bypass -- "write hello.txt"` makes the folder's
+/// ad-hoc agent, runs one turn in a real sandbox without a terminal and the file is in the
+/// scope, owned by the person who ran it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readme_main_job_handler_run_writes_hello_txt_in_the_scope() {
+    use std::os::unix::fs::MetadataExt;
+    let Some(u) = user() else { return };
+    let (uid, gid) = (u.uid, u.gid);
+    let d = start(u, "readme").await;
+    d.post(
+        "/v1/accounts",
+        json!({"name": "demo", "harness": "fake", "token": {"value": TOKEN}}),
+    )
+    .await;
+    let scope = d.scope.clone();
+    let args = [
+        "run",
+        "demo",
+        scope.as_str(),
+        "--network",
+        "none",
+        "--permissions",
+        "bypass",
+        "--",
+        "write hello.txt",
+    ];
+    let o = d.output(&args, "");
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", text(&o.stderr), d.log());
+    assert!(
+        text(&o.stdout).contains("write hello.txt"),
+        "{}",
+        text(&o.stdout)
+    );
+    let file = Path::new(&scope).join("hello.txt");
+    assert_eq!(
+        std::fs::read_to_string(&file).ok().as_deref(),
+        Some("hello\n"),
+        "{}",
+        d.log()
+    );
+    let m = std::fs::metadata(&file).unwrap();
+    assert_eq!((m.uid(), m.gid()), (uid, gid), "hello.txt's owner");
+    // The ad-hoc agent of the folder, made with the options typed, and its Session (origin cli).
+    let agents = d.get("/v1/agents").await;
+    let a = &agents[0];
+    assert_eq!(
+        (
+            a["scope"].as_str(),
+            a["network"].as_str(),
+            a["permissions"].as_str()
+        ),
+        (Some(scope.as_str()), Some("none"), Some("bypass")),
+        "{agents}"
+    );
+    let sessions = d.get("/v1/sessions").await;
+    assert_eq!(sessions[0]["origin"], "cli", "{sessions}");
+}
