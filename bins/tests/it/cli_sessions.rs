@@ -423,9 +423,39 @@ struct Pty {
     master: std::fs::File,
     seen: Arc<Mutex<String>>,
     child: Child,
+    /// The terminal's device (`/dev/pts/N`).
+    device: PathBuf,
 }
 
 impl Pty {
+    /// `c` in a session of its own whose controlling terminal is the pty (`setsid --ctty`), as a
+    /// shell runs a program: the terminal's size changes reach it as SIGWINCH.
+    fn spawn_session(c: Command) -> Pty {
+        let mut s = Command::new("setsid");
+        s.arg("--ctty").arg(c.get_program()).args(c.get_args());
+        for (k, v) in c.get_envs() {
+            match v {
+                Some(v) => s.env(k, v),
+                None => s.env_remove(k),
+            };
+        }
+        if let Some(d) = c.get_current_dir() {
+            s.current_dir(d);
+        }
+        Pty::spawn(s)
+    }
+    /// The terminal resized, as a terminal emulator does (TIOCSWINSZ: SIGWINCH to its
+    /// foreground process group).
+    fn resize(&self, rows: u16, cols: u16) {
+        let ok = Command::new("stty")
+            .arg("-F")
+            .arg(&self.device)
+            .args(["rows", &rows.to_string(), "cols", &cols.to_string()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "stty -F {}", self.device.display());
+    }
     fn spawn(mut c: Command) -> Pty {
         let size = nix::pty::Winsize {
             ws_row: 40,
@@ -435,6 +465,10 @@ impl Pty {
         };
         let pty = nix::pty::openpty(Some(&size), None).unwrap();
         let slave = std::fs::File::from(pty.slave);
+        let device = {
+            use std::os::fd::AsRawFd;
+            std::fs::read_link(format!("/proc/self/fd/{}", slave.as_raw_fd())).unwrap()
+        };
         c.stdin(slave.try_clone().unwrap())
             .stdout(slave.try_clone().unwrap())
             .stderr(slave);
@@ -457,6 +491,7 @@ impl Pty {
             master,
             seen,
             child,
+            device,
         }
     }
     /// Waits (60 s at most) until the output after `from` holds `what`; the offset after it.
@@ -603,7 +638,7 @@ async fn handler_terminal_runs_the_harness_program_on_this_terminal_past_a_handl
     let mut d = start(u, "term").await;
     let p = d.project().await;
     let dev = p["agents"][0]["id"].as_str().unwrap().to_string();
-    let mut t = Pty::spawn(d.handler(&["terminal", "--", "hello"]));
+    let mut t = Pty::spawn_session(d.handler(&["terminal", "--", "hello"]));
     // Who it runs as, then the program itself on this terminal (TERM passed on, the mode's flags
     // and the person's arguments).
     let at = t.expect(0, "the program runs as fake as account work", &d);
@@ -614,6 +649,22 @@ async fn handler_terminal_runs_the_harness_program_on_this_terminal_past_a_handl
     );
     t.send("ping\r");
     let at = t.expect(at, "fake terminal got: ping", &d);
+    // The program sees this terminal's size, and its new size once resized.
+    t.send("size\r");
+    let at = t.expect(at, "fake terminal size: 40 120", &d);
+    t.resize(50, 100);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut at = at;
+    loop {
+        t.send("size\r");
+        at = t.expect(at, "fake terminal size: ", &d);
+        let seen = t.seen.lock().unwrap().clone();
+        if seen[at..].starts_with("50 100") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never resized: {seen}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
     // One of the agent's connections, with the model it runs with.
     let conns = d.get(&format!("/v1/agents/{dev}")).await["connections"].clone();
     assert_eq!(conns.as_array().map(Vec::len), Some(1), "{conns}");
