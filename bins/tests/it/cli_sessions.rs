@@ -239,6 +239,14 @@ impl Daemon {
     async fn get(&self, path: &str) -> Value {
         self.call(reqwest::Method::GET, path, None).await.1
     }
+    /// Waits (60 s at most) until the session's turn has ended.
+    async fn idle(&self, id: &str) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while self.get(&format!("/v1/sessions/{id}")).await["busy"] == json!(true) {
+            assert!(Instant::now() < deadline, "session {id} still busy");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
     fn log(&self) -> String {
         std::fs::read_to_string(self.root.join("handlerd.log")).unwrap_or_default()
     }
@@ -338,13 +346,57 @@ async fn handler_run_without_a_terminal_runs_one_turn_and_acp_refuses_or_saves_w
         "{}",
         text(&o.stdout)
     );
-    let o = d.output(&["session", "log", id], "");
+    // The log comes through the API (GET /v1/sessions/{id}/events), not the state folder: a
+    // state folder that does not exist changes nothing.
+    let mut env = d.env.clone();
+    env.retain(|(k, _)| *k != "HANDLER_STATE_DIR");
+    env.push(("HANDLER_STATE_DIR", "/nonexistent".into()));
+    let bin = d.root.join("bin/handler");
+    let o = d
+        .user
+        .cmd(bin.to_str().unwrap(), &["session", "log", id], &env)
+        .output()
+        .unwrap();
     let log = text(&o.stdout);
     assert!(
         log.contains("hello from the cli") && log.contains("(turn ended: end_turn)"),
         "{log}: {}",
         text(&o.stderr)
     );
+    let events = d.get(&format!("/v1/sessions/{id}/events")).await;
+    let seqs: Vec<u64> = events
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["seq"].as_u64().unwrap())
+        .collect();
+    assert!(
+        seqs.len() >= 3 && seqs.windows(2).all(|w| w[0] < w[1]),
+        "{events}"
+    );
+    let after = d
+        .get(&format!("/v1/sessions/{id}/events?afterSeq={}", seqs[1]))
+        .await;
+    assert_eq!(after.as_array().unwrap().len(), seqs.len() - 2, "{after}");
+    let o = d.output(
+        &[
+            "session",
+            "log",
+            id,
+            "--after-seq",
+            &seqs[seqs.len() - 1].to_string(),
+        ],
+        "",
+    );
+    assert_eq!((o.status.code(), text(&o.stdout)), (Some(0), String::new()));
+    let (status, _) = d
+        .call(
+            reqwest::Method::GET,
+            "/v1/sessions/s_0000000000000000/events",
+            None,
+        )
+        .await;
+    assert_eq!(status, 404);
     // handler acp in the folder: an option that differs is refused without --save …
     let o = d.output(&["acp", "--permissions", "ask"], "");
     assert_eq!(o.status.code(), Some(2));
@@ -536,14 +588,21 @@ async fn handler_run_in_a_terminal_answers_with_keys_cancels_detaches_and_reatta
     d.project().await;
     let mut t = Pty::spawn(d.handler(&["run"]));
     let at = t.expect(0, "Ctrl-C cancels the turn", &d);
-    // A prompt: its text streamed back.
+    let id = {
+        let s = t.seen.lock().unwrap().clone();
+        let i = s.find("handler: session ").unwrap() + "handler: session ".len();
+        s[i..].split_whitespace().next().unwrap().to_string()
+    };
+    // A prompt: its text streamed back (the agent's line, not the echo of the typed one).
     t.send("say hi\r");
-    let at = t.expect(at, "say hi", &d);
+    let at = t.expect(at, "\u{1b}[2Ksay hi", &d);
+    d.idle(&id).await;
     // A permission: asked with a key per option, answered with one.
     t.send("ask: may I\r");
     let at = t.expect(at, "[y] Allow  [n] Reject", &d);
     t.send("y");
     let at = t.expect(at, "answered \"yes\"", &d);
+    d.idle(&id).await;
     // Ctrl-C while the agent asks: the turn is cancelled.
     t.send("ask: again\r");
     let at = t.expect(at, "[y] Allow", &d);
