@@ -798,3 +798,88 @@ async fn readme_main_job_handler_run_writes_hello_txt_in_the_scope() {
     let sessions = d.get("/v1/sessions").await;
     assert_eq!(sessions[0]["origin"], "cli", "{sessions}");
 }
+
+/// What the SDK-driven editor (fixtures/editor/acp_sdk_editor.mjs) reported.
+fn sdk_editor(d: &Daemon, args: &[&str], prompt: &str) -> Value {
+    let sdk = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../handler-core/web/node_modules/@agentclientprotocol/sdk");
+    assert!(
+        sdk.join("package.json").exists(),
+        "no {}: run .ci/setup-browser.sh (npm ci in handler-core/web)",
+        sdk.display()
+    );
+    let script = d.root.join("acp_sdk_editor.mjs");
+    if !script.exists() {
+        let src =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/editor/acp_sdk_editor.mjs");
+        std::fs::copy(src, &script).unwrap();
+        d.user.give(&script);
+    }
+    let sdk = std::fs::canonicalize(sdk).unwrap().display().to_string();
+    let handler = d.root.join("bin/handler").display().to_string();
+    let mut a = vec![
+        script.to_str().unwrap(),
+        "--sdk",
+        sdk.as_str(),
+        "--cwd",
+        d.scope.as_str(),
+        "--prompt",
+        prompt,
+        "--",
+        handler.as_str(),
+        "acp",
+    ];
+    a.extend_from_slice(args);
+    let o = d.user.cmd("node", &a, &d.env).output().unwrap();
+    let out = text(&o.stdout);
+    let last = out.lines().last().unwrap_or_default();
+    serde_json::from_str(last)
+        .unwrap_or_else(|e| panic!("{e}: {out}\n{}\n{}", text(&o.stderr), d.log()))
+}
+
+/// `handler acp` as an editor runs it (D.16), driven over stdio by the official TypeScript ACP
+/// SDK in the project's folder: the project's agent answers a prompt; an option that differs
+/// from the agent is refused before any ACP, saying what differs and `--save`; with `--save`
+/// it is saved and the prompt answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handler_acp_driven_by_the_typescript_sdk_answers_refuses_what_differs_and_saves() {
+    let Some(u) = user() else { return };
+    let d = start(u, "sdk").await;
+    let p = d.project().await;
+    let dev = p["agents"][0]["id"].as_str().unwrap().to_string();
+    let r = sdk_editor(&d, &[], "hello from the editor");
+    assert_eq!(r["stopReason"], "end_turn", "{r}\n{}", d.log());
+    assert!(
+        r["text"]
+            .as_str()
+            .unwrap()
+            .contains("hello from the editor"),
+        "{r}"
+    );
+    let r = sdk_editor(&d, &["--permissions", "ask"], "not sent");
+    assert_eq!(r["exitCode"], 2, "{r}");
+    let e = r["stderr"].as_str().unwrap();
+    assert!(
+        e.contains("permissions: bypass → ask") && e.contains("--save"),
+        "{r}"
+    );
+    assert_eq!(
+        d.get(&format!("/v1/agents/{dev}")).await["permissions"],
+        "bypass"
+    );
+    let r = sdk_editor(&d, &["--permissions", "ask", "--save"], "saved, then asked");
+    assert_eq!(r["stopReason"], "end_turn", "{r}\n{}", d.log());
+    assert!(
+        r["text"].as_str().unwrap().contains("saved, then asked"),
+        "{r}"
+    );
+    assert_eq!(
+        d.get(&format!("/v1/agents/{dev}")).await["permissions"],
+        "ask"
+    );
+    // Every conversation above that ran went through the project's agent.
+    assert_eq!(
+        d.get(&format!("/v1/agents/{dev}")).await["projectId"],
+        p["id"],
+    );
+}
