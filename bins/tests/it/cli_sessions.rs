@@ -721,7 +721,15 @@ async fn handler_terminal_runs_the_harness_program_on_this_terminal_past_a_handl
         if seen[at..].starts_with("50 100") {
             break;
         }
-        assert!(Instant::now() < deadline, "never resized: {seen}");
+        let tail: String = seen
+            .chars()
+            .rev()
+            .take(800)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        assert!(Instant::now() < deadline, "never resized: …{tail}");
         std::thread::sleep(Duration::from_millis(200));
     }
     // One of the agent's connections, with the model it runs with.
