@@ -15,9 +15,10 @@
 # (2)–(4) are built by the sandbox runtime's own verbs (`handler-sandbox-podman image build`,
 # `image build-proxy`), run as the user.
 #
-# Usage: .ci/build-images.sh --bin-dir DIR
-#   DIR holds handler-sandbox-podman and a static handler-egress-proxy, readable by the user
-#   (.ci/quickstart prepares it). Timings and podman's output go to stderr.
+# Usage: .ci/build-images.sh --bin-dir DIR | --base-only
+#   DIR holds handler-sandbox-podman and a static handler-egress-proxy, readable by the user.
+#   --base-only: only (1), the step that needs root (debootstrap); `handler setup` builds the
+#   rest through handlerd (.ci/quickstart). Timings and podman's output go to stderr.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo="$(pwd)"
@@ -32,18 +33,20 @@ TOOLBOX_IMAGE="localhost/handler-ai-toolbox:latest"
 PROXY_IMAGE="localhost/handler-network-filter:latest"
 
 bin_dir=""
+base_only=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --bin-dir) bin_dir="$2"; shift 2 ;;
+        --base-only) base_only=1; shift ;;
         *) echo "build-images: unknown argument $1" >&2; exit 2 ;;
     esac
 done
-[ -n "$bin_dir" ] || { echo "build-images: usage: $0 --bin-dir DIR" >&2; exit 2; }
+[ -n "$bin_dir$base_only" ] || { echo "build-images: usage: $0 --bin-dir DIR | --base-only" >&2; exit 2; }
 [ "$(id -u)" -eq 0 ] || { echo "build-images: run me as root" >&2; exit 1; }
 id -u "$USER_NAME" >/dev/null 2>&1 || { echo "build-images: no user $USER_NAME: run .ci/setup-podman.sh first" >&2; exit 1; }
 USER_HOME="$(getent passwd "$USER_NAME" | cut -d: -f6)"
 SANDBOX="$bin_dir/handler-sandbox-podman"
-[ -x "$SANDBOX" ] || { echo "build-images: $SANDBOX is missing" >&2; exit 1; }
+[ -n "$base_only" ] || [ -x "$SANDBOX" ] || { echo "build-images: $SANDBOX is missing" >&2; exit 1; }
 
 log() { echo "build-images: $*" >&2; }
 as_user() {
@@ -113,6 +116,7 @@ if exists base "$BASE_IMAGE"; then log "$BASE_IMAGE exists"; else
     timed "$BASE_IMAGE" build_base
     HANDLER_REBUILD_IMAGES="${HANDLER_REBUILD_IMAGES:-} toolbox"
 fi
+[ -z "$base_only" ] || exit 0
 
 # 2. The toolbox, by the sandbox runtime's build verb.
 build_toolbox() {

@@ -18,6 +18,7 @@ pub mod run;
 mod secrets;
 pub mod session;
 mod setup;
+mod skills;
 pub mod terminal;
 mod ui;
 
@@ -32,6 +33,7 @@ pub use projects::ProjectCommand;
 pub use providers::ProviderCommand;
 pub use secrets::SecretCommand;
 pub use setup::SetupArgs;
+pub use skills::SkillCommand;
 pub use ui::{UiArgs, run_ui};
 
 use clap::{Parser, Subcommand};
@@ -110,6 +112,9 @@ pub enum Command {
     /// The schedule that rebuilds the images.
     #[command(subcommand, name = "image-updates")]
     ImageUpdates(ImageUpdatesCommand),
+    /// Skills: the library of instructions (and scripts) agents pick.
+    #[command(subcommand)]
+    Skill(SkillCommand),
     /// Check this host, start handlerd, build the images, add a provider: ready to run agents.
     Setup(SetupArgs),
     /// handlerd as a service: start, stop, status, logs, install (a systemd user unit).
@@ -159,6 +164,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Folder(c) => places::run_folder(c, json).await,
         Command::Build(c) => builds::run(c, json).await,
         Command::ImageUpdates(c) => builds::run_image_updates(c, json).await,
+        Command::Skill(c) => skills::run(c, json).await,
         Command::Setup(a) => setup::run(a).await,
         Command::Daemon(c) => daemon::run(c, json).await,
         Command::Completions { shell } => {

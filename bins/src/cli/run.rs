@@ -11,14 +11,15 @@ use handler_core::client::Discovery;
 use handler_core::client::api::{Api, encode};
 use serde_json::json;
 
-use super::resolve::{AgentFlags, Known, Resolution, Target, Typed, resolve};
+use super::resolve::{self, AgentFlags, Known, Resolution, Typed, resolve};
 
 /// The exit code of a refusal (what to type instead is on stderr).
 pub const REFUSED: i32 = 2;
 
-/// `handler run`.
+/// What `handler run` and `handler terminal` take to find the agent: the word, the folder, the
+/// agent options, `--anyway` and `--save`.
 #[derive(Args, Debug)]
-pub struct RunArgs {
+pub struct Target {
     /// An agent of the folder's project, an account or a provider (default: the folder's agent).
     pub what: Option<String>,
     /// The folder to work in (default: the current one).
@@ -33,6 +34,37 @@ pub struct RunArgs {
     /// Save options that differ from the agent's without asking (for scripts).
     #[arg(long)]
     pub save: bool,
+}
+
+impl Target {
+    /// The folder and word typed, then [`choose`]: the agent and model, or the exit code of a
+    /// refusal already said.
+    pub async fn choose(
+        &self,
+        api: &Api,
+        interactive: bool,
+    ) -> anyhow::Result<Result<Chosen, i32>> {
+        let (folder, word) = folder_and_word(self.what.clone(), self.scope.clone())?;
+        let f = &self.flags;
+        choose(
+            api,
+            &folder,
+            word.as_deref(),
+            f,
+            self.anyway,
+            self.save,
+            interactive,
+        )
+        .await
+    }
+}
+
+/// `handler run`.
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// Which agent, in which folder.
+    #[command(flatten)]
+    pub target: Target,
     /// A first prompt; without a terminal, the one turn to run.
     #[arg(last = true)]
     pub prompt: Vec<String>,
@@ -126,7 +158,7 @@ pub async fn choose(
     {
         return Ok(Err(code));
     }
-    if r.saved.is_some() || matches!(r.target, Target::Create(_)) {
+    if r.saved.is_some() || matches!(r.target, resolve::Target::Create(_)) {
         for w in super::resolve::widening(flags) {
             eprintln!("handler: {w}");
         }
@@ -161,7 +193,7 @@ async fn settle(
     interactive: bool,
 ) -> anyhow::Result<Result<Chosen, i32>> {
     match r.target {
-        Target::Create(req) => {
+        resolve::Target::Create(req) => {
             let a: Agent = serde_json::from_value(
                 api.post("/v1/agents", &serde_json::to_value(&req)?).await?,
             )?;
@@ -176,7 +208,7 @@ async fn settle(
                 settings: Some(a),
             }))
         }
-        Target::Existing { agent, model } => {
+        resolve::Target::Existing { agent, model } => {
             let mut settings = Some(*agent.clone());
             if let Some(body) = r.saved {
                 let name = agent.name.clone().unwrap_or_else(|| agent.id.clone());
@@ -223,19 +255,8 @@ fn ask_save(interactive: bool) -> bool {
 /// Runs `handler run`; the exit code.
 pub async fn run_run(args: RunArgs) -> anyhow::Result<i32> {
     let api = Api::new(Discovery::from_process_env()?);
-    let (folder, word) = folder_and_word(args.what, args.scope)?;
     let tty = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
-    let chosen = match choose(
-        &api,
-        &folder,
-        word.as_deref(),
-        &args.flags,
-        args.anyway,
-        args.save,
-        tty,
-    )
-    .await?
-    {
+    let chosen = match args.target.choose(&api, tty).await? {
         Ok(c) => c,
         Err(code) => return Ok(code),
     };

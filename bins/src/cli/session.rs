@@ -3,7 +3,9 @@
 
 use std::io::IsTerminal;
 
+use anyhow::Context;
 use clap::{Args, Subcommand};
+use handler_contracts::session::SessionEvent;
 use handler_core::client::Discovery;
 use handler_core::client::api::{Api, encode};
 use serde_json::Value;
@@ -47,10 +49,13 @@ pub enum SessionCommand {
         /// Its id.
         session: String,
     },
-    /// Its conversation, from handlerd's event log (read from its state folder).
+    /// Its conversation, from handlerd's event log (secrets redacted).
     Log {
         /// Its id.
         session: String,
+        /// Only what came after this event (its seq).
+        #[arg(long, default_value_t = 0)]
+        after_seq: u64,
     },
 }
 
@@ -99,19 +104,11 @@ pub async fn run_session(cmd: SessionCommand) -> anyhow::Result<i32> {
             api.delete(&path(&session)).await?;
             eprintln!("handler: session {session} is removed");
         }
-        SessionCommand::Log { session } => {
-            api.get(&path(&session)).await?;
-            let file = state_dir()?
-                .join("sessions")
-                .join(&session)
-                .join("events.ndjson");
-            let text = std::fs::read_to_string(&file).map_err(|e| {
-                anyhow::anyhow!(
-                    "cannot read {}: {e} (handlerd's state folder: set HANDLER_STATE_DIR)",
-                    file.display()
-                )
-            })?;
-            for line in log_lines(&text) {
+        SessionCommand::Log { session, after_seq } => {
+            let q = format!("{}/events?afterSeq={after_seq}", path(&session));
+            let events: Vec<SessionEvent> = serde_json::from_value(api.get(&q).await?)
+                .context("handlerd's answer is not a list of session events")?;
+            for line in log_lines(events) {
                 println!("{line}");
             }
         }
@@ -119,20 +116,9 @@ pub async fn run_session(cmd: SessionCommand) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-fn state_dir() -> anyhow::Result<std::path::PathBuf> {
-    if let Some(d) = std::env::var_os("HANDLER_STATE_DIR").filter(|d| !d.is_empty()) {
-        return Ok(d.into());
-    }
-    let home = std::env::var_os("HOME")
-        .ok_or_else(|| anyhow::anyhow!("no HOME: set HANDLER_STATE_DIR"))?;
-    Ok(std::path::Path::new(&home)
-        .join(".local/state")
-        .join(handler_contracts::APP_DIR_NAME))
-}
-
 /// The event log as the chat shows it: updates as lines, turns' ends, starts and stops.
-pub fn log_lines(text: &str) -> Vec<String> {
-    use handler_contracts::session::{SessionEventKind, TurnPhase, parse_log};
+pub fn log_lines(events: Vec<SessionEvent>) -> Vec<String> {
+    use handler_contracts::session::{SessionEventKind, TurnPhase};
     let mut chat = Chat::new("");
     let mut out = Vec::new();
     let take = |actions: Vec<Action>, out: &mut Vec<String>| {
@@ -142,7 +128,7 @@ pub fn log_lines(text: &str) -> Vec<String> {
             }
         }
     };
-    for e in parse_log(text).events {
+    for e in events {
         match e.kind {
             SessionEventKind::Update { update } => take(chat.on_update(&update), &mut out),
             SessionEventKind::Turn {
@@ -253,9 +239,9 @@ mod tests {
             json!({"seq": 3, "t": "T3", "kind": "update", "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "hello"}}}),
             json!({"seq": 4, "t": "T4", "kind": "turn", "phase": "end", "stopReason": "end_turn"}),
         ]
-        .map(|v| v.to_string() + "\n")
-        .concat();
-        let lines: Vec<String> = super::log_lines(&log)
+        .map(|v| serde_json::from_value(v).unwrap())
+        .to_vec();
+        let lines: Vec<String> = super::log_lines(log)
             .into_iter()
             .map(|l| crate::cli::chat::strip_ansi(&l))
             .collect();

@@ -12,26 +12,14 @@ use handler_core::client::Discovery;
 use handler_core::client::api::{Api, encode};
 use serde_json::json;
 
-use super::resolve::AgentFlags;
-use super::run::{REFUSED, choose, folder_and_word};
+use super::run::{REFUSED, Target};
 
 /// `handler terminal`.
 #[derive(Args, Debug)]
 pub struct TerminalArgs {
-    /// An agent of the folder's project, an account or a provider (default: the folder's agent).
-    pub what: Option<String>,
-    /// The folder to work in (default: the current one).
-    pub scope: Option<String>,
-    /// The agent options.
+    /// Which agent, in which folder.
     #[command(flatten)]
-    pub flags: AgentFlags,
-    /// Run an account or provider the project's context does not allow, outside the project
-    /// (asks you to type yes).
-    #[arg(long)]
-    pub anyway: bool,
-    /// Save options that differ from the agent's without asking.
-    #[arg(long)]
-    pub save: bool,
+    pub target: Target,
     /// Arguments for the harness's program.
     #[arg(last = true)]
     pub args: Vec<String>,
@@ -83,23 +71,12 @@ pub fn runs_as(
 /// Runs `handler terminal`; the program's exit code.
 pub async fn run_terminal(args: TerminalArgs) -> anyhow::Result<i32> {
     let api = Api::new(Discovery::from_process_env()?);
-    let (folder, word) = folder_and_word(args.what, args.scope)?;
     let tty = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
     if !tty {
         eprintln!("handler: handler terminal needs a terminal (stdin and stdout)");
         return Ok(REFUSED);
     }
-    let chosen = match choose(
-        &api,
-        &folder,
-        word.as_deref(),
-        &args.flags,
-        args.anyway,
-        args.save,
-        tty,
-    )
-    .await?
-    {
+    let chosen = match args.target.choose(&api, tty).await? {
         Ok(c) => c,
         Err(code) => return Ok(code),
     };

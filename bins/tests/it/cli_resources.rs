@@ -482,3 +482,93 @@ fn completions_and_man_pages_name_every_verb() {
         );
     }
 }
+
+/// A zip archive of `files` (path, text, executable).
+fn zip_of(files: &[(&str, &str, bool)]) -> Vec<u8> {
+    use std::io::Write;
+    let mut w = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    for (path, text, exec) in files {
+        let mode = if *exec { 0o755 } else { 0o644 };
+        let o = zip::write::SimpleFileOptions::default().unix_permissions(mode);
+        w.start_file(*path, o).unwrap();
+        w.write_all(text.as_bytes()).unwrap();
+    }
+    w.finish().unwrap().into_inner()
+}
+
+const LINT_MD: &str = "---\nname: lint\ndescription: Lints the project\n---\n\n# Lint\n\nRun `scripts/run.sh`; docs at https://lint.example.com/docs.\n";
+
+#[tokio::test]
+async fn skills_from_the_command_line() {
+    let d = start().await;
+    d.snap("skill_list_empty", &d.ok(&["skill", "list"]));
+    // A new one from its description; again: 409, one line, exit 1.
+    let out = d.ok(&[
+        "skill",
+        "new",
+        "greet",
+        "--description",
+        "Greets: the person",
+    ]);
+    assert_eq!(out.trim(), "skill greet made");
+    let e = d.fails(&["skill", "new", "greet", "--description", "x"], "", 1);
+    assert!(e.contains("skill exists"), "{e}");
+    let e = d.fails(&["skill", "new", "greet"], "", 2);
+    assert!(e.contains("--description"), "{e}");
+    // Imported from a zip archive: a script and a host the scan reports.
+    let zip = d.dir.path().join("lint.zip");
+    std::fs::write(
+        &zip,
+        zip_of(&[
+            ("lint/SKILL.md", LINT_MD, false),
+            ("lint/scripts/run.sh", "#!/bin/sh\necho lint\n", true),
+        ]),
+    )
+    .unwrap();
+    let zip = zip.display().to_string();
+    let out = d.ok(&["skill", "import", &zip]);
+    assert_eq!(
+        out.trim(),
+        "skill lint imported: SKILL.md and 1 other files"
+    );
+    let e = d.fails(&["skill", "import", &zip], "", 1);
+    assert!(e.contains("skill exists"), "{e}");
+    d.ok(&["skill", "import", &zip, "--replace"]);
+    d.snap("skill_list", &d.ok(&["skill", "list"]));
+    d.snap("skill_show", &d.ok(&["skill", "show", "lint"]));
+    d.snap("skill_scan", &d.ok(&["skill", "scan", "lint"]));
+    let scan = d.json(&["skill", "scan", "lint"]);
+    assert_eq!(scan["executables"], serde_json::json!(["scripts/run.sh"]));
+    assert_eq!(scan["hosts"][0]["text"], "lint.example.com", "{scan}");
+    let v = d.json(&["skill", "show", "lint"]);
+    assert!(v["digest"].as_str().unwrap().starts_with("sha256:"), "{v}");
+    // Edited from stdin: a new name renames it; without a terminal nor a file: refused.
+    let md = "---\nname: hello\ndescription: Says hello\n---\n# Hello\n";
+    let out = d.ok_in(&["skill", "edit", "greet", "--content", "-"], md);
+    assert_eq!(out.trim(), "skill hello saved");
+    assert_eq!(
+        d.json(&["skill", "show", "hello"])["description"],
+        "Says hello"
+    );
+    let e = d.fails(&["skill", "edit", "hello"], "", 2);
+    assert!(e.contains("--content FILE"), "{e}");
+    // A project unknown, a URL that is not https://, a skill that is not there: one line each.
+    let e = d.fails(
+        &["skill", "edit", "hello", "--project", "p_0000000000"],
+        "",
+        1,
+    );
+    assert!(e.contains("projects[0]"), "{e}");
+    let e = d.fails(&["skill", "import", "http://example.com/x.zip"], "", 1);
+    assert!(e.contains("url invalid"), "{e}");
+    let e = d.fails(&["skill", "show", "nope"], "", 1);
+    assert!(e.contains("nope"), "{e}");
+    // Removed.
+    assert_eq!(
+        d.ok(&["skill", "rm", "hello"]).trim(),
+        "skill hello removed"
+    );
+    let names: Vec<Value> = d.json(&["skill", "list"]).as_array().unwrap().clone();
+    assert_eq!(names.len(), 1);
+    assert_eq!(names[0]["name"], "lint");
+}

@@ -239,6 +239,14 @@ impl Daemon {
     async fn get(&self, path: &str) -> Value {
         self.call(reqwest::Method::GET, path, None).await.1
     }
+    /// Waits (60 s at most) until the session's turn has ended.
+    async fn idle(&self, id: &str) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while self.get(&format!("/v1/sessions/{id}")).await["busy"] == json!(true) {
+            assert!(Instant::now() < deadline, "session {id} still busy");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
     fn log(&self) -> String {
         std::fs::read_to_string(self.root.join("handlerd.log")).unwrap_or_default()
     }
@@ -338,13 +346,57 @@ async fn handler_run_without_a_terminal_runs_one_turn_and_acp_refuses_or_saves_w
         "{}",
         text(&o.stdout)
     );
-    let o = d.output(&["session", "log", id], "");
+    // The log comes through the API (GET /v1/sessions/{id}/events), not the state folder: a
+    // state folder that does not exist changes nothing.
+    let mut env = d.env.clone();
+    env.retain(|(k, _)| *k != "HANDLER_STATE_DIR");
+    env.push(("HANDLER_STATE_DIR", "/nonexistent".into()));
+    let bin = d.root.join("bin/handler");
+    let o = d
+        .user
+        .cmd(bin.to_str().unwrap(), &["session", "log", id], &env)
+        .output()
+        .unwrap();
     let log = text(&o.stdout);
     assert!(
         log.contains("hello from the cli") && log.contains("(turn ended: end_turn)"),
         "{log}: {}",
         text(&o.stderr)
     );
+    let events = d.get(&format!("/v1/sessions/{id}/events")).await;
+    let seqs: Vec<u64> = events
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["seq"].as_u64().unwrap())
+        .collect();
+    assert!(
+        seqs.len() >= 3 && seqs.windows(2).all(|w| w[0] < w[1]),
+        "{events}"
+    );
+    let after = d
+        .get(&format!("/v1/sessions/{id}/events?afterSeq={}", seqs[1]))
+        .await;
+    assert_eq!(after.as_array().unwrap().len(), seqs.len() - 2, "{after}");
+    let o = d.output(
+        &[
+            "session",
+            "log",
+            id,
+            "--after-seq",
+            &seqs[seqs.len() - 1].to_string(),
+        ],
+        "",
+    );
+    assert_eq!((o.status.code(), text(&o.stdout)), (Some(0), String::new()));
+    let (status, _) = d
+        .call(
+            reqwest::Method::GET,
+            "/v1/sessions/s_0000000000000000/events",
+            None,
+        )
+        .await;
+    assert_eq!(status, 404);
     // handler acp in the folder: an option that differs is refused without --save …
     let o = d.output(&["acp", "--permissions", "ask"], "");
     assert_eq!(o.status.code(), Some(2));
@@ -423,9 +475,39 @@ struct Pty {
     master: std::fs::File,
     seen: Arc<Mutex<String>>,
     child: Child,
+    /// The terminal's device (`/dev/pts/N`).
+    device: PathBuf,
 }
 
 impl Pty {
+    /// `c` in a session of its own whose controlling terminal is the pty (`setsid --ctty`), as a
+    /// shell runs a program: the terminal's size changes reach it as SIGWINCH.
+    fn spawn_session(c: Command) -> Pty {
+        let mut s = Command::new("setsid");
+        s.arg("--ctty").arg(c.get_program()).args(c.get_args());
+        for (k, v) in c.get_envs() {
+            match v {
+                Some(v) => s.env(k, v),
+                None => s.env_remove(k),
+            };
+        }
+        if let Some(d) = c.get_current_dir() {
+            s.current_dir(d);
+        }
+        Pty::spawn(s)
+    }
+    /// The terminal resized, as a terminal emulator does (TIOCSWINSZ: SIGWINCH to its
+    /// foreground process group).
+    fn resize(&self, rows: u16, cols: u16) {
+        let ok = Command::new("stty")
+            .arg("-F")
+            .arg(&self.device)
+            .args(["rows", &rows.to_string(), "cols", &cols.to_string()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "stty -F {}", self.device.display());
+    }
     fn spawn(mut c: Command) -> Pty {
         let size = nix::pty::Winsize {
             ws_row: 40,
@@ -435,6 +517,10 @@ impl Pty {
         };
         let pty = nix::pty::openpty(Some(&size), None).unwrap();
         let slave = std::fs::File::from(pty.slave);
+        let device = {
+            use std::os::fd::AsRawFd;
+            std::fs::read_link(format!("/proc/self/fd/{}", slave.as_raw_fd())).unwrap()
+        };
         c.stdin(slave.try_clone().unwrap())
             .stdout(slave.try_clone().unwrap())
             .stderr(slave);
@@ -457,6 +543,7 @@ impl Pty {
             master,
             seen,
             child,
+            device,
         }
     }
     /// Waits (60 s at most) until the output after `from` holds `what`; the offset after it.
@@ -501,14 +588,21 @@ async fn handler_run_in_a_terminal_answers_with_keys_cancels_detaches_and_reatta
     d.project().await;
     let mut t = Pty::spawn(d.handler(&["run"]));
     let at = t.expect(0, "Ctrl-C cancels the turn", &d);
-    // A prompt: its text streamed back.
+    let id = {
+        let s = t.seen.lock().unwrap().clone();
+        let i = s.find("handler: session ").unwrap() + "handler: session ".len();
+        s[i..].split_whitespace().next().unwrap().to_string()
+    };
+    // A prompt: its text streamed back (the agent's line, not the echo of the typed one).
     t.send("say hi\r");
-    let at = t.expect(at, "say hi", &d);
+    let at = t.expect(at, "\u{1b}[2Ksay hi", &d);
+    d.idle(&id).await;
     // A permission: asked with a key per option, answered with one.
     t.send("ask: may I\r");
     let at = t.expect(at, "[y] Allow  [n] Reject", &d);
     t.send("y");
     let at = t.expect(at, "answered \"yes\"", &d);
+    d.idle(&id).await;
     // Ctrl-C while the agent asks: the turn is cancelled.
     t.send("ask: again\r");
     let at = t.expect(at, "[y] Allow", &d);
@@ -603,7 +697,7 @@ async fn handler_terminal_runs_the_harness_program_on_this_terminal_past_a_handl
     let mut d = start(u, "term").await;
     let p = d.project().await;
     let dev = p["agents"][0]["id"].as_str().unwrap().to_string();
-    let mut t = Pty::spawn(d.handler(&["terminal", "--", "hello"]));
+    let mut t = Pty::spawn_session(d.handler(&["terminal", "--", "hello"]));
     // Who it runs as, then the program itself on this terminal (TERM passed on, the mode's flags
     // and the person's arguments).
     let at = t.expect(0, "the program runs as fake as account work", &d);
@@ -614,6 +708,30 @@ async fn handler_terminal_runs_the_harness_program_on_this_terminal_past_a_handl
     );
     t.send("ping\r");
     let at = t.expect(at, "fake terminal got: ping", &d);
+    // The program sees this terminal's size, and its new size once resized.
+    t.send("size\r");
+    let at = t.expect(at, "fake terminal size: 40 120", &d);
+    t.resize(50, 100);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut at = at;
+    loop {
+        t.send("size\r");
+        at = t.expect(at, "fake terminal size: ", &d);
+        let seen = t.seen.lock().unwrap().clone();
+        if seen[at..].starts_with("50 100") {
+            break;
+        }
+        let tail: String = seen
+            .chars()
+            .rev()
+            .take(800)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        assert!(Instant::now() < deadline, "never resized: …{tail}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
     // One of the agent's connections, with the model it runs with.
     let conns = d.get(&format!("/v1/agents/{dev}")).await["connections"].clone();
     assert_eq!(conns.as_array().map(Vec::len), Some(1), "{conns}");
@@ -628,4 +746,148 @@ async fn handler_terminal_runs_the_harness_program_on_this_terminal_past_a_handl
     // Its exit code is handler terminal's.
     t.send("exit 7\r");
     assert_eq!(t.exit_code(), Some(7), "{}", t.seen.lock().unwrap());
+}
+
+/// The README's main job, as its quickstart runs it (decision 0126): outside any project,
+/// `handler run ACCOUNT SCOPE --permissions bypass -- "write hello.txt"` makes the folder's
+/// ad-hoc agent, runs one turn in a real sandbox without a terminal and the file is in the
+/// scope, owned by the person who ran it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readme_main_job_handler_run_writes_hello_txt_in_the_scope() {
+    use std::os::unix::fs::MetadataExt;
+    let Some(u) = user() else { return };
+    let (uid, gid) = (u.uid, u.gid);
+    let d = start(u, "readme").await;
+    d.post(
+        "/v1/accounts",
+        json!({"name": "demo", "harness": "fake", "token": {"value": TOKEN}}),
+    )
+    .await;
+    let scope = d.scope.clone();
+    let args = [
+        "run",
+        "demo",
+        scope.as_str(),
+        "--network",
+        "none",
+        "--permissions",
+        "bypass",
+        "--",
+        "write hello.txt",
+    ];
+    let o = d.output(&args, "");
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", text(&o.stderr), d.log());
+    assert!(
+        text(&o.stdout).contains("write hello.txt"),
+        "{}",
+        text(&o.stdout)
+    );
+    let file = Path::new(&scope).join("hello.txt");
+    assert_eq!(
+        std::fs::read_to_string(&file).ok().as_deref(),
+        Some("hello\n"),
+        "{}",
+        d.log()
+    );
+    let m = std::fs::metadata(&file).unwrap();
+    assert_eq!((m.uid(), m.gid()), (uid, gid), "hello.txt's owner");
+    // The ad-hoc agent of the folder, made with the options typed, and its Session (origin cli).
+    let agents = d.get("/v1/agents").await;
+    let a = &agents[0];
+    assert_eq!(
+        (
+            a["scope"].as_str(),
+            a["network"].as_str(),
+            a["permissions"].as_str()
+        ),
+        (Some(scope.as_str()), Some("none"), Some("bypass")),
+        "{agents}"
+    );
+    let sessions = d.get("/v1/sessions").await;
+    assert_eq!(sessions[0]["origin"], "cli", "{sessions}");
+}
+
+/// What the SDK-driven editor (fixtures/editor/acp_sdk_editor.mjs) reported.
+fn sdk_editor(d: &Daemon, args: &[&str], prompt: &str) -> Value {
+    let sdk = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../handler-core/web/node_modules/@agentclientprotocol/sdk");
+    assert!(
+        sdk.join("package.json").exists(),
+        "no {}: run .ci/setup-browser.sh (npm ci in handler-core/web)",
+        sdk.display()
+    );
+    let script = d.root.join("acp_sdk_editor.mjs");
+    if !script.exists() {
+        let src =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/editor/acp_sdk_editor.mjs");
+        std::fs::copy(src, &script).unwrap();
+        d.user.give(&script);
+    }
+    let sdk = std::fs::canonicalize(sdk).unwrap().display().to_string();
+    let handler = d.root.join("bin/handler").display().to_string();
+    let mut a = vec![
+        script.to_str().unwrap(),
+        "--sdk",
+        sdk.as_str(),
+        "--cwd",
+        d.scope.as_str(),
+        "--prompt",
+        prompt,
+        "--",
+        handler.as_str(),
+        "acp",
+    ];
+    a.extend_from_slice(args);
+    let o = d.user.cmd("node", &a, &d.env).output().unwrap();
+    let out = text(&o.stdout);
+    let last = out.lines().last().unwrap_or_default();
+    serde_json::from_str(last)
+        .unwrap_or_else(|e| panic!("{e}: {out}\n{}\n{}", text(&o.stderr), d.log()))
+}
+
+/// `handler acp` as an editor runs it (D.16), driven over stdio by the official TypeScript ACP
+/// SDK in the project's folder: the project's agent answers a prompt; an option that differs
+/// from the agent is refused before any ACP, saying what differs and `--save`; with `--save`
+/// it is saved and the prompt answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handler_acp_driven_by_the_typescript_sdk_answers_refuses_what_differs_and_saves() {
+    let Some(u) = user() else { return };
+    let d = start(u, "sdk").await;
+    let p = d.project().await;
+    let dev = p["agents"][0]["id"].as_str().unwrap().to_string();
+    let r = sdk_editor(&d, &[], "hello from the editor");
+    assert_eq!(r["stopReason"], "end_turn", "{r}\n{}", d.log());
+    assert!(
+        r["text"]
+            .as_str()
+            .unwrap()
+            .contains("hello from the editor"),
+        "{r}"
+    );
+    let r = sdk_editor(&d, &["--permissions", "ask"], "not sent");
+    assert_eq!(r["exitCode"], 2, "{r}");
+    let e = r["stderr"].as_str().unwrap();
+    assert!(
+        e.contains("permissions: bypass → ask") && e.contains("--save"),
+        "{r}"
+    );
+    assert_eq!(
+        d.get(&format!("/v1/agents/{dev}")).await["permissions"],
+        "bypass"
+    );
+    let r = sdk_editor(&d, &["--permissions", "ask", "--save"], "saved, then asked");
+    assert_eq!(r["stopReason"], "end_turn", "{r}\n{}", d.log());
+    assert!(
+        r["text"].as_str().unwrap().contains("saved, then asked"),
+        "{r}"
+    );
+    assert_eq!(
+        d.get(&format!("/v1/agents/{dev}")).await["permissions"],
+        "ask"
+    );
+    // Every conversation above that ran went through the project's agent.
+    assert_eq!(
+        d.get(&format!("/v1/agents/{dev}")).await["projectId"],
+        p["id"],
+    );
 }

@@ -86,30 +86,7 @@ impl Api {
         body: Option<&serde_json::Value>,
     ) -> Result<serde_json::Value, ApiError> {
         let (status, bytes) = self.raw(method, path, body).await?;
-        let value = if bytes.is_empty() {
-            serde_json::Value::Null
-        } else {
-            match serde_json::from_slice(&bytes) {
-                Ok(v) => v,
-                Err(e) if (200..300).contains(&status) => {
-                    return Err(ApiError::BadBody {
-                        status,
-                        message: e.to_string(),
-                    });
-                }
-                Err(_) => serde_json::Value::Null,
-            }
-        };
-        if (200..300).contains(&status) {
-            return Ok(value);
-        }
-        let text = |k: &str| value[k].as_str().unwrap_or_default().to_string();
-        Err(ApiError::Problem {
-            status,
-            title: text("title"),
-            detail: text("detail"),
-            body: value,
-        })
+        answer(status, &bytes)
     }
 
     /// `GET path`.
@@ -140,6 +117,18 @@ impl Api {
         self.call("DELETE", path, None).await
     }
 
+    /// `POST path` with a body of bytes (e.g. a zip archive) of `content_type`; the answer as
+    /// [`Api::call`]'s.
+    pub async fn post_bytes(
+        &self,
+        path: &str,
+        body: bytes::Bytes,
+        content_type: &str,
+    ) -> Result<serde_json::Value, ApiError> {
+        let (status, bytes) = self.send("POST", path, body, content_type).await?;
+        answer(status, &bytes)
+    }
+
     /// One call, its status and raw body (for text answers such as a Containerfile).
     pub async fn raw(
         &self,
@@ -147,15 +136,24 @@ impl Api {
         path: &str,
         body: Option<&serde_json::Value>,
     ) -> Result<(u16, bytes::Bytes), ApiError> {
+        let body = bytes::Bytes::from(body.map(ToString::to_string).unwrap_or_default());
+        self.send(method, path, body, "application/json").await
+    }
+
+    async fn send(
+        &self,
+        method: &str,
+        path: &str,
+        body: bytes::Bytes,
+        content_type: &str,
+    ) -> Result<(u16, bytes::Bytes), ApiError> {
         let url = self.url(path);
         let req = hyper::Request::builder()
             .method(method)
             .uri(&url)
             .header("authorization", format!("Bearer {}", self.discovery.token))
-            .header("content-type", "application/json")
-            .body(Full::new(bytes::Bytes::from(
-                body.map(ToString::to_string).unwrap_or_default(),
-            )))
+            .header("content-type", content_type)
+            .body(Full::new(body))
             .map_err(|e| ApiError::Unreachable {
                 url: url.clone(),
                 message: e.to_string(),
@@ -180,6 +178,34 @@ impl Api {
             .to_bytes();
         Ok((status, bytes))
     }
+}
+
+/// A 2xx answer's JSON body (`null` for an empty one), else the problem it holds.
+fn answer(status: u16, bytes: &[u8]) -> Result<serde_json::Value, ApiError> {
+    let value = if bytes.is_empty() {
+        serde_json::Value::Null
+    } else {
+        match serde_json::from_slice(bytes) {
+            Ok(v) => v,
+            Err(e) if (200..300).contains(&status) => {
+                return Err(ApiError::BadBody {
+                    status,
+                    message: e.to_string(),
+                });
+            }
+            Err(_) => serde_json::Value::Null,
+        }
+    };
+    if (200..300).contains(&status) {
+        return Ok(value);
+    }
+    let text = |k: &str| value[k].as_str().unwrap_or_default().to_string();
+    Err(ApiError::Problem {
+        status,
+        title: text("title"),
+        detail: text("detail"),
+        body: value,
+    })
 }
 
 /// Percent-encodes one path segment or query value.

@@ -9,7 +9,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing;
 use handler_contracts::acp::SUBPROTOCOL_ACP;
-use handler_contracts::session::{Session, SessionQuery, SessionRequest};
+use handler_contracts::session::{Session, SessionEvent, SessionQuery, SessionRequest};
 
 use super::auth::{header_token_ok, offered_protocols, protocol_token_ok};
 use super::routes::{Route, r, s};
@@ -42,6 +42,24 @@ pub async fn get(State(app): State<AppState>, Path(id): Path<String>) -> ApiResu
 pub async fn delete(State(app): State<AppState>, Path(id): Path<String>) -> ApiResult<StatusCode> {
     service::delete(&app, &id).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// `?afterSeq=N` of GET /v1/sessions/{id}/events.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EventsQuery {
+    /// Only the events after this seq.
+    #[serde(default)]
+    pub after_seq: u64,
+}
+
+/// GET /v1/sessions/{id}/events?afterSeq=N: its event log, redacted as written.
+pub async fn events(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+    Query(q): Query<EventsQuery>,
+) -> ApiResult<Json<Vec<SessionEvent>>> {
+    Ok(Json(service::events(&app, &id, q.after_seq)?))
 }
 
 /// POST /v1/sessions/{id}/stop
@@ -140,6 +158,17 @@ pub(super) fn routes() -> Vec<Route> {
             (204, None),
             routing::delete(delete),
         ),
+        Route {
+            query: &[("afterSeq", "only the events after this seq")],
+            ..r(
+                "GET",
+                "/v1/sessions/{id}/events",
+                "Its event log (F.5), secrets redacted as written",
+                None,
+                (200, Some(s::<Vec<SessionEvent>>)),
+                routing::get(events),
+            )
+        },
         r(
             "POST",
             "/v1/sessions/{id}/stop",

@@ -187,6 +187,22 @@ pub fn get(app: &AppState, id: &str) -> ApiResult<Session> {
     app.sessions.get(id).ok_or_else(|| not_found(id))
 }
 
+/// GET /v1/sessions/{id}/events: the event log's events after seq `after` (F.5), as written:
+/// every line was redacted of the session's secrets before it reached the file.
+pub fn events(app: &AppState, id: &str, after: u64) -> ApiResult<Vec<SessionEvent>> {
+    get(app, id)?;
+    let path = app
+        .sessions
+        .folder(id)
+        .join(crate::daemon::store::sessions::EVENTS);
+    let parsed = read_log(&path).map_err(ApiError::internal)?;
+    Ok(parsed
+        .events
+        .into_iter()
+        .filter(|e| e.seq > after)
+        .collect())
+}
+
 /// Stops a live session (`how` logged) and waits until its sandbox is gone.
 async fn stop_live(app: &AppState, id: &str, how: StopHow, reason: &str) {
     if let Some(h) = live_handle(app, id) {
