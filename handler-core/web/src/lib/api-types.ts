@@ -694,6 +694,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sessions/{id}/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Its event log (F.5), secrets redacted as written */
+        get: operations["GET /v1/sessions/{id}/events"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sessions/{id}/stop": {
         parameters: {
             query?: never;
@@ -882,6 +899,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/skills/import-session/{sessionId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Bring a folderless agent's session folder into the library (D.18) */
+        post: operations["POST /v1/skills/import-session/{sessionId}"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/skills/import-url": {
         parameters: {
             query?: never;
@@ -1018,6 +1052,23 @@ export interface paths {
         put?: never;
         /** A new folder inside a work folder (D.13) */
         post: operations["POST /v1/directories"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/builtin-agents": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The built-in agents, their defaults and the agent set up from each (D.18) */
+        get: operations["GET /v1/builtin-agents"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -1557,6 +1608,10 @@ export interface components {
             interface?: components["schemas"]["AgentInterface"] | (null);
             /** @description Filtered only: whether a denied host is asked about in its sessions (left out: yes). */
             askDeniedHosts?: boolean | null;
+            /** @description How its scope's git directory is guarded (left out: fetch). */
+            gitGuard?: components["schemas"]["GitGuard"] | (null);
+            /** @description What a person should know before using it (`gitGuard` open: the host's `.git` writable). */
+            warnings?: string[];
             /** @description Its name (optional for an ad-hoc agent: clients fall back to the folder's name). */
             name?: string | null;
             /** @description The project it is an agent of (D.8); none: ad hoc. */
@@ -1646,6 +1701,8 @@ export interface components {
         };
         /** @description The Handler object a run works on (D.18). */
         InterfaceSubject: "skill";
+        /** @description How a scope's git directory is guarded in a sandbox (issue 14), the narrower first. */
+        GitGuard: "fetch" | "open";
         /** @description One of an agent's running sandboxes (D.1). */
         AgentConnection: {
             /** @description The connection's id. */
@@ -1698,6 +1755,11 @@ export interface components {
              *     clients (allow once, allow always, reject); left out: yes. Never for runs (D.18).
              */
             askDeniedHosts?: boolean | null;
+            /**
+             * @description How a scope's git directory is guarded in its sandboxes (issue 14); left out: fetch.
+             *     `open` widens (a risk to confirm, D.8).
+             */
+            gitGuard?: components["schemas"]["GitGuard"] | (null);
             /** @description Its folder; none: each session works in a folder of its own (F.2). */
             scope?: string | null;
             /** @description Its name; default: its folder's. */
@@ -1856,6 +1918,11 @@ export interface components {
              *     clients (allow once, allow always, reject); left out: yes. Never for runs (D.18).
              */
             askDeniedHosts?: boolean | null;
+            /**
+             * @description How a scope's git directory is guarded in its sandboxes (issue 14); left out: fetch.
+             *     `open` widens (a risk to confirm, D.8).
+             */
+            gitGuard?: components["schemas"]["GitGuard"] | (null);
             /** @description Its goal; required, unique in the project (case-insensitive). */
             name: string;
             /** @description What it is for. */
@@ -2042,8 +2109,28 @@ export interface components {
             prompt?: string | null;
             /** @description An existing ACP session of the agent to load instead of a new one. */
             acpSessionId?: string | null;
+            /** @description A run's input: required for an agent with an interface, refused for others (D.18). */
+            input?: components["schemas"]["SessionInput"] | (null);
+            /** @description A folderless agent's session folder starts as a copy of this skill (D.18). */
+            fromSkill?: string | null;
             /** @description Who starts it. */
             origin: components["schemas"]["SessionOrigin"];
+        };
+        /** @description A run's input (D.18). */
+        SessionInput: {
+            /** @description The form filled, valid against the interface's `fields`. */
+            fields?: {
+                [key: string]: unknown;
+            } | null;
+            /** @description The Handler object the run works on. */
+            subject?: components["schemas"]["SubjectRef"] | (null);
+        };
+        /** @description The skill a run works on (D.18). */
+        SubjectRef: {
+            /** @description The skill's name. */
+            skill: string;
+            /** @description Set by handlerd at the start: what the run saw (D.17). */
+            digest?: string | null;
         };
         /** @description Who started a session (F.1). */
         SessionOrigin: "ui" | "cli" | "editor" | "phone" | "automation";
@@ -2113,22 +2200,6 @@ export interface components {
         };
         /** @description A session's state (F.1). */
         SessionState: "starting" | "running" | "stopped" | "failed";
-        /** @description A run's input (D.18). */
-        SessionInput: {
-            /** @description The form filled, valid against the interface's `fields`. */
-            fields?: {
-                [key: string]: unknown;
-            } | null;
-            /** @description The Handler object the run works on. */
-            subject?: components["schemas"]["SubjectRef"] | (null);
-        };
-        /** @description The skill a run works on (D.18). */
-        SubjectRef: {
-            /** @description The skill's name. */
-            skill: string;
-            /** @description Set by handlerd at the start: what the run saw (D.17). */
-            digest?: string | null;
-        };
         /** @description A run's result (D.18). */
         SessionOutput: {
             /** @description Whether the value matches the interface's `result`. */
@@ -2138,6 +2209,43 @@ export interface components {
             /** @description Why it is not valid. */
             error?: string | null;
         };
+        /** @description One line of `events.ndjson` (F.5): seq strictly increasing from 1. */
+        SessionEvent: {
+            /**
+             * Format: uint64
+             * @description Its place in the log, from 1, strictly increasing.
+             */
+            seq: number;
+            /** @description RFC 3339 time. */
+            t: string;
+        } & ({
+            /** @enum {string} */
+            kind: "update";
+            /** @description The update, as the agent sent it. */
+            update: unknown;
+        } | {
+            /** @enum {string} */
+            kind: "turn";
+            /** @description Whether the turn starts or ends. */
+            phase: components["schemas"]["TurnPhase"];
+            /** @description How the turn ended (the prompt's stopReason), at its end. */
+            stopReason?: string | null;
+        } | {
+            /** @enum {string} */
+            kind: "lifecycle";
+            /** @description Started or stopped. */
+            event: components["schemas"]["LifecycleEvent"];
+            /** @description More about it, in words. */
+            detail?: string | null;
+            /** @description How it stopped (`stopped` only). */
+            how?: components["schemas"]["StopHow"] | (null);
+        });
+        /** @description A turn's phase. */
+        TurnPhase: "start" | "end";
+        /** @description A lifecycle event. */
+        LifecycleEvent: "started" | "stopped";
+        /** @description How a session stopped (F.5). */
+        StopHow: "explicit" | "idle" | "exited" | "error" | "run_ended" | "daemon_restarted" | "deleted";
         /** @description The changes since the session started (GET /v1/sessions/{id}/changes). */
         Changes: {
             /** @description The baseline or the folder now has more than [`MAX_BASELINE_FILES`] files: no list. */
@@ -2146,6 +2254,12 @@ export interface components {
             gitHead?: string | null;
             /** @description The changed files, by path. */
             changes: components["schemas"]["FileChange"][];
+            /**
+             * @description What to review before running git in the folder (issue 14, item 6): a nested `.git`
+             *     that was not there when the session started, a `.gitmodules` added, changed or deleted.
+             * @default []
+             */
+            gitWarnings: components["schemas"]["GitWarning"][];
         };
         /** @description One changed file (GET …/changes). */
         FileChange: {
@@ -2175,6 +2289,17 @@ export interface components {
         };
         /** @description What a listed entry is. */
         EntryKind: "file" | "link" | "dir";
+        /** @description One warning of the Files pane: review before running git here. */
+        GitWarning: {
+            /** @description The path, relative to the folder. */
+            path: string;
+            /** @description What it is. */
+            kind: components["schemas"]["GitWarningKind"];
+            /** @description The sentence shown. */
+            message: string;
+        };
+        /** @description Why a path needs review before git runs in the folder. */
+        GitWarningKind: "nested_git" | "gitmodules";
         /** @description All files of the folder (or of a browsable mount): not `.git`, not what git ignores. */
         FolderListing: {
             /** @description More than [`MAX_BASELINE_FILES`] files: the list stops there. */
@@ -2421,6 +2546,41 @@ export interface components {
         DirectoryRequest: {
             /** @description Absolute or `~/…`; its parent exists inside a work folder, its name is not hidden. */
             path: string;
+        };
+        /** @description A built-in agent (D.18). */
+        BuiltinAgent: {
+            /** @description Its name (the origin of the agent set up from it). */
+            name: string;
+            /** @description What it is for. */
+            description: string;
+            /** @description The name the agent set up from it gets. */
+            agentName: string;
+            /** @description The description the agent set up from it gets. */
+            agentDescription?: string | null;
+            /** @description The instructions the agent set up from it gets. */
+            instructions?: string | null;
+            /** @description Its default network. */
+            network: components["schemas"]["NetworkMode"];
+            /** @description Its default enforcement (filtered only). */
+            egress?: components["schemas"]["Enforcement"] | (null);
+            /**
+             * @description Its default allow-list entries.
+             * @default []
+             */
+            allow: components["schemas"]["AllowEntry"][];
+            /** @description Its default confinement. */
+            confinement: components["schemas"]["Confinement"];
+            /** @description Its default permission mode. */
+            permissions: components["schemas"]["PermissionMode"];
+            /**
+             * @description The skills that come with it (installed in the library).
+             * @default []
+             */
+            skills: string[];
+            /** @description What a run of it takes and gives back. */
+            interface?: components["schemas"]["AgentInterface"] | (null);
+            /** @description The agent set up from it, once there is one. */
+            agentId?: string | null;
         };
     };
     responses: never;
@@ -4513,6 +4673,40 @@ export interface operations {
             };
         };
     };
+    "GET /v1/sessions/{id}/events": {
+        parameters: {
+            query?: {
+                /** @description only the events after this seq */
+                afterSeq?: string;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionEvent"][];
+                };
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     "POST /v1/sessions/{id}/stop": {
         parameters: {
             query?: never;
@@ -4876,6 +5070,42 @@ export interface operations {
             };
             header?: never;
             path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SkillInfo"];
+                };
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "POST /v1/skills/import-session/{sessionId}": {
+        parameters: {
+            query?: {
+                /** @description give it to this project's agents (its id) */
+                project?: string;
+                /** @description true: replace a skill of that name (else 409) */
+                replace?: string;
+            };
+            header?: never;
+            path: {
+                sessionId: string;
+            };
             cookie?: never;
         };
         requestBody?: never;
@@ -5337,6 +5567,35 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["DirectoryListing"];
+                };
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "GET /v1/builtin-agents": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BuiltinAgent"][];
                 };
             };
             /** @description an error (RFC 9457) */
