@@ -800,6 +800,12 @@ async fn a_toolbox_whose_from_cannot_be_pulled_builds_from_a_local_debian_base()
             && err.ends_with("it is not a Debian image a local base can replace"),
         "{err}"
     );
+    // The first switch moved `:latest` off the shared test base (the toolbox was a second name
+    // of it); the image it replaced still has its own name, so no build removes it.
+    assert!(
+        image_id(BASE).is_some(),
+        "a toolbox switch removed {BASE}, another name's image"
+    );
 }
 
 /// D.4 switch, for the network filter: `image build-proxy` tags the new image `:latest` and

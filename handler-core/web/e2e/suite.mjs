@@ -371,6 +371,30 @@ try {
     assert.equal(copy?.network, "none");
   });
 
+  await step("open git is a risk to confirm, shown with its warning, and narrowing back needs none", async () => {
+    const project = (await api("GET", "/v1/projects"))[0];
+    const copy = project.agents.find((a) => a.name === "Dev copy");
+    await page.goto(`${URL_}/#/projects/${project.id}/agents/${copy.id}`);
+    await page.getByLabel("Git").selectOption("open");
+    await page.getByRole("note").filter({ hasText: "hooks and config" }).waitFor();
+    await page.getByRole("button", { name: "Save", exact: true }).click();
+    const risks = page.getByRole("alert", { name: "Risks" });
+    await risks.waitFor();
+    assert.match(await risks.innerText(), /git/i);
+    assert.equal((await api("GET", `/v1/agents/${copy.id}`)).gitGuard ?? "fetch", "fetch", "saved before confirming");
+    await risks.getByRole("button", { name: "Confirm and save" }).click();
+    await page.getByRole("heading", { name: "Past sessions" }).waitFor();
+    const opened = await api("GET", `/v1/agents/${copy.id}`);
+    assert.equal(opened.gitGuard, "open");
+    assert.ok((opened.warnings ?? []).length > 0, JSON.stringify(opened));
+    await page.goto(`${URL_}/#/projects/${project.id}/agents/${copy.id}`);
+    await page.locator("p.warning").first().waitFor();
+    await page.getByLabel("Git").selectOption("fetch");
+    await page.getByRole("button", { name: "Save", exact: true }).click();
+    await page.getByRole("heading", { name: "Past sessions" }).waitFor();
+    assert.equal((await api("GET", `/v1/agents/${copy.id}`)).gitGuard ?? "fetch", "fetch");
+  });
+
   await step("agents outside projects: an ad-hoc agent's session; a terminal on its project with its network page", async () => {
     // An ad-hoc agent in the project's folder, as `handler run --anyway` makes (the fake agent's
     // program lives in that folder, so a folderless agent could not start it here).

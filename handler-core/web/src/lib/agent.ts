@@ -19,5 +19,9 @@ export function requestOf(a: Agent): Record<string, unknown> {
     knowledge: a.knowledge ?? [],
     skills: a.skills ?? [],
     ...(a.display ? { display: a.display } : {}),
+    // Kept as they are: a PUT that left them out would reset them (gitGuard to the guard).
+    ...(a.gitGuard ? { gitGuard: a.gitGuard } : {}),
+    ...(a.askDeniedHosts != null ? { askDeniedHosts: a.askDeniedHosts } : {}),
+    ...(a.interface ? { interface: a.interface } : {}),
   };
 }

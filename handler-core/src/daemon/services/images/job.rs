@@ -379,6 +379,14 @@ async fn switch(
     v.tag(built, &latest).await.map_err(|e| e.to_string())?;
     log_line(app, id, &format!("{latest} is now {built}"));
     if let Some(old) = old.filter(|o| !built.starts_with(o.as_str()) && !o.starts_with(built)) {
+        if let Some(names) = other_names(v, &old).await {
+            log_line(
+                app,
+                id,
+                &format!("kept {old}: it is also {}", names.join(", ")),
+            );
+            return Ok(());
+        }
         match v.remove(&old).await {
             Ok(()) => log_line(app, id, &format!("removed the image it replaces, {old}")),
             Err(e) => {
@@ -394,6 +402,22 @@ async fn switch(
     Ok(())
 }
 
+/// The names an image still has once `:latest` moved off it, when it has any: then another
+/// name (a base image the toolbox was a second name of, a tag the person made) owns it, and
+/// removing it by id would delete that name's image.
+async fn other_names(v: &ImageVerbs, image: &str) -> Option<Vec<String>> {
+    let names: Vec<String> = v
+        .inspect(image)
+        .await?
+        .get("names")?
+        .as_array()?
+        .iter()
+        .filter_map(|n| n.as_str().map(String::from))
+        .filter(|n| !n.is_empty() && !n.starts_with("<none>"))
+        .collect();
+    (!names.is_empty()).then_some(names)
+}
+
 /// Retries removing the images replaced while a container used them.
 async fn remove_stale(app: &AppState) {
     let list: Vec<String> = std::mem::take(
@@ -406,6 +430,10 @@ async fn remove_stale(app: &AppState) {
     let v = verbs(app);
     let mut kept = Vec::new();
     for old in list {
+        // Named again since (or still another name's): not Handler's to remove any more.
+        if other_names(&v, &old).await.is_some() {
+            continue;
+        }
         if v.remove(&old).await.is_err() && v.inspect(&old).await.is_some() {
             kept.push(old);
         }
