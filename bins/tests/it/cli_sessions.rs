@@ -475,8 +475,6 @@ struct Pty {
     master: std::fs::File,
     seen: Arc<Mutex<String>>,
     child: Child,
-    /// The terminal's device (`/dev/pts/N`).
-    device: PathBuf,
 }
 
 impl Pty {
@@ -496,17 +494,21 @@ impl Pty {
         }
         Pty::spawn(s)
     }
-    /// The terminal resized, as a terminal emulator does (TIOCSWINSZ: SIGWINCH to its
-    /// foreground process group).
+    /// The terminal resized, as a terminal emulator does: both sides in one TIOCSWINSZ on the
+    /// master (one SIGWINCH to its foreground process group). `stty rows R cols C` would make
+    /// two changes, and a program may read the size between them.
+    #[allow(unsafe_code)]
     fn resize(&self, rows: u16, cols: u16) {
-        let ok = Command::new("stty")
-            .arg("-F")
-            .arg(&self.device)
-            .args(["rows", &rows.to_string(), "cols", &cols.to_string()])
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "stty -F {}", self.device.display());
+        use std::os::fd::AsRawFd;
+        nix::ioctl_write_ptr_bad!(set_winsize, nix::libc::TIOCSWINSZ, nix::pty::Winsize);
+        let size = nix::pty::Winsize {
+            ws_row: rows,
+            ws_col: cols,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        // SAFETY: the master is an open pty; `size` outlives the call.
+        unsafe { set_winsize(self.master.as_raw_fd(), &size) }.expect("TIOCSWINSZ on the pty");
     }
     fn spawn(mut c: Command) -> Pty {
         let size = nix::pty::Winsize {
@@ -517,10 +519,6 @@ impl Pty {
         };
         let pty = nix::pty::openpty(Some(&size), None).unwrap();
         let slave = std::fs::File::from(pty.slave);
-        let device = {
-            use std::os::fd::AsRawFd;
-            std::fs::read_link(format!("/proc/self/fd/{}", slave.as_raw_fd())).unwrap()
-        };
         c.stdin(slave.try_clone().unwrap())
             .stdout(slave.try_clone().unwrap())
             .stderr(slave);
@@ -543,7 +541,6 @@ impl Pty {
             master,
             seen,
             child,
-            device,
         }
     }
     /// Waits (60 s at most) until the output after `from` holds `what`; the offset after it.
