@@ -51,6 +51,10 @@ pub enum AgentCommand {
         #[arg(long, value_name = "HOST")]
         disallow: Vec<String>,
     },
+    /// The built-in agents (the skill reviewer, the skill creator) and whether each is set up.
+    Builtin,
+    /// Start a run of an agent with an interface, wait for it, print its result.
+    Run(super::runs::RunAgentArgs),
 }
 
 /// `handler agent new`.
@@ -65,6 +69,9 @@ pub struct NewArgs {
     /// Make it its project's default agent.
     #[arg(long, requires = "project")]
     pub default: bool,
+    /// Set up this built-in agent (`handler agent builtin`): its defaults, with your model.
+    #[arg(long, value_name = "NAME", conflicts_with = "project")]
+    pub origin: Option<String>,
     /// Its settings.
     #[command(flatten)]
     pub settings: Settings,
@@ -306,6 +313,18 @@ pub(crate) async fn run(cmd: AgentCommand, json: bool) -> anyhow::Result<i32> {
             enforce,
             disallow,
         } => network(&ctx, &id, &net, enforce, &disallow).await?,
+        AgentCommand::Builtin => {
+            let v = ctx.api.get("/v1/builtin-agents").await?;
+            ctx.show(&v, |v| {
+                print_table(
+                    v,
+                    &["name", "agent", "runs", "description"],
+                    builtin_row,
+                    "no built-in agents",
+                );
+            });
+        }
+        AgentCommand::Run(a) => return super::runs::run_agent(&ctx, a).await,
     }
     Ok(0)
 }
@@ -340,6 +359,9 @@ async fn new(ctx: &Ctx, a: NewArgs) -> anyhow::Result<()> {
             if let Some(s) = &a.scope {
                 body.insert("scope".into(), json!(absolute(s)?));
             }
+            if let Some(o) = &a.origin {
+                body.insert("origin".into(), json!(o));
+            }
             ctx.api.post("/v1/agents", &Value::Object(body)).await?
         }
     };
@@ -348,6 +370,24 @@ async fn new(ctx: &Ctx, a: NewArgs) -> anyhow::Result<()> {
         &format!("agent {} made{}", text(&v, "id"), problems(&v)),
     );
     Ok(())
+}
+
+/// A built-in agent's row: its name, the agent set up from it (or how to set it up), whether
+/// it runs unattended (an interface) and what it is for.
+fn builtin_row(b: &Value) -> Vec<String> {
+    let agent = match b["agentId"].as_str() {
+        Some(id) => id.to_string(),
+        None => format!(
+            "(set up: handler agent new --origin {} --account A)",
+            text(b, "name")
+        ),
+    };
+    let runs = if b["interface"].is_null() {
+        "no"
+    } else {
+        "yes"
+    };
+    vec![text(b, "name"), agent, runs.into(), text(b, "description")]
 }
 
 async fn network(

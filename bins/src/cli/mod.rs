@@ -15,6 +15,7 @@ mod projects;
 mod providers;
 pub mod resolve;
 pub mod run;
+pub mod runs;
 mod secrets;
 pub mod session;
 mod setup;

@@ -46,6 +46,14 @@ pub enum SkillCommand {
         /// The skill's name.
         name: String,
     },
+    /// Have the built-in skill reviewer read it (a run, read-only): its verdict and findings.
+    Review {
+        /// The skill's name.
+        name: String,
+        /// What you expect it to do (the reviewer says where it differs).
+        #[arg(long, value_name = "TEXT")]
+        expect: Option<String>,
+    },
 }
 
 /// What `skill new` takes.
@@ -114,6 +122,9 @@ pub(crate) async fn run(cmd: SkillCommand, json: bool) -> anyhow::Result<i32> {
             } else {
                 print!("{}", scan_text(&v["scan"]));
             }
+        }
+        SkillCommand::Review { name, expect } => {
+            return super::runs::review(&ctx, &name, expect).await;
         }
     }
     Ok(0)

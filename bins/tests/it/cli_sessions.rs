@@ -888,3 +888,134 @@ async fn handler_acp_driven_by_the_typescript_sdk_answers_refuses_what_differs_a
         p["id"],
     );
 }
+
+/// Runs from the command line (D.18, decision 0131): `handler agent builtin` lists the skill
+/// reviewer not set up, `handler agent new --origin skill-review` sets it up with the person's
+/// model, `handler skill review NAME --expect …` runs it in a real sandbox on the skill and
+/// prints the verdict and findings (exit 0); `handler agent run … --json` gives the session with
+/// its valid output; an invalid result exits 1 saying why; a form field typed wrong is refused
+/// (exit 2) before anything starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_from_the_command_line_review_a_skill_and_print_its_result() {
+    let Some(u) = user() else { return };
+    let d = start(u, "runs").await;
+    d.post(
+        "/v1/accounts",
+        json!({"name": "demo", "harness": "fake", "token": {"value": TOKEN}}),
+    )
+    .await;
+    d.post(
+        "/v1/skills",
+        json!({"content": "---\nname: pdf-tools\ndescription: Fills PDF forms.\n---\n# PDF\n"}),
+    )
+    .await;
+    let o = d.output(&["agent", "builtin"], "");
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let listed = text(&o.stdout);
+    assert!(
+        listed.contains("skill-review")
+            && listed.contains("handler agent new --origin skill-review"),
+        "{listed}"
+    );
+    let scope = d.scope.clone();
+    let o = d.output(
+        &[
+            "agent",
+            "new",
+            "--origin",
+            "skill-review",
+            "--account",
+            "demo",
+            "--scope",
+            scope.as_str(),
+            "--network",
+            "none",
+        ],
+        "",
+    );
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", text(&o.stderr), d.log());
+    let agents = d.get("/v1/agents").await;
+    let reviewer = &agents[0];
+    assert_eq!(reviewer["origin"], "skill-review", "{agents}");
+    assert!(reviewer["interface"].is_object(), "{reviewer}");
+    // The fake agent's final message: a valid review.
+    let review = json!({
+        "verdict": "caution", "summary": "Fills forms.", "whenUsed": "PDF work",
+        "capabilities": {"commands": [], "hosts": ["pdf.example.com"], "files": [], "env": []},
+        "mismatches": [],
+        "findings": [{"severity": "low", "where": {"path": "SKILL.md", "lines": [4, 5]}, "text": "a host"}]
+    });
+    let answers = |a: &[String]| {
+        let p = Path::new(&scope).join(".fake-agent-script.json");
+        std::fs::write(&p, json!({"answers": a}).to_string()).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+    };
+    let block = format!("Reviewed.\n```json handler-result\n{review}\n```\n");
+    answers(std::slice::from_ref(&block));
+    let o = d.output(
+        &["skill", "review", "pdf-tools", "--expect", "fills forms"],
+        "",
+    );
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", text(&o.stderr), d.log());
+    let shown = text(&o.stdout);
+    assert!(
+        shown.starts_with("verdict: caution\nsummary: Fills forms.\n")
+            && shown.contains("hosts: pdf.example.com")
+            && shown.contains("[low] SKILL.md:4-5: a host"),
+        "{shown}"
+    );
+    // The run handlerd kept: its input as typed, origin cli.
+    let sessions = d.get("/v1/sessions").await;
+    let run = &sessions[0];
+    assert_eq!(
+        (
+            run["origin"].clone(),
+            run["input"]["fields"].clone(),
+            run["input"]["subject"]["skill"].clone()
+        ),
+        (
+            json!("cli"),
+            json!({"expectation": "fills forms"}),
+            json!("pdf-tools")
+        ),
+        "{run}"
+    );
+    // --json: the session, its output valid.
+    answers(std::slice::from_ref(&block));
+    let o = d.output(
+        &[
+            "--json",
+            "agent",
+            "run",
+            "skill-review",
+            "-f",
+            "expectation=x",
+            "--skill",
+            "pdf-tools",
+        ],
+        "",
+    );
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", text(&o.stderr), d.log());
+    let s: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(s["output"]["valid"], true, "{s}");
+    assert_eq!(s["output"]["value"]["verdict"], "caution", "{s}");
+    // No result block twice (the first turn and its one retry): exit 1, saying why.
+    answers(&["no block".into(), "still none".into()]);
+    let o = d.output(&["skill", "review", "pdf-tools"], "");
+    assert_eq!(o.status.code(), Some(1), "{}\n{}", text(&o.stdout), d.log());
+    let e = text(&o.stderr);
+    assert!(
+        e.contains("the run's result is not valid") && e.contains("handler session log s_"),
+        "{e}"
+    );
+    // A field typed wrong: refused before anything starts.
+    let before = d.get("/v1/sessions").await.as_array().map(Vec::len);
+    let o = d.output(&["agent", "run", "skill-review", "-F", "n=not json"], "");
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("-F n: not JSON"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert_eq!(d.get("/v1/sessions").await.as_array().map(Vec::len), before);
+}
