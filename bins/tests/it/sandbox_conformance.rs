@@ -614,13 +614,43 @@ fn stdio_round_trips_a_1mib_ndjson_line_and_the_exit_code(e: &Env) {
     assert!(out == line.as_bytes(), "the line came back changed");
 }
 
-fn spawn_sleeper(e: &Env, n: &str, scope: &Path) -> Child {
-    e.launch(&spec(n, scope, &["sleep", "300"]), &[])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+fn spawn_sleeper(e: &Env, n: &str, scope: &Path) -> Sleeper {
+    Sleeper(
+        e.launch(&spec(n, scope, &["sleep", "300"]), &[])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+/// A launcher running `sleep 300`; a case that panics before it ends it still does: dropped
+/// while running, it gets SIGTERM (its own cleanup, as A says) and is waited for.
+struct Sleeper(Child);
+
+impl std::ops::Deref for Sleeper {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Sleeper {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Sleeper {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            let _ = Command::new("kill")
+                .args(["-TERM", &self.0.id().to_string()])
+                .status();
+            let _ = self.0.wait();
+        }
+    }
 }
 
 fn kill(pid: u32, sig: &str) {
