@@ -35,8 +35,8 @@ fn ff() -> HostBranch {
 fn tree(changed: &[&str], writes: &[&str]) -> TreeFacts {
     TreeFacts {
         head: Some("main".into()),
-        host_changed: changed.iter().map(|s| s.to_string()).collect(),
-        agent_writes: writes.iter().map(|s| s.to_string()).collect(),
+        host_changed: changed.iter().map(ToString::to_string).collect(),
+        agent_writes: writes.iter().map(ToString::to_string).collect(),
     }
 }
 
