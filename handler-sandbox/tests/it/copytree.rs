@@ -160,3 +160,45 @@ fn uncommitted_work_has_its_own_ref_and_script() {
     assert!(copytree::merge_argv("/r", "s1", "../x").is_err());
     insta::assert_snapshot!(copytree::uncommitted_script("/work/it's"));
 }
+
+/// The plan of a copy sandbox: the spec's mounts are [`copytree::mounts`] (no host tree), and
+/// `gitWritable` is set — the checkout's `.git` is Handler's, not the host's, and read-only it
+/// would stop the agent committing (decision 0031 guards the host's git, which is not mounted).
+#[test]
+fn the_copy_plan_binds_the_checkout_writable_and_the_host_objects_read_only() {
+    use handler_sandbox::facts::{GitEntryKind, GitPath, GitRepo};
+    use handler_sandbox::{PathKind, plan_launch, validate_spec};
+    let checkout = "/home/alice/.local/state/handler-ai/sessions/s1/tree";
+    let mut f = crate::plan::facts();
+    f.paths.insert(checkout.into(), PathKind::Directory);
+    f.canonical_sources.insert(checkout.into(), checkout.into());
+    f.paths
+        .insert("/home/alice/proj/.git/objects".into(), PathKind::Directory);
+    f.git = vec![GitRepo {
+        entry: format!("{checkout}/.git"),
+        kind: GitEntryKind::Dir,
+        paths: vec![GitPath {
+            what: "gitdir".into(),
+            path: format!("{checkout}/.git"),
+            exists: true,
+        }],
+    }];
+    let mounts = serde_json::to_value(copytree::mounts(&repo(), checkout)).unwrap();
+    let copy = crate::plan::with(serde_json::json!({"mounts": mounts, "gitWritable": true}));
+    let plan = plan_launch(&validate_spec(&copy).unwrap(), &f).unwrap();
+    let binds: Vec<&String> = plan
+        .args
+        .iter()
+        .filter(|a| a.starts_with("type=bind"))
+        .collect();
+    insta::assert_debug_snapshot!(binds);
+    assert!(!binds.iter().any(|b| b.contains("source=/home/alice/proj,")));
+    let shared_git = crate::plan::with(serde_json::json!({"mounts": mounts}));
+    let plan = plan_launch(&validate_spec(&shared_git).unwrap(), &f).unwrap();
+    assert!(
+        plan.args
+            .iter()
+            .any(|a| a.ends_with("destination=/home/alice/proj/.git,ro=true")),
+        "without gitWritable the copy's .git would be read-only"
+    );
+}
