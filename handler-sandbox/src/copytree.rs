@@ -97,9 +97,10 @@ pub fn mounts(facts: &RepoFacts, checkout: &str) -> Vec<Mount> {
 }
 
 /// The git commands (argv, host safety options first) that make the checkout once
-/// [`guard::seed`]'s files are written to `<checkout>/.git` — with alternates naming the
-/// host's objects by their host path (`host_objects`) for the host-side reset: `reset --hard`
-/// writes only tracked files, so no git-ignored file (`.env`, `node_modules`) is in the copy.
+/// [`guard::seed`]'s files are written to `<checkout>/.git`. Its alternates name
+/// [`HOST_OBJECTS`], so the reset runs where that is mounted (the helper container), or on the
+/// host with `GIT_ALTERNATE_OBJECT_DIRECTORIES=<common>/objects`. `reset --hard` writes only
+/// tracked files, so no git-ignored file (`.env`, `node_modules`) is in the copy.
 pub fn checkout_argvs(checkout: &str, commit: &str) -> Vec<Vec<String>> {
     vec![guard::host_git(&[
         "-C", checkout, "reset", "--quiet", "--hard", commit,
