@@ -5,6 +5,7 @@
 #![warn(missing_docs)]
 
 pub mod compose;
+pub mod copytree;
 pub mod egress;
 pub mod error;
 pub mod facts;

@@ -6,6 +6,7 @@
     reason = "tests read fixtures and run examples: the I/O is outside the pure library"
 )]
 
+mod copytree;
 mod example;
 mod guard;
 mod plan;
