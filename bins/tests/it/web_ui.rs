@@ -5,7 +5,8 @@
 //! confirmation), starts a session, sees streamed text and a tool call, reloads while a
 //! permission waits, shares it with a second tab (the first answer wins), follows the Files pane
 //! (a change and its earlier version), names a file with `@`, stops the session and resumes it
-//! from the project's page, checks the CSP (an inline script refused) and that the token never
+//! from the project's page, answers a denied host's question (allow always / once) and learns
+//! hosts in a filtered agent's network panel, checks the CSP (an inline script refused) and that the token never
 //! appears in a request URL; it measures the bundle and the time to the first session render.
 //! Skipped, saying why, only when chromium is absent (CI installs it: `.ci/setup-browser.sh`);
 //! missing podman or user FAILS unless HANDLER_SKIP_PODMAN_TESTS=1.
@@ -162,6 +163,12 @@ async fn the_web_ui_in_a_real_browser() {
         eprintln!("skipped (HANDLER_SKIP_PODMAN_TESTS=1): no {IMAGE}");
         return;
     }
+    // The network filter's image, for the filtered agent's denied host and Learn hosts.
+    if user.is_some() {
+        test_support::network_filter::ensure(Path::new(env!(
+            "CARGO_BIN_EXE_handler-sandbox-podman"
+        )));
+    }
     let root = Root(PathBuf::from(format!("/tmp/hwui-{}", std::process::id())));
     let _ = std::fs::remove_dir_all(&root.0);
     let home = root.0.join("home");
@@ -274,13 +281,17 @@ async fn the_web_ui_in_a_real_browser() {
         summary["passed"].as_array().is_some_and(|p| p.len() >= 10),
         "{summary}"
     );
-    let want = "the model selector (configOptions) and the Files pane's Access tab";
-    assert!(
-        summary["passed"]
-            .as_array()
-            .is_some_and(|p| p.iter().any(|s| s == want)),
-        "{want:?} did not pass: {summary}"
-    );
+    for want in [
+        "the model selector (configOptions) and the Files pane's Access tab",
+        "a denied host is asked in the session and allowed; Learn hosts adds a host tried",
+    ] {
+        assert!(
+            summary["passed"]
+                .as_array()
+                .is_some_and(|p| p.iter().any(|s| s == want)),
+            "{want:?} did not pass: {summary}"
+        );
+    }
     assert!(
         !stdout.contains(&token) && !stderr.contains(&token),
         "the token in the suite's output"

@@ -432,6 +432,62 @@ try {
     await page.getByText("This terminal has ended").waitFor();
   });
 
+  await step("a denied host is asked in the session and allowed; Learn hosts adds a host tried", async () => {
+    // A filtered, enforced agent that asks about denied hosts; its fake agent fetches through
+    // the real network filter (`fetch:`, a GET through the sandbox's HTTP_PROXY).
+    const made = await api("POST", "/v1/agents", { name: "net-ui", scope: SCOPE, models: [{ account: "perso" }], network: "filtered", egress: "enforce", askDeniedHosts: true, permissions: "bypass", confirmRisks: true });
+    assert.ok(made.id, JSON.stringify(made));
+    const fetchOf = (host) => `fetch:http://${host}/x`;
+    await page.goto(`${URL_}/#/agents`);
+    const card = page.getByRole("list", { name: "Agents outside projects" }).getByRole("listitem").filter({ hasText: "net-ui" }).first();
+    await card.getByRole("button", { name: "New session" }).click();
+    await page.waitForSelector("body[data-session-ready]");
+    const box = page.getByLabel(/^Message/);
+    const ask = "ask-ui.example.test:80";
+    await box.fill(fetchOf(ask));
+    await box.press("Enter");
+    const q = page.getByRole("group", { name: "Permission request" }).filter({ hasText: ask });
+    await q.waitFor();
+    await shot(page, "session-denied-host");
+    await q.getByRole("button", { name: "Allow always" }).click();
+    await q.waitFor({ state: "detached" });
+    const allowOf = async () => (await api("GET", `/v1/agents/${made.id}`)).allow ?? [];
+    for (let i = 0; !(await allowOf()).includes(ask); i++) {
+      assert.ok(i < 100, `allow always did not save ${ask}: ${JSON.stringify(await allowOf())}`);
+      await new Promise((r) => setTimeout(r, 300));
+    }
+    // Allow once: this sandbox only, the agent's list unchanged.
+    const once = "once-ui.example.test:80";
+    await page.getByRole("button", { name: "Send" }).and(page.locator(":enabled")).waitFor();
+    await box.fill(fetchOf(once));
+    await box.press("Enter");
+    const q2 = page.getByRole("group", { name: "Permission request" }).filter({ hasText: once });
+    await q2.getByRole("button", { name: "Allow once" }).click();
+    await q2.waitFor({ state: "detached" });
+    assert.ok(!(await allowOf()).includes(once), JSON.stringify(await allowOf()));
+
+    // Learn hosts (A.4): log only, the host tried listed, chosen, allowed, enforced again.
+    await page.getByRole("button", { name: "Send" }).and(page.locator(":enabled")).waitFor();
+    const net = page.getByRole("region", { name: "Network" });
+    if (!(await net.isVisible())) await page.getByRole("button", { name: "Network" }).click();
+    await net.getByRole("button", { name: "Learn hosts" }).click();
+    await net.getByText("log only").waitFor();
+    assert.equal((await api("GET", `/v1/agents/${made.id}`)).egress, "log-only");
+    const learnt = "learn-ui.example.test:80";
+    await box.fill(fetchOf(learnt));
+    await box.press("Enter");
+    const hosts = net.getByRole("group", { name: "Hosts not on the allow-list" });
+    await hosts.getByLabel(learnt).check();
+    await shot(page, "session-learn-hosts");
+    await net.getByRole("button", { name: "Allow the chosen and enforce" }).click();
+    await net.getByText("enforced").waitFor();
+    const after = await api("GET", `/v1/agents/${made.id}`);
+    assert.equal(after.egress ?? "enforce", "enforce", JSON.stringify(after));
+    assert.ok(after.allow.includes(learnt) && after.allow.includes(ask), JSON.stringify(after.allow));
+    await page.getByRole("button", { name: "Stop session" }).click();
+    await page.getByLabel("State").getByText("stopped").waitFor();
+  });
+
   await step("the token never appears in a request URL", async () => {
     const all = [...urls, ...wsUrls];
     assert.ok(all.length > 10, `requests seen: ${all.length}`);
