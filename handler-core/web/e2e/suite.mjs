@@ -448,6 +448,9 @@ try {
     await box.press("Enter");
     const q = page.getByRole("group", { name: "Permission request" }).filter({ hasText: ask });
     await q.waitFor();
+    // The question's title is inline markdown: the host in code, no backticks shown.
+    await q.locator("code", { hasText: ask }).waitFor();
+    assert.ok(!(await q.innerText()).includes("`"), await q.innerText());
     await shot(page, "session-denied-host");
     await q.getByRole("button", { name: "Allow always" }).click();
     await q.waitFor({ state: "detached" });

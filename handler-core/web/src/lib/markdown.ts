@@ -45,3 +45,10 @@ export function renderMarkdown(src: string, opts: { relativeLinks?: boolean } = 
     ALLOWED_ATTR: ["href", "target", "rel", "start"],
   });
 }
+
+/** An untrusted one-line title (a tool call's, a permission question's) as inline markdown:
+ *  code, emphasis and strike only — no links, no images, no blocks. */
+export function renderInline(src: string): string {
+  const html = marked.parseInline(src) as string;
+  return DOMPurify.sanitize(html, { ALLOWED_TAGS: ["code", "strong", "em", "del"], ALLOWED_ATTR: [] });
+}
