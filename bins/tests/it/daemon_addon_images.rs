@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use super::daemon_images::{BASE, Images, ONE_AT_A_TIME, image_id, podman, ready, setup, start};
+use super::daemon_images::{
+    BASE, Images, ONE_AT_A_TIME, descriptor, image_id, podman, ready, setup, start,
+};
 
 /// An addon folder: its manifest and a two-stage Containerfile writing `tools` (name → script
 /// body) into bin/ and `version`; `commands` and `check` as given.
@@ -257,4 +259,74 @@ async fn an_addon_is_built_checked_switched_rebuilt_with_the_toolbox_and_used_by
         image_id(&first).is_none(),
         "the image kept for the sandbox stays after it\n{log5}"
     );
+}
+
+/// A harness taking stdio MCP servers (`mcpEnv` as given) whose fake agent starts them.
+fn mcp_harness(im: &Images, name: &str, mcp_env: &str) {
+    im.harness(name, true, "");
+    let d = descriptor(name, &im.image(name));
+    let (top, tables) = d.split_once("\n[").unwrap();
+    let text = format!(
+        "{top}\nmcpTransports = [\"stdio\"]\nmcpEnv = \"{mcp_env}\"\n[env]\nFAKE_AGENT_START_MCP = \"1\"\n[{tables}"
+    );
+    std::fs::write(
+        im.root
+            .join("home/harnesses")
+            .join(name)
+            .join("harness.toml"),
+        text,
+    )
+    .unwrap();
+}
+
+/// The harness check's MCP probe (D.4, B6): a harness giving its stdio servers its own
+/// environment hands them the dummy token, and fails; one starting them through
+/// handler-sandbox-env passes where the image can run it (python3), else its probe never
+/// started and it fails saying so.
+#[tokio::test]
+async fn the_harness_check_passes_a_probe_stdio_mcp_server_that_must_not_see_the_secret() {
+    if !ready() {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().await;
+    let im = setup("mcp");
+    mcp_harness(&im, "mcpinherit", "inherit");
+    mcp_harness(&im, "mcpsandbox", "sandbox");
+    let d = start(&im).await;
+
+    let id = d.build("mcpinherit").await;
+    let b = d.ended(&id).await;
+    let log = d.log(&id).await;
+    assert_eq!(b["state"], "failed", "{b}\n{log}");
+    let err = b["error"].as_str().unwrap();
+    assert!(
+        err.starts_with("check mcpinherit: ") && err.contains("saw the dummy secret in FAKE_TOKEN"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("dummy-token-0000") && !log.contains("dummy-token-0000"),
+        "the secret's value is shown: {log}"
+    );
+    assert!(image_id(&format!("{}:latest", im.image("mcpinherit"))).is_none());
+
+    let (_, python) = podman(&[
+        "run",
+        "--rm",
+        BASE,
+        "sh",
+        "-c",
+        "command -v python3 || true",
+    ]);
+    let id2 = d.build("mcpsandbox").await;
+    let b2 = d.ended(&id2).await;
+    let log2 = d.log(&id2).await;
+    if python.is_empty() {
+        assert_eq!(b2["state"], "failed", "{b2}\n{log2}");
+        assert!(
+            b2["error"].as_str().unwrap().contains("did not start"),
+            "{b2}"
+        );
+    } else {
+        assert_eq!(b2["state"], "succeeded", "{b2}\n{log2}");
+    }
 }

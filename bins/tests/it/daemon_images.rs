@@ -51,7 +51,7 @@ pub(crate) fn image_id(image: &str) -> Option<String> {
 }
 
 /// A harness descriptor `name` of image `image`, its agent `fake-acp-agent` found on PATH.
-fn descriptor(name: &str, image: &str) -> String {
+pub(crate) fn descriptor(name: &str, image: &str) -> String {
     format!(
         "apiVersion = \"handler.harness/v1\"\nname = \"{name}\"\nproduct = \"Fake {name}\"\nimage = \"{image}\"\nacpCommand = [\"fake-acp-agent\"]\nhome = \"/home/agent\"\n\
          [stateSlots.history]\ntarget = \"~/.fake/history\"\nkind = \"dir\"\nrequired = true\n\
