@@ -1,5 +1,5 @@
 //! The platform's harness descriptors (B.1), image recipes (B.6), the default toolbox and the
-//! handler-sandbox-env script (B6): data under handler-harness/data/, embedded at build time.
+//! handler-sandbox-env script (B6) and the check's MCP probe: data under handler-harness/data/, embedded at build time.
 
 use handler_contracts::harness::{HarnessDescriptor, ToolboxManifest};
 
@@ -7,6 +7,11 @@ use handler_contracts::harness::{HarnessDescriptor, ToolboxManifest};
 pub const SANDBOX_ENV_PATH: &str = "/opt/handler/bin/handler-sandbox-env";
 /// The script itself (python3, platform data).
 pub const SANDBOX_ENV_SCRIPT: &str = include_str!("../data/bin/handler-sandbox-env");
+
+/// Where an image check puts its probe stdio MCP server in the sandbox (D.4, B6).
+pub const MCP_PROBE_PATH: &str = "/opt/handler/bin/handler-mcp-probe";
+/// The probe (POSIX sh, platform data): records the env it starts with into its argument's file.
+pub const MCP_PROBE_SCRIPT: &str = include_str!("../data/bin/handler-mcp-probe");
 
 /// The default toolbox recipe and manifest (B.6).
 pub const TOOLBOX_CONTAINERFILE: &str = include_str!("../data/toolbox/Containerfile");

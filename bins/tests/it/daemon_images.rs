@@ -17,13 +17,13 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use test_support::user::{USER, as_user, free_port, is_root};
 
-const BASE: &str = "localhost/handler-test-busybox";
+pub(crate) const BASE: &str = "localhost/handler-test-busybox";
 
 /// One of these tests at a time: a cancelled build removes the working containers that appeared
 /// while it ran, which would include another build's running at the same moment.
-static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+pub(crate) static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-fn ready() -> bool {
+pub(crate) fn ready() -> bool {
     let ok = is_root()
         && as_user("podman", &["image", "exists", BASE])
             .status()
@@ -37,7 +37,7 @@ fn ready() -> bool {
     ok
 }
 
-fn podman(args: &[&str]) -> (bool, String) {
+pub(crate) fn podman(args: &[&str]) -> (bool, String) {
     let o = as_user("podman", args).output().unwrap();
     (
         o.status.success(),
@@ -45,13 +45,13 @@ fn podman(args: &[&str]) -> (bool, String) {
     )
 }
 
-fn image_id(image: &str) -> Option<String> {
+pub(crate) fn image_id(image: &str) -> Option<String> {
     let (ok, out) = podman(&["image", "inspect", "--format", "{{.Id}}", image]);
     ok.then_some(out)
 }
 
 /// A harness descriptor `name` of image `image`, its agent `fake-acp-agent` found on PATH.
-fn descriptor(name: &str, image: &str) -> String {
+pub(crate) fn descriptor(name: &str, image: &str) -> String {
     format!(
         "apiVersion = \"handler.harness/v1\"\nname = \"{name}\"\nproduct = \"Fake {name}\"\nimage = \"{image}\"\nacpCommand = [\"fake-acp-agent\"]\nhome = \"/home/agent\"\n\
          [stateSlots.history]\ntarget = \"~/.fake/history\"\nkind = \"dir\"\nrequired = true\n\
@@ -60,18 +60,18 @@ fn descriptor(name: &str, image: &str) -> String {
     )
 }
 
-struct Images {
-    root: PathBuf,
-    tag: String,
+pub(crate) struct Images {
+    pub(crate) root: PathBuf,
+    pub(crate) tag: String,
 }
 
 impl Images {
-    fn image(&self, name: &str) -> String {
+    pub(crate) fn image(&self, name: &str) -> String {
         format!("localhost/handler-test-img-{}-{name}", self.tag)
     }
     /// A harness folder: its descriptor and a Containerfile FROM the test base; `agent`: the
     /// fake agent copied onto PATH; `extra`: more instructions.
-    fn harness(&self, name: &str, agent: bool, extra: &str) {
+    pub(crate) fn harness(&self, name: &str, agent: bool, extra: &str) {
         let dir = self.root.join("home/harnesses").join(name);
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(
@@ -104,7 +104,7 @@ impl Images {
         .unwrap();
     }
     /// The images of this run left in the store (any tag, intermediate ones too).
-    fn left(&self) -> Vec<String> {
+    pub(crate) fn left(&self) -> Vec<String> {
         let (_, out) = podman(&[
             "images",
             "-a",
@@ -139,7 +139,7 @@ impl Drop for Images {
     }
 }
 
-fn setup(tag: &str) -> Images {
+pub(crate) fn setup(tag: &str) -> Images {
     let root = PathBuf::from(format!("/tmp/hdi-{}-{tag}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     let bin = root.join("bin");
@@ -180,7 +180,7 @@ fn setup(tag: &str) -> Images {
     im
 }
 
-struct Daemon {
+pub(crate) struct Daemon {
     child: Child,
     port: u16,
     token: String,
@@ -205,12 +205,12 @@ fn give(root: &Path) {
     }
 }
 
-async fn start(im: &Images) -> Daemon {
+pub(crate) async fn start(im: &Images) -> Daemon {
     start_with(im, &[]).await
 }
 
 /// handlerd as the test user, with `extra` variables too.
-async fn start_with(im: &Images, extra: &[(&'static str, String)]) -> Daemon {
+pub(crate) async fn start_with(im: &Images, extra: &[(&'static str, String)]) -> Daemon {
     give(&im.root);
     let port = free_port();
     let root = &im.root;
@@ -257,7 +257,12 @@ async fn start_with(im: &Images, extra: &[(&'static str, String)]) -> Daemon {
 }
 
 impl Daemon {
-    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
+    pub(crate) async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (u16, Value) {
         let mut r = self
             .http
             .request(method, format!("http://127.0.0.1:{}{path}", self.port))
@@ -271,12 +276,12 @@ impl Daemon {
             res.json().await.unwrap_or(Value::Null),
         )
     }
-    async fn get(&self, path: &str) -> Value {
+    pub(crate) async fn get(&self, path: &str) -> Value {
         let (s, v) = self.call(reqwest::Method::GET, path, None).await;
         assert_eq!(s, 200, "{path}: {v}");
         v
     }
-    async fn build(&self, target: &str) -> String {
+    pub(crate) async fn build(&self, target: &str) -> String {
         let (s, b) = self
             .call(
                 reqwest::Method::POST,
@@ -289,7 +294,7 @@ impl Daemon {
         b["id"].as_str().unwrap().to_string()
     }
     /// Waits (`secs` at most) until build `id` satisfies `f`.
-    async fn until(&self, id: &str, secs: u64, f: impl Fn(&Value) -> bool) -> Value {
+    pub(crate) async fn until(&self, id: &str, secs: u64, f: impl Fn(&Value) -> bool) -> Value {
         let deadline = Instant::now() + Duration::from_secs(secs);
         loop {
             let b = self.get(&format!("/v1/builds/{id}")).await;
@@ -304,11 +309,11 @@ impl Daemon {
             tokio::time::sleep(Duration::from_millis(300)).await;
         }
     }
-    async fn ended(&self, id: &str) -> Value {
+    pub(crate) async fn ended(&self, id: &str) -> Value {
         self.until(id, 240, |b| b["state"] != "running").await
     }
     /// The whole log, read in pieces from offset 0.
-    async fn log(&self, id: &str) -> String {
+    pub(crate) async fn log(&self, id: &str) -> String {
         let mut text = String::new();
         let mut off = 0;
         for _ in 0..100 {

@@ -6,6 +6,7 @@ mod cli_resources;
 mod cli_sessions;
 mod cli_setup;
 mod daemon_acp_sandbox;
+mod daemon_addon_images;
 mod daemon_git_guard;
 mod daemon_images;
 mod daemon_login_cli;

@@ -1,14 +1,18 @@
 //! The check (D.4): a new image started through the real pipeline — the dummy model access
 //! resolved, rendered and composed as any launch is (`launch::resolve`), the sandbox started by
 //! the launcher with no network — must answer initialize and session/new and offer every
-//! mapped session mode and the model option. What it lacks is the error.
+//! mapped session mode and the model option; for a harness taking stdio MCP servers, a probe
+//! server given at session/new must start and must not see the dummy secret (B6). What it
+//! lacks is the error.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use handler_contracts::HarnessDescriptor;
 use handler_contracts::control::{AgentOptions, NetworkMode};
+use handler_contracts::harness::{McpServer, McpTransport};
+use handler_contracts::sandbox::GeneratedFile;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
@@ -32,7 +36,9 @@ pub async fn check(
     conn: &str,
     log: &(dyn Fn(&str) + Sync),
 ) -> Result<(), String> {
-    let prepared = prepare(app, d, work, conn)?;
+    let (prepared, probe) = prepare(app, d, work, conn)?;
+    let servers = serde_json::to_value(&prepared.policy.session_defaults.mcp_servers)
+        .map_err(|e| e.to_string())?;
     let mut spec = prepared.spec;
     spec.image = image.to_string();
     log(&format!(
@@ -64,7 +70,14 @@ pub async fn check(
         )
         .await;
     });
-    let result = converse(&mut stdin, &mut stdout, d, &spec.workdir).await;
+    let mut result = converse(&mut stdin, &mut stdout, d, &spec.workdir, servers).await;
+    if let (Ok(()), Some(p)) = (&result, &probe) {
+        log(&format!(
+            "check {}: waiting for the probe MCP server",
+            d.name
+        ));
+        result = mcp_probe(p, log).await;
+    }
     drop(stdin);
     launcher::stop_and_sweep(&*app.launcher, &mut child, Duration::from_secs(10)).await;
     let _ = tokio::time::timeout(Duration::from_secs(5), reader).await;
@@ -78,13 +91,74 @@ pub async fn check(
     result
 }
 
-/// The dummy launch resolved, as any launch is.
+/// The probe stdio MCP server of a harness taking stdio servers (B6): where it records the env
+/// it sees, and the dummy secrets it must not see.
+struct McpProbe {
+    record: PathBuf,
+    secrets: Vec<String>,
+}
+
+/// How long the probe has to start once session/new is answered.
+const PROBE_STARTS_WITHIN: Duration = Duration::from_secs(30);
+
+/// Waits for the probe's record (it started), then B6's verdict over it.
+async fn mcp_probe(p: &McpProbe, log: &(dyn Fn(&str) + Sync)) -> Result<(), String> {
+    let deadline = tokio::time::Instant::now() + PROBE_STARTS_WITHIN;
+    let record = loop {
+        if let Ok(t) = std::fs::read_to_string(&p.record) {
+            break Some(t);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            break None;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    if let Some(r) = &record {
+        let names: Vec<&str> = r
+            .lines()
+            .filter_map(|l| l.split_once('=').map(|(k, _)| k))
+            .collect();
+        log(&format!(
+            "the probe MCP server started with {}",
+            names.join(" ")
+        ));
+    }
+    let secrets: Vec<&str> = p.secrets.iter().map(String::as_str).collect();
+    verdict::mcp_probe(record.as_deref(), &secrets)
+}
+
+/// The probe server and what it must not see, for a harness taking stdio MCP servers.
+fn probe_server(
+    d: &HarnessDescriptor,
+    scope: &Path,
+    dummy: &Dummy,
+) -> Option<(McpServer, McpProbe)> {
+    if !d.mcp_transports.contains(&McpTransport::Stdio) {
+        return None;
+    }
+    let record = scope.join(".handler-mcp-probe.env");
+    let secrets = match dummy {
+        Dummy::Token(_, t) => vec![t.clone()],
+        Dummy::Provider(_, k) => vec![k.clone()],
+        Dummy::LoginFile(_) => Vec::new(),
+    };
+    let server = McpServer::Stdio {
+        name: verdict::MCP_PROBE_NAME.into(),
+        command: handler_harness::descriptors::MCP_PROBE_PATH.into(),
+        args: vec![record.display().to_string()],
+        env: Vec::new(),
+    };
+    Some((server, McpProbe { record, secrets }))
+}
+
+/// The dummy launch resolved, as any launch is (with the probe MCP server when the harness
+/// takes stdio servers).
 fn prepare(
     app: &AppState,
     d: &HarnessDescriptor,
     work: &Path,
     conn: &str,
-) -> Result<resolve::Prepared, String> {
+) -> Result<(resolve::Prepared, Option<McpProbe>), String> {
     let (access, dummy) = verdict::dummy(d)?;
     let scope = work.join("scope");
     let data = work.join("data");
@@ -94,6 +168,7 @@ fn prepare(
     }
     let scope = std::fs::canonicalize(&scope).map_err(|e| e.to_string())?;
     let data = std::fs::canonicalize(&data).map_err(|e| e.to_string())?;
+    let probe = probe_server(d, &scope, &dummy);
     let mut catalog = Snapshot::default();
     catalog.descriptors.insert(d.name.clone(), d.clone());
     let credential = match dummy {
@@ -138,13 +213,34 @@ fn prepare(
         scope: scope.display().to_string(),
         terminal: None,
         knowledge: Vec::new(),
-        addons: resolve::AddonLaunch::default(),
+        addons: resolve::AddonLaunch {
+            mcp_servers: probe.iter().map(|(s, _)| s.clone()).collect(),
+            ..resolve::AddonLaunch::default()
+        },
         skills: Vec::new(),
         caches: BTreeMap::new(),
         credential,
         display: None,
     };
-    resolve::resolve(input, &mut OsRandom).map_err(|e| format!("the launch does not resolve: {e}"))
+    let mut prepared = resolve::resolve(input, &mut OsRandom)
+        .map_err(|e| format!("the launch does not resolve: {e}"))?;
+    let mut probe = probe.map(|(_, p)| p);
+    if let Some(p) = probe.as_mut() {
+        // What the sandbox holds for them: the phantoms the proxy would swap (E3), the login's
+        // variable as the harness gets it.
+        p.secrets
+            .extend(prepared.spec.injections.iter().map(|i| i.phantom.clone()));
+        let login = d.login.as_ref().and_then(|l| l.token.as_ref());
+        p.secrets
+            .extend(login.and_then(|t| prepared.spec.env.get(t)).cloned());
+        prepared.spec.files.push(GeneratedFile {
+            target: handler_harness::descriptors::MCP_PROBE_PATH.into(),
+            content: handler_harness::descriptors::MCP_PROBE_SCRIPT.into(),
+            mode: Some("0755".into()),
+            seed: false,
+        });
+    }
+    Ok((prepared, probe))
 }
 
 /// initialize, then session/new, each answered in time; what session/new lacks.
@@ -153,12 +249,13 @@ async fn converse(
     stdout: &mut tokio::process::ChildStdout,
     d: &HarnessDescriptor,
     cwd: &str,
+    mcp_servers: Value,
 ) -> Result<(), String> {
     let mut out = BufReader::new(stdout).lines();
     let init = json!({"protocolVersion": 1, "clientCapabilities":
         {"fs": {"readTextFile": false, "writeTextFile": false}, "terminal": false}});
     request(stdin, &mut out, 1, "initialize", init).await?;
-    let new = json!({"cwd": cwd, "mcpServers": []});
+    let new = json!({"cwd": cwd, "mcpServers": mcp_servers});
     let answer = request(stdin, &mut out, 2, "session/new", new).await?;
     let missing = verdict::missing(d, &answer);
     if missing.is_empty() {

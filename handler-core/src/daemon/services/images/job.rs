@@ -18,9 +18,12 @@ use crate::daemon::state::AppState;
 
 /// How a build ended.
 #[derive(Debug)]
-enum Outcome {
+pub(super) enum Outcome {
+    /// Built, checked and switched.
     Succeeded,
+    /// Why it failed.
     Failed(String),
+    /// Cancelled.
     Cancelled,
 }
 
@@ -123,6 +126,9 @@ async fn target(app: &AppState, id: &str, cancel: &Arc<Notify>) -> Outcome {
     if b.target == TOOLBOX {
         return toolbox(app, id, cancel).await;
     }
+    if let Some(name) = b.target.strip_prefix(super::target::ADDON_PREFIX) {
+        return super::addon_job::run(app, id, name, cancel).await;
+    }
     let Some(d) = app.snapshot().descriptors.get(&b.target).cloned() else {
         return Outcome::Failed(format!("harness {:?} is gone", b.target));
     };
@@ -175,7 +181,7 @@ async fn harness(app: &AppState, id: &str, d: &HarnessDescriptor, cancel: &Arc<N
     outcome
 }
 
-async fn remove(app: &AppState, id: &str, image: &str) {
+pub(super) async fn remove(app: &AppState, id: &str, image: &str) {
     match verbs(app).remove(image).await {
         Ok(()) => log_line(app, id, &format!("removed {image}")),
         Err(e) => log_line(app, id, &format!("could not remove {image}: {e}")),
@@ -207,7 +213,7 @@ async fn build_harness(
 }
 
 /// Runs `image build`; the new image's id.
-async fn built(
+pub(super) async fn built(
     app: &AppState,
     id: &str,
     args: &BuildArgs,
@@ -227,7 +233,7 @@ async fn built(
     }
 }
 
-fn cancelled(cancel: &Arc<Notify>) -> bool {
+pub(super) fn cancelled(cancel: &Arc<Notify>) -> bool {
     cancel.notified().now_or_never().is_some()
 }
 
@@ -285,63 +291,29 @@ async fn switch_harness(
     Outcome::Succeeded
 }
 
-/// The toolbox (D.4): built untagged without cache, then every harness image already built
-/// rebuilt FROM it and checked; all switched, or none (every image built removed).
+/// The toolbox (D.4, G.4): built untagged without cache, then every harness and addon image
+/// already built rebuilt FROM it and checked; all switched, or none (every image built removed).
 async fn toolbox(app: &AppState, id: &str, cancel: &Arc<Notify>) -> Outcome {
     let work = app.builds.work_dir(id);
-    stage(app, id, "base");
-    let from = match super::local_base::prepare(app, id, &work, cancel).await {
-        Ok(s) => s,
-        Err(super::local_base::NoBase::Cancelled) => return Outcome::Cancelled,
-        Err(super::local_base::NoBase::Failed(m)) => return Outcome::Failed(m),
-    };
-    stage(app, id, "build toolbox");
-    let args = BuildArgs {
-        context: app.config.toolbox_dir.display().to_string(),
-        file: from.file,
-        build_args: from.build_args,
-        no_cache: true,
-        ca_bundle: match ca::for_build(app, id) {
-            Ok(c) => c,
-            Err(e) => return Outcome::Failed(e),
-        },
-    };
-    let tb = match built(app, id, &args, cancel).await {
+    let tb = match toolbox_image(app, id, &work, cancel).await {
         Ok(t) => t,
         Err(o) => return o,
     };
-    let mut done: Vec<(HarnessDescriptor, String, String)> = Vec::new();
-    let mut failure = None;
-    let descriptors: Vec<HarnessDescriptor> = app.snapshot().descriptors.into_values().collect();
-    for d in descriptors {
-        if verbs(app)
-            .inspect(&format!("{}:latest", d.image))
+    let mut done = Rebuilt::default();
+    let mut failure = rebuild_harnesses(app, id, &tb, &work, cancel, &mut done)
+        .await
+        .err();
+    if failure.is_none() {
+        failure = rebuild_addons(app, id, &tb, &work, cancel, &mut done)
             .await
-            .is_none()
-        {
-            continue;
-        }
-        let h = match build_harness(app, id, &d, &tb, &work, cancel).await {
-            Ok(h) => h,
-            Err(o) => {
-                failure = Some(o);
-                break;
-            }
-        };
-        match verify(app, id, &d, &h, &work).await {
-            Ok(v) => done.push((d, h, v)),
-            Err(m) => {
-                remove(app, id, &h).await;
-                failure = Some(Outcome::Failed(m));
-                break;
-            }
-        }
+            .err();
     }
     if failure.is_none() && cancelled(cancel) {
         failure = Some(Outcome::Cancelled);
     }
     if let Some(f) = failure {
-        for (_, h, _) in &done {
+        let addons = done.addons.iter().map(|(_, h, _)| h);
+        for h in done.harnesses.iter().map(|(_, h, _)| h).chain(addons) {
             remove(app, id, h).await;
         }
         remove(app, id, &tb).await;
@@ -354,17 +326,105 @@ async fn toolbox(app: &AppState, id: &str, cancel: &Arc<Notify>) -> Outcome {
     if let Err(e) = switch(app, id, &app.config.toolbox_image, &tb, &verbs(app)).await {
         return Outcome::Failed(e);
     }
-    for (d, h, v) in done {
+    for (d, h, v) in done.harnesses {
         if let Outcome::Failed(e) = switch_harness(app, id, &d, &h, v).await {
+            return Outcome::Failed(e);
+        }
+    }
+    for (a, h, v) in done.addons {
+        if let Outcome::Failed(e) = super::addon_job::switch_addon(app, id, &a, &h, v).await {
             return Outcome::Failed(e);
         }
     }
     Outcome::Succeeded
 }
 
+/// What a toolbox rebuild has built and checked so far: (what, new image, version).
+#[derive(Default)]
+struct Rebuilt {
+    harnesses: Vec<(HarnessDescriptor, String, String)>,
+    addons: Vec<(super::addon_job::AddonBuild, String, String)>,
+}
+
+/// The new toolbox, untagged, without cache, FROM its base (pulled, or made locally).
+async fn toolbox_image(
+    app: &AppState,
+    id: &str,
+    work: &Path,
+    cancel: &Arc<Notify>,
+) -> Result<String, Outcome> {
+    stage(app, id, "base");
+    let from = match super::local_base::prepare(app, id, work, cancel).await {
+        Ok(s) => s,
+        Err(super::local_base::NoBase::Cancelled) => return Err(Outcome::Cancelled),
+        Err(super::local_base::NoBase::Failed(m)) => return Err(Outcome::Failed(m)),
+    };
+    stage(app, id, "build toolbox");
+    let args = BuildArgs {
+        context: app.config.toolbox_dir.display().to_string(),
+        file: from.file,
+        build_args: from.build_args,
+        no_cache: true,
+        ca_bundle: ca::for_build(app, id).map_err(Outcome::Failed)?,
+    };
+    built(app, id, &args, cancel).await
+}
+
+/// Every harness image already built, rebuilt FROM `tb` and checked, into `done`.
+async fn rebuild_harnesses(
+    app: &AppState,
+    id: &str,
+    tb: &str,
+    work: &Path,
+    cancel: &Arc<Notify>,
+    done: &mut Rebuilt,
+) -> Result<(), Outcome> {
+    let descriptors: Vec<HarnessDescriptor> = app.snapshot().descriptors.into_values().collect();
+    for d in descriptors {
+        if verbs(app)
+            .inspect(&format!("{}:latest", d.image))
+            .await
+            .is_none()
+        {
+            continue;
+        }
+        let h = build_harness(app, id, &d, tb, work, cancel).await?;
+        match verify(app, id, &d, &h, work).await {
+            Ok(v) => done.harnesses.push((d, h, v)),
+            Err(m) => {
+                remove(app, id, &h).await;
+                return Err(Outcome::Failed(m));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Every addon image already built (G.4), rebuilt FROM `tb` and checked in it, into `done`.
+async fn rebuild_addons(
+    app: &AppState,
+    id: &str,
+    tb: &str,
+    work: &Path,
+    cancel: &Arc<Notify>,
+    done: &mut Rebuilt,
+) -> Result<(), Outcome> {
+    for a in super::addon_job::built_ones(app).await {
+        let h = super::addon_job::build(app, id, &a, tb, cancel).await?;
+        match super::addon_job::verify(app, id, &a, &h, tb, work).await {
+            Ok(v) => done.addons.push((a, h, v)),
+            Err(m) => {
+                remove(app, id, &h).await;
+                return Err(Outcome::Failed(m));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// `:latest` of `repository` moved to `built`; the image it replaces removed, or kept for
 /// later while a container uses it (running agents keep their image).
-async fn switch(
+pub(super) async fn switch(
     app: &AppState,
     id: &str,
     repository: &str,

@@ -1,8 +1,10 @@
-//! The images room (D.4, B.6): builds — one at a time, queued — of a harness (an untagged image
-//! FROM the toolbox's `:latest`, without cache → the check → the switch) or of the network
-//! filter (the runtime's `image build-proxy`); their records and logs; the image facts
+//! The images room (D.4, B.6, G.4): builds — one at a time, queued — of a harness or an addon
+//! (an untagged image FROM the toolbox's `:latest`, without cache → the check → the switch) or
+//! of the network filter (the runtime's `image build-proxy`); their records and logs; the image facts
 //! `GET /v1/harnesses` shows. Every image operation is the sandbox executable's `image` verb.
 
+pub mod addon_job;
+pub mod addon_verdict;
 pub mod base;
 pub mod ca;
 pub mod check;
@@ -10,6 +12,7 @@ pub mod job;
 pub mod local_base;
 pub mod progress;
 pub mod schedule;
+pub mod target;
 pub mod toolbox;
 pub mod updates;
 pub mod verdict;
@@ -42,21 +45,26 @@ fn internal(e: impl std::fmt::Display) -> ApiError {
     ApiError::internal(e)
 }
 
+/// What a build's target may name now: the harnesses and the addons (their image, or why
+/// they are invalid).
+fn known(app: &AppState) -> target::Known {
+    let set = crate::daemon::store::addons::AddonSet::read(&app.config);
+    target::Known {
+        harnesses: app.snapshot().descriptors.keys().cloned().collect(),
+        addons: set
+            .addons
+            .into_iter()
+            .map(|(n, a)| (n, a.manifest.map(|m| m.image)))
+            .collect(),
+    }
+}
+
 /// The rules behind POST /v1/builds: the target checked, the build recorded (running, stage
 /// "waiting" until the one before it ends) and started; 202 with it.
 pub async fn start(app: &AppState, req: BuildRequest) -> ApiResult<Build> {
     let target = req.target.trim().to_string();
-    if target != NETWORK_FILTER
-        && target != TOOLBOX
-        && !app.snapshot().descriptors.contains_key(&target)
-    {
-        let why = if target.starts_with("addon:") {
-            format!("target {target:?}: this Handler does not build it yet")
-        } else {
-            format!("target {target:?}: no such harness (or toolbox, network-filter, addon:<name>)")
-        };
-        return Err(ApiError::unprocessable("target unknown", why));
-    }
+    target::decide(&target, &known(app))
+        .map_err(|why| ApiError::unprocessable("target unknown", why))?;
     let b = Build {
         id: new_id("b_"),
         target,

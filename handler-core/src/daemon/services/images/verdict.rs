@@ -126,6 +126,32 @@ pub fn missing(d: &HarnessDescriptor, session_new: &Value) -> Vec<String> {
     out
 }
 
+/// The name of the check's probe stdio MCP server (D.4, B6).
+pub const MCP_PROBE_NAME: &str = "handler-check-probe";
+
+/// B6 over what the probe stdio MCP server recorded (`record`: its environment, `NAME=value`
+/// lines; none: it did not start): it must have started and must not see any of `secrets`.
+pub fn mcp_probe(record: Option<&str>, secrets: &[&str]) -> Result<(), String> {
+    let Some(env) = record else {
+        return Err(format!(
+            "the stdio MCP server {MCP_PROBE_NAME:?} given at session/new did not start (B6)"
+        ));
+    };
+    let seen: Vec<&str> = env
+        .lines()
+        .filter(|l| secrets.iter().any(|s| !s.is_empty() && l.contains(s)))
+        .filter_map(|l| l.split_once('=').map(|(k, _)| k))
+        .collect();
+    if seen.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "the stdio MCP server {MCP_PROBE_NAME:?} saw the dummy secret in {} (B6: the harness's secrets are dropped)",
+            seen.join(", ")
+        ))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -164,5 +190,22 @@ mod tests {
         assert_eq!(a.provider.as_deref(), Some(CHECK_NAME));
         let Dummy::Provider(p, _) = d else { panic!() };
         assert!(p.endpoints.values().all(|e| e == NOWHERE));
+    }
+
+    #[test]
+    fn the_mcp_probe_must_start_and_not_see_the_secret() {
+        let secret = "fk-handler-check-dummy-token-0000";
+        let all = [
+            (
+                "clean",
+                mcp_probe(Some("HOME=/home/agent\nPATH=/bin\n"), &[secret]),
+            ),
+            (
+                "saw it",
+                mcp_probe(Some(&format!("HOME=/h\nFAKE_TOKEN={secret}\n")), &[secret]),
+            ),
+            ("did not start", mcp_probe(None, &[secret])),
+        ];
+        insta::assert_debug_snapshot!(all);
     }
 }
