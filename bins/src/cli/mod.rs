@@ -2,6 +2,7 @@
 //! binary's `main` only parses and calls [`run()`].
 
 mod accounts;
+mod addon;
 mod agents;
 mod attach;
 mod builds;
@@ -24,6 +25,7 @@ pub mod terminal;
 mod ui;
 
 pub use accounts::AccountCommand;
+pub use addon::AddonCommand;
 pub use agents::AgentCommand;
 pub use builds::{BuildCommand, ImageUpdatesCommand};
 pub use daemon::DaemonCommand;
@@ -116,6 +118,9 @@ pub enum Command {
     /// Skills: the library of instructions (and scripts) agents pick.
     #[command(subcommand)]
     Skill(SkillCommand),
+    /// Addons: install from the catalog, a folder or an archive; list; remove.
+    #[command(subcommand)]
+    Addon(AddonCommand),
     /// Check this host, start handlerd, build the images, add a provider: ready to run agents.
     Setup(SetupArgs),
     /// handlerd as a service: start, stop, status, logs, install (a systemd user unit).
@@ -166,6 +171,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Build(c) => builds::run(c, json).await,
         Command::ImageUpdates(c) => builds::run_image_updates(c, json).await,
         Command::Skill(c) => skills::run(c, json).await,
+        Command::Addon(c) => addon::run(c, json).await,
         Command::Setup(a) => setup::run(a).await,
         Command::Daemon(c) => daemon::run(c, json).await,
         Command::Completions { shell } => {

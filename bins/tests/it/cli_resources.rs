@@ -572,3 +572,31 @@ async fn skills_from_the_command_line() {
     assert_eq!(names.len(), 1);
     assert_eq!(names[0]["name"], "lint");
 }
+
+#[tokio::test]
+async fn addons_from_the_command_line() {
+    let d = start().await;
+    let c = d.json(&["addon", "catalog"]);
+    let names: Vec<&str> = c
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["playwright", "shopify"]);
+    // Without a terminal nobody confirms: exit 2, nothing installed.
+    let e = d.fails(&["addon", "add", "shopify"], "", 2);
+    assert!(e.contains("not confirmed"), "{e}");
+    let installed = d.dir.path().join("config/addons/shopify");
+    assert!(!installed.exists());
+    let out = d.ok(&["addon", "add", "shopify", "--yes"]);
+    assert_eq!(out.trim(), "addon shopify installed");
+    assert!(installed.join("addon.toml").is_file());
+    let c = d.json(&["addon", "catalog"]);
+    assert_eq!(c[1]["installed"], true, "{c}");
+    let out = d.ok(&["addon", "rm", "shopify"]);
+    assert_eq!(out.trim(), "addon shopify removed");
+    assert!(!installed.exists());
+    let e = d.fails(&["addon", "rm", "shopify"], "", 1);
+    assert!(e.contains("shopify"), "{e}");
+}

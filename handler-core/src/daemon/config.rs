@@ -59,6 +59,8 @@ pub struct DaemonConfig {
     pub addons_dir: PathBuf,
     /// The built-in addons (platform data, handler-harness/data/addons).
     pub builtin_addons_dir: PathBuf,
+    /// The addon catalog (platform data, handler-harness/data/catalog): installable, not loaded (G.5).
+    pub catalog_dir: PathBuf,
     /// `$HANDLER_BINDINGS_DIR`, default `<config>/bindings` (G.2).
     pub bindings_dir: PathBuf,
     /// Origins a browser may open the ACP socket from (C.1).
@@ -139,6 +141,8 @@ fn platform_data(platform_dir: &Path, rel: &str) -> PathBuf {
 
 /// The built-in addons' folder of the platform data.
 const BUILTIN_ADDONS: &str = "handler-harness/data/addons";
+/// The addon catalog's folder of the platform data (G.5).
+const CATALOG: &str = "handler-harness/data/catalog";
 /// The provider templates' folder of the platform data.
 const TEMPLATES: &str = "handler-core/data/templates/providers";
 
@@ -159,6 +163,7 @@ impl DaemonConfig {
             toolbox_image: "localhost/handler-ai-toolbox".to_string(),
             addons_dir: config_dir.join("addons"),
             builtin_addons_dir: platform_data(&platform, BUILTIN_ADDONS),
+            catalog_dir: platform_data(&platform, CATALOG),
             bindings_dir: config_dir.join("bindings"),
             config_dir,
             data_dir,
@@ -205,6 +210,7 @@ impl DaemonConfig {
         if let Some(d) = env_path("HANDLER_DATA_DIR") {
             c.platform_dir = platform_dir(&d);
             c.builtin_addons_dir = platform_data(&c.platform_dir, BUILTIN_ADDONS);
+            c.catalog_dir = platform_data(&c.platform_dir, CATALOG);
             c.templates_dir = platform_data(&c.platform_dir, TEMPLATES);
             c.data_dir = d;
         }

@@ -3,6 +3,7 @@
 
 mod acp_endpoint;
 mod acp_python_client;
+mod addon_install;
 mod api_control;
 mod daemon_addons;
 mod daemon_images;

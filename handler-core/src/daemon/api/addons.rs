@@ -3,10 +3,14 @@
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use handler_contracts::control::{AddonInfo, BindingInfo, BindingRequest};
+use handler_contracts::control::{
+    AddonCatalogEntry, AddonInfo, AddonInstallRequest, AddonInstalled, AddonPreview,
+    AddonPreviewRequest, BindingInfo, BindingRequest,
+};
 
 use super::routes::{Route, r, s};
 use crate::daemon::problem::{ApiJson, ApiResult};
+use crate::daemon::services::addon_install as install;
 use crate::daemon::services::addons as service;
 use crate::daemon::state::AppState;
 use axum::routing;
@@ -24,6 +28,37 @@ pub async fn get_addon(
 ) -> ApiResult<Json<AddonInfo>> {
     let v = service::get_addon(&app, name).await?;
     Ok(Json(v))
+}
+
+/// GET /v1/addon-catalog
+pub async fn catalog(State(app): State<AppState>) -> Json<Vec<AddonCatalogEntry>> {
+    Json(install::catalog(&app).await)
+}
+
+/// POST /v1/addons/preview
+pub async fn preview(
+    State(app): State<AppState>,
+    ApiJson(req): ApiJson<AddonPreviewRequest>,
+) -> ApiResult<Json<AddonPreview>> {
+    Ok(Json(install::preview(&app, req).await?))
+}
+
+/// POST /v1/addons/install (201)
+pub async fn install_addon(
+    State(app): State<AppState>,
+    ApiJson(req): ApiJson<AddonInstallRequest>,
+) -> ApiResult<(StatusCode, Json<AddonInstalled>)> {
+    let v = install::install(&app, req).await?;
+    Ok((StatusCode::CREATED, Json(v)))
+}
+
+/// DELETE /v1/addons/{name} (204)
+pub async fn remove_addon(
+    State(app): State<AppState>,
+    Path(name): Path<String>,
+) -> ApiResult<StatusCode> {
+    install::remove(&app, name).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// GET /v1/bindings
@@ -88,6 +123,38 @@ pub(super) fn routes() -> Vec<Route> {
             None,
             (200, Some(s::<AddonInfo>)),
             routing::get(get_addon),
+        ),
+        r(
+            "DELETE",
+            "/v1/addons/{name}",
+            "Remove an installed addon (G.5): 409 for a built-in or the user's own, or while a binding uses it",
+            None,
+            (204, None),
+            routing::delete(remove_addon),
+        ),
+        r(
+            "POST",
+            "/v1/addons/preview",
+            "What installing a source would bring (G.5)",
+            Some(s::<AddonPreviewRequest>),
+            (200, Some(s::<AddonPreview>)),
+            routing::post(preview),
+        ),
+        r(
+            "POST",
+            "/v1/addons/install",
+            "Install a previewed source (G.5): 422 unless it still has the digest",
+            Some(s::<AddonInstallRequest>),
+            (201, Some(s::<AddonInstalled>)),
+            routing::post(install_addon),
+        ),
+        r(
+            "GET",
+            "/v1/addon-catalog",
+            "The addon catalog Handler ships, installed or not (G.5)",
+            None,
+            (200, Some(s::<Vec<AddonCatalogEntry>>)),
+            routing::get(catalog),
         ),
         r(
             "GET",

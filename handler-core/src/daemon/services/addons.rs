@@ -103,20 +103,24 @@ fn binding_info(app: &AppState, b: &LoadedBinding) -> BindingInfo {
 
 /// The rules behind GET /v1/addons
 pub async fn list_addons(app: &AppState) -> Vec<AddonInfo> {
-    AddonSet::read(&app.config)
+    let mut v: Vec<AddonInfo> = AddonSet::read(&app.config)
         .addons
         .values()
         .map(addon_info)
-        .collect()
+        .collect();
+    super::addon_install::annotate(&app.config, &mut v);
+    v
 }
 
 /// The rules behind GET /v1/addons/{name}
 pub async fn get_addon(app: &AppState, name: String) -> ApiResult<AddonInfo> {
-    AddonSet::read(&app.config)
+    let mut a = AddonSet::read(&app.config)
         .addons
         .get(&name)
         .map(addon_info)
-        .ok_or_else(|| ApiError::not_found(format!("addon {name:?}")))
+        .ok_or_else(|| ApiError::not_found(format!("addon {name:?}")))?;
+    super::addon_install::annotate(&app.config, std::slice::from_mut(&mut a));
+    Ok(a)
 }
 
 /// The rules behind GET /v1/bindings

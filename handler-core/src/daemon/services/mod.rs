@@ -3,6 +3,7 @@
 //! relay, stop).
 
 pub mod accounts;
+pub mod addon_install;
 pub mod addons;
 pub mod agents;
 pub mod builtin_agents;

@@ -53,7 +53,7 @@ pub struct AddonSet {
     pub bindings: BTreeMap<String, LoadedBinding>,
 }
 
-fn read_addon(dir: &FsPath, name: &str, builtin: bool) -> LoadedAddon {
+pub(crate) fn read_addon(dir: &FsPath, name: &str, builtin: bool) -> LoadedAddon {
     let skills = skills::addon_skill_names(dir);
     let manifest = (|| {
         let text = std::fs::read_to_string(dir.join("addon.toml"))
