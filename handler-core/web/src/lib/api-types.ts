@@ -244,6 +244,58 @@ export interface paths {
         get: operations["GET /v1/addons/{name}"];
         put?: never;
         post?: never;
+        /** Remove an installed addon (G.5): 409 for a built-in or the user's own, or while a binding uses it */
+        delete: operations["DELETE /v1/addons/{name}"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/addons/preview": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** What installing a source would bring (G.5) */
+        post: operations["POST /v1/addons/preview"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/addons/install": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Install a previewed source (G.5): 422 unless it still has the digest */
+        post: operations["POST /v1/addons/install"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/addon-catalog": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The addon catalog Handler ships, installed or not (G.5) */
+        get: operations["GET /v1/addon-catalog"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -1487,6 +1539,104 @@ export interface components {
             /** @description What to put in it. */
             description?: string | null;
         };
+        /** @description POST /v1/addons/preview. */
+        AddonPreviewRequest: {
+            /** @description `catalog:<name>`, an absolute folder, or an https:// `.tar.gz`. */
+            source: string;
+        };
+        /** @description What installing a source would bring (G.5). */
+        AddonPreview: {
+            /** @description The source previewed, as given. */
+            source: string;
+            /**
+             * @description The digest of what was found there; installing names it, so that what is installed is what
+             *     was seen.
+             */
+            digest: string;
+            /** @description The addon's name. */
+            name: string;
+            /** @description What it gives an agent. */
+            description?: string | null;
+            /** @description Its image, when it has one: its Containerfile runs code when built. */
+            image?: string | null;
+            /** @description The commands its image provides. */
+            commands: string[];
+            /** @description The variables it sets. */
+            env: string[];
+            /** @description Its settings. */
+            settings: components["schemas"]["AddonSlotInfo"][];
+            /** @description Its secrets. */
+            secretSlots: components["schemas"]["AddonSlotInfo"][];
+            /** @description The hosts its tools reach. */
+            egress: string[];
+            /** @description Its MCP server's command, when it has one. */
+            mcp?: string[] | null;
+            /** @description The skills it brings. */
+            skills: string[];
+            /** @description What installing it replaces, when an addon of that name exists. */
+            replaces?: components["schemas"]["AddonReplaces"] | (null);
+        };
+        /** @description What an installed addon replaces (G.5). */
+        AddonReplaces: "builtin" | "installed" | "own";
+        /** @description POST /v1/addons/install. */
+        AddonInstallRequest: {
+            /** @description The source, as previewed. */
+            source: string;
+            /** @description The digest the preview gave: installing refuses other content. */
+            digest: string;
+        };
+        /** @description An installed addon and its first build (G.5). */
+        AddonInstalled: {
+            /** @description The addon, as installed. */
+            addon: components["schemas"]["AddonInfo"];
+            /** @description Its image's first build, when it has an image. */
+            build?: components["schemas"]["Build"] | (null);
+        };
+        /** @description A rebuild (D.4). Stored by the daemon: unknown fields kept. */
+        Build: {
+            /** @description The build's id. */
+            id: string;
+            /** @description A harness name, "toolbox", "network-filter" or `addon:<name>`. */
+            target: string;
+            /** @description Where it is. */
+            state: components["schemas"]["BuildState"];
+            /** @description What it does now, e.g. "build vibe", "check vibe", "switch". */
+            stage?: string | null;
+            /**
+             * Format: uint32
+             * @description Podman's STEP n of the current image build.
+             */
+            step?: number | null;
+            /**
+             * Format: uint32
+             * @description Podman's m of STEP n/m.
+             */
+            steps?: number | null;
+            /**
+             * @description Harness → what its new image installed.
+             * @default {}
+             */
+            versions: {
+                [key: string]: string;
+            };
+            /** @description Why it failed. */
+            error?: string | null;
+            /** @description When it started (RFC 3339). */
+            startedAt: string;
+            /** @description When it ended (RFC 3339). */
+            endedAt?: string | null;
+        };
+        /** @description An image build (D.4). */
+        BuildState: "running" | "succeeded" | "failed" | "cancelled";
+        /** @description An entry of the addon catalog (G.5). */
+        AddonCatalogEntry: {
+            /** @description The addon's name. */
+            name: string;
+            /** @description What it gives an agent. */
+            description?: string | null;
+            /** @description Whether it is installed. */
+            installed: boolean;
+        };
         /** @description A binding as the API shows it (G.2): secret slot names only, never their references. */
         BindingInfo: {
             /** @description The binding's name. */
@@ -1974,42 +2124,6 @@ export interface components {
             /** @description The target. */
             target: string;
         };
-        /** @description A rebuild (D.4). Stored by the daemon: unknown fields kept. */
-        Build: {
-            /** @description The build's id. */
-            id: string;
-            /** @description A harness name, "toolbox", "network-filter" or `addon:<name>`. */
-            target: string;
-            /** @description Where it is. */
-            state: components["schemas"]["BuildState"];
-            /** @description What it does now, e.g. "build vibe", "check vibe", "switch". */
-            stage?: string | null;
-            /**
-             * Format: uint32
-             * @description Podman's STEP n of the current image build.
-             */
-            step?: number | null;
-            /**
-             * Format: uint32
-             * @description Podman's m of STEP n/m.
-             */
-            steps?: number | null;
-            /**
-             * @description Harness → what its new image installed.
-             * @default {}
-             */
-            versions: {
-                [key: string]: string;
-            };
-            /** @description Why it failed. */
-            error?: string | null;
-            /** @description When it started (RFC 3339). */
-            startedAt: string;
-            /** @description When it ended (RFC 3339). */
-            endedAt?: string | null;
-        };
-        /** @description An image build (D.4). */
-        BuildState: "running" | "succeeded" | "failed" | "cancelled";
         /** @description A build's log (D.4). */
         BuildLog: {
             /** @description The log from the offset asked for. */
@@ -3264,6 +3378,130 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["AddonInfo"];
+                };
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "DELETE /v1/addons/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "POST /v1/addons/preview": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AddonPreviewRequest"];
+            };
+        };
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AddonPreview"];
+                };
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "POST /v1/addons/install": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AddonInstallRequest"];
+            };
+        };
+        responses: {
+            /** @description success */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AddonInstalled"];
+                };
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "GET /v1/addon-catalog": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AddonCatalogEntry"][];
                 };
             };
             /** @description an error (RFC 9457) */
