@@ -544,9 +544,11 @@ async fn a_toolbox_rebuild_where_one_harness_fails_switches_nothing() {
     let _one = ONE_AT_A_TIME.lock().await;
     let im = setup("toolbox");
     im.harness("imgok", true, "");
+    im.harness("imgother", true, "");
     im.harness("imgzbroken", false, "");
     let toolbox = format!("{}:latest", im.image("toolbox"));
     let zulu = format!("{}:latest", im.image("imgzbroken"));
+    let other = format!("{}:latest", im.image("imgother"));
     let d = start(&im).await;
     let t = d.get("/v1/toolbox").await;
     assert_eq!(t["imagePresent"], true, "{t}");
@@ -577,8 +579,11 @@ async fn a_toolbox_rebuild_where_one_harness_fails_switches_nothing() {
         d.log(&id).await
     );
     let ok_before = image_id(&format!("{}:latest", im.image("imgok"))).unwrap();
-    // imgzbroken is built (its :latest present) but its recipe no longer installs its agent.
-    assert!(podman(&["tag", BASE, &zulu]).0);
+    // imgzbroken is built FROM the toolbox (its :latest present) but its recipe no longer
+    // installs its agent; imgother's :latest was not built FROM the toolbox (a person's own).
+    assert!(podman(&["tag", &toolbox, &zulu]).0);
+    assert!(podman(&["tag", "localhost/handler-test-git:latest", &other]).0);
+    let other_before = image_id(&other).unwrap();
     let toolbox_before = image_id(&toolbox).unwrap();
     let zulu_before = image_id(&zulu).unwrap();
 
@@ -603,6 +608,18 @@ async fn a_toolbox_rebuild_where_one_harness_fails_switches_nothing() {
         Some(ok_before.clone())
     );
     assert_eq!(image_id(&zulu), Some(zulu_before));
+    assert!(
+        log.contains(&format!(
+            "{other} is not built FROM {toolbox}: left as it is"
+        )),
+        "{log}"
+    );
+    assert!(
+        !log.contains("check imgother"),
+        "imgother was rebuilt: {log}"
+    );
+    assert_eq!(image_id(&other), Some(other_before));
+    let _ = podman(&["rmi", &other]);
     let left = im.left();
     assert!(
         left.len() == 1 && ok_before.starts_with(&left[0]),

@@ -351,10 +351,11 @@ fn inspect_value(image: &str) -> Result<Value, String> {
         "env": i["Config"]["Env"],
         "entrypoint": i["Config"]["Entrypoint"],
         "cmd": i["Config"]["Cmd"],
+        "layers": i["RootFS"]["Layers"],
     }))
 }
 
-/// `image inspect IMAGE`: its id, names, size, labels, env as JSON.
+/// `image inspect IMAGE`: its id, names, size, labels, env and layers (bottom first) as JSON.
 pub fn inspect(image: &str) -> i32 {
     match inspect_value(image) {
         Ok(v) => {

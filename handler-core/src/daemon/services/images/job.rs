@@ -370,7 +370,8 @@ async fn toolbox_image(
     built(app, id, &args, cancel).await
 }
 
-/// Every harness image already built, rebuilt FROM `tb` and checked, into `done`.
+/// Every harness image built FROM the toolbox `:latest`, rebuilt FROM `tb` and checked, into
+/// `done`; one built FROM anything else (another toolbox, by hand) is left alone.
 async fn rebuild_harnesses(
     app: &AppState,
     id: &str,
@@ -380,12 +381,19 @@ async fn rebuild_harnesses(
     done: &mut Rebuilt,
 ) -> Result<(), Outcome> {
     let descriptors: Vec<HarnessDescriptor> = app.snapshot().descriptors.into_values().collect();
+    let toolbox = format!("{}:latest", app.config.toolbox_image);
+    let old = verbs(app).inspect(&toolbox).await.unwrap_or_default();
     for d in descriptors {
-        if verbs(app)
-            .inspect(&format!("{}:latest", d.image))
-            .await
-            .is_none()
-        {
+        let latest = format!("{}:latest", d.image);
+        let Some(image) = verbs(app).inspect(&latest).await else {
+            continue;
+        };
+        if !super::lineage::built_from(&image, &old) {
+            log_line(
+                app,
+                id,
+                &format!("{latest} is not built FROM {toolbox}: left as it is"),
+            );
             continue;
         }
         let h = build_harness(app, id, &d, tb, work, cancel).await?;

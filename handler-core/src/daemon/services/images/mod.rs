@@ -9,6 +9,7 @@ pub mod base;
 pub mod ca;
 pub mod check;
 pub mod job;
+pub mod lineage;
 pub mod local_base;
 pub mod progress;
 pub mod schedule;
