@@ -9,228 +9,50 @@
 
 use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use test_support::user::{free_port, id_of};
+use test_support::user::User;
 
-const IMAGE: &str = "localhost/handler-test-busybox";
+use crate::temp_daemon::{IMAGE, Layout, TempDaemon};
+
 const TOKEN: &str = "fk-CliSessions0Token111aaaa2222bbbb";
 
-struct User {
-    name: Option<String>,
-    uid: u32,
-    gid: u32,
-}
-
-impl User {
-    fn cmd(&self, program: &str, args: &[&str], env: &[(&str, String)]) -> Command {
-        let mut c = match &self.name {
-            Some(u) => {
-                let mut c = Command::new("setpriv");
-                c.args(["--reuid", u, "--regid", u, "--init-groups", "env", "-i"]);
-                c.arg(format!("USER={u}")).arg(format!("LOGNAME={u}"));
-                c.arg("PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin");
-                for (k, v) in env {
-                    c.arg(format!("{k}={v}"));
-                }
-                c.arg(program);
-                c
-            }
-            None => {
-                let mut c = Command::new(program);
-                c.envs(env.iter().map(|(k, v)| (*k, v)));
-                c
-            }
-        };
-        c.args(args);
-        c
-    }
-    fn home(&self) -> String {
-        match &self.name {
-            Some(n) => format!("/home/{n}"),
-            None => std::env::var("HOME").unwrap(),
-        }
-    }
-    fn give(&self, p: &Path) {
-        if self.name.is_none() {
-            return;
-        }
-        let mut todo = vec![p.to_path_buf()];
-        while let Some(e) = todo.pop() {
-            std::os::unix::fs::lchown(&e, Some(self.uid), Some(self.gid)).unwrap();
-            if e.is_dir() && !e.is_symlink() {
-                todo.extend(std::fs::read_dir(&e).unwrap().flatten().map(|x| x.path()));
-            }
-        }
-    }
-}
-
 fn user() -> Option<User> {
-    let o = Command::new("id").arg("-u").output().unwrap();
-    let euid: u32 = String::from_utf8_lossy(&o.stdout).trim().parse().unwrap();
-    let u = if euid == 0 {
-        let name = std::env::var("HANDLER_TEST_USER").unwrap_or_else(|_| "handler-test".into());
-        let Some(uid) = id_of("-u", &name) else {
-            return skip_or_panic(&format!("no user {name}: run .ci/setup-podman.sh"));
-        };
-        User {
-            uid,
-            gid: id_of("-g", &name).unwrap(),
-            name: Some(name),
-        }
-    } else {
-        User {
-            name: None,
-            uid: euid,
-            gid: id_of("-g", "").unwrap_or(euid),
-        }
-    };
-    let ok = u
-        .cmd("podman", &["image", "exists", IMAGE], &[("HOME", u.home())])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        return skip_or_panic(&format!(
-            "podman cannot find {IMAGE}: run .ci/setup-podman.sh"
-        ));
-    }
-    Some(u)
+    test_support::user::podman_user(IMAGE, "the CLI sessions tests")
 }
 
-fn skip_or_panic(why: &str) -> Option<User> {
-    if std::env::var("HANDLER_SKIP_PODMAN_TESTS").as_deref() == Ok("1") {
-        eprintln!("skipped (HANDLER_SKIP_PODMAN_TESTS=1): {why}");
-        None
-    } else {
-        panic!("the CLI sessions tests need rootless podman: {why}")
+/// handlerd as the test user, the fake agent in its scope.
+struct Daemon(TempDaemon);
+
+impl std::ops::Deref for Daemon {
+    type Target = TempDaemon;
+    fn deref(&self) -> &TempDaemon {
+        &self.0
     }
 }
 
-struct Daemon {
-    child: Child,
-    port: u16,
-    token: String,
-    root: PathBuf,
-    scope: String,
-    env: Vec<(&'static str, String)>,
-    user: User,
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        test_support::handlerd::stop(&mut self.child);
-        let _ = std::fs::remove_dir_all(&self.root);
+impl std::ops::DerefMut for Daemon {
+    fn deref_mut(&mut self) -> &mut TempDaemon {
+        &mut self.0
     }
 }
 
-/// handlerd in `/tmp/hcli-<pid>-<tag>` as the test user, the fake agent in the project folder.
+/// handlerd in `/tmp/hcli-<pid>-<tag>` as the test user, the fake agent in the project folder
+/// with its own terminal program (D.16, the fake agent's terminal mode).
 async fn start(u: User, tag: &str) -> Daemon {
-    let root = PathBuf::from(format!("/tmp/hcli-{}-{tag}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
-    let home = root.join("home");
-    let scope = home.join("code/app");
-    let bin = root.join("bin");
-    for d in [
-        &scope.join(".bin"),
-        &bin,
-        &home.join("harnesses/fake"),
-        &root.join("config"),
-    ] {
-        std::fs::create_dir_all(d).unwrap();
-    }
-    let agent_bin = test_support::static_build::fakes().agent.clone();
-    for (to, src) in [
-        (
-            bin.join("handlerd"),
-            PathBuf::from(env!("CARGO_BIN_EXE_handlerd")),
-        ),
-        (
-            bin.join("handler"),
-            PathBuf::from(env!("CARGO_BIN_EXE_handler")),
-        ),
-        (
-            bin.join("handler-sandbox-podman"),
-            PathBuf::from(env!("CARGO_BIN_EXE_handler-sandbox-podman")),
-        ),
-        (scope.join(".bin/fake-acp-agent"), agent_bin),
-    ] {
-        std::fs::copy(&src, &to).unwrap();
-        std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
-    let descriptor = test_support::descriptor::sandbox_fake(
-        "Fake ACP agent",
-        IMAGE,
-        &format!("\"{}\"", scope.join(".bin/fake-acp-agent").display()),
-        "api.fake.test:443",
-    );
-    // Its own terminal program (D.16): the fake agent's terminal mode.
-    let descriptor = format!(
-        "{descriptor}[terminal]\ncommand = [\"{}\", \"--terminal\"]\n[terminal.permissions]\nask = []\nbypass = [\"--yolo\"]\n",
-        scope.join(".bin/fake-acp-agent").display()
-    );
-    std::fs::write(home.join("harnesses/fake/harness.toml"), descriptor).unwrap();
-    std::fs::write(
-        root.join("config/folders.toml"),
-        format!("roots = [\"{}\"]\n", home.join("code").display()),
-    )
-    .unwrap();
-    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
-    u.give(&root);
-    let port = free_port();
-    let mut env = test_support::handlerd::env(&root, &home.join("harnesses"), port);
-    env.extend([
-        ("HOME", u.home()),
-        (
-            "HANDLER_SANDBOX_COMMAND",
-            bin.join("handler-sandbox-podman").display().to_string(),
-        ),
-        ("TERM", "xterm-256color".to_string()),
-    ]);
-    let (child, token) = test_support::handlerd::spawn(
-        u.cmd(bin.join("handlerd").to_str().unwrap(), &[], &env),
-        &root,
-        port,
-    )
-    .await;
-    Daemon {
-        child,
-        port,
-        token,
-        root,
-        scope: scope.display().to_string(),
-        env,
-        user: u,
-    }
+    let l = Layout::new(&format!("hcli-{}-{tag}", std::process::id()), true);
+    l.fake_harness(&format!(
+        "[terminal]\ncommand = [\"{}\", \"--terminal\"]\n[terminal.permissions]\nask = []\nbypass = [\"--yolo\"]\n",
+        l.scope.join(".bin/fake-acp-agent").display()
+    ));
+    Daemon(l.spawn(u, &[("TERM", "xterm-256color".to_string())]).await)
 }
 
 impl Daemon {
-    /// handlerd stopped (SIGTERM, as its service manager would) and started again on its port.
-    async fn restart(&mut self) {
-        test_support::handlerd::stop(&mut self.child);
-        let bin = self.root.join("bin/handlerd");
-        let (child, token) = test_support::handlerd::spawn(
-            self.user.cmd(bin.to_str().unwrap(), &[], &self.env),
-            &self.root,
-            self.port,
-        )
-        .await;
-        self.child = child;
-        self.token = token;
-    }
-    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
-        let mut r = reqwest::Client::new()
-            .request(method, format!("http://127.0.0.1:{}{path}", self.port))
-            .bearer_auth(&self.token);
-        if let Some(b) = body {
-            r = r.json(&b);
-        }
-        let r = r.send().await.unwrap();
-        (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
-    }
     async fn post(&self, path: &str, body: Value) -> Value {
         let (s, v) = self.call(reqwest::Method::POST, path, Some(body)).await;
         assert!((200..300).contains(&s), "{path}: {s} {v}");
@@ -246,9 +68,6 @@ impl Daemon {
             assert!(Instant::now() < deadline, "session {id} still busy");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-    }
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.root.join("handlerd.log")).unwrap_or_default()
     }
     /// A context Work, accounts `work` (for it) and `perso` (Personal), and project `app` in the
     /// scope with its agent Dev on `work` (no network, permissions bypass).

@@ -8,125 +8,45 @@
 //! Missing podman or user FAILS, unless HANDLER_SKIP_PODMAN_TESTS=1.
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::Child;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use test_support::acp::open;
-use test_support::user::{User, free_port};
+use test_support::user::User;
 
-const IMAGE: &str = "localhost/handler-test-busybox";
+use crate::temp_daemon::{IMAGE, Layout, TempDaemon};
+
 const TOKEN: &str = "fk-Runs0Token111aaaa2222bbbb3333cccc";
 const SKILL: &str = "---\nname: pdf-tools\ndescription: Fills PDF forms.\n---\n# PDF\nUse https://pdf.example.com\n";
 
-struct Daemon {
-    child: Child,
-    port: u16,
-    token: String,
-    root: PathBuf,
-    scope: PathBuf,
-    http: reqwest::Client,
-    user: User,
-}
+/// handlerd as the test user, the fake agent in its scope.
+struct Daemon(TempDaemon);
 
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        test_support::handlerd::stop(&mut self.child);
-        let _ = std::fs::remove_dir_all(&self.root);
+impl std::ops::Deref for Daemon {
+    type Target = TempDaemon;
+    fn deref(&self) -> &TempDaemon {
+        &self.0
     }
 }
 
 /// handlerd in `/tmp/hdr-<pid>` as the test user, the fake agent in its scope.
 async fn start(u: User) -> Daemon {
-    let root = PathBuf::from(format!("/tmp/hdr-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
-    let home = root.join("home");
-    let scope = home.join("code/app");
-    let bin = root.join("bin");
-    for d in [
-        &scope.join(".bin"),
-        &bin,
-        &home.join("harnesses/fake"),
-        &root.join("config"),
-    ] {
-        std::fs::create_dir_all(d).unwrap();
-    }
-    test_support::handlerd::install(&[
-        (
-            bin.join("handlerd"),
-            PathBuf::from(env!("CARGO_BIN_EXE_handlerd")),
-        ),
-        (
-            bin.join("handler-sandbox-podman"),
-            PathBuf::from(env!("CARGO_BIN_EXE_handler-sandbox-podman")),
-        ),
-        (
-            scope.join(".bin/fake-acp-agent"),
-            test_support::static_build::fakes().agent.clone(),
-        ),
-    ]);
-    let descriptor = test_support::descriptor::sandbox_fake(
-        "Fake ACP agent",
-        IMAGE,
-        &format!("\"{}\"", scope.join(".bin/fake-acp-agent").display()),
-        "api.fake.test:443",
-    );
-    std::fs::write(home.join("harnesses/fake/harness.toml"), descriptor).unwrap();
-    std::fs::write(
-        root.join("config/folders.toml"),
-        format!("roots = [\"{}\"]\n", home.join("code").display()),
-    )
-    .unwrap();
-    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
-    u.give(&root);
-    let port = free_port();
-    let mut env = test_support::handlerd::env(&root, &home.join("harnesses"), port);
-    env.extend([
-        ("HOME", u.home()),
-        (
-            "HANDLER_SANDBOX_COMMAND",
-            bin.join("handler-sandbox-podman").display().to_string(),
-        ),
-        ("HANDLER_LOG", "info".to_string()),
-    ]);
-    let (child, token) =
-        test_support::handlerd::spawn_as(&u, &bin.join("handlerd"), &env, &root, port).await;
-    Daemon {
-        child,
-        port,
-        token,
-        root,
-        scope,
-        http: reqwest::Client::new(),
-        user: u,
-    }
+    let l = Layout::new(&format!("hdr-{}", std::process::id()), false);
+    l.fake_harness("");
+    Daemon(l.spawn(u, &[]).await)
 }
 
 impl Daemon {
-    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
-        let mut r = self
-            .http
-            .request(method, format!("http://127.0.0.1:{}{path}", self.port))
-            .bearer_auth(&self.token);
-        if let Some(b) = body {
-            r = r.json(&b);
-        }
-        let r = r.send().await.unwrap();
-        (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
-    }
     async fn post(&self, path: &str, body: Value) -> (u16, Value) {
         self.call(reqwest::Method::POST, path, Some(body)).await
     }
     async fn get(&self, path: &str) -> (u16, Value) {
         self.call(reqwest::Method::GET, path, None).await
     }
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.root.join("handlerd.log")).unwrap_or_default()
-    }
     /// The fake agent's script for the next sandbox: the final messages of its prompts.
     fn answers(&self, answers: &[&str]) {
-        let p = self.scope.join(".fake-agent-script.json");
+        let p = self.scope_dir().join(".fake-agent-script.json");
         std::fs::write(&p, json!({"answers": answers}).to_string()).unwrap();
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
     }

@@ -9,128 +9,56 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use test_support::acp::{Acp, open, refused_status};
-use test_support::user::{User, free_port};
+use test_support::user::User;
 
-const IMAGE: &str = "localhost/handler-test-busybox";
+use crate::temp_daemon::{IMAGE, Layout, TempDaemon};
+
 const TOKEN: &str = "fk-Sessions0Token111aaaa2222bbbb3333";
 
 fn user() -> Option<User> {
     test_support::user::podman_user(IMAGE, "the sessions tests")
 }
 
-struct Daemon {
-    child: Child,
-    port: u16,
-    token: String,
-    root: PathBuf,
-    scope: String,
-    env: Vec<(&'static str, String)>,
-    http: reqwest::Client,
-    user: User,
+/// handlerd as the test user, the fake agent in its scope.
+struct Daemon(TempDaemon);
+
+impl std::ops::Deref for Daemon {
+    type Target = TempDaemon;
+    fn deref(&self) -> &TempDaemon {
+        &self.0
+    }
 }
 
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        test_support::handlerd::stop(&mut self.child);
-        let _ = std::fs::remove_dir_all(&self.root);
+impl std::ops::DerefMut for Daemon {
+    fn deref_mut(&mut self) -> &mut TempDaemon {
+        &mut self.0
     }
 }
 
 /// A daemon in `/tmp/hds-<pid>-<tag>` with `extra` settings, the fake agent in its scope with a
 /// script whose session/load replays a message (as real agents do).
 async fn start(u: User, tag: &str, extra: &[(&'static str, &str)]) -> Daemon {
-    let root = PathBuf::from(format!("/tmp/hds-{}-{tag}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
-    let home = root.join("home");
-    let scope = home.join("code/app");
-    let bin = root.join("bin");
-    for d in [
-        &scope.join(".bin"),
-        &bin,
-        &home.join("harnesses/fake"),
-        &root.join("config"),
-    ] {
-        std::fs::create_dir_all(d).unwrap();
-    }
-    test_support::handlerd::install(&[
-        (
-            bin.join("handlerd"),
-            PathBuf::from(env!("CARGO_BIN_EXE_handlerd")),
-        ),
-        (
-            bin.join("handler-sandbox-podman"),
-            PathBuf::from(env!("CARGO_BIN_EXE_handler-sandbox-podman")),
-        ),
-        (
-            scope.join(".bin/fake-acp-agent"),
-            test_support::static_build::fakes().agent.clone(),
-        ),
-    ]);
+    let l = Layout::new(&format!("hds-{}-{tag}", std::process::id()), false);
     std::fs::write(
-        scope.join(".fake-agent-script.json"),
+        l.scope.join(".fake-agent-script.json"),
         r#"{"loadReplay": true}"#,
     )
     .unwrap();
-    let descriptor = test_support::descriptor::sandbox_fake(
-        "Fake ACP agent",
-        IMAGE,
-        &format!("\"{}\"", scope.join(".bin/fake-acp-agent").display()),
-        "api.fake.test:443",
-    );
     // A per-session slot (F.2), as the real harnesses declare for their history.
-    let descriptor = format!(
-        "{descriptor}[stateSlots.sessions]\ntarget = \"~/.fake/sessions\"\nkind = \"dir\"\nrequired = false\nperSession = true\n"
+    l.fake_harness(
+        "[stateSlots.sessions]\ntarget = \"~/.fake/sessions\"\nkind = \"dir\"\nrequired = false\nperSession = true\n",
     );
-    std::fs::write(home.join("harnesses/fake/harness.toml"), descriptor).unwrap();
-    std::fs::write(
-        root.join("config/folders.toml"),
-        format!("roots = [\"{}\"]\n", home.join("code").display()),
-    )
-    .unwrap();
-    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
-    u.give(&root);
-    let port = free_port();
-    let mut env = test_support::handlerd::env(&root, &home.join("harnesses"), port);
-    env.extend([
-        ("HOME", u.home()),
-        (
-            "HANDLER_SANDBOX_COMMAND",
-            bin.join("handler-sandbox-podman").display().to_string(),
-        ),
-        ("HANDLER_LOG", "info".to_string()),
-    ]);
-    env.extend(extra.iter().map(|(k, v)| (*k, v.to_string())));
-    let (child, token) =
-        test_support::handlerd::spawn_as(&u, &bin.join("handlerd"), &env, &root, port).await;
-    Daemon {
-        child,
-        port,
-        token,
-        root,
-        scope: scope.display().to_string(),
-        env,
-        http: reqwest::Client::new(),
-        user: u,
-    }
+    let extra: Vec<(&'static str, String)> =
+        extra.iter().map(|(k, v)| (*k, v.to_string())).collect();
+    Daemon(l.spawn(u, &extra).await)
 }
 
 impl Daemon {
-    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
-        let mut r = self
-            .http
-            .request(method, format!("http://127.0.0.1:{}{path}", self.port))
-            .bearer_auth(&self.token);
-        if let Some(b) = body {
-            r = r.json(&b);
-        }
-        let r = r.send().await.unwrap();
-        (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
-    }
     async fn post(&self, path: &str, body: Value) -> (u16, Value) {
         self.call(reqwest::Method::POST, path, Some(body)).await
     }
@@ -172,9 +100,6 @@ impl Daemon {
             .filter(|l| !l.is_empty())
             .map(String::from)
             .collect()
-    }
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.root.join("handlerd.log")).unwrap_or_default()
     }
     fn folder(&self, session: &str) -> PathBuf {
         self.root.join("state/sessions").join(session)

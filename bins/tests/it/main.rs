@@ -19,4 +19,5 @@ mod real_agents_e2e;
 mod sandbox_conformance;
 mod sandbox_runtime;
 mod session_files_git;
+mod temp_daemon;
 mod web_ui;

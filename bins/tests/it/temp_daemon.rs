@@ -1,0 +1,199 @@
+//! The start the daemon tests share: handlerd in `/tmp/<name>` as the test user, its binaries
+//! installed beside it, the scripted fake agent in its scope (`home/code/app`, a folder root),
+//! the `fake` harness described for it; stopped and its folder removed when dropped.
+
+use std::path::{Path, PathBuf};
+use std::process::Child;
+
+use serde_json::Value;
+use test_support::user::{User, free_port};
+
+/// The busybox image the fake agent runs in.
+pub(crate) const IMAGE: &str = "localhost/handler-test-busybox";
+
+/// Where a daemon will live, before it starts: made, binaries and the fake agent installed.
+pub(crate) struct Layout {
+    /// `/tmp/<name>`.
+    pub(crate) root: PathBuf,
+    /// The user's home of this daemon (`root/home`): its harnesses and folders.
+    pub(crate) home: PathBuf,
+    /// The scope, `home/code/app` (the fake agent at `.bin/fake-acp-agent`).
+    pub(crate) scope: PathBuf,
+    /// The installed binaries (`root/bin`).
+    pub(crate) bin: PathBuf,
+}
+
+impl Layout {
+    /// `/tmp/<name>` made afresh with handlerd, handler-sandbox-podman (and `handler` when
+    /// `cli`) in `bin/`, the fake agent in the scope and `home/code` as the folder root.
+    pub(crate) fn new(name: &str, cli: bool) -> Self {
+        let root = PathBuf::from(format!("/tmp/{name}"));
+        let _ = std::fs::remove_dir_all(&root);
+        let home = root.join("home");
+        let scope = home.join("code/app");
+        let bin = root.join("bin");
+        for d in [&scope, &home.join("harnesses/fake"), &root.join("config")] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        let mut files = vec![
+            (
+                bin.join("handlerd"),
+                PathBuf::from(env!("CARGO_BIN_EXE_handlerd")),
+            ),
+            (
+                bin.join("handler-sandbox-podman"),
+                PathBuf::from(env!("CARGO_BIN_EXE_handler-sandbox-podman")),
+            ),
+            (
+                scope.join(".bin/fake-acp-agent"),
+                test_support::static_build::fakes().agent.clone(),
+            ),
+        ];
+        if cli {
+            files.push((
+                bin.join("handler"),
+                PathBuf::from(env!("CARGO_BIN_EXE_handler")),
+            ));
+        }
+        test_support::handlerd::install(&files);
+        std::fs::write(
+            root.join("config/folders.toml"),
+            format!("roots = [\"{}\"]\n", home.join("code").display()),
+        )
+        .unwrap();
+        Layout {
+            root,
+            home,
+            scope,
+            bin,
+        }
+    }
+
+    /// The `fake` harness: the fake agent in [`IMAGE`] (login host `api.fake.test:443`), with
+    /// `extra` TOML appended.
+    pub(crate) fn fake_harness(&self, extra: &str) {
+        let descriptor = test_support::descriptor::sandbox_fake(
+            "Fake ACP agent",
+            IMAGE,
+            &format!("\"{}\"", self.scope.join(".bin/fake-acp-agent").display()),
+            "api.fake.test:443",
+        );
+        std::fs::write(
+            self.home.join("harnesses/fake/harness.toml"),
+            format!("{descriptor}{extra}"),
+        )
+        .unwrap();
+    }
+
+    /// handlerd started as `u` on a free port with `extra` settings (its log at `info`, its
+    /// sandboxes by the installed handler-sandbox-podman), once it answers.
+    pub(crate) async fn spawn(self, u: User, extra: &[(&'static str, String)]) -> TempDaemon {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&self.root, std::fs::Permissions::from_mode(0o755)).unwrap();
+        u.give(&self.root);
+        let port = free_port();
+        let mut env = test_support::handlerd::env(&self.root, &self.home.join("harnesses"), port);
+        env.extend([
+            ("HOME", u.home()),
+            (
+                "HANDLER_SANDBOX_COMMAND",
+                self.bin
+                    .join("handler-sandbox-podman")
+                    .display()
+                    .to_string(),
+            ),
+            ("HANDLER_LOG", "info".to_string()),
+        ]);
+        env.extend(extra.iter().cloned());
+        let (child, token) = test_support::handlerd::spawn_as(
+            &u,
+            &self.bin.join("handlerd"),
+            &env,
+            &self.root,
+            port,
+        )
+        .await;
+        TempDaemon {
+            child,
+            port,
+            token,
+            scope: self.scope.display().to_string(),
+            root: self.root,
+            env,
+            http: reqwest::Client::new(),
+            user: u,
+        }
+    }
+}
+
+/// A running handlerd of a [`Layout`].
+pub(crate) struct TempDaemon {
+    /// The handlerd process.
+    pub(crate) child: Child,
+    /// Its port on 127.0.0.1.
+    pub(crate) port: u16,
+    /// Its API token.
+    pub(crate) token: String,
+    /// `/tmp/<name>`.
+    pub(crate) root: PathBuf,
+    /// The scope, as text.
+    pub(crate) scope: String,
+    /// The environment it was started with.
+    pub(crate) env: Vec<(&'static str, String)>,
+    /// A client for its API.
+    pub(crate) http: reqwest::Client,
+    /// The user it runs as.
+    pub(crate) user: User,
+}
+
+impl Drop for TempDaemon {
+    fn drop(&mut self) {
+        test_support::handlerd::stop(&mut self.child);
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+impl TempDaemon {
+    /// `method path` with `body` as JSON: the status and the JSON answer (null when none).
+    pub(crate) async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (u16, Value) {
+        let mut r = self
+            .http
+            .request(method, format!("http://127.0.0.1:{}{path}", self.port))
+            .bearer_auth(&self.token);
+        if let Some(b) = body {
+            r = r.json(&b);
+        }
+        let r = r.send().await.unwrap();
+        (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+    }
+
+    /// handlerd's log so far.
+    pub(crate) fn log(&self) -> String {
+        std::fs::read_to_string(self.root.join("handlerd.log")).unwrap_or_default()
+    }
+
+    /// The scope as a path.
+    pub(crate) fn scope_dir(&self) -> &Path {
+        Path::new(&self.scope)
+    }
+
+    /// handlerd stopped (SIGTERM, as its service manager would) and started again on its port.
+    pub(crate) async fn restart(&mut self) {
+        test_support::handlerd::stop(&mut self.child);
+        let (child, token) = test_support::handlerd::spawn_as(
+            &self.user,
+            &self.root.join("bin/handlerd"),
+            &self.env,
+            &self.root,
+            self.port,
+        )
+        .await;
+        self.child = child;
+        self.token = token;
+    }
+}
