@@ -362,3 +362,45 @@ pub async fn read_stderr(
     })
     .await;
 }
+
+/// The first text lines of a sandbox's stderr (egress events left out), read in the background
+/// while a short-lived sandbox (an image's check or probe) runs, for its build log.
+pub struct StderrTail {
+    lines: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    reader: tokio::task::JoinHandle<()>,
+}
+
+impl StderrTail {
+    /// Starts reading `stderr`, keeping at most `cap` lines.
+    pub fn collect(stderr: ChildStderr, cap: usize) -> Self {
+        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let kept = lines.clone();
+        let reader = tokio::spawn(async move {
+            read_stderr(
+                stderr,
+                |_| {},
+                |t| {
+                    let mut v = kept
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    if v.len() < cap {
+                        v.push(t);
+                    }
+                },
+            )
+            .await;
+        });
+        StderrTail { lines, reader }
+    }
+
+    /// The lines kept, once stderr ended (or `within` passed: what was read by then).
+    pub async fn finish(self, within: Duration) -> Vec<String> {
+        let _ = tokio::time::timeout(within, self.reader).await;
+        std::mem::take(
+            &mut *self
+                .lines
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    }
+}

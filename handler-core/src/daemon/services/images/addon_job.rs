@@ -228,21 +228,7 @@ async fn probe(
         .launch(spec)
         .map_err(|e| format!("the sandbox did not start: {e}"))?;
     drop(stdin);
-    let lines = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
-    let l2 = lines.clone();
-    let reader = tokio::spawn(async move {
-        launcher::read_stderr(
-            stderr,
-            |_| {},
-            |t| {
-                let mut v = l2.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                if v.len() < 200 {
-                    v.push(t);
-                }
-            },
-        )
-        .await;
-    });
+    let tail = launcher::StderrTail::collect(stderr, 200);
     let mut out = Vec::new();
     let read = tokio::time::timeout(
         PROBE_WITHIN,
@@ -250,12 +236,7 @@ async fn probe(
     )
     .await;
     launcher::stop_and_sweep(&*app.launcher, &mut child, Duration::from_secs(10)).await;
-    let _ = tokio::time::timeout(Duration::from_secs(5), reader).await;
-    for l in lines
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .iter()
-    {
+    for l in tail.finish(Duration::from_secs(5)).await {
         say(&format!("sandbox: {l}"));
     }
     match read {

@@ -55,21 +55,7 @@ pub async fn check(
         .launcher
         .launch(&spec)
         .map_err(|e| format!("the sandbox did not start: {e}"))?;
-    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
-    let l2 = lines.clone();
-    let reader = tokio::spawn(async move {
-        launcher::read_stderr(
-            stderr,
-            |_| {},
-            |t| {
-                let mut v = l2.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                if v.len() < 200 {
-                    v.push(t);
-                }
-            },
-        )
-        .await;
-    });
+    let tail = launcher::StderrTail::collect(stderr, 200);
     let mut result = converse(&mut stdin, &mut stdout, d, &spec.workdir, servers).await;
     if let (Ok(()), Some(p)) = (&result, &probe) {
         log(&format!(
@@ -80,12 +66,7 @@ pub async fn check(
     }
     drop(stdin);
     launcher::stop_and_sweep(&*app.launcher, &mut child, Duration::from_secs(10)).await;
-    let _ = tokio::time::timeout(Duration::from_secs(5), reader).await;
-    for l in lines
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .iter()
-    {
+    for l in tail.finish(Duration::from_secs(5)).await {
         log(&format!("check {}: sandbox: {l}", d.name));
     }
     result
