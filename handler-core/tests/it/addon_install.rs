@@ -289,7 +289,10 @@ fn tarred(extra: &[T<'_>]) -> Vec<u8> {
 }
 
 /// An HTTPS server of the test CA answering what `body` holds now at any path.
-async fn archive_server(ca: &TestCa, body: Arc<Mutex<Vec<u8>>>) -> (u16, tokio::task::JoinHandle<()>) {
+async fn archive_server(
+    ca: &TestCa,
+    body: Arc<Mutex<Vec<u8>>>,
+) -> (u16, tokio::task::JoinHandle<()>) {
     use http_body_util::Full;
     use hyper_util::rt::TokioIo;
     let tls = ca.server_config(&["localhost"]);
@@ -302,14 +305,15 @@ async fn archive_server(ca: &TestCa, body: Arc<Mutex<Vec<u8>>>) -> (u16, tokio::
                 let Ok(t) = tokio_rustls::TlsAcceptor::from(tls).accept(s).await else {
                     return;
                 };
-                let svc = hyper::service::service_fn(move |_r: hyper::Request<hyper::body::Incoming>| {
-                    let b = body.lock().unwrap().clone();
-                    async move {
-                        Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(
-                            bytes::Bytes::from(b),
-                        )))
-                    }
-                });
+                let svc =
+                    hyper::service::service_fn(move |_r: hyper::Request<hyper::body::Incoming>| {
+                        let b = body.lock().unwrap().clone();
+                        async move {
+                            Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(
+                                bytes::Bytes::from(b),
+                            )))
+                        }
+                    });
                 let _ = hyper::server::conn::http1::Builder::new()
                     .serve_connection(TokioIo::new(t), svc)
                     .await;
@@ -355,7 +359,10 @@ async fn an_https_archive_is_previewed_then_installed_and_other_content_refused(
     // The archive changed after the preview: refused, nothing installed.
     *body.lock().unwrap() = tarred(&[T::File("tarred-main/extra.txt", b"more", 0o644)]);
     let (st, e) = d
-        .post("/v1/addons/install", json!({"source": url, "digest": digest}))
+        .post(
+            "/v1/addons/install",
+            json!({"source": url, "digest": digest}),
+        )
         .await;
     assert_problem(st, &e, 422, "digest differs");
     let addons = d.home.path().join(".config/handler-ai/addons");
@@ -363,7 +370,10 @@ async fn an_https_archive_is_previewed_then_installed_and_other_content_refused(
 
     *body.lock().unwrap() = tarred(&[]);
     let (st, i) = d
-        .post("/v1/addons/install", json!({"source": url, "digest": digest}))
+        .post(
+            "/v1/addons/install",
+            json!({"source": url, "digest": digest}),
+        )
         .await;
     assert_eq!(st, 201, "{i}");
     assert_eq!(i["addon"]["source"], url.as_str());
@@ -380,7 +390,10 @@ async fn an_https_archive_is_previewed_then_installed_and_other_content_refused(
         std::fs::read_link(installed.join("latest")).unwrap(),
         Path::new("bin/run")
     );
-    assert!(!staging.exists(), "the staging folder goes after the install");
+    assert!(
+        !staging.exists(),
+        "the staging folder goes after the install"
+    );
 
     // An archive's content digests as the same folder's does.
     let folder = d.home.path().join("src/tarred");
@@ -389,8 +402,11 @@ async fn an_https_archive_is_previewed_then_installed_and_other_content_refused(
     write(&folder.join("bin/run"), "#!/bin/sh\n");
     {
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(folder.join("bin/run"), std::fs::Permissions::from_mode(0o755))
-            .unwrap();
+        std::fs::set_permissions(
+            folder.join("bin/run"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
     }
     std::os::unix::fs::symlink("bin/run", folder.join("latest")).unwrap();
     let (st, f) = preview(&d, &folder.display().to_string()).await;
@@ -521,7 +537,12 @@ async fn an_uninstall_removes_the_addons_image_or_keeps_it_when_the_runtime_refu
     );
     let (st, e) = d.delete("/v1/addons/busy").await;
     assert_eq!(st, 204, "the uninstall succeeds: {e}");
-    assert!(!d.home.path().join(".config/handler-ai/addons/busy").exists());
+    assert!(
+        !d.home
+            .path()
+            .join(".config/handler-ai/addons/busy")
+            .exists()
+    );
     assert!(
         daemon_support::logs().contains("the addon's image is kept"),
         "the refusal is logged"

@@ -739,7 +739,11 @@ fn put_in_place(config: &DaemonConfig, r: &Read) -> ApiResult<PathBuf> {
     Ok(dir)
 }
 
-fn install_blocking(config: &DaemonConfig, req: &AddonInstallRequest, r: Read) -> ApiResult<String> {
+fn install_blocking(
+    config: &DaemonConfig,
+    req: &AddonInstallRequest,
+    r: Read,
+) -> ApiResult<String> {
     if r.digest != req.digest {
         return Err(ApiError::unprocessable(
             "digest differs",
