@@ -106,6 +106,13 @@ fn resolves_inside(path: &str, target: &str) -> bool {
     true
 }
 
+/// Judges every entry of an archive, whatever it holds (a skill's or an addon's, G.5): at most
+/// [`MAX_FILES`] entries and [`MAX_BYTES`] declared, no absolute path, no `..`, no link out, no
+/// device; the first refusal names its entry.
+pub fn check(entries: &[Entry]) -> Result<(), ArchiveError> {
+    check_entries(entries)
+}
+
 /// Checks every entry (the whole archive, not only the skill's folder).
 fn check_entries(entries: &[Entry]) -> Result<(), ArchiveError> {
     if entries.len() > MAX_FILES {

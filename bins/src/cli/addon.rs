@@ -1,5 +1,6 @@
-//! `handler addon …`: the addons (G.1, G.5): list, the catalog Handler ships, add (preview,
-//! confirm, install) from `catalog:<name>`, a folder or an archive's URL, and rm.
+//! `handler addon …`: the addons (G.1, G.5): list, show one (with the bindings using it), the
+//! catalog Handler ships, add (preview, confirm, install) from `catalog:<name>`, a folder or an
+//! archive's URL, and rm.
 
 use clap::Subcommand;
 use serde_json::{Value, json};
@@ -11,6 +12,12 @@ use super::out::{Ctx, Refused, confirm, print_json, print_table, seg, text};
 pub enum AddonCommand {
     /// List the addons: built-in, installed and the user's own.
     List,
+    /// One addon: where it comes from, its version, hosts, settings, secret slots, commands,
+    /// skills, its image's state and the bindings using it.
+    Show {
+        /// The addon's name.
+        name: String,
+    },
     /// The catalog Handler ships, installed or not.
     Catalog,
     /// Install an addon: a catalog name, an absolute folder or an https:// .tar.gz URL. Shows what
@@ -83,6 +90,95 @@ fn print_preview(p: &Value) {
     }
 }
 
+/// A slot list as `name (required)`, comma-separated.
+fn slot_list(v: &Value) -> String {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .map(|s| {
+                    let req = if s["required"] == true {
+                        " (required)"
+                    } else {
+                        ""
+                    };
+                    format!("{}{req}", text(s, "name"))
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .unwrap_or_default()
+}
+
+/// Where an addon comes from, for a person.
+fn origin(a: &Value) -> String {
+    if a["builtin"] == true {
+        "built-in".into()
+    } else if a["source"].is_string() {
+        text(a, "source")
+    } else if a["overridesBuiltin"] == true {
+        "the user's own (in place of the built-in one)".into()
+    } else {
+        "the user's own".into()
+    }
+}
+
+/// An addon's image state, for a person.
+fn image_state(a: &Value) -> Option<String> {
+    let image = a["image"].as_str()?;
+    Some(if a["imagePresent"] == true {
+        match a["builtAt"].as_str() {
+            Some(at) => format!("{image} (built {at})"),
+            None => format!("{image} (built)"),
+        }
+    } else {
+        format!("{image} (not built)")
+    })
+}
+
+/// `handler addon show`: the AddonInfo and the bindings using it.
+fn print_addon(a: &Value) {
+    println!("addon {}", text(a, "name"));
+    let mut lines = vec![
+        ("description", text(a, "description")),
+        ("source", origin(a)),
+        ("version", text(a, "version")),
+        ("image", image_state(a).unwrap_or_default()),
+        ("hosts", join(a, "egress")),
+        ("settings", slot_list(&a["settings"])),
+        ("secret slots", slot_list(&a["secretSlots"])),
+        ("commands", join(a, "commands")),
+        ("skills", join(a, "skills")),
+        ("bindings", join(a, "bindings")),
+        ("directory", text(a, "directory")),
+        ("error", text(a, "error")),
+    ];
+    if a["updateAvailable"] == true {
+        lines.push(("update", "available (add it again to see it)".into()));
+    }
+    for (label, v) in lines {
+        if !v.is_empty() {
+            println!("  {label}: {v}");
+        }
+    }
+}
+
+/// The AddonInfo of `name` with `bindings`: the names of the bindings that use it.
+async fn addon_with_bindings(ctx: &Ctx, name: &str) -> anyhow::Result<Value> {
+    let mut a = ctx.api.get(&format!("/v1/addons/{}", seg(name))).await?;
+    let bindings = ctx.api.get("/v1/bindings").await?;
+    let using: Vec<Value> = bindings
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|b| b["addon"].as_str() == Some(name))
+        .map(|b| b["name"].clone())
+        .collect();
+    if let Some(o) = a.as_object_mut() {
+        o.insert("bindings".into(), Value::Array(using));
+    }
+    Ok(a)
+}
+
 /// Runs `handler addon …`.
 pub(crate) async fn run(cmd: AddonCommand, json: bool) -> anyhow::Result<i32> {
     let ctx = Ctx::new(json)?;
@@ -104,6 +200,10 @@ pub(crate) async fn run(cmd: AddonCommand, json: bool) -> anyhow::Result<i32> {
                     "no addons",
                 );
             });
+        }
+        AddonCommand::Show { name } => {
+            let a = addon_with_bindings(&ctx, &name).await?;
+            ctx.show(&a, print_addon);
         }
         AddonCommand::Catalog => {
             let v = ctx.api.get("/v1/addon-catalog").await?;

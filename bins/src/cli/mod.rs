@@ -118,7 +118,7 @@ pub enum Command {
     /// Skills: the library of instructions (and scripts) agents pick.
     #[command(subcommand)]
     Skill(SkillCommand),
-    /// Addons: install from the catalog, a folder or an archive; list; remove.
+    /// Addons: install from the catalog, a folder or an archive; list; show; remove.
     #[command(subcommand)]
     Addon(AddonCommand),
     /// Check this host, start handlerd, build the images, add a provider: ready to run agents.

@@ -600,3 +600,37 @@ async fn addons_from_the_command_line() {
     let e = d.fails(&["addon", "rm", "shopify"], "", 1);
     assert!(e.contains("shopify"), "{e}");
 }
+
+#[tokio::test]
+async fn an_addon_is_shown_with_its_bindings_from_the_command_line() {
+    let d = start().await;
+    let src = d.dir.path().join("work/notes");
+    std::fs::create_dir_all(src.join("skills/notes-howto")).unwrap();
+    std::fs::write(
+        src.join("addon.toml"),
+        "apiVersion = \"handler.addon/v1\"\nname = \"notes\"\ndescription = \"Notes\"\negress = [\"notes.example.org:443\"]\n\n[settings.url]\nenv = \"NOTES_URL\"\nrequired = true\n\n[secretSlots.token]\nenv = \"NOTES_TOKEN\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("skills/notes-howto/SKILL.md"),
+        "---\nname: notes-howto\ndescription: How to file notes\n---\nUse notes.\n",
+    )
+    .unwrap();
+    let s = src.display().to_string();
+    d.ok(&["addon", "add", &s, "--yes"]);
+    let bindings = d.dir.path().join("config/bindings");
+    std::fs::create_dir_all(&bindings).unwrap();
+    std::fs::write(
+        bindings.join("team-notes.toml"),
+        "apiVersion = \"handler.binding/v1\"\naddon = \"notes\"\n\n[settings]\nurl = \"https://notes.example.org\"\n",
+    )
+    .unwrap();
+    d.snap("addon_show", &d.ok(&["addon", "show", "notes"]));
+    let a = d.json(&["addon", "show", "notes"]);
+    assert_eq!(a["name"], "notes");
+    assert_eq!(a["source"], s.as_str());
+    assert_eq!(a["bindings"], serde_json::json!(["team-notes"]), "{a}");
+    assert_eq!(a["secretSlots"][0]["name"], "token");
+    let e = d.fails(&["addon", "show", "nope"], "", 1);
+    assert!(e.contains("nope"), "{e}");
+}

@@ -1,18 +1,23 @@
-//! Installing addons (G.5): a source (`catalog:<name>` or an absolute folder) read whole into
-//! memory under the archive limits (≤ 32 MiB, ≤ 2000 files, no link out, no device), named by
-//! its digest, staged at `<state>/addon-staging/<digest>/<name>/` and validated as G.1; installed
-//! into `$HANDLER_ADDONS_DIR/<name>/` only when it still has the digest the preview showed, and
-//! recorded in `<config>/addons.lock.toml`. Only what Handler installed is replaced or removed.
+//! Installing addons (G.5): a source (`catalog:<name>`, an absolute folder, or an `https://`
+//! `.tar.gz` fetched like a skill's archive) read whole into memory under the archive limits
+//! (≤ 32 MiB, ≤ 2000 files, no link out, no device, no absolute path), named by its digest,
+//! staged at `<state>/addon-staging/<digest>/<name>/` (stale stagings removed) and validated as
+//! G.1; installed into `$HANDLER_ADDONS_DIR/<name>/` only when it still has the digest the
+//! preview showed, and recorded in `<config>/addons.lock.toml`. Only what Handler installed is
+//! replaced or removed; removing it removes its image too.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Read as _;
 use std::path::{Component, Path, PathBuf};
+use std::time::{Duration, SystemTime};
 
 use handler_contracts::control::{
     AddonCatalogEntry, AddonInfo, AddonInstallRequest, AddonInstalled, AddonPreview,
     AddonPreviewRequest, AddonReplaces, AddonSlotInfo, BuildRequest, BuildState,
 };
-use handler_contracts::skill_archive::{MAX_BYTES, MAX_FILES};
+use handler_contracts::skill_archive::{
+    ArchiveError, Entry, EntryKind, MAX_BYTES, MAX_FILES, check,
+};
 use sha2::{Digest, Sha256};
 use toml_edit::{DocumentMut, Item, Table};
 
@@ -104,8 +109,8 @@ pub fn link_stays_inside(path: &str, target: &str) -> bool {
     true
 }
 
-fn refused(detail: impl Into<String>) -> ApiError {
-    ApiError::unprocessable("source refused", detail)
+fn refused(detail: impl std::fmt::Display) -> ApiError {
+    ApiError::unprocessable("source refused", detail.to_string())
 }
 
 struct Walk {
@@ -175,8 +180,12 @@ pub fn addon_top(entries: Vec<SourceEntry>) -> Result<Vec<SourceEntry>, String> 
     if entries.iter().any(|e| has(e, "addon.toml")) {
         return Ok(entries);
     }
-    let tops: Vec<&SourceEntry> = entries.iter().filter(|e| !e.path().contains('/')).collect();
-    let [SourceEntry::Dir(only)] = tops.as_slice() else {
+    let tops: BTreeSet<&str> = entries
+        .iter()
+        .filter_map(|e| e.path().split('/').next())
+        .collect();
+    let tops: Vec<&str> = tops.into_iter().collect();
+    let [only] = tops.as_slice() else {
         return Err("no addon.toml at its top or in its only folder".into());
     };
     let prefix = format!("{only}/");
@@ -201,28 +210,175 @@ pub fn addon_top(entries: Vec<SourceEntry>) -> Result<Vec<SourceEntry>, String> 
         .collect())
 }
 
-/// Where a source's files are: a catalog entry's folder, or the absolute folder given.
-fn source_dir(config: &DaemonConfig, source: &str) -> ApiResult<PathBuf> {
+/// Where a source's files are.
+enum Origin {
+    /// A catalog entry's folder, or the absolute folder given.
+    Folder(PathBuf),
+    /// The URL of an `https://` `.tar.gz` archive.
+    Archive(String),
+}
+
+fn origin(config: &DaemonConfig, source: &str) -> ApiResult<Origin> {
     let bad = |d: &str| ApiError::bad_request("source invalid", format!("source: {d}"));
     if let Some(name) = source.strip_prefix("catalog:") {
         if !valid_name(name) || !config.catalog_dir.join(name).join("addon.toml").is_file() {
             return Err(ApiError::not_found(format!("catalog addon {name:?}")));
         }
-        return Ok(config.catalog_dir.join(name));
+        return Ok(Origin::Folder(config.catalog_dir.join(name)));
     }
     if source.starts_with("https://") {
-        return Err(bad(
-            "an https:// archive is not supported by this Handler yet",
-        ));
+        let u = reqwest::Url::parse(source).map_err(|e| bad(&format!("{source}: {e}")))?;
+        if u.host_str().is_none() {
+            return Err(bad("an https:// URL of a .tar.gz archive"));
+        }
+        return Ok(Origin::Archive(u.to_string()));
     }
     let p = PathBuf::from(source);
     if !p.is_absolute() || p.components().any(|c| c == Component::ParentDir) {
-        return Err(bad("catalog:<name> or an absolute folder"));
+        return Err(bad(
+            "catalog:<name>, an absolute folder or an https:// .tar.gz",
+        ));
     }
     if !p.is_dir() {
         return Err(bad(&format!("{source} is not a folder")));
     }
-    Ok(p)
+    Ok(Origin::Folder(p))
+}
+
+/// A tar entry's kind for the archive rules; a hard link is refused.
+fn tar_kind<R: std::io::Read>(e: &tar::Entry<'_, R>, path: &str) -> ApiResult<EntryKind> {
+    let h = e.header();
+    let t = h.entry_type();
+    Ok(if t.is_symlink() {
+        let b = e.link_name_bytes().unwrap_or_default().into_owned();
+        let target = String::from_utf8(b)
+            .map_err(|_| refused(format!("{path}: a link target that is not UTF-8")))?;
+        EntryKind::Link { target }
+    } else if t.is_dir() {
+        EntryKind::Dir
+    } else if t.is_file() || t.is_contiguous() {
+        EntryKind::File {
+            executable: h.mode().unwrap_or(0o644) & 0o111 != 0,
+        }
+    } else if t.is_hard_link() {
+        return Err(refused(format!("{path}: a hard link")));
+    } else {
+        EntryKind::Special
+    })
+}
+
+/// The most bytes a `.tar.gz` may inflate to: its files' 32 MiB and its headers.
+const MAX_TAR_BYTES: u64 = MAX_BYTES + (MAX_FILES as u64) * 4096 + (1 << 20);
+
+/// A `.tar.gz`'s entries, judged by the archive rules (`skill_archive::check`) before any is
+/// taken; extension headers (a forge's `pax_global_header`) are not entries.
+pub fn untar(bytes: &[u8]) -> ApiResult<Vec<SourceEntry>> {
+    let not = |e: std::io::Error| refused(format!("not a .tar.gz archive of at most 32 MiB ({e})"));
+    let gz = flate2::read::GzDecoder::new(bytes).take(MAX_TAR_BYTES);
+    let mut ar = tar::Archive::new(gz);
+    let mut judged: Vec<Entry> = Vec::new();
+    let mut data: Vec<Vec<u8>> = Vec::new();
+    let mut total = 0u64;
+    for e in ar.entries().map_err(not)? {
+        let mut e = e.map_err(not)?;
+        let t = e.header().entry_type();
+        if t.is_pax_global_extensions()
+            || t.is_pax_local_extensions()
+            || t.is_gnu_longname()
+            || t.is_gnu_longlink()
+        {
+            continue;
+        }
+        if judged.len() >= MAX_FILES {
+            return Err(refused(ArchiveError::TooManyFiles(judged.len() + 1)));
+        }
+        let path = String::from_utf8(e.path_bytes().into_owned())
+            .map_err(|_| refused(format!("entry {}: a name that is not UTF-8", judged.len())))?;
+        let kind = tar_kind(&e, &path)?;
+        let mut b = Vec::new();
+        if matches!(kind, EntryKind::File { .. }) {
+            e.by_ref()
+                .take(MAX_BYTES + 1 - total)
+                .read_to_end(&mut b)
+                .map_err(|err| refused(format!("{path}: {err}")))?;
+            total += b.len() as u64;
+            if total > MAX_BYTES {
+                return Err(refused(ArchiveError::TooLarge));
+            }
+        }
+        judged.push(Entry {
+            size: b.len() as u64,
+            path,
+            kind,
+        });
+        data.push(b);
+    }
+    check(&judged).map_err(refused)?;
+    to_source(judged, data)
+}
+
+/// Judged archive entries as a source's: paths normalized (`./` dropped), each once.
+fn to_source(judged: Vec<Entry>, data: Vec<Vec<u8>>) -> ApiResult<Vec<SourceEntry>> {
+    let mut seen: HashMap<String, bool> = HashMap::new();
+    let mut out = Vec::with_capacity(judged.len());
+    for (e, bytes) in judged.into_iter().zip(data) {
+        let path = e
+            .path
+            .split('/')
+            .filter(|c| !c.is_empty() && *c != ".")
+            .collect::<Vec<_>>()
+            .join("/");
+        if path.is_empty() {
+            continue;
+        }
+        let dir = e.kind == EntryKind::Dir;
+        if let Some(was_dir) = seen.insert(path.clone(), dir) {
+            if dir && was_dir {
+                continue;
+            }
+            return Err(refused(format!("{path}: twice in the archive")));
+        }
+        out.push(match e.kind {
+            EntryKind::Dir => SourceEntry::Dir(path),
+            EntryKind::File { executable } => SourceEntry::File {
+                path,
+                bytes,
+                exec: executable,
+            },
+            EntryKind::Link { target } => SourceEntry::Link { path, target },
+            EntryKind::Special => return Err(refused(ArchiveError::Special(path))),
+        });
+    }
+    Ok(out)
+}
+
+/// Every link of the addon stays inside its top, and nothing is below a link (it would be
+/// written through it).
+fn links_inside(entries: &[SourceEntry]) -> ApiResult<()> {
+    let links: BTreeSet<&str> = entries
+        .iter()
+        .filter_map(|e| match e {
+            SourceEntry::Link { path, .. } => Some(path.as_str()),
+            _ => None,
+        })
+        .collect();
+    for e in entries {
+        if let SourceEntry::Link { path, target } = e
+            && !link_stays_inside(path, target)
+        {
+            return Err(refused(format!(
+                "{path}: a link out of the addon ({target})"
+            )));
+        }
+        let mut p = e.path();
+        while let Some((parent, _)) = p.rsplit_once('/') {
+            if links.contains(parent) {
+                return Err(refused(format!("{}: below the link {parent}", e.path())));
+            }
+            p = parent;
+        }
+    }
+    Ok(())
 }
 
 /// A source read whole: its entries below the addon's top, their digest, the addon's name.
@@ -232,14 +388,32 @@ struct Read {
     name: String,
 }
 
-fn read_source(config: &DaemonConfig, source: &str) -> ApiResult<Read> {
-    let root = source_dir(config, source)?;
+/// A folder's entries, nothing followed.
+fn read_folder(root: &Path) -> ApiResult<Vec<SourceEntry>> {
     let mut w = Walk {
         out: Vec::new(),
         bytes: 0,
     };
-    walk(&root, "", &mut w)?;
-    let entries = addon_top(w.out).map_err(refused)?;
+    walk(root, "", &mut w)?;
+    Ok(w.out)
+}
+
+/// Reads a source whole: a folder from the disk, an archive over https (the skills importer's
+/// fetch: https only, ≤ 32 MiB, the extra CAs).
+async fn read_source(app: &AppState, source: &str) -> ApiResult<Read> {
+    match origin(&app.config, source)? {
+        Origin::Folder(root) => blocking(move || finish(read_folder(&root)?)).await,
+        Origin::Archive(url) => {
+            let body = super::skills::import::fetch(app, &url).await?;
+            blocking(move || finish(untar(&body)?)).await
+        }
+    }
+}
+
+/// The addon below a source's entries: its top, its digest, its name.
+fn finish(entries: Vec<SourceEntry>) -> ApiResult<Read> {
+    let entries = addon_top(entries).map_err(refused)?;
+    links_inside(&entries)?;
     let digest = digest(&entries);
     let text = entries
         .iter()
@@ -448,9 +622,10 @@ async fn blocking<T: Send + 'static>(
 /// The rules behind POST /v1/addons/preview: the source read, staged and validated; what
 /// installing it would bring.
 pub async fn preview(app: &AppState, req: AddonPreviewRequest) -> ApiResult<AddonPreview> {
+    let r = read_source(app, &req.source).await?;
     let config = app.config.clone();
     blocking(move || {
-        let r = read_source(&config, &req.source)?;
+        clean_staging(&config, SystemTime::now());
         let a = stage(&config, &r)?;
         preview_of(&config, &req.source, &r, &a)
     })
@@ -459,9 +634,45 @@ pub async fn preview(app: &AppState, req: AddonPreviewRequest) -> ApiResult<Addo
 
 /// The digest Handler's catalog has now for `name`, when it ships it.
 fn catalog_digest(config: &DaemonConfig, name: &str) -> Option<String> {
-    read_source(config, &format!("catalog:{name}"))
+    if !valid_name(name) {
+        return None;
+    }
+    read_folder(&config.catalog_dir.join(name))
+        .and_then(finish)
         .ok()
         .map(|r| r.digest)
+}
+
+/// How long a preview's staging folder is kept when no install takes it.
+pub const STAGING_TTL: Duration = Duration::from_secs(3600);
+
+/// The staging folders to remove at `now`: those last written more than an hour before.
+pub fn stale_staging(folders: &[(String, SystemTime)], now: SystemTime) -> Vec<String> {
+    folders
+        .iter()
+        .filter(|(_, at)| now.duration_since(*at).is_ok_and(|age| age > STAGING_TTL))
+        .map(|(n, _)| n.clone())
+        .collect()
+}
+
+/// Removes the stale staging folders of `<state>/addon-staging/` (never an error: logged).
+fn clean_staging(config: &DaemonConfig, now: SystemTime) {
+    let top = config.state_dir.join("addon-staging");
+    let Ok(rd) = std::fs::read_dir(&top) else {
+        return;
+    };
+    let folders: Vec<(String, SystemTime)> = rd
+        .flatten()
+        .filter_map(|e| {
+            let at = e.metadata().and_then(|m| m.modified()).ok()?;
+            Some((e.file_name().to_str()?.to_string(), at))
+        })
+        .collect();
+    for n in stale_staging(&folders, now) {
+        if let Err(e) = std::fs::remove_dir_all(top.join(&n)) {
+            tracing::warn!(staging = %n, error = %e, "a stale addon staging folder stays");
+        }
+    }
 }
 
 /// Fills `source` and `updateAvailable` of the user's addons from the lock file (G.5).
@@ -528,8 +739,11 @@ fn put_in_place(config: &DaemonConfig, r: &Read) -> ApiResult<PathBuf> {
     Ok(dir)
 }
 
-fn install_blocking(config: &DaemonConfig, req: &AddonInstallRequest) -> ApiResult<String> {
-    let r = read_source(config, &req.source)?;
+fn install_blocking(
+    config: &DaemonConfig,
+    req: &AddonInstallRequest,
+    r: Read,
+) -> ApiResult<String> {
     if r.digest != req.digest {
         return Err(ApiError::unprocessable(
             "digest differs",
@@ -588,9 +802,10 @@ async fn first_build(app: &AppState, name: &str) -> Option<handler_contracts::co
 /// The rules behind POST /v1/addons/install: 422 unless the source still has the digest, or
 /// when the user's own addon has the name; installed, recorded, its first build started.
 pub async fn install(app: &AppState, req: AddonInstallRequest) -> ApiResult<AddonInstalled> {
+    let r = read_source(app, &req.source).await?;
     let _w = app.write_lock.lock().await;
     let config = app.config.clone();
-    let name = blocking(move || install_blocking(&config, &req)).await?;
+    let name = blocking(move || install_blocking(&config, &req, r)).await?;
     tracing::info!(addon = %name, "addon installed");
     let has_image = AddonSet::read(&app.config)
         .addons
@@ -644,13 +859,23 @@ pub async fn remove(app: &AppState, name: String) -> ApiResult<()> {
     }
     std::fs::remove_dir_all(&a.dir).map_err(ApiError::internal)?;
     write_lock(&app.config, &name, None)?;
+    tracing::info!(addon = %name, "addon removed");
     if let Some(image) = a.manifest.as_ref().ok().and_then(|m| m.image.clone()) {
-        // The runtime's image remove (A.7) is not wired here yet: the image stays.
-        tracing::info!(addon = %name, %image, "addon removed; its image is kept");
-    } else {
-        tracing::info!(addon = %name, "addon removed");
+        remove_image(app, &name, &image).await;
     }
     Ok(())
+}
+
+/// Removes an uninstalled addon's `<image>:latest` through the runtime's image remove (A.7),
+/// which refuses while a container uses it: then logged, the image kept.
+async fn remove_image(app: &AppState, name: &str, image: &str) {
+    let tagged = format!("{image}:latest");
+    match super::images::verbs(app).remove(&tagged).await {
+        Ok(()) => tracing::info!(addon = %name, image = %tagged, "the addon's image removed"),
+        Err(e) => {
+            tracing::warn!(addon = %name, image = %tagged, error = %e, "the addon's image is kept");
+        }
+    }
 }
 
 #[cfg(test)]
@@ -690,6 +915,43 @@ mod tests {
             digest(&v)
         };
         assert_ne!(link("bin/x"), link("addon.toml"));
+    }
+
+    #[test]
+    fn stagings_older_than_an_hour_are_removed() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(100_000);
+        let at = |secs: u64| now - Duration::from_secs(secs);
+        let folders = vec![
+            ("fresh".to_string(), at(10)),
+            ("hour".to_string(), at(3600)),
+            ("old".to_string(), at(3601)),
+            ("future".to_string(), now + Duration::from_secs(5)),
+        ];
+        assert_eq!(stale_staging(&folders, now), ["old"]);
+    }
+
+    #[test]
+    fn a_link_out_of_the_top_or_a_path_below_a_link_is_refused() {
+        let top = vec![
+            SourceEntry::Dir("r".into()),
+            f("r/addon.toml", b"name = \"x\"", false),
+            SourceEntry::Link {
+                path: "r/up".into(),
+                target: "../r/addon.toml".into(),
+            },
+        ];
+        let e = finish(top).err().unwrap();
+        assert!(e.to_string().contains("up: a link out of the addon"), "{e}");
+        let below = vec![
+            f("addon.toml", b"name = \"x\"", false),
+            SourceEntry::Link {
+                path: "l".into(),
+                target: "skills".into(),
+            },
+            f("l/x", b"", false),
+        ];
+        let e = finish(below).err().unwrap();
+        assert!(e.to_string().contains("l/x: below the link l"), "{e}");
     }
 
     #[test]

@@ -314,8 +314,9 @@ pub async fn from_url(
 }
 
 /// GETs `url` over TLS (the system's roots and `$HANDLER_BUILD_CA_BUNDLE`'s), https only even
-/// through redirects, at most 32 MiB. 502 `fetch failed` when it cannot.
-async fn fetch(app: &AppState, url: &str) -> ApiResult<Vec<u8>> {
+/// through redirects, at most 32 MiB. 502 `fetch failed` when it cannot. Also the addons'
+/// fetch of an `https://` `.tar.gz` (G.5).
+pub(crate) async fn fetch(app: &AppState, url: &str) -> ApiResult<Vec<u8>> {
     let failed = |d: String| {
         ApiError::new(
             axum::http::StatusCode::BAD_GATEWAY,
