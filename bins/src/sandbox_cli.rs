@@ -64,6 +64,26 @@ enum Verb {
         #[arg(long)]
         to: String,
     },
+    /// `sessionTree = "copy"` (decision 0103): reset a checkout (TREE, its `.git` inside) hard
+    /// to RESET, or commit its uncommitted work, in a helper container of IMAGE (exit 4: no git).
+    GitCopy {
+        #[arg(long)]
+        image: String,
+        #[arg(long)]
+        tree: String,
+        #[arg(long)]
+        objects: String,
+        /// The commit to reset the checkout to.
+        #[arg(
+            long,
+            conflicts_with = "uncommitted",
+            required_unless_present = "uncommitted"
+        )]
+        reset: Option<String>,
+        /// Commit the working tree under `refs/heads/handler-uncommitted`.
+        #[arg(long)]
+        uncommitted: bool,
+    },
     /// A launcher's watchdog (started by `launch`): removes what it made if it dies.
     #[command(hide = true)]
     Watchdog {
@@ -176,6 +196,21 @@ pub(crate) fn main(kind: Kind, about: &'static str) -> ! {
             branch,
             from,
             to,
+        }),
+        Verb::GitCopy {
+            image,
+            tree,
+            objects,
+            reset,
+            uncommitted: _,
+        } => git_bundle::copy(&git_bundle::CopyRequest {
+            image,
+            tree,
+            objects,
+            action: reset.map_or(
+                git_bundle::CopyAction::Uncommitted,
+                git_bundle::CopyAction::Reset,
+            ),
         }),
         Verb::GitBundle {
             image,
