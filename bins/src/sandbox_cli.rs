@@ -65,7 +65,8 @@ enum Verb {
         to: String,
     },
     /// `sessionTree = "copy"` (decision 0103): reset a checkout (TREE, its `.git` inside) hard
-    /// to RESET, or commit its uncommitted work, in a helper container of IMAGE (exit 4: no git).
+    /// to RESET, fast-forward it to FOLLOW, or commit its uncommitted work, in a helper container
+    /// of IMAGE (exit 4: no git).
     GitCopy {
         #[arg(long)]
         image: String,
@@ -76,10 +77,13 @@ enum Verb {
         /// The commit to reset the checkout to.
         #[arg(
             long,
-            conflicts_with = "uncommitted",
-            required_unless_present = "uncommitted"
+            conflicts_with_all = ["uncommitted", "follow"],
+            required_unless_present_any = ["uncommitted", "follow"]
         )]
         reset: Option<String>,
+        /// The host commit to fast-forward the checkout to (follow).
+        #[arg(long, conflicts_with = "uncommitted")]
+        follow: Option<String>,
         /// Commit the working tree under `refs/heads/handler-uncommitted`.
         #[arg(long)]
         uncommitted: bool,
@@ -202,15 +206,17 @@ pub(crate) fn main(kind: Kind, about: &'static str) -> ! {
             tree,
             objects,
             reset,
+            follow,
             uncommitted: _,
         } => git_bundle::copy(&git_bundle::CopyRequest {
             image,
             tree,
             objects,
-            action: reset.map_or(
-                git_bundle::CopyAction::Uncommitted,
-                git_bundle::CopyAction::Reset,
-            ),
+            action: match (reset, follow) {
+                (Some(c), _) => git_bundle::CopyAction::Reset(c),
+                (None, Some(c)) => git_bundle::CopyAction::Follow(c),
+                (None, None) => git_bundle::CopyAction::Uncommitted,
+            },
         }),
         Verb::GitBundle {
             image,

@@ -269,8 +269,8 @@ impl Daemon {
         assert_eq!(a["sessionTree"], "copy", "{a}");
         a["id"].as_str().unwrap().to_string()
     }
-    /// Starts a session of `agent` with `prompt`: its id.
-    async fn session(&self, agent: &str, prompt: String) -> String {
+    /// Starts a session of `agent` with `prompt`: its id and its ACP session id.
+    async fn session(&self, agent: &str, prompt: String) -> (String, String) {
         let (s, v) = self
             .post(
                 "/v1/sessions",
@@ -278,7 +278,35 @@ impl Daemon {
             )
             .await;
         assert_eq!(s, 201, "{v}: {}", self.log());
-        v["id"].as_str().unwrap().to_string()
+        let id = v["id"].as_str().unwrap().to_string();
+        (id, v["acpSessionId"].as_str().unwrap().to_string())
+    }
+    /// One more turn of session `id` (ACP `sid`) over its WebSocket: `prompt`.
+    async fn turn(&self, id: &str, sid: &str, prompt: String) {
+        let protocols = vec!["acp.v1".to_string(), format!("bearer.{}", self.token)];
+        let url = format!("ws://127.0.0.1:{}/v1/sessions/{id}/acp", self.port);
+        let mut c = test_support::acp::open(&url, &protocols, None)
+            .await
+            .unwrap();
+        c.request(
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": {}}),
+        )
+        .await;
+        let r = c
+            .request(
+                "session/load",
+                json!({"sessionId": sid, "cwd": self.scope, "mcpServers": []}),
+            )
+            .await;
+        assert!(r["result"].is_object(), "{r}");
+        let r = c
+            .request(
+                "session/prompt",
+                json!({"sessionId": sid, "prompt": [{"type": "text", "text": prompt}]}),
+            )
+            .await;
+        assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
     }
     fn git(&self, args: &[&str]) -> String {
         self.user.git(&self.scope, args)
@@ -305,7 +333,8 @@ impl Daemon {
 /// (a), (c), (e): the agent, in its copy, finds no `.env`, commits `work.txt` and leaves
 /// `scratch.txt` uncommitted. After the turn the host's `main` has the commit by
 /// `merge --ff-only` and the host's tree the file, not the scratch (nothing of the host's tree is
-/// bound); when the session stops the scratch is kept under the uncommitted ref.
+/// bound); a host commit between turns reaches the copy's tree (follow); when the session stops
+/// the scratch is kept under the uncommitted ref.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_copy_sessions_commit_reaches_the_host_tree_and_its_uncommitted_work_is_kept() {
     let Some(u) = user() else { return };
@@ -318,7 +347,7 @@ async fn a_copy_sessions_commit_reaches_the_host_tree_and_its_uncommitted_work_i
          echo scratch > scratch.txt && echo done-copy",
         d.scope.display()
     );
-    let id = d.session(&agent, prompt).await;
+    let (id, sid) = d.session(&agent, prompt).await;
     let log = d.wait_guard_line(&id, "main: merged --ff-only").await;
     let events = d.session_file(&id, "events.ndjson");
     // The sandbox's own answer (the prompt's text holds both words).
@@ -351,6 +380,29 @@ async fn a_copy_sessions_commit_reaches_the_host_tree_and_its_uncommitted_work_i
     assert!(tree.join(".git").is_dir());
     assert!(tree.join("scratch.txt").exists());
     assert!(!tree.join(".env").exists());
+
+    // Follow: a host commit between turns reaches the copy's tree before the next turn (the
+    // agent's uncommitted scratch stays).
+    std::fs::write(d.scope.join("host.txt"), "from the host\n").unwrap();
+    d.git(&["add", "host.txt"]);
+    d.git(&["commit", "-q", "-m", "the host between turns"]);
+    let prompt = format!(
+        "sh: cd {} && cat host.txt scratch.txt && git log -1 --format=%s",
+        d.scope.display()
+    );
+    d.turn(&id, &sid, prompt).await;
+    let events = d.session_file(&id, "events.ndjson");
+    assert!(
+        events.contains("exit 0\\nfrom the host\\nscratch\\nthe host between turns"),
+        "{events}\n{}",
+        d.session_file(&id, "git-guard.log")
+    );
+    assert!(
+        d.session_file(&id, "git-guard.log")
+            .contains("follow: the sandbox's main moved to the host's"),
+        "{}",
+        d.session_file(&id, "git-guard.log")
+    );
 
     // Stop: the uncommitted scratch is kept at the uncommitted ref, no host branch made of it.
     let (s, v) = d.post(&format!("/v1/sessions/{id}/stop"), json!({})).await;
@@ -385,7 +437,7 @@ async fn a_host_change_to_a_file_the_agent_commits_keeps_the_host_change_and_the
         "sh: cd {} && cat README && echo agent > README && git commit -q -am 'agent edits README' && echo done-clash",
         d.scope.display()
     );
-    let id = d.session(&agent, prompt).await;
+    let (id, _) = d.session(&agent, prompt).await;
     let hidden = format!("refs/handler/sessions/{id}/main");
     let log = d
         .wait_guard_line(&id, &format!("main: waits under {hidden}"))

@@ -981,23 +981,36 @@ pub async fn follow(
             "follow: the sandbox keeps working where it is: {why}"
         ))),
         guard::Follow::To(to) => {
-            let args: Vec<String> = [
-                "--image",
-                image,
-                "--git-dir",
-                &g.git_dir().display().to_string(),
-                "--objects",
-                &format!("{}/objects", g.facts.common_dir),
-                "--branch",
-                &branch,
-                "--from",
-                &at,
-                "--to",
-                &to,
-            ]
-            .map(String::from)
-            .to_vec();
-            match launcher.git_follow(&args).await {
+            let objects = format!("{}/objects", g.facts.common_dir);
+            let moved = match &g.copy {
+                // Under copy the checkout's tree moves too: `merge --ff-only` in a helper.
+                Some(tree) => {
+                    let tree = tree.display().to_string();
+                    let args = ["--image", image, "--tree", &tree, "--objects", &objects];
+                    let mut args: Vec<String> = args.map(String::from).to_vec();
+                    args.extend(["--follow".to_string(), to.clone()]);
+                    launcher.git_copy(&args).await
+                }
+                None => {
+                    let git_dir = g.git_dir().display().to_string();
+                    let args = [
+                        "--image",
+                        image,
+                        "--git-dir",
+                        &git_dir,
+                        "--objects",
+                        &objects,
+                        "--branch",
+                        &branch,
+                        "--from",
+                        &at,
+                        "--to",
+                        &to,
+                    ];
+                    launcher.git_follow(&args.map(String::from)).await
+                }
+            };
+            match moved {
                 Ok(()) => {}
                 Err(LauncherError::Verb {
                     code: Some(NO_GIT), ..
@@ -1056,12 +1069,9 @@ fn follow_facts(g: &Guarded, session: &str) -> Result<Option<guard::FollowFacts>
 }
 
 impl GuardSession {
-    /// Follow before a turn, its line logged; never fails the turn. Not under copy yet: its
-    /// checkout's working tree would have to move with the index (decision 0103).
+    /// Follow before a turn, its line logged; never fails the turn (under copy the checkout's
+    /// working tree moves with its branch, by `git-copy --follow`).
     pub async fn follow(&self, launcher: &dyn Launcher) {
-        if self.guarded.copy.is_some() {
-            return;
-        }
         let _one = self.lock.lock().await;
         let line = match follow(launcher, &self.guarded, &self.session, &self.image).await {
             Ok(l) => l,

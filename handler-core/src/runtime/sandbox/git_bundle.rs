@@ -154,6 +154,9 @@ pub enum CopyAction {
     Reset(String),
     /// Commit the working tree's uncommitted work under `refs/heads/handler-uncommitted`.
     Uncommitted,
+    /// Follow: `merge --ff-only` the checkout's HEAD to this host commit (its objects reached
+    /// through the alternates), tree and index with it; git refuses over a conflicting change.
+    Follow(String),
 }
 
 /// A `git-copy` request: the checkout (working tree and `.git`) writable in a helper container.
@@ -184,6 +187,22 @@ pub fn copy(req: &CopyRequest) -> i32 {
             Ok(c) => {
                 let mut a = vec!["git".to_string()];
                 a.extend(copytree::checkout_argvs(guard::SANDBOX_GIT_DIR, c).remove(0));
+                a
+            }
+            Err(e) => return fail(&e.to_string()),
+        },
+        CopyAction::Follow(to) => match guard::check_oid(to) {
+            Ok(c) => {
+                let mut a = vec!["git".to_string()];
+                a.extend(guard::host_git(&[
+                    "-C",
+                    guard::SANDBOX_GIT_DIR,
+                    "merge",
+                    "--quiet",
+                    "--ff-only",
+                    "--no-edit",
+                    c,
+                ]));
                 a
             }
             Err(e) => return fail(&e.to_string()),
