@@ -139,12 +139,12 @@ impl Drop for Daemon {
     }
 }
 
-/// A daemon in `/tmp/hst-<pid>-<tag>` whose scope is a repository on `main`. Under copy only
+/// A daemon in `/tmp/hstree-<pid>-<tag>` whose scope is a repository on `main`. Under copy only
 /// tracked files reach the sandbox, so the fake agent and its script are committed; `.env` (the
 /// host's secret) is git-ignored and only in the host's tree. `code/plain` is a folder without
 /// git.
 async fn start(u: User, tag: &str) -> Daemon {
-    let root = PathBuf::from(format!("/tmp/hst-{}-{tag}", std::process::id()));
+    let root = PathBuf::from(format!("/tmp/hstree-{}-{tag}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     let home = root.join("home");
     let scope = home.join("code/app");
