@@ -64,6 +64,30 @@ enum Verb {
         #[arg(long)]
         to: String,
     },
+    /// `sessionTree = "copy"` (decision 0103): reset a checkout (TREE, its `.git` inside) hard
+    /// to RESET, fast-forward it to FOLLOW, or commit its uncommitted work, in a helper container
+    /// of IMAGE (exit 4: no git).
+    GitCopy {
+        #[arg(long)]
+        image: String,
+        #[arg(long)]
+        tree: String,
+        #[arg(long)]
+        objects: String,
+        /// The commit to reset the checkout to.
+        #[arg(
+            long,
+            conflicts_with_all = ["uncommitted", "follow"],
+            required_unless_present_any = ["uncommitted", "follow"]
+        )]
+        reset: Option<String>,
+        /// The host commit to fast-forward the checkout to (follow).
+        #[arg(long, conflicts_with = "uncommitted")]
+        follow: Option<String>,
+        /// Commit the working tree under `refs/heads/handler-uncommitted`.
+        #[arg(long)]
+        uncommitted: bool,
+    },
     /// A launcher's watchdog (started by `launch`): removes what it made if it dies.
     #[command(hide = true)]
     Watchdog {
@@ -176,6 +200,23 @@ pub(crate) fn main(kind: Kind, about: &'static str) -> ! {
             branch,
             from,
             to,
+        }),
+        Verb::GitCopy {
+            image,
+            tree,
+            objects,
+            reset,
+            follow,
+            uncommitted: _,
+        } => git_bundle::copy(&git_bundle::CopyRequest {
+            image,
+            tree,
+            objects,
+            action: match (reset, follow) {
+                (Some(c), _) => git_bundle::CopyAction::Reset(c),
+                (None, Some(c)) => git_bundle::CopyAction::Follow(c),
+                (None, None) => git_bundle::CopyAction::Uncommitted,
+            },
         }),
         Verb::GitBundle {
             image,

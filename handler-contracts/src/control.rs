@@ -615,6 +615,25 @@ pub struct AgentOptions {
     /// `open` widens (a risk to confirm, D.8).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub git_guard: Option<GitGuard>,
+    /// What its sandboxes see at the scope (issue 14, decision 0103): one of [`SessionTree`]'s
+    /// names; left out: shared. Text, so that a wrong value is a 400 naming `sessionTree` at
+    /// save. `copy` needs the scope to be a git repository's root with a commit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<SessionTree>")]
+    pub session_tree: Option<String>,
+}
+
+/// What a sandbox sees at its scope's path (issue 14, decision 0103): the names
+/// `sessionTree` takes (parsed by `handler_sandbox::copytree::SessionTree::parse`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SessionTree {
+    /// The host's tree is bound read-write (the git guard gives only the git directory).
+    #[default]
+    Shared,
+    /// A checkout of Handler's own (working tree and `.git`), nothing of the host's tree bound;
+    /// the host's tree moves only by `merge --ff-only` when the work comes back.
+    Copy,
 }
 
 /// How a scope's git directory is guarded in a sandbox (issue 14), the narrower first.
@@ -747,6 +766,10 @@ pub struct Agent {
     /// How its scope's git directory is guarded (left out: fetch).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub git_guard: Option<GitGuard>,
+    /// What its sandboxes see at the scope (left out: shared).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<SessionTree>")]
+    pub session_tree: Option<String>,
     /// What a person should know before using it (`gitGuard` open: the host's `.git` writable).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,

@@ -202,7 +202,7 @@ pub fn uncommitted_ref(session: &str) -> Result<String, GuardError> {
 
 /// The shell script the helper container (which already reads the copy's git directory) runs
 /// to commit the copy's working tree — tracked and untracked, not ignored — with a throwaway
-/// index, under `refs/heads/handler-uncommitted` of the copy so the bundle carries it. Prints
+/// index in its git directory (the helper's root and `/tmp` are not writable), under `refs/heads/handler-uncommitted` of the copy so the bundle carries it. Prints
 /// nothing and changes nothing when the tree is clean. The host's git never runs on the
 /// agent's folder (F.8).
 pub fn uncommitted_script(tree: &str) -> String {
@@ -211,7 +211,8 @@ pub fn uncommitted_script(tree: &str) -> String {
     format!(
         "set -eu\ncd '{tree}'\ng() {{ git {safety} \"$@\"; }}\n\
          [ -z \"$(g status --porcelain --untracked-files=all)\" ] && exit 0\n\
-         export GIT_INDEX_FILE=\"$(mktemp)\"\ng read-tree HEAD\ng add -A\n\
+         export GIT_INDEX_FILE=\"$(g rev-parse --absolute-git-dir)/handler-uncommitted.index\"\n\
+         g read-tree HEAD\ng add -A\n\
          t=$(g write-tree)\n\
          c=$(g -c user.name=Handler -c user.email=handler@localhost commit-tree -p HEAD -m 'uncommitted work at the end of the session' \"$t\")\n\
          g update-ref refs/heads/handler-uncommitted \"$c\"\nrm -f \"$GIT_INDEX_FILE\"\n"

@@ -324,7 +324,8 @@ pub fn parse_bundle_header(bytes: &[u8]) -> Result<BundleHeader, GuardError> {
     Ok(h)
 }
 
-fn check_oid(oid: &str) -> Result<&str, GuardError> {
+/// An object id (40 or 64 hex digits), else refused.
+pub fn check_oid(oid: &str) -> Result<&str, GuardError> {
     let ok = matches!(oid.len(), 40 | 64) && oid.bytes().all(|b| b.is_ascii_hexdigit());
     ok.then_some(oid)
         .ok_or_else(|| GuardError::Bundle(format!("{oid:?} is not an object id")))

@@ -11,6 +11,7 @@ mod daemon_git_guard;
 mod daemon_images;
 mod daemon_login_cli;
 mod daemon_runs;
+mod daemon_session_tree;
 mod daemon_sessions;
 mod egress_podman;
 mod example_relay;

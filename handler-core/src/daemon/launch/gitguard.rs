@@ -14,6 +14,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use handler_contracts::sandbox::Mount;
+use handler_sandbox::copytree;
 use handler_sandbox::guard::{self, Action, GuardError, Head, Layout, Link, RepoFacts};
 
 use super::launcher::{Launcher, LauncherError};
@@ -69,6 +70,16 @@ pub enum GitGuardError {
     /// The helper container failed.
     #[error("the bring-back's helper container failed: {0}")]
     Helper(#[from] LauncherError),
+    /// `sessionTree = "copy"` refused (409 at start): no repository, no commit, a guard refusal.
+    #[error(transparent)]
+    Copy(#[from] copytree::CopyError),
+}
+
+impl GitGuardError {
+    /// A refusal before start (a 409): the guard's or `sessionTree`'s.
+    pub fn is_refusal(&self) -> bool {
+        matches!(self, Self::Refused(_) | Self::Copy(_))
+    }
 }
 
 type Result<T> = std::result::Result<T, GitGuardError>;
@@ -88,12 +99,21 @@ pub struct Guarded {
     pub facts: RepoFacts,
     /// The session's (or connection's) folder for the guard.
     pub dir: PathBuf,
+    /// Under `sessionTree = "copy"` (decision 0103): the checkout, its `.git` inside.
+    pub copy: Option<PathBuf>,
 }
 
+/// The branch of a copy's checkout that carries its uncommitted work at the end
+/// (`copytree::uncommitted_script`); kept on the host at `copytree::uncommitted_ref`.
+const UNCOMMITTED_BRANCH: &str = "handler-uncommitted";
+
 impl Guarded {
-    /// The session's own git directory.
+    /// The session's own git directory (under copy, the checkout's `.git`).
     pub fn git_dir(&self) -> PathBuf {
-        self.dir.join("git")
+        match &self.copy {
+            Some(tree) => tree.join(".git"),
+            None => self.dir.join("git"),
+        }
     }
 }
 
@@ -277,11 +297,12 @@ pub fn prepare(facts: RepoFacts, dir: &Path) -> Result<(Guarded, Vec<Mount>)> {
     let g = Guarded {
         facts,
         dir: dir.to_path_buf(),
+        copy: None,
     };
     let git_dir = g.git_dir();
     let gitfile = dir.join("gitfile");
     if !git_dir.exists() {
-        seed(&g.facts, dir)?;
+        seed(&g.facts, dir, &git_dir)?;
     }
     fsutil::write_atomic(&gitfile, guard::gitfile().as_bytes(), 0o644).map_err(io(&gitfile))?;
     let mounts = guard::mounts(
@@ -292,10 +313,89 @@ pub fn prepare(facts: RepoFacts, dir: &Path) -> Result<(Guarded, Vec<Mount>)> {
     Ok((g, mounts))
 }
 
-/// Writes the seed into `<dir>/git.new`, reads the index from the tree's commit (host git on
-/// Handler's own fresh directory, the host's objects given by environment), then renames it.
-fn seed(facts: &RepoFacts, dir: &Path) -> Result<()> {
-    let tmp = dir.join("git.new");
+/// `sessionTree = "copy"` (decision 0103) for a sandbox whose scope is `scope`, run in
+/// `image`: refused (409 / 64) unless the scope is a repository's root at a commit
+/// ([`copytree::check`], the guard's own refusals included); else the checkout made (or, on a
+/// restart, kept) in `<dir>/tree` — seeded as the guard's git directory, then reset hard in a
+/// helper container, so only tracked files are in it — and the mounts that put it at the scope
+/// in place of the host's tree. The caller binds nothing of the host's tree.
+pub async fn prepare_copy(
+    launcher: &dyn Launcher,
+    scope: &Path,
+    dir: &Path,
+    image: &str,
+) -> Result<(Guarded, Vec<Mount>)> {
+    let (s2, d2) = (scope.to_path_buf(), dir.to_path_buf());
+    let (g, fresh) = blocking("sessionTree", move || {
+        let facts = gather(&s2)?;
+        let commit = copytree::check(&s2.display().to_string(), facts.as_ref())?.to_string();
+        let facts = facts.unwrap_or_else(|| unreachable!("checked above"));
+        let tree = d2.join("tree");
+        let g = Guarded {
+            facts,
+            dir: d2.clone(),
+            copy: Some(tree.clone()),
+        };
+        if tree.exists() {
+            return Ok((g, None));
+        }
+        let new = d2.join("tree.new");
+        let _ = fs::remove_dir_all(&new);
+        fsutil::create_dir_private(&new).map_err(io(&new))?;
+        seed(&g.facts, &d2, &new.join(".git"))?;
+        Ok((g, Some((new, commit))))
+    })
+    .await?;
+    let tree = g.copy.clone().unwrap_or_default();
+    if let Some((new, commit)) = fresh {
+        let args: Vec<String> = [
+            "--image",
+            image,
+            "--tree",
+            &new.display().to_string(),
+            "--objects",
+            &format!("{}/objects", g.facts.common_dir),
+            "--reset",
+            &commit,
+        ]
+        .map(String::from)
+        .to_vec();
+        match launcher.git_copy(&args).await {
+            Ok(()) => {}
+            Err(LauncherError::Verb {
+                code: Some(NO_GIT), ..
+            }) => {
+                return Err(GitGuardError::NoGit {
+                    image: image.to_string(),
+                    git_dir: new.join(".git").display().to_string(),
+                });
+            }
+            Err(e) => return Err(e.into()),
+        }
+        fs::rename(&new, &tree).map_err(io(&tree))?;
+    }
+    let mounts = copytree::mounts(&g.facts, &tree.display().to_string());
+    Ok((g, mounts))
+}
+
+/// `f` on a blocking thread (`what` names it if the thread is lost).
+async fn blocking<T: Send + 'static>(
+    what: &str,
+    f: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| GitGuardError::Io {
+            path: what.to_string(),
+            source: std::io::Error::other(e.to_string()),
+        })?
+}
+
+/// Writes the seed into `<dest>.new`, reads the index from the tree's commit (host git on
+/// Handler's own fresh directory, the host's objects given by environment), then renames it to
+/// `dest` (`<dir>/git`, or a copy's `<checkout>/.git`); the seeded commit is noted in `dir`.
+fn seed(facts: &RepoFacts, dir: &Path, dest: &Path) -> Result<()> {
+    let tmp = PathBuf::from(format!("{}.new", dest.display()));
     fsutil::create_dir_private(dir).map_err(io(dir))?;
     let _ = fs::remove_dir_all(&tmp);
     fsutil::create_dir_private(&tmp.join("refs/heads")).map_err(io(&tmp))?;
@@ -328,8 +428,7 @@ fn seed(facts: &RepoFacts, dir: &Path) -> Result<()> {
     let seeded = head_commit(&facts.head).unwrap_or_default();
     let p = dir.join("seeded");
     fsutil::write_atomic(&p, format!("{seeded}\n").as_bytes(), 0o600).map_err(io(&p))?;
-    let git_dir = dir.join("git");
-    fs::rename(&tmp, &git_dir).map_err(io(&git_dir))
+    fs::rename(&tmp, dest).map_err(io(dest))
 }
 
 fn head_commit(h: &Head) -> Option<String> {
@@ -536,6 +635,9 @@ fn apply(g: &Guarded, session: &str, bundle: &[u8]) -> Result<BroughtBack> {
     let fetched = git(root, &as_strs(&argv[guard::HOST_GIT_SAFETY.len()..]), &[]);
     let _ = fs::remove_file(&path);
     fetched?;
+    if g.copy.is_some() {
+        return apply_copy(root, session, &header.branches);
+    }
     let head = current_branch(root);
     let staged = !git_output(
         root,
@@ -566,14 +668,9 @@ fn current_branch(root: &Path) -> Option<String> {
         .filter(|s| !s.is_empty())
 }
 
-fn move_branch(
-    root: &Path,
-    session: &str,
-    branch: &str,
-    commit: &str,
-    head: Option<&str>,
-    staged: bool,
-) -> Result<Option<String>> {
+/// The host's branch `branch` (`refs/heads/…`) and, if it exists, whether it is an ancestor of
+/// the fetched `commit`.
+fn host_branch(root: &Path, branch: &str, commit: &str) -> (String, Option<guard::HostBranch>) {
     let full = format!("refs/heads/{branch}");
     let host = git(root, &["rev-parse", "--verify", "-q", &full], &[])
         .ok()
@@ -583,6 +680,18 @@ fn move_branch(
             .is_ok_and(|o| o.0.success()),
         commit: c,
     });
+    (full, host)
+}
+
+fn move_branch(
+    root: &Path,
+    session: &str,
+    branch: &str,
+    commit: &str,
+    head: Option<&str>,
+    staged: bool,
+) -> Result<Option<String>> {
+    let (full, host) = host_branch(root, branch, commit);
     let hidden = guard::hidden_ref(session, branch)?;
     let short = commit.get(..12).unwrap_or(commit);
     Ok(
@@ -607,6 +716,130 @@ fn move_branch(
             Action::Wait { reason } => Some(format!("{branch}: waits under {hidden} ({reason})")),
         },
     )
+}
+
+/// Under copy, after the fetch: each branch moved as [`copytree::decide`] says — the host tree's
+/// own branch by `merge --ff-only` — or left waiting; the uncommitted work's branch kept at
+/// [`copytree::uncommitted_ref`].
+fn apply_copy(root: &Path, session: &str, branches: &[(String, String)]) -> Result<BroughtBack> {
+    let head = current_branch(root);
+    let host_changed = host_changes(root)?;
+    let mut out = BroughtBack::default();
+    for (branch, commit) in branches {
+        let line = if branch == UNCOMMITTED_BRANCH {
+            Some(keep_uncommitted(root, session, commit)?)
+        } else {
+            copy_branch(
+                root,
+                session,
+                (branch, commit),
+                head.as_deref(),
+                &host_changed,
+            )?
+        };
+        out.lines.extend(line);
+    }
+    Ok(out)
+}
+
+/// Paths split from git's `-z` output.
+fn paths(out: &str) -> Vec<String> {
+    out.split('\0')
+        .filter(|p| !p.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// What the host's tree changed against its HEAD: staged, unstaged, untracked (not ignored).
+fn host_changes(root: &Path) -> Result<Vec<String>> {
+    let diff = [
+        "diff",
+        "--name-only",
+        "-z",
+        "--no-renames",
+        "--ignore-submodules",
+        "HEAD",
+    ];
+    let mut p = paths(&git(root, &diff, &[])?);
+    let others = ["ls-files", "-z", "--others", "--exclude-standard"];
+    p.extend(paths(&git(root, &others, &[])?));
+    Ok(p)
+}
+
+fn copy_branch(
+    root: &Path,
+    session: &str,
+    (branch, commit): (&str, &str),
+    head: Option<&str>,
+    host_changed: &[String],
+) -> Result<Option<String>> {
+    let (full, host) = host_branch(root, branch, commit);
+    let agent_writes = match &host {
+        Some(h) if h.ancestor_of_fetched => {
+            let args = [
+                "diff",
+                "--name-only",
+                "-z",
+                "--no-renames",
+                &h.commit,
+                commit,
+            ];
+            paths(&git(root, &args, &[])?)
+        }
+        _ => Vec::new(),
+    };
+    let tree = copytree::TreeFacts {
+        head: head.map(str::to_string),
+        host_changed: host_changed.to_vec(),
+        agent_writes,
+    };
+    let hidden = guard::hidden_ref(session, branch)?;
+    let short = commit.get(..12).unwrap_or(commit);
+    let old = host.as_ref().map(|h| h.commit.clone());
+    Ok(
+        match copytree::decide(branch, commit, host.as_ref(), &tree) {
+            copytree::CopyAction::Unchanged => None,
+            copytree::CopyAction::Create => {
+                let zero = "0".repeat(commit.len());
+                git(root, &["update-ref", &full, commit, &zero], &[])?;
+                Some(format!("{branch}: created at {short}"))
+            }
+            copytree::CopyAction::MoveRef => {
+                let old = old.unwrap_or_default();
+                git(root, &["update-ref", &full, commit, &old], &[])?;
+                Some(format!("{branch}: fast-forwarded to {short}"))
+            }
+            copytree::CopyAction::MergeFfOnly => {
+                let argv = copytree::merge_argv(&root.display().to_string(), session, branch)?;
+                match git(root, &as_strs(&argv[guard::HOST_GIT_SAFETY.len()..]), &[]) {
+                    Ok(_) => Some(format!(
+                        "{branch}: merged --ff-only into the host's tree at {short}"
+                    )),
+                    Err(GitGuardError::Git { stderr, .. }) => Some(format!(
+                        "{branch}: waits under {hidden} (git merge --ff-only refused: {})",
+                        stderr.lines().next().unwrap_or_default()
+                    )),
+                    Err(e) => return Err(e),
+                }
+            }
+            copytree::CopyAction::Wait { reason } => {
+                Some(format!("{branch}: waits under {hidden} ({reason})"))
+            }
+        },
+    )
+}
+
+/// The uncommitted work's commit (fetched under the hidden ref of [`UNCOMMITTED_BRANCH`]) kept
+/// at [`copytree::uncommitted_ref`]; the hidden ref removed (no host branch is made of it).
+fn keep_uncommitted(root: &Path, session: &str, commit: &str) -> Result<String> {
+    let kept = copytree::uncommitted_ref(session)?;
+    git(root, &["update-ref", &kept, commit], &[])?;
+    let hidden = guard::hidden_ref(session, UNCOMMITTED_BRANCH)?;
+    git(root, &["update-ref", "-d", &hidden], &[])?;
+    Ok(format!(
+        "uncommitted work kept as {kept} at {}",
+        commit.get(..12).unwrap_or(commit)
+    ))
 }
 
 /// A session's (or connection's) guard while its sandbox lives: what to bring back from, with
@@ -644,17 +877,47 @@ impl GuardSession {
             Ok(b) => b.lines,
             Err(e) => vec![format!("bring-back failed: {e}")],
         };
-        if !lines.is_empty() {
-            let text: String = lines
-                .iter()
-                .map(|l| format!("{} {when}: {l}\n", crate::daemon::fsutil::now_rfc3339()))
-                .collect();
-            let _ = append(&self.log, &text);
-            for l in &lines {
-                tracing::info!(session = %self.session, %when, "git guard: {l}");
-            }
-        }
+        self.log_lines(when, &lines);
         lines
+    }
+
+    /// The last bring-back (session stop, connection close, after the sandbox is gone): under
+    /// copy, the checkout's uncommitted work is first committed by a helper container
+    /// (`copytree::uncommitted_script`), so it comes back to [`copytree::uncommitted_ref`].
+    pub async fn bring_back_at_end(&self, launcher: &dyn Launcher, when: &str) -> Vec<String> {
+        if let Some(tree) = &self.guarded.copy {
+            let one = self.lock.lock().await;
+            let args: Vec<String> = [
+                "--image",
+                &self.image,
+                "--tree",
+                &tree.display().to_string(),
+                "--objects",
+                &format!("{}/objects", self.guarded.facts.common_dir),
+                "--uncommitted",
+            ]
+            .map(String::from)
+            .to_vec();
+            if let Err(e) = launcher.git_copy(&args).await {
+                self.log_lines(when, &[format!("keeping the uncommitted work failed: {e}")]);
+            }
+            drop(one);
+        }
+        self.bring_back(launcher, when).await
+    }
+
+    fn log_lines(&self, when: &str, lines: &[String]) {
+        if lines.is_empty() {
+            return;
+        }
+        let text: String = lines
+            .iter()
+            .map(|l| format!("{} {when}: {l}\n", fsutil::now_rfc3339()))
+            .collect();
+        let _ = append(&self.log, &text);
+        for l in lines {
+            tracing::info!(session = %self.session, %when, "git guard: {l}");
+        }
     }
 }
 
@@ -718,23 +981,36 @@ pub async fn follow(
             "follow: the sandbox keeps working where it is: {why}"
         ))),
         guard::Follow::To(to) => {
-            let args: Vec<String> = [
-                "--image",
-                image,
-                "--git-dir",
-                &g.git_dir().display().to_string(),
-                "--objects",
-                &format!("{}/objects", g.facts.common_dir),
-                "--branch",
-                &branch,
-                "--from",
-                &at,
-                "--to",
-                &to,
-            ]
-            .map(String::from)
-            .to_vec();
-            match launcher.git_follow(&args).await {
+            let objects = format!("{}/objects", g.facts.common_dir);
+            let moved = match &g.copy {
+                // Under copy the checkout's tree moves too: `merge --ff-only` in a helper.
+                Some(tree) => {
+                    let tree = tree.display().to_string();
+                    let args = ["--image", image, "--tree", &tree, "--objects", &objects];
+                    let mut args: Vec<String> = args.map(String::from).to_vec();
+                    args.extend(["--follow".to_string(), to.clone()]);
+                    launcher.git_copy(&args).await
+                }
+                None => {
+                    let git_dir = g.git_dir().display().to_string();
+                    let args = [
+                        "--image",
+                        image,
+                        "--git-dir",
+                        &git_dir,
+                        "--objects",
+                        &objects,
+                        "--branch",
+                        &branch,
+                        "--from",
+                        &at,
+                        "--to",
+                        &to,
+                    ];
+                    launcher.git_follow(&args.map(String::from)).await
+                }
+            };
+            match moved {
                 Ok(()) => {}
                 Err(LauncherError::Verb {
                     code: Some(NO_GIT), ..
@@ -793,7 +1069,8 @@ fn follow_facts(g: &Guarded, session: &str) -> Result<Option<guard::FollowFacts>
 }
 
 impl GuardSession {
-    /// Follow before a turn, its line logged; never fails the turn.
+    /// Follow before a turn, its line logged; never fails the turn (under copy the checkout's
+    /// working tree moves with its branch, by `git-copy --follow`).
     pub async fn follow(&self, launcher: &dyn Launcher) {
         let _one = self.lock.lock().await;
         let line = match follow(launcher, &self.guarded, &self.session, &self.image).await {

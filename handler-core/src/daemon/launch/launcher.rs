@@ -103,6 +103,17 @@ pub trait Launcher: Send + Sync + std::fmt::Debug {
             })
         })
     }
+    /// `git-copy <args>` (decision 0103: `sessionTree = "copy"`'s checkout and uncommitted work).
+    fn git_copy<'a>(&'a self, args: &'a [String]) -> BoxFuture<'a, Result<(), LauncherError>> {
+        let _ = args;
+        Box::pin(async {
+            Err(LauncherError::Verb {
+                verb: "git-copy".into(),
+                code: None,
+                stderr: "this launcher has no git-copy verb".into(),
+            })
+        })
+    }
     /// `git-bundle <args>` (issue 14): the bundle's bytes (its exit codes 3 nothing new, 4 no git
     /// in the image come back as [`LauncherError::Verb`]).
     fn git_bundle<'a>(
@@ -292,6 +303,14 @@ impl Launcher for ProcessLauncher {
             let mut v = vec!["git-bundle"];
             v.extend(args.iter().map(String::as_str));
             self.run_verb_bytes(&v).await
+        })
+    }
+
+    fn git_copy<'a>(&'a self, args: &'a [String]) -> BoxFuture<'a, Result<(), LauncherError>> {
+        Box::pin(async move {
+            let mut v = vec!["git-copy"];
+            v.extend(args.iter().map(String::as_str));
+            self.run_verb(&v).await.map(|_| ())
         })
     }
 

@@ -121,6 +121,7 @@ pub fn view(app: &AppState, snap: &Snapshot, a: &StoredAgent) -> Agent {
         interface: a.options.interface.clone(),
         ask_denied_hosts: a.options.ask_denied_hosts,
         git_guard: a.options.git_guard,
+        session_tree: a.options.session_tree.clone(),
         warnings: (a.options.git_guard == Some(GitGuard::Open))
             .then(|| handler_contracts::control::GIT_GUARD_OPEN_WARNING.to_string())
             .into_iter()
@@ -151,6 +152,30 @@ fn sorted_unique<T: Ord + Clone>(v: &[T]) -> Vec<T> {
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect()
+}
+
+/// Decision 0103: `sessionTree` is one of its names, and `copy` needs the git guard's own git
+/// directory (not `gitGuard` open) and, where the scope is known at save, the scope to be a
+/// repository's root at a commit (`copytree::check`). A 400 naming `sessionTree`.
+fn check_session_tree(o: &AgentOptions, scope: Option<&str>) -> ApiResult<()> {
+    use handler_sandbox::copytree::{self, SessionTree};
+    let bad = |d: String| ApiError::bad_request("sessionTree unusable", d);
+    let tree = SessionTree::parse(o.session_tree.as_deref()).map_err(|e| bad(e.to_string()))?;
+    if tree != SessionTree::Copy {
+        return Ok(());
+    }
+    if o.git_guard == Some(GitGuard::Open) {
+        return Err(bad(
+            "sessionTree: \"copy\" brings the work back through the git guard, and gitGuard is \"open\""
+                .into(),
+        ));
+    }
+    let Some(scope) = scope else { return Ok(()) };
+    let facts = crate::daemon::launch::gitguard::gather(std::path::Path::new(scope))
+        .map_err(|e| bad(format!("sessionTree: {e}")))?;
+    copytree::check(scope, facts.as_ref())
+        .map(|_| ())
+        .map_err(|e| bad(e.to_string()))
 }
 
 /// Everything a save checks but risks and names. Returns the options normalized.
@@ -247,6 +272,7 @@ fn adhoc_stored(
         ),
         None => None,
     };
+    check_session_tree(&options, scope.as_deref())?;
     let baseline = old
         .map(|a| containment(&a.options))
         .unwrap_or(Preset::Guarded.containment());
@@ -328,6 +354,7 @@ pub(crate) fn project_stored(
         &req.options,
         &req.skills,
     )?;
+    check_session_tree(&options, Some(&p.folder))?;
     let base = old.map(|a| containment(&a.options)).unwrap_or(baseline);
     confirm(&base, &containment(&options), req.confirm_risks)
         .map_err(|e| ApiError::conflict("risks not confirmed", e.to_string()))?;

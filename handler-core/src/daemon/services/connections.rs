@@ -66,6 +66,7 @@ pub fn accept(app: &AppState, id: &str, q: ModelQuery) -> ApiResult<Accepted> {
     let conn = new_id("c");
     let mut prepared = prepare(app, &agent, &access, (&conn, None))?;
     super::images::require_network_filter(app, &prepared.spec)?;
+    refuse_copy(&agent)?;
     let guard = guard_connection(app, &conn, &mut prepared)?;
     let required: Vec<_> =
         handler_contracts::hosts::required_hosts(&app.snapshot(), &prepared.access)
@@ -74,6 +75,20 @@ pub fn accept(app: &AppState, id: &str, q: ModelQuery) -> ApiResult<Accepted> {
             .collect();
     let allow = live::at_launch(app, &agent, &prepared.spec.network, &required);
     Ok((prepared, conn, allow, guard))
+}
+
+/// Decision 0103: `sessionTree = "copy"` is wired for daemon-held sessions only; a connection's
+/// sandbox is refused (409) rather than given the host's tree.
+fn refuse_copy(agent: &crate::daemon::store::StoredAgent) -> ApiResult<()> {
+    use handler_sandbox::copytree::SessionTree;
+    match SessionTree::parse(agent.options.session_tree.as_deref()) {
+        Ok(SessionTree::Shared) => Ok(()),
+        Ok(_) => Err(ApiError::conflict(
+            "sessionTree unusable",
+            "sessionTree: \"copy\" is for daemon-held sessions (POST /v1/sessions); a connection's sandbox cannot have it yet",
+        )),
+        Err(e) => Err(ApiError::bad_request("sessionTree unusable", e.to_string())),
+    }
 }
 
 /// Issue 14: the connection's own git directory in `<data>/connections/<id>/guard/`, its mounts
@@ -421,7 +436,8 @@ pub async fn relay(
     let exit = stop_and_sweep(&*app.launcher, &mut child, STOP_GRACE).await;
     let _ = ws_tx.close().await;
     if let Some(g) = guard {
-        g.bring_back(&*app.launcher, "connection close").await;
+        g.bring_back_at_end(&*app.launcher, "connection close")
+            .await;
     }
     {
         let mut m = app

@@ -146,3 +146,90 @@ pub fn follow(req: &FollowRequest) -> i32 {
     }
     0
 }
+
+/// What `git-copy` does on a `sessionTree = "copy"` checkout (decision 0103).
+#[derive(Debug, Clone)]
+pub enum CopyAction {
+    /// `reset --hard` to this commit: the checkout's working tree written (tracked files only).
+    Reset(String),
+    /// Commit the working tree's uncommitted work under `refs/heads/handler-uncommitted`.
+    Uncommitted,
+    /// Follow: `merge --ff-only` the checkout's HEAD to this host commit (its objects reached
+    /// through the alternates), tree and index with it; git refuses over a conflicting change.
+    Follow(String),
+}
+
+/// A `git-copy` request: the checkout (working tree and `.git`) writable in a helper container.
+#[derive(Debug, Clone)]
+pub struct CopyRequest {
+    /// The image the helper runs.
+    pub image: String,
+    /// The checkout on the host (its `.git` inside), writable in the helper.
+    pub tree: String,
+    /// The host repository's `objects/` (read-only).
+    pub objects: String,
+    /// What to do.
+    pub action: CopyAction,
+}
+
+/// `git-copy` (decision 0103): one helper container on the checkout, mounted writable at the
+/// guard's git path (its alternates name the host's objects, read-only there). Exit 0,
+/// [`NO_GIT`], or 1 (the reason on stderr).
+pub fn copy(req: &CopyRequest) -> i32 {
+    use handler_sandbox::{copytree, guard};
+    let facts = match docker_facts() {
+        Ok(f) => f,
+        Err(e) => return fail(&e),
+    };
+    let eng = facts.as_ref().map_or(Engine::Podman, Engine::Docker);
+    let argv = match &req.action {
+        CopyAction::Reset(commit) => match guard::check_oid(commit) {
+            Ok(c) => {
+                let mut a = vec!["git".to_string()];
+                a.extend(copytree::checkout_argvs(guard::SANDBOX_GIT_DIR, c).remove(0));
+                a
+            }
+            Err(e) => return fail(&e.to_string()),
+        },
+        CopyAction::Follow(to) => match guard::check_oid(to) {
+            Ok(c) => {
+                let mut a = vec!["git".to_string()];
+                a.extend(guard::host_git(&[
+                    "-C",
+                    guard::SANDBOX_GIT_DIR,
+                    "merge",
+                    "--quiet",
+                    "--ff-only",
+                    "--no-edit",
+                    c,
+                ]));
+                a
+            }
+            Err(e) => return fail(&e.to_string()),
+        },
+        CopyAction::Uncommitted => vec![
+            "sh".into(),
+            "-c".into(),
+            copytree::uncommitted_script(guard::SANDBOX_GIT_DIR),
+        ],
+    };
+    let h = guard::Helper {
+        image: &req.image,
+        session_git: &req.tree,
+        host_objects: &req.objects,
+        git_dir_writable: true,
+    };
+    let args = match guard::helper_args(eng, ids(), &h, argv) {
+        Ok(a) => a,
+        Err(e) => return fail(&e.to_string()),
+    };
+    match podman::output(&args.iter().map(String::as_str).collect::<Vec<_>>()) {
+        Ok(o) if o.status.success() => 0,
+        Ok(o) if matches!(o.status.code(), Some(126 | 127)) => NO_GIT,
+        Ok(o) => fail(&format!(
+            "git-copy: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        )),
+        Err(e) => fail(&e.to_string()),
+    }
+}

@@ -136,7 +136,9 @@ async fn launch(
         .spec
         .mounts
         .extend(super::run::subject_mount(app, &s));
-    let guard = with_git_guard(app, id, &mut prepared).await?;
+    let tree = handler_sandbox::copytree::SessionTree::parse(agent.options.session_tree.as_deref())
+        .map_err(|e| e.to_string())?;
+    let guard = with_git_guard(app, id, &mut prepared, tree).await?;
     super::files::record_mounts(app, id, &prepared.spec.mounts);
     app.sessions.update(id, |r| {
         r.state = SessionState::Starting;
@@ -249,7 +251,11 @@ async fn with_git_guard(
     app: &AppState,
     id: &str,
     prepared: &mut Prepared,
+    tree: handler_sandbox::copytree::SessionTree,
 ) -> Result<Option<Arc<GuardSession>>, String> {
+    if tree == handler_sandbox::copytree::SessionTree::Copy {
+        return with_copy(app, id, prepared).await.map(Some);
+    }
     if gitguard::open_warned(&prepared.spec, id) {
         return Ok(None);
     }
@@ -284,6 +290,43 @@ async fn with_git_guard(
         id.to_owned(),
         folder.join(gitguard::LOG),
     ))))
+}
+
+/// Decision 0103 (`sessionTree = "copy"`): the scope's mount replaced by the session's own
+/// checkout in `<session folder>/guard/tree` (nothing of the host's tree bound), its git
+/// writable (Handler's, not the host's); refused (naming `sessionTree`) unless the scope is a
+/// repository's root at a commit.
+async fn with_copy(
+    app: &AppState,
+    id: &str,
+    prepared: &mut Prepared,
+) -> Result<Arc<GuardSession>, String> {
+    use handler_contracts::sandbox::MountKind;
+    let scope = prepared
+        .spec
+        .mounts
+        .iter()
+        .find(|m| m.kind == MountKind::Scope)
+        .map(|m| m.source.clone())
+        .ok_or("sessionTree: \"copy\" needs a scope to check out, and the session has none")?;
+    let folder = app.sessions.folder(id);
+    let (g, mounts) = gitguard::prepare_copy(
+        &*app.launcher,
+        Path::new(&scope),
+        &folder.join("guard"),
+        &prepared.spec.image,
+    )
+    .await
+    .map_err(|e| format!("git guard: {e}"))?;
+    prepared.spec.mounts.retain(|m| m.kind != MountKind::Scope);
+    prepared.spec.mounts.extend(mounts);
+    prepared.spec.git_writable = true;
+    Ok(Arc::new(GuardSession::new(
+        g,
+        prepared.spec.image.clone(),
+        id.to_owned(),
+        folder.join(gitguard::LOG),
+    )))
 }
 
 type Stdio = (
@@ -462,7 +505,7 @@ async fn finish(mut l: Live) {
     let app = l.hub.app.clone();
     let _ = stop_and_sweep(&*app.launcher, &mut l.child, STOP_GRACE).await;
     if let Some(g) = l.hub.git_guard.clone() {
-        g.bring_back(&*app.launcher, "session stop").await;
+        g.bring_back_at_end(&*app.launcher, "session stop").await;
     }
     let mut done: Option<oneshot::Sender<()>> = None;
     let (how, detail, error) = match ending {

@@ -73,7 +73,11 @@ pub async fn create(app: &AppState, req: SessionRequest) -> ApiResult<Session> {
         .await
         .map_err(ApiError::internal)??
     };
-    if !prepared.spec.git_writable {
+    let tree = handler_sandbox::copytree::SessionTree::parse(agent.options.session_tree.as_deref())
+        .map_err(|e| ApiError::bad_request("sessionTree unusable", e.to_string()))?;
+    if tree == handler_sandbox::copytree::SessionTree::Copy {
+        refuse_uncopyable(&prepared.policy.scope).await?;
+    } else if !prepared.spec.git_writable {
         refuse_unguardable(&prepared.policy.scope).await?;
     }
     let now = fsutil::now_rfc3339();
@@ -143,6 +147,25 @@ async fn refuse_unguardable(scope: &str) -> ApiResult<()> {
             ApiError::conflict("git guard refused the scope", e.to_string()),
         ),
         _ => Ok(()),
+    }
+}
+
+/// Decision 0103: under `sessionTree = "copy"` a scope that is no repository's root at a commit
+/// (or that the guard refuses) is a 409 naming `sessionTree`, before anything starts.
+async fn refuse_uncopyable(scope: &str) -> ApiResult<()> {
+    let scope = scope.to_string();
+    let checked = tokio::task::spawn_blocking(move || {
+        let facts = crate::daemon::launch::gitguard::gather(Path::new(&scope))?;
+        handler_sandbox::copytree::check(&scope, facts.as_ref())
+            .map(|_| ())
+            .map_err(crate::daemon::launch::gitguard::GitGuardError::from)
+    })
+    .await
+    .map_err(ApiError::internal)?;
+    match checked {
+        Err(e) if e.is_refusal() => Err(ApiError::conflict("sessionTree refused", e.to_string())),
+        Err(e) => Err(ApiError::internal(e)),
+        Ok(()) => Ok(()),
     }
 }
 

@@ -1,0 +1,508 @@
+//! `sessionTree = "copy"` (issue 14's last item, decision 0103) against real rootless Podman:
+//! handlerd as the unprivileged test user runs the scripted fake agent in
+//! `localhost/handler-test-git` on a checkout of Handler's own instead of the host's tree. The
+//! agent's commit reaches the host's branch and working tree by `merge --ff-only`; a file the host
+//! changed meanwhile keeps the host's change and the commit waits under the hidden ref; what the
+//! agent never committed is kept at `refs/handler/uncommitted/<id>/uncommitted` when the session
+//! stops; a git-ignored `.env` never reaches the copy; a folder without git is refused naming
+//! `sessionTree` (400 at save, 409 at start). Missing podman or user FAILS, unless
+//! HANDLER_SKIP_PODMAN_TESTS=1.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use test_support::user::{free_port, id_of};
+
+const IMAGE: &str = "localhost/handler-test-git";
+const TOKEN: &str = "fk-SessionTree0Token111aaaa2222bbbb33";
+/// A value only the host's ignored `.env` holds.
+const SECRET_LINE: &str = "API_KEY=host-only-not-in-the-copy";
+
+struct User {
+    name: Option<String>,
+    uid: u32,
+    gid: u32,
+}
+
+impl User {
+    fn cmd(&self, program: &str, args: &[&str], env: &[(&str, String)]) -> Command {
+        match &self.name {
+            Some(u) => {
+                let mut c = Command::new("setpriv");
+                c.args(["--reuid", u, "--regid", u, "--init-groups", "env", "-i"]);
+                c.arg(format!("USER={u}")).arg(format!("LOGNAME={u}"));
+                c.arg(format!("HOME=/home/{u}"));
+                c.arg("PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin");
+                for (k, v) in env {
+                    c.arg(format!("{k}={v}"));
+                }
+                c.arg(program).args(args);
+                c
+            }
+            None => {
+                let mut c = Command::new(program);
+                c.args(args).envs(env.iter().map(|(k, v)| (k, v)));
+                c
+            }
+        }
+    }
+    fn home(&self) -> String {
+        match &self.name {
+            Some(n) => format!("/home/{n}"),
+            None => std::env::var("HOME").unwrap(),
+        }
+    }
+    fn give(&self, p: &Path) {
+        if self.name.is_none() {
+            return;
+        }
+        let mut todo = vec![p.to_path_buf()];
+        while let Some(e) = todo.pop() {
+            std::os::unix::fs::lchown(&e, Some(self.uid), Some(self.gid)).unwrap();
+            if e.is_dir() && !e.is_symlink() {
+                todo.extend(std::fs::read_dir(&e).unwrap().flatten().map(|x| x.path()));
+            }
+        }
+    }
+    /// Host git in `dir` as the user; its stdout (panics on failure).
+    fn git(&self, dir: &Path, args: &[&str]) -> String {
+        let mut a = vec!["-C", dir.to_str().unwrap()];
+        a.extend(args);
+        let o = self.cmd("git", &a, &[]).output().unwrap();
+        assert!(
+            o.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    }
+}
+
+fn user() -> Option<User> {
+    let o = Command::new("id").arg("-u").output().unwrap();
+    let euid: u32 = String::from_utf8_lossy(&o.stdout).trim().parse().unwrap();
+    let u = if euid == 0 {
+        let name = std::env::var("HANDLER_TEST_USER").unwrap_or_else(|_| "handler-test".into());
+        let Some(uid) = id_of("-u", &name) else {
+            return skip_or_panic(&format!("no user {name}: run .ci/setup-podman.sh"));
+        };
+        User {
+            uid,
+            gid: id_of("-g", &name).unwrap(),
+            name: Some(name),
+        }
+    } else {
+        User {
+            name: None,
+            uid: euid,
+            gid: id_of("-g", "").unwrap_or(euid),
+        }
+    };
+    let ok = u
+        .cmd("podman", &["image", "exists", IMAGE], &[])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        return skip_or_panic(&format!(
+            "podman cannot find {IMAGE}: run .ci/setup-podman.sh"
+        ));
+    }
+    Some(u)
+}
+
+fn skip_or_panic(why: &str) -> Option<User> {
+    if std::env::var("HANDLER_SKIP_PODMAN_TESTS").as_deref() == Ok("1") {
+        eprintln!("skipped (HANDLER_SKIP_PODMAN_TESTS=1): {why}");
+        None
+    } else {
+        panic!("the sessionTree tests need rootless podman: {why} (or HANDLER_SKIP_PODMAN_TESTS=1)")
+    }
+}
+
+struct Daemon {
+    child: Child,
+    port: u16,
+    token: String,
+    root: PathBuf,
+    scope: PathBuf,
+    http: reqwest::Client,
+    user: User,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        test_support::handlerd::stop(&mut self.child);
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+/// A daemon in `/tmp/hstree-<pid>-<tag>` whose scope is a repository on `main`. Under copy only
+/// tracked files reach the sandbox, so the fake agent and its script are committed; `.env` (the
+/// host's secret) is git-ignored and only in the host's tree. `code/plain` is a folder without
+/// git.
+async fn start(u: User, tag: &str) -> Daemon {
+    let root = PathBuf::from(format!("/tmp/hstree-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let home = root.join("home");
+    let scope = home.join("code/app");
+    let bin = root.join("bin");
+    for d in [
+        &scope.join(".bin"),
+        &bin,
+        &home.join("harnesses/fake"),
+        &home.join("code/plain"),
+        &root.join("config"),
+    ] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let agent_bin = test_support::static_build::fakes().agent.clone();
+    for (to, src) in [
+        (
+            bin.join("handlerd"),
+            PathBuf::from(env!("CARGO_BIN_EXE_handlerd")),
+        ),
+        (
+            bin.join("handler-sandbox-podman"),
+            PathBuf::from(env!("CARGO_BIN_EXE_handler-sandbox-podman")),
+        ),
+        (scope.join(".bin/fake-acp-agent"), agent_bin),
+    ] {
+        std::fs::copy(&src, &to).unwrap();
+        std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    std::fs::write(scope.join(".fake-agent-script.json"), "{}").unwrap();
+    std::fs::write(scope.join(".gitignore"), ".env\n").unwrap();
+    std::fs::write(scope.join(".env"), format!("{SECRET_LINE}\n")).unwrap();
+    std::fs::write(scope.join("README"), "base\n").unwrap();
+    let descriptor = test_support::descriptor::sandbox_fake(
+        "Fake ACP agent",
+        IMAGE,
+        &format!("\"{}\"", scope.join(".bin/fake-acp-agent").display()),
+        "api.fake.test:443",
+    );
+    std::fs::write(home.join("harnesses/fake/harness.toml"), &descriptor).unwrap();
+    std::fs::write(
+        root.join("config/folders.toml"),
+        format!("roots = [\"{}\"]\n", home.join("code").display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
+    u.give(&root);
+    for args in [
+        &["init", "-q", "-b", "main"][..],
+        &["config", "user.name", "Host Person"],
+        &["config", "user.email", "host@example.org"],
+        &["add", "-A"],
+        &["commit", "-q", "-m", "base"],
+    ] {
+        u.git(&scope, args);
+    }
+    let port = free_port();
+    let mut env = test_support::handlerd::env(&root, &home.join("harnesses"), port);
+    env.extend([
+        ("HOME", u.home()),
+        (
+            "HANDLER_SANDBOX_COMMAND",
+            bin.join("handler-sandbox-podman").display().to_string(),
+        ),
+        ("HANDLER_LOG", "info".to_string()),
+    ]);
+    let cmd = u.cmd(bin.join("handlerd").to_str().unwrap(), &[], &env);
+    let (child, token) = test_support::handlerd::spawn(cmd, &root, port).await;
+    Daemon {
+        child,
+        port,
+        token,
+        root,
+        scope,
+        http: reqwest::Client::new(),
+        user: u,
+    }
+}
+
+impl Daemon {
+    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
+        let mut r = self
+            .http
+            .request(method, format!("http://127.0.0.1:{}{path}", self.port))
+            .bearer_auth(&self.token);
+        if let Some(b) = body {
+            r = r.json(&b);
+        }
+        let r = r.send().await.unwrap();
+        (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+    }
+    async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        self.call(reqwest::Method::POST, path, Some(body)).await
+    }
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.root.join("handlerd.log")).unwrap_or_default()
+    }
+    fn session_file(&self, session: &str, name: &str) -> String {
+        std::fs::read_to_string(self.root.join("state/sessions").join(session).join(name))
+            .unwrap_or_default()
+    }
+    /// The account (once) and an ad-hoc agent on `scope`, `extra` merged into its request.
+    async fn agent_on(&self, scope: &Path, extra: Value) -> (u16, Value) {
+        let (s, v) = self
+            .post(
+                "/v1/accounts",
+                json!({"name": "perso", "harness": "fake", "token": {"value": TOKEN}}),
+            )
+            .await;
+        assert!(s == 201 || s == 409, "{v}");
+        let mut req = json!({"models": [{"account": "perso"}], "scope": scope, "network": "none", "permissions": "bypass", "confirmRisks": true});
+        for (k, x) in extra.as_object().unwrap() {
+            req[k] = x.clone();
+        }
+        self.post("/v1/agents", req).await
+    }
+    /// A copy agent on the scope: its id.
+    async fn copy_agent(&self) -> String {
+        let (s, a) = self
+            .agent_on(&self.scope.clone(), json!({"sessionTree": "copy"}))
+            .await;
+        assert_eq!(s, 201, "{a}");
+        assert_eq!(a["sessionTree"], "copy", "{a}");
+        a["id"].as_str().unwrap().to_string()
+    }
+    /// Starts a session of `agent` with `prompt`: its id and its ACP session id.
+    async fn session(&self, agent: &str, prompt: String) -> (String, String) {
+        let (s, v) = self
+            .post(
+                "/v1/sessions",
+                json!({"agentId": agent, "origin": "ui", "prompt": prompt}),
+            )
+            .await;
+        assert_eq!(s, 201, "{v}: {}", self.log());
+        let id = v["id"].as_str().unwrap().to_string();
+        (id, v["acpSessionId"].as_str().unwrap().to_string())
+    }
+    /// One more turn of session `id` (ACP `sid`) over its WebSocket: `prompt`.
+    async fn turn(&self, id: &str, sid: &str, prompt: String) {
+        let protocols = vec!["acp.v1".to_string(), format!("bearer.{}", self.token)];
+        let url = format!("ws://127.0.0.1:{}/v1/sessions/{id}/acp", self.port);
+        let mut c = test_support::acp::open(&url, &protocols, None)
+            .await
+            .unwrap();
+        c.request(
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": {}}),
+        )
+        .await;
+        let r = c
+            .request(
+                "session/load",
+                json!({"sessionId": sid, "cwd": self.scope, "mcpServers": []}),
+            )
+            .await;
+        assert!(r["result"].is_object(), "{r}");
+        let r = c
+            .request(
+                "session/prompt",
+                json!({"sessionId": sid, "prompt": [{"type": "text", "text": prompt}]}),
+            )
+            .await;
+        assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    }
+    fn git(&self, args: &[&str]) -> String {
+        self.user.git(&self.scope, args)
+    }
+    /// Waits (120 s at most) for `line` in session `id`'s git-guard log; the log.
+    async fn wait_guard_line(&self, id: &str, line: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let log = self.session_file(id, "git-guard.log");
+            if log.contains(line) {
+                return log;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no {line:?}: {log}\n{}\n{}",
+                self.session_file(id, "events.ndjson"),
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    }
+}
+
+/// (a), (c), (e): the agent, in its copy, finds no `.env`, commits `work.txt` and leaves
+/// `scratch.txt` uncommitted. After the turn the host's `main` has the commit by
+/// `merge --ff-only` and the host's tree the file, not the scratch (nothing of the host's tree is
+/// bound); a host commit between turns reaches the copy's tree (follow); when the session stops
+/// the scratch is kept under the uncommitted ref.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_sessions_commit_reaches_the_host_tree_and_its_uncommitted_work_is_kept() {
+    let Some(u) = user() else { return };
+    let d = start(u, "copy").await;
+    let base = d.git(&["rev-parse", "main"]);
+    let agent = d.copy_agent().await;
+    let prompt = format!(
+        "sh: cd {} && if test -e .env; then echo env-is-here; else echo env-absent; fi && \
+         echo agent > work.txt && git add work.txt && git commit -q -m 'agent in its copy' && \
+         echo scratch > scratch.txt && echo done-copy",
+        d.scope.display()
+    );
+    let (id, sid) = d.session(&agent, prompt).await;
+    let log = d.wait_guard_line(&id, "main: merged --ff-only").await;
+    let events = d.session_file(&id, "events.ndjson");
+    // The sandbox's own answer (the prompt's text holds both words).
+    assert!(
+        events.contains("exit 0\\nenv-absent\\ndone-copy"),
+        "{events}"
+    );
+    // The host: main moved by the merge, its tree holds the file, nothing else changed.
+    assert_eq!(
+        d.git(&["log", "-1", "--format=%s %an", "main"]),
+        "agent in its copy Host Person",
+        "{log}"
+    );
+    assert_eq!(d.git(&["rev-parse", "main~1"]), base);
+    assert_eq!(
+        std::fs::read_to_string(d.scope.join("work.txt")).unwrap(),
+        "agent\n"
+    );
+    assert!(
+        !d.scope.join("scratch.txt").exists(),
+        "the host's tree was bound"
+    );
+    assert_eq!(d.git(&["status", "--porcelain"]), "", "{log}");
+    assert_eq!(
+        std::fs::read_to_string(d.scope.join(".env")).unwrap(),
+        format!("{SECRET_LINE}\n")
+    );
+    // The copy: in the session's folder, with no ignored file of the host's.
+    let tree = d.root.join("state/sessions").join(&id).join("guard/tree");
+    assert!(tree.join(".git").is_dir());
+    assert!(tree.join("scratch.txt").exists());
+    assert!(!tree.join(".env").exists());
+
+    // Follow: a host commit between turns reaches the copy's tree before the next turn (the
+    // agent's uncommitted scratch stays).
+    std::fs::write(d.scope.join("host.txt"), "from the host\n").unwrap();
+    d.git(&["add", "host.txt"]);
+    d.git(&["commit", "-q", "-m", "the host between turns"]);
+    let prompt = format!(
+        "sh: cd {} && cat host.txt scratch.txt && git log -1 --format=%s",
+        d.scope.display()
+    );
+    d.turn(&id, &sid, prompt).await;
+    let events = d.session_file(&id, "events.ndjson");
+    assert!(
+        events.contains("exit 0\\nfrom the host\\nscratch\\nthe host between turns"),
+        "{events}\n{}",
+        d.session_file(&id, "git-guard.log")
+    );
+    assert!(
+        d.session_file(&id, "git-guard.log")
+            .contains("follow: the sandbox's main moved to the host's"),
+        "{}",
+        d.session_file(&id, "git-guard.log")
+    );
+
+    // Stop: the uncommitted scratch is kept at the uncommitted ref, no host branch made of it.
+    let (s, v) = d.post(&format!("/v1/sessions/{id}/stop"), json!({})).await;
+    assert_eq!(s, 200, "{v}");
+    let log = d.wait_guard_line(&id, "uncommitted work kept as").await;
+    let kept = format!("refs/handler/uncommitted/{id}/uncommitted");
+    assert!(log.contains(&kept), "{log}");
+    assert_eq!(
+        d.git(&["show", &format!("{kept}:scratch.txt")]),
+        "scratch",
+        "{log}"
+    );
+    assert_eq!(
+        d.git(&["rev-parse", &format!("{kept}~1")]),
+        d.git(&["rev-parse", "main"])
+    );
+    assert_eq!(d.git(&["branch", "--list", "handler-uncommitted"]), "");
+    assert!(!d.scope.join("scratch.txt").exists());
+}
+
+/// (b): the host changed `README` (not committed) while the agent's commit writes it too: the
+/// host keeps its change, `main` stays, the commit waits under the hidden ref and the log says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_change_to_a_file_the_agent_commits_keeps_the_host_change_and_the_work_waits() {
+    let Some(u) = user() else { return };
+    let d = start(u, "clash").await;
+    let base = d.git(&["rev-parse", "main"]);
+    let agent = d.copy_agent().await;
+    // The host's own edit, never committed: the copy starts clean at `base` without it.
+    std::fs::write(d.scope.join("README"), "the host's edit\n").unwrap();
+    let prompt = format!(
+        "sh: cd {} && cat README && echo agent > README && git commit -q -am 'agent edits README' && echo done-clash",
+        d.scope.display()
+    );
+    let (id, _) = d.session(&agent, prompt).await;
+    let hidden = format!("refs/handler/sessions/{id}/main");
+    let log = d
+        .wait_guard_line(&id, &format!("main: waits under {hidden}"))
+        .await;
+    assert!(log.contains("the host changed README"), "{log}");
+    assert_eq!(d.git(&["rev-parse", "main"]), base, "{log}");
+    assert_eq!(
+        std::fs::read_to_string(d.scope.join("README")).unwrap(),
+        "the host's edit\n"
+    );
+    assert_eq!(
+        d.git(&["log", "-1", "--format=%s", &hidden]),
+        "agent edits README"
+    );
+    assert_eq!(d.git(&["show", &format!("{hidden}:README")]), "agent");
+    let events = d.session_file(&id, "events.ndjson");
+    assert!(events.contains("exit 0\\nbase"), "{events}");
+}
+
+/// (d): `sessionTree` takes `shared` or `copy` (400 naming it otherwise); `copy` on a folder
+/// without git is refused at save (400), and at start (409) when the repository went away after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_without_a_repository_is_refused_naming_session_tree() {
+    let Some(u) = user() else { return };
+    let d = start(u, "refused").await;
+    let (s, v) = d
+        .agent_on(&d.scope.clone(), json!({"sessionTree": "mirror"}))
+        .await;
+    assert_eq!(s, 400, "{v}");
+    assert!(
+        v["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("sessionTree"),
+        "{v}"
+    );
+    let plain = d.scope.parent().unwrap().join("plain");
+    let (s, v) = d.agent_on(&plain, json!({"sessionTree": "copy"})).await;
+    assert_eq!(s, 400, "{v}");
+    let detail = v["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.contains("sessionTree") && detail.contains("not"),
+        "{v}"
+    );
+    let (s, v) = d
+        .agent_on(&plain, json!({"sessionTree": "copy", "gitGuard": "open"}))
+        .await;
+    assert_eq!(s, 400, "{v}");
+    // Saved on the repository, started once it is none: 409, nothing started.
+    let agent = d.copy_agent().await;
+    let away = d.scope.join(".git-away");
+    std::fs::rename(d.scope.join(".git"), &away).unwrap();
+    let (s, v) = d
+        .post(
+            "/v1/sessions",
+            json!({"agentId": agent, "origin": "ui", "prompt": "sh: true"}),
+        )
+        .await;
+    std::fs::rename(&away, d.scope.join(".git")).unwrap();
+    assert_eq!(s, 409, "{v}");
+    assert!(
+        v["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("sessionTree"),
+        "{v}"
+    );
+}
