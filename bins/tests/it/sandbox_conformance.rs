@@ -281,11 +281,10 @@ impl Env {
     /// A fresh folder owned by the test user (0755).
     fn tempdir(&self, tag: &str) -> PathBuf {
         static N: AtomicU32 = AtomicU32::new(0);
-        let p = PathBuf::from(format!(
-            "/tmp/hst-{}-{}-{tag}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::SeqCst)
-        ));
+        // One folder per test process, `/tmp/hst-<pid>`: the next run removes what a run left.
+        static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+        let dir = DIR.get_or_init(|| test_support::user::process_dir("hst-"));
+        let p = dir.join(format!("{}-{tag}", N.fetch_add(1, Ordering::SeqCst)));
         std::fs::create_dir_all(&p).unwrap();
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
         self.give(&p);
