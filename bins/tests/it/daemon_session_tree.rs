@@ -10,132 +10,32 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use test_support::user::{free_port, id_of};
+use test_support::user::User;
+
+use crate::temp_daemon::{HostGit, Layout, TempDaemon};
 
 const IMAGE: &str = "localhost/handler-test-git";
 const TOKEN: &str = "fk-SessionTree0Token111aaaa2222bbbb33";
 /// A value only the host's ignored `.env` holds.
 const SECRET_LINE: &str = "API_KEY=host-only-not-in-the-copy";
 
-struct User {
-    name: Option<String>,
-    uid: u32,
-    gid: u32,
-}
-
-impl User {
-    fn cmd(&self, program: &str, args: &[&str], env: &[(&str, String)]) -> Command {
-        match &self.name {
-            Some(u) => {
-                let mut c = Command::new("setpriv");
-                c.args(["--reuid", u, "--regid", u, "--init-groups", "env", "-i"]);
-                c.arg(format!("USER={u}")).arg(format!("LOGNAME={u}"));
-                c.arg(format!("HOME=/home/{u}"));
-                c.arg("PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin");
-                for (k, v) in env {
-                    c.arg(format!("{k}={v}"));
-                }
-                c.arg(program).args(args);
-                c
-            }
-            None => {
-                let mut c = Command::new(program);
-                c.args(args).envs(env.iter().map(|(k, v)| (k, v)));
-                c
-            }
-        }
-    }
-    fn home(&self) -> String {
-        match &self.name {
-            Some(n) => format!("/home/{n}"),
-            None => std::env::var("HOME").unwrap(),
-        }
-    }
-    fn give(&self, p: &Path) {
-        if self.name.is_none() {
-            return;
-        }
-        let mut todo = vec![p.to_path_buf()];
-        while let Some(e) = todo.pop() {
-            std::os::unix::fs::lchown(&e, Some(self.uid), Some(self.gid)).unwrap();
-            if e.is_dir() && !e.is_symlink() {
-                todo.extend(std::fs::read_dir(&e).unwrap().flatten().map(|x| x.path()));
-            }
-        }
-    }
-    /// Host git in `dir` as the user; its stdout (panics on failure).
-    fn git(&self, dir: &Path, args: &[&str]) -> String {
-        let mut a = vec!["-C", dir.to_str().unwrap()];
-        a.extend(args);
-        let o = self.cmd("git", &a, &[]).output().unwrap();
-        assert!(
-            o.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        String::from_utf8_lossy(&o.stdout).trim().to_string()
-    }
-}
-
 fn user() -> Option<User> {
-    let o = Command::new("id").arg("-u").output().unwrap();
-    let euid: u32 = String::from_utf8_lossy(&o.stdout).trim().parse().unwrap();
-    let u = if euid == 0 {
-        let name = std::env::var("HANDLER_TEST_USER").unwrap_or_else(|_| "handler-test".into());
-        let Some(uid) = id_of("-u", &name) else {
-            return skip_or_panic(&format!("no user {name}: run .ci/setup-podman.sh"));
-        };
-        User {
-            uid,
-            gid: id_of("-g", &name).unwrap(),
-            name: Some(name),
-        }
-    } else {
-        User {
-            name: None,
-            uid: euid,
-            gid: id_of("-g", "").unwrap_or(euid),
-        }
-    };
-    let ok = u
-        .cmd("podman", &["image", "exists", IMAGE], &[])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        return skip_or_panic(&format!(
-            "podman cannot find {IMAGE}: run .ci/setup-podman.sh"
-        ));
-    }
-    Some(u)
+    test_support::user::podman_user(IMAGE, "the session tree tests")
 }
 
-fn skip_or_panic(why: &str) -> Option<User> {
-    if std::env::var("HANDLER_SKIP_PODMAN_TESTS").as_deref() == Ok("1") {
-        eprintln!("skipped (HANDLER_SKIP_PODMAN_TESTS=1): {why}");
-        None
-    } else {
-        panic!("the sessionTree tests need rootless podman: {why} (or HANDLER_SKIP_PODMAN_TESTS=1)")
-    }
-}
-
+/// handlerd as the test user, its scope a repository.
 struct Daemon {
-    child: Child,
-    port: u16,
-    token: String,
-    root: PathBuf,
+    d: TempDaemon,
     scope: PathBuf,
-    http: reqwest::Client,
-    user: User,
 }
 
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        test_support::handlerd::stop(&mut self.child);
-        let _ = std::fs::remove_dir_all(&self.root);
+impl std::ops::Deref for Daemon {
+    type Target = TempDaemon;
+    fn deref(&self) -> &TempDaemon {
+        &self.d
     }
 }
 
@@ -144,51 +44,14 @@ impl Drop for Daemon {
 /// host's secret) is git-ignored and only in the host's tree. `code/plain` is a folder without
 /// git.
 async fn start(u: User, tag: &str) -> Daemon {
-    let root = PathBuf::from(format!("/tmp/hstree-{}-{tag}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
-    let home = root.join("home");
-    let scope = home.join("code/app");
-    let bin = root.join("bin");
-    for d in [
-        &scope.join(".bin"),
-        &bin,
-        &home.join("harnesses/fake"),
-        &home.join("code/plain"),
-        &root.join("config"),
-    ] {
-        std::fs::create_dir_all(d).unwrap();
-    }
-    let agent_bin = test_support::static_build::fakes().agent.clone();
-    for (to, src) in [
-        (
-            bin.join("handlerd"),
-            PathBuf::from(env!("CARGO_BIN_EXE_handlerd")),
-        ),
-        (
-            bin.join("handler-sandbox-podman"),
-            PathBuf::from(env!("CARGO_BIN_EXE_handler-sandbox-podman")),
-        ),
-        (scope.join(".bin/fake-acp-agent"), agent_bin),
-    ] {
-        std::fs::copy(&src, &to).unwrap();
-        std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
+    let l = Layout::new(&format!("hstree-{}-{tag}", std::process::id()), false);
+    let (root, home, scope) = (l.root.clone(), l.home.clone(), l.scope.clone());
+    std::fs::create_dir_all(home.join("code/plain")).unwrap();
     std::fs::write(scope.join(".fake-agent-script.json"), "{}").unwrap();
     std::fs::write(scope.join(".gitignore"), ".env\n").unwrap();
     std::fs::write(scope.join(".env"), format!("{SECRET_LINE}\n")).unwrap();
     std::fs::write(scope.join("README"), "base\n").unwrap();
-    let descriptor = test_support::descriptor::sandbox_fake(
-        "Fake ACP agent",
-        IMAGE,
-        &format!("\"{}\"", scope.join(".bin/fake-acp-agent").display()),
-        "api.fake.test:443",
-    );
-    std::fs::write(home.join("harnesses/fake/harness.toml"), &descriptor).unwrap();
-    std::fs::write(
-        root.join("config/folders.toml"),
-        format!("roots = [\"{}\"]\n", home.join("code").display()),
-    )
-    .unwrap();
+    l.fake_harness_in(IMAGE, "");
     std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
     u.give(&root);
     for args in [
@@ -200,46 +63,15 @@ async fn start(u: User, tag: &str) -> Daemon {
     ] {
         u.git(&scope, args);
     }
-    let port = free_port();
-    let mut env = test_support::handlerd::env(&root, &home.join("harnesses"), port);
-    env.extend([
-        ("HOME", u.home()),
-        (
-            "HANDLER_SANDBOX_COMMAND",
-            bin.join("handler-sandbox-podman").display().to_string(),
-        ),
-        ("HANDLER_LOG", "info".to_string()),
-    ]);
-    let cmd = u.cmd(bin.join("handlerd").to_str().unwrap(), &[], &env);
-    let (child, token) = test_support::handlerd::spawn(cmd, &root, port).await;
     Daemon {
-        child,
-        port,
-        token,
-        root,
+        d: l.spawn(u, &[]).await,
         scope,
-        http: reqwest::Client::new(),
-        user: u,
     }
 }
 
 impl Daemon {
-    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
-        let mut r = self
-            .http
-            .request(method, format!("http://127.0.0.1:{}{path}", self.port))
-            .bearer_auth(&self.token);
-        if let Some(b) = body {
-            r = r.json(&b);
-        }
-        let r = r.send().await.unwrap();
-        (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
-    }
     async fn post(&self, path: &str, body: Value) -> (u16, Value) {
         self.call(reqwest::Method::POST, path, Some(body)).await
-    }
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.root.join("handlerd.log")).unwrap_or_default()
     }
     fn session_file(&self, session: &str, name: &str) -> String {
         std::fs::read_to_string(self.root.join("state/sessions").join(session).join(name))

@@ -72,9 +72,14 @@ impl Layout {
     /// The `fake` harness: the fake agent in [`IMAGE`] (login host `api.fake.test:443`), with
     /// `extra` TOML appended.
     pub(crate) fn fake_harness(&self, extra: &str) {
+        self.fake_harness_in(IMAGE, extra);
+    }
+
+    /// The `fake` harness in `image`, with `extra` TOML appended.
+    pub(crate) fn fake_harness_in(&self, image: &str, extra: &str) {
         let descriptor = test_support::descriptor::sandbox_fake(
             "Fake ACP agent",
-            IMAGE,
+            image,
             &format!("\"{}\"", self.scope.join(".bin/fake-acp-agent").display()),
             "api.fake.test:443",
         );
@@ -195,5 +200,25 @@ impl TempDaemon {
         .await;
         self.child = child;
         self.token = token;
+    }
+}
+
+/// The host's git run as the test user.
+pub(crate) trait HostGit {
+    /// `git -C dir args` as this user: its stdout, trimmed (panics on failure).
+    fn git(&self, dir: &Path, args: &[&str]) -> String;
+}
+
+impl HostGit for User {
+    fn git(&self, dir: &Path, args: &[&str]) -> String {
+        let mut a = vec!["-C", dir.to_str().unwrap()];
+        a.extend(args);
+        let o = self.cmd("git", &a, &[]).output().unwrap();
+        assert!(
+            o.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
     }
 }
