@@ -451,3 +451,89 @@ pub struct DirectoryRequest {
     /// Absolute or `~/…`; its parent exists inside a work folder, its name is not hidden.
     pub path: String,
 }
+
+/// A cache the toolbox declares, as Settings → Caches lists it (B.6, decision 0087).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CacheDeclarationInfo {
+    /// Its name (`[caches.<name>]`).
+    pub name: String,
+    /// The home path it is mounted at ("~/.cargo").
+    pub target: String,
+    /// What it holds.
+    pub about: String,
+    /// A folder any tool writes to (~/.cache), rather than one toolchain's.
+    pub general: bool,
+}
+
+/// One cache's folder in a location (decision 0087).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CacheFolder {
+    /// The cache's name.
+    pub name: String,
+    /// Its host folder.
+    pub path: String,
+    /// Its size as the runtime counts it (A.9 `cache size`); none: not made yet (no launch has
+    /// created it) or not measurable (`error` says why).
+    pub bytes: Option<u64>,
+    /// Why it could not be measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// The global caches: one folder per cache under `$HANDLER_CACHE_DIR` (D.8).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GlobalCaches {
+    /// `$HANDLER_CACHE_DIR`.
+    pub path: String,
+    /// The projects choosing `global` (ad-hoc agents use them too): a write channel between them.
+    pub users: Vec<String>,
+    /// Its caches.
+    pub caches: Vec<CacheFolder>,
+}
+
+/// A project's caches: its choice and, unless `off`, where they are (D.8).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProjectCaches {
+    /// The project.
+    pub project_id: String,
+    /// Its name.
+    pub name: String,
+    /// What it chose.
+    pub choice: CacheChoice,
+    /// Its own folder (`<data>/caches/<project id>`), whatever it chose now.
+    pub path: String,
+    /// The caches of its own folder.
+    pub caches: Vec<CacheFolder>,
+}
+
+/// `GET /v1/caches`: what is kept and where (decision 0087).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CachesOverview {
+    /// The toolbox's declarations (toolchains, then general folders).
+    pub declarations: Vec<CacheDeclarationInfo>,
+    /// The global folder.
+    pub global: GlobalCaches,
+    /// Each project's own folder.
+    pub projects: Vec<ProjectCaches>,
+}
+
+/// `POST /v1/caches/clear`: empties one cache (`name`) or all of one location — a project's own
+/// folder or the global one (exactly one of `project` and `global`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CacheClearRequest {
+    /// A project's own caches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
+    /// The global caches.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub global: bool,
+    /// One cache; none: every cache of the location.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}

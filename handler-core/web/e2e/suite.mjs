@@ -3,9 +3,9 @@
 // Prints one JSON summary line last: {passed: [...], bundleGzipBytes, firstSessionRenderMs}.
 // Screenshots of the main pages go to HANDLER_UI_SCREENSHOTS when set (docs/ui/).
 import { chromium } from "playwright-core";
-import { mkdtempSync, rmSync, readdirSync, readFileSync, mkdirSync } from "node:fs";
+import { mkdtempSync, rmSync, readdirSync, readFileSync, mkdirSync, writeFileSync, chownSync, statSync, existsSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, dirname } from "node:path";
 import { gzipSync } from "node:zlib";
 import assert from "node:assert/strict";
 
@@ -489,6 +489,87 @@ try {
     assert.ok(after.allow.includes(learnt) && after.allow.includes(ask), JSON.stringify(after.allow));
     await page.getByRole("button", { name: "Stop session" }).click();
     await page.getByLabel("State").getByText("stopped").waitFor();
+  });
+
+  await step("settings: caches listed with their sizes and one emptied after a confirm", async () => {
+    // A project of its own (no sandbox ever mounts its caches), one cache with content, made as
+    // the daemon's user (the runtime's verbs only take that user's folders).
+    const owner = statSync(SCOPE);
+    const folder = join(dirname(SCOPE), "caches-ui");
+    mkdirSync(folder, { recursive: true });
+    chownSync(folder, owner.uid, owner.gid);
+    const p = await api("POST", "/v1/projects", { folder, name: "caches-ui", agent: { name: "Dev", models: [{ account: "perso" }] } });
+    assert.ok(p.id, JSON.stringify(p));
+    const own = (await api("GET", "/v1/caches")).projects.find((x) => x.projectId === p.id);
+    const npm = join(own.path, "npm");
+    for (const d of [dirname(own.path), own.path, npm]) {
+      if (!existsSync(d)) mkdirSync(d);
+      chownSync(d, owner.uid, owner.gid);
+    }
+    writeFileSync(join(npm, "blob"), Buffer.alloc(3000, 1));
+    chownSync(join(npm, "blob"), owner.uid, owner.gid);
+    await page.goto(`${URL_}/#/settings/caches`);
+    await page.getByRole("region", { name: "What is kept" }).getByText("~/.cargo").waitFor();
+    const table = page.getByRole("table", { name: "Caches of caches-ui" });
+    const row = table.getByRole("row").filter({ hasText: "npm" });
+    // The runtime's count (`du --apparent-size`: the folders' own entries too), at least the file.
+    const sizeCell = row.getByRole("cell").nth(1);
+    await sizeCell.getByText(/^[0-9.]+ (B|KB)$/).waitFor();
+    const before = await sizeCell.innerText();
+    const npmOf = async () => (await api("GET", "/v1/caches")).projects.find((x) => x.projectId === p.id).caches.find((c) => c.name === "npm");
+    const full = await npmOf();
+    assert.ok(full.bytes >= 3000, JSON.stringify(full));
+    await table.getByRole("row").filter({ hasText: "pip" }).getByText("not made yet").waitFor();
+    await shot(page, "settings-caches");
+    await row.getByRole("button", { name: "Empty npm of caches-ui" }).click();
+    await row.getByRole("button", { name: "Empty npm of caches-ui now" }).click();
+    await page.getByRole("status").filter({ hasText: "Emptied npm of caches-ui" }).waitFor();
+    assert.ok(!existsSync(join(npm, "blob")) && existsSync(npm), "emptied, the folder kept");
+    for (let i = 0; (await sizeCell.innerText()) === before; i++) {
+      assert.ok(i < 100, `the size stayed ${before}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const left = await npmOf();
+    assert.ok(left.bytes !== null && left.bytes <= full.bytes - 3000, JSON.stringify(left));
+  });
+
+  await step("settings: a catalog addon previewed, installed, bound, its removal refused while bound, removed", async () => {
+    await page.goto(`${URL_}/#/settings/addons`);
+    await page.getByRole("button", { name: "Install shopify" }).click();
+    const pv = page.getByRole("region", { name: "Preview of shopify" });
+    await pv.getByText("*.myshopify.com:443").waitFor();
+    await pv.getByText("themeToken").waitFor();
+    await pv.getByRole("note").getByText("Containerfile runs code").waitFor();
+    await shot(page, "settings-addons-preview");
+    await pv.getByRole("button", { name: "Install shopify" }).click();
+    await page.getByRole("status").filter({ hasText: "Installed shopify" }).waitFor();
+    const card = page.getByRole("listitem", { name: "Addon shopify" });
+    await card.getByText("from catalog:shopify").waitFor();
+    await page.getByRole("region", { name: "Available to install" }).getByRole("button", { name: "Reinstall shopify" }).waitFor();
+    await shot(page, "settings-addons");
+    // A binding of it (its secret to the store, never shown), then the removal is refused.
+    await page.goto(`${URL_}/#/settings/bindings`);
+    const form = page.getByRole("form", { name: "New binding" });
+    await form.getByLabel("Addon").selectOption("shopify");
+    await form.getByLabel("Name").fill("shop-ui");
+    await form.getByLabel(/^store/).fill("ui-test.myshopify.com");
+    const secret = "shpat-ui-never-shown-0123";
+    await form.getByLabel(/^Secret themeToken/).fill(secret);
+    await form.getByRole("button", { name: "Create binding" }).click();
+    const b = page.getByRole("listitem", { name: "Binding shop-ui" });
+    await b.getByText("ui-test.myshopify.com").waitFor();
+    assert.ok(!(await page.content()).includes(secret), "the secret is shown");
+    await shot(page, "settings-bindings");
+    await page.goto(`${URL_}/#/settings/addons`);
+    await page.getByRole("button", { name: "Remove shopify" }).click();
+    await page.getByRole("alert").filter({ hasText: "shop-ui" }).waitFor();
+    await page.goto(`${URL_}/#/settings/bindings`);
+    await page.getByRole("button", { name: "Delete shop-ui" }).click();
+    await page.getByRole("status").filter({ hasText: "Deleted shop-ui" }).waitFor();
+    await page.goto(`${URL_}/#/settings/addons`);
+    await page.getByRole("button", { name: "Remove shopify" }).click();
+    await page.getByRole("status").filter({ hasText: "Removed shopify" }).waitFor();
+    await page.getByRole("listitem", { name: "Addon shopify" }).waitFor({ state: "detached" });
   });
 
   await step("the token never appears in a request URL", async () => {

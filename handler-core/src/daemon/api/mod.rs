@@ -8,6 +8,7 @@ pub mod agents;
 pub mod auth;
 pub mod builds;
 pub mod builtin_agents;
+pub mod caches;
 pub mod contexts;
 pub mod folders;
 pub mod harnesses;

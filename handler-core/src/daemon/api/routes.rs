@@ -6,6 +6,7 @@ use axum::http::StatusCode;
 use axum::routing::MethodRouter;
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 
+use super::caches;
 use super::terminals;
 use super::ui;
 use super::{accounts, addons, agents, contexts, folders, harnesses, projects, providers, secrets};
@@ -92,6 +93,7 @@ pub fn table() -> Vec<Route> {
         skills::routes(),
         knowledge::routes(),
         builtin_agents::routes(),
+        caches::routes(),
     ]
     .into_iter()
     .flatten()

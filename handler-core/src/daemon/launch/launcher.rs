@@ -92,6 +92,21 @@ pub trait Launcher: Send + Sync + std::fmt::Debug {
         ))
     }
 
+    /// `cache size PATH…` (A.9): the runtime's output, one `{"path", "bytes"}` line per folder
+    /// (files written with inner ids counted).
+    fn cache_size<'a>(
+        &'a self,
+        paths: &'a [String],
+    ) -> BoxFuture<'a, Result<String, LauncherError>> {
+        let _ = paths;
+        Box::pin(async { Err(no_verb("cache size")) })
+    }
+    /// `cache clear PATH…` (A.9): empties each folder, refused while a sandbox mounts it.
+    fn cache_clear<'a>(&'a self, paths: &'a [String]) -> BoxFuture<'a, Result<(), LauncherError>> {
+        let _ = paths;
+        Box::pin(async { Err(no_verb("cache clear")) })
+    }
+
     /// `git-follow <args>` (issue 14, item 3).
     fn git_follow<'a>(&'a self, args: &'a [String]) -> BoxFuture<'a, Result<(), LauncherError>> {
         let _ = args;
@@ -128,6 +143,14 @@ pub trait Launcher: Send + Sync + std::fmt::Debug {
                 stderr: "this launcher has no git-bundle verb".into(),
             })
         })
+    }
+}
+
+fn no_verb(verb: &str) -> LauncherError {
+    LauncherError::Verb {
+        verb: verb.into(),
+        code: None,
+        stderr: format!("this launcher has no {verb} verb"),
     }
 }
 
@@ -254,6 +277,25 @@ impl Launcher for ProcessLauncher {
 
     fn sweep(&self) -> BoxFuture<'_, Result<String, LauncherError>> {
         Box::pin(async move { self.run_verb(&["sweep"]).await })
+    }
+
+    fn cache_size<'a>(
+        &'a self,
+        paths: &'a [String],
+    ) -> BoxFuture<'a, Result<String, LauncherError>> {
+        Box::pin(async move {
+            let mut args = vec!["cache", "size"];
+            args.extend(paths.iter().map(String::as_str));
+            self.run_verb(&args).await
+        })
+    }
+
+    fn cache_clear<'a>(&'a self, paths: &'a [String]) -> BoxFuture<'a, Result<(), LauncherError>> {
+        Box::pin(async move {
+            let mut args = vec!["cache", "clear"];
+            args.extend(paths.iter().map(String::as_str));
+            self.run_verb(&args).await.map(|_| ())
+        })
     }
 
     fn launch_terminal(

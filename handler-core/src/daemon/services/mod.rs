@@ -7,6 +7,7 @@ pub mod addon_install;
 pub mod addons;
 pub mod agents;
 pub mod builtin_agents;
+pub mod caches;
 pub mod connections;
 pub mod contexts;
 pub mod directories;

@@ -1127,6 +1127,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/caches": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The toolbox's caches: what is kept, where, and its size (D.8) */
+        get: operations["GET /v1/caches"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/caches/clear": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Empty one cache or a whole location (refused while a sandbox mounts it) */
+        post: operations["POST /v1/caches/clear"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -2695,6 +2729,75 @@ export interface components {
             interface?: components["schemas"]["AgentInterface"] | (null);
             /** @description The agent set up from it, once there is one. */
             agentId?: string | null;
+        };
+        /** @description `GET /v1/caches`: what is kept and where (decision 0087). */
+        CachesOverview: {
+            /** @description The toolbox's declarations (toolchains, then general folders). */
+            declarations: components["schemas"]["CacheDeclarationInfo"][];
+            /** @description The global folder. */
+            global: components["schemas"]["GlobalCaches"];
+            /** @description Each project's own folder. */
+            projects: components["schemas"]["ProjectCaches"][];
+        };
+        /** @description A cache the toolbox declares, as Settings → Caches lists it (B.6, decision 0087). */
+        CacheDeclarationInfo: {
+            /** @description Its name (`[caches.<name>]`). */
+            name: string;
+            /** @description The home path it is mounted at ("~/.cargo"). */
+            target: string;
+            /** @description What it holds. */
+            about: string;
+            /** @description A folder any tool writes to (~/.cache), rather than one toolchain's. */
+            general: boolean;
+        };
+        /** @description The global caches: one folder per cache under `$HANDLER_CACHE_DIR` (D.8). */
+        GlobalCaches: {
+            /** @description `$HANDLER_CACHE_DIR`. */
+            path: string;
+            /** @description The projects choosing `global` (ad-hoc agents use them too): a write channel between them. */
+            users: string[];
+            /** @description Its caches. */
+            caches: components["schemas"]["CacheFolder"][];
+        };
+        /** @description One cache's folder in a location (decision 0087). */
+        CacheFolder: {
+            /** @description The cache's name. */
+            name: string;
+            /** @description Its host folder. */
+            path: string;
+            /**
+             * Format: uint64
+             * @description Its size as the runtime counts it (A.9 `cache size`); none: not made yet (no launch has
+             *     created it) or not measurable (`error` says why).
+             */
+            bytes?: number | null;
+            /** @description Why it could not be measured. */
+            error?: string | null;
+        };
+        /** @description A project's caches: its choice and, unless `off`, where they are (D.8). */
+        ProjectCaches: {
+            /** @description The project. */
+            projectId: string;
+            /** @description Its name. */
+            name: string;
+            /** @description What it chose. */
+            choice: components["schemas"]["CacheChoice"];
+            /** @description Its own folder (`<data>/caches/<project id>`), whatever it chose now. */
+            path: string;
+            /** @description The caches of its own folder. */
+            caches: components["schemas"]["CacheFolder"][];
+        };
+        /**
+         * @description `POST /v1/caches/clear`: empties one cache (`name`) or all of one location — a project's own
+         *     folder or the global one (exactly one of `project` and `global`).
+         */
+        CacheClearRequest: {
+            /** @description A project's own caches. */
+            project?: string | null;
+            /** @description The global caches. */
+            global?: boolean;
+            /** @description One cache; none: every cache of the location. */
+            name?: string | null;
         };
     };
     responses: never;
@@ -5835,6 +5938,66 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["BuiltinAgent"][];
                 };
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "GET /v1/caches": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CachesOverview"];
+                };
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "POST /v1/caches/clear": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CacheClearRequest"];
+            };
+        };
+        responses: {
+            /** @description success */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description an error (RFC 9457) */
             default: {
