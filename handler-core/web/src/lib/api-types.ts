@@ -1794,6 +1794,8 @@ export interface components {
             askDeniedHosts?: boolean | null;
             /** @description How its scope's git directory is guarded (left out: fetch). */
             gitGuard?: components["schemas"]["GitGuard"] | (null);
+            /** @description What its sandboxes see at the scope (left out: shared). */
+            sessionTree?: components["schemas"]["SessionTree"] | (null);
             /** @description What a person should know before using it (`gitGuard` open: the host's `.git` writable). */
             warnings?: string[];
             /** @description Its name (optional for an ad-hoc agent: clients fall back to the folder's name). */
@@ -1887,6 +1889,11 @@ export interface components {
         InterfaceSubject: "skill";
         /** @description How a scope's git directory is guarded in a sandbox (issue 14), the narrower first. */
         GitGuard: "fetch" | "open";
+        /**
+         * @description What a sandbox sees at its scope's path (issue 14, decision 0103): the names
+         *     `sessionTree` takes (parsed by `handler_sandbox::copytree::SessionTree::parse`).
+         */
+        SessionTree: "shared" | "copy";
         /** @description One of an agent's running sandboxes (D.1). */
         AgentConnection: {
             /** @description The connection's id. */
@@ -1944,6 +1951,12 @@ export interface components {
              *     `open` widens (a risk to confirm, D.8).
              */
             gitGuard?: components["schemas"]["GitGuard"] | (null);
+            /**
+             * @description What its sandboxes see at the scope (issue 14, decision 0103): one of [`SessionTree`]'s
+             *     names; left out: shared. Text, so that a wrong value is a 400 naming `sessionTree` at
+             *     save. `copy` needs the scope to be a git repository's root with a commit.
+             */
+            sessionTree?: components["schemas"]["SessionTree"] | (null);
             /** @description Its folder; none: each session works in a folder of its own (F.2). */
             scope?: string | null;
             /** @description Its name; default: its folder's. */
@@ -2107,6 +2120,12 @@ export interface components {
              *     `open` widens (a risk to confirm, D.8).
              */
             gitGuard?: components["schemas"]["GitGuard"] | (null);
+            /**
+             * @description What its sandboxes see at the scope (issue 14, decision 0103): one of [`SessionTree`]'s
+             *     names; left out: shared. Text, so that a wrong value is a 400 naming `sessionTree` at
+             *     save. `copy` needs the scope to be a git repository's root with a commit.
+             */
+            sessionTree?: components["schemas"]["SessionTree"] | (null);
             /** @description Its goal; required, unique in the project (case-insensitive). */
             name: string;
             /** @description What it is for. */
