@@ -322,7 +322,9 @@ fn e6_geminis_settings_select_the_google_login_it_is_given() {
     assert!(!slot.credential && !slot.per_session);
     let initial: serde_json::Value =
         serde_json::from_str(slot.initial.as_deref().expect("an initial content")).unwrap();
-    let selected = initial["security"]["auth"]["selectedType"].as_str().unwrap();
+    let selected = initial["security"]["auth"]["selectedType"]
+        .as_str()
+        .unwrap();
     assert_eq!(selected, "oauth-personal");
     assert_eq!(
         d.login.as_ref().and_then(|l| l.file.as_deref()),
