@@ -225,6 +225,14 @@ impl Run {
     /// a failed harness build is recorded in `failures` (the test fails at its end).
     async fn images(&mut self) {
         let rebuild = std::env::var("HANDLER_E2E_REBUILD").as_deref() == Ok("1");
+        // Always from this checkout's egress proxy (seconds): an older filter image in the
+        // store would hide a proxy change.
+        let s = self
+            .build("network-filter")
+            .await
+            .expect("the network filter builds");
+        self.report
+            .push(format!("| network-filter | built in {s} s | | |"));
         let t = self.get("/v1/toolbox").await;
         if rebuild || t["imagePresent"] != true {
             let s = self.build("toolbox").await.expect("the toolbox builds");

@@ -207,8 +207,16 @@ fn prepare(
         instructions: None,
     };
     let data_dir = data.display().to_string();
-    make_state(&resolve::state_slots(&data_dir, &agent.id, d, CHECK_NAME))
-        .map_err(|e| format!("state folders: {e:?}"))?;
+    let mut slots = resolve::state_slots(&data_dir, &agent.id, d, CHECK_NAME);
+    if login_file {
+        // What a file login's state starts with is for the real login (gemini's settings
+        // select it, and gemini then logs in as it starts): the check, which authenticates
+        // with a dummy key instead, starts them empty (decision 0077).
+        for s in &mut slots {
+            s.initial = verdict::empty_initial(&s.mount.target).into();
+        }
+    }
+    make_state(&slots).map_err(|e| format!("state folders: {e:?}"))?;
     let input = ResolveInput {
         catalog: &catalog,
         access: &access,

@@ -97,6 +97,12 @@ pub fn offline_authenticate(initialize: &Value) -> Option<Value> {
     Some(serde_json::json!({"methodId": id, "_meta": {"api-key": DUMMY_ACP_KEY}}))
 }
 
+/// The content a state file starts with in the check of a file-login harness: `{}` for a JSON
+/// file, else nothing (the slot's declared `initial` is for the real login).
+pub fn empty_initial(target: &str) -> &'static str {
+    if target.ends_with(".json") { "{}" } else { "" }
+}
+
 /// What a session/new answer lacks of what `d` maps: each session mode its permissions set
 /// (offered in `modes.availableModes` or a `mode` config option) and its model option.
 pub fn missing(d: &HarnessDescriptor, session_new: &Value) -> Vec<String> {
@@ -212,6 +218,8 @@ mod tests {
         assert_eq!(offline_authenticate(&json!({"protocolVersion": 1})), None);
         let (_, d) = dummy(&handler_harness::builtin("gemini").unwrap().unwrap()).unwrap();
         assert!(matches!(d, Dummy::LoginFile(..)));
+        assert_eq!(empty_initial("~/.gemini/settings.json"), "{}");
+        assert_eq!(empty_initial("~/.vibe/config.toml"), "");
     }
 
     #[test]
