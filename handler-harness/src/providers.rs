@@ -344,13 +344,14 @@ fn pi(
     let mut entry = Map::new();
     entry.insert("baseUrl".into(), json!(endpoint));
     entry.insert("api".into(), json!(api));
-    // pi resolves apiKey as an env var's name; a local server without a key gets a placeholder
+    // pi interpolates `$NAME` in apiKey (a bare name is a literal since pi 1.x); a local
+    // server without a key gets a placeholder
     entry.insert(
         "apiKey".into(),
         json!(if a.api_key.is_some() {
-            PROVIDER_KEY_ENV
+            format!("${PROVIDER_KEY_ENV}")
         } else {
-            "no-key"
+            "no-key".to_string()
         }),
     );
     entry.insert("models".into(), Value::Array(models));

@@ -13,8 +13,9 @@
 //! build's check (initialize, session/new, its modes). Figures and the run's summary go to
 //! `$HANDLER_E2E_REPORT` (default `/var/tmp/handler-real-agents-e2e.md`).
 //!
-//! Run (root, after .ci/setup-podman.sh):
-//! `cargo test -p handler-bins --test it -- --ignored real_agents_e2e --nocapture`
+//! Run (root, after .ci/setup-podman.sh), as the user `handler-e2e` (its own image store; the
+//! real images in `handler-test`'s would break the other image tests):
+//! `HANDLER_TEST_USER=handler-e2e cargo test -p handler-bins --test it -- --ignored real_agents_e2e --nocapture`
 
 use std::collections::BTreeMap;
 use std::io::BufRead;
@@ -55,11 +56,15 @@ impl Drop for Run {
     }
 }
 
+/// The sandbox user: `$HANDLER_TEST_USER` (run it as `handler-e2e`, whose image store holds
+/// the real images, so that the other tests' `handler-test` store stays free of them), else
+/// the test user.
 fn user() -> User {
+    let name = std::env::var("HANDLER_TEST_USER").unwrap_or_else(|_| USER.into());
     User {
-        name: Some(USER.to_string()),
-        uid: id_of("-u", USER).expect("the test user"),
-        gid: id_of("-g", USER).expect("the test user"),
+        uid: id_of("-u", &name).expect("the test user"),
+        gid: id_of("-g", &name).expect("the test user"),
+        name: Some(name),
     }
 }
 
@@ -113,6 +118,13 @@ async fn start() -> Run {
     ] {
         std::fs::copy(src, root.join("bin").join(n)).unwrap();
     }
+    // The static egress proxy beside the sandbox executable, as an install puts it: handlerd
+    // builds the network filter from it at its start when the user's store has none.
+    std::fs::copy(
+        test_support::static_build::static_proxy(),
+        root.join("bin/handler-egress-proxy"),
+    )
+    .unwrap();
     std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
     u.give(&root);
     let model_log = root.join("fake-model.jsonl");
@@ -213,6 +225,14 @@ impl Run {
     /// a failed harness build is recorded in `failures` (the test fails at its end).
     async fn images(&mut self) {
         let rebuild = std::env::var("HANDLER_E2E_REBUILD").as_deref() == Ok("1");
+        // Always from this checkout's egress proxy (seconds): an older filter image in the
+        // store would hide a proxy change.
+        let s = self
+            .build("network-filter")
+            .await
+            .expect("the network filter builds");
+        self.report
+            .push(format!("| network-filter | built in {s} s | | |"));
         let t = self.get("/v1/toolbox").await;
         if rebuild || t["imagePresent"] != true {
             let s = self.build("toolbox").await.expect("the toolbox builds");
@@ -263,18 +283,14 @@ impl Run {
 
 /// The image's size, as podman says (a measurement, not through the API).
 fn size(image: &str) -> String {
-    let o = test_support::user::as_user(
-        "podman",
-        &[
-            "image",
-            "inspect",
-            "--format",
-            "{{.Size}}",
-            &format!("{image}:latest"),
-        ],
-    )
-    .output()
-    .unwrap();
+    let u = user();
+    let tag = format!("{image}:latest");
+    let args = ["image", "inspect", "--format", "{{.Size}}", &tag];
+    let o = u
+        .cmd("podman", &args, &[("HOME", u.home())])
+        .current_dir("/tmp")
+        .output()
+        .unwrap();
     let b: f64 = String::from_utf8_lossy(&o.stdout)
         .trim()
         .parse()

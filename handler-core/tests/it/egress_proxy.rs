@@ -24,6 +24,9 @@ const VALUE: &str = "sk-test-QwErTyUi9876543210abcdZYXWVUTS";
 const OTHER_PHANTOM: &str = "tok-Zz99Yy88Xx77Ww66Vv55Uu44Tt33";
 const OTHER_VALUE: &str = "tok-Aa11Bb22Cc33Dd44Ee55Ff66Gg77";
 
+/// The machine itself as the sandbox names it (plain http:// may carry values there, 0036).
+const HOST_ALIAS: &str = "host.containers.internal";
+
 struct World {
     ca: TestCa,
     https: Server,
@@ -55,11 +58,16 @@ async fn world_with(
     let roots = dir.path().join("roots.pem");
     std::fs::write(&roots, &ca.pem).unwrap();
     let ip = host_ip();
-    let resolve: BTreeMap<String, std::net::IpAddr> =
-        ["api.test", "other.test", "plain.test", "inj.test"]
-            .iter()
-            .map(|n| (n.to_string(), ip))
-            .collect();
+    let resolve: BTreeMap<String, std::net::IpAddr> = [
+        "api.test",
+        "other.test",
+        "plain.test",
+        "inj.test",
+        HOST_ALIAS,
+    ]
+    .iter()
+    .map(|n| (n.to_string(), ip))
+    .collect();
     let events = Collected::default();
     let settings = dir.path().join("settings.json");
     let allow = expand(allow, &https, &http);
@@ -909,6 +917,85 @@ async fn plain_http_to_an_injection_host_never_carries_the_value() {
     // Without the phantom, the request goes on.
     let g = http_via(w.proxy.addr(), get(&uri, &w.h("plain.test"))).await;
     assert_eq!(g.status, 200, "{}", g.body);
+}
+
+#[tokio::test]
+async fn plain_http_in_a_tunnel_to_an_injection_host_is_served_as_http() {
+    // undici's EnvHttpProxyAgent (pi's client) tunnels http:// origins: CONNECT, then plain
+    // HTTP/1.1 in the tunnel (decision 0078)
+    let w = world_with(
+        "enforce",
+        &["host.containers.internal:{http}", "plain.test:{http}"],
+        |_, http| {
+            vec![
+                injection(
+                    "providers/x/apiKey",
+                    PHANTOM,
+                    VALUE,
+                    &[format!("{HOST_ALIAS}:{}", http.port)],
+                ),
+                injection(
+                    "bindings/p/key",
+                    OTHER_PHANTOM,
+                    OTHER_VALUE,
+                    &[format!("plain.test:{}", http.port)],
+                ),
+            ]
+        },
+    )
+    .await;
+    *w.http.echo_secret.lock().unwrap() = VALUE.to_string();
+    let mut s = plain_tunnel(&w, &w.h(HOST_ALIAS)).await;
+    let req = Request::post("/v1/chat/completions")
+        .header("host", w.h(HOST_ALIAS))
+        .header("authorization", format!("Bearer {PHANTOM}"))
+        .body(Full::new(Bytes::from("{}")))
+        .unwrap();
+    let g = send(&mut s, req).await;
+    assert_eq!(g.status, 200, "{}", g.body);
+    let seen = w.http.received.all();
+    assert!(
+        seen.contains(&format!("authorization: Bearer {VALUE}")),
+        "{seen}"
+    );
+    assert!(!seen.contains(PHANTOM), "{seen}");
+    assert!(!g.body.contains(VALUE), "{}", g.body);
+    assert!(g.body.contains(&format!("secret={PHANTOM}")), "{}", g.body);
+    assert!(w.proxy.events.has(&w.secret_event(
+        "injected",
+        &w.h(HOST_ALIAS),
+        "providers/x/apiKey"
+    )));
+    // kept alive: a second request; one naming another host than the CONNECT target is refused
+    let g = send(&mut s, get("/again", &w.h(HOST_ALIAS))).await;
+    assert_eq!(g.status, 200, "{}", g.body);
+    let g = send(&mut s, get("/fronted", &w.h("plain.test"))).await;
+    assert_eq!(g.status, 403, "{}", g.body);
+    assert_eq!(g.headers["x-handler-egress"], "mismatch");
+    assert!(!w.http.received.all().contains("/fronted"));
+    // a value never travels in clear beyond this machine, tunnel or not (decision 0036)
+    let mut s = plain_tunnel(&w, &w.h("plain.test")).await;
+    let req = Request::get("/")
+        .header("host", w.h("plain.test"))
+        .header("authorization", format!("Bearer {OTHER_PHANTOM}"))
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let g = send(&mut s, req).await;
+    assert_eq!(g.status, 403, "{}", g.body);
+    assert_eq!(g.headers["x-handler-egress"], "cleartext");
+    assert!(!w.http.received.all().contains(OTHER_VALUE));
+}
+
+/// A CONNECT tunnel to `target` with plain HTTP/1.1 inside it.
+async fn plain_tunnel(w: &World, target: &str) -> Sender {
+    let Connect::Open(t) = connect(w.proxy.addr(), target).await else {
+        panic!("CONNECT {target} refused")
+    };
+    let (s, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(t))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    s
 }
 
 #[tokio::test]

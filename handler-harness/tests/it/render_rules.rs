@@ -313,6 +313,64 @@ fn e6_state_slots_are_the_agents_own_per_model() {
 }
 
 #[test]
+fn e6_geminis_settings_select_the_google_login_it_is_given() {
+    // gemini --acp authenticates session/new with settings.security.auth.selectedType, else
+    // with an API key (decision 0077): its state starts on the login Handler gives it
+    let d = descriptor("gemini");
+    let slot = &d.state_slots["settings"];
+    assert_eq!(slot.target, "~/.gemini/settings.json");
+    assert!(!slot.credential && !slot.per_session);
+    let initial: serde_json::Value =
+        serde_json::from_str(slot.initial.as_deref().expect("an initial content")).unwrap();
+    let selected = initial["security"]["auth"]["selectedType"]
+        .as_str()
+        .unwrap();
+    assert_eq!(selected, "oauth-personal");
+    assert_eq!(
+        d.login.as_ref().and_then(|l| l.file.as_deref()),
+        Some(".gemini/oauth_creds.json"),
+        "the Google login's file"
+    );
+    let init: serde_json::Value = serde_json::from_str(include_str!(
+        "../../../fixtures/harness/gemini/initialize.json"
+    ))
+    .unwrap();
+    let offered: Vec<&str> = init["authMethods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["id"].as_str())
+        .collect();
+    assert!(offered.contains(&selected), "{offered:?}");
+    // mounted as the agent's own state inside ~/.gemini, beside the account's login file
+    let l = render(
+        &base_input("gemini", "account", PermissionMode::Ask),
+        &context(),
+    )
+    .unwrap();
+    let m: Vec<_> = l
+        .mounts
+        .iter()
+        .map(|m| (m.source.as_str(), m.target.as_str()))
+        .collect();
+    let state = "/home/ada/.local/share/handler-ai/agent-state/a-7f3c/gemini@perso";
+    assert_eq!(
+        m,
+        [
+            (&*format!("{state}/gemini_dir"), "/home/agent/.gemini"),
+            (
+                "/home/ada/.local/share/handler-ai/accounts/perso/credential",
+                "/home/agent/.gemini/oauth_creds.json"
+            ),
+            (
+                &*format!("{state}/settings"),
+                "/home/agent/.gemini/settings.json"
+            ),
+        ]
+    );
+}
+
+#[test]
 fn p7_session_defaults_carry_the_mode_and_the_accounts_model() {
     let mut i = base_input("claude-code", "account", PermissionMode::Bypass);
     i.agent.config.model = Some("sonnet".into());

@@ -398,7 +398,7 @@ async fn connect(mut req: Request<Incoming>, shared: Arc<Shared>) -> Response<Pr
                 return;
             };
             tokio::select! {
-                _ = decrypted_tunnel(TokioIo::new(upgraded), shared.clone(), target, addr) => {}
+                _ = injected_tunnel(TokioIo::new(upgraded), shared.clone(), target, addr) => {}
                 _ = shared.revoked(&held) => {}
             }
         });
@@ -512,14 +512,61 @@ async fn peek_start(
     }
 }
 
-/// A tunnel to an injection's host: TLS ends here (a leaf for the CONNECT target), the requests
-/// are rewritten and sent on over TLS to the address judged.
-async fn decrypted_tunnel(
-    io: TokioIo<hyper::upgrade::Upgraded>,
+/// A tunnel to an injection's host, by its client's first byte (decision 0078): a TLS record
+/// is decrypted ([`decrypted_tunnel`]); anything else is served as plain HTTP/1.1 — what undici's
+/// `EnvHttpProxyAgent` (pi's client) sends through CONNECT to an `http://` origin — its requests
+/// judged and rewritten as the forward proxy's `http://` ones and sent on without TLS.
+async fn injected_tunnel(
+    mut io: TokioIo<hyper::upgrade::Upgraded>,
     shared: Arc<Shared>,
     target: Authority,
     addr: SocketAddr,
 ) {
+    let mut first = [0u8; 1];
+    if !matches!(io.read(&mut first).await, Ok(1)) {
+        return;
+    }
+    let (r, w) = tokio::io::split(io);
+    let io = tokio::io::join(std::io::Cursor::new(first).chain(r), w);
+    if first[0] == TLS_HANDSHAKE {
+        decrypted_tunnel(io, shared, target, addr).await;
+        return;
+    }
+    let upstream = Upstream::default();
+    let svc = service_fn(move |req: Request<Incoming>| {
+        let (shared, target, upstream) = (shared.clone(), target.clone(), upstream.clone());
+        async move {
+            let tunnel = TunnelTo {
+                target,
+                addr,
+                tls: false,
+            };
+            Ok::<_, Infallible>(tunnel_request(req, shared, tunnel, upstream, None).await)
+        }
+    });
+    let _ = hyper::server::conn::http1::Builder::new()
+        .preserve_header_case(true)
+        .serve_connection(TokioIo::new(io), svc)
+        .with_upgrades()
+        .await;
+}
+
+/// The first byte of a TLS handshake record (a ClientHello).
+const TLS_HANDSHAKE: u8 = 0x16;
+
+/// Where a tunnel's requests go: its CONNECT target at the address judged, over TLS or not.
+struct TunnelTo {
+    target: Authority,
+    addr: SocketAddr,
+    tls: bool,
+}
+
+/// A tunnel to an injection's host: TLS ends here (a leaf for the CONNECT target), the requests
+/// are rewritten and sent on over TLS to the address judged.
+async fn decrypted_tunnel<IO>(io: IO, shared: Arc<Shared>, target: Authority, addr: SocketAddr)
+where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let start = match LazyConfigAcceptor::new(rustls::server::Acceptor::default(), io).await {
         Ok(s) => s,
         Err(e) => {
@@ -571,7 +618,12 @@ async fn decrypted_tunnel(
             mismatch.clone(),
         );
         async move {
-            Ok::<_, Infallible>(tunnel_request(req, shared, target, addr, upstream, mismatch).await)
+            let tunnel = TunnelTo {
+                target,
+                addr,
+                tls: true,
+            };
+            Ok::<_, Infallible>(tunnel_request(req, shared, tunnel, upstream, mismatch).await)
         }
     });
     // With upgrades: a WebSocket in the tunnel goes on in its own task (`forward`), judged anew
@@ -588,11 +640,11 @@ async fn decrypted_tunnel(
 async fn tunnel_request(
     req: Request<Incoming>,
     shared: Arc<Shared>,
-    target: Authority,
-    addr: SocketAddr,
+    tunnel: TunnelTo,
     upstream: Upstream,
     mismatch: Option<Mismatch>,
 ) -> Response<ProxyBody> {
+    let TunnelTo { target, addr, tls } = tunnel;
     if let Some(m) = mismatch {
         return plain(
             StatusCode::FORBIDDEN,
@@ -625,7 +677,7 @@ async fn tunnel_request(
             &judge::mismatch_body(&m.to_string()),
         );
     }
-    forward(req, &shared, &target, addr, true, &upstream).await
+    forward(req, &shared, &target, addr, tls, &upstream).await
 }
 
 /// An upstream connection's request side, with the destination it was opened for.

@@ -36,7 +36,7 @@ pub async fn check(
     conn: &str,
     log: &(dyn Fn(&str) + Sync),
 ) -> Result<(), String> {
-    let (prepared, probe) = prepare(app, d, work, conn)?;
+    let (prepared, probe, login_file) = prepare(app, d, work, conn)?;
     let servers = serde_json::to_value(&prepared.policy.session_defaults.mcp_servers)
         .map_err(|e| e.to_string())?;
     let mut spec = prepared.spec;
@@ -56,7 +56,13 @@ pub async fn check(
         .launch(&spec)
         .map_err(|e| format!("the sandbox did not start: {e}"))?;
     let tail = launcher::StderrTail::collect(stderr, 200);
-    let mut result = converse(&mut stdin, &mut stdout, d, &spec.workdir, servers).await;
+    let talk = Talk {
+        d,
+        cwd: &spec.workdir,
+        login_file,
+        log,
+    };
+    let mut result = converse(&mut stdin, &mut stdout, &talk, servers).await;
     if let (Ok(()), Some(p)) = (&result, &probe) {
         log(&format!(
             "check {}: waiting for the probe MCP server",
@@ -121,7 +127,7 @@ fn probe_server(
     let secrets = match dummy {
         Dummy::Token(_, t) => vec![t.clone()],
         Dummy::Provider(_, k) => vec![k.clone()],
-        Dummy::LoginFile(_) => Vec::new(),
+        Dummy::LoginFile(_) => vec![verdict::DUMMY_ACP_KEY.to_string()],
     };
     let server = McpServer::Stdio {
         name: verdict::MCP_PROBE_NAME.into(),
@@ -133,14 +139,15 @@ fn probe_server(
 }
 
 /// The dummy launch resolved, as any launch is (with the probe MCP server when the harness
-/// takes stdio servers).
+/// takes stdio servers), and whether it is on a file login.
 fn prepare(
     app: &AppState,
     d: &HarnessDescriptor,
     work: &Path,
     conn: &str,
-) -> Result<(resolve::Prepared, Option<McpProbe>), String> {
+) -> Result<(resolve::Prepared, Option<McpProbe>, bool), String> {
     let (access, dummy) = verdict::dummy(d)?;
+    let login_file = matches!(dummy, Dummy::LoginFile(_));
     let scope = work.join("scope");
     let data = work.join("data");
     for p in [&scope, &data] {
@@ -181,8 +188,16 @@ fn prepare(
         instructions: None,
     };
     let data_dir = data.display().to_string();
-    make_state(&resolve::state_slots(&data_dir, &agent.id, d, CHECK_NAME))
-        .map_err(|e| format!("state folders: {e:?}"))?;
+    let mut slots = resolve::state_slots(&data_dir, &agent.id, d, CHECK_NAME);
+    if login_file {
+        // What a file login's state starts with is for the real login (gemini's settings
+        // select it, and gemini then logs in as it starts): the check, which authenticates
+        // with a dummy key instead, starts them empty (decision 0077).
+        for s in &mut slots {
+            s.initial = verdict::empty_initial(&s.mount.target).into();
+        }
+    }
+    make_state(&slots).map_err(|e| format!("state folders: {e:?}"))?;
     let input = ResolveInput {
         catalog: &catalog,
         access: &access,
@@ -221,24 +236,42 @@ fn prepare(
             seed: false,
         });
     }
-    Ok((prepared, probe))
+    Ok((prepared, probe, login_file))
 }
 
-/// initialize, then session/new, each answered in time; what session/new lacks.
+/// What the check's conversation is about.
+struct Talk<'a> {
+    d: &'a HarnessDescriptor,
+    cwd: &'a str,
+    /// On a file login: an ACP auth method taking an API key is used with a dummy key.
+    login_file: bool,
+    log: &'a (dyn Fn(&str) + Sync),
+}
+
+/// initialize, (for a file login offering an API-key auth method) authenticate, then
+/// session/new, each answered in time; what session/new lacks.
 async fn converse(
     stdin: &mut tokio::process::ChildStdin,
     stdout: &mut tokio::process::ChildStdout,
-    d: &HarnessDescriptor,
-    cwd: &str,
+    t: &Talk<'_>,
     mcp_servers: Value,
 ) -> Result<(), String> {
     let mut out = BufReader::new(stdout).lines();
     let init = json!({"protocolVersion": 1, "clientCapabilities":
         {"fs": {"readTextFile": false, "writeTextFile": false}, "terminal": false}});
-    request(stdin, &mut out, 1, "initialize", init).await?;
-    let new = json!({"cwd": cwd, "mcpServers": mcp_servers});
-    let answer = request(stdin, &mut out, 2, "session/new", new).await?;
-    let missing = verdict::missing(d, &answer);
+    let init = request(stdin, &mut out, 1, "initialize", init).await?;
+    if t.login_file
+        && let Some(auth) = verdict::offline_authenticate(&init)
+    {
+        (t.log)(&format!(
+            "check {}: its login is validated online: authenticate {} with a dummy key",
+            t.d.name, auth["methodId"]
+        ));
+        request(stdin, &mut out, 2, "authenticate", auth).await?;
+    }
+    let new = json!({"cwd": t.cwd, "mcpServers": mcp_servers});
+    let answer = request(stdin, &mut out, 3, "session/new", new).await?;
+    let missing = verdict::missing(t.d, &answer);
     if missing.is_empty() {
         Ok(())
     } else {

@@ -1,6 +1,8 @@
 //! Pure: what the check (D.4) asks of a new image's answers, and the dummy model access it runs
 //! with: a token login on an account with a dummy token, else a provider with a dummy key and
-//! endpoints nothing answers, else (a file login) an account with an empty credential file.
+//! endpoints nothing answers, else (a file login) an account with an empty credential file —
+//! and, when such a harness offers an ACP auth method taking an API key, a dummy key given by
+//! `authenticate` (its login is validated online, the check has no network: decision 0077).
 
 use std::collections::BTreeMap;
 
@@ -77,6 +79,28 @@ pub fn dummy(d: &HarnessDescriptor) -> Result<(ModelAccess, Dummy), String> {
         ));
     }
     Ok((by_account, Dummy::LoginFile(account(false)?)))
+}
+
+/// The dummy API key the check gives by ACP `authenticate` to a harness on a file login.
+pub const DUMMY_ACP_KEY: &str = "handler-check-dummy-acp-key-0000";
+
+/// For a harness on a file login, whose session/new validates the login online (gemini's
+/// Google login; the check has no network): the params of the ACP `authenticate` request that
+/// puts it on a dummy API key instead, with the first of initialize's `authMethods` taking one
+/// (`_meta["api-key"]`); None when it offers none (the check goes on with the login file).
+pub fn offline_authenticate(initialize: &Value) -> Option<Value> {
+    let method = initialize["authMethods"]
+        .as_array()?
+        .iter()
+        .find(|m| m["_meta"].get("api-key").is_some())?;
+    let id = method["id"].as_str()?;
+    Some(serde_json::json!({"methodId": id, "_meta": {"api-key": DUMMY_ACP_KEY}}))
+}
+
+/// The content a state file starts with in the check of a file-login harness: `{}` for a JSON
+/// file, else nothing (the slot's declared `initial` is for the real login).
+pub fn empty_initial(target: &str) -> &'static str {
+    if target.ends_with(".json") { "{}" } else { "" }
 }
 
 /// What a session/new answer lacks of what `d` maps: each session mode its permissions set
@@ -179,6 +203,23 @@ mod tests {
             "{m:?}"
         );
         assert!(!m.iter().any(|l| l.contains("\"read-only\"")), "{m:?}");
+    }
+
+    #[test]
+    fn a_file_login_offering_an_api_key_method_is_authenticated_with_a_dummy_key() {
+        let text = include_str!("../../../../../fixtures/harness/gemini/initialize.json");
+        let v: Value = serde_json::from_str(text).unwrap();
+        let v = v.get("result").cloned().unwrap_or(v);
+        let a = offline_authenticate(&v).expect("gemini offers gemini-api-key");
+        assert_eq!(a["methodId"], "gemini-api-key");
+        assert_eq!(a["_meta"]["api-key"], DUMMY_ACP_KEY);
+        let oauth_only = json!({"authMethods": [{"id": "oauth-personal", "name": "Google"}]});
+        assert_eq!(offline_authenticate(&oauth_only), None);
+        assert_eq!(offline_authenticate(&json!({"protocolVersion": 1})), None);
+        let (_, d) = dummy(&handler_harness::builtin("gemini").unwrap().unwrap()).unwrap();
+        assert!(matches!(d, Dummy::LoginFile(..)));
+        assert_eq!(empty_initial("~/.gemini/settings.json"), "{}");
+        assert_eq!(empty_initial("~/.vibe/config.toml"), "");
     }
 
     #[test]
