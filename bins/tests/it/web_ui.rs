@@ -206,6 +206,24 @@ async fn the_web_ui_in_a_real_browser() {
         scope.join(".bin/fake-acp-agent").display()
     );
     std::fs::write(home.join("harnesses/fake/harness.toml"), descriptor).unwrap();
+    // A file-login harness and a terminal emulator that records what Log in opens in it.
+    std::fs::create_dir_all(home.join("harnesses/filefake")).unwrap();
+    std::fs::write(
+        home.join("harnesses/filefake/harness.toml"),
+        test_support::descriptor::file_login("\"/bin/true\"", None),
+    )
+    .unwrap();
+    let window = root.0.join("login-window.txt");
+    std::fs::write(
+        bin.join("fake-terminal"),
+        format!("#!/bin/sh\necho \"$*\" > {}\n", window.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        bin.join("fake-terminal"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
     std::fs::write(
         root.0.join("config/folders.toml"),
         format!("roots = [\"{}\"]\n", home.join("code").display()),
@@ -226,6 +244,11 @@ async fn the_web_ui_in_a_real_browser() {
             bin.join("handler-git-read").display().to_string(),
         ),
         ("HANDLER_LOG", "info".to_string()),
+        (
+            "HANDLER_TERMINAL",
+            bin.join("fake-terminal").display().to_string(),
+        ),
+        ("HANDLER_CLI", "/opt/handler/handler".to_string()),
     ]);
     let (mut child, token) = test_support::handlerd::spawn(
         as_user(&user, bin.join("handlerd").to_str().unwrap(), &[], &env),
@@ -249,6 +272,7 @@ async fn the_web_ui_in_a_real_browser() {
         .env("HANDLER_URL", &url)
         .env("HANDLER_TOKEN", &token)
         .env("HANDLER_SCOPE", scope.display().to_string())
+        .env("HANDLER_LOGIN_WINDOW", window.display().to_string())
         .env("HANDLER_UI_SCREENSHOTS", &shots)
         .env("CHROMIUM", CHROMIUM)
         .current_dir(&web)

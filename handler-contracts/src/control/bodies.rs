@@ -537,3 +537,15 @@ pub struct CacheClearRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
 }
+
+/// `POST /v1/accounts/{name}/login/window` (202): the terminal window handlerd opened on the
+/// desktop for a file login (D.9), running `handler account login NAME --keep-open`; the web UI
+/// then follows the account until its `loggedInAt` changes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LoginWindow {
+    /// The terminal emulator opened (its program).
+    pub terminal: String,
+    /// What runs in it (no secret is ever in it).
+    pub command: Vec<String>,
+}

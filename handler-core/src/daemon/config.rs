@@ -92,6 +92,11 @@ pub struct DaemonConfig {
     pub platform_dir: PathBuf,
     /// Why `sandbox_command` is the one it is (`GET /v1/runtime` says it): the setting that chose it.
     pub runtime_chosen_by: String,
+    /// `$HANDLER_TERMINAL`, else `$TERMINAL`: the terminal emulator the web UI's Log in opens
+    /// (D.9); none: the first of `services::login_window::TERMINALS` installed.
+    pub terminal: Option<String>,
+    /// `$HANDLER_CLI`: the `handler` a login window runs; none: the one beside handlerd.
+    pub handler_cli: Option<PathBuf>,
 }
 
 /// `HANDLER_SESSION_IDLE_TIMEOUT` (seconds, at least 1) and `HANDLER_SESSION_MAX_ATTACH`
@@ -182,6 +187,8 @@ impl DaemonConfig {
             build_ca_bundle: None,
             debian_mirror: "http://deb.debian.org/debian".to_string(),
             runtime_chosen_by: "the daemon's configuration".to_string(),
+            terminal: None,
+            handler_cli: None,
             platform_dir: platform,
         }
     }
@@ -295,6 +302,11 @@ impl DaemonConfig {
             _ => "the default (HANDLER_RUNTIME unset: podman)".to_string(),
         };
         session_settings(&mut c)?;
+        c.terminal = ["HANDLER_TERMINAL", "TERMINAL"]
+            .iter()
+            .filter_map(|v| std::env::var(v).ok())
+            .find(|t| !t.trim().is_empty());
+        c.handler_cli = env_path("HANDLER_CLI");
         if let Ok(s) = std::env::var("HANDLER_SANDBOX_COMMAND") {
             let argv: Vec<String> = s.split_whitespace().map(String::from).collect();
             if argv.is_empty() {

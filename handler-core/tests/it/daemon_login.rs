@@ -9,7 +9,7 @@ use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::sync::{Arc, Mutex};
 
-use daemon_support::TestDaemon;
+use daemon_support::{Options, TestDaemon};
 use handler_core::client::Discovery;
 use handler_core::client::login::{LoginError, Relay, account_login};
 use serde_json::json;
@@ -185,5 +185,90 @@ async fn what_is_typed_reaches_the_login() {
         .join(".local/share/handler-ai/accounts/work/credential");
     assert_eq!(std::fs::read_to_string(cred).unwrap(), "CODE-4242");
     assert!(String::from_utf8_lossy(&out.0.lock().unwrap()).contains("Paste the code: "));
+    d.stop().await;
+}
+
+/// The web UI's Log in (D.9): handlerd opens a terminal window running
+/// `handler account login NAME --keep-open` for a file login; a token login is 409, an unknown
+/// account 404, a terminal that cannot start 503 saying what to set.
+#[tokio::test]
+async fn log_in_opens_a_terminal_window_running_the_accounts_login() {
+    let tools = tempfile::tempdir().unwrap();
+    let rec = tools.path().join("argv.txt");
+    let term = tools.path().join("fake-term");
+    std::fs::write(
+        &term,
+        format!(
+            "#!/bin/sh\nfor a in \"$@\"; do echo \"$a\"; done > {}.part && mv {}.part {}\n",
+            rec.display(),
+            rec.display(),
+            rec.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&term, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let d = TestDaemon::start_with(Options {
+        terminal: Some(term.display().to_string()),
+        handler_cli: Some("/opt/handler/bin/handler".into()),
+        ..Options::default()
+    })
+    .await;
+    file_login_harness(&d, "#!/bin/sh\nexit 0\n");
+    let (s, v) = d
+        .post(
+            "/v1/accounts",
+            json!({"name": "work", "harness": "filefake"}),
+        )
+        .await;
+    assert_eq!(s, 201, "{v}");
+    let (s, v) = d.post("/v1/accounts/work/login/window", json!(null)).await;
+    assert_eq!(s, 202, "{v}");
+    assert_eq!(v["terminal"], term.display().to_string(), "{v}");
+    let want = "-e\n/opt/handler/bin/handler\naccount\nlogin\nwork\n--keep-open\n";
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::fs::read_to_string(&rec).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the terminal never ran"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(std::fs::read_to_string(&rec).unwrap(), want);
+
+    let (s, v) = d
+        .post(
+            "/v1/accounts",
+            json!({"name": "tok", "harness": "fake", "token": {"value": "fk-Login0Window111aaaa2222bbbb3333cc"}}),
+        )
+        .await;
+    assert_eq!(s, 201, "{v}");
+    let (s, v) = d.post("/v1/accounts/tok/login/window", json!(null)).await;
+    assert_eq!(s, 409, "{v}");
+    assert!(v["detail"].as_str().unwrap().contains("paste it"), "{v}");
+    let (s, _) = d
+        .post("/v1/accounts/nobody/login/window", json!(null))
+        .await;
+    assert_eq!(s, 404);
+    d.stop().await;
+
+    let d = TestDaemon::start_with(Options {
+        terminal: Some(tools.path().join("no-such-term").display().to_string()),
+        ..Options::default()
+    })
+    .await;
+    file_login_harness(&d, "#!/bin/sh\nexit 0\n");
+    let (s, _) = d
+        .post(
+            "/v1/accounts",
+            json!({"name": "work", "harness": "filefake"}),
+        )
+        .await;
+    assert_eq!(s, 201);
+    let (s, v) = d.post("/v1/accounts/work/login/window", json!(null)).await;
+    assert_eq!(s, 503, "{v}");
+    assert!(
+        v["detail"].as_str().unwrap().contains("HANDLER_TERMINAL"),
+        "{v}"
+    );
     d.stop().await;
 }

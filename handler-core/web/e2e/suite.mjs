@@ -258,6 +258,26 @@ try {
     await shot(page, "settings-secrets");
   });
 
+  await step("settings: Log in opens the file login in a terminal window and follows the account", async () => {
+    await api("POST", "/v1/accounts", { name: "filed", harness: "filefake" });
+    await page.goto(`${URL_}/#/settings/accounts`);
+    const card = page.getByRole("list", { name: "Accounts" }).getByRole("listitem").filter({ hasText: "filed" });
+    await card.getByText("not logged in").waitFor();
+    await card.getByRole("button", { name: "Log in" }).click();
+    await page.getByRole("status").getByText(/Log in in the terminal window/).waitFor();
+    const fs = await import("node:fs");
+    let opened = "";
+    for (let i = 0; i < 100 && !opened; i++) {
+      try { opened = fs.readFileSync(process.env.HANDLER_LOGIN_WINDOW, "utf8").trim(); } catch { await page.waitForTimeout(100); }
+    }
+    assert.equal(opened, "-e /opt/handler/handler account login filed --keep-open");
+    // What `handler account login` does when the harness's login ends: its file to handlerd.
+    await api("PUT", "/v1/accounts/filed/login", { content: "{\"refresh\":\"ui-login-file\"}" });
+    await page.getByRole("status").getByText("filed: logged in.").waitFor({ timeout: 15000 });
+    await card.getByText("logged in", { exact: true }).waitFor();
+    assert.ok(!(await page.content()).includes("ui-login-file"), "the credential is shown");
+  });
+
   await step("settings: a provider from a template with its key never shown, a context, the toolbox", async () => {
     await page.goto(`${URL_}/#/settings/providers`);
     const pf = page.getByRole("form", { name: "New provider" });

@@ -9,7 +9,9 @@ use crate::daemon::problem::{ApiJson, ApiResult};
 use crate::daemon::services::accounts::{self as service};
 use crate::daemon::state::AppState;
 use axum::routing;
-use handler_contracts::control::{AccountInfo, AccountRequest, LoginFileRequest, TokenInput};
+use handler_contracts::control::{
+    AccountInfo, AccountRequest, LoginFileRequest, LoginWindow, TokenInput,
+};
 
 /// GET /v1/accounts
 pub async fn list(State(app): State<AppState>) -> ApiResult<Json<Vec<AccountInfo>>> {
@@ -63,6 +65,15 @@ pub async fn set_login_file(
 ) -> ApiResult<Json<AccountInfo>> {
     let v = service::set_login_file(&app, name, req).await?;
     Ok(Json(v))
+}
+
+/// POST /v1/accounts/{name}/login/window: the web UI's Log in for a file login (D.9).
+pub async fn login_window(
+    State(app): State<AppState>,
+    Path(name): Path<String>,
+) -> ApiResult<(StatusCode, Json<LoginWindow>)> {
+    let v = crate::daemon::services::login_window::open(&app, name).await?;
+    Ok((StatusCode::ACCEPTED, Json(v)))
 }
 
 /// DELETE /v1/accounts/{name}: its file, its pasted token, its credential file.
@@ -132,6 +143,14 @@ pub(super) fn routes() -> Vec<Route> {
             Some(s::<LoginFileRequest>),
             (200, Some(s::<AccountInfo>)),
             routing::put(set_login_file),
+        ),
+        r(
+            "POST",
+            "/v1/accounts/{name}/login/window",
+            "Open a terminal window on the desktop running a file login (`handler account login NAME --keep-open`)",
+            None,
+            (202, Some(s::<LoginWindow>)),
+            routing::post(login_window),
         ),
     ]
 }

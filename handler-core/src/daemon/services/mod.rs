@@ -16,6 +16,7 @@ pub mod harnesses;
 pub mod images;
 pub mod knowledge;
 pub mod live;
+pub mod login_window;
 pub mod projects;
 pub mod providers;
 pub mod secrets;

@@ -72,6 +72,10 @@ pub(crate) struct Options {
     pub knowledge_dir: Option<std::path::PathBuf>,
     /// An attachment's queue (F.7), when not the default.
     pub session_queue: Option<usize>,
+    /// `$HANDLER_TERMINAL` (the web UI's Log in window).
+    pub terminal: Option<String>,
+    /// `$HANDLER_CLI`.
+    pub handler_cli: Option<std::path::PathBuf>,
 }
 
 impl TestDaemon {
@@ -116,6 +120,8 @@ impl TestDaemon {
         if let Some(q) = o.session_queue {
             c.session_queue = q;
         }
+        c.terminal = o.terminal;
+        c.handler_cli = o.handler_cli;
         let state = daemon::build(c, None).unwrap();
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let running = daemon::serve(state.clone(), async {

@@ -126,6 +126,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/accounts/{name}/login/window": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Open a terminal window on the desktop running a file login (`handler account login NAME --keep-open`) */
+        post: operations["POST /v1/accounts/{name}/login/window"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/provider-templates": {
         parameters: {
             query?: never;
@@ -1345,6 +1362,17 @@ export interface components {
         LoginFileRequest: {
             /** @description The file's text. */
             content: string;
+        };
+        /**
+         * @description `POST /v1/accounts/{name}/login/window` (202): the terminal window handlerd opened on the
+         *     desktop for a file login (D.9), running `handler account login NAME --keep-open`; the web UI
+         *     then follows the account until its `loggedInAt` changes.
+         */
+        LoginWindow: {
+            /** @description The terminal emulator opened (its program). */
+            terminal: string;
+            /** @description What runs in it (no secret is ever in it). */
+            command: string[];
         };
         /** @description A provider template (D.12). */
         ProviderTemplate: {
@@ -3130,6 +3158,37 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["AccountInfo"];
+                };
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "POST /v1/accounts/{name}/login/window": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LoginWindow"];
                 };
             };
             /** @description an error (RFC 9457) */
