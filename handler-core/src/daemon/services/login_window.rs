@@ -47,7 +47,12 @@ pub fn window_argv(program: &str, command: &[String]) -> Vec<String> {
 pub fn choose(set: Option<&str>, found: impl Fn(&str) -> bool) -> Option<String> {
     set.filter(|s| !s.trim().is_empty())
         .map(String::from)
-        .or_else(|| TERMINALS.iter().find(|t| found(t)).map(|t| (*t).to_string()))
+        .or_else(|| {
+            TERMINALS
+                .iter()
+                .find(|t| found(t))
+                .map(|t| (*t).to_string())
+        })
 }
 
 /// Whether `program` is an executable file on `PATH`.
