@@ -224,7 +224,7 @@ async fn log_in_opens_a_terminal_window_running_the_accounts_login() {
     let (s, v) = d.post("/v1/accounts/work/login/window", json!(null)).await;
     assert_eq!(s, 202, "{v}");
     assert_eq!(v["terminal"], term.display().to_string(), "{v}");
-    let want = "-e\n/opt/handler/bin/handler\naccount\nlogin\nwork\n--keep-open\n";
+    let want = "-e\n/opt/handler/bin/handler\naccount\nlogin\n--keep-open\n--\nwork\n";
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while std::fs::read_to_string(&rec).is_err() {
         assert!(

@@ -270,7 +270,7 @@ try {
     for (let i = 0; i < 100 && !opened; i++) {
       try { opened = fs.readFileSync(process.env.HANDLER_LOGIN_WINDOW, "utf8").trim(); } catch { await page.waitForTimeout(100); }
     }
-    assert.equal(opened, "-e /opt/handler/handler account login filed --keep-open");
+    assert.equal(opened, "-e /opt/handler/handler account login --keep-open -- filed");
     // What `handler account login` does when the harness's login ends: its file to handlerd.
     await api("PUT", "/v1/accounts/filed/login", { content: "{\"refresh\":\"ui-login-file\"}" });
     await page.getByRole("status").getByText("filed: logged in.").waitFor({ timeout: 15000 });

@@ -1,4 +1,4 @@
-//! The web UI's Log in for a file login (D.9): `handler account login NAME --keep-open` in a
+//! The web UI's Log in for a file login (D.9): `handler account login --keep-open -- NAME` in a
 //! terminal window of the person's desktop, opened by handlerd (the login's own program runs
 //! on the host, as its authors meant it). Which terminal and how it takes a command are pure
 //! functions; the window is started detached and reaped, never waited for.
@@ -102,12 +102,14 @@ pub async fn open(app: &AppState, name: String) -> ApiResult<LoginWindow> {
             ),
         ));
     };
+    // `--` before the name: an account name may start with `-` (a hand-written file's).
     let command = vec![
         handler_cli(app),
         "account".into(),
         "login".into(),
-        name,
         "--keep-open".into(),
+        "--".into(),
+        name,
     ];
     let argv = window_argv(&terminal, &command);
     spawn_detached(&argv).map_err(|e| {
@@ -141,15 +143,22 @@ mod tests {
     use super::{choose, window_argv};
 
     fn cmd() -> Vec<String> {
-        ["/opt/h/handler", "account", "login", "work", "--keep-open"]
-            .map(String::from)
-            .to_vec()
+        [
+            "/opt/h/handler",
+            "account",
+            "login",
+            "--keep-open",
+            "--",
+            "work",
+        ]
+        .map(String::from)
+        .to_vec()
     }
 
     #[test]
     fn each_terminal_gets_the_command_in_the_form_it_takes() {
         let w = |t: &str| window_argv(t, &cmd()).join(" ");
-        let tail = "/opt/h/handler account login work --keep-open";
+        let tail = "/opt/h/handler account login --keep-open -- work";
         assert_eq!(w("xterm"), format!("xterm -e {tail}"));
         assert_eq!(
             w("/usr/bin/x-terminal-emulator"),
