@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use handler_contracts::control::{Build, BuildLog, BuildState};
 use tokio::sync::Notify;
@@ -47,6 +47,19 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> BuildStoreError + '_ {
     }
 }
 
+/// The image ids of `stale-images.txt`: one per line, only hex ids (anything else a hand edit
+/// left is ignored, never given to the engine).
+fn stale_ids(text: &str) -> Vec<String> {
+    let mut v: Vec<String> = Vec::new();
+    for l in text.lines().map(str::trim) {
+        let id = !l.is_empty() && l.len() <= 64 && l.bytes().all(|b| b.is_ascii_hexdigit());
+        if id && !v.iter().any(|x| x == l) {
+            v.push(l.to_string());
+        }
+    }
+    v
+}
+
 /// The builds: their records, logs, the one-at-a-time lock and the cancel handles.
 #[derive(Debug)]
 pub struct BuildStore {
@@ -62,7 +75,8 @@ pub struct BuildStore {
     /// start marks it failed ("daemon restarted").
     pub stopping: std::sync::atomic::AtomicBool,
     /// Images a switch replaced while a container used them: removed after a later build.
-    pub stale: Mutex<Vec<String>>,
+    /// Kept in `stale-images.txt` too, so a restart does not forget them.
+    stale: Mutex<Vec<String>>,
     /// Whether the network filter's image is built: [`FILTER_UNKNOWN`], [`FILTER_PRESENT`] or
     /// [`FILTER_MISSING`] (then agents needing it do not start).
     pub filter: std::sync::atomic::AtomicU8,
@@ -93,6 +107,10 @@ impl BuildStore {
             filter: FILTER_UNKNOWN.into(),
             updates_running: false.into(),
         };
+        let stale = s.stale_path();
+        if let Some(text) = fsutil::read_optional(&stale).map_err(io(&stale))? {
+            *s.stale.lock().unwrap_or_else(PoisonError::into_inner) = stale_ids(&text);
+        }
         for mut b in s.list()? {
             if b.state == BuildState::Running {
                 b.state = BuildState::Failed;
@@ -103,6 +121,42 @@ impl BuildStore {
             }
         }
         Ok(s)
+    }
+
+    fn stale_path(&self) -> PathBuf {
+        self.dir.join("stale-images.txt")
+    }
+
+    /// Remembers an image to remove once no container uses it (kept across restarts).
+    pub fn add_stale(&self, image: &str) -> Result<(), BuildStoreError> {
+        let mut list = self.stale.lock().unwrap_or_else(PoisonError::into_inner);
+        if !list.iter().any(|i| i == image) {
+            list.push(image.to_string());
+        }
+        self.write_stale(&list)
+    }
+
+    /// The images to try removing again, forgotten until [`BuildStore::keep_stale`] gives back
+    /// those still in use.
+    pub fn take_stale(&self) -> Vec<String> {
+        std::mem::take(&mut *self.stale.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// The images still in use after a try: remembered again, with any added meanwhile.
+    pub fn keep_stale(&self, kept: Vec<String>) -> Result<(), BuildStoreError> {
+        let mut list = self.stale.lock().unwrap_or_else(PoisonError::into_inner);
+        for k in kept {
+            if !list.contains(&k) {
+                list.push(k);
+            }
+        }
+        self.write_stale(&list)
+    }
+
+    fn write_stale(&self, list: &[String]) -> Result<(), BuildStoreError> {
+        let p = self.stale_path();
+        let text: String = list.iter().map(|i| format!("{i}\n")).collect();
+        fsutil::write_atomic(&p, text.as_bytes(), 0o600).map_err(io(&p))
     }
 
     fn record(&self, id: &str) -> PathBuf {
@@ -291,6 +345,33 @@ mod tests {
                 .unwrap()
                 .text
                 .contains("daemon restarted")
+        );
+    }
+
+    #[test]
+    fn images_kept_in_use_are_remembered_across_a_restart() {
+        let d = tempfile::tempdir().unwrap();
+        let s = BuildStore::open(d.path()).unwrap();
+        s.add_stale("aaaa1111").unwrap();
+        s.add_stale("bbbb2222").unwrap();
+        s.add_stale("aaaa1111").unwrap();
+        drop(s);
+        let s = BuildStore::open(d.path()).unwrap();
+        assert_eq!(s.take_stale(), ["aaaa1111", "bbbb2222"]);
+        s.add_stale("cccc3333").unwrap();
+        s.keep_stale(vec!["bbbb2222".into()]).unwrap();
+        drop(s);
+        let s = BuildStore::open(d.path()).unwrap();
+        assert_eq!(s.take_stale(), ["cccc3333", "bbbb2222"]);
+        s.keep_stale(Vec::new()).unwrap();
+        drop(s);
+        let s = BuildStore::open(d.path()).unwrap();
+        assert!(s.take_stale().is_empty(), "removed images are forgotten");
+        // The file is not a build record, and a hand-edited line is never an image name.
+        assert!(s.list().unwrap().is_empty());
+        assert_eq!(
+            stale_ids("abc123\n--rm\n\nabc123\nlocalhost/x\n"),
+            ["abc123"]
         );
     }
 

@@ -207,7 +207,7 @@ async fn build_harness(
         file: None,
         build_args: vec![format!("TOOLBOX_IMAGE={toolbox}")],
         no_cache: true,
-        ca_bundle: ca::for_build(app, id).map_err(Outcome::Failed)?,
+        ca_bundle: ca::for_build(app, id).map_err(|e| Outcome::Failed(e.to_string()))?,
     };
     built(app, id, &args, cancel).await
 }
@@ -365,7 +365,7 @@ async fn toolbox_image(
         file: from.file,
         build_args: from.build_args,
         no_cache: true,
-        ca_bundle: ca::for_build(app, id).map_err(Outcome::Failed)?,
+        ca_bundle: ca::for_build(app, id).map_err(|e| Outcome::Failed(e.to_string()))?,
     };
     built(app, id, &args, cancel).await
 }
@@ -459,11 +459,9 @@ pub(super) async fn switch(
             Ok(()) => log_line(app, id, &format!("removed the image it replaces, {old}")),
             Err(e) => {
                 log_line(app, id, &format!("kept {old}, still in use: {e}"));
-                app.builds
-                    .stale
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .push(old);
+                if let Err(e) = app.builds.add_stale(&old) {
+                    tracing::warn!(image = %old, error = %e, "a kept image is not remembered");
+                }
             }
         }
     }
@@ -488,13 +486,7 @@ async fn other_names(v: &ImageVerbs, image: &str) -> Option<Vec<String>> {
 
 /// Retries removing the images replaced while a container used them.
 async fn remove_stale(app: &AppState) {
-    let list: Vec<String> = std::mem::take(
-        &mut *app
-            .builds
-            .stale
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner),
-    );
+    let list = app.builds.take_stale();
     let v = verbs(app);
     let mut kept = Vec::new();
     for old in list {
@@ -506,9 +498,7 @@ async fn remove_stale(app: &AppState) {
             kept.push(old);
         }
     }
-    app.builds
-        .stale
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .extend(kept);
+    if let Err(e) = app.builds.keep_stale(kept) {
+        tracing::warn!(error = %e, "the images kept in use are not remembered");
+    }
 }
