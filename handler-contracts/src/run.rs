@@ -15,30 +15,55 @@ pub const RESULT_BLOCK: &str = "json handler-result";
 /// The most validator errors one message names.
 const MAX_ERRORS: usize = 3;
 
+/// Why a schema is not one an interface can use (its `Display` is the reason the API names).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SchemaError {
+    /// Not a JSON object.
+    #[error("not a JSON Schema object")]
+    NotAnObject,
+    /// `$schema` names another draft.
+    #[error("$schema: only {DRAFT_2020_12}")]
+    OtherDraft,
+    /// The meta-schema refuses it; `at` is `<path>: ` or empty.
+    #[error("not a JSON Schema (draft 2020-12): {at}{reason}")]
+    NotDraft202012 {
+        /// Where in the schema, `<path>: `, empty at its root.
+        at: String,
+        /// The validator's words.
+        reason: String,
+    },
+    /// It cannot be compiled: an unresolvable `$ref`, a bad pattern.
+    #[error("not usable: {0}")]
+    NotUsable(String),
+    /// `fields` must describe an object.
+    #[error("an object schema (\"type\": \"object\")")]
+    NotAnObjectSchema,
+}
+
 /// Whether `schema` is a JSON Schema (draft 2020-12) this validator can use; `object`: it must
 /// also describe an object (`"type": "object"`, for `fields`). The reason otherwise.
-pub fn check_schema(schema: &Value, object: bool) -> Result<(), String> {
+pub fn check_schema(schema: &Value, object: bool) -> Result<(), SchemaError> {
     if !schema.is_object() {
-        return Err("not a JSON Schema object".into());
+        return Err(SchemaError::NotAnObject);
     }
     if let Some(d) = schema.get("$schema")
         && d.as_str() != Some(DRAFT_2020_12)
     {
-        return Err(format!("$schema: only {DRAFT_2020_12}"));
+        return Err(SchemaError::OtherDraft);
     }
     if let Err(e) = jsonschema::draft202012::meta::validate(schema) {
-        return Err(format!(
-            "not a JSON Schema (draft 2020-12): {}{}",
-            at(&e),
-            e
-        ));
+        return Err(SchemaError::NotDraft202012 {
+            at: at(&e),
+            reason: e.to_string(),
+        });
     }
     // Compiling finds what the meta-schema cannot: an unresolvable `$ref`, a bad pattern.
     if let Err(e) = jsonschema::draft202012::new(schema) {
-        return Err(format!("not usable: {e}"));
+        return Err(SchemaError::NotUsable(e.to_string()));
     }
     if object && schema.get("type").and_then(Value::as_str) != Some("object") {
-        return Err("an object schema (\"type\": \"object\")".into());
+        return Err(SchemaError::NotAnObjectSchema);
     }
     Ok(())
 }
@@ -263,21 +288,32 @@ mod tests {
     fn schemas_are_draft_2020_12_and_fields_an_object() {
         assert_eq!(check_schema(&json!({"type": "object"}), true), Ok(()));
         assert_eq!(check_schema(&json!({"type": "string"}), false), Ok(()));
-        let e = check_schema(&json!({"type": "strin"}), false).unwrap_err();
+        let e = check_schema(&json!({"type": "strin"}), false)
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("not a JSON Schema (draft 2020-12)"), "{e}");
-        let e = check_schema(&json!({"properties": {"a": {"minLength": -1}}}), false).unwrap_err();
+        let e = check_schema(&json!({"properties": {"a": {"minLength": -1}}}), false)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("/properties/a/minLength"), "{e}");
-        assert!(check_schema(&json!({"type": "string"}), true).is_err());
-        assert!(check_schema(&json!([1]), false).is_err());
+        assert_eq!(
+            check_schema(&json!({"type": "string"}), true),
+            Err(SchemaError::NotAnObjectSchema)
+        );
+        assert_eq!(
+            check_schema(&json!([1]), false),
+            Err(SchemaError::NotAnObject)
+        );
         let e = check_schema(
             &json!({"$schema": "http://json-schema.org/draft-07/schema#"}),
             false,
         )
         .unwrap_err();
-        assert!(e.starts_with("$schema"), "{e}");
+        assert_eq!(e, SchemaError::OtherDraft);
+        assert!(e.to_string().starts_with("$schema"), "{e}");
         // No retriever: a remote reference is refused, never fetched.
         let e = check_schema(&json!({"$ref": "https://example.com/s.json"}), false).unwrap_err();
-        assert!(e.starts_with("not usable"), "{e}");
+        assert!(matches!(e, SchemaError::NotUsable(_)), "{e}");
     }
 
     #[test]

@@ -184,28 +184,37 @@ struct NetworkPolicyFields {
     enforcement: Option<Enforcement>,
 }
 
+/// Why a network policy as read is not one (serde reports it at the policy's path).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum NetworkPolicyError {
+    /// `allow` or `enforcement` given to `none` or `open`.
+    #[error("allow and enforcement belong to a filtered network, not {0}")]
+    NotFiltered(String),
+    /// A filtered network without `allow`.
+    #[error("a filtered network needs `allow` (it may be empty)")]
+    NoAllow,
+    /// A filtered network without `enforcement`.
+    #[error("a filtered network needs `enforcement` (enforce or log-only)")]
+    NoEnforcement,
+    /// Another mode.
+    #[error("unknown network mode {0:?}: none, open or filtered")]
+    UnknownMode(String),
+}
+
 impl TryFrom<NetworkPolicyFields> for NetworkPolicy {
-    type Error = String;
-    fn try_from(f: NetworkPolicyFields) -> Result<Self, String> {
+    type Error = NetworkPolicyError;
+    fn try_from(f: NetworkPolicyFields) -> Result<Self, NetworkPolicyError> {
         match (f.mode.as_str(), f.allow, f.enforcement) {
             ("none", None, None) => Ok(NetworkPolicy::None),
             ("open", None, None) => Ok(NetworkPolicy::Open),
-            ("none" | "open", _, _) => Err(format!(
-                "allow and enforcement belong to a filtered network, not {}",
-                f.mode
-            )),
+            ("none" | "open", _, _) => Err(NetworkPolicyError::NotFiltered(f.mode)),
             ("filtered", Some(allow), Some(enforcement)) => {
                 Ok(NetworkPolicy::Filtered { allow, enforcement })
             }
-            ("filtered", None, _) => {
-                Err("a filtered network needs `allow` (it may be empty)".into())
-            }
-            ("filtered", _, None) => {
-                Err("a filtered network needs `enforcement` (enforce or log-only)".into())
-            }
-            (other, _, _) => Err(format!(
-                "unknown network mode {other:?}: none, open or filtered"
-            )),
+            ("filtered", None, _) => Err(NetworkPolicyError::NoAllow),
+            ("filtered", _, None) => Err(NetworkPolicyError::NoEnforcement),
+            (other, _, _) => Err(NetworkPolicyError::UnknownMode(other.to_string())),
         }
     }
 }

@@ -74,7 +74,7 @@ pub enum SettingsError {
         /// `fields` or `result`.
         field: &'static str,
         /// Why, from the validator.
-        reason: String,
+        reason: crate::run::SchemaError,
     },
 }
 
@@ -192,6 +192,7 @@ mod tests {
     use super::*;
     use crate::control::AgentInterface;
     use crate::sandbox::Enforcement;
+    use crate::validate::UnusableDocument;
     use crate::{Account, HarnessDescriptor, Provider};
 
     struct Empty;
@@ -199,10 +200,10 @@ mod tests {
         fn descriptor(&self, _: &str) -> Option<&HarnessDescriptor> {
             None
         }
-        fn account(&self, _: &str) -> Option<Result<&Account, String>> {
+        fn account(&self, _: &str) -> Option<Result<&Account, &UnusableDocument>> {
             None
         }
-        fn provider(&self, _: &str) -> Option<Result<&Provider, String>> {
+        fn provider(&self, _: &str) -> Option<Result<&Provider, &UnusableDocument>> {
             None
         }
     }

@@ -671,16 +671,36 @@ pub struct ResolvedAccess {
     pub model: Option<String>,
 }
 
-/// What E1 needs to look up. `Err(reason)` for a document that exists but is invalid.
+/// Why a hand-written document found on disk (an account's or a provider's file) cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum UnusableDocument {
+    /// The file could not be read.
+    #[error("{what}: {reason}")]
+    Unreadable {
+        /// The file, as the user knows it (`accounts/<name>.toml`).
+        what: String,
+        /// The system's words.
+        reason: String,
+    },
+    /// It does not parse (TOML syntax or shape).
+    #[error(transparent)]
+    Parse(#[from] crate::parse::DocumentError),
+    /// It parses but breaks a rule.
+    #[error(transparent)]
+    Invalid(#[from] ValidationError),
+}
+
+/// What E1 needs to look up. `Err(why)` for a document that exists but is unusable.
 pub trait AccessCatalog {
     /// The descriptor of a harness, `None` when unknown.
     fn descriptor(&self, harness: &str) -> Option<&HarnessDescriptor>;
     /// An account by name: `None` when it does not exist, `Err(reason)` when its document is
     /// invalid.
-    fn account(&self, name: &str) -> Option<std::result::Result<&Account, String>>;
+    fn account(&self, name: &str) -> Option<std::result::Result<&Account, &UnusableDocument>>;
     /// A provider by name: `None` when it does not exist, `Err(reason)` when its document is
     /// invalid.
-    fn provider(&self, name: &str) -> Option<std::result::Result<&Provider, String>>;
+    fn provider(&self, name: &str) -> Option<std::result::Result<&Provider, &UnusableDocument>>;
 }
 
 /// E1: whether an agent may run with this model access; the reason names what is wrong.

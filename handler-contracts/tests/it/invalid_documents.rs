@@ -19,7 +19,7 @@ use handler_contracts::control::{AgentRequest, ModelAccess, SkillFileRequest};
 use handler_contracts::harness::HarnessDescriptor;
 use handler_contracts::miniapp::MiniAppManifest;
 use handler_contracts::parse::{from_json, from_toml};
-use handler_contracts::validate::{self, AccessCatalog};
+use handler_contracts::validate::{self, AccessCatalog, UnusableDocument};
 use serde_json::Value;
 
 /// Refused by both: (fixture, the field the Rust refusal names).
@@ -245,10 +245,10 @@ impl AccessCatalog for Catalog {
     fn descriptor(&self, _harness: &str) -> Option<&HarnessDescriptor> {
         None
     }
-    fn account(&self, name: &str) -> Option<Result<&Account, String>> {
+    fn account(&self, name: &str) -> Option<Result<&Account, &UnusableDocument>> {
         self.accounts.get(name).map(Ok)
     }
-    fn provider(&self, name: &str) -> Option<Result<&Provider, String>> {
+    fn provider(&self, name: &str) -> Option<Result<&Provider, &UnusableDocument>> {
         self.providers.get(name).map(Ok)
     }
 }

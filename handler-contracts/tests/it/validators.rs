@@ -488,19 +488,20 @@ struct Catalog {
     descriptors: Vec<HarnessDescriptor>,
     accounts: BTreeMap<String, Account>,
     providers: BTreeMap<String, Provider>,
+    broken: UnusableDocument,
 }
 
 impl AccessCatalog for Catalog {
     fn descriptor(&self, harness: &str) -> Option<&HarnessDescriptor> {
         self.descriptors.iter().find(|d| d.name == harness)
     }
-    fn account(&self, name: &str) -> Option<Result<&Account, String>> {
+    fn account(&self, name: &str) -> Option<Result<&Account, &UnusableDocument>> {
         if name == "broken" {
-            return Some(Err("line 3: unknown field `tokn`".into()));
+            return Some(Err(&self.broken));
         }
         self.accounts.get(name).map(Ok)
     }
-    fn provider(&self, name: &str) -> Option<Result<&Provider, String>> {
+    fn provider(&self, name: &str) -> Option<Result<&Provider, &UnusableDocument>> {
         self.providers.get(name).map(Ok)
     }
 }
@@ -555,6 +556,7 @@ fn catalog() -> Catalog {
         descriptors: vec![claude, codex, gemini],
         accounts,
         providers,
+        broken: UnusableDocument::Invalid(ValidationError::new("line 3", "unknown field `tokn`")),
     }
 }
 

@@ -30,9 +30,9 @@ pub fn resolve_for_launch(
     let unusable = |d: String| ApiError::bad_request("binding unusable", d);
     let set = AddonSet::read(&app.config);
     set.check_selection(&agent.options.bindings)
-        .map_err(unusable)?;
+        .map_err(|e| unusable(e.to_string()))?;
     for name in &agent.options.bindings {
-        let (b, a, m) = set.usable(name).map_err(unusable)?;
+        let (b, a, m) = set.usable(name).map_err(|e| unusable(e.to_string()))?;
         let mut env: BTreeMap<String, String> = m.env.clone();
         for (slot, value) in &b.settings {
             env.insert(m.settings[slot].env.clone(), value.clone());

@@ -4,6 +4,7 @@
 
 use handler_contracts::account::{BuildError, build_account};
 use handler_contracts::api_version::AccountApiVersion;
+use handler_contracts::validate::UnusableDocument;
 use handler_contracts::{Account, HarnessDescriptor, SecretRef};
 
 use crate::daemon::fsutil;
@@ -14,7 +15,12 @@ use crate::daemon::store::catalog::{Snapshot, read_account, valid_name};
 use crate::daemon::store::tomldoc;
 use handler_contracts::control::{AccountInfo, AccountRequest, LoginFileRequest, TokenInput};
 
-fn info(app: &AppState, snap: &Snapshot, name: &str, r: &Result<Account, String>) -> AccountInfo {
+fn info(
+    app: &AppState,
+    snap: &Snapshot,
+    name: &str,
+    r: &Result<Account, UnusableDocument>,
+) -> AccountInfo {
     match r {
         Ok(a) => {
             let d = snap.descriptors.get(&a.harness);
@@ -46,7 +52,7 @@ fn info(app: &AppState, snap: &Snapshot, name: &str, r: &Result<Account, String>
             logged_in: false,
             logged_in_at: None,
             token: None,
-            error: Some(why.clone()),
+            error: Some(why.to_string()),
         },
     }
 }
@@ -311,7 +317,7 @@ pub async fn delete(app: &AppState, name: String) -> ApiResult<()> {
 }
 
 /// Reads one account again (after a write), for callers outside this module.
-pub fn reread(app: &AppState, name: &str) -> Option<Result<Account, String>> {
+pub fn reread(app: &AppState, name: &str) -> Option<Result<Account, UnusableDocument>> {
     let snap = app.snapshot();
     let p = app.accounts.path(name);
     p.exists()
@@ -322,7 +328,7 @@ pub fn reread(app: &AppState, name: &str) -> Option<Result<Account, String>> {
 fn valid_account(snap: &crate::daemon::store::catalog::Snapshot, name: &str) -> ApiResult<Account> {
     match snap.accounts.get(name) {
         None => Err(ApiError::not_found(format!("account {name:?}"))),
-        Some(Err(why)) => Err(ApiError::bad_request("account invalid", why.clone())),
+        Some(Err(why)) => Err(ApiError::bad_request("account invalid", why.to_string())),
         Some(Ok(a)) => Ok(a.clone()),
     }
 }

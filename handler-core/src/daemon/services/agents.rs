@@ -200,7 +200,7 @@ fn check_settings(
     o.bindings = sorted_unique(&o.bindings);
     crate::daemon::store::addons::AddonSet::read(&app.config)
         .check_selection(&o.bindings)
-        .map_err(|e| ApiError::bad_request("binding unusable", e))?;
+        .map_err(|e| ApiError::bad_request("binding unusable", e.to_string()))?;
     settings::check_interface(&o).map_err(problem)?;
     for s in skills {
         validate_skill_name(s)

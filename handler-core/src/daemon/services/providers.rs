@@ -2,6 +2,7 @@
 //! a key given through the API goes only to the secret store (`providers/<name>/apiKey`), a
 //! hand-written `env`/`file`/`command` key is kept.
 
+use handler_contracts::validate::UnusableDocument;
 use std::collections::BTreeMap;
 
 use handler_contracts::api_version::ProviderApiVersion;
@@ -16,7 +17,7 @@ use crate::daemon::store::providers::key_secret_path;
 use crate::daemon::store::tomldoc;
 use handler_contracts::control::{ProviderInfo, ProviderRequest, ProviderTemplate};
 
-fn info(app: &AppState, name: &str, r: &Result<Provider, String>) -> ProviderInfo {
+fn info(app: &AppState, name: &str, r: &Result<Provider, UnusableDocument>) -> ProviderInfo {
     match r {
         Ok(p) => ProviderInfo {
             name: name.into(),
@@ -41,7 +42,7 @@ fn info(app: &AppState, name: &str, r: &Result<Provider, String>) -> ProviderInf
             contexts: None,
             api_key: None,
             key_set: false,
-            error: Some(why.clone()),
+            error: Some(why.to_string()),
         },
     }
 }

@@ -79,7 +79,10 @@ pub async fn start(app: &AppState, id: &str, req: TerminalStart) -> ApiResult<Te
         .map_err(|e| ApiError::conflict("the terminal cannot start", e.to_string()))?;
     if let Err(why) = ready(&mut child, &log_path).await {
         let _ = stop_and_sweep(&*app.launcher, &mut child, STOP_GRACE).await;
-        return Err(ApiError::conflict("the terminal cannot start", why));
+        return Err(ApiError::conflict(
+            "the terminal cannot start",
+            why.to_string(),
+        ));
     }
     let sandbox = prepared.spec.name.clone();
     let stop = Arc::new(Notify::new());
@@ -88,8 +91,20 @@ pub async fn start(app: &AppState, id: &str, req: TerminalStart) -> ApiResult<Te
     Ok(TerminalStarted { sandbox, attach })
 }
 
+/// Why a terminal's sandbox never said it was ready.
+#[derive(Debug, thiserror::Error)]
+enum NotReady {
+    #[error("its sandbox exited ({status}) before it was ready: {tail}")]
+    Exited {
+        status: std::process::ExitStatus,
+        tail: String,
+    },
+    #[error("its sandbox was not ready in time")]
+    Late,
+}
+
 /// Waits for the launcher's ready line in its log; the log's end when it exits first.
-async fn ready(child: &mut tokio::process::Child, log: &std::path::Path) -> Result<(), String> {
+async fn ready(child: &mut tokio::process::Child, log: &std::path::Path) -> Result<(), NotReady> {
     let deadline = tokio::time::Instant::now() + READY_TIMEOUT;
     loop {
         let text = std::fs::read_to_string(log).unwrap_or_default();
@@ -99,13 +114,13 @@ async fn ready(child: &mut tokio::process::Child, log: &std::path::Path) -> Resu
         if let Ok(Some(st)) = child.try_wait() {
             let tail: Vec<&str> = text.lines().rev().take(5).collect();
             let tail: Vec<&str> = tail.into_iter().rev().collect();
-            return Err(format!(
-                "its sandbox exited ({st}) before it was ready: {}",
-                tail.join(" / ")
-            ));
+            return Err(NotReady::Exited {
+                status: st,
+                tail: tail.join(" / "),
+            });
         }
         if tokio::time::Instant::now() > deadline {
-            return Err("its sandbox was not ready in time".into());
+            return Err(NotReady::Late);
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

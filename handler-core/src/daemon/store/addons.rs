@@ -33,6 +33,77 @@ pub struct LoadedAddon {
     pub skills: Vec<String>,
 }
 
+/// Why a binding cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BindingError {
+    /// No binding of that name.
+    #[error("no binding {0:?}")]
+    Unknown(String),
+    /// Its file is invalid.
+    #[error("binding {name:?} is invalid: {why}")]
+    Invalid {
+        /// The binding.
+        name: String,
+        /// What is wrong in its file.
+        why: String,
+    },
+    /// It names an addon that is not there.
+    #[error("binding {name:?}: unknown addon {addon:?}")]
+    UnknownAddon {
+        /// The binding.
+        name: String,
+        /// The addon it names.
+        addon: String,
+    },
+    /// Its addon's files are invalid.
+    #[error("binding {name:?}: addon {addon:?} is invalid: {why}")]
+    InvalidAddon {
+        /// The binding.
+        name: String,
+        /// Its addon.
+        addon: String,
+        /// What is wrong with the addon.
+        why: String,
+    },
+}
+
+/// Why an agent's selection of bindings breaks G3.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SelectionError {
+    /// A binding of the selection cannot be used.
+    #[error("bindings[{index}]: {source}")]
+    Unusable {
+        /// Its place in the selection.
+        index: usize,
+        /// Why.
+        source: BindingError,
+    },
+    /// Two bindings of one addon.
+    #[error("bindings[{index}]: {name:?} and {other:?} both use addon {addon}")]
+    SameAddon {
+        /// The place of the second.
+        index: usize,
+        /// The second binding.
+        name: String,
+        /// The first.
+        other: String,
+        /// Their addon.
+        addon: String,
+    },
+    /// Two addons declaring one command.
+    #[error("bindings[{index}]: addons {other} and {addon} both declare the command {command:?}")]
+    SameCommand {
+        /// The place of the second binding.
+        index: usize,
+        /// The first addon.
+        other: String,
+        /// The second addon.
+        addon: String,
+        /// The command.
+        command: String,
+    },
+}
+
 /// A binding as loaded from its file.
 #[derive(Debug, Clone)]
 pub struct LoadedBinding {
@@ -168,49 +239,64 @@ impl AddonSet {
     }
 
     /// A valid binding and its valid addon.
-    pub fn usable(&self, name: &str) -> Result<(&Binding, &LoadedAddon, &AddonManifest), String> {
+    pub fn usable(
+        &self,
+        name: &str,
+    ) -> Result<(&Binding, &LoadedAddon, &AddonManifest), BindingError> {
         let b = self
             .bindings
             .get(name)
-            .ok_or_else(|| format!("no binding {name:?}"))?;
+            .ok_or_else(|| BindingError::Unknown(name.into()))?;
+        let invalid = |why: &str| BindingError::Invalid {
+            name: name.into(),
+            why: why.into(),
+        };
         if let Some(e) = &b.error {
-            return Err(format!("binding {name:?} is invalid: {e}"));
+            return Err(invalid(e));
         }
-        let binding = b
-            .binding
-            .as_ref()
-            .ok_or_else(|| format!("binding {name:?} is invalid"))?;
+        let binding = b.binding.as_ref().ok_or_else(|| invalid("unreadable"))?;
         let a = self
             .addons
             .get(&binding.addon)
-            .ok_or_else(|| format!("binding {name:?}: unknown addon {:?}", binding.addon))?;
+            .ok_or_else(|| BindingError::UnknownAddon {
+                name: name.into(),
+                addon: binding.addon.clone(),
+            })?;
         let m = a
             .manifest
             .as_ref()
-            .map_err(|e| format!("binding {name:?}: addon {:?} is invalid: {e}", a.name))?;
+            .map_err(|e| BindingError::InvalidAddon {
+                name: name.into(),
+                addon: a.name.clone(),
+                why: e.clone(),
+            })?;
         Ok((binding, a, m))
     }
 
     /// G3: a selection of bindings an agent may be saved with.
-    pub fn check_selection(&self, selected: &[String]) -> Result<(), String> {
+    pub fn check_selection(&self, selected: &[String]) -> Result<(), SelectionError> {
         let mut by_addon: BTreeMap<&str, &str> = BTreeMap::new();
         let mut commands: BTreeMap<&str, &str> = BTreeMap::new();
         for (i, name) in selected.iter().enumerate() {
             let (_, a, m) = self
                 .usable(name)
-                .map_err(|e| format!("bindings[{i}]: {e}"))?;
+                .map_err(|source| SelectionError::Unusable { index: i, source })?;
             if let Some(other) = by_addon.insert(&a.name, name) {
-                return Err(format!(
-                    "bindings[{i}]: {name:?} and {other:?} both use addon {}",
-                    a.name
-                ));
+                return Err(SelectionError::SameAddon {
+                    index: i,
+                    name: name.clone(),
+                    other: other.to_string(),
+                    addon: a.name.clone(),
+                });
             }
             for c in &m.commands {
                 if let Some(other) = commands.insert(c, &a.name) {
-                    return Err(format!(
-                        "bindings[{i}]: addons {other} and {} both declare the command {c:?}",
-                        a.name
-                    ));
+                    return Err(SelectionError::SameCommand {
+                        index: i,
+                        other: other.to_string(),
+                        addon: a.name.clone(),
+                        command: c.clone(),
+                    });
                 }
             }
         }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use handler_contracts::parse::from_toml;
 use handler_contracts::validate::{
-    AccessCatalog, validate_account, validate_descriptor, validate_provider,
+    AccessCatalog, UnusableDocument, validate_account, validate_descriptor, validate_provider,
 };
 use handler_contracts::{Account, HarnessDescriptor, Provider};
 
@@ -20,24 +20,20 @@ pub struct Snapshot {
     /// Descriptors that could not be read: name → reason (logged, not offered).
     pub broken_descriptors: BTreeMap<String, String>,
     /// The accounts, by name, or why each file is invalid.
-    pub accounts: BTreeMap<String, Result<Account, String>>,
+    pub accounts: BTreeMap<String, Result<Account, UnusableDocument>>,
     /// The providers, by name, or why each file is invalid.
-    pub providers: BTreeMap<String, Result<Provider, String>>,
+    pub providers: BTreeMap<String, Result<Provider, UnusableDocument>>,
 }
 
 impl AccessCatalog for Snapshot {
     fn descriptor(&self, harness: &str) -> Option<&HarnessDescriptor> {
         self.descriptors.get(harness)
     }
-    fn account(&self, name: &str) -> Option<Result<&Account, String>> {
-        self.accounts
-            .get(name)
-            .map(|r| r.as_ref().map_err(Clone::clone))
+    fn account(&self, name: &str) -> Option<Result<&Account, &UnusableDocument>> {
+        self.accounts.get(name).map(Result::as_ref)
     }
-    fn provider(&self, name: &str) -> Option<Result<&Provider, String>> {
-        self.providers
-            .get(name)
-            .map(|r| r.as_ref().map_err(Clone::clone))
+    fn provider(&self, name: &str) -> Option<Result<&Provider, &UnusableDocument>> {
+        self.providers.get(name).map(Result::as_ref)
     }
 }
 
@@ -73,21 +69,27 @@ pub fn read_account(
     path: &Path,
     name: &str,
     descriptors: &BTreeMap<String, HarnessDescriptor>,
-) -> Result<Account, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("accounts/{name}.toml: {e}"))?;
-    let a: Account =
-        from_toml(&format!("accounts/{name}.toml"), &text).map_err(|e| e.to_string())?;
-    validate_account(&a, descriptors.get(&a.harness)).map_err(|e| e.to_string())?;
+) -> Result<Account, UnusableDocument> {
+    let what = format!("accounts/{name}.toml");
+    let a: Account = from_toml(&what, &read_text(path, &what)?)?;
+    validate_account(&a, descriptors.get(&a.harness))?;
     Ok(a)
 }
 
 /// Reads one provider file.
-pub fn read_provider(path: &Path, name: &str) -> Result<Provider, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("providers/{name}.toml: {e}"))?;
-    let p: Provider =
-        from_toml(&format!("providers/{name}.toml"), &text).map_err(|e| e.to_string())?;
-    validate_provider(&p).map_err(|e| e.to_string())?;
+pub fn read_provider(path: &Path, name: &str) -> Result<Provider, UnusableDocument> {
+    let what = format!("providers/{name}.toml");
+    let p: Provider = from_toml(&what, &read_text(path, &what)?)?;
+    validate_provider(&p)?;
     Ok(p)
+}
+
+/// A hand-written file's text; `what` names it in the error.
+fn read_text(path: &Path, what: &str) -> Result<String, UnusableDocument> {
+    std::fs::read_to_string(path).map_err(|e| UnusableDocument::Unreadable {
+        what: what.to_string(),
+        reason: e.to_string(),
+    })
 }
 
 /// The platform's descriptors (handler-harness's embedded data), then those of every folder (a

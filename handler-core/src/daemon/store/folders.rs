@@ -150,7 +150,7 @@ pub fn check_session_work(config: &DaemonConfig, session_folder: &Path) -> ApiRe
         Ok(_) => canon_of(session_folder)?.join("work"),
     };
     let canon = if session_folder.exists() {
-        let work = work_folder(session_folder).map_err(refuse)?;
+        let work = work_folder(session_folder).map_err(|e| refuse(e.to_string()))?;
         canon_of(&work)?
     } else {
         expected.clone()
@@ -160,14 +160,31 @@ pub fn check_session_work(config: &DaemonConfig, session_folder: &Path) -> ApiRe
     Ok(canon)
 }
 
+/// Why a session folder's `work/` cannot be had.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkFolderError {
+    /// Something else than a folder is in its place (a link, a file).
+    #[error("{} is not a folder", .0.display())]
+    NotAFolder(PathBuf),
+    /// It could not be made.
+    #[error("{}: {source}", path.display())]
+    Create {
+        /// The folder.
+        path: PathBuf,
+        /// The system's error.
+        source: std::io::Error,
+    },
+}
+
 /// A session folder's `work/`, made 0700 when missing; a link or a file there is refused.
-pub fn work_folder(session_folder: &Path) -> Result<PathBuf, String> {
+pub fn work_folder(session_folder: &Path) -> Result<PathBuf, WorkFolderError> {
     let work = session_folder.join("work");
     match std::fs::symlink_metadata(&work) {
         Ok(m) if m.is_dir() => Ok(work),
-        Ok(_) => Err(format!("{} is not a folder", work.display())),
-        Err(_) => fsutil::create_dir_private(&work)
-            .map(|()| work.clone())
-            .map_err(|e| format!("{}: {e}", work.display())),
+        Ok(_) => Err(WorkFolderError::NotAFolder(work)),
+        Err(_) => match fsutil::create_dir_private(&work) {
+            Ok(()) => Ok(work),
+            Err(source) => Err(WorkFolderError::Create { path: work, source }),
+        },
     }
 }

@@ -265,26 +265,81 @@ pub fn is_static_elf(bytes: &[u8]) -> bool {
     })
 }
 
+/// Why the network filter image was not built.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BuildProxyError {
+    /// The proxy binary cannot be read.
+    #[error(
+        "the egress proxy binary {}: {source} (.ci/install.sh puts a static one beside handler-sandbox-podman; HANDLER_EGRESS_PROXY_BIN names another)",
+        path.display()
+    )]
+    NoBinary {
+        /// Where it was looked for.
+        path: PathBuf,
+        /// The system's error.
+        source: std::io::Error,
+    },
+    /// The proxy binary is dynamically linked.
+    #[error(
+        "{} is not a static binary (the network filter image is FROM scratch): install Handler with .ci/install.sh, or build one with fixtures/egress/build-static-proxy.sh and give it in HANDLER_EGRESS_PROXY_BIN",
+        .0.display()
+    )]
+    NotStatic(PathBuf),
+    /// `$HANDLER_EGRESS_EXTRA_ROOTS` names a file with no PEM certificate.
+    #[error("{EXTRA_ROOTS_VAR} {}: no PEM certificate in it", .0.display())]
+    NoExtraRoots(PathBuf),
+    /// A file of the build could not be read or written.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was read or written.
+        what: String,
+        /// The system's error.
+        source: std::io::Error,
+    },
+    /// The engine failed a step; its stderr.
+    #[error("{engine} {step} failed: {stderr}")]
+    Engine {
+        /// `podman` or `docker`.
+        engine: &'static str,
+        /// `build` or `tag`.
+        step: &'static str,
+        /// What it said.
+        stderr: String,
+    },
+    /// The new image does not start.
+    #[error("the new network filter image does not run: {0}")]
+    DoesNotRun(String),
+}
+
+fn io(what: impl std::fmt::Display) -> impl FnOnce(std::io::Error) -> BuildProxyError {
+    let what = what.to_string();
+    move |source| BuildProxyError::Io { what, source }
+}
+
+fn engine_failed(step: &'static str, stderr: &[u8]) -> BuildProxyError {
+    BuildProxyError::Engine {
+        engine: crate::runtime::sandbox::engine::current().name(),
+        step,
+        stderr: String::from_utf8_lossy(stderr).into_owned(),
+    }
+}
+
 /// The proxy binary for the image: `$HANDLER_EGRESS_PROXY_BIN`, else `handler-egress-proxy`
 /// beside this executable; it must be static (the image is FROM scratch).
-pub fn proxy_binary() -> Result<PathBuf, String> {
+pub fn proxy_binary() -> Result<PathBuf, BuildProxyError> {
     let path = match std::env::var_os("HANDLER_EGRESS_PROXY_BIN") {
         Some(p) => PathBuf::from(p),
         None => std::env::current_exe()
-            .map_err(|e| e.to_string())?
+            .map_err(io("this executable's path"))?
             .with_file_name("handler-egress-proxy"),
     };
-    let bytes = std::fs::read(&path).map_err(|e| {
-        format!(
-            "the egress proxy binary {}: {e} (.ci/install.sh puts a static one beside handler-sandbox-podman; HANDLER_EGRESS_PROXY_BIN names another)",
-            path.display()
-        )
+    let bytes = std::fs::read(&path).map_err(|source| BuildProxyError::NoBinary {
+        path: path.clone(),
+        source,
     })?;
     if !is_static_elf(&bytes) {
-        return Err(format!(
-            "{} is not a static binary (the network filter image is FROM scratch): install Handler with .ci/install.sh, or build one with fixtures/egress/build-static-proxy.sh and give it in HANDLER_EGRESS_PROXY_BIN",
-            path.display()
-        ));
+        return Err(BuildProxyError::NotStatic(path));
     }
     Ok(path)
 }
@@ -294,18 +349,15 @@ pub fn proxy_binary() -> Result<PathBuf, String> {
 pub const EXTRA_ROOTS_VAR: &str = "HANDLER_EGRESS_EXTRA_ROOTS";
 
 /// The roots of `$HANDLER_EGRESS_EXTRA_ROOTS`, checked to be PEM certificates; none when unset.
-fn extra_roots() -> Result<Vec<u8>, String> {
+fn extra_roots() -> Result<Vec<u8>, BuildProxyError> {
     let Some(path) = std::env::var_os(EXTRA_ROOTS_VAR) else {
         return Ok(Vec::new());
     };
     let path = PathBuf::from(path);
     let text = std::fs::read_to_string(&path)
-        .map_err(|e| format!("{EXTRA_ROOTS_VAR} {}: {e}", path.display()))?;
+        .map_err(io(format!("{EXTRA_ROOTS_VAR} {}", path.display())))?;
     if !text.contains("-----BEGIN CERTIFICATE-----") {
-        return Err(format!(
-            "{EXTRA_ROOTS_VAR} {}: no PEM certificate in it",
-            path.display()
-        ));
+        return Err(BuildProxyError::NoExtraRoots(path));
     }
     let mut out = b"\n".to_vec();
     out.extend(text.into_bytes());
@@ -315,11 +367,11 @@ fn extra_roots() -> Result<Vec<u8>, String> {
 
 /// `image build-proxy`: builds the network filter image (FROM scratch: the static proxy and the
 /// build host's roots), without cache, checks that it runs, and tags it. Exit 0 or 1.
-pub fn build_proxy(podman: &str) -> Result<String, String> {
+pub fn build_proxy(podman: &str) -> Result<String, BuildProxyError> {
     let bin = proxy_binary()?;
     let ctx = std::env::temp_dir().join(format!("handler-build-proxy-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&ctx);
-    std::fs::create_dir_all(&ctx).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(&ctx).map_err(io(ctx.display()))?;
     let result = build_context(&bin, &ctx).and_then(|()| build_image(podman, &ctx));
     let _ = std::fs::remove_dir_all(&ctx);
     result
@@ -327,25 +379,24 @@ pub fn build_proxy(podman: &str) -> Result<String, String> {
 
 /// The build context in `ctx`: the static proxy `bin`, the host's roots (and the extra ones),
 /// the Containerfile.
-fn build_context(bin: &Path, ctx: &Path) -> Result<(), String> {
-    std::fs::copy(bin, ctx.join("handler-egress-proxy"))
-        .map_err(|e| format!("copying the proxy: {e}"))?;
+fn build_context(bin: &Path, ctx: &Path) -> Result<(), BuildProxyError> {
+    std::fs::copy(bin, ctx.join("handler-egress-proxy")).map_err(io("copying the proxy"))?;
     let mut roots = std::fs::read("/etc/ssl/certs/ca-certificates.crt")
-        .map_err(|e| format!("the host's roots /etc/ssl/certs/ca-certificates.crt: {e}"))?;
+        .map_err(io("the host's roots /etc/ssl/certs/ca-certificates.crt"))?;
     roots.extend(extra_roots()?);
-    std::fs::write(ctx.join("ca-certificates.crt"), roots)
-        .map_err(|e| format!("writing the roots: {e}"))?;
-    let mut f = std::fs::File::create(ctx.join("Containerfile")).map_err(|e| e.to_string())?;
+    std::fs::write(ctx.join("ca-certificates.crt"), roots).map_err(io("writing the roots"))?;
+    let mut f = std::fs::File::create(ctx.join("Containerfile"))
+        .map_err(io("writing the Containerfile"))?;
     f.write_all(
         b"FROM scratch\nLABEL handler.network-filter=1\nCOPY ca-certificates.crt /etc/ssl/certs/ca-certificates.crt\n\
           COPY handler-egress-proxy /handler-egress-proxy\nENTRYPOINT [\"/handler-egress-proxy\"]\n",
     )
-    .map_err(|e| e.to_string())?;
+    .map_err(io("writing the Containerfile"))?;
     Ok(())
 }
 
 /// Builds the image of `ctx` without cache, checks that it runs, and tags it.
-fn build_image(podman: &str, ctx: &Path) -> Result<String, String> {
+fn build_image(podman: &str, ctx: &Path) -> Result<String, BuildProxyError> {
     let untagged = format!("{PROXY_IMAGE}-new");
     let old = image_id(podman, PROXY_IMAGE);
     let out = std::process::Command::new(podman)
@@ -361,13 +412,9 @@ fn build_image(podman: &str, ctx: &Path) -> Result<String, String> {
         .envs(crate::runtime::sandbox::image::docker_build_env())
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| format!("cannot run {podman}: {e}"))?;
+        .map_err(io(format!("cannot run {podman}")))?;
     if !out.status.success() {
-        return Err(format!(
-            "{} build failed: {}",
-            crate::runtime::sandbox::engine::current().name(),
-            String::from_utf8_lossy(&out.stderr)
-        ));
+        return Err(engine_failed("build", &out.stderr));
     }
     let check = std::process::Command::new(podman)
         .args([
@@ -383,22 +430,21 @@ fn build_image(podman: &str, ctx: &Path) -> Result<String, String> {
         ])
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| e.to_string())?;
+        .map_err(io(format!("cannot run {podman}")))?;
     if !check.status.success()
         || !String::from_utf8_lossy(&check.stdout).contains("handler-egress-proxy")
     {
         let _ = std::process::Command::new(podman)
             .args(["rmi", &untagged])
             .output();
-        return Err(format!(
-            "the new network filter image does not run: {}",
-            String::from_utf8_lossy(&check.stderr)
+        return Err(BuildProxyError::DoesNotRun(
+            String::from_utf8_lossy(&check.stderr).into_owned(),
         ));
     }
     let tag = std::process::Command::new(podman)
         .args(["tag", &untagged, PROXY_IMAGE])
         .output()
-        .map_err(|e| e.to_string())?;
+        .map_err(io(format!("cannot run {podman}")))?;
     let drop_name: &[&str] = match crate::runtime::sandbox::engine::current() {
         // alone, `untag IMAGE` drops every name
         crate::runtime::sandbox::engine::Kind::Podman => &["untag", &untagged, &untagged],
@@ -407,11 +453,7 @@ fn build_image(podman: &str, ctx: &Path) -> Result<String, String> {
     };
     let _ = std::process::Command::new(podman).args(drop_name).output();
     if !tag.status.success() {
-        return Err(format!(
-            "{} tag failed: {}",
-            crate::runtime::sandbox::engine::current().name(),
-            String::from_utf8_lossy(&tag.stderr)
-        ));
+        return Err(engine_failed("tag", &tag.stderr));
     }
     remove_replaced(podman, old.as_deref());
     Ok(PROXY_IMAGE.to_string())

@@ -14,21 +14,52 @@ use crate::runtime::egress::events::Events;
 /// How often the file is checked for changes, for open connections (requests read it anyway).
 pub const POLL: Duration = Duration::from_millis(100);
 
+/// Why the settings file gives no settings (every request is then refused).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LiveSettingsError {
+    /// The file could not be read.
+    #[error("cannot read the egress settings {path}: {source}")]
+    Unreadable {
+        /// The settings file.
+        path: PathBuf,
+        /// The system's error.
+        source: std::io::Error,
+    },
+    /// The file is not valid settings.
+    #[error("{path}: {source}")]
+    Invalid {
+        /// The settings file.
+        path: PathBuf,
+        /// What is wrong in it.
+        source: handler_sandbox::egress::SettingsError,
+    },
+}
+
+/// The settings read, or why there are none.
+pub type SettingsRead = Result<Settings, LiveSettingsError>;
+
 /// The settings file and the last settings read from it.
 #[derive(Debug)]
 pub struct LiveSettings {
     path: PathBuf,
-    tx: watch::Sender<Arc<Result<Settings, String>>>,
+    tx: watch::Sender<Arc<SettingsRead>>,
     last_text: std::sync::Mutex<String>,
 }
 
 impl LiveSettings {
     /// Reads the file; it must be valid at start.
-    pub async fn open(path: &Path) -> Result<Arc<Self>, String> {
-        let text = tokio::fs::read_to_string(path)
-            .await
-            .map_err(|e| format!("cannot read the egress settings {}: {e}", path.display()))?;
-        let s = Settings::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    pub async fn open(path: &Path) -> Result<Arc<Self>, LiveSettingsError> {
+        let text = tokio::fs::read_to_string(path).await.map_err(|source| {
+            LiveSettingsError::Unreadable {
+                path: path.to_path_buf(),
+                source,
+            }
+        })?;
+        let s = Settings::parse(&text).map_err(|source| LiveSettingsError::Invalid {
+            path: path.to_path_buf(),
+            source,
+        })?;
         let (tx, _) = watch::channel(Arc::new(Ok(s)));
         Ok(Arc::new(LiveSettings {
             path: path.to_path_buf(),
@@ -38,11 +69,14 @@ impl LiveSettings {
     }
 
     /// The settings in force now (read from the file); `Err` denies everything.
-    pub async fn current(&self) -> Arc<Result<Settings, String>> {
+    pub async fn current(&self) -> Arc<SettingsRead> {
         let text = match tokio::fs::read_to_string(&self.path).await {
             Ok(t) => t,
-            Err(e) => {
-                let r = Arc::new(Err(format!("cannot read the egress settings: {e}")));
+            Err(source) => {
+                let r = Arc::new(Err(LiveSettingsError::Unreadable {
+                    path: self.path.clone(),
+                    source,
+                }));
                 self.tx.send_replace(r.clone());
                 return r;
             }
@@ -54,13 +88,18 @@ impl LiveSettings {
             }
             *last = text.clone();
         }
-        let r = Arc::new(Settings::parse(&text).map_err(|e| e.to_string()));
+        let r = Arc::new(
+            Settings::parse(&text).map_err(|source| LiveSettingsError::Invalid {
+                path: self.path.clone(),
+                source,
+            }),
+        );
         self.tx.send_replace(r.clone());
         r
     }
 
     /// Notified at every change.
-    pub fn subscribe(&self) -> watch::Receiver<Arc<Result<Settings, String>>> {
+    pub fn subscribe(&self) -> watch::Receiver<Arc<SettingsRead>> {
         self.tx.subscribe()
     }
 

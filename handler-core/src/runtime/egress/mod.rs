@@ -35,9 +35,9 @@ pub enum ProxyError {
     #[error(transparent)]
     /// The CA, a certificate or the roots could not be set up.
     Tls(#[from] ca::TlsError),
-    #[error("{0}")]
+    #[error(transparent)]
     /// The settings file cannot be read or is not valid.
-    Settings(String),
+    Settings(#[from] live::LiveSettingsError),
     #[error("cannot listen on {addr}: {source}")]
     /// The proxy cannot listen where its configuration says.
     Listen {

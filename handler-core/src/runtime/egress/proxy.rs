@@ -16,7 +16,7 @@ use handler_contracts::sandbox::EgressDecision;
 use handler_sandbox::egress::authority::{self, Authority, Mismatch};
 use handler_sandbox::egress::hello::{self, Start};
 use handler_sandbox::egress::judge::{self, EGRESS_HEADER, Verdict};
-use handler_sandbox::egress::{Hits, InjectionSet, ProxyMode, Rules, Settings, rebind};
+use handler_sandbox::egress::{Hits, InjectionSet, ProxyMode, Rules, rebind};
 use http_body_util::BodyExt as _;
 use hyper::body::{Body as _, Incoming};
 use hyper::header::{HeaderName, HeaderValue};
@@ -67,7 +67,26 @@ impl std::fmt::Debug for Shared {
     }
 }
 
-type SettingsRx = watch::Receiver<Arc<Result<Settings, String>>>;
+type SettingsRx = watch::Receiver<Arc<crate::runtime::egress::live::SettingsRead>>;
+
+/// Why no upstream connection was had.
+#[derive(Debug, thiserror::Error)]
+enum UpstreamError {
+    #[error("cannot reach {target}: {source}")]
+    Connect {
+        target: Authority,
+        source: std::io::Error,
+    },
+    #[error("{0}: not a TLS server name")]
+    Name(String),
+    #[error("TLS to {target} failed: {source}")]
+    Tls {
+        target: Authority,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Http(#[from] hyper::Error),
+}
 
 /// The destinations a connection holds open, re-judged at each policy change.
 #[derive(Clone, Default)]
@@ -697,7 +716,7 @@ impl Upstream {
         target: &Authority,
         addr: SocketAddr,
         tls: bool,
-    ) -> Result<hyper::client::conn::http1::SendRequest<ProxyBody>, String> {
+    ) -> Result<hyper::client::conn::http1::SendRequest<ProxyBody>, UpstreamError> {
         let mut slot = self.0.lock().await;
         if let Some((a, mut s)) = slot.take() {
             if a == *target && s.ready().await.is_ok() {
@@ -725,28 +744,30 @@ async fn open_upstream(
     addr: SocketAddr,
     tls: bool,
     upgrades: bool,
-) -> Result<hyper::client::conn::http1::SendRequest<ProxyBody>, String> {
+) -> Result<hyper::client::conn::http1::SendRequest<ProxyBody>, UpstreamError> {
     let tcp = TcpStream::connect(addr)
         .await
-        .map_err(|e| format!("cannot reach {target}: {e}"))?;
+        .map_err(|source| UpstreamError::Connect {
+            target: target.clone(),
+            source,
+        })?;
     let _ = tcp.set_nodelay(true);
     let tcp = crate::runtime::egress::quickack::QuickAck::new(tcp);
     let sender = if tls {
         let name = rustls::pki_types::ServerName::try_from(target.host.clone())
-            .map_err(|e| e.to_string())?;
+            .map_err(|_| UpstreamError::Name(target.host.clone()))?;
         let stream = TlsConnector::from(shared.tls.clone())
             .connect(name, tcp)
             .await
-            .map_err(|e| format!("TLS to {target} failed: {e}"))?;
-        let (s, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|source| UpstreamError::Tls {
+                target: target.clone(),
+                source,
+            })?;
+        let (s, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
         drive(conn, upgrades);
         s
     } else {
-        let (s, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
-            .await
-            .map_err(|e| e.to_string())?;
+        let (s, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp)).await?;
         drive(conn, upgrades);
         s
     };

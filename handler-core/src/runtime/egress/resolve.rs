@@ -8,11 +8,28 @@ use std::net::IpAddr;
 use hickory_resolver::TokioResolver;
 use tokio::sync::OnceCell;
 
+/// Why a name has no address.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum ResolveError {
+    /// The system's resolver configuration could not be read (kept: every look-up says it).
+    #[error("no DNS resolver: {0}")]
+    NoResolver(String),
+    /// The look-up failed.
+    #[error("cannot resolve {host}: {reason}")]
+    Lookup {
+        /// The name looked up.
+        host: String,
+        /// The resolver's words.
+        reason: String,
+    },
+}
+
 /// Resolves names to addresses.
 #[derive(Debug)]
 pub struct Resolver {
     fixed: BTreeMap<String, IpAddr>,
-    dns: OnceCell<Result<TokioResolver, String>>,
+    dns: OnceCell<Result<TokioResolver, ResolveError>>,
 }
 
 impl Resolver {
@@ -29,7 +46,7 @@ impl Resolver {
     }
 
     /// Every address of `host` (an IP literal is its own).
-    pub async fn lookup(&self, host: &str) -> Result<Vec<IpAddr>, String> {
+    pub async fn lookup(&self, host: &str) -> Result<Vec<IpAddr>, ResolveError> {
         if let Ok(ip) = host.parse::<IpAddr>() {
             return Ok(vec![ip]);
         }
@@ -41,7 +58,7 @@ impl Resolver {
             .get_or_init(|| async {
                 TokioResolver::builder_tokio()
                     .and_then(hickory_resolver::ResolverBuilder::build)
-                    .map_err(|e| format!("no DNS resolver: {e}"))
+                    .map_err(|e| ResolveError::NoResolver(e.to_string()))
             })
             .await;
         let dns = dns.as_ref().map_err(Clone::clone)?;
@@ -53,7 +70,10 @@ impl Resolver {
         let ips = dns
             .lookup_ip(fqdn.as_str())
             .await
-            .map_err(|e| format!("cannot resolve {host}: {e}"))?;
+            .map_err(|e| ResolveError::Lookup {
+                host: host.to_string(),
+                reason: e.to_string(),
+            })?;
         Ok(ips.iter().collect())
     }
 }

@@ -17,19 +17,40 @@ fn fail(msg: impl std::fmt::Display) -> i32 {
     1
 }
 
+/// Why a path is not a cache folder the verbs accept.
+#[derive(Debug, thiserror::Error)]
+enum NotACache {
+    #[error(transparent)]
+    Path(#[from] handler_sandbox::error::SpecError),
+    #[error("{path}: {source}")]
+    Unreadable {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{0} is not a folder")]
+    NotAFolder(String),
+    #[error("{0} is not this user's folder")]
+    NotOwned(String),
+    #[error("{0} is not a cache folder")]
+    Refused(String),
+}
+
 /// A cache folder the verbs accept: absolute, normalized, an existing folder of this user's,
 /// not `/` and not the home itself.
-fn checked(path: &str) -> Result<(), String> {
-    check_abs_path("path", path).map_err(|e| e.to_string())?;
-    let m = fs::symlink_metadata(path).map_err(|e| format!("{path}: {e}"))?;
+fn checked(path: &str) -> Result<(), NotACache> {
+    check_abs_path("path", path)?;
+    let m = fs::symlink_metadata(path).map_err(|source| NotACache::Unreadable {
+        path: path.to_string(),
+        source,
+    })?;
     if !m.is_dir() {
-        return Err(format!("{path} is not a folder"));
+        return Err(NotACache::NotAFolder(path.into()));
     }
     if m.uid() != nix::unistd::getuid().as_raw() {
-        return Err(format!("{path} is not this user's folder"));
+        return Err(NotACache::NotOwned(path.into()));
     }
     if path == "/" || std::env::var("HOME").is_ok_and(|h| h.trim_end_matches('/') == path) {
-        return Err(format!("{path} is not a cache folder"));
+        return Err(NotACache::Refused(path.into()));
     }
     Ok(())
 }

@@ -30,11 +30,11 @@ pub struct BundleRequest {
 }
 
 /// The engine's facts for a helper container (Docker: rootless or opted in).
-fn docker_facts() -> Result<Option<DockerFacts>, String> {
+fn docker_facts() -> Result<Option<DockerFacts>, podman::PodmanError> {
     match engine::current() {
         engine::Kind::Podman => Ok(None),
         engine::Kind::Docker => Ok(Some(DockerFacts {
-            rootless: docker::daemon_rootless().map_err(|e| e.to_string())?,
+            rootless: docker::daemon_rootless()?,
             allow_rootful: docker::rootful_allowed(),
             oci_runtime: None,
             filter_image_id: None,
@@ -54,7 +54,7 @@ fn ids() -> (u32, u32) {
 pub fn run(req: &BundleRequest) -> i32 {
     let facts = match docker_facts() {
         Ok(f) => f,
-        Err(e) => return fail(&e),
+        Err(e) => return fail(&e.to_string()),
     };
     let eng = facts.as_ref().map_or(Engine::Podman, Engine::Docker);
     let args = match handler_sandbox::guard::helper_run_args(
@@ -119,7 +119,7 @@ pub struct FollowRequest {
 pub fn follow(req: &FollowRequest) -> i32 {
     let facts = match docker_facts() {
         Ok(f) => f,
-        Err(e) => return fail(&e),
+        Err(e) => return fail(&e.to_string()),
     };
     let eng = facts.as_ref().map_or(Engine::Podman, Engine::Docker);
     let argvs = match handler_sandbox::guard::follow_argvs(&req.branch, &req.from, &req.to) {
@@ -179,7 +179,7 @@ pub fn copy(req: &CopyRequest) -> i32 {
     use handler_sandbox::{copytree, guard};
     let facts = match docker_facts() {
         Ok(f) => f,
-        Err(e) => return fail(&e),
+        Err(e) => return fail(&e.to_string()),
     };
     let eng = facts.as_ref().map_or(Engine::Podman, Engine::Docker);
     let argv = match &req.action {

@@ -37,14 +37,26 @@ pub struct BuildRequest {
 /// The build secret id the extra CA bundle is given as (`/run/secrets/handler-ca-bundle`).
 pub const CA_BUNDLE_SECRET: &str = "handler-ca-bundle";
 
+/// Why `--ca-bundle PATH` is refused.
+#[derive(Debug, thiserror::Error)]
+enum CaBundleError {
+    #[error("image build: --ca-bundle {path}: {source}")]
+    Unreadable {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("image build: --ca-bundle {0}: not a PEM certificate bundle (or a path with a comma)")]
+    NotPem(String),
+}
+
 /// `--secret id=handler-ca-bundle,src=PATH` for a readable PEM bundle `path`.
-fn ca_bundle_args(path: &str) -> Result<Vec<String>, String> {
-    let text =
-        fs::read_to_string(path).map_err(|e| format!("image build: --ca-bundle {path}: {e}"))?;
+fn ca_bundle_args(path: &str) -> Result<Vec<String>, CaBundleError> {
+    let text = fs::read_to_string(path).map_err(|source| CaBundleError::Unreadable {
+        path: path.to_string(),
+        source,
+    })?;
     if !text.contains("-----BEGIN CERTIFICATE-----") || path.contains(',') {
-        return Err(format!(
-            "image build: --ca-bundle {path}: not a PEM certificate bundle (or a path with a comma)"
-        ));
+        return Err(CaBundleError::NotPem(path.to_string()));
     }
     Ok(vec![
         "--secret".into(),
@@ -329,10 +341,26 @@ pub fn read(image: &str, path: &str) -> i32 {
     code
 }
 
-fn inspect_value(image: &str) -> Result<Value, String> {
-    let v = podman::json(&["image", "inspect", image])
-        .map_err(|e| format!("no image {image:?}: {e}"))?;
-    let i = v.get(0).ok_or_else(|| format!("no image {image:?}"))?;
+/// An image the engine cannot show.
+#[derive(Debug, thiserror::Error)]
+enum NoImage {
+    #[error("no image {image:?}: {source}")]
+    Engine {
+        image: String,
+        source: podman::PodmanError,
+    },
+    #[error("no image {0:?}")]
+    Missing(String),
+}
+
+fn inspect_value(image: &str) -> Result<Value, NoImage> {
+    let v = podman::json(&["image", "inspect", image]).map_err(|source| NoImage::Engine {
+        image: image.to_string(),
+        source,
+    })?;
+    let i = v
+        .get(0)
+        .ok_or_else(|| NoImage::Missing(image.to_string()))?;
     // Docker's inspect has the id as `sha256:<hex>` and the labels only in Config.
     let id = i["Id"].as_str().map_or(Value::Null, |s| {
         Value::String(s.trim_start_matches("sha256:").into())

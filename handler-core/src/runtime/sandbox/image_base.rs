@@ -49,25 +49,39 @@ pub fn pull(image: &str) -> i32 {
     }
 }
 
+/// Why `image base` refuses its request or its CA bundle.
+#[derive(Debug, thiserror::Error)]
+enum BaseError {
+    #[error("image base: --suite {0:?} is not a Debian suite name")]
+    Suite(String),
+    #[error("image base: --mirror {0:?} is not an http(s) URL")]
+    Mirror(String),
+    #[error("image base: --tag {0:?} is not an image name")]
+    Tag(String),
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        source: std::io::Error,
+    },
+    #[error("--ca-bundle {0}: no PEM certificate in it")]
+    NoCertificate(String),
+}
+
+fn io(what: impl std::fmt::Display) -> impl FnOnce(std::io::Error) -> BaseError {
+    let what = what.to_string();
+    move |source| BaseError::Io { what, source }
+}
+
 /// The request's fields checked: the suite a word, the mirror http(s), the tag a reference.
-fn validate(req: &BaseRequest) -> Result<(), String> {
+fn validate(req: &BaseRequest) -> Result<(), BaseError> {
     if req.suite.is_empty() || !req.suite.chars().all(|c| c.is_ascii_lowercase()) {
-        return Err(format!(
-            "image base: --suite {:?} is not a Debian suite name",
-            req.suite
-        ));
+        return Err(BaseError::Suite(req.suite.clone()));
     }
     if !(req.mirror.starts_with("http://") || req.mirror.starts_with("https://")) {
-        return Err(format!(
-            "image base: --mirror {:?} is not an http(s) URL",
-            req.mirror
-        ));
+        return Err(BaseError::Mirror(req.mirror.clone()));
     }
     if req.tag.is_empty() || req.tag.starts_with('-') || req.tag.contains(char::is_whitespace) {
-        return Err(format!(
-            "image base: --tag {:?} is not an image name",
-            req.tag
-        ));
+        return Err(BaseError::Tag(req.tag.clone()));
     }
     Ok(())
 }
@@ -163,7 +177,7 @@ fn make(req: &BaseRequest, tool: &Path, tmp: &Path) -> Result<String, Made> {
         &[],
     )?;
     if let Some(ca) = &req.ca_bundle {
-        let n = add_cas(&root, ca).map_err(Made::Failed)?;
+        let n = add_cas(&root, ca).map_err(|e| Made::Failed(e.to_string()))?;
         log(&format!(
             "image base: the base trusts {n} certificate(s) of {ca}"
         ));
@@ -196,10 +210,10 @@ fn make(req: &BaseRequest, tool: &Path, tmp: &Path) -> Result<String, Made> {
 /// Each certificate of the PEM bundle `ca` as a file under the base's
 /// `/usr/local/share/ca-certificates/handler-build/` (`update-ca-certificates` adds them when
 /// the toolbox installs ca-certificates); how many.
-fn add_cas(root: &Path, ca: &str) -> Result<usize, String> {
-    let text = fs::read_to_string(ca).map_err(|e| format!("--ca-bundle {ca}: {e}"))?;
+fn add_cas(root: &Path, ca: &str) -> Result<usize, BaseError> {
+    let text = fs::read_to_string(ca).map_err(io(format!("--ca-bundle {ca}")))?;
     let dir = root.join("usr/local/share/ca-certificates/handler-build");
-    fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    fs::create_dir_all(&dir).map_err(io(dir.display()))?;
     let mut n = 0;
     let mut cert = String::new();
     for line in text.lines() {
@@ -211,12 +225,12 @@ fn add_cas(root: &Path, ca: &str) -> Result<usize, String> {
         if line.contains("-----END CERTIFICATE-----") {
             n += 1;
             let p = dir.join(format!("host-{n:03}.crt"));
-            fs::write(&p, &cert).map_err(|e| format!("{}: {e}", p.display()))?;
+            fs::write(&p, &cert).map_err(io(p.display()))?;
             cert.clear();
         }
     }
     if n == 0 {
-        return Err(format!("--ca-bundle {ca}: no PEM certificate in it"));
+        return Err(BaseError::NoCertificate(ca.to_string()));
     }
     Ok(n)
 }
@@ -241,13 +255,22 @@ mod tests {
             DEFAULT_MIRROR,
             "localhost/handler-debian-base:trixie",
         );
-        assert_eq!(validate(&ok), Ok(()));
+        assert!(validate(&ok).is_ok());
         let e = validate(&req("trixie; rm", DEFAULT_MIRROR, "x")).unwrap_err();
-        assert!(e.contains("--suite"), "{e}");
+        assert!(
+            matches!(e, BaseError::Suite(_)) && e.to_string().contains("--suite"),
+            "{e}"
+        );
         let e = validate(&req("trixie", "ftp://m", "x")).unwrap_err();
-        assert!(e.contains("--mirror"), "{e}");
+        assert!(
+            matches!(e, BaseError::Mirror(_)) && e.to_string().contains("--mirror"),
+            "{e}"
+        );
         let e = validate(&req("trixie", DEFAULT_MIRROR, "--rm")).unwrap_err();
-        assert!(e.contains("--tag"), "{e}");
+        assert!(
+            matches!(e, BaseError::Tag(_)) && e.to_string().contains("--tag"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -260,8 +283,8 @@ mod tests {
         fs::write(d.join("b.pem"), pem).unwrap();
         let root = d.join("root");
         assert_eq!(
-            add_cas(&root, &d.join("b.pem").display().to_string()),
-            Ok(2)
+            add_cas(&root, &d.join("b.pem").display().to_string()).unwrap(),
+            2
         );
         let second = fs::read_to_string(
             root.join("usr/local/share/ca-certificates/handler-build/host-002.crt"),
@@ -272,7 +295,10 @@ mod tests {
             "-----BEGIN CERTIFICATE-----\nBBB\n-----END CERTIFICATE-----\n"
         );
         fs::write(d.join("e.pem"), "nothing").unwrap();
-        assert!(add_cas(&root, &d.join("e.pem").display().to_string()).is_err());
+        assert!(matches!(
+            add_cas(&root, &d.join("e.pem").display().to_string()),
+            Err(BaseError::NoCertificate(_))
+        ));
         fs::remove_dir_all(&d).unwrap();
     }
 }

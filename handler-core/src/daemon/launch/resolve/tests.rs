@@ -9,7 +9,7 @@ use handler_contracts::allow::AllowEntry;
 use handler_contracts::control::{AgentOptions, ModelAccess, NetworkMode};
 use handler_contracts::parse::from_toml;
 use handler_contracts::sandbox::Injection;
-use handler_contracts::validate::AccessCatalog;
+use handler_contracts::validate::{AccessCatalog, UnusableDocument};
 use handler_contracts::{Account, FileSource, HarnessDescriptor, McpServer, Provider};
 use handler_sandbox::compose::AddonPart;
 use handler_sandbox::egress::phantom::RandomSource;
@@ -38,10 +38,10 @@ impl AccessCatalog for Catalog {
     fn descriptor(&self, harness: &str) -> Option<&HarnessDescriptor> {
         self.descriptors.get(harness)
     }
-    fn account(&self, name: &str) -> Option<Result<&Account, String>> {
+    fn account(&self, name: &str) -> Option<Result<&Account, &UnusableDocument>> {
         self.accounts.get(name).map(Ok)
     }
-    fn provider(&self, name: &str) -> Option<Result<&Provider, String>> {
+    fn provider(&self, name: &str) -> Option<Result<&Provider, &UnusableDocument>> {
         self.providers.get(name).map(Ok)
     }
 }

@@ -121,7 +121,7 @@ pub(super) async fn build(
         file: None,
         build_args: vec![format!("TOOLBOX_IMAGE={toolbox}")],
         no_cache: true,
-        ca_bundle: ca::for_build(app, id).map_err(Outcome::Failed)?,
+        ca_bundle: ca::for_build(app, id).map_err(|e| Outcome::Failed(e.to_string()))?,
     };
     built(app, id, &args, cancel).await
 }

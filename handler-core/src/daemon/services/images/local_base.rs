@@ -119,7 +119,7 @@ async fn make(
         suite: suite.to_string(),
         tag: image.to_string(),
         mirror: app.config.debian_mirror.clone(),
-        ca_bundle: ca::for_build(app, id).map_err(NoBase::Failed)?,
+        ca_bundle: ca::for_build(app, id).map_err(|e| NoBase::Failed(e.to_string()))?,
     };
     match v
         .base(&args, |l| log_line(app, id, &l), cancel.clone())
