@@ -1053,9 +1053,28 @@ pub struct BuiltinAgent {
     /// What a run of it takes and gives back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interface: Option<AgentInterface>,
+    /// Its skills fetched from their upstream when it is set up (not shipped with Handler,
+    /// decision 0123); also named in `skills`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fetches: Vec<UpstreamSkill>,
     /// The agent set up from it, once there is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_id: Option<String>,
+}
+
+/// A built-in agent's skill fetched from its upstream at set-up, pinned by its digest
+/// (decision 0123).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UpstreamSkill {
+    /// The skill's name in the library.
+    pub name: String,
+    /// Where it is fetched from (an `https://` archive or a repository's folder).
+    pub url: String,
+    /// Its licence (an SPDX identifier); its licence file is kept in the skill's folder.
+    pub license: String,
+    /// The digest it must have (`SkillInfo.digest`'s), else the set-up is refused.
+    pub digest: String,
 }
 
 /// A context's colour (D.19).

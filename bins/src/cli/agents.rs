@@ -387,7 +387,16 @@ fn builtin_row(b: &Value) -> Vec<String> {
     } else {
         "yes"
     };
-    vec![text(b, "name"), agent, runs.into(), text(b, "description")]
+    let mut description = text(b, "description");
+    for f in b["fetches"].as_array().into_iter().flatten() {
+        description.push_str(&format!(
+            " (set-up fetches the skill {}, {}, from {})",
+            text(f, "name"),
+            text(f, "license"),
+            text(f, "url")
+        ));
+    }
+    vec![text(b, "name"), agent, runs.into(), description]
 }
 
 async fn network(

@@ -736,6 +736,10 @@ async fn runs_from_the_command_line_review_a_skill_and_print_its_result() {
             && listed.contains("handler agent new --origin skill-review"),
         "{listed}"
     );
+    assert!(
+        listed.contains("set-up fetches the skill skill-creator, Apache-2.0, from https://github.com/anthropics/skills/tree/9d2f1ae187231d8199c64b5b762e1bdf2244733d/skills/skill-creator"),
+        "the skill it fetches said before set-up: {listed}"
+    );
     let scope = d.scope.clone();
     let o = d.output(
         &[

@@ -4,7 +4,8 @@
 //! built without intermediate images, checked in the toolbox with it mounted, and switched;
 //! one whose bin/ holds an extra command and one whose `check` exits 1 fail and leave `:latest`
 //! alone; an image a container mounts is kept by the next switch; a toolbox rebuild rebuilds
-//! the built addon; an agent with a binding of it runs its command from PATH in its sandbox.
+//! the built addon; an agent with a binding of it runs its command from PATH in its sandbox;
+//! an installed addon's image goes with it (G.5), not while a binding uses it.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -19,7 +20,19 @@ use super::daemon_images::{
 /// body) into bin/ and `version`; `commands` and `check` as given.
 fn addon(im: &Images, name: &str, tools: &[(&str, &str)], commands: &[&str], check: &[&str]) {
     let dir = im.root.join("config/addons").join(name);
-    std::fs::create_dir_all(&dir).unwrap();
+    addon_in(im, &dir, name, tools, commands, check);
+}
+
+/// [`addon`]'s folder written at `dir` (a source to install, G.5).
+fn addon_in(
+    im: &Images,
+    dir: &Path,
+    name: &str,
+    tools: &[(&str, &str)],
+    commands: &[&str],
+    check: &[&str],
+) {
+    std::fs::create_dir_all(dir).unwrap();
     let q = |v: &[&str]| {
         v.iter()
             .map(|c| format!("\"{c}\""))
@@ -259,6 +272,66 @@ async fn an_addon_is_built_checked_switched_rebuilt_with_the_toolbox_and_used_by
         image_id(&first).is_none(),
         "the image kept for the sandbox stays after it\n{log5}"
     );
+}
+
+/// G.5's removal with a real image: an addon installed from a folder gets its first build
+/// (checked, switched to `:latest`); its removal is refused (409) while a binding uses it, the
+/// image kept; once the binding is gone it answers 204 and the image is gone from the user's
+/// store, with the addon's folder.
+#[tokio::test]
+async fn an_installed_addons_image_goes_with_it_once_no_binding_uses_it() {
+    if !ready() {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().await;
+    let im = setup("addonrm");
+    let src = im.root.join("src/rmaddon");
+    let tool = [("rm-addon-tool", "echo from-rm-addon")];
+    addon_in(
+        &im,
+        &src,
+        "rmaddon",
+        &tool,
+        &["rm-addon-tool"],
+        &["rm-addon-tool"],
+    );
+    let d = start(&im).await;
+    let post = reqwest::Method::POST;
+    let source = json!({"source": src.display().to_string()});
+    let (s, p) = d
+        .call(post.clone(), "/v1/addons/preview", Some(source.clone()))
+        .await;
+    assert_eq!(s, 200, "{p}");
+    let mut req = source.clone();
+    req["digest"] = p["digest"].clone();
+    let (s, i) = d.call(post.clone(), "/v1/addons/install", Some(req)).await;
+    assert_eq!(s, 201, "{i}");
+    let id = i["build"]["id"].as_str().expect("its first build started");
+    let b = d.ended(id).await;
+    assert_eq!(b["state"], "succeeded", "{b}\n{}", d.log(id).await);
+    let image = latest(&im, "rmaddon");
+    let built = image_id(&image).expect("built and switched to :latest");
+
+    let binding = json!({"name": "rmbinding", "addon": "rmaddon"});
+    let (s, v) = d.call(post, "/v1/bindings", Some(binding)).await;
+    assert_eq!(s, 201, "{v}");
+    let delete = |path: &'static str| d.call(reqwest::Method::DELETE, path, None);
+    let (s, e) = delete("/v1/addons/rmaddon").await;
+    assert_eq!(s, 409, "{e}");
+    assert!(e["detail"].as_str().unwrap().contains("rmbinding"), "{e}");
+    assert_eq!(image_id(&image).as_deref(), Some(built.as_str()), "kept");
+    let installed = im.root.join("config/addons/rmaddon");
+    assert!(installed.join("addon.toml").is_file());
+
+    assert_eq!(delete("/v1/bindings/rmbinding").await.0, 204);
+    let (s, e) = delete("/v1/addons/rmaddon").await;
+    assert_eq!(s, 204, "{e}");
+    assert!(
+        !podman(&["image", "exists", &image]).0,
+        "{image} is still in the user's store"
+    );
+    assert!(image_id(&built).is_none(), "the image {built} is left");
+    assert!(!installed.exists(), "its folder goes");
 }
 
 /// A harness taking stdio MCP servers (`mcpEnv` as given) whose fake agent starts them.

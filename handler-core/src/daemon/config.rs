@@ -97,6 +97,19 @@ pub struct DaemonConfig {
     pub terminal: Option<String>,
     /// `$HANDLER_CLI`: the `handler` a login window runs; none: the one beside handlerd.
     pub handler_cli: Option<PathBuf>,
+    /// `$HANDLER_SKILL_CREATOR_URL` and `$HANDLER_SKILL_CREATOR_DIGEST`: where the built-in
+    /// skill-creator's upstream skill is fetched from at set-up and the digest it must have,
+    /// over its `upstream.toml` (a mirror, an air-gapped copy; decision 0123).
+    pub skill_creator_source: UpstreamOverride,
+}
+
+/// A built-in agent's upstream skill fetched from elsewhere than its `upstream.toml` says.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UpstreamOverride {
+    /// The `https://` URL to fetch instead.
+    pub url: Option<String>,
+    /// The digest (`sha256:…`) to expect instead.
+    pub digest: Option<String>,
 }
 
 /// `HANDLER_SESSION_IDLE_TIMEOUT` (seconds, at least 1) and `HANDLER_SESSION_MAX_ATTACH`
@@ -190,6 +203,7 @@ impl DaemonConfig {
             terminal: None,
             handler_cli: None,
             platform_dir: platform,
+            skill_creator_source: UpstreamOverride::default(),
         }
     }
 
@@ -242,6 +256,11 @@ impl DaemonConfig {
             c.toolbox_image = i.trim().to_string();
         }
         c.build_ca_bundle = env_path("HANDLER_BUILD_CA_BUNDLE");
+        let set = |v: &str| std::env::var(v).ok().filter(|x| !x.trim().is_empty());
+        c.skill_creator_source = UpstreamOverride {
+            url: set("HANDLER_SKILL_CREATOR_URL").map(|u| u.trim().to_string()),
+            digest: set("HANDLER_SKILL_CREATOR_DIGEST").map(|d| d.trim().to_string()),
+        };
         if let Ok(m) = std::env::var("HANDLER_DEBIAN_MIRROR")
             && !m.trim().is_empty()
         {

@@ -4,7 +4,8 @@
 //! neither replaced (422) nor removed (409); a built-in-free removal refused while a binding
 //! uses it, then allowed. An https:// .tar.gz served over real TLS (a test CA) previewed and
 //! installed, other content refused (422), its bad entries refused naming them; stale stagings
-//! removed; an uninstall removing the addon's image, or keeping it when the runtime refuses.
+//! removed; an archive over 32 MiB refused (422); an uninstall removing the addon's image, or
+//! keeping it when the runtime refuses.
 
 use crate::daemon_support;
 
@@ -289,7 +290,7 @@ fn tarred(extra: &[T<'_>]) -> Vec<u8> {
 }
 
 /// An HTTPS server of the test CA answering what `body` holds now at any path.
-async fn archive_server(
+pub(crate) async fn archive_server(
     ca: &TestCa,
     body: Arc<Mutex<Vec<u8>>>,
 ) -> (u16, tokio::task::JoinHandle<()>) {
@@ -324,7 +325,7 @@ async fn archive_server(
 }
 
 /// A daemon trusting the test CA for its fetches.
-async fn trusting(ca: &TestCa, dir: &Path) -> TestDaemon {
+pub(crate) async fn trusting(ca: &TestCa, dir: &Path) -> TestDaemon {
     let pem = dir.join("ca.pem");
     std::fs::write(&pem, &ca.pem).unwrap();
     TestDaemon::start_with(Options {
@@ -465,6 +466,39 @@ async fn an_archive_with_a_link_out_an_absolute_path_a_device_or_too_many_files_
     );
     let (st, e) = preview(&d, "https://").await;
     assert_problem(st, &e, 400, "source invalid");
+    task.abort();
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_archive_over_32_mib_is_refused_422_a_skills_400() {
+    let ca = TestCa::new();
+    let dir = tempfile::tempdir().unwrap();
+    let d = trusting(&ca, dir.path()).await;
+    let body = Arc::new(Mutex::new(vec![0u8; (32 << 20) + 1]));
+    let (port, task) = archive_server(&ca, body).await;
+    let url = format!("https://localhost:{port}/big.tar.gz");
+    let (st, e) = preview(&d, &url).await;
+    assert_problem(st, &e, 422, "source refused");
+    assert!(
+        e["detail"].as_str().unwrap().contains("more than 32 MiB"),
+        "{e}"
+    );
+    let (st, e) = d
+        .post(
+            "/v1/addons/install",
+            json!({"source": url, "digest": "0".repeat(64)}),
+        )
+        .await;
+    assert_problem(st, &e, 422, "source refused");
+    // The same fetch for a skill keeps the skills importer's answer (D.17's archive refusals).
+    let (st, e) = d
+        .post(
+            "/v1/skills/import-url",
+            json!({"url": format!("https://localhost:{port}/big.zip")}),
+        )
+        .await;
+    assert_problem(st, &e, 400, "archive refused");
     task.abort();
     d.stop().await;
 }

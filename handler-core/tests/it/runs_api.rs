@@ -382,8 +382,20 @@ async fn the_built_in_agents_are_set_up_at_most_once_each() {
         )
     );
     assert!(review.get("agentId").is_none());
-    assert_eq!(l[0]["skills"], json!(["handler-skills"]));
+    assert_eq!(l[0]["skills"], json!(["handler-skills", "skill-creator"]));
     assert!(l[0].get("interface").is_none());
+    // Anthropic's skill-creator is fetched at set-up, pinned (decision 0123).
+    let up = &l[0]["fetches"][0];
+    assert_eq!(up["name"], "skill-creator");
+    assert_eq!(
+        up["url"],
+        "https://github.com/anthropics/skills/tree/9d2f1ae187231d8199c64b5b762e1bdf2244733d/skills/skill-creator"
+    );
+    assert_eq!(up["license"], "Apache-2.0");
+    assert!(
+        up["digest"].as_str().unwrap().starts_with("sha256:"),
+        "{up}"
+    );
 
     let models = json!([{"account": "perso"}]);
     let (s, v) = d
@@ -435,7 +447,11 @@ async fn the_built_in_agents_are_set_up_at_most_once_each() {
         .await;
     assert_eq!(s, 201, "set up again once deleted: {a}");
 
-    // skill-creator: its skill installed in the library, unless one of that name is there.
+    // skill-creator: its skill installed in the library, unless one of that name is there (its
+    // upstream skill is there: no fetch, builtin_upstream:: fetches it).
+    let upstream = "---\nname: skill-creator\ndescription: a copy\n---\ncopy\n";
+    let (s, v) = d.post("/v1/skills", json!({"content": upstream})).await;
+    assert_eq!(s, 201, "{v}");
     let own = "---\nname: handler-skills\ndescription: the user's own\n---\nmine\n";
     let (s, v) = d.post("/v1/skills", json!({"content": own})).await;
     assert_eq!(s, 201, "{v}");
@@ -448,7 +464,11 @@ async fn the_built_in_agents_are_set_up_at_most_once_each() {
         )
         .await;
     assert_eq!(s, 201, "{c}");
-    assert_eq!(c["skills"], json!(["handler-skills"]), "{c}");
+    assert_eq!(
+        c["skills"],
+        json!(["handler-skills", "skill-creator"]),
+        "{c}"
+    );
     assert!(c.get("interface").is_none());
     let (_, sk) = d.get("/v1/skills/handler-skills").await;
     assert!(
@@ -465,6 +485,9 @@ async fn a_built_in_agents_skill_never_replaces_the_users() {
     let own = "---\nname: handler-skills\ndescription: the user's own\n---\nmine\n";
     let (s, v) = d.post("/v1/skills", json!({"content": own})).await;
     assert_eq!(s, 201, "{v}");
+    let upstream = "---\nname: skill-creator\ndescription: the user's own\n---\nmine too\n";
+    let (s, v) = d.post("/v1/skills", json!({"content": upstream})).await;
+    assert_eq!(s, 201, "{v}");
     let (s, c) = d
         .post(
             "/v1/agents",
@@ -474,6 +497,8 @@ async fn a_built_in_agents_skill_never_replaces_the_users() {
     assert_eq!(s, 201, "{c}");
     let (_, sk) = d.get("/v1/skills/handler-skills").await;
     assert_eq!(sk["content"], own, "kept: {sk}");
+    let (_, sk) = d.get("/v1/skills/skill-creator").await;
+    assert_eq!(sk["content"], upstream, "kept, nothing fetched: {sk}");
     d.stop().await;
 }
 

@@ -404,7 +404,7 @@ async fn read_source(app: &AppState, source: &str) -> ApiResult<Read> {
     match origin(&app.config, source)? {
         Origin::Folder(root) => blocking(move || finish(read_folder(&root)?)).await,
         Origin::Archive(url) => {
-            let body = super::skills::import::fetch(app, &url).await?;
+            let body = super::skills::import::fetch(app, &url, refused).await?;
             blocking(move || finish(untar(&body)?)).await
         }
     }

@@ -300,9 +300,11 @@ fn adhoc_stored(
 
 /// The rules behind POST /v1/agents: an ad-hoc agent (set up from a built-in one with `origin`).
 pub async fn create(app: &AppState, req: AdHocAgentRequest) -> ApiResult<Agent> {
+    use crate::daemon::services::builtin_agents;
+    let fetched = builtin_agents::fetch_upstream(app, &req).await?;
     let _w = app.write_lock.lock().await;
     let snap = app.snapshot();
-    let req = crate::daemon::services::builtin_agents::set_up(app, &req)?;
+    let req = builtin_agents::set_up(app, &req, fetched)?;
     let a = adhoc_stored(app, &snap, &req, None)?;
     app.agents.update::<_, ApiError>(|agents, _| {
         agents.push(a.clone());

@@ -1,17 +1,24 @@
 //! The built-in agents (D.18): platform data (`handler-core/data/builtin-agents/<name>/`:
-//! `agent.toml`, `instructions.md`, `interface.json`, `skills/`), listed with the agent set up
-//! from each; an ad-hoc agent created with one as its `origin` (at most one each: 400 unknown,
-//! 409 already set up) gets its defaults for what the request leaves out, and its skills are
-//! installed in the library first unless one of that name is there.
+//! `agent.toml`, `instructions.md`, `interface.json`, `skills/`, `upstream.toml`), listed with
+//! the agent set up from each; an ad-hoc agent created with one as its `origin` (at most one
+//! each: 400 unknown, 409 already set up) gets its defaults for what the request leaves out, and
+//! its skills are installed in the library first unless one of that name is there: the shipped
+//! ones copied, the upstream ones fetched and pinned by their digest (decision 0123).
 
 use std::path::{Path, PathBuf};
 
-use handler_contracts::control::{AdHocAgentRequest, AgentInterface, BuiltinAgent, NetworkMode};
+use handler_contracts::control::{
+    AdHocAgentRequest, AgentInterface, BuiltinAgent, NetworkMode, UpstreamSkill,
+};
 use handler_contracts::harness::PermissionMode;
 use handler_contracts::sandbox::{Confinement, Enforcement};
+use handler_contracts::skill_archive::fetch_location;
+use handler_contracts::skill_scan::{ScanFile, digest};
 use handler_contracts::validate::validate_skill_name;
 use serde::Deserialize;
 
+use super::skills::import::{self, NewFile};
+use crate::daemon::config::UpstreamOverride;
 use crate::daemon::problem::{ApiError, ApiResult};
 use crate::daemon::state::AppState;
 
@@ -31,6 +38,56 @@ struct AgentToml {
     egress: Option<Enforcement>,
     confinement: Confinement,
     permissions: PermissionMode,
+}
+
+/// A built-in agent's `upstream.toml`: the skills fetched when it is set up (decision 0123).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UpstreamToml {
+    #[serde(default)]
+    skill: Vec<UpstreamEntry>,
+}
+
+/// One `[[skill]]` of an `upstream.toml`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UpstreamEntry {
+    name: String,
+    url: String,
+    license: String,
+    digest: String,
+}
+
+/// The settings that point an upstream skill elsewhere: the config's override and the names
+/// of its environment variables (for the errors' hints).
+fn override_of<'a>(app: &'a AppState, skill: &str) -> Option<(&'a UpstreamOverride, &'static str)> {
+    (skill == "skill-creator").then_some((
+        &app.config.skill_creator_source,
+        "HANDLER_SKILL_CREATOR_URL (and HANDLER_SKILL_CREATOR_DIGEST for another copy)",
+    ))
+}
+
+/// The upstream skills of a built-in agent's folder, with the config's overrides applied.
+fn upstream_of(app: &AppState, d: &Path) -> Result<Vec<UpstreamSkill>, String> {
+    let text = match std::fs::read_to_string(d.join("upstream.toml")) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(format!("upstream.toml: {e}")),
+    };
+    let t: UpstreamToml = toml::from_str(&text).map_err(|e| format!("upstream.toml: {e}"))?;
+    let mut v = Vec::new();
+    for e in t.skill {
+        validate_skill_name(&e.name).map_err(|x| format!("upstream.toml: name: {}", x.message))?;
+        let o = override_of(app, &e.name).map(|(o, _)| o.clone());
+        let o = o.unwrap_or_default();
+        v.push(UpstreamSkill {
+            url: o.url.unwrap_or(e.url),
+            digest: o.digest.unwrap_or(e.digest),
+            name: e.name,
+            license: e.license,
+        });
+    }
+    Ok(v)
 }
 
 fn dir(app: &AppState) -> PathBuf {
@@ -67,6 +124,11 @@ fn read(app: &AppState, name: &str) -> ApiResult<Option<BuiltinAgent>> {
         }
         Err(_) => None,
     };
+    let fetches = upstream_of(app, &d).map_err(broken)?;
+    let mut skills = skills_of(&d);
+    skills.extend(fetches.iter().map(|u| u.name.clone()));
+    skills.sort();
+    skills.dedup();
     let agent_id = app
         .agents
         .agents()
@@ -84,8 +146,9 @@ fn read(app: &AppState, name: &str) -> ApiResult<Option<BuiltinAgent>> {
         allow: Vec::new(),
         confinement: t.confinement,
         permissions: t.permissions,
-        skills: skills_of(&d),
+        skills,
         interface,
+        fetches,
         agent_id,
     }))
 }
@@ -108,10 +171,121 @@ pub async fn list(app: &AppState) -> ApiResult<Vec<BuiltinAgent>> {
     Ok(v)
 }
 
+/// A built-in agent's upstream skills fetched and checked by [`fetch_upstream`], by name.
+#[derive(Debug, Default)]
+pub(crate) struct Fetched(Vec<(String, Vec<NewFile>)>);
+
+impl Fetched {
+    fn take(&mut self, skill: &str) -> Option<Vec<NewFile>> {
+        let i = self.0.iter().position(|(n, _)| n == skill)?;
+        Some(self.0.swap_remove(i).1)
+    }
+}
+
+/// Before the write lock (a slow server never blocks writes): the upstream skills of `req`'s
+/// origin that the library lacks, fetched and checked against their digests — 502 when one
+/// cannot be fetched or is not what was pinned, with nothing written. Nothing to fetch for a
+/// request without origin, an unknown origin or one set up already ([`set_up`] answers those).
+pub(crate) async fn fetch_upstream(app: &AppState, req: &AdHocAgentRequest) -> ApiResult<Fetched> {
+    let mut out = Fetched::default();
+    let Some(origin) = &req.origin else {
+        return Ok(out);
+    };
+    let Some(b) = read(app, origin)? else {
+        return Ok(out);
+    };
+    if b.agent_id.is_some() {
+        return Ok(out);
+    }
+    for up in &b.fetches {
+        if std::fs::symlink_metadata(app.config.skills_dir.join(&up.name)).is_err() {
+            out.0
+                .push((up.name.clone(), fetch_one(app, origin, up).await?));
+        }
+    }
+    Ok(out)
+}
+
+/// One upstream skill: fetched like an import from its URL (the same fetch, limits and archive
+/// rules), named as declared, its digest the pinned one.
+async fn fetch_one(app: &AppState, origin: &str, up: &UpstreamSkill) -> ApiResult<Vec<NewFile>> {
+    let setting = override_of(app, &up.name).map_or("no setting", |(_, s)| s);
+    let hint = format!(
+        "the built-in agent {origin} fetches its skill {} from {} when set up: try again once it \
+         is reachable, or point {setting} at a mirror",
+        up.name, up.url
+    );
+    let gateway = |title: &str, d: String| {
+        ApiError::new(
+            axum::http::StatusCode::BAD_GATEWAY,
+            title,
+            format!("{d}; {hint}"),
+        )
+    };
+    let (location, folder) = fetch_location(&up.url);
+    let body = import::fetch(app, &location, |d| {
+        ApiError::new(axum::http::StatusCode::BAD_GATEWAY, "fetch failed", d)
+    })
+    .await
+    .map_err(|e| match e.status {
+        axum::http::StatusCode::BAD_GATEWAY => gateway(
+            &e.title,
+            format!("url: {}: {}", up.url, e.detail.unwrap_or_default()),
+        ),
+        _ => e,
+    })?;
+    let files = tokio::task::spawn_blocking(move || import::unzip(&body, folder.as_deref()))
+        .await
+        .map_err(ApiError::internal)?
+        .map_err(|e| {
+            let d = e.detail.unwrap_or_default();
+            gateway(
+                "upstream skill refused",
+                format!("url: {}: {}: {d}", up.url, e.title),
+            )
+        })?;
+    let named = files
+        .iter()
+        .find(|(rel, _, _)| rel == super::skills::SKILL_MD)
+        .and_then(|(_, b, _)| std::str::from_utf8(b).ok())
+        .and_then(|c| super::skills::name_of("SKILL.md", c).ok());
+    if named.as_deref() != Some(up.name.as_str()) {
+        let d = format!("url: {}: no SKILL.md named {:?} there", up.url, up.name);
+        return Err(gateway("upstream skill refused", d));
+    }
+    let got = digest_of(&files);
+    if got != up.digest {
+        let d = format!(
+            "url: {}: its digest is {got}, not the pinned {}",
+            up.url, up.digest
+        );
+        return Err(gateway("upstream skill differs", d));
+    }
+    Ok(files)
+}
+
+/// The digest of a skill's files, as `SkillInfo.digest` gives it once they are in the library.
+fn digest_of(files: &[NewFile]) -> String {
+    let sf: Vec<ScanFile<'_>> = files
+        .iter()
+        .map(|(path, bytes, executable)| ScanFile {
+            path,
+            bytes,
+            executable: *executable,
+        })
+        .collect();
+    digest(&sf)
+}
+
 /// POST /v1/agents with `origin`: the built-in agent (400 unknown built-in agent, 409 built-in
 /// agent already set up), its defaults filled into what `req` leaves out, its skills installed
-/// in the library (a skill of that name already there is kept).
-pub(crate) fn set_up(app: &AppState, req: &AdHocAgentRequest) -> ApiResult<AdHocAgentRequest> {
+/// in the library (a skill of that name already there is kept; the upstream ones from
+/// `fetched`, which [`fetch_upstream`] gave before the write lock was taken).
+pub(crate) fn set_up(
+    app: &AppState,
+    req: &AdHocAgentRequest,
+    mut fetched: Fetched,
+) -> ApiResult<AdHocAgentRequest> {
     let Some(origin) = &req.origin else {
         return Ok(req.clone());
     };
@@ -140,7 +314,18 @@ pub(crate) fn set_up(app: &AppState, req: &AdHocAgentRequest) -> ApiResult<AdHoc
     o.confinement = o.confinement.or(Some(b.confinement));
     o.permissions = o.permissions.or(Some(b.permissions));
     for s in &b.skills {
-        install_skill(app, origin, s)?;
+        if let Some(files) = fetched.take(s) {
+            install_fetched(app, origin, s, &files)?;
+        } else if b.fetches.iter().any(|u| &u.name == s) {
+            super::skills::existing(app, s).map_err(|_| {
+                ApiError::conflict(
+                    "skill removed meanwhile",
+                    format!("skills: {s:?} was removed while the set-up ran: try again"),
+                )
+            })?;
+        } else {
+            install_skill(app, origin, s)?;
+        }
         if !r.skills.contains(s) {
             r.skills.push(s.clone());
         }
@@ -164,6 +349,20 @@ fn install_skill(app: &AppState, origin: &str, skill: &str) -> ApiResult<()> {
             ApiError::internal(format!("installing the skill {skill}: {e}"))
         })?;
     tracing::info!(%skill, %origin, "built-in agent's skill installed in the library");
+    Ok(())
+}
+
+/// An upstream skill's checked files written into the library (through a staging folder,
+/// renamed), unless a skill of that name came meanwhile (kept).
+fn install_fetched(app: &AppState, origin: &str, skill: &str, files: &[NewFile]) -> ApiResult<()> {
+    let to = app.config.skills_dir.join(skill);
+    if std::fs::symlink_metadata(&to).is_ok() {
+        return Ok(());
+    }
+    let staged = import::stage(app)?;
+    import::fill(&staged, files)?;
+    import::put_in_place(&staged, &to, false)?;
+    tracing::info!(%skill, %origin, "built-in agent's upstream skill installed in the library");
     Ok(())
 }
 

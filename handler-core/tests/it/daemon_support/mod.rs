@@ -76,6 +76,8 @@ pub(crate) struct Options {
     pub terminal: Option<String>,
     /// `$HANDLER_CLI`.
     pub handler_cli: Option<std::path::PathBuf>,
+    /// `$HANDLER_SKILL_CREATOR_URL` / `_DIGEST` (the built-in skill-creator's upstream skill).
+    pub skill_creator_source: handler_core::daemon::config::UpstreamOverride,
 }
 
 impl TestDaemon {
@@ -122,6 +124,7 @@ impl TestDaemon {
         }
         c.terminal = o.terminal;
         c.handler_cli = o.handler_cli;
+        c.skill_creator_source = o.skill_creator_source;
         let state = daemon::build(c, None).unwrap();
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let running = daemon::serve(state.clone(), async {

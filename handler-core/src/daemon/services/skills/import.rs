@@ -306,7 +306,7 @@ pub async fn from_url(
         ));
     }
     let (location, folder) = fetch_location(parsed.as_str());
-    let body = fetch(app, &location).await?;
+    let body = fetch(app, &location, refused).await?;
     let files = tokio::task::spawn_blocking(move || unzip(&body, folder.as_deref()))
         .await
         .map_err(ApiError::internal)??;
@@ -314,9 +314,14 @@ pub async fn from_url(
 }
 
 /// GETs `url` over TLS (the system's roots and `$HANDLER_BUILD_CA_BUNDLE`'s), https only even
-/// through redirects, at most 32 MiB. 502 `fetch failed` when it cannot. Also the addons'
-/// fetch of an `https://` `.tar.gz` (G.5).
-pub(crate) async fn fetch(app: &AppState, url: &str) -> ApiResult<Vec<u8>> {
+/// through redirects, at most 32 MiB (more: `too_large`'s error, the caller's status: a skill's
+/// 400, an addon's 422). 502 `fetch failed` when it cannot. Also the addons' fetch of an
+/// `https://` `.tar.gz` (G.5) and the built-in agents' upstream skills (decision 0123).
+pub(crate) async fn fetch(
+    app: &AppState,
+    url: &str,
+    too_large: fn(String) -> ApiError,
+) -> ApiResult<Vec<u8>> {
     let failed = |d: String| {
         ApiError::new(
             axum::http::StatusCode::BAD_GATEWAY,
@@ -354,7 +359,7 @@ pub(crate) async fn fetch(app: &AppState, url: &str) -> ApiResult<Vec<u8>> {
     {
         body.extend_from_slice(&chunk);
         if body.len() as u64 > MAX_BYTES {
-            return Err(refused(format!("{url}: more than 32 MiB")));
+            return Err(too_large(format!("{url}: more than 32 MiB")));
         }
     }
     Ok(body)
