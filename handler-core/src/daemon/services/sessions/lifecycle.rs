@@ -294,14 +294,15 @@ async fn with_git_guard(
 
 /// Decision 0103 (`sessionTree = "copy"`): the scope's mount replaced by the session's own
 /// checkout in `<session folder>/guard/tree` (nothing of the host's tree bound), its git
-/// writable (Handler's, not the host's); refused (naming `sessionTree`) unless the scope is a
-/// repository's root at a commit.
+/// writable (Handler's, not the host's); refused (naming `sessionTree`) unless the scope is
+/// in a repository at a commit (decision 0121: below its root, a sparse checkout of that folder).
 async fn with_copy(
     app: &AppState,
     id: &str,
     prepared: &mut Prepared,
 ) -> Result<Arc<GuardSession>, String> {
     use handler_contracts::sandbox::MountKind;
+    use handler_sandbox::copytree;
     let scope = prepared
         .spec
         .mounts
@@ -321,6 +322,14 @@ async fn with_copy(
     prepared.spec.mounts.retain(|m| m.kind != MountKind::Scope);
     prepared.spec.mounts.extend(mounts);
     prepared.spec.git_writable = true;
+    if copytree::scope_below_root(&g.facts, &scope).is_some_and(|r| !r.is_empty()) {
+        prepared
+            .spec
+            .env
+            .extend(copytree::below_root_env(&g.facts.root));
+    }
+    // Decision 0121: the Files pane's baseline is the checkout's (kept across restarts).
+    super::files::record_baseline(app, id).await;
     Ok(Arc::new(GuardSession::new(
         g,
         prepared.spec.image.clone(),
