@@ -459,3 +459,90 @@ async fn copy_without_a_repository_is_refused_naming_session_tree() {
         "{v}"
     );
 }
+
+/// Waits (120 s at most) for `line` in the daemon's log; the log.
+async fn wait_daemon_line(d: &TempDaemon, line: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let log = d.log();
+        if log.contains(line) {
+            return log;
+        }
+        assert!(Instant::now() < deadline, "no {line:?}: {log}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// Decision 0122: a plain connection (`/v1/agents/{id}/acp`) of a copy agent, over a real
+/// WebSocket, gets its own checkout (no `.env`); its commit reaches the host's `main` and tree
+/// at the turn's end, and when it closes its uncommitted scratch is kept at
+/// `refs/handler/sessions/<connection id>/uncommitted`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_connection_gets_its_checkout_its_commit_comes_back_and_its_uncommitted_is_kept() {
+    let Some(u) = user() else { return };
+    let d = start(u, "conn").await;
+    let base = d.git(&["rev-parse", "main"]);
+    let agent = d.copy_agent().await;
+    let protocols = vec!["acp.v1".to_string(), format!("bearer.{}", d.token)];
+    let url = format!("ws://127.0.0.1:{}/v1/agents/{agent}/acp", d.port);
+    let mut c = test_support::acp::open(&url, &protocols, None)
+        .await
+        .unwrap_or_else(|e| panic!("{e}: {}", d.log()));
+    c.request(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    )
+    .await;
+    let r = c
+        .request("session/new", json!({"cwd": d.scope, "mcpServers": []}))
+        .await;
+    let sid = r["result"]["sessionId"].as_str().unwrap().to_string();
+    let text = format!(
+        "sh: cd {} && if test -e .env; then echo env-is-here; else echo env-absent; fi && \
+         echo conn > conn.txt && git add conn.txt && git commit -q -m 'agent over a copy connection' && \
+         echo scratch > scratch.txt && echo done-conn",
+        d.scope.display()
+    );
+    let r = c
+        .request(
+            "session/prompt",
+            json!({"sessionId": sid, "prompt": [{"type": "text", "text": text}]}),
+        )
+        .await;
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    assert!(
+        c.seen
+            .iter()
+            .any(|m| m.to_string().contains("exit 0\\nenv-absent\\ndone-conn")),
+        "{:?}",
+        c.seen
+    );
+    let log = wait_daemon_line(&d, "main: merged --ff-only").await;
+    assert_eq!(
+        d.git(&["log", "-1", "--format=%s", "main"]),
+        "agent over a copy connection",
+        "{log}"
+    );
+    assert_eq!(d.git(&["rev-parse", "main~1"]), base);
+    assert_eq!(
+        std::fs::read_to_string(d.scope.join("conn.txt")).unwrap(),
+        "conn\n"
+    );
+    assert!(
+        !d.scope.join("scratch.txt").exists(),
+        "the host's tree was bound"
+    );
+    drop(c);
+    let log = wait_daemon_line(&d, "uncommitted work kept as refs/handler/sessions/c").await;
+    let kept = log
+        .split_whitespace()
+        .find(|w| w.starts_with("refs/handler/sessions/c") && w.ends_with("/uncommitted"))
+        .unwrap_or_else(|| panic!("{log}"))
+        .to_string();
+    assert_eq!(
+        d.git(&["show", &format!("{kept}:scratch.txt")]),
+        "scratch",
+        "{log}"
+    );
+    assert_eq!(d.git(&["status", "--porcelain"]), "", "{log}");
+}

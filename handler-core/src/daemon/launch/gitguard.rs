@@ -388,6 +388,25 @@ pub async fn prepare_copy(
     Ok((g, mounts))
 }
 
+/// `spec` given the copy `prepare_copy` made for its scope `scope`: the scope's mount
+/// replaced by `mounts` (nothing of the host's tree bound), its git writable (Handler's, not the
+/// host's), and below the root the environment its git needs to find the checkout's `.git`
+/// (`copytree::below_root_env`). Sessions and connections alike.
+pub fn copy_into(
+    spec: &mut handler_contracts::SandboxSpec,
+    g: &Guarded,
+    mounts: Vec<Mount>,
+    scope: &str,
+) {
+    use handler_contracts::sandbox::MountKind;
+    spec.mounts.retain(|m| m.kind != MountKind::Scope);
+    spec.mounts.extend(mounts);
+    spec.git_writable = true;
+    if copytree::scope_below_root(&g.facts, scope).is_some_and(|r| !r.is_empty()) {
+        spec.env.extend(copytree::below_root_env(&g.facts.root));
+    }
+}
+
 /// A fresh checkout's seed, made in `<dir>/tree.new` (`None` for it when `<dir>/tree` is kept
 /// from an earlier start): the guard's, sparse to the scope's folder below the root.
 #[allow(clippy::type_complexity)]

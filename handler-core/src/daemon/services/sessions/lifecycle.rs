@@ -302,7 +302,6 @@ async fn with_copy(
     prepared: &mut Prepared,
 ) -> Result<Arc<GuardSession>, String> {
     use handler_contracts::sandbox::MountKind;
-    use handler_sandbox::copytree;
     let scope = prepared
         .spec
         .mounts
@@ -319,15 +318,7 @@ async fn with_copy(
     )
     .await
     .map_err(|e| format!("git guard: {e}"))?;
-    prepared.spec.mounts.retain(|m| m.kind != MountKind::Scope);
-    prepared.spec.mounts.extend(mounts);
-    prepared.spec.git_writable = true;
-    if copytree::scope_below_root(&g.facts, &scope).is_some_and(|r| !r.is_empty()) {
-        prepared
-            .spec
-            .env
-            .extend(copytree::below_root_env(&g.facts.root));
-    }
+    gitguard::copy_into(&mut prepared.spec, &g, mounts, &scope);
     // Decision 0121: the Files pane's baseline is the checkout's (kept across restarts).
     super::files::record_baseline(app, id).await;
     Ok(Arc::new(GuardSession::new(
