@@ -47,9 +47,18 @@ async fn start(u: User, tag: &str) -> Daemon {
     start_in(u, tag, false).await
 }
 
+/// [`start`] on runtime `runtime` (`Some("docker")`: rootless Docker; `TempDaemon`'s option).
+async fn start_on(u: User, tag: &str, runtime: Option<&str>) -> Daemon {
+    start_with(u, tag, false, runtime).await
+}
+
 /// [`start`], the repository at the scope's root — or, when `above`, at its parent
 /// (`home/code`, with `outside.txt` beside the scope), the scope a folder below the root.
 async fn start_in(u: User, tag: &str, above: bool) -> Daemon {
+    start_with(u, tag, above, None).await
+}
+
+async fn start_with(u: User, tag: &str, above: bool, runtime: Option<&str>) -> Daemon {
     let l = Layout::new(&format!("hstree-{}-{tag}", std::process::id()), false);
     let (root, home, scope) = (l.root.clone(), l.home.clone(), l.scope.clone());
     std::fs::create_dir_all(home.join("code/plain")).unwrap();
@@ -82,7 +91,7 @@ async fn start_in(u: User, tag: &str, above: bool) -> Daemon {
         u.git(&repo, args);
     }
     Daemon {
-        d: l.spawn(u, &[]).await,
+        d: l.spawn_on(u, &[], runtime).await,
         scope,
     }
 }
@@ -217,7 +226,27 @@ impl Daemon {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_copy_sessions_commit_reaches_the_host_tree_and_its_uncommitted_work_is_kept() {
     let Some(u) = user() else { return };
-    let d = start(u, "copy").await;
+    copy_session_case(start(u, "copy").await, "podman").await;
+}
+
+/// The same case (a) on the Docker runtime (rootless Docker as the test user): the helper
+/// containers of the checkout, the bring-back and follow run on Docker too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_sessions_commit_reaches_the_host_tree_under_docker() {
+    let Some(u) = user() else { return };
+    copy_session_case(start_on(u, "copy-dk", Some("docker")).await, "docker").await;
+}
+
+/// The names of the containers engine `cli` runs for the test user.
+fn containers(d: &Daemon, cli: &str) -> String {
+    let home = d.user.home();
+    let args = ["ps", "--format", "{{.Names}}"];
+    let o = d.user.cmd(cli, &args, &[("HOME", home)]).output().unwrap();
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Case (a) on daemon `d`, its sandboxes on engine `cli` (`podman`, `docker`).
+async fn copy_session_case(d: Daemon, cli: &str) {
     let base = d.git(&["rev-parse", "main"]);
     let agent = d.copy_agent().await;
     let prompt = format!(
@@ -227,6 +256,7 @@ async fn a_copy_sessions_commit_reaches_the_host_tree_and_its_uncommitted_work_i
         d.scope.display()
     );
     let (id, sid) = d.session(&agent, prompt).await;
+    assert!(containers(&d, cli).contains(&id), "not on {cli}");
     let log = d.wait_guard_line(&id, "main: merged --ff-only").await;
     let events = d.session_file(&id, "events.ndjson");
     // The sandbox's own answer (the prompt's text holds both words).
