@@ -8,7 +8,7 @@
 
 use handler_contracts::sandbox::{Mount, MountKind};
 
-use crate::guard::{self, GuardError, HOST_OBJECTS, HostBranch, RepoFacts};
+use crate::guard::{self, Action, GuardError, HOST_OBJECTS, HostBranch, RepoFacts};
 
 /// The agent option `sessionTree`: what the sandbox sees at the scope's path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -181,44 +181,15 @@ pub struct TreeFacts {
     pub scope: String,
 }
 
-/// What happens to one branch that came back under copy.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CopyAction {
-    /// The host branch is already there.
-    Unchanged,
-    /// The host has no branch of that name: create it at the fetched commit.
-    Create,
-    /// Move the ref only: the branch is not checked out in the host's tree.
-    MoveRef,
-    /// `git merge --ff-only` the hidden ref into the host's tree (its checked-out branch).
-    MergeFfOnly,
-    /// The work waits under the hidden ref; why, for the session's log.
-    Wait {
-        /// Why it was not moved.
-        reason: String,
-    },
-}
-
 /// The decision for branch `name` fetched at `fetched` under copy: a fast-forward moves the
 /// host, by `merge --ff-only` when the branch is the host tree's HEAD — unless the host changed
 /// a file the agent's commits write, or they write outside a scope below the root, then (as
 /// when it is no fast-forward) the work waits. A branch the host has none of is made as is.
-pub fn decide(
-    name: &str,
-    fetched: &str,
-    host: Option<&HostBranch>,
-    tree: &TreeFacts,
-) -> CopyAction {
-    let Some(h) = host else {
-        return CopyAction::Create;
-    };
-    if h.commit == fetched {
-        return CopyAction::Unchanged;
-    }
-    if !h.ancestor_of_fetched {
-        return CopyAction::Wait {
-            reason: format!("the host's {name} moved meanwhile: not a fast-forward"),
-        };
+pub fn decide(name: &str, fetched: &str, host: Option<&HostBranch>, tree: &TreeFacts) -> Action {
+    // The guard's own decision first (nothing staged counts here: `merge --ff-only` keeps it).
+    match guard::decide(name, fetched, host, tree.head.as_deref(), false) {
+        Action::FastForward { .. } => {}
+        other => return other,
     }
     if !tree.scope.is_empty() {
         let inside = format!("{}/", tree.scope);
@@ -229,7 +200,7 @@ pub fn decide(
             .map(String::as_str)
             .collect();
         if !outside.is_empty() {
-            return CopyAction::Wait {
+            return Action::Wait {
                 reason: format!(
                     "the agent's commit writes {} outside its scope {}: the work waits",
                     outside.join(", "),
@@ -239,7 +210,7 @@ pub fn decide(
         }
     }
     if tree.head.as_deref() != Some(name) {
-        return CopyAction::MoveRef;
+        return Action::FastForward { reset_index: false };
     }
     let both: Vec<&str> = tree
         .agent_writes
@@ -248,9 +219,9 @@ pub fn decide(
         .map(String::as_str)
         .collect();
     if both.is_empty() {
-        CopyAction::MergeFfOnly
+        Action::MergeFfOnly
     } else {
-        CopyAction::Wait {
+        Action::Wait {
             reason: format!(
                 "the host changed {} which the agent's commit writes: kept, the work waits",
                 both.join(", ")

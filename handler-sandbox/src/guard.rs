@@ -420,7 +420,8 @@ pub struct HostBranch {
     pub ancestor_of_fetched: bool,
 }
 
-/// What happens to one branch after the fetch (item 2).
+/// What happens to one branch after the fetch (item 2), under `shared` ([`decide`]) and
+/// `copy` (`copytree::decide`) alike.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
     /// The host branch is already there.
@@ -433,6 +434,9 @@ pub enum Action {
     },
     /// The host has no branch of that name: create it at the fetched commit.
     Create,
+    /// Under `sessionTree = "copy"` only (`copytree::decide`), the host tree's own branch:
+    /// `git merge --ff-only` of the hidden ref, since the tree does not hold the agent's files.
+    MergeFfOnly,
     /// The work waits under the hidden ref; why, for the session's log.
     Wait {
         /// Why it was not moved.

@@ -1,8 +1,8 @@
 //! `sessionTree = "copy"` (decision 0103): the option, the refusals, the copy's mounts and
 //! checkout, ff-only vs wait when the work comes back, and the uncommitted ref.
 
-use handler_sandbox::copytree::{self, CopyAction, CopyError, SessionTree, TreeFacts};
-use handler_sandbox::guard::{GuardError, Head, HostBranch, Layout, Link, RepoFacts};
+use handler_sandbox::copytree::{self, CopyError, SessionTree, TreeFacts};
+use handler_sandbox::guard::{Action, GuardError, Head, HostBranch, Layout, Link, RepoFacts};
 
 const C1: &str = "1111111111111111111111111111111111111111";
 const C2: &str = "2222222222222222222222222222222222222222";
@@ -48,7 +48,7 @@ fn below_the_root_a_commit_writing_outside_the_scope_waits() {
     let mut t = tree(&[], &["sub/a.txt", "top.txt", "subway/b"]);
     t.scope = "sub".into();
     match copytree::decide("main", C2, Some(&ff()), &t) {
-        CopyAction::Wait { reason } => assert_eq!(
+        Action::Wait { reason } => assert_eq!(
             reason,
             "the agent's commit writes top.txt, subway/b outside its scope sub: the work waits"
         ),
@@ -57,9 +57,9 @@ fn below_the_root_a_commit_writing_outside_the_scope_waits() {
     t.agent_writes = vec!["sub/a.txt".into(), "sub/x/y".into()];
     assert_eq!(
         copytree::decide("main", C2, Some(&ff()), &t),
-        CopyAction::MergeFfOnly
+        Action::MergeFfOnly
     );
-    assert_eq!(copytree::decide("side", C2, None, &t), CopyAction::Create);
+    assert_eq!(copytree::decide("side", C2, None, &t), Action::Create);
 }
 
 #[test]
@@ -186,7 +186,7 @@ fn a_fast_forward_of_the_checked_out_branch_merges_ff_only() {
     let t = tree(&["README"], &["src/lib.rs"]);
     assert_eq!(
         copytree::decide("main", C2, Some(&ff()), &t),
-        CopyAction::MergeFfOnly
+        Action::MergeFfOnly
     );
     insta::assert_debug_snapshot!(copytree::merge_argv("/home/alice/proj", "s1", "main").unwrap());
 }
@@ -196,7 +196,7 @@ fn a_host_change_to_a_file_the_commit_writes_makes_the_work_wait() {
     let t = tree(&["src/lib.rs", "README"], &["src/lib.rs"]);
     let a = copytree::decide("main", C2, Some(&ff()), &t);
     insta::assert_debug_snapshot!(a);
-    assert!(matches!(a, CopyAction::Wait { .. }));
+    assert!(matches!(a, Action::Wait { .. }));
 }
 
 #[test]
@@ -204,19 +204,16 @@ fn other_branches_move_the_ref_or_are_created_and_a_moved_host_waits() {
     let t = tree(&["src/lib.rs"], &["src/lib.rs"]);
     assert_eq!(
         copytree::decide("feature", C2, Some(&ff()), &t),
-        CopyAction::MoveRef
+        Action::FastForward { reset_index: false }
     );
-    assert_eq!(
-        copytree::decide("feature", C2, None, &t),
-        CopyAction::Create
-    );
+    assert_eq!(copytree::decide("feature", C2, None, &t), Action::Create);
     let same = HostBranch {
         commit: C2.into(),
         ancestor_of_fetched: true,
     };
     assert_eq!(
         copytree::decide("main", C2, Some(&same), &t),
-        CopyAction::Unchanged
+        Action::Unchanged
     );
     let moved = HostBranch {
         commit: C1.into(),
@@ -224,7 +221,7 @@ fn other_branches_move_the_ref_or_are_created_and_a_moved_host_waits() {
     };
     assert!(matches!(
         copytree::decide("main", C2, Some(&moved), &tree(&[], &[])),
-        CopyAction::Wait { .. }
+        Action::Wait { .. }
     ));
 }
 

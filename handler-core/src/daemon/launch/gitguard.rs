@@ -820,30 +820,51 @@ fn move_branch(
     staged: bool,
 ) -> Result<Option<String>> {
     let (full, host) = host_branch(root, branch, commit);
+    let action = guard::decide(branch, commit, host.as_ref(), head, staged);
+    let old = host.map(|h| h.commit).unwrap_or_default();
+    run_action(root, session, (branch, commit), (&full, &old), action)
+}
+
+/// Does what [`guard::decide`] or [`copytree::decide`] said for `branch` fetched at `commit`
+/// (`full` its host ref, `old` the host's commit of it): the line for the session's log.
+fn run_action(
+    root: &Path,
+    session: &str,
+    (branch, commit): (&str, &str),
+    (full, old): (&str, &str),
+    action: Action,
+) -> Result<Option<String>> {
     let hidden = guard::hidden_ref(session, branch)?;
     let short = commit.get(..12).unwrap_or(commit);
-    Ok(
-        match guard::decide(branch, commit, host.as_ref(), head, staged) {
-            Action::Unchanged => None,
-            Action::Create => {
-                git(
-                    root,
-                    &["update-ref", &full, commit, &"0".repeat(commit.len())],
-                    &[],
-                )?;
-                Some(format!("{branch}: created at {short}"))
+    Ok(match action {
+        Action::Unchanged => None,
+        Action::Create => {
+            let zero = "0".repeat(commit.len());
+            git(root, &["update-ref", full, commit, &zero], &[])?;
+            Some(format!("{branch}: created at {short}"))
+        }
+        Action::FastForward { reset_index } => {
+            git(root, &["update-ref", full, commit, old], &[])?;
+            if reset_index {
+                git(root, &["reset", "-q"], &[])?;
             }
-            Action::FastForward { reset_index } => {
-                let old = host.map(|h| h.commit).unwrap_or_default();
-                git(root, &["update-ref", &full, commit, &old], &[])?;
-                if reset_index {
-                    git(root, &["reset", "-q"], &[])?;
-                }
-                Some(format!("{branch}: fast-forwarded to {short}"))
+            Some(format!("{branch}: fast-forwarded to {short}"))
+        }
+        Action::MergeFfOnly => {
+            let argv = copytree::merge_argv(&root.display().to_string(), session, branch)?;
+            match git(root, &as_strs(&argv[guard::HOST_GIT_SAFETY.len()..]), &[]) {
+                Ok(_) => Some(format!(
+                    "{branch}: merged --ff-only into the host's tree at {short}"
+                )),
+                Err(GitGuardError::Git { stderr, .. }) => Some(format!(
+                    "{branch}: waits under {hidden} (git merge --ff-only refused: {})",
+                    stderr.lines().next().unwrap_or_default()
+                )),
+                Err(e) => return Err(e),
             }
-            Action::Wait { reason } => Some(format!("{branch}: waits under {hidden} ({reason})")),
-        },
-    )
+        }
+        Action::Wait { reason } => Some(format!("{branch}: waits under {hidden} ({reason})")),
+    })
 }
 
 /// Under copy, after the fetch: each branch moved as [`copytree::decide`] says — the host tree's
@@ -927,40 +948,9 @@ fn copy_branch(
         agent_writes,
         scope: scope.to_string(),
     };
-    let hidden = guard::hidden_ref(session, branch)?;
-    let short = commit.get(..12).unwrap_or(commit);
-    let old = host.as_ref().map(|h| h.commit.clone());
-    Ok(
-        match copytree::decide(branch, commit, host.as_ref(), &tree) {
-            copytree::CopyAction::Unchanged => None,
-            copytree::CopyAction::Create => {
-                let zero = "0".repeat(commit.len());
-                git(root, &["update-ref", &full, commit, &zero], &[])?;
-                Some(format!("{branch}: created at {short}"))
-            }
-            copytree::CopyAction::MoveRef => {
-                let old = old.unwrap_or_default();
-                git(root, &["update-ref", &full, commit, &old], &[])?;
-                Some(format!("{branch}: fast-forwarded to {short}"))
-            }
-            copytree::CopyAction::MergeFfOnly => {
-                let argv = copytree::merge_argv(&root.display().to_string(), session, branch)?;
-                match git(root, &as_strs(&argv[guard::HOST_GIT_SAFETY.len()..]), &[]) {
-                    Ok(_) => Some(format!(
-                        "{branch}: merged --ff-only into the host's tree at {short}"
-                    )),
-                    Err(GitGuardError::Git { stderr, .. }) => Some(format!(
-                        "{branch}: waits under {hidden} (git merge --ff-only refused: {})",
-                        stderr.lines().next().unwrap_or_default()
-                    )),
-                    Err(e) => return Err(e),
-                }
-            }
-            copytree::CopyAction::Wait { reason } => {
-                Some(format!("{branch}: waits under {hidden} ({reason})"))
-            }
-        },
-    )
+    let action = copytree::decide(branch, commit, host.as_ref(), &tree);
+    let old = host.map(|h| h.commit).unwrap_or_default();
+    run_action(root, session, (branch, commit), (&full, &old), action)
 }
 
 /// The uncommitted work's commit (fetched under the hidden ref of [`UNCOMMITTED_BRANCH`]) kept
