@@ -133,6 +133,17 @@ if ! as_user docker image inspect localhost/handler-test-busybox:latest >/dev/nu
     rm -rf "$tmp"
 fi
 
+# 6b. The busybox image with the host's git (the git guard's and sessionTree's Docker tests),
+#     copied from the user's podman store, which setup-podman.sh filled.
+if ! as_user docker image inspect localhost/handler-test-git:latest >/dev/null 2>&1; then
+    if as_user podman image exists localhost/handler-test-git:latest; then
+        log "copying localhost/handler-test-git:latest from podman"
+        as_user podman save localhost/handler-test-git:latest | as_user docker load >/dev/null
+    else
+        log "no localhost/handler-test-git:latest in podman yet: run setup-podman.sh, then me again"
+    fi
+fi
+
 # 7. A quick proof: a strict container runs as the host user (container uid 0 in the daemon's
 #    user namespace) and a file it writes to a bind mount is the host user's.
 probe="$(mktemp -d)"

@@ -8,7 +8,7 @@
 
 use handler_contracts::sandbox::{Mount, MountKind};
 
-use crate::guard::{self, GuardError, HOST_OBJECTS, HostBranch, RepoFacts};
+use crate::guard::{self, Action, GuardError, HOST_OBJECTS, HostBranch, RepoFacts};
 
 /// The agent option `sessionTree`: what the sandbox sees at the scope's path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -76,24 +76,84 @@ fn head_commit(facts: &RepoFacts) -> Option<&str> {
     }
 }
 
-/// The mounts a copy sandbox gets in place of its scope: the checkout (`checkout`, Handler's
-/// folder, writable; its `.git` inside it) at the repository's root, and the host's `objects/`
-/// read-only at [`HOST_OBJECTS`]. The caller binds nothing of the host's tree.
-pub fn mounts(facts: &RepoFacts, checkout: &str) -> Vec<Mount> {
-    vec![
-        Mount {
-            source: checkout.to_string(),
-            target: facts.root.clone(),
-            read_only: false,
-            kind: MountKind::State,
-        },
-        Mount {
-            source: format!("{}/objects", facts.common_dir),
-            target: HOST_OBJECTS.to_string(),
-            read_only: true,
-            kind: MountKind::State,
-        },
+/// The scope's path below the repository's root, `""` at the root itself; `None` when `scope`
+/// is not the root nor inside it (or names `.`/`..`/an empty component on the way).
+pub fn scope_below_root(facts: &RepoFacts, scope: &str) -> Option<String> {
+    let root = facts.root.trim_end_matches('/');
+    let scope = scope.trim_end_matches('/');
+    if scope == root {
+        return Some(String::new());
+    }
+    let rel = scope.strip_prefix(root)?.strip_prefix('/')?;
+    rel.split('/')
+        .all(|c| !c.is_empty() && c != "." && c != "..")
+        .then(|| rel.to_string())
+}
+
+/// The mounts a copy sandbox gets in place of its scope (`scope`, at or below the
+/// repository's root): the checkout (`checkout`, Handler's folder, writable; its `.git` inside
+/// it) at the repository's root — or, for a scope below it, only the checkout's part at the
+/// scope's path and the checkout's `.git` at `<root>/.git` (the checkout is sparse: [`sparse`])
+/// — and the host's `objects/` read-only at [`HOST_OBJECTS`]. The caller binds nothing of the
+/// host's tree. `None` when the scope is not in the repository.
+pub fn mounts(facts: &RepoFacts, checkout: &str, scope: &str) -> Option<Vec<Mount>> {
+    let rel = scope_below_root(facts, scope)?;
+    let rw = |source: String, target: String| Mount {
+        source,
+        target,
+        read_only: false,
+        kind: MountKind::State,
+    };
+    let mut out = if rel.is_empty() {
+        vec![rw(checkout.to_string(), facts.root.clone())]
+    } else {
+        vec![
+            rw(format!("{checkout}/{rel}"), scope.to_string()),
+            rw(format!("{checkout}/.git"), format!("{}/.git", facts.root)),
+        ]
+    };
+    out.push(Mount {
+        source: format!("{}/objects", facts.common_dir),
+        target: HOST_OBJECTS.to_string(),
+        read_only: true,
+        kind: MountKind::State,
+    });
+    Some(out)
+}
+
+/// The environment a copy sandbox of a scope below the root gets, so its git finds the
+/// checkout's `.git` at `root`: across the scope's mount (git stops at a filesystem boundary
+/// otherwise), and `root` a safe directory (in the sandbox it is a folder the runtime made, not
+/// the user's; git's command-line config, the only kind besides the user's own it takes this
+/// from).
+pub fn below_root_env(root: &str) -> Vec<(String, String)> {
+    [
+        ("GIT_DISCOVERY_ACROSS_FILESYSTEM", "1"),
+        ("GIT_CONFIG_COUNT", "1"),
+        ("GIT_CONFIG_KEY_0", "safe.directory"),
+        ("GIT_CONFIG_VALUE_0", root),
     ]
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .to_vec()
+}
+
+/// For a scope `rel` below the repository's root: the checkout's `info/sparse-checkout` (one
+/// pattern, the scope's folder, git's pattern characters escaped) and the config lines that turn
+/// it on, so `reset --hard` writes only the scope's files, the others stay in the index
+/// (skip-worktree) and no commit of the agent's deletes them. `None` at the root.
+pub fn sparse(rel: &str) -> Option<(String, &'static str)> {
+    if rel.is_empty() {
+        return None;
+    }
+    let mut pattern = String::from("/");
+    for c in rel.chars() {
+        if "\\*?[]!# ".contains(c) {
+            pattern.push('\\');
+        }
+        pattern.push(c);
+    }
+    pattern.push_str("/\n");
+    Some((pattern, "[core]\n\tsparseCheckout = true\n"))
 }
 
 /// The git commands (argv, host safety options first) that make the checkout once
@@ -116,48 +176,41 @@ pub struct TreeFacts {
     pub host_changed: Vec<String>,
     /// Paths the fetched commits write, against the host branch's commit.
     pub agent_writes: Vec<String>,
-}
-
-/// What happens to one branch that came back under copy.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CopyAction {
-    /// The host branch is already there.
-    Unchanged,
-    /// The host has no branch of that name: create it at the fetched commit.
-    Create,
-    /// Move the ref only: the branch is not checked out in the host's tree.
-    MoveRef,
-    /// `git merge --ff-only` the hidden ref into the host's tree (its checked-out branch).
-    MergeFfOnly,
-    /// The work waits under the hidden ref; why, for the session's log.
-    Wait {
-        /// Why it was not moved.
-        reason: String,
-    },
+    /// The sandbox's scope below the repository's root (`""`: the root): a commit writing
+    /// outside it waits (decision 0121).
+    pub scope: String,
 }
 
 /// The decision for branch `name` fetched at `fetched` under copy: a fast-forward moves the
 /// host, by `merge --ff-only` when the branch is the host tree's HEAD — unless the host changed
-/// a file the agent's commits write, then (as when it is no fast-forward) the work waits.
-pub fn decide(
-    name: &str,
-    fetched: &str,
-    host: Option<&HostBranch>,
-    tree: &TreeFacts,
-) -> CopyAction {
-    let Some(h) = host else {
-        return CopyAction::Create;
-    };
-    if h.commit == fetched {
-        return CopyAction::Unchanged;
+/// a file the agent's commits write, or they write outside a scope below the root, then (as
+/// when it is no fast-forward) the work waits. A branch the host has none of is made as is.
+pub fn decide(name: &str, fetched: &str, host: Option<&HostBranch>, tree: &TreeFacts) -> Action {
+    // The guard's own decision first (nothing staged counts here: `merge --ff-only` keeps it).
+    match guard::decide(name, fetched, host, tree.head.as_deref(), false) {
+        Action::FastForward { .. } => {}
+        other => return other,
     }
-    if !h.ancestor_of_fetched {
-        return CopyAction::Wait {
-            reason: format!("the host's {name} moved meanwhile: not a fast-forward"),
-        };
+    if !tree.scope.is_empty() {
+        let inside = format!("{}/", tree.scope);
+        let outside: Vec<&str> = tree
+            .agent_writes
+            .iter()
+            .filter(|p| !p.starts_with(&inside))
+            .map(String::as_str)
+            .collect();
+        if !outside.is_empty() {
+            return Action::Wait {
+                reason: format!(
+                    "the agent's commit writes {} outside its scope {}: the work waits",
+                    outside.join(", "),
+                    tree.scope
+                ),
+            };
+        }
     }
     if tree.head.as_deref() != Some(name) {
-        return CopyAction::MoveRef;
+        return Action::FastForward { reset_index: false };
     }
     let both: Vec<&str> = tree
         .agent_writes
@@ -166,9 +219,9 @@ pub fn decide(
         .map(String::as_str)
         .collect();
     if both.is_empty() {
-        CopyAction::MergeFfOnly
+        Action::MergeFfOnly
     } else {
-        CopyAction::Wait {
+        Action::Wait {
             reason: format!(
                 "the host changed {} which the agent's commit writes: kept, the work waits",
                 both.join(", ")
@@ -192,17 +245,23 @@ pub fn merge_argv(root: &str, session: &str, branch: &str) -> Result<Vec<String>
     ]))
 }
 
-/// The host ref where a session's (or connection's) uncommitted work is kept at its end. Under
-/// `refs/handler/uncommitted/`, not the session's branch namespace, where a branch named
-/// `uncommitted` would collide.
+/// The host ref where a session's (or connection's) uncommitted work is kept at its end:
+/// `refs/handler/sessions/<session>/uncommitted`, in the session's own namespace, where
+/// [`guard::hidden_ref`] puts no branch (a branch named `uncommitted` comes back to
+/// `…/uncommitted_`).
 pub fn uncommitted_ref(session: &str) -> Result<String, GuardError> {
     guard::check_ref_name("session id", session)?;
-    Ok(format!("refs/handler/uncommitted/{session}/uncommitted"))
+    Ok(format!(
+        "refs/handler/sessions/{session}/{}",
+        guard::UNCOMMITTED
+    ))
 }
 
 /// The shell script the helper container (which already reads the copy's git directory) runs
 /// to commit the copy's working tree — tracked and untracked, not ignored — with a throwaway
-/// index in its git directory (the helper's root and `/tmp` are not writable), under `refs/heads/handler-uncommitted` of the copy so the bundle carries it. Prints
+/// index in its git directory (the helper's root and `/tmp` are not writable), a copy of the
+/// checkout's own (so a sparse checkout's files outside the scope stay in the commit), under
+/// `refs/heads/handler-uncommitted` of the copy so the bundle carries it. Prints
 /// nothing and changes nothing when the tree is clean. The host's git never runs on the
 /// agent's folder (F.8).
 pub fn uncommitted_script(tree: &str) -> String {
@@ -211,8 +270,10 @@ pub fn uncommitted_script(tree: &str) -> String {
     format!(
         "set -eu\ncd '{tree}'\ng() {{ git {safety} \"$@\"; }}\n\
          [ -z \"$(g status --porcelain --untracked-files=all)\" ] && exit 0\n\
-         export GIT_INDEX_FILE=\"$(g rev-parse --absolute-git-dir)/handler-uncommitted.index\"\n\
-         g read-tree HEAD\ng add -A\n\
+         d=\"$(g rev-parse --absolute-git-dir)\"\n\
+         export GIT_INDEX_FILE=\"$d/handler-uncommitted.index\"\n\
+         if [ -f \"$d/index\" ]; then cp \"$d/index\" \"$GIT_INDEX_FILE\"; else g read-tree HEAD; fi\n\
+         g add -A\n\
          t=$(g write-tree)\n\
          c=$(g -c user.name=Handler -c user.email=handler@localhost commit-tree -p HEAD -m 'uncommitted work at the end of the session' \"$t\")\n\
          g update-ref refs/heads/handler-uncommitted \"$c\"\nrm -f \"$GIT_INDEX_FILE\"\n"

@@ -351,18 +351,46 @@ pub fn check_ref_name(what: &'static str, name: &str) -> Result<(), GuardError> 
     })
 }
 
-/// The hidden ref a session's branch comes back to.
+/// The first component of the one ref in a session's hidden namespace that is no branch's:
+/// `refs/handler/sessions/<session>/uncommitted`, a copy's uncommitted work at its end
+/// (decision 0103). [`hidden_ref`] keeps every branch off it.
+pub const UNCOMMITTED: &str = "uncommitted";
+
+/// The hidden ref a session's branch comes back to: `refs/handler/sessions/<session>/<branch>`,
+/// except that a branch whose first component is `uncommitted` followed by any number of `_`
+/// gets one `_` more there (`uncommitted` → `uncommitted_`, `uncommitted_/x` →
+/// `uncommitted__/x`): one-to-one, and no branch's hidden ref is, or is a folder of, the
+/// uncommitted ref.
 pub fn hidden_ref(session: &str, branch: &str) -> Result<String, GuardError> {
     check_ref_name("session id", session)?;
     check_ref_name("branch", branch)?;
-    Ok(format!("refs/handler/sessions/{session}/{branch}"))
+    let (first, rest) = match branch.split_once('/') {
+        Some((f, r)) => (f, Some(r)),
+        None => (branch, None),
+    };
+    let escaped = first
+        .strip_prefix(UNCOMMITTED)
+        .is_some_and(|t| t.bytes().all(|b| b == b'_'));
+    let first = if escaped {
+        format!("{first}_")
+    } else {
+        first.to_string()
+    };
+    Ok(match rest {
+        Some(r) => format!("refs/handler/sessions/{session}/{first}/{r}"),
+        None => format!("refs/handler/sessions/{session}/{first}"),
+    })
 }
 
-/// The host's `git fetch` of a bundle into the session's hidden refs, objects checked.
-pub fn fetch_argv(bundle: &str, session: &str) -> Result<Vec<String>, GuardError> {
+/// The host's `git fetch` of a bundle of `branches` into the session's hidden refs
+/// ([`hidden_ref`], one refspec each), objects checked.
+pub fn fetch_argv(
+    bundle: &str,
+    session: &str,
+    branches: &[String],
+) -> Result<Vec<String>, GuardError> {
     check_ref_name("session id", session)?;
-    let refspec = format!("+refs/heads/*:refs/handler/sessions/{session}/*");
-    Ok(host_git(&[
+    let mut argv: Vec<String> = [
         "-c",
         "transfer.fsckObjects=true",
         "-c",
@@ -373,8 +401,14 @@ pub fn fetch_argv(bundle: &str, session: &str) -> Result<Vec<String>, GuardError
         "--no-write-fetch-head",
         "--no-recurse-submodules",
         bundle,
-        &refspec,
-    ]))
+    ]
+    .map(String::from)
+    .to_vec();
+    for b in branches {
+        argv.push(format!("+refs/heads/{b}:{}", hidden_ref(session, b)?));
+    }
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    Ok(host_git(&argv))
 }
 
 /// What the host knows of a branch that came back.
@@ -386,7 +420,8 @@ pub struct HostBranch {
     pub ancestor_of_fetched: bool,
 }
 
-/// What happens to one branch after the fetch (item 2).
+/// What happens to one branch after the fetch (item 2), under `shared` ([`decide`]) and
+/// `copy` (`copytree::decide`) alike.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
     /// The host branch is already there.
@@ -399,6 +434,9 @@ pub enum Action {
     },
     /// The host has no branch of that name: create it at the fetched commit.
     Create,
+    /// Under `sessionTree = "copy"` only (`copytree::decide`), the host tree's own branch:
+    /// `git merge --ff-only` of the hidden ref, since the tree does not hold the agent's files.
+    MergeFfOnly,
     /// The work waits under the hidden ref; why, for the session's log.
     Wait {
         /// Why it was not moved.

@@ -3,8 +3,8 @@
 //! `localhost/handler-test-git` on a checkout of Handler's own instead of the host's tree. The
 //! agent's commit reaches the host's branch and working tree by `merge --ff-only`; a file the host
 //! changed meanwhile keeps the host's change and the commit waits under the hidden ref; what the
-//! agent never committed is kept at `refs/handler/uncommitted/<id>/uncommitted` when the session
-//! stops; a git-ignored `.env` never reaches the copy; a folder without git is refused naming
+//! agent never committed is kept at `refs/handler/sessions/<id>/uncommitted` when the session
+//! stops (a branch the agent names `uncommitted` comes back beside it, to `…/uncommitted_`); a git-ignored `.env` never reaches the copy; a folder without git is refused naming
 //! `sessionTree` (400 at save, 409 at start). Missing podman or user FAILS, unless
 //! HANDLER_SKIP_PODMAN_TESTS=1.
 
@@ -44,6 +44,21 @@ impl std::ops::Deref for Daemon {
 /// host's secret) is git-ignored and only in the host's tree. `code/plain` is a folder without
 /// git.
 async fn start(u: User, tag: &str) -> Daemon {
+    start_in(u, tag, false).await
+}
+
+/// [`start`] on runtime `runtime` (`Some("docker")`: rootless Docker; `TempDaemon`'s option).
+async fn start_on(u: User, tag: &str, runtime: Option<&str>) -> Daemon {
+    start_with(u, tag, false, runtime).await
+}
+
+/// [`start`], the repository at the scope's root — or, when `above`, at its parent
+/// (`home/code`, with `outside.txt` beside the scope), the scope a folder below the root.
+async fn start_in(u: User, tag: &str, above: bool) -> Daemon {
+    start_with(u, tag, above, None).await
+}
+
+async fn start_with(u: User, tag: &str, above: bool, runtime: Option<&str>) -> Daemon {
     let l = Layout::new(&format!("hstree-{}-{tag}", std::process::id()), false);
     let (root, home, scope) = (l.root.clone(), l.home.clone(), l.scope.clone());
     std::fs::create_dir_all(home.join("code/plain")).unwrap();
@@ -52,7 +67,19 @@ async fn start(u: User, tag: &str) -> Daemon {
     std::fs::write(scope.join(".env"), format!("{SECRET_LINE}\n")).unwrap();
     std::fs::write(scope.join("README"), "base\n").unwrap();
     l.fake_harness_in(IMAGE, "");
+    // The Files pane's git reader, beside handlerd (earlier versions of a file).
+    test_support::handlerd::install(&[(
+        l.bin.join("handler-git-read"),
+        PathBuf::from(env!("CARGO_BIN_EXE_handler-git-read")),
+    )]);
     std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let repo = if above {
+        let r = scope.parent().unwrap().to_path_buf();
+        std::fs::write(r.join("outside.txt"), "outside\n").unwrap();
+        r
+    } else {
+        scope.clone()
+    };
     u.give(&root);
     for args in [
         &["init", "-q", "-b", "main"][..],
@@ -61,10 +88,10 @@ async fn start(u: User, tag: &str) -> Daemon {
         &["add", "-A"],
         &["commit", "-q", "-m", "base"],
     ] {
-        u.git(&scope, args);
+        u.git(&repo, args);
     }
     Daemon {
-        d: l.spawn(u, &[]).await,
+        d: l.spawn_on(u, &[], runtime).await,
         scope,
     }
 }
@@ -140,6 +167,34 @@ impl Daemon {
             .await;
         assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
     }
+    async fn get(&self, path: &str) -> (u16, Value) {
+        self.call(reqwest::Method::GET, path, None).await
+    }
+    /// Session `id`'s Changes as (path, change) pairs.
+    async fn changes(&self, id: &str) -> Vec<(String, String)> {
+        let (s, v) = self.get(&format!("/v1/sessions/{id}/changes")).await;
+        assert_eq!(s, 200, "{v}");
+        v["changes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                let f = |k: &str| c[k].as_str().unwrap_or_default().to_string();
+                (f("path"), f("change"))
+            })
+            .collect()
+    }
+    /// Session `id`'s All files: their paths.
+    async fn all_files(&self, id: &str) -> Vec<String> {
+        let (s, v) = self.get(&format!("/v1/sessions/{id}/files")).await;
+        assert_eq!(s, 200, "{v}");
+        v["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["path"].as_str().unwrap_or_default().to_string())
+            .collect()
+    }
     fn git(&self, args: &[&str]) -> String {
         self.user.git(&self.scope, args)
     }
@@ -166,20 +221,42 @@ impl Daemon {
 /// `scratch.txt` uncommitted. After the turn the host's `main` has the commit by
 /// `merge --ff-only` and the host's tree the file, not the scratch (nothing of the host's tree is
 /// bound); a host commit between turns reaches the copy's tree (follow); when the session stops
-/// the scratch is kept under the uncommitted ref.
+/// the scratch is kept under the uncommitted ref — beside the agent's own branch named
+/// `uncommitted`, which comes back to `…/uncommitted_` and is made on the host.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_copy_sessions_commit_reaches_the_host_tree_and_its_uncommitted_work_is_kept() {
     let Some(u) = user() else { return };
-    let d = start(u, "copy").await;
+    copy_session_case(start(u, "copy").await, "podman").await;
+}
+
+/// The same case (a) on the Docker runtime (rootless Docker as the test user): the helper
+/// containers of the checkout, the bring-back and follow run on Docker too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_sessions_commit_reaches_the_host_tree_under_docker() {
+    let Some(u) = user() else { return };
+    copy_session_case(start_on(u, "copy-dk", Some("docker")).await, "docker").await;
+}
+
+/// The names of the containers engine `cli` runs for the test user.
+fn containers(d: &Daemon, cli: &str) -> String {
+    let home = d.user.home();
+    let args = ["ps", "--format", "{{.Names}}"];
+    let o = d.user.cmd(cli, &args, &[("HOME", home)]).output().unwrap();
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Case (a) on daemon `d`, its sandboxes on engine `cli` (`podman`, `docker`).
+async fn copy_session_case(d: Daemon, cli: &str) {
     let base = d.git(&["rev-parse", "main"]);
     let agent = d.copy_agent().await;
     let prompt = format!(
         "sh: cd {} && if test -e .env; then echo env-is-here; else echo env-absent; fi && \
          echo agent > work.txt && git add work.txt && git commit -q -m 'agent in its copy' && \
-         echo scratch > scratch.txt && echo done-copy",
+         git branch uncommitted && echo scratch > scratch.txt && echo done-copy",
         d.scope.display()
     );
     let (id, sid) = d.session(&agent, prompt).await;
+    assert!(containers(&d, cli).contains(&id), "not on {cli}");
     let log = d.wait_guard_line(&id, "main: merged --ff-only").await;
     let events = d.session_file(&id, "events.ndjson");
     // The sandbox's own answer (the prompt's text holds both words).
@@ -240,7 +317,7 @@ async fn a_copy_sessions_commit_reaches_the_host_tree_and_its_uncommitted_work_i
     let (s, v) = d.post(&format!("/v1/sessions/{id}/stop"), json!({})).await;
     assert_eq!(s, 200, "{v}");
     let log = d.wait_guard_line(&id, "uncommitted work kept as").await;
-    let kept = format!("refs/handler/uncommitted/{id}/uncommitted");
+    let kept = format!("refs/handler/sessions/{id}/uncommitted");
     assert!(log.contains(&kept), "{log}");
     assert_eq!(
         d.git(&["show", &format!("{kept}:scratch.txt")]),
@@ -253,6 +330,14 @@ async fn a_copy_sessions_commit_reaches_the_host_tree_and_its_uncommitted_work_i
     );
     assert_eq!(d.git(&["branch", "--list", "handler-uncommitted"]), "");
     assert!(!d.scope.join("scratch.txt").exists());
+    // The agent's branch named `uncommitted`: its own hidden ref, and made on the host.
+    let agents = d.git(&[
+        "rev-parse",
+        &format!("refs/handler/sessions/{id}/uncommitted_"),
+    ]);
+    assert_eq!(agents, d.git(&["rev-parse", "main~1"]), "{log}");
+    assert_eq!(d.git(&["rev-parse", "uncommitted"]), agents, "{log}");
+    assert_ne!(d.git(&["rev-parse", &kept]), agents);
 }
 
 /// (b): the host changed `README` (not committed) while the agent's commit writes it too: the
@@ -263,8 +348,10 @@ async fn a_host_change_to_a_file_the_agent_commits_keeps_the_host_change_and_the
     let d = start(u, "clash").await;
     let base = d.git(&["rev-parse", "main"]);
     let agent = d.copy_agent().await;
-    // The host's own edit, never committed: the copy starts clean at `base` without it.
+    // The host's own edit, never committed, and a file only the host's tree has: the copy
+    // starts clean at `base` without them.
     std::fs::write(d.scope.join("README"), "the host's edit\n").unwrap();
+    std::fs::write(d.scope.join("host-notes.txt"), "host only\n").unwrap();
     let prompt = format!(
         "sh: cd {} && cat README && echo agent > README && git commit -q -am 'agent edits README' && echo done-clash",
         d.scope.display()
@@ -287,6 +374,70 @@ async fn a_host_change_to_a_file_the_agent_commits_keeps_the_host_change_and_the
     assert_eq!(d.git(&["show", &format!("{hidden}:README")]), "agent");
     let events = d.session_file(&id, "events.ndjson");
     assert!(events.contains("exit 0\\nbase"), "{events}");
+
+    // The Files pane (decision 0121) reads the session's checkout, not the host's tree: README
+    // is the agent's, modified since the checkout's baseline, its earlier version the commit's
+    // (read from the host's repository); the host's own file is nowhere, not even "deleted".
+    let changes = d.changes(&id).await;
+    assert_eq!(changes, [("README".to_string(), "modified".to_string())]);
+    let (s, v) = d.get(&format!("/v1/sessions/{id}/file?path=README")).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["content"]["text"], "agent\n", "{v}");
+    assert_eq!(v["earlier"]["text"], "base\n", "{v}");
+    assert_eq!(v["change"], "modified", "{v}");
+    let all = d.all_files(&id).await;
+    assert!(all.iter().any(|p| p == "README"), "{all:?}");
+    assert!(
+        !all.iter().any(|p| p == "host-notes.txt" || p == ".env"),
+        "{all:?}"
+    );
+    let (s, v) = d
+        .get(&format!("/v1/sessions/{id}/file?path=host-notes.txt"))
+        .await;
+    assert_eq!(s, 404, "{v}");
+}
+
+/// Decision 0121: a scope below the repository's root (`home/code/app`, the repository
+/// `home/code`) gets only its part of a sparse checkout, the checkout's `.git` at the root's:
+/// `outside.txt` is not in the sandbox, the agent's commit of a file in the scope reaches the
+/// host's `main` and tree, and that commit keeps `outside.txt` (nothing outside is deleted).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_of_a_folder_below_the_root_holds_only_that_folder_and_its_commit_comes_back() {
+    let Some(u) = user() else { return };
+    let d = start_in(u, "sub", true).await;
+    let root = d.scope.parent().unwrap().to_path_buf();
+    let base = d.user.git(&root, &["rev-parse", "main"]);
+    let agent = d.copy_agent().await;
+    let prompt = format!(
+        "sh: cd {} && if test -e ../outside.txt; then echo outside-visible; else echo outside-absent; fi && \
+         echo in-sub > sub-work.txt && git add sub-work.txt && git commit -q -m 'agent below the root' && \
+         git status --porcelain | wc -l && echo done-sub",
+        d.scope.display()
+    );
+    let (id, _) = d.session(&agent, prompt).await;
+    let log = d.wait_guard_line(&id, "main: merged --ff-only").await;
+    let events = d.session_file(&id, "events.ndjson");
+    assert!(
+        events.contains("exit 0\\noutside-absent\\n0\\ndone-sub"),
+        "{events}"
+    );
+    let host = |args: &[&str]| d.user.git(&root, args);
+    assert_eq!(
+        host(&["log", "-1", "--format=%s", "main"]),
+        "agent below the root",
+        "{log}"
+    );
+    assert_eq!(host(&["rev-parse", "main~1"]), base);
+    assert_eq!(host(&["show", "main:outside.txt"]), "outside");
+    assert_eq!(host(&["show", "main:app/sub-work.txt"]), "in-sub");
+    assert_eq!(
+        std::fs::read_to_string(d.scope.join("sub-work.txt")).unwrap(),
+        "in-sub\n"
+    );
+    assert!(root.join("outside.txt").exists());
+    // The Files pane reads the scope's part of the checkout.
+    let changes = d.changes(&id).await;
+    assert_eq!(changes, [("sub-work.txt".to_string(), "added".to_string())]);
 }
 
 /// (d): `sessionTree` takes `shared` or `copy` (400 naming it otherwise); `copy` on a folder
@@ -337,4 +488,91 @@ async fn copy_without_a_repository_is_refused_naming_session_tree() {
             .contains("sessionTree"),
         "{v}"
     );
+}
+
+/// Waits (120 s at most) for `line` in the daemon's log; the log.
+async fn wait_daemon_line(d: &TempDaemon, line: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let log = d.log();
+        if log.contains(line) {
+            return log;
+        }
+        assert!(Instant::now() < deadline, "no {line:?}: {log}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// Decision 0122: a plain connection (`/v1/agents/{id}/acp`) of a copy agent, over a real
+/// WebSocket, gets its own checkout (no `.env`); its commit reaches the host's `main` and tree
+/// at the turn's end, and when it closes its uncommitted scratch is kept at
+/// `refs/handler/sessions/<connection id>/uncommitted`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_connection_gets_its_checkout_its_commit_comes_back_and_its_uncommitted_is_kept() {
+    let Some(u) = user() else { return };
+    let d = start(u, "conn").await;
+    let base = d.git(&["rev-parse", "main"]);
+    let agent = d.copy_agent().await;
+    let protocols = vec!["acp.v1".to_string(), format!("bearer.{}", d.token)];
+    let url = format!("ws://127.0.0.1:{}/v1/agents/{agent}/acp", d.port);
+    let mut c = test_support::acp::open(&url, &protocols, None)
+        .await
+        .unwrap_or_else(|e| panic!("{e}: {}", d.log()));
+    c.request(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    )
+    .await;
+    let r = c
+        .request("session/new", json!({"cwd": d.scope, "mcpServers": []}))
+        .await;
+    let sid = r["result"]["sessionId"].as_str().unwrap().to_string();
+    let text = format!(
+        "sh: cd {} && if test -e .env; then echo env-is-here; else echo env-absent; fi && \
+         echo conn > conn.txt && git add conn.txt && git commit -q -m 'agent over a copy connection' && \
+         echo scratch > scratch.txt && echo done-conn",
+        d.scope.display()
+    );
+    let r = c
+        .request(
+            "session/prompt",
+            json!({"sessionId": sid, "prompt": [{"type": "text", "text": text}]}),
+        )
+        .await;
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    assert!(
+        c.seen
+            .iter()
+            .any(|m| m.to_string().contains("exit 0\\nenv-absent\\ndone-conn")),
+        "{:?}",
+        c.seen
+    );
+    let log = wait_daemon_line(&d, "main: merged --ff-only").await;
+    assert_eq!(
+        d.git(&["log", "-1", "--format=%s", "main"]),
+        "agent over a copy connection",
+        "{log}"
+    );
+    assert_eq!(d.git(&["rev-parse", "main~1"]), base);
+    assert_eq!(
+        std::fs::read_to_string(d.scope.join("conn.txt")).unwrap(),
+        "conn\n"
+    );
+    assert!(
+        !d.scope.join("scratch.txt").exists(),
+        "the host's tree was bound"
+    );
+    drop(c);
+    let log = wait_daemon_line(&d, "uncommitted work kept as refs/handler/sessions/c").await;
+    let kept = log
+        .split_whitespace()
+        .find(|w| w.starts_with("refs/handler/sessions/c") && w.ends_with("/uncommitted"))
+        .unwrap_or_else(|| panic!("{log}"))
+        .to_string();
+    assert_eq!(
+        d.git(&["show", &format!("{kept}:scratch.txt")]),
+        "scratch",
+        "{log}"
+    );
+    assert_eq!(d.git(&["status", "--porcelain"]), "", "{log}");
 }

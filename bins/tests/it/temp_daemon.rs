@@ -93,22 +93,41 @@ impl Layout {
     /// handlerd started as `u` on a free port with `extra` settings (its log at `info`, its
     /// sandboxes by the installed handler-sandbox-podman), once it answers.
     pub(crate) async fn spawn(self, u: User, extra: &[(&'static str, String)]) -> TempDaemon {
+        self.spawn_on(u, extra, None).await
+    }
+
+    /// [`Layout::spawn`] on runtime `runtime` (`Some("docker")`: handler-sandbox-docker installed
+    /// beside handlerd, which picks it by `HANDLER_RUNTIME`, as `daemon_acp_sandbox` does);
+    /// `None`: `HANDLER_SANDBOX_COMMAND` names handler-sandbox-podman.
+    pub(crate) async fn spawn_on(
+        self,
+        u: User,
+        extra: &[(&'static str, String)],
+        runtime: Option<&str>,
+    ) -> TempDaemon {
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&self.root, std::fs::Permissions::from_mode(0o755)).unwrap();
-        u.give(&self.root);
         let port = free_port();
         let mut env = test_support::handlerd::env(&self.root, &self.home.join("harnesses"), port);
-        env.extend([
-            ("HOME", u.home()),
-            (
+        env.push(match runtime {
+            Some(r) => {
+                assert_eq!(r, "docker", "the runtimes: podman (None) and docker");
+                test_support::handlerd::install(&[(
+                    self.bin.join(format!("handler-sandbox-{r}")),
+                    PathBuf::from(env!("CARGO_BIN_EXE_handler-sandbox-docker")),
+                )]);
+                ("HANDLER_RUNTIME", r.to_string())
+            }
+            None => (
                 "HANDLER_SANDBOX_COMMAND",
                 self.bin
                     .join("handler-sandbox-podman")
                     .display()
                     .to_string(),
             ),
-            ("HANDLER_LOG", "info".to_string()),
-        ]);
+        });
+        std::fs::set_permissions(&self.root, std::fs::Permissions::from_mode(0o755)).unwrap();
+        u.give(&self.root);
+        env.extend([("HOME", u.home()), ("HANDLER_LOG", "info".to_string())]);
         env.extend(extra.iter().cloned());
         let (child, token) = test_support::handlerd::spawn_as(
             &u,

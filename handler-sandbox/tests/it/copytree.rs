@@ -1,8 +1,8 @@
 //! `sessionTree = "copy"` (decision 0103): the option, the refusals, the copy's mounts and
 //! checkout, ff-only vs wait when the work comes back, and the uncommitted ref.
 
-use handler_sandbox::copytree::{self, CopyAction, CopyError, SessionTree, TreeFacts};
-use handler_sandbox::guard::{GuardError, Head, HostBranch, Layout, Link, RepoFacts};
+use handler_sandbox::copytree::{self, CopyError, SessionTree, TreeFacts};
+use handler_sandbox::guard::{Action, GuardError, Head, HostBranch, Layout, Link, RepoFacts};
 
 const C1: &str = "1111111111111111111111111111111111111111";
 const C2: &str = "2222222222222222222222222222222222222222";
@@ -37,7 +37,29 @@ fn tree(changed: &[&str], writes: &[&str]) -> TreeFacts {
         head: Some("main".into()),
         host_changed: changed.iter().map(ToString::to_string).collect(),
         agent_writes: writes.iter().map(ToString::to_string).collect(),
+        scope: String::new(),
     }
+}
+
+/// Below the root (decision 0121), a fast-forward whose commits write outside the scope waits,
+/// naming the paths; inside it, it merges.
+#[test]
+fn below_the_root_a_commit_writing_outside_the_scope_waits() {
+    let mut t = tree(&[], &["sub/a.txt", "top.txt", "subway/b"]);
+    t.scope = "sub".into();
+    match copytree::decide("main", C2, Some(&ff()), &t) {
+        Action::Wait { reason } => assert_eq!(
+            reason,
+            "the agent's commit writes top.txt, subway/b outside its scope sub: the work waits"
+        ),
+        other => panic!("{other:?}"),
+    }
+    t.agent_writes = vec!["sub/a.txt".into(), "sub/x/y".into()];
+    assert_eq!(
+        copytree::decide("main", C2, Some(&ff()), &t),
+        Action::MergeFfOnly
+    );
+    assert_eq!(copytree::decide("side", C2, None, &t), Action::Create);
 }
 
 #[test]
@@ -86,13 +108,69 @@ fn a_repository_without_a_commit_or_with_links_is_refused() {
 
 #[test]
 fn the_copy_is_mounted_at_the_root_and_only_objects_of_the_host_read_only() {
-    let m = copytree::mounts(&repo(), "/var/lib/handler/sessions/s1/tree");
+    let m = copytree::mounts(
+        &repo(),
+        "/var/lib/handler/sessions/s1/tree",
+        "/home/alice/proj/",
+    )
+    .unwrap();
     insta::assert_debug_snapshot!(m);
     assert!(
         m.iter()
             .all(|m| m.read_only || !m.source.starts_with("/home/alice")),
         "nothing of the host's is writable"
     );
+}
+
+/// A scope below the root (decision 0121): only the checkout's part at the scope's path, its
+/// `.git` at the root's, a sparse checkout of that folder alone; a scope outside the
+/// repository gets no mounts.
+#[test]
+fn a_scope_below_the_root_binds_only_its_part_of_a_sparse_checkout() {
+    let checkout = "/var/lib/handler/sessions/s1/guard/tree";
+    let m = copytree::mounts(&repo(), checkout, "/home/alice/proj/sub/x").unwrap();
+    let got: Vec<(&str, &str, bool)> = m
+        .iter()
+        .map(|m| (m.source.as_str(), m.target.as_str(), m.read_only))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (
+                "/var/lib/handler/sessions/s1/guard/tree/sub/x",
+                "/home/alice/proj/sub/x",
+                false
+            ),
+            (
+                "/var/lib/handler/sessions/s1/guard/tree/.git",
+                "/home/alice/proj/.git",
+                false
+            ),
+            (
+                "/home/alice/proj/.git/objects",
+                handler_sandbox::guard::HOST_OBJECTS,
+                true
+            ),
+        ]
+    );
+    for outside in [
+        "/home/alice/project",
+        "/home/alice",
+        "/home/alice/proj/../x",
+    ] {
+        assert!(
+            copytree::mounts(&repo(), checkout, outside).is_none(),
+            "{outside}"
+        );
+    }
+    assert_eq!(
+        copytree::scope_below_root(&repo(), "/home/alice/proj").unwrap(),
+        ""
+    );
+    assert_eq!(copytree::sparse(""), None);
+    let (pattern, config) = copytree::sparse("sub/a b*[1]").unwrap();
+    assert_eq!(pattern, "/sub/a\\ b\\*\\[1\\]/\n");
+    assert_eq!(config, "[core]\n\tsparseCheckout = true\n");
 }
 
 #[test]
@@ -108,7 +186,7 @@ fn a_fast_forward_of_the_checked_out_branch_merges_ff_only() {
     let t = tree(&["README"], &["src/lib.rs"]);
     assert_eq!(
         copytree::decide("main", C2, Some(&ff()), &t),
-        CopyAction::MergeFfOnly
+        Action::MergeFfOnly
     );
     insta::assert_debug_snapshot!(copytree::merge_argv("/home/alice/proj", "s1", "main").unwrap());
 }
@@ -118,7 +196,7 @@ fn a_host_change_to_a_file_the_commit_writes_makes_the_work_wait() {
     let t = tree(&["src/lib.rs", "README"], &["src/lib.rs"]);
     let a = copytree::decide("main", C2, Some(&ff()), &t);
     insta::assert_debug_snapshot!(a);
-    assert!(matches!(a, CopyAction::Wait { .. }));
+    assert!(matches!(a, Action::Wait { .. }));
 }
 
 #[test]
@@ -126,19 +204,16 @@ fn other_branches_move_the_ref_or_are_created_and_a_moved_host_waits() {
     let t = tree(&["src/lib.rs"], &["src/lib.rs"]);
     assert_eq!(
         copytree::decide("feature", C2, Some(&ff()), &t),
-        CopyAction::MoveRef
+        Action::FastForward { reset_index: false }
     );
-    assert_eq!(
-        copytree::decide("feature", C2, None, &t),
-        CopyAction::Create
-    );
+    assert_eq!(copytree::decide("feature", C2, None, &t), Action::Create);
     let same = HostBranch {
         commit: C2.into(),
         ancestor_of_fetched: true,
     };
     assert_eq!(
         copytree::decide("main", C2, Some(&same), &t),
-        CopyAction::Unchanged
+        Action::Unchanged
     );
     let moved = HostBranch {
         commit: C1.into(),
@@ -146,7 +221,7 @@ fn other_branches_move_the_ref_or_are_created_and_a_moved_host_waits() {
     };
     assert!(matches!(
         copytree::decide("main", C2, Some(&moved), &tree(&[], &[])),
-        CopyAction::Wait { .. }
+        Action::Wait { .. }
     ));
 }
 
@@ -154,7 +229,7 @@ fn other_branches_move_the_ref_or_are_created_and_a_moved_host_waits() {
 fn uncommitted_work_has_its_own_ref_and_script() {
     assert_eq!(
         copytree::uncommitted_ref("s1").unwrap(),
-        "refs/handler/uncommitted/s1/uncommitted"
+        "refs/handler/sessions/s1/uncommitted"
     );
     assert!(copytree::uncommitted_ref("a..b").is_err());
     assert!(copytree::merge_argv("/r", "s1", "../x").is_err());
@@ -183,7 +258,8 @@ fn the_copy_plan_binds_the_checkout_writable_and_the_host_objects_read_only() {
             exists: true,
         }],
     }];
-    let mounts = serde_json::to_value(copytree::mounts(&repo(), checkout)).unwrap();
+    let mounts =
+        serde_json::to_value(copytree::mounts(&repo(), checkout, "/home/alice/proj")).unwrap();
     let copy = crate::plan::with(serde_json::json!({"mounts": mounts, "gitWritable": true}));
     let plan = plan_launch(&validate_spec(&copy).unwrap(), &f).unwrap();
     let binds: Vec<&String> = plan

@@ -119,9 +119,16 @@ fn host_git_always_carries_the_safety_options_first() {
             "--porcelain"
         ]
     );
-    insta::assert_debug_snapshot!(guard::fetch_argv("/data/s1/bring.bundle", "s1").unwrap());
+    let branches = ["main".to_string(), "uncommitted".to_string()];
+    insta::assert_debug_snapshot!(
+        guard::fetch_argv("/data/s1/bring.bundle", "s1", &branches).unwrap()
+    );
     assert!(matches!(
-        guard::fetch_argv("b", "../x"),
+        guard::fetch_argv("b", "../x", &branches),
+        Err(GuardError::RefName { .. })
+    ));
+    assert!(matches!(
+        guard::fetch_argv("b", "s1", &["a..b".to_string()]),
         Err(GuardError::RefName { .. })
     ));
 }
@@ -170,6 +177,37 @@ fn ref_names_from_the_sandbox_are_checked() {
         guard::hidden_ref("s1", "main").unwrap(),
         "refs/handler/sessions/s1/main"
     );
+}
+
+/// A branch named `uncommitted` (or in a folder of that name) never lands on, or under, the
+/// copy's uncommitted ref: its first component gets one `_` more, one-to-one.
+#[test]
+fn no_branch_comes_back_to_the_uncommitted_ref() {
+    let kept = handler_sandbox::copytree::uncommitted_ref("s1").unwrap();
+    assert_eq!(kept, "refs/handler/sessions/s1/uncommitted");
+    let cases = [
+        ("uncommitted", "refs/handler/sessions/s1/uncommitted_"),
+        ("uncommitted_", "refs/handler/sessions/s1/uncommitted__"),
+        ("uncommitted/x", "refs/handler/sessions/s1/uncommitted_/x"),
+        (
+            "uncommitted__/y/z",
+            "refs/handler/sessions/s1/uncommitted___/y/z",
+        ),
+        ("uncommitted-x", "refs/handler/sessions/s1/uncommitted-x"),
+        ("uncommitted_x", "refs/handler/sessions/s1/uncommitted_x"),
+        ("x/uncommitted", "refs/handler/sessions/s1/x/uncommitted"),
+        (
+            "handler-uncommitted",
+            "refs/handler/sessions/s1/handler-uncommitted",
+        ),
+    ];
+    let mut seen = std::collections::HashSet::new();
+    for (branch, hidden) in cases {
+        let h = guard::hidden_ref("s1", branch).unwrap();
+        assert_eq!(h, hidden, "{branch}");
+        assert!(h != kept && !h.starts_with(&format!("{kept}/")), "{branch}");
+        assert!(seen.insert(h), "{branch}: two branches on one hidden ref");
+    }
 }
 
 #[test]

@@ -29,6 +29,11 @@ pub async fn connect(
             .await
             .unwrap_or_else(|e| Err(ApiError::internal(e)))
     };
+    // Decision 0122: a `sessionTree = "copy"` connection's checkout, made before the upgrade.
+    let accepted = match accepted {
+        Ok(mut a) => service::with_copy(&app, &id, &mut a).await.map(|()| a),
+        Err(e) => Err(e),
+    };
     match accepted {
         Err(e) => e.into_response(),
         Ok(prepared) => match ws {

@@ -2,7 +2,7 @@
 //! scope's repository before a start (links, alternates, HEAD — by reading files, git only for
 //! `user.name`/`user.email`), making the session's own git directory under Handler's data, and
 //! the bring-back: the bundle from the runtime's `git-bundle` helper container, fetched here with
-//! `transfer.fsckObjects` into `refs/handler/sessions/<session>/<branch>`, each branch then
+//! `transfer.fsckObjects` into `refs/handler/sessions/<session>/<branch>` (`guard::hidden_ref`), each branch then
 //! fast-forwarded, created or left waiting. Every git run here passes
 //! `handler_sandbox::guard::HOST_GIT_SAFETY`, in a child with a time and a memory limit; the
 //! host's git never opens the session's git directory.
@@ -175,6 +175,49 @@ pub fn gather(scope: &Path) -> Result<Option<RepoFacts>> {
     }))
 }
 
+/// The repository `scope` is in: [`gather`] of the nearest of the scope and its parents that
+/// holds a `.git` (under `sessionTree = "copy"` a scope below the root is checked out too;
+/// decision 0121). `None` when none does.
+pub fn gather_enclosing(scope: &Path) -> Result<Option<RepoFacts>> {
+    for dir in scope.ancestors() {
+        if fs::symlink_metadata(dir.join(".git")).is_ok() {
+            return gather(dir);
+        }
+    }
+    Ok(None)
+}
+
+/// The file in a copy's guard folder naming the scope's path below the checkout's root (empty
+/// at the root), for the Files pane ([`copy_folder`]).
+const TREE_SCOPE: &str = "tree.scope";
+
+/// Under `sessionTree = "copy"`, the folder of the checkout in `guard_dir` the session's scope
+/// is (the Files pane reads it: decision 0121); `None` for any other session, or when a
+/// component on the way is not a folder (a link the agent planted leads nowhere here).
+pub fn copy_folder(guard_dir: &Path) -> Option<PathBuf> {
+    let tree = guard_dir.join("tree");
+    let is_dir = |p: &Path| fs::symlink_metadata(p).is_ok_and(|m| m.is_dir());
+    if !is_dir(&tree) {
+        return None;
+    }
+    let rel = fsutil::read_optional(&guard_dir.join(TREE_SCOPE)).ok()??;
+    let mut at = tree;
+    for c in rel
+        .trim_end_matches('\n')
+        .split('/')
+        .filter(|c| !c.is_empty())
+    {
+        if c == "." || c == ".." {
+            return None;
+        }
+        at.push(c);
+        if !is_dir(&at) {
+            return None;
+        }
+    }
+    Some(at)
+}
+
 fn guard_gitfile_target(text: &str) -> Option<String> {
     handler_sandbox::git::gitfile_target(text).map(str::to_string)
 }
@@ -314,11 +357,12 @@ pub fn prepare(facts: RepoFacts, dir: &Path) -> Result<(Guarded, Vec<Mount>)> {
 }
 
 /// `sessionTree = "copy"` (decision 0103) for a sandbox whose scope is `scope`, run in
-/// `image`: refused (409 / 64) unless the scope is a repository's root at a commit
+/// `image`: refused (409 / 64) unless the scope is in a repository at a commit
 /// ([`copytree::check`], the guard's own refusals included); else the checkout made (or, on a
-/// restart, kept) in `<dir>/tree` — seeded as the guard's git directory, then reset hard in a
-/// helper container, so only tracked files are in it — and the mounts that put it at the scope
-/// in place of the host's tree. The caller binds nothing of the host's tree.
+/// restart, kept) in `<dir>/tree` — seeded as the guard's git directory (sparse to the scope's
+/// folder when the scope is below the root: decision 0121), then reset hard in a helper
+/// container, so only tracked files are in it — and the mounts that put it at the scope in
+/// place of the host's tree. The caller binds nothing of the host's tree.
 pub async fn prepare_copy(
     launcher: &dyn Launcher,
     scope: &Path,
@@ -326,56 +370,127 @@ pub async fn prepare_copy(
     image: &str,
 ) -> Result<(Guarded, Vec<Mount>)> {
     let (s2, d2) = (scope.to_path_buf(), dir.to_path_buf());
-    let (g, fresh) = blocking("sessionTree", move || {
-        let facts = gather(&s2)?;
-        let commit = copytree::check(&s2.display().to_string(), facts.as_ref())?.to_string();
-        let facts = facts.unwrap_or_else(|| unreachable!("checked above"));
-        let tree = d2.join("tree");
-        let g = Guarded {
-            facts,
-            dir: d2.clone(),
-            copy: Some(tree.clone()),
-        };
-        if tree.exists() {
-            return Ok((g, None));
-        }
-        let new = d2.join("tree.new");
-        let _ = fs::remove_dir_all(&new);
-        fsutil::create_dir_private(&new).map_err(io(&new))?;
-        seed(&g.facts, &d2, &new.join(".git"))?;
-        Ok((g, Some((new, commit))))
-    })
-    .await?;
+    let (g, rel, fresh) = blocking("sessionTree", move || copy_seed(&s2, &d2)).await?;
     let tree = g.copy.clone().unwrap_or_default();
     if let Some((new, commit)) = fresh {
-        let args: Vec<String> = [
-            "--image",
-            image,
-            "--tree",
-            &new.display().to_string(),
-            "--objects",
-            &format!("{}/objects", g.facts.common_dir),
-            "--reset",
-            &commit,
-        ]
-        .map(String::from)
-        .to_vec();
-        match launcher.git_copy(&args).await {
-            Ok(()) => {}
-            Err(LauncherError::Verb {
-                code: Some(NO_GIT), ..
-            }) => {
-                return Err(GitGuardError::NoGit {
-                    image: image.to_string(),
-                    git_dir: new.join(".git").display().to_string(),
-                });
-            }
-            Err(e) => return Err(e.into()),
-        }
+        copy_reset(launcher, &g, &new, &commit, image).await?;
         fs::rename(&new, &tree).map_err(io(&tree))?;
     }
-    let mounts = copytree::mounts(&g.facts, &tree.display().to_string());
+    let (t2, r2, d2) = (tree.clone(), rel.clone(), dir.to_path_buf());
+    blocking("sessionTree", move || copy_scope_folder(&t2, &r2, &d2)).await?;
+    let scope = scope.display().to_string();
+    let mounts =
+        copytree::mounts(&g.facts, &tree.display().to_string(), &scope).ok_or_else(|| {
+            copytree::CopyError::NotARepository {
+                scope: scope.clone(),
+            }
+        })?;
     Ok((g, mounts))
+}
+
+/// `spec` given the copy `prepare_copy` made for its scope `scope`: the scope's mount
+/// replaced by `mounts` (nothing of the host's tree bound), its git writable (Handler's, not the
+/// host's), and below the root the environment its git needs to find the checkout's `.git`
+/// (`copytree::below_root_env`). Sessions and connections alike.
+pub fn copy_into(
+    spec: &mut handler_contracts::SandboxSpec,
+    g: &Guarded,
+    mounts: Vec<Mount>,
+    scope: &str,
+) {
+    use handler_contracts::sandbox::MountKind;
+    spec.mounts.retain(|m| m.kind != MountKind::Scope);
+    spec.mounts.extend(mounts);
+    spec.git_writable = true;
+    if copytree::scope_below_root(&g.facts, scope).is_some_and(|r| !r.is_empty()) {
+        spec.env.extend(copytree::below_root_env(&g.facts.root));
+    }
+}
+
+/// A fresh checkout's seed, made in `<dir>/tree.new` (`None` for it when `<dir>/tree` is kept
+/// from an earlier start): the guard's, sparse to the scope's folder below the root.
+#[allow(clippy::type_complexity)]
+fn copy_seed(scope: &Path, dir: &Path) -> Result<(Guarded, String, Option<(PathBuf, String)>)> {
+    let shown = scope.display().to_string();
+    let facts = gather_enclosing(scope)?;
+    let commit = copytree::check(&shown, facts.as_ref())?.to_string();
+    let facts = facts.unwrap_or_else(|| unreachable!("checked above"));
+    let rel = copytree::scope_below_root(&facts, &shown)
+        .ok_or(copytree::CopyError::NotARepository { scope: shown })?;
+    let tree = dir.join("tree");
+    let g = Guarded {
+        facts,
+        dir: dir.to_path_buf(),
+        copy: Some(tree.clone()),
+    };
+    if tree.exists() {
+        return Ok((g, rel, None));
+    }
+    let new = dir.join("tree.new");
+    let _ = fs::remove_dir_all(&new);
+    fsutil::create_dir_private(&new).map_err(io(&new))?;
+    let git_dir = new.join(".git");
+    seed(&g.facts, dir, &git_dir)?;
+    if let Some((pattern, config)) = copytree::sparse(&rel) {
+        let p = git_dir.join("info/sparse-checkout");
+        fsutil::create_dir_private(&git_dir.join("info")).map_err(io(&p))?;
+        fsutil::write_atomic(&p, pattern.as_bytes(), 0o644).map_err(io(&p))?;
+        append(&git_dir.join("config"), config).map_err(io(&git_dir))?;
+    }
+    Ok((g, rel, Some((new, commit))))
+}
+
+/// The helper container's `reset --hard` of the fresh checkout `new` to `commit`.
+async fn copy_reset(
+    launcher: &dyn Launcher,
+    g: &Guarded,
+    new: &Path,
+    commit: &str,
+    image: &str,
+) -> Result<()> {
+    let args: Vec<String> = [
+        "--image",
+        image,
+        "--tree",
+        &new.display().to_string(),
+        "--objects",
+        &format!("{}/objects", g.facts.common_dir),
+        "--reset",
+        commit,
+    ]
+    .map(String::from)
+    .to_vec();
+    match launcher.git_copy(&args).await {
+        Ok(()) => Ok(()),
+        Err(LauncherError::Verb {
+            code: Some(NO_GIT), ..
+        }) => Err(GitGuardError::NoGit {
+            image: image.to_string(),
+            git_dir: new.join(".git").display().to_string(),
+        }),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The scope's folder in the checkout (made when the commit has no file there), each
+/// component a folder and no link, and [`TREE_SCOPE`] naming it for the Files pane.
+fn copy_scope_folder(tree: &Path, rel: &str, dir: &Path) -> Result<()> {
+    let mut at = tree.to_path_buf();
+    for c in rel.split('/').filter(|c| !c.is_empty()) {
+        at.push(c);
+        match fs::symlink_metadata(&at) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => {
+                return Err(GitGuardError::Io {
+                    path: at.display().to_string(),
+                    source: std::io::Error::other("the scope's folder in the copy is not a folder"),
+                });
+            }
+            Err(_) => fsutil::create_dir_private(&at).map_err(io(&at))?,
+        }
+    }
+    let p = dir.join(TREE_SCOPE);
+    fsutil::write_atomic(&p, format!("{rel}\n").as_bytes(), 0o600).map_err(io(&p))
 }
 
 /// `f` on a blocking thread (`what` names it if the thread is lost).
@@ -631,12 +746,25 @@ fn apply(g: &Guarded, session: &str, bundle: &[u8]) -> Result<BroughtBack> {
     let path = g.dir.join("bring-back.bundle");
     fsutil::write_atomic(&path, bundle, 0o600).map_err(io(&path))?;
     let root = Path::new(&g.facts.root);
-    let argv = guard::fetch_argv(&path.display().to_string(), session)?;
+    let names: Vec<String> = header.branches.iter().map(|(b, _)| b.clone()).collect();
+    if names.is_empty() {
+        let _ = fs::remove_file(&path);
+        return Ok(BroughtBack::default());
+    }
+    let argv = guard::fetch_argv(&path.display().to_string(), session, &names)?;
     let fetched = git(root, &as_strs(&argv[guard::HOST_GIT_SAFETY.len()..]), &[]);
     let _ = fs::remove_file(&path);
     fetched?;
     if g.copy.is_some() {
-        return apply_copy(root, session, &header.branches);
+        let scope = fsutil::read_optional(&g.dir.join(TREE_SCOPE))
+            .map_err(io(&g.dir))?
+            .unwrap_or_default();
+        return apply_copy(
+            root,
+            session,
+            &header.branches,
+            scope.trim_end_matches('\n'),
+        );
     }
     let head = current_branch(root);
     let staged = !git_output(
@@ -692,36 +820,62 @@ fn move_branch(
     staged: bool,
 ) -> Result<Option<String>> {
     let (full, host) = host_branch(root, branch, commit);
+    let action = guard::decide(branch, commit, host.as_ref(), head, staged);
+    let old = host.map(|h| h.commit).unwrap_or_default();
+    run_action(root, session, (branch, commit), (&full, &old), action)
+}
+
+/// Does what [`guard::decide`] or [`copytree::decide`] said for `branch` fetched at `commit`
+/// (`full` its host ref, `old` the host's commit of it): the line for the session's log.
+fn run_action(
+    root: &Path,
+    session: &str,
+    (branch, commit): (&str, &str),
+    (full, old): (&str, &str),
+    action: Action,
+) -> Result<Option<String>> {
     let hidden = guard::hidden_ref(session, branch)?;
     let short = commit.get(..12).unwrap_or(commit);
-    Ok(
-        match guard::decide(branch, commit, host.as_ref(), head, staged) {
-            Action::Unchanged => None,
-            Action::Create => {
-                git(
-                    root,
-                    &["update-ref", &full, commit, &"0".repeat(commit.len())],
-                    &[],
-                )?;
-                Some(format!("{branch}: created at {short}"))
+    Ok(match action {
+        Action::Unchanged => None,
+        Action::Create => {
+            let zero = "0".repeat(commit.len());
+            git(root, &["update-ref", full, commit, &zero], &[])?;
+            Some(format!("{branch}: created at {short}"))
+        }
+        Action::FastForward { reset_index } => {
+            git(root, &["update-ref", full, commit, old], &[])?;
+            if reset_index {
+                git(root, &["reset", "-q"], &[])?;
             }
-            Action::FastForward { reset_index } => {
-                let old = host.map(|h| h.commit).unwrap_or_default();
-                git(root, &["update-ref", &full, commit, &old], &[])?;
-                if reset_index {
-                    git(root, &["reset", "-q"], &[])?;
-                }
-                Some(format!("{branch}: fast-forwarded to {short}"))
+            Some(format!("{branch}: fast-forwarded to {short}"))
+        }
+        Action::MergeFfOnly => {
+            let argv = copytree::merge_argv(&root.display().to_string(), session, branch)?;
+            match git(root, &as_strs(&argv[guard::HOST_GIT_SAFETY.len()..]), &[]) {
+                Ok(_) => Some(format!(
+                    "{branch}: merged --ff-only into the host's tree at {short}"
+                )),
+                Err(GitGuardError::Git { stderr, .. }) => Some(format!(
+                    "{branch}: waits under {hidden} (git merge --ff-only refused: {})",
+                    stderr.lines().next().unwrap_or_default()
+                )),
+                Err(e) => return Err(e),
             }
-            Action::Wait { reason } => Some(format!("{branch}: waits under {hidden} ({reason})")),
-        },
-    )
+        }
+        Action::Wait { reason } => Some(format!("{branch}: waits under {hidden} ({reason})")),
+    })
 }
 
 /// Under copy, after the fetch: each branch moved as [`copytree::decide`] says — the host tree's
 /// own branch by `merge --ff-only` — or left waiting; the uncommitted work's branch kept at
 /// [`copytree::uncommitted_ref`].
-fn apply_copy(root: &Path, session: &str, branches: &[(String, String)]) -> Result<BroughtBack> {
+fn apply_copy(
+    root: &Path,
+    session: &str,
+    branches: &[(String, String)],
+    scope: &str,
+) -> Result<BroughtBack> {
     let head = current_branch(root);
     let host_changed = host_changes(root)?;
     let mut out = BroughtBack::default();
@@ -733,7 +887,7 @@ fn apply_copy(root: &Path, session: &str, branches: &[(String, String)]) -> Resu
                 root,
                 session,
                 (branch, commit),
-                head.as_deref(),
+                (head.as_deref(), scope),
                 &host_changed,
             )?
         };
@@ -770,7 +924,7 @@ fn copy_branch(
     root: &Path,
     session: &str,
     (branch, commit): (&str, &str),
-    head: Option<&str>,
+    (head, scope): (Option<&str>, &str),
     host_changed: &[String],
 ) -> Result<Option<String>> {
     let (full, host) = host_branch(root, branch, commit);
@@ -792,41 +946,11 @@ fn copy_branch(
         head: head.map(str::to_string),
         host_changed: host_changed.to_vec(),
         agent_writes,
+        scope: scope.to_string(),
     };
-    let hidden = guard::hidden_ref(session, branch)?;
-    let short = commit.get(..12).unwrap_or(commit);
-    let old = host.as_ref().map(|h| h.commit.clone());
-    Ok(
-        match copytree::decide(branch, commit, host.as_ref(), &tree) {
-            copytree::CopyAction::Unchanged => None,
-            copytree::CopyAction::Create => {
-                let zero = "0".repeat(commit.len());
-                git(root, &["update-ref", &full, commit, &zero], &[])?;
-                Some(format!("{branch}: created at {short}"))
-            }
-            copytree::CopyAction::MoveRef => {
-                let old = old.unwrap_or_default();
-                git(root, &["update-ref", &full, commit, &old], &[])?;
-                Some(format!("{branch}: fast-forwarded to {short}"))
-            }
-            copytree::CopyAction::MergeFfOnly => {
-                let argv = copytree::merge_argv(&root.display().to_string(), session, branch)?;
-                match git(root, &as_strs(&argv[guard::HOST_GIT_SAFETY.len()..]), &[]) {
-                    Ok(_) => Some(format!(
-                        "{branch}: merged --ff-only into the host's tree at {short}"
-                    )),
-                    Err(GitGuardError::Git { stderr, .. }) => Some(format!(
-                        "{branch}: waits under {hidden} (git merge --ff-only refused: {})",
-                        stderr.lines().next().unwrap_or_default()
-                    )),
-                    Err(e) => return Err(e),
-                }
-            }
-            copytree::CopyAction::Wait { reason } => {
-                Some(format!("{branch}: waits under {hidden} ({reason})"))
-            }
-        },
-    )
+    let action = copytree::decide(branch, commit, host.as_ref(), &tree);
+    let old = host.map(|h| h.commit).unwrap_or_default();
+    run_action(root, session, (branch, commit), (&full, &old), action)
 }
 
 /// The uncommitted work's commit (fetched under the hidden ref of [`UNCOMMITTED_BRANCH`]) kept

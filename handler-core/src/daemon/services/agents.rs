@@ -155,8 +155,9 @@ fn sorted_unique<T: Ord + Clone>(v: &[T]) -> Vec<T> {
 }
 
 /// Decision 0103: `sessionTree` is one of its names, and `copy` needs the git guard's own git
-/// directory (not `gitGuard` open) and, where the scope is known at save, the scope to be a
-/// repository's root at a commit (`copytree::check`). A 400 naming `sessionTree`.
+/// directory (not `gitGuard` open) and, where the scope is known at save, the scope to be in a
+/// repository at a commit (`copytree::check`; decision 0121: below its root too). A 400 naming
+/// `sessionTree`.
 fn check_session_tree(o: &AgentOptions, scope: Option<&str>) -> ApiResult<()> {
     use handler_sandbox::copytree::{self, SessionTree};
     let bad = |d: String| ApiError::bad_request("sessionTree unusable", d);
@@ -171,7 +172,7 @@ fn check_session_tree(o: &AgentOptions, scope: Option<&str>) -> ApiResult<()> {
         ));
     }
     let Some(scope) = scope else { return Ok(()) };
-    let facts = crate::daemon::launch::gitguard::gather(std::path::Path::new(scope))
+    let facts = crate::daemon::launch::gitguard::gather_enclosing(std::path::Path::new(scope))
         .map_err(|e| bad(format!("sessionTree: {e}")))?;
     copytree::check(scope, facts.as_ref())
         .map(|_| ())

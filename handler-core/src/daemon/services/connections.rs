@@ -66,8 +66,12 @@ pub fn accept(app: &AppState, id: &str, q: ModelQuery) -> ApiResult<Accepted> {
     let conn = new_id("c");
     let mut prepared = prepare(app, &agent, &access, (&conn, None))?;
     super::images::require_network_filter(app, &prepared.spec)?;
-    refuse_copy(&agent)?;
-    let guard = guard_connection(app, &conn, &mut prepared)?;
+    let guard = if is_copy(&agent)? {
+        // Decision 0122: the checkout is made by `with_copy`, async, before the upgrade.
+        None
+    } else {
+        guard_connection(app, &conn, &mut prepared)?
+    };
     let required: Vec<_> =
         handler_contracts::hosts::required_hosts(&app.snapshot(), &prepared.access)
             .into_iter()
@@ -77,18 +81,66 @@ pub fn accept(app: &AppState, id: &str, q: ModelQuery) -> ApiResult<Accepted> {
     Ok((prepared, conn, allow, guard))
 }
 
-/// Decision 0103: `sessionTree = "copy"` is wired for daemon-held sessions only; a connection's
-/// sandbox is refused (409) rather than given the host's tree.
-fn refuse_copy(agent: &crate::daemon::store::StoredAgent) -> ApiResult<()> {
+/// Whether the agent's sandboxes get `sessionTree = "copy"` (a wrong value: 400 naming it).
+fn is_copy(agent: &crate::daemon::store::StoredAgent) -> ApiResult<bool> {
     use handler_sandbox::copytree::SessionTree;
-    match SessionTree::parse(agent.options.session_tree.as_deref()) {
-        Ok(SessionTree::Shared) => Ok(()),
-        Ok(_) => Err(ApiError::conflict(
-            "sessionTree unusable",
-            "sessionTree: \"copy\" is for daemon-held sessions (POST /v1/sessions); a connection's sandbox cannot have it yet",
-        )),
-        Err(e) => Err(ApiError::bad_request("sessionTree unusable", e.to_string())),
+    SessionTree::parse(agent.options.session_tree.as_deref())
+        .map(|t| t == SessionTree::Copy)
+        .map_err(|e| ApiError::bad_request("sessionTree unusable", e.to_string()))
+}
+
+/// Decision 0122: a connection of a `sessionTree = "copy"` agent (agent `agent_id`), after
+/// [`accept`] and before the upgrade: its checkout made in `<data>/connections/<id>/guard/tree`
+/// (the helper container's reset, async), the scope's mount replaced by it, and its guard — the
+/// bring-back at each turn's end and at close (the uncommitted work then kept at
+/// `refs/handler/sessions/<connection id>/uncommitted`), follow before each prompt. A refusal
+/// (no repository, no commit, the guard's) is a 409 naming `sessionTree`. Nothing for any
+/// other agent.
+pub async fn with_copy(app: &AppState, agent_id: &str, accepted: &mut Accepted) -> ApiResult<()> {
+    use handler_contracts::sandbox::MountKind;
+    let agent = app
+        .agents
+        .agent(agent_id)
+        .ok_or_else(|| ApiError::not_found(format!("agent {agent_id:?}")))?;
+    if !is_copy(&agent)? {
+        return Ok(());
     }
+    let (prepared, conn, _, guard) = accepted;
+    let scope = prepared
+        .spec
+        .mounts
+        .iter()
+        .find(|m| m.kind == MountKind::Scope)
+        .map(|m| m.source.clone())
+        .ok_or_else(|| {
+            ApiError::conflict(
+                "sessionTree refused",
+                "sessionTree: \"copy\" needs a scope to check out, and the connection has none",
+            )
+        })?;
+    let folder = app.config.data_dir.join("connections").join(&*conn);
+    let (g, mounts) = gitguard::prepare_copy(
+        &*app.launcher,
+        std::path::Path::new(&scope),
+        &folder.join("guard"),
+        &prepared.spec.image,
+    )
+    .await
+    .map_err(|e| {
+        if e.is_refusal() {
+            ApiError::conflict("sessionTree refused", e.to_string())
+        } else {
+            ApiError::internal(e)
+        }
+    })?;
+    gitguard::copy_into(&mut prepared.spec, &g, mounts, &scope);
+    *guard = Some(Arc::new(GuardSession::new(
+        g,
+        prepared.spec.image.clone(),
+        conn.clone(),
+        folder.join(gitguard::LOG),
+    )));
+    Ok(())
 }
 
 /// Issue 14: the connection's own git directory in `<data>/connections/<id>/guard/`, its mounts

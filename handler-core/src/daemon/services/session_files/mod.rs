@@ -136,11 +136,26 @@ pub async fn record_baseline(
     now: String,
     limit: usize,
 ) -> Result<Baseline, FilesError> {
+    record_baseline_in(folder, folder, session_dir, git, now, limit).await
+}
+
+/// [`record_baseline`] of `folder` with its git part (HEAD, `info/exclude`) read from the
+/// repository at `git_folder` instead: under `sessionTree = "copy"` the folder is the session's
+/// checkout, written by the agent, and the reader is given the host's repository, never the
+/// checkout's `.git` (decision 0121).
+pub async fn record_baseline_in(
+    folder: &Path,
+    git_folder: &Path,
+    session_dir: &Path,
+    git: &GitReader,
+    now: String,
+    limit: usize,
+) -> Result<Baseline, FilesError> {
     if let Some(b) = load_baseline(session_dir)? {
         return Ok(b);
     }
-    let (head, exclude) = if is_repository(folder) {
-        let dir = git::git_dir(folder);
+    let (head, exclude) = if is_repository(git_folder) {
+        let dir = git::git_dir(git_folder);
         let (head, exclude) = tokio::join!(git.head(&dir), git.exclude(&dir));
         (logged(head, "HEAD"), logged(exclude, "info/exclude"))
     } else {
@@ -206,6 +221,17 @@ pub async fn read_file(
     path: &str,
     session: Option<(&Path, &GitReader)>,
 ) -> Result<FileView, FilesError> {
+    read_file_in(folder, folder, path, session).await
+}
+
+/// [`read_file`] of `folder` with its earlier version read from the repository at
+/// `git_folder` (under copy the host's, never the agent's checkout's `.git`).
+pub async fn read_file_in(
+    folder: &Path,
+    git_folder: &Path,
+    path: &str,
+    session: Option<(&Path, &GitReader)>,
+) -> Result<FileView, FilesError> {
     let rel = RelPath::parse(path)?;
     let (root, r) = (folder.to_path_buf(), rel.clone());
     let now = blocking(move || read_now(&root, &r)).await?;
@@ -235,7 +261,8 @@ pub async fn read_file(
         baseline.as_ref().and_then(|b| b.git_head.as_deref()),
     ) {
         let earlier = logged(
-            git.show(&git::git_dir(folder), head, rel.as_str()).await,
+            git.show(&git::git_dir(git_folder), head, rel.as_str())
+                .await,
             "show",
         );
         view.earlier = earlier.map(|(bytes, size)| FileContent::new(&bytes, size));

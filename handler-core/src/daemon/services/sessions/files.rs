@@ -4,7 +4,7 @@
 //! start (`mounts.json`), with the same one-name-at-a-time reading and no baseline (changes are
 //! only the session's folder's); any other `mount` is 404.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use handler_contracts::files::{
     Changes, FileView, FolderListing, MAX_BASELINE_FILES, MOUNTS_FILE, RevealRequest, SessionMount,
@@ -17,13 +17,15 @@ use crate::daemon::problem::{ApiError, ApiResult};
 use crate::daemon::services::session_files::{self as files, GitReader};
 use crate::daemon::state::AppState;
 
-/// The folder a request reads and the session's own folder: the session's folder (its scope),
-/// or the source of the browsable mount `mount` names (then the third part is true: no
-/// baseline applies to it).
+/// The folder a request reads and the session's own folder: the session's folder (its scope;
+/// under `sessionTree = "copy"` its checkout, where the agent's edits are: decision 0121), or
+/// the source of the browsable mount `mount` names (then the third part is true: no baseline
+/// applies to it).
 fn folders(app: &AppState, id: &str, mount: Option<&str>) -> ApiResult<(PathBuf, PathBuf, bool)> {
     let (session_dir, scope) = folder_of(app, id)?;
     let Some(m) = mount.filter(|m| !m.is_empty()) else {
-        return Ok((scope, session_dir, false));
+        let folder = copy_folder(&session_dir).unwrap_or(scope);
+        return Ok((folder, session_dir, false));
     };
     let recorded = read_mounts(&session_dir)?;
     match browsable_mount(&recorded, m) {
@@ -32,6 +34,18 @@ fn folders(app: &AppState, id: &str, mount: Option<&str>) -> ApiResult<(PathBuf,
             "mount {m:?} is not a browsable mount of session {id:?}"
         ))),
     }
+}
+
+/// Under copy, the checkout's folder the session's scope is (`gitguard::copy_folder`); `None`
+/// for any other session.
+fn copy_folder(session_dir: &Path) -> Option<PathBuf> {
+    crate::daemon::launch::gitguard::copy_folder(&session_dir.join("guard"))
+}
+
+/// The repository the baseline's git part and a file's earlier version are read from: the
+/// session's scope (under copy the host's repository, never the checkout's `.git`).
+fn git_folder(app: &AppState, id: &str) -> ApiResult<PathBuf> {
+    Ok(folder_of(app, id)?.1)
 }
 
 /// The mounts recorded at the session's last start (none before its first).
@@ -70,9 +84,13 @@ pub(super) async fn record_baseline(app: &AppState, id: &str) {
     let Ok((folder, session_dir, _)) = folders(app, id, None) else {
         return;
     };
+    let Ok(git_folder) = git_folder(app, id) else {
+        return;
+    };
     let now = crate::daemon::fsutil::now_rfc3339();
-    if let Err(e) = files::record_baseline(
+    if let Err(e) = files::record_baseline_in(
         &folder,
+        &git_folder,
         &session_dir,
         &GitReader::locate(),
         now,
@@ -107,7 +125,12 @@ pub async fn read(
     let (folder, session_dir, is_mount) = folders(app, id, mount)?;
     let git = GitReader::locate();
     let session = (!is_mount).then_some((session_dir.as_path(), &git));
-    Ok(files::read_file(&folder, path, session).await?)
+    let git_folder = if is_mount {
+        folder.clone()
+    } else {
+        git_folder(app, id)?
+    };
+    Ok(files::read_file_in(&folder, &git_folder, path, session).await?)
 }
 
 /// POST /v1/sessions/{id}/reveal

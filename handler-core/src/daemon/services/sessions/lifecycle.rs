@@ -294,8 +294,8 @@ async fn with_git_guard(
 
 /// Decision 0103 (`sessionTree = "copy"`): the scope's mount replaced by the session's own
 /// checkout in `<session folder>/guard/tree` (nothing of the host's tree bound), its git
-/// writable (Handler's, not the host's); refused (naming `sessionTree`) unless the scope is a
-/// repository's root at a commit.
+/// writable (Handler's, not the host's); refused (naming `sessionTree`) unless the scope is
+/// in a repository at a commit (decision 0121: below its root, a sparse checkout of that folder).
 async fn with_copy(
     app: &AppState,
     id: &str,
@@ -318,9 +318,9 @@ async fn with_copy(
     )
     .await
     .map_err(|e| format!("git guard: {e}"))?;
-    prepared.spec.mounts.retain(|m| m.kind != MountKind::Scope);
-    prepared.spec.mounts.extend(mounts);
-    prepared.spec.git_writable = true;
+    gitguard::copy_into(&mut prepared.spec, &g, mounts, &scope);
+    // Decision 0121: the Files pane's baseline is the checkout's (kept across restarts).
+    super::files::record_baseline(app, id).await;
     Ok(Arc::new(GuardSession::new(
         g,
         prepared.spec.image.clone(),

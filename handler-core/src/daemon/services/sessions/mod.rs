@@ -120,7 +120,10 @@ pub async fn create(app: &AppState, req: SessionRequest) -> ApiResult<Session> {
     if let Some(sk) = &req.from_skill {
         run::copy_skill(app, sk, Path::new(&record.scope))?;
     }
-    files::record_baseline(app, &id).await;
+    if tree != handler_sandbox::copytree::SessionTree::Copy {
+        // Under copy the baseline is the checkout's, recorded once it is made (`with_copy`).
+        files::record_baseline(app, &id).await;
+    }
     let prompt = run.map(|r| r.prompt).or(req.prompt);
     let handle = lifecycle::ensure_running(app, &id, Some(prepared), prompt)?;
     let _ = live::wait_started(&handle).await;
@@ -150,12 +153,12 @@ async fn refuse_unguardable(scope: &str) -> ApiResult<()> {
     }
 }
 
-/// Decision 0103: under `sessionTree = "copy"` a scope that is no repository's root at a commit
+/// Decision 0103: under `sessionTree = "copy"` a scope that is in no repository at a commit
 /// (or that the guard refuses) is a 409 naming `sessionTree`, before anything starts.
 async fn refuse_uncopyable(scope: &str) -> ApiResult<()> {
     let scope = scope.to_string();
     let checked = tokio::task::spawn_blocking(move || {
-        let facts = crate::daemon::launch::gitguard::gather(Path::new(&scope))?;
+        let facts = crate::daemon::launch::gitguard::gather_enclosing(Path::new(&scope))?;
         handler_sandbox::copytree::check(&scope, facts.as_ref())
             .map(|_| ())
             .map_err(crate::daemon::launch::gitguard::GitGuardError::from)
