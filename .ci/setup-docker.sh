@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Prepares a Debian 12 machine for the Docker runtime's tests (handler-sandbox-docker, contract A)
-# against a real ROOTLESS Docker daemon (decision 0080). Run as root after setup-podman.sh (the
-# `for setup in .ci/setup-*.sh` loop of .ci/test runs them in name order); idempotent. It:
+# against a real ROOTLESS Docker daemon (decision 0080). Run as root after setup-podman.sh
+# (.ci/test runs podman's, then this one, then the browser's: the git image is copied from
+# podman's store); idempotent. It:
 #   - installs docker.io (dockerd 20.10), rootlesskit, slirp4netns, uidmap, tini (docker-init)
 #     without letting the package start a system dockerd, and stops one it finds running as root
 #     (a rootful daemon must not be what the tests reach);
@@ -141,6 +142,7 @@ if ! as_user docker image inspect localhost/handler-test-git:latest >/dev/null 2
         as_user podman save localhost/handler-test-git:latest | as_user docker load >/dev/null
     else
         log "no localhost/handler-test-git:latest in podman yet: run setup-podman.sh, then me again"
+        exit 1
     fi
 fi
 
