@@ -366,6 +366,10 @@ pub struct BindingInfo {
     pub secrets: Vec<String>,
     /// The bound secret slots with an env, file or command reference (written by hand).
     pub hand_written: Vec<String>,
+    /// The bound secret slots that name a value of the secret store (D.14): slot → its path
+    /// (a path, never the value; decision 0109).
+    #[serde(default)]
+    pub secret_paths: BTreeMap<String, String>,
     /// Why it is invalid (then it cannot be selected).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -393,6 +397,10 @@ pub struct BindingRequest {
     /// Secret slots to empty.
     #[serde(default)]
     pub remove_secrets: Vec<String>,
+    /// Secret slots given a value already in the secret store (D.14): slot → its path, one
+    /// that is set and not an account's token (decision 0109).
+    #[serde(default)]
+    pub secret_paths: BTreeMap<String, String>,
 }
 
 /// A place in a skill's files (D.17).

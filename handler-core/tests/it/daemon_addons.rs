@@ -539,3 +539,82 @@ async fn a_binding_changed_under_a_running_sandbox_changes_its_allow_list_live()
     );
     d.stop().await;
 }
+
+/// Decision 0109: a secret slot may name a value the secret store already holds (chosen from
+/// its list); the binding shows that path, never the value; bad paths are 400 naming the field.
+#[tokio::test]
+async fn a_binding_slot_names_a_secret_of_the_store() {
+    let d = setup().await;
+    let shared = "nt-SharedStoreValue0123456789";
+    let (s, v) = d
+        .put("/v1/secrets/team/notes-token", json!({"value": shared}))
+        .await;
+    assert_eq!(s, 200, "{v}");
+    let (_, nb) = d.get("/v1/bindings/nb").await;
+    assert_eq!(
+        nb["secretPaths"],
+        json!({"signing": "bindings/nb/signing", "token": "bindings/nb/token"})
+    );
+    for (paths, why) in [
+        (
+            json!({"token": "team/missing"}),
+            "secretPaths.token: the secret store has no value",
+        ),
+        (
+            json!({"token": "accounts/perso/token"}),
+            "secretPaths.token: \"accounts/perso/token\" is an account's token",
+        ),
+        (
+            json!({"ghost": "team/notes-token"}),
+            "secretPaths.ghost: addon notes declares no secret slot",
+        ),
+    ] {
+        let (s, v) = d
+            .put(
+                "/v1/bindings/nb",
+                json!({"name": "nb", "addon": "notes", "settings": {"url": "u"}, "secretPaths": paths}),
+            )
+            .await;
+        daemon_support::assert_problem(s, &v, 400, "binding invalid");
+        assert!(v["detail"].as_str().unwrap().contains(why), "{v}");
+    }
+    // Its own stored path named again: left as it is; another path: its own value goes.
+    let (s, v) = d
+        .put(
+            "/v1/bindings/nb",
+            json!({"name": "nb", "addon": "notes", "settings": {"url": "u"},
+                "secretPaths": {"token": "team/notes-token", "signing": "bindings/nb/signing"}}),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(
+        v["secretPaths"],
+        json!({"signing": "bindings/nb/signing", "token": "team/notes-token"})
+    );
+    assert!(!d.state.secrets.is_set("bindings/nb/token"));
+    assert_eq!(
+        d.state.secrets.value("bindings/nb/signing").unwrap(),
+        SIGNING
+    );
+    let text = std::fs::read_to_string(bindings_dir(&d).join("nb.toml")).unwrap();
+    assert!(
+        text.contains("token = { secret = \"team/notes-token\" }"),
+        "{text}"
+    );
+    // A new binding may name it too; the value is never in an answer.
+    let (s, v) = d
+        .post(
+            "/v1/bindings",
+            json!({"name": "nb3", "addon": "notes", "settings": {"url": "u"},
+                "secretPaths": {"token": "team/notes-token"}}),
+        )
+        .await;
+    assert_eq!(s, 201, "{v}");
+    assert_eq!(v["secretPaths"], json!({"token": "team/notes-token"}));
+    assert!(v["error"].is_null(), "{v}");
+    assert!(
+        !daemon_support::bodies().contains(shared),
+        "the value in an answer"
+    );
+    d.stop().await;
+}

@@ -238,10 +238,36 @@ try {
     await page.getByLabel("State").getByText("running").waitFor();
   });
 
-  await step("settings: accounts, images, a secret set and never shown", async () => {
+  await step("settings: accounts with tokens by reference, images, a secret set and never shown", async () => {
     await page.getByRole("link", { name: "Settings" }).click();
-    await page.getByRole("list", { name: "Accounts" }).getByText("perso").waitFor();
+    const accounts = page.getByRole("list", { name: "Accounts" });
+    await accounts.getByText("perso").waitFor();
+    await accounts.getByRole("listitem").filter({ hasText: "perso" }).getByText("token pasted (in the secret store)").waitFor();
+    // D.9: a token where the person keeps it — a command on a new account, then a bad variable
+    // refused next to the field with the API's detail, then a file.
+    const add = page.getByRole("form", { name: "New account" });
+    await add.getByLabel("Name").fill("reffed");
+    await add.getByLabel("Harness").selectOption("fake");
+    await add.getByLabel("Where the token is").selectOption("command");
+    await add.getByLabel("Command printing it").fill("pass show claude-pro");
+    await add.getByRole("button", { name: "Add account" }).click();
+    const card = accounts.getByRole("listitem").filter({ hasText: "reffed" });
+    await card.getByText("token from the command pass show claude-pro").waitFor();
+    await card.getByRole("button", { name: "Token…" }).click();
+    const tf = card.getByRole("form", { name: "Token of reffed" });
+    assert.equal(await tf.getByLabel("Where the token is").inputValue(), "command");
+    await tf.getByLabel("Where the token is").selectOption("env");
+    await tf.getByLabel("Environment variable of handlerd").fill("NOT A VAR");
+    await tf.getByRole("button", { name: "Set token" }).click();
+    await tf.getByRole("alert").getByText('token.env: "NOT A VAR" is not an environment variable name').waitFor();
+    await tf.getByLabel("Where the token is").selectOption("file");
+    await tf.getByLabel("File (its first line)").fill("/home/me/.config/claude-token");
+    await shot(page, "settings-accounts-token");
+    await tf.getByRole("button", { name: "Set token" }).click();
+    await card.getByText("token from the file /home/me/.config/claude-token").waitFor();
+    assert.deepEqual((await api("GET", "/v1/accounts/reffed")).token, { file: "/home/me/.config/claude-token" });
     await shot(page, "settings-accounts");
+    await api("DELETE", "/v1/accounts/reffed");
     await page.getByRole("link", { name: "Images" }).click();
     await page.getByRole("list", { name: "Images" }).getByText("Fake ACP agent").waitFor();
     await shot(page, "settings-images");
@@ -553,7 +579,7 @@ try {
     assert.ok(left.bytes !== null && left.bytes <= full.bytes - 3000, JSON.stringify(left));
   });
 
-  await step("settings: a catalog addon previewed, installed, bound, its removal refused while bound, removed", async () => {
+  await step("settings: a catalog addon installed and configured, its binding edited, its uninstall refused while bound", async () => {
     await page.goto(`${URL_}/#/settings/addons`);
     await page.getByRole("button", { name: "Install shopify" }).click();
     const pv = page.getByRole("region", { name: "Preview of shopify" });
@@ -565,30 +591,56 @@ try {
     await page.getByRole("status").filter({ hasText: "Installed shopify" }).waitFor();
     const card = page.getByRole("listitem", { name: "Addon shopify" });
     await card.getByText("from catalog:shopify").waitFor();
+    await card.getByRole("button", { name: "Reinstall shopify from catalog:shopify" }).waitFor();
     await page.getByRole("region", { name: "Available to install" }).getByRole("button", { name: "Reinstall shopify" }).waitFor();
-    await shot(page, "settings-addons");
-    // A binding of it (its secret to the store, never shown), then the removal is refused.
-    await page.goto(`${URL_}/#/settings/bindings`);
-    const form = page.getByRole("form", { name: "New binding" });
-    await form.getByLabel("Addon").selectOption("shopify");
+    // G.5: right after the install, its Configure form (the bindings page's own form).
+    const form = page.getByRole("form", { name: "Configure shopify" });
     await form.getByLabel("Name").fill("shop-ui");
     await form.getByLabel(/^store/).fill("ui-test.myshopify.com");
     const secret = "shpat-ui-never-shown-0123";
-    await form.getByLabel(/^Secret themeToken/).fill(secret);
+    assert.equal(await form.getByLabel(/^Secret themeToken/).inputValue(), "value");
+    await form.getByLabel(/^Value of themeToken/).fill(secret);
+    await shot(page, "settings-addons-configure");
     await form.getByRole("button", { name: "Create binding" }).click();
+    await page.getByRole("status").filter({ hasText: "Created binding shop-ui of shopify" }).waitFor();
+    await card.getByText("bound by shop-ui").waitFor();
+    assert.ok(!(await page.content()).includes(secret), "the secret is shown");
+    await shot(page, "settings-addons");
+    // D.15: Edit opens it filled in; a 400 is shown by the field it names; saved with PUT.
+    await page.goto(`${URL_}/#/settings/bindings`);
     const b = page.getByRole("listitem", { name: "Binding shop-ui" });
     await b.getByText("ui-test.myshopify.com").waitFor();
-    assert.ok(!(await page.content()).includes(secret), "the secret is shown");
+    await b.getByRole("button", { name: "Edit shop-ui" }).click();
+    const ed = page.getByRole("form", { name: "Edit binding shop-ui" });
+    assert.equal(await ed.getByLabel(/^store/).inputValue(), "ui-test.myshopify.com");
+    assert.equal(await ed.getByLabel(/^Secret themeToken/).inputValue(), "keep");
+    await ed.getByLabel(/^store/).fill("ui-edited.myshopify.com");
+    await ed.getByLabel(/^Secret themeToken/).selectOption("path:web/probe");
+    await ed.getByLabel("Name").fill("shop ui");
+    await ed.getByRole("button", { name: "Save binding" }).click();
+    await ed.getByRole("alert").getByText('name: "shop ui" is not a name').waitFor();
+    assert.equal(await ed.getByLabel("Name").getAttribute("aria-invalid"), "true");
+    await ed.getByLabel("Name").fill("shop-ui");
+    await shot(page, "settings-bindings-edit");
+    await ed.getByRole("button", { name: "Save binding" }).click();
+    await page.getByRole("status").filter({ hasText: "Saved shop-ui" }).waitFor();
+    await page.reload();
+    await b.getByText("ui-edited.myshopify.com").waitFor();
+    await b.getByText("web/probe").waitFor();
+    const saved = await api("GET", "/v1/bindings/shop-ui");
+    assert.deepEqual(saved.secretPaths, { themeToken: "web/probe" });
+    assert.ok(!(await api("GET", "/v1/secrets")).some((x) => x.path.startsWith("bindings/shop-ui/")), "its own value stayed");
+    assert.ok(!(await page.content()).includes("s3cret-UiValue"), "a store value is shown");
     await shot(page, "settings-bindings");
     await page.goto(`${URL_}/#/settings/addons`);
-    await page.getByRole("button", { name: "Remove shopify" }).click();
+    await page.getByRole("button", { name: "Uninstall shopify" }).click();
     await page.getByRole("alert").filter({ hasText: "shop-ui" }).waitFor();
     await page.goto(`${URL_}/#/settings/bindings`);
     await page.getByRole("button", { name: "Delete shop-ui" }).click();
     await page.getByRole("status").filter({ hasText: "Deleted shop-ui" }).waitFor();
     await page.goto(`${URL_}/#/settings/addons`);
-    await page.getByRole("button", { name: "Remove shopify" }).click();
-    await page.getByRole("status").filter({ hasText: "Removed shopify" }).waitFor();
+    await page.getByRole("button", { name: "Uninstall shopify" }).click();
+    await page.getByRole("status").filter({ hasText: "Uninstalled shopify" }).waitFor();
     await page.getByRole("listitem", { name: "Addon shopify" }).waitFor({ state: "detached" });
   });
 

@@ -89,6 +89,15 @@ fn binding_info(app: &AppState, b: &LoadedBinding) -> BindingInfo {
         ),
         None => (None, None, BTreeMap::new(), Vec::new(), Vec::new()),
     };
+    let secret_paths = b
+        .binding
+        .iter()
+        .flat_map(|x| &x.secrets)
+        .filter_map(|(k, r)| match r {
+            SecretRef::Secret(p) => Some((k.clone(), p.clone())),
+            _ => None,
+        })
+        .collect();
     BindingInfo {
         name: b.name.clone(),
         addon,
@@ -96,6 +105,7 @@ fn binding_info(app: &AppState, b: &LoadedBinding) -> BindingInfo {
         settings,
         secrets,
         hand_written,
+        secret_paths,
         error: b.error.clone(),
         used_by: AddonSet::used_by(&app.agents, &b.name),
     }
@@ -146,8 +156,9 @@ fn invalid(detail: impl Into<String>) -> ApiError {
 }
 
 /// A request's secrets against the addon's slots: each given one declared, not empty, no
-/// control characters, and not also removed.
-fn check_request(m: &AddonManifest, req: &BindingRequest) -> ApiResult<()> {
+/// control characters, and not also removed; each store path a declared slot's, set, not an
+/// account's token (D.9: a person's own login) and its slot given nothing else (decision 0109).
+fn check_request(app: &AppState, m: &AddonManifest, req: &BindingRequest) -> ApiResult<()> {
     for (slot, v) in &req.secrets {
         if !m.secret_slots.contains_key(slot) {
             return Err(invalid(format!(
@@ -169,7 +180,69 @@ fn check_request(m: &AddonManifest, req: &BindingRequest) -> ApiResult<()> {
             )));
         }
     }
+    for (slot, path) in &req.secret_paths {
+        let why = if !m.secret_slots.contains_key(slot) {
+            format!("addon {} declares no secret slot {slot:?}", m.name)
+        } else if req.secrets.contains_key(slot) || req.remove_secrets.contains(slot) {
+            format!("{slot:?} is also given a value or removed")
+        } else if path.starts_with("accounts/") {
+            format!("{path:?} is an account's token: it stays the account's (D.9)")
+        } else if !app.secrets.is_set(path) {
+            format!("the secret store has no value at {path:?} (Settings → Secrets)")
+        } else {
+            continue;
+        };
+        return Err(invalid(format!("secretPaths.{slot}: {why}")));
+    }
     Ok(())
+}
+
+/// What a replaced binding carries over from `old` (its hand-written references, its stored
+/// secrets, moved with a rename) for the slots the request leaves as they are; and the store
+/// paths that no longer hold one of its secrets.
+fn carried(
+    app: &AppState,
+    m: &AddonManifest,
+    req: &BindingRequest,
+    (old_name, ob): (&str, &Binding),
+) -> ApiResult<(BTreeMap<String, SecretRef>, Vec<String>)> {
+    let name = req.name.as_str();
+    let mut secrets: BTreeMap<String, SecretRef> = BTreeMap::new();
+    let mut dropped: Vec<String> = Vec::new();
+    for (slot, r) in &ob.secrets {
+        let own = secret_path(old_name, slot);
+        let stored = matches!(r, SecretRef::Secret(p) if *p == own);
+        // Naming its own stored path again is leaving it as it is.
+        let repointed = req
+            .secret_paths
+            .get(slot)
+            .is_some_and(|p| *p != own || !stored);
+        let keep = ob.addon == req.addon
+            && m.secret_slots.contains_key(slot)
+            && !req.remove_secrets.contains(slot)
+            && !req.secrets.contains_key(slot)
+            && !repointed;
+        if keep && stored && old_name != name {
+            // Follow the rename: the value moves to the new name's path.
+            let v = app.secrets.value(&own).map_err(ApiError::internal)?;
+            app.secrets
+                .set(
+                    &secret_path(name, slot),
+                    &v,
+                    Some(format!("secret {slot} of binding {name}")),
+                    m.egress.iter().map(ToString::to_string).collect(),
+                )
+                .map_err(ApiError::internal)?;
+            dropped.push(own);
+            secrets.insert(slot.clone(), SecretRef::Secret(secret_path(name, slot)));
+        } else if keep {
+            secrets.insert(slot.clone(), r.clone());
+        } else if stored && !(old_name == name && req.secrets.contains_key(slot)) {
+            // Its value goes, unless a new one replaces it at the same path.
+            dropped.push(own);
+        }
+    }
+    Ok((secrets, dropped))
 }
 
 /// Builds the binding a request describes, over what `old` had (its hand-written references,
@@ -190,53 +263,30 @@ fn build(
         .manifest
         .as_ref()
         .map_err(|e| invalid(format!("addon: {:?} is invalid: {e}", req.addon)))?;
-    check_request(m, req)?;
-    // What it keeps: the old binding's references (same addon), moved with a rename.
-    let mut secrets: BTreeMap<String, SecretRef> = BTreeMap::new();
-    let mut dropped: Vec<String> = Vec::new();
-    if let Some((old_name, ob)) = old {
-        for (slot, r) in &ob.secrets {
-            let stored = matches!(r, SecretRef::Secret(p) if *p == secret_path(old_name, slot));
-            let keep = ob.addon == req.addon
-                && m.secret_slots.contains_key(slot)
-                && !req.remove_secrets.contains(slot)
-                && !req.secrets.contains_key(slot);
-            if keep && stored && old_name != name {
-                // Follow the rename: the value moves to the new name's path.
-                let v = app
-                    .secrets
-                    .value(&secret_path(old_name, slot))
-                    .map_err(ApiError::internal)?;
-                app.secrets
-                    .set(
-                        &secret_path(name, slot),
-                        &v,
-                        Some(format!("secret {slot} of binding {name}")),
-                        m.egress.iter().map(ToString::to_string).collect(),
-                    )
-                    .map_err(ApiError::internal)?;
-                dropped.push(secret_path(old_name, slot));
-                secrets.insert(slot.clone(), SecretRef::Secret(secret_path(name, slot)));
-            } else if keep {
-                secrets.insert(slot.clone(), r.clone());
-            } else if stored && !(old_name == name && req.secrets.contains_key(slot)) {
-                // Its value goes, unless a new one replaces it at the same path.
-                dropped.push(secret_path(old_name, slot));
-            }
+    check_request(app, m, req)?;
+    let (mut secrets, dropped) = match old {
+        Some(old) => carried(app, m, req, old)?,
+        None => (BTreeMap::new(), Vec::new()),
+    };
+    for (slot, path) in &req.secret_paths {
+        if dropped.contains(path) {
+            return Err(invalid(format!(
+                "secretPaths.{slot}: {path:?} goes with this change"
+            )));
         }
+        secrets
+            .entry(slot.clone())
+            .or_insert_with(|| SecretRef::Secret(path.clone()));
+    }
+    for slot in req.secrets.keys() {
+        secrets.insert(slot.clone(), SecretRef::Secret(secret_path(name, slot)));
     }
     let b = Binding {
         api_version: BindingApiVersion,
         addon: req.addon.clone(),
         description: req.description.clone().filter(|d| !d.is_empty()),
         settings: req.settings.clone(),
-        secrets: {
-            let mut s = secrets.clone();
-            for slot in req.secrets.keys() {
-                s.insert(slot.clone(), SecretRef::Secret(secret_path(name, slot)));
-            }
-            s
-        },
+        secrets,
     };
     validate_binding(&b, Some(Ok(m))).map_err(|e| invalid(e.to_string()))?;
     for (slot, v) in &req.secrets {

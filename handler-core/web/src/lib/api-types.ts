@@ -1715,6 +1715,14 @@ export interface components {
             secrets: string[];
             /** @description The bound secret slots with an env, file or command reference (written by hand). */
             handWritten: string[];
+            /**
+             * @description The bound secret slots that name a value of the secret store (D.14): slot → its path
+             *     (a path, never the value; decision 0109).
+             * @default {}
+             */
+            secretPaths: {
+                [key: string]: string;
+            };
             /** @description Why it is invalid (then it cannot be selected). */
             error?: string | null;
             /** @description The agents that picked it: `agents/<project>/<name>`, `ad-hoc/<agent id>`. */
@@ -1747,6 +1755,14 @@ export interface components {
              * @default []
              */
             removeSecrets: string[];
+            /**
+             * @description Secret slots given a value already in the secret store (D.14): slot → its path, one
+             *     that is set and not an account's token (decision 0109).
+             * @default {}
+             */
+            secretPaths: {
+                [key: string]: string;
+            };
         };
         /** @description GET/PUT /v1/folders. */
         WorkFolders: {

@@ -1,0 +1,18 @@
+// A token login's token: the body the API takes (TokenInput) and what an account's token
+// reference says (AccountInfo.token: where it is, never the value).
+import type { Schemas } from "./api";
+
+/** The API's TokenInput from the form's choice and text. */
+export function tokenInput(kind: string, text: string): Record<string, string | string[]> {
+  if (kind === "command") return { command: text.trim().split(/\s+/).filter(Boolean) };
+  return { [kind]: kind === "value" ? text : text.trim() };
+}
+
+/** Which form an account's token has, in words (never its value). */
+export function tokenWhere(t: Schemas["SecretRef"] | null | undefined): string {
+  if (!t) return "no token";
+  if ("secret" in t) return "token pasted (in the secret store)";
+  if ("env" in t) return `token from the environment variable ${t.env}`;
+  if ("file" in t) return `token from the file ${t.file}`;
+  return `token from the command ${t.command.join(" ")}`;
+}
