@@ -2790,8 +2790,27 @@ export interface components {
             skills: string[];
             /** @description What a run of it takes and gives back. */
             interface?: components["schemas"]["AgentInterface"] | (null);
+            /**
+             * @description Its skills fetched from their upstream when it is set up (not shipped with Handler,
+             *     decision 0123); also named in `skills`.
+             */
+            fetches?: components["schemas"]["UpstreamSkill"][];
             /** @description The agent set up from it, once there is one. */
             agentId?: string | null;
+        };
+        /**
+         * @description A built-in agent's skill fetched from its upstream at set-up, pinned by its digest
+         *     (decision 0123).
+         */
+        UpstreamSkill: {
+            /** @description The skill's name in the library. */
+            name: string;
+            /** @description Where it is fetched from (an `https://` archive or a repository's folder). */
+            url: string;
+            /** @description Its licence (an SPDX identifier); its licence file is kept in the skill's folder. */
+            license: string;
+            /** @description The digest it must have (`SkillInfo.digest`'s), else the set-up is refused. */
+            digest: string;
         };
         /** @description `GET /v1/caches`: what is kept and where (decision 0087). */
         CachesOverview: {
