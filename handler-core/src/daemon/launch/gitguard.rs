@@ -388,6 +388,14 @@ pub async fn prepare_copy(
     Ok((g, mounts))
 }
 
+/// The host folder of `spec`'s scope mount, the repository the guard and the copy work on.
+pub fn scope_source(spec: &handler_contracts::SandboxSpec) -> Option<String> {
+    spec.mounts
+        .iter()
+        .find(|m| m.kind == handler_contracts::sandbox::MountKind::Scope)
+        .map(|m| m.source.clone())
+}
+
 /// `spec` given the copy `prepare_copy` made for its scope `scope`: the scope's mount
 /// replaced by `mounts` (nothing of the host's tree bound), its git writable (Handler's, not the
 /// host's), and below the root the environment its git needs to find the checkout's `.git`

@@ -97,7 +97,6 @@ fn is_copy(agent: &crate::daemon::store::StoredAgent) -> ApiResult<bool> {
 /// (no repository, no commit, the guard's) is a 409 naming `sessionTree`. Nothing for any
 /// other agent.
 pub async fn with_copy(app: &AppState, agent_id: &str, accepted: &mut Accepted) -> ApiResult<()> {
-    use handler_contracts::sandbox::MountKind;
     let agent = app
         .agents
         .agent(agent_id)
@@ -106,18 +105,12 @@ pub async fn with_copy(app: &AppState, agent_id: &str, accepted: &mut Accepted) 
         return Ok(());
     }
     let (prepared, conn, _, guard) = accepted;
-    let scope = prepared
-        .spec
-        .mounts
-        .iter()
-        .find(|m| m.kind == MountKind::Scope)
-        .map(|m| m.source.clone())
-        .ok_or_else(|| {
-            ApiError::conflict(
-                "sessionTree refused",
-                "sessionTree: \"copy\" needs a scope to check out, and the connection has none",
-            )
-        })?;
+    let scope = gitguard::scope_source(&prepared.spec).ok_or_else(|| {
+        ApiError::conflict(
+            "sessionTree refused",
+            "sessionTree: \"copy\" needs a scope to check out, and the connection has none",
+        )
+    })?;
     let folder = app.config.data_dir.join("connections").join(&*conn);
     let (g, mounts) = gitguard::prepare_copy(
         &*app.launcher,
@@ -153,13 +146,7 @@ fn guard_connection(
     if gitguard::open_warned(&prepared.spec, conn) {
         return Ok(None);
     }
-    let Some(scope) = prepared
-        .spec
-        .mounts
-        .iter()
-        .find(|m| m.kind == handler_contracts::sandbox::MountKind::Scope)
-        .map(|m| m.source.clone())
-    else {
+    let Some(scope) = gitguard::scope_source(&prepared.spec) else {
         return Ok(None);
     };
     let folder = app.config.data_dir.join("connections").join(conn);

@@ -259,13 +259,7 @@ async fn with_git_guard(
     if gitguard::open_warned(&prepared.spec, id) {
         return Ok(None);
     }
-    let Some(scope) = prepared
-        .spec
-        .mounts
-        .iter()
-        .find(|m| m.kind == handler_contracts::sandbox::MountKind::Scope)
-        .map(|m| m.source.clone())
-    else {
+    let Some(scope) = gitguard::scope_source(&prepared.spec) else {
         return Ok(None);
     };
     let folder = app.sessions.folder(id);
@@ -301,13 +295,7 @@ async fn with_copy(
     id: &str,
     prepared: &mut Prepared,
 ) -> Result<Arc<GuardSession>, String> {
-    use handler_contracts::sandbox::MountKind;
-    let scope = prepared
-        .spec
-        .mounts
-        .iter()
-        .find(|m| m.kind == MountKind::Scope)
-        .map(|m| m.source.clone())
+    let scope = gitguard::scope_source(&prepared.spec)
         .ok_or("sessionTree: \"copy\" needs a scope to check out, and the session has none")?;
     let folder = app.sessions.folder(id);
     let (g, mounts) = gitguard::prepare_copy(
