@@ -105,7 +105,13 @@ pub fn mounts(facts: &RepoFacts, checkout: &str, scope: &str) -> Option<Vec<Moun
         kind: MountKind::State,
     };
     let mut out = if rel.is_empty() {
-        vec![rw(checkout.to_string(), facts.root.clone())]
+        // The checkout's `.git` bound again over itself: a mount point the agent can neither
+        // remove nor swap for a link, so the helper containers that bind it later bind
+        // Handler's folder (security F8).
+        vec![
+            rw(checkout.to_string(), facts.root.clone()),
+            rw(format!("{checkout}/.git"), format!("{}/.git", facts.root)),
+        ]
     } else {
         vec![
             rw(format!("{checkout}/{rel}"), scope.to_string()),

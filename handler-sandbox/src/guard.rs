@@ -15,14 +15,17 @@ pub const SANDBOX_GIT_DIR: &str = "/opt/handler/git";
 /// `objects/info/alternates`), never inside a path the sandbox's git directory holds.
 pub const HOST_OBJECTS: &str = "/opt/handler/host-objects";
 /// The options every git command Handler runs passes first: no fsmonitor, no submodule
-/// recursion, no hooks (issue 14, item 6).
-pub const HOST_GIT_SAFETY: [&str; 6] = [
+/// recursion, no hooks (issue 14, item 6), no attributes file of the user's (security F1; the
+/// host's git also runs with `GIT_CONFIG_NOSYSTEM=1` and `GIT_CONFIG_GLOBAL=/dev/null`).
+pub const HOST_GIT_SAFETY: [&str; 8] = [
     "-c",
     "core.fsmonitor=",
     "-c",
     "submodule.recurse=false",
     "-c",
     "core.hooksPath=/dev/null",
+    "-c",
+    "core.attributesFile=/dev/null",
 ];
 
 /// How the repository's `.git` entry reaches the scope's root.
@@ -120,6 +123,155 @@ pub enum GuardError {
     /// A bundle whose header is not git's.
     #[error("the sandbox's bundle is not a git bundle: {0}")]
     Bundle(String),
+    /// A folder's `.git` is not what it was when Handler first looked (security F1): it may have
+    /// been planted by an agent, whose sandbox can write the folder, so host git never uses it.
+    #[error(
+        "{path} is {now}, but when Handler first started an agent on this folder it was {first}: an agent may have planted it, so Handler's git will not use it; if you made this change yourself, remove {record} and start again"
+    )]
+    DotGitChanged {
+        /// `<folder>/.git`.
+        path: String,
+        /// What it was at first sight ([`DotGit::describe`]).
+        first: String,
+        /// What it is now.
+        now: String,
+        /// Handler's record of the first sight.
+        record: String,
+    },
+    /// A gitfile naming a git directory that is not a linked worktree of a repository pointing
+    /// back at this folder (security F1: `gitdir:` may name any repository on the machine).
+    #[error("{path}: {reason}; Handler only follows a gitfile that `git worktree add` made")]
+    NotAWorktree {
+        /// `<folder>/.git`.
+        path: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+/// What a folder's `.git` entry is (security F1): recorded the first time Handler starts an agent
+/// on the folder and compared at every later start ([`check_seen`]). `dev`/`ino` are the entry's
+/// own (not followed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DotGit {
+    /// No `.git` at all.
+    Absent,
+    /// A git directory.
+    Dir {
+        /// Its device.
+        dev: u64,
+        /// Its inode.
+        ino: u64,
+    },
+    /// A gitfile (`gitdir: <target>`).
+    File {
+        /// Its device.
+        dev: u64,
+        /// Its inode.
+        ino: u64,
+        /// The `gitdir:` target as written.
+        target: String,
+    },
+    /// Anything else (a link, a FIFO…): never used.
+    Other,
+}
+
+impl DotGit {
+    /// One line for Handler's record (`absent`, `dir <dev> <ino>`, `file <dev> <ino> <target>`).
+    pub fn to_line(&self) -> String {
+        match self {
+            Self::Absent => "absent".into(),
+            Self::Dir { dev, ino } => format!("dir {dev} {ino}"),
+            Self::File { dev, ino, target } => format!("file {dev} {ino} {target}"),
+            Self::Other => "other".into(),
+        }
+    }
+
+    /// The record's line read back (`None`: not one [`to_line`](Self::to_line) writes).
+    pub fn parse(line: &str) -> Option<Self> {
+        let line = line.trim_end_matches('\n');
+        let mut it = line.splitn(4, ' ');
+        let kind = it.next()?;
+        let mut num = || it.next()?.parse::<u64>().ok();
+        match kind {
+            "absent" if line == "absent" => Some(Self::Absent),
+            "other" if line == "other" => Some(Self::Other),
+            "dir" => {
+                let (dev, ino) = (num()?, num()?);
+                (line == format!("dir {dev} {ino}")).then_some(Self::Dir { dev, ino })
+            }
+            "file" => {
+                let (dev, ino) = (num()?, num()?);
+                let target = it.next()?.to_string();
+                Some(Self::File { dev, ino, target })
+            }
+            _ => None,
+        }
+    }
+
+    /// How it reads in a refusal.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Absent => "absent (no repository)".into(),
+            Self::Dir { ino, .. } => format!("a git directory (inode {ino})"),
+            Self::File { target, ino, .. } => format!("a gitfile naming {target:?} (inode {ino})"),
+            Self::Other => "neither a folder nor a file".into(),
+        }
+    }
+}
+
+/// Security F1: a later start is refused when `<folder>/.git` (`path`) is not what Handler first
+/// saw there (`first`, recorded in `record`): it appeared, went from a file to a folder, is
+/// another inode, or names another `gitdir:`. Gone since is no repository: nothing to trust.
+pub fn check_seen(
+    path: &str,
+    first: &DotGit,
+    now: &DotGit,
+    record: &str,
+) -> Result<(), GuardError> {
+    if first == now || *now == DotGit::Absent {
+        return Ok(());
+    }
+    Err(GuardError::DotGitChanged {
+        path: path.to_string(),
+        first: first.describe(),
+        now: now.describe(),
+        record: record.to_string(),
+    })
+}
+
+/// Security F1: a gitfile at `dot_git` is followed only to a linked worktree's entry —
+/// `git_dir` (canonical) is `<common>/worktrees/<name>`, its `commondir` is relative, and its
+/// `gitdir` file (`backlink`, canonical) names `dot_git` back — as `git worktree add` makes it.
+/// Anything else (`gitdir: /any/other/repo/.git`) is refused.
+pub fn check_worktree(
+    dot_git: &str,
+    git_dir: &str,
+    commondir: Option<&str>,
+    backlink: Option<&str>,
+) -> Result<(), GuardError> {
+    let refuse = |reason: String| {
+        Err(GuardError::NotAWorktree {
+            path: dot_git.to_string(),
+            reason,
+        })
+    };
+    let parent = git_dir.rsplit_once('/').map(|(p, _)| p);
+    if !parent.is_some_and(|p| p.ends_with("/worktrees")) {
+        return refuse(format!("it names {git_dir}, which is no worktree's entry"));
+    }
+    match commondir {
+        None => return refuse(format!("{git_dir} has no commondir")),
+        Some(c) if c.starts_with('/') => {
+            return refuse(format!("{git_dir}/commondir is absolute ({c})"));
+        }
+        Some(_) => {}
+    }
+    match backlink {
+        Some(b) if b == dot_git => Ok(()),
+        Some(b) => refuse(format!("{git_dir}/gitdir names {b}, not this folder")),
+        None => refuse(format!("{git_dir}/gitdir is missing")),
+    }
 }
 
 /// The refusals before a guarded start (item 4): links, then alternates naming anything.
@@ -546,6 +698,7 @@ pub fn follow(f: &FollowFacts) -> Follow {
 pub fn helper_run_args(
     engine: crate::plan::Engine<'_>,
     ids: (u32, u32),
+    (name, launcher): (&str, &crate::facts::LauncherId),
     image: &str,
     session_git: &str,
     host_objects: &str,
@@ -556,6 +709,8 @@ pub fn helper_run_args(
         session_git,
         host_objects,
         git_dir_writable: false,
+        name,
+        launcher,
     };
     helper_args(engine, ids, &h, bundle_argv(known))
 }
@@ -571,6 +726,11 @@ pub struct Helper<'a> {
     pub host_objects: &'a str,
     /// Whether the session's git directory is writable in it (follow moves a ref).
     pub git_dir_writable: bool,
+    /// The container's name (the runtime removes it by name when its deadline passes).
+    pub name: &'a str,
+    /// The runtime process that runs it: its labels let `sweep` remove a helper whose
+    /// runtime died, like a sandbox (security F4).
+    pub launcher: &'a crate::facts::LauncherId,
 }
 
 /// The engine argv of a helper container running `argv` (see [`helper_run_args`]); the host's
@@ -593,6 +753,21 @@ pub fn helper_args(
     ]
     .map(String::from)
     .to_vec();
+    if !crate::validate::is_sandbox_name(h.name) {
+        return Err(crate::SpecError::invalid(
+            "git-bundle",
+            format!("{:?} is not a container name", h.name),
+        ));
+    }
+    a.push(format!("--name={}", h.name));
+    let l = h.launcher;
+    for (k, v) in [
+        (crate::plan::labels::LAUNCHER_PID, l.pid.to_string()),
+        (crate::plan::labels::LAUNCHER_START, l.start.to_string()),
+        (crate::plan::labels::LAUNCHER_BOOT, l.boot.clone()),
+    ] {
+        a.push(format!("--label={k}={v}"));
+    }
     a.extend(crate::plan::engine::user_args_of(engine, ids)?);
     a.extend(crate::plan::engine::no_entrypoint(engine).map(String::from));
     for (source, target, ro) in [

@@ -684,7 +684,7 @@ fn bench_guarded_start_and_bring_back() {
         let dir = root.join(format!("guard{r}"));
         let t = Instant::now();
         let mut mounts = vec![serde_json::from_value(scope_mount.clone()).unwrap()];
-        let g = gitguard::guard_scope(&scope, &dir, &mut mounts)
+        let g = gitguard::guard_scope(&root.join("seen"), &scope, &dir, &mut mounts)
             .unwrap()
             .unwrap();
         let p = t.elapsed();

@@ -397,6 +397,10 @@ pub struct SkillImportQuery {
     /// Replace a skill of that name (else 409 `skill exists`).
     #[serde(default)]
     pub replace: bool,
+    /// With `replace` on a session's import: the skill the person means to replace, which the
+    /// session's SKILL.md must name (an agent does not choose which skill it replaces).
+    #[serde(default)]
+    pub name: Option<String>,
 }
 
 /// PUT /v1/knowledge (D.5 K4): the knowledge root, written to `<config>/knowledge.toml`.

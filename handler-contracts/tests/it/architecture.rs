@@ -302,7 +302,10 @@ fn daemon_layer(segments: &[&str]) -> Option<&'static str> {
         ["launch" | "prepare" | "caches", ..] => "launch",
         ["state", ..] => "state",
         ["store", ..] => "store",
-        ["config" | "problem" | "fsutil" | "skills" | "secretref", ..] => "low",
+        [
+            "config" | "problem" | "fsutil" | "agentfs" | "skills" | "secretref",
+            ..,
+        ] => "low",
         _ => return None,
     })
 }

@@ -2,9 +2,10 @@
 //! serving) > `api` (routes, auth, OpenAPI, one thin handler module per resource) >
 //! `services` (each resource's rules, the ACP connections) > `launch` (from "start this agent"
 //! to a running sandbox) > `state` (the shared state) > `store` (persistence) > the low helpers
-//! (`config`, `problem`, `fsutil`). A file's layer is its folder;
+//! (`config`, `problem`, `fsutil`, `agentfs`). A file's layer is its folder;
 //! `handler-contracts/tests/it/architecture.rs` checks the order.
 
+pub mod agentfs;
 pub mod api;
 pub mod config;
 pub mod fsutil;

@@ -247,6 +247,9 @@ fn the_copy_plan_binds_the_checkout_writable_and_the_host_objects_read_only() {
     let mut f = crate::plan::facts();
     f.paths.insert(checkout.into(), PathKind::Directory);
     f.canonical_sources.insert(checkout.into(), checkout.into());
+    let dot_git = format!("{checkout}/.git");
+    f.paths.insert(dot_git.clone(), PathKind::Directory);
+    f.canonical_sources.insert(dot_git.clone(), dot_git);
     f.paths
         .insert("/home/alice/proj/.git/objects".into(), PathKind::Directory);
     f.git = vec![GitRepo {

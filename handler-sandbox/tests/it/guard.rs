@@ -3,7 +3,8 @@
 //! document; asserted where it is one answer.
 
 use handler_sandbox::guard::{
-    self, Action, Follow, FollowFacts, GuardError, Head, HostBranch, Layout, Link, RepoFacts,
+    self, Action, DotGit, Follow, FollowFacts, GuardError, Head, HostBranch, Layout, Link,
+    RepoFacts,
 };
 
 const C1: &str = "1111111111111111111111111111111111111111";
@@ -115,6 +116,8 @@ fn host_git_always_carries_the_safety_options_first() {
             "submodule.recurse=false",
             "-c",
             "core.hooksPath=/dev/null",
+            "-c",
+            "core.attributesFile=/dev/null",
             "status",
             "--porcelain"
         ]
@@ -297,9 +300,16 @@ fn follow_only_where_the_sandbox_holds_nothing_unfetched() {
 fn the_helper_container_reads_both_folders_read_only_with_no_network_as_the_host_user() {
     use handler_sandbox::plan::{DockerFacts, Engine};
     let known = vec![C1.to_string()];
+    let l = handler_sandbox::facts::LauncherId {
+        pid: 4242,
+        start: 7,
+        boot: "b00t".into(),
+    };
+    let me = ("handler-git-4242-1", &l);
     let a = guard::helper_run_args(
         Engine::Podman,
         (1000, 1000),
+        me,
         "localhost/toolbox:latest",
         "/data/sessions/s1/git",
         "/home/alice/proj/.git/objects",
@@ -315,16 +325,28 @@ fn the_helper_container_reads_both_folders_read_only_with_no_network_as_the_host
         image_mounts: false,
     };
     assert!(
-        guard::helper_run_args(Engine::Docker(&rootful), (1000, 1000), "i", "/g", "/o", &[])
-            .is_err()
+        guard::helper_run_args(
+            Engine::Docker(&rootful),
+            (1000, 1000),
+            me,
+            "i",
+            "/g",
+            "/o",
+            &[]
+        )
+        .is_err()
     );
     let rootless = DockerFacts {
         rootless: true,
         ..rootful
     };
+    assert!(
+        guard::helper_run_args(Engine::Podman, (1, 1), ("-x", &l), "i", "/g", "/o", &[]).is_err()
+    );
     let d = guard::helper_run_args(
         Engine::Docker(&rootless),
         (1000, 1000),
+        me,
         "i",
         "/g",
         "/o",
@@ -342,7 +364,7 @@ fn the_helper_container_reads_both_folders_read_only_with_no_network_as_the_host
 fn follow_moves_the_branch_by_compare_and_swap_then_reads_the_index() {
     let [a, b] = guard::follow_argvs("main", C1, C2).unwrap();
     assert_eq!(
-        a[7..],
+        a[guard::HOST_GIT_SAFETY.len() + 1..],
         [
             "--git-dir",
             "/opt/handler/git",
@@ -352,7 +374,92 @@ fn follow_moves_the_branch_by_compare_and_swap_then_reads_the_index() {
             C1
         ]
     );
-    assert_eq!(b[7..], ["--git-dir", "/opt/handler/git", "read-tree", C2]);
+    assert_eq!(
+        b[guard::HOST_GIT_SAFETY.len() + 1..],
+        ["--git-dir", "/opt/handler/git", "read-tree", C2]
+    );
     assert!(guard::follow_argvs("../x", C1, C2).is_err());
     assert!(guard::follow_argvs("main", "HEAD", C2).is_err());
+}
+
+/// Security F1: what a folder's `.git` was at first sight is kept as one line and read back.
+#[test]
+fn a_dot_git_record_reads_back_what_was_written() {
+    for d in [
+        DotGit::Absent,
+        DotGit::Other,
+        DotGit::Dir {
+            dev: 64769,
+            ino: 42,
+        },
+        DotGit::File {
+            dev: 1,
+            ino: 2,
+            target: "/home/alice/proj/.git/worktrees/w t".into(),
+        },
+    ] {
+        assert_eq!(DotGit::parse(&format!("{}\n", d.to_line())), Some(d));
+    }
+    for bad in ["", "dir 1", "dir x 2", "absent 1", "file 1 2", "folder 1 2"] {
+        assert_eq!(DotGit::parse(bad), None, "{bad:?}");
+    }
+}
+
+/// Security F1: a `.git` that appeared, changed kind, inode or target since the first start is
+/// refused naming the path, both states and the record; unchanged or gone is no refusal.
+#[test]
+fn a_dot_git_that_appeared_or_changed_since_the_first_start_is_refused() {
+    let dir = DotGit::Dir { dev: 1, ino: 7 };
+    let file = |t: &str| DotGit::File {
+        dev: 1,
+        ino: 9,
+        target: t.into(),
+    };
+    let ok = |a: &DotGit, b: &DotGit| guard::check_seen("/p/.git", a, b, "/rec");
+    assert!(ok(&DotGit::Absent, &DotGit::Absent).is_ok());
+    assert!(ok(&dir, &dir).is_ok());
+    assert!(ok(&dir, &DotGit::Absent).is_ok());
+    assert!(ok(&file("../x"), &file("../x")).is_ok());
+    for (first, now) in [
+        (DotGit::Absent, dir.clone()),
+        (DotGit::Absent, file("/other/repo/.git")),
+        (dir.clone(), DotGit::Dir { dev: 1, ino: 8 }),
+        (dir.clone(), file("/other/repo/.git")),
+        (file("/a/.git/worktrees/w"), file("/b/.git")),
+        (DotGit::Absent, DotGit::Other),
+    ] {
+        let e = ok(&first, &now).unwrap_err();
+        assert!(matches!(e, GuardError::DotGitChanged { .. }), "{e}");
+        let text = e.to_string();
+        assert!(
+            text.contains("/p/.git") && text.contains("remove /rec"),
+            "{text}"
+        );
+    }
+    insta::assert_snapshot!(
+        "dot_git_appeared",
+        ok(&DotGit::Absent, &file("/other/repo/.git"))
+            .unwrap_err()
+            .to_string()
+    );
+}
+
+/// Security F1: a gitfile is followed only to a worktree entry whose `gitdir` names it back and
+/// whose `commondir` is relative.
+#[test]
+fn a_gitfile_is_followed_only_to_a_worktree_pointing_back() {
+    let wt = "/home/alice/proj/.git/worktrees/wt";
+    let me = "/home/alice/wt/.git";
+    assert!(guard::check_worktree(me, wt, Some("../.."), Some(me)).is_ok());
+    for (git_dir, common, back) in [
+        ("/srv/other/.git", Some("../.."), Some(me)),
+        (wt, Some("../.."), Some("/home/alice/elsewhere/.git")),
+        (wt, Some("../.."), None),
+        (wt, Some("/srv/other/.git"), Some(me)),
+        (wt, None, Some(me)),
+    ] {
+        let e = guard::check_worktree(me, git_dir, common, back).unwrap_err();
+        assert!(matches!(e, GuardError::NotAWorktree { .. }), "{e}");
+        assert!(e.to_string().starts_with(me), "{e}");
+    }
 }

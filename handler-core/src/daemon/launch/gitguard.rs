@@ -18,7 +18,7 @@ use handler_sandbox::copytree;
 use handler_sandbox::guard::{self, Action, GuardError, Head, Layout, Link, RepoFacts};
 
 use super::launcher::{Launcher, LauncherError};
-use crate::daemon::fsutil;
+use crate::daemon::{agentfs, fsutil};
 
 /// The address space a git child may take (packs are mapped).
 const GIT_MEMORY: u64 = 4 << 30;
@@ -73,6 +73,17 @@ pub enum GitGuardError {
     /// `sessionTree = "copy"` refused (409 at start): no repository, no commit, a guard refusal.
     #[error(transparent)]
     Copy(#[from] copytree::CopyError),
+    /// An agent-writable file refused (a link, a FIFO, too large: security F4).
+    #[error(transparent)]
+    AgentFs(#[from] agentfs::AgentFsError),
+    /// The guard's work did not finish in time (a blocked read, a stuck helper).
+    #[error("{what} did not finish within {secs} s")]
+    TimedOut {
+        /// What was being done.
+        what: String,
+        /// The bound.
+        secs: u64,
+    },
 }
 
 impl GitGuardError {
@@ -115,52 +126,162 @@ impl Guarded {
             None => self.dir.join("git"),
         }
     }
+
+    /// The session's own git directory as the sandbox left it, below the session's folder.
+    fn own_git_dir(&self) -> GitDir {
+        GitDir {
+            base: self.dir.clone(),
+            rel: match &self.copy {
+                Some(_) => PathBuf::from("tree/.git"),
+                None => PathBuf::from("git"),
+            },
+        }
+    }
+
+    /// Security F8: under copy the checkout's `.git` is in the agent's tree; before a helper
+    /// container binds it, it must still be a folder (no link the agent swapped in).
+    fn check_own_git_dir(&self) -> Result<()> {
+        let own = self.own_git_dir();
+        match agentfs::open_dir_in(&own.base, &own.rel)? {
+            Some(_) => Ok(()),
+            None => Err(GitGuardError::Io {
+                path: self.git_dir().display().to_string(),
+                source: std::io::Error::other("the session's git directory is gone"),
+            }),
+        }
+    }
+}
+
+/// The folder of Handler's records of what each folder's `.git` was at first sight (security
+/// F1), under the daemon's data folder.
+pub fn seen_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("git-seen")
+}
+
+/// What `<folder>/.git` is now, read from the folder's descriptor without following it.
+fn dot_git_now(folder: &std::os::fd::OwnedFd, dot_git: &Path) -> Result<guard::DotGit> {
+    use rustix::fs::FileType;
+    let Some(st) = agentfs::lstat_at(folder, ".git", dot_git)? else {
+        return Ok(guard::DotGit::Absent);
+    };
+    #[allow(clippy::useless_conversion, reason = "the stat fields' types differ")]
+    let (dev, ino) = (u64::from(st.st_dev), u64::from(st.st_ino));
+    Ok(match FileType::from_raw_mode(st.st_mode) {
+        FileType::Directory => guard::DotGit::Dir { dev, ino },
+        FileType::RegularFile => {
+            let text = agentfs::read_at(folder, ".git", dot_git, agentfs::SMALL)?
+                .map(|b| String::from_utf8_lossy(&b).into_owned())
+                .unwrap_or_default();
+            let target = guard_gitfile_target(&text).unwrap_or_default();
+            guard::DotGit::File { dev, ino, target }
+        }
+        _ => guard::DotGit::Other,
+    })
+}
+
+/// Security F1: `now`, what `<folder>/.git` is, against Handler's record of its first sight in
+/// `seen` (made now when there is none): refused when it appeared or changed since.
+fn check_seen(seen: &Path, folder: &Path, now: &guard::DotGit) -> Result<()> {
+    use sha2::Digest;
+    let key = format!(
+        "{:x}",
+        sha2::Sha256::digest(folder.as_os_str().as_encoded_bytes())
+    );
+    let record = seen.join(&key);
+    let dot_git = folder.join(".git").display().to_string();
+    let first = match fs::read_to_string(&record) {
+        Ok(text) => text
+            .lines()
+            .nth(1)
+            .and_then(guard::DotGit::parse)
+            .ok_or_else(|| GitGuardError::Io {
+                path: record.display().to_string(),
+                source: std::io::Error::other(
+                    "not a record Handler wrote; remove it to start again",
+                ),
+            })?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            // First sight: kept by a link of a complete file, so two starts at once agree.
+            let text = format!("{}\n{}\n", folder.display(), now.to_line());
+            let tmp = seen.join(format!(".{key}.{}", rand::random::<u64>()));
+            fsutil::write_atomic(&tmp, text.as_bytes(), 0o600).map_err(io(&tmp))?;
+            let linked = fs::hard_link(&tmp, &record);
+            let _ = fs::remove_file(&tmp);
+            match linked {
+                Ok(()) => return Ok(()),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    return check_seen(seen, folder, now);
+                }
+                Err(e) => return Err(io(&record)(e)),
+            }
+        }
+        Err(e) => return Err(io(&record)(e)),
+    };
+    guard::check_seen(&dot_git, &first, now, &record.display().to_string())?;
+    Ok(())
 }
 
 /// The repository `scope` is the root of (`<scope>/.git`), read without running git except for
 /// `user.name`/`user.email`; `None` when the scope is no repository's root (a folder below a
-/// root sees no git directory in the sandbox at all). A `.git` that is a link is refused.
-pub fn gather(scope: &Path) -> Result<Option<RepoFacts>> {
+/// root sees no git directory in the sandbox at all). A `.git` that is a link is refused; one
+/// that appeared or changed since Handler first looked (`seen`: [`seen_dir`]) is refused
+/// (security F1), and a gitfile is followed only to a linked worktree that names it back. Every
+/// file is read through [`agentfs`]: no link followed, nothing blocking, bounded.
+pub fn gather(seen: &Path, scope: &Path) -> Result<Option<RepoFacts>> {
     let dot_git = scope.join(".git");
-    let Ok(meta) = fs::symlink_metadata(&dot_git) else {
-        return Ok(None);
-    };
-    let (layout, git_dir) = if meta.file_type().is_symlink() {
-        let target = fs::read_link(&dot_git).map_err(io(&dot_git))?;
-        return Err(GuardError::Links {
-            links: vec![Link {
-                path: dot_git.display().to_string(),
-                target: target.display().to_string(),
-            }],
+    let folder = agentfs::open_base(scope)?;
+    let now = dot_git_now(&folder, &dot_git)?;
+    check_seen(seen, scope, &now)?;
+    let (layout, git_dir) = match &now {
+        guard::DotGit::Absent => return Ok(None),
+        guard::DotGit::Other => {
+            let target = fs::read_link(&dot_git).map_err(io(&dot_git))?;
+            return Err(GuardError::Links {
+                links: vec![Link {
+                    path: dot_git.display().to_string(),
+                    target: target.display().to_string(),
+                }],
+            }
+            .into());
         }
-        .into());
-    } else if meta.is_dir() {
-        (Layout::Main, dot_git.clone())
-    } else {
-        let text = read_small(&dot_git)?;
-        let Some(t) = guard_gitfile_target(&text) else {
-            return Ok(None);
-        };
-        (Layout::Worktree, scope.join(t))
+        guard::DotGit::Dir { .. } => (Layout::Main, dot_git.clone()),
+        guard::DotGit::File { target, .. } if target.is_empty() => return Ok(None),
+        guard::DotGit::File { target, .. } => (Layout::Worktree, scope.join(target)),
     };
     let git_dir = fs::canonicalize(&git_dir).map_err(io(&git_dir))?;
-    let common_dir = match fs::read_to_string(git_dir.join("commondir")) {
-        Ok(t) if !t.trim().is_empty() => {
-            let c = git_dir.join(t.trim_end());
+    let commondir = agentfs::read_text_in(&git_dir, Path::new("commondir"), agentfs::SMALL)?;
+    let commondir = commondir
+        .as_deref()
+        .and_then(handler_sandbox::git::commondir_target);
+    if layout == Layout::Worktree {
+        let me = fs::canonicalize(&dot_git).map_err(io(&dot_git))?;
+        let back = agentfs::read_text_in(&git_dir, Path::new("gitdir"), agentfs::SMALL)?
+            .map(|t| git_dir.join(t.trim_end_matches('\n')))
+            .and_then(|b| fs::canonicalize(b).ok());
+        guard::check_worktree(
+            &me.display().to_string(),
+            &git_dir.display().to_string(),
+            commondir,
+            back.as_ref().map(|b| b.display().to_string()).as_deref(),
+        )?;
+    }
+    let common_dir = match commondir {
+        Some(c) => {
+            let c = git_dir.join(c);
             fs::canonicalize(&c).map_err(io(&c))?
         }
-        _ => git_dir.clone(),
+        None => git_dir.clone(),
     };
-    let head = read_head(&git_dir, &common_dir)?;
+    let head = read_head(&GitDir::whole(&git_dir), &GitDir::whole(&common_dir))?;
     let mut links = Vec::new();
     scan_links(&common_dir, &mut links)?;
     if layout == Layout::Worktree {
         scan_tree(&git_dir, &mut links)?;
     }
-    let alternates = fsutil::read_optional(&common_dir.join("objects/info/alternates"))
-        .map_err(io(&common_dir))?;
-    let shallow = fsutil::read_optional(&common_dir.join("shallow")).map_err(io(&common_dir))?;
-    let (user_name, user_email) = user_identity(scope);
+    let small = |rel: &str| agentfs::read_text_in(&common_dir, Path::new(rel), 1 << 20);
+    let alternates = small("objects/info/alternates")?;
+    let shallow = small("shallow")?;
+    let (user_name, user_email) = user_identity(scope, &git_dir);
     Ok(Some(RepoFacts {
         root: scope.display().to_string(),
         layout,
@@ -177,11 +298,14 @@ pub fn gather(scope: &Path) -> Result<Option<RepoFacts>> {
 
 /// The repository `scope` is in: [`gather`] of the nearest of the scope and its parents that
 /// holds a `.git` (under `sessionTree = "copy"` a scope below the root is checked out too;
-/// decision 0121). `None` when none does.
-pub fn gather_enclosing(scope: &Path) -> Result<Option<RepoFacts>> {
-    for dir in scope.ancestors() {
+/// decision 0121). `None` when none does. The scope's own `.git` is checked against `seen`.
+pub fn gather_enclosing(seen: &Path, scope: &Path) -> Result<Option<RepoFacts>> {
+    if let Some(f) = gather(seen, scope)? {
+        return Ok(Some(f));
+    }
+    for dir in scope.ancestors().skip(1) {
         if fs::symlink_metadata(dir.join(".git")).is_ok() {
-            return gather(dir);
+            return gather(seen, dir);
         }
     }
     Ok(None)
@@ -222,30 +346,38 @@ fn guard_gitfile_target(text: &str) -> Option<String> {
     handler_sandbox::git::gitfile_target(text).map(str::to_string)
 }
 
-/// A small regular file's text (at most 64 KiB), opened without following a link (the
-/// session's git directory is the agent's: it may swap a file for a link at any moment).
-fn read_small(p: &Path) -> Result<String> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let f = fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
-        .open(p)
-        .map_err(io(p))?;
-    let meta = f.metadata().map_err(io(p))?;
-    if !meta.is_file() || meta.len() > 64 << 10 {
-        return Err(GitGuardError::Io {
-            path: p.display().to_string(),
-            source: std::io::Error::other("not a small regular file"),
-        });
-    }
-    let mut text = String::new();
-    f.take(64 << 10).read_to_string(&mut text).map_err(io(p))?;
-    Ok(text)
+/// A git directory read through [`agentfs`]: `rel` below Handler's (or the person's) folder
+/// `base`, each name on the way opened without following a link.
+struct GitDir {
+    base: PathBuf,
+    rel: PathBuf,
 }
 
+impl GitDir {
+    /// The folder `dir` itself (a host repository's, canonical).
+    fn whole(dir: &Path) -> Self {
+        Self {
+            base: dir.to_path_buf(),
+            rel: PathBuf::new(),
+        }
+    }
+
+    /// `name` in it, a regular file of at most `limit` bytes (`None`: missing).
+    fn read(&self, name: &str, limit: u64) -> Result<Option<String>> {
+        Ok(agentfs::read_text_in(
+            &self.base,
+            &self.rel.join(name),
+            limit,
+        )?)
+    }
+}
+
+/// The most of `packed-refs` read (a large repository's is megabytes; more is refused).
+const PACKED_REFS_MAX: u64 = 32 << 20;
+
 /// HEAD: a branch (its commit from the loose ref or `packed-refs`) or a detached commit.
-fn read_head(git_dir: &Path, common: &Path) -> Result<Head> {
-    let text = read_small(&git_dir.join("HEAD"))?;
+fn read_head(git_dir: &GitDir, common: &GitDir) -> Result<Head> {
+    let text = git_dir.read("HEAD", agentfs::SMALL)?.unwrap_or_default();
     let text = text.trim();
     if let Some(r) = text.strip_prefix("ref:") {
         let r = r.trim();
@@ -261,12 +393,11 @@ fn read_head(git_dir: &Path, common: &Path) -> Result<Head> {
     })
 }
 
-fn read_ref(common: &Path, full: &str) -> Result<Option<String>> {
-    let loose = common.join(full);
-    if fs::symlink_metadata(&loose).is_ok_and(|m| m.is_file()) {
-        return Ok(Some(read_small(&loose)?.trim().to_string()));
+fn read_ref(common: &GitDir, full: &str) -> Result<Option<String>> {
+    if let Some(loose) = common.read(full, agentfs::SMALL)? {
+        return Ok(Some(loose.trim().to_string()));
     }
-    let packed = fsutil::read_optional(&common.join("packed-refs")).map_err(io(common))?;
+    let packed = common.read("packed-refs", PACKED_REFS_MAX)?;
     Ok(packed.and_then(|t| {
         t.lines()
             .filter(|l| !l.starts_with('#') && !l.starts_with('^'))
@@ -289,7 +420,8 @@ fn scan_links(common: &Path, out: &mut Vec<Link>) -> Result<()> {
     }
     for sub in ["logs", "refs", "objects"] {
         let d = common.join(sub);
-        if d.is_dir() {
+        // A link here was found above; only a real folder is walked.
+        if fs::symlink_metadata(&d).is_ok_and(|m| m.is_dir()) {
             scan_tree(&d, out)?;
         }
     }
@@ -322,13 +454,20 @@ fn push_link(p: &Path, out: &mut Vec<Link>) -> Result<()> {
     Ok(())
 }
 
-/// `user.name` and `user.email` as the host's git answers them for the tree.
-fn user_identity(root: &Path) -> (Option<String>, Option<String>) {
+/// `user.name` and `user.email` as the host's git answers them for the tree (the one git run
+/// that reads the person's global configuration: `config --get` runs no program).
+fn user_identity(root: &Path, git_dir: &Path) -> (Option<String>, Option<String>) {
+    let dir = git_dir.display().to_string();
     let get = |key: &str| {
-        git(root, &["config", "--get", key], &[])
-            .ok()
-            .map(|o| o.trim_end().to_string())
-            .filter(|s| !s.is_empty())
+        git_with(
+            root,
+            &["--git-dir", &dir, "config", "--get", key],
+            &[],
+            true,
+        )
+        .ok()
+        .map(|o| o.trim_end().to_string())
+        .filter(|s| !s.is_empty())
     };
     (get("user.name"), get("user.email"))
 }
@@ -365,12 +504,13 @@ pub fn prepare(facts: RepoFacts, dir: &Path) -> Result<(Guarded, Vec<Mount>)> {
 /// place of the host's tree. The caller binds nothing of the host's tree.
 pub async fn prepare_copy(
     launcher: &dyn Launcher,
+    seen: &Path,
     scope: &Path,
     dir: &Path,
     image: &str,
 ) -> Result<(Guarded, Vec<Mount>)> {
-    let (s2, d2) = (scope.to_path_buf(), dir.to_path_buf());
-    let (g, rel, fresh) = blocking("sessionTree", move || copy_seed(&s2, &d2)).await?;
+    let (s2, d2, seen) = (scope.to_path_buf(), dir.to_path_buf(), seen.to_path_buf());
+    let (g, rel, fresh) = blocking("sessionTree", move || copy_seed(&seen, &s2, &d2)).await?;
     let tree = g.copy.clone().unwrap_or_default();
     if let Some((new, commit)) = fresh {
         copy_reset(launcher, &g, &new, &commit, image).await?;
@@ -418,9 +558,13 @@ pub fn copy_into(
 /// A fresh checkout's seed, made in `<dir>/tree.new` (`None` for it when `<dir>/tree` is kept
 /// from an earlier start): the guard's, sparse to the scope's folder below the root.
 #[allow(clippy::type_complexity)]
-fn copy_seed(scope: &Path, dir: &Path) -> Result<(Guarded, String, Option<(PathBuf, String)>)> {
+fn copy_seed(
+    seen: &Path,
+    scope: &Path,
+    dir: &Path,
+) -> Result<(Guarded, String, Option<(PathBuf, String)>)> {
     let shown = scope.display().to_string();
-    let facts = gather_enclosing(scope)?;
+    let facts = gather_enclosing(seen, scope)?;
     let commit = copytree::check(&shown, facts.as_ref())?.to_string();
     let facts = facts.unwrap_or_else(|| unreachable!("checked above"));
     let rel = copytree::scope_below_root(&facts, &shown)
@@ -501,17 +645,26 @@ fn copy_scope_folder(tree: &Path, rel: &str, dir: &Path) -> Result<()> {
     fsutil::write_atomic(&p, format!("{rel}\n").as_bytes(), 0o600).map_err(io(&p))
 }
 
-/// `f` on a blocking thread (`what` names it if the thread is lost).
+/// How long the guard's host side (reads, host git) may take on a blocking thread before the
+/// caller gives up on it: beyond a few git runs' worth, it is stuck.
+const GUARD_TIME: Duration = Duration::from_secs(300);
+
+/// `f` on a blocking thread, off the caller's task, given up after [`GUARD_TIME`] (`what`
+/// names it then, or if the thread is lost).
 async fn blocking<T: Send + 'static>(
     what: &str,
     f: impl FnOnce() -> Result<T> + Send + 'static,
 ) -> Result<T> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| GitGuardError::Io {
+    match tokio::time::timeout(GUARD_TIME, tokio::task::spawn_blocking(f)).await {
+        Ok(joined) => joined.map_err(|e| GitGuardError::Io {
             path: what.to_string(),
             source: std::io::Error::other(e.to_string()),
-        })?
+        })?,
+        Err(_) => Err(GitGuardError::TimedOut {
+            what: what.to_string(),
+            secs: GUARD_TIME.as_secs(),
+        }),
+    }
 }
 
 /// Writes the seed into `<dest>.new`, reads the index from the tree's commit (host git on
@@ -561,10 +714,43 @@ fn head_commit(h: &Head) -> Option<String> {
     }
 }
 
-/// Runs host git in `cwd` with the safety options first, stdin empty, in a child limited to
-/// `GIT_MEMORY` of address space and `GIT_TIME`; its stdout.
-pub fn git(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<String> {
-    let out = git_output(cwd, args, env)?;
+/// Where host git runs: a folder of Handler's, or the person's repository — named by
+/// `--git-dir`/`--work-tree`, never found by discovery (security F1).
+#[derive(Clone, Copy)]
+pub enum At<'a> {
+    /// A folder (Handler's own git directories are named in the arguments).
+    Dir(&'a Path),
+    /// The host repository the guard read.
+    Repo(&'a RepoFacts),
+}
+
+impl<'a> From<&'a Path> for At<'a> {
+    fn from(p: &'a Path) -> Self {
+        Self::Dir(p)
+    }
+}
+
+impl<'a> From<&'a RepoFacts> for At<'a> {
+    fn from(f: &'a RepoFacts) -> Self {
+        Self::Repo(f)
+    }
+}
+
+/// Runs host git at `at` with the safety options first, stdin empty, with no system or global
+/// configuration (nothing the person's or an agent's settings could make it run), in a child
+/// limited to `GIT_MEMORY` of address space and `GIT_TIME`; its stdout.
+pub fn git<'a>(at: impl Into<At<'a>>, args: &[&str], env: &[(&str, &str)]) -> Result<String> {
+    git_with(at, args, env, false)
+}
+
+/// [`git`], reading the person's global configuration when `global` (only `config --get`).
+fn git_with<'a>(
+    at: impl Into<At<'a>>,
+    args: &[&str],
+    env: &[(&str, &str)],
+    global: bool,
+) -> Result<String> {
+    let out = git_run(at.into(), args, env, global)?;
     if out.0.success() {
         Ok(String::from_utf8_lossy(&out.1).into_owned())
     } else {
@@ -577,18 +763,44 @@ pub fn git(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<String> {
 }
 
 /// [`git`]'s exit status, stdout and stderr (bounded), whatever the status.
-fn git_output(
-    cwd: &Path,
+fn git_output<'a>(
+    at: impl Into<At<'a>>,
     args: &[&str],
     env: &[(&str, &str)],
 ) -> Result<(std::process::ExitStatus, Vec<u8>, String)> {
+    git_run(at.into(), args, env, false)
+}
+
+fn git_run(
+    at: At<'_>,
+    args: &[&str],
+    env: &[(&str, &str)],
+    global: bool,
+) -> Result<(std::process::ExitStatus, Vec<u8>, String)> {
+    let mut full: Vec<&str> = Vec::new();
+    let cwd = match at {
+        At::Dir(d) => d,
+        At::Repo(f) => {
+            full.extend(["--git-dir", &f.git_dir, "--work-tree", &f.root]);
+            Path::new(&f.root)
+        }
+    };
+    full.extend(args);
     let mut c = Command::new("git");
-    c.args(guard::host_git(args))
-        .current_dir(cwd)
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .stdin(Stdio::null())
+    c.args(guard::host_git(&full)).current_dir(cwd);
+    // Nothing of handlerd's environment steers it (GIT_DIR, GIT_CONFIG_COUNT…).
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("GIT_") {
+            c.env_remove(k);
+        }
+    }
+    c.env("GIT_TERMINAL_PROMPT", "0")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_ATTR_NOSYSTEM", "1");
+    if !global {
+        c.env("GIT_CONFIG_GLOBAL", "/dev/null");
+    }
+    c.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     for (k, v) in env {
@@ -680,12 +892,7 @@ pub async fn bring_back(
     guard::check_ref_name("session id", session)?;
     let g2 = g.clone();
     let s2 = session.to_string();
-    let known = tokio::task::spawn_blocking(move || known_commits(&g2, &s2))
-        .await
-        .map_err(|e| GitGuardError::Io {
-            path: "bring-back".into(),
-            source: std::io::Error::other(e.to_string()),
-        })??;
+    let known = blocking("the bring-back", move || known_commits(&g2, &s2)).await?;
     let mut args = vec![
         "--image".to_string(),
         image.to_string(),
@@ -698,6 +905,7 @@ pub async fn bring_back(
         args.push("--not".into());
         args.push(k);
     }
+    g.check_own_git_dir()?;
     let bundle = match launcher.git_bundle(&args).await {
         Ok(b) => b,
         Err(LauncherError::Verb {
@@ -716,12 +924,7 @@ pub async fn bring_back(
     };
     let g2 = g.clone();
     let s2 = session.to_string();
-    tokio::task::spawn_blocking(move || apply(&g2, &s2, &bundle))
-        .await
-        .map_err(|e| GitGuardError::Io {
-            path: "bring-back".into(),
-            source: std::io::Error::other(e.to_string()),
-        })?
+    blocking("the bring-back", move || apply(&g2, &s2, &bundle)).await
 }
 
 /// The commits the host has that the bundle can leave out: the seed and the session's hidden
@@ -734,7 +937,7 @@ fn known_commits(g: &Guarded, session: &str) -> Result<Vec<String>> {
         .into_iter()
         .collect();
     let prefix = format!("refs/handler/sessions/{session}/");
-    let root = Path::new(&g.facts.root);
+    let root = &g.facts;
     let out = git(
         root,
         &["for-each-ref", "--format=%(objectname)", &prefix],
@@ -753,7 +956,7 @@ fn apply(g: &Guarded, session: &str, bundle: &[u8]) -> Result<BroughtBack> {
     let header = guard::parse_bundle_header(bundle)?;
     let path = g.dir.join("bring-back.bundle");
     fsutil::write_atomic(&path, bundle, 0o600).map_err(io(&path))?;
-    let root = Path::new(&g.facts.root);
+    let root = &g.facts;
     let names: Vec<String> = header.branches.iter().map(|(b, _)| b.clone()).collect();
     if names.is_empty() {
         let _ = fs::remove_file(&path);
@@ -797,7 +1000,7 @@ fn as_strs(v: &[String]) -> Vec<&str> {
 }
 
 /// The tree's HEAD branch now (`None`: detached).
-fn current_branch(root: &Path) -> Option<String> {
+fn current_branch(root: &RepoFacts) -> Option<String> {
     git(root, &["symbolic-ref", "-q", "--short", "HEAD"], &[])
         .ok()
         .map(|s| s.trim().to_string())
@@ -806,7 +1009,11 @@ fn current_branch(root: &Path) -> Option<String> {
 
 /// The host's branch `branch` (`refs/heads/…`) and, if it exists, whether it is an ancestor of
 /// the fetched `commit`.
-fn host_branch(root: &Path, branch: &str, commit: &str) -> (String, Option<guard::HostBranch>) {
+fn host_branch(
+    root: &RepoFacts,
+    branch: &str,
+    commit: &str,
+) -> (String, Option<guard::HostBranch>) {
     let full = format!("refs/heads/{branch}");
     let host = git(root, &["rev-parse", "--verify", "-q", &full], &[])
         .ok()
@@ -820,7 +1027,7 @@ fn host_branch(root: &Path, branch: &str, commit: &str) -> (String, Option<guard
 }
 
 fn move_branch(
-    root: &Path,
+    root: &RepoFacts,
     session: &str,
     branch: &str,
     commit: &str,
@@ -836,7 +1043,7 @@ fn move_branch(
 /// Does what [`guard::decide`] or [`copytree::decide`] said for `branch` fetched at `commit`
 /// (`full` its host ref, `old` the host's commit of it): the line for the session's log.
 fn run_action(
-    root: &Path,
+    root: &RepoFacts,
     session: &str,
     (branch, commit): (&str, &str),
     (full, old): (&str, &str),
@@ -854,12 +1061,14 @@ fn run_action(
         Action::FastForward { reset_index } => {
             git(root, &["update-ref", full, commit, old], &[])?;
             if reset_index {
-                git(root, &["reset", "-q"], &[])?;
+                // The index to the new commit by plumbing that reads no file of the tree (no
+                // clean filter runs on the host: security F1); unchanged entries keep their stat.
+                git(root, &["read-tree", "-m", "-i", "HEAD"], &[])?;
             }
             Some(format!("{branch}: fast-forwarded to {short}"))
         }
         Action::MergeFfOnly => {
-            let argv = copytree::merge_argv(&root.display().to_string(), session, branch)?;
+            let argv = copytree::merge_argv(&root.root, session, branch)?;
             match git(root, &as_strs(&argv[guard::HOST_GIT_SAFETY.len()..]), &[]) {
                 Ok(_) => Some(format!(
                     "{branch}: merged --ff-only into the host's tree at {short}"
@@ -879,7 +1088,7 @@ fn run_action(
 /// own branch by `merge --ff-only` — or left waiting; the uncommitted work's branch kept at
 /// [`copytree::uncommitted_ref`].
 fn apply_copy(
-    root: &Path,
+    root: &RepoFacts,
     session: &str,
     branches: &[(String, String)],
     scope: &str,
@@ -913,7 +1122,7 @@ fn paths(out: &str) -> Vec<String> {
 }
 
 /// What the host's tree changed against its HEAD: staged, unstaged, untracked (not ignored).
-fn host_changes(root: &Path) -> Result<Vec<String>> {
+fn host_changes(root: &RepoFacts) -> Result<Vec<String>> {
     let diff = [
         "diff",
         "--name-only",
@@ -929,7 +1138,7 @@ fn host_changes(root: &Path) -> Result<Vec<String>> {
 }
 
 fn copy_branch(
-    root: &Path,
+    root: &RepoFacts,
     session: &str,
     (branch, commit): (&str, &str),
     (head, scope): (Option<&str>, &str),
@@ -963,7 +1172,7 @@ fn copy_branch(
 
 /// The uncommitted work's commit (fetched under the hidden ref of [`UNCOMMITTED_BRANCH`]) kept
 /// at [`copytree::uncommitted_ref`]; the hidden ref removed (no host branch is made of it).
-fn keep_uncommitted(root: &Path, session: &str, commit: &str) -> Result<String> {
+fn keep_uncommitted(root: &RepoFacts, session: &str, commit: &str) -> Result<String> {
     let kept = copytree::uncommitted_ref(session)?;
     git(root, &["update-ref", &kept, commit], &[])?;
     let hidden = guard::hidden_ref(session, UNCOMMITTED_BRANCH)?;
@@ -1030,7 +1239,11 @@ impl GuardSession {
             ]
             .map(String::from)
             .to_vec();
-            if let Err(e) = launcher.git_copy(&args).await {
+            let kept = match self.guarded.check_own_git_dir() {
+                Ok(()) => launcher.git_copy(&args).await.map_err(GitGuardError::from),
+                Err(e) => Err(e),
+            };
+            if let Err(e) = kept {
                 self.log_lines(when, &[format!("keeping the uncommitted work failed: {e}")]);
             }
             drop(one);
@@ -1076,8 +1289,13 @@ pub fn open_warned(spec: &handler_contracts::SandboxSpec, sandbox: &str) -> bool
 /// The guard for a sandbox whose scope mount is `scope`: `None` when the scope is no
 /// repository's root; else the session's git directory made in `dir` and the mounts added to
 /// `mounts`. Refused (the reason names each link) before anything starts.
-pub fn guard_scope(scope: &Path, dir: &Path, mounts: &mut Vec<Mount>) -> Result<Option<Guarded>> {
-    let Some(facts) = gather(scope)? else {
+pub fn guard_scope(
+    seen: &Path,
+    scope: &Path,
+    dir: &Path,
+    mounts: &mut Vec<Mount>,
+) -> Result<Option<Guarded>> {
+    let Some(facts) = gather(seen, scope)? else {
         return Ok(None);
     };
     let (g, m) = prepare(facts, dir)?;
@@ -1097,12 +1315,7 @@ pub async fn follow(
     image: &str,
 ) -> Result<Option<String>> {
     let (g2, s2) = (g.clone(), session.to_string());
-    let facts = tokio::task::spawn_blocking(move || follow_facts(&g2, &s2))
-        .await
-        .map_err(|e| GitGuardError::Io {
-            path: "follow".into(),
-            source: std::io::Error::other(e.to_string()),
-        })??;
+    let facts = blocking("follow", move || follow_facts(&g2, &s2)).await?;
     let Some(f) = facts else {
         return Ok(None);
     };
@@ -1113,6 +1326,7 @@ pub async fn follow(
             "follow: the sandbox keeps working where it is: {why}"
         ))),
         guard::Follow::To(to) => {
+            g.check_own_git_dir()?;
             let objects = format!("{}/objects", g.facts.common_dir);
             let moved = match &g.copy {
                 // Under copy the checkout's tree moves too: `merge --ff-only` in a helper.
@@ -1166,15 +1380,17 @@ pub async fn follow(
 
 /// What follow decides on: the sandbox's HEAD (read as plain files), the host's side by git.
 fn follow_facts(g: &Guarded, session: &str) -> Result<Option<guard::FollowFacts>> {
-    let git_dir = g.git_dir();
-    let Ok(Head::Branch {
+    // The sandbox's own git directory, below the session's folder (Handler's): every name on the
+    // way opened without following a link, packed-refs bounded, a FIFO refused (security F4).
+    let own = g.own_git_dir();
+    let Head::Branch {
         name,
         commit: Some(at),
-    }) = read_head(&git_dir, &git_dir)
+    } = read_head(&own, &own)?
     else {
         return Ok(None);
     };
-    let root = Path::new(&g.facts.root);
+    let root = &g.facts;
     let rev = |r: &str| {
         git(root, &["rev-parse", "--verify", "-q", r], &[])
             .ok()

@@ -158,7 +158,7 @@ fn sorted_unique<T: Ord + Clone>(v: &[T]) -> Vec<T> {
 /// directory (not `gitGuard` open) and, where the scope is known at save, the scope to be in a
 /// repository at a commit (`copytree::check`; decision 0121: below its root too). A 400 naming
 /// `sessionTree`.
-fn check_session_tree(o: &AgentOptions, scope: Option<&str>) -> ApiResult<()> {
+fn check_session_tree(app: &AppState, o: &AgentOptions, scope: Option<&str>) -> ApiResult<()> {
     use handler_sandbox::copytree::{self, SessionTree};
     let bad = |d: String| ApiError::bad_request("sessionTree unusable", d);
     let tree = SessionTree::parse(o.session_tree.as_deref()).map_err(|e| bad(e.to_string()))?;
@@ -172,8 +172,10 @@ fn check_session_tree(o: &AgentOptions, scope: Option<&str>) -> ApiResult<()> {
         ));
     }
     let Some(scope) = scope else { return Ok(()) };
-    let facts = crate::daemon::launch::gitguard::gather_enclosing(std::path::Path::new(scope))
-        .map_err(|e| bad(format!("sessionTree: {e}")))?;
+    let seen = crate::daemon::launch::gitguard::seen_dir(&app.config.data_dir);
+    let facts =
+        crate::daemon::launch::gitguard::gather_enclosing(&seen, std::path::Path::new(scope))
+            .map_err(|e| bad(format!("sessionTree: {e}")))?;
     copytree::check(scope, facts.as_ref())
         .map(|_| ())
         .map_err(|e| bad(e.to_string()))
@@ -273,7 +275,7 @@ fn adhoc_stored(
         ),
         None => None,
     };
-    check_session_tree(&options, scope.as_deref())?;
+    check_session_tree(app, &options, scope.as_deref())?;
     let baseline = old
         .map(|a| containment(&a.options))
         .unwrap_or(Preset::Guarded.containment());
@@ -357,7 +359,7 @@ pub(crate) fn project_stored(
         &req.options,
         &req.skills,
     )?;
-    check_session_tree(&options, Some(&p.folder))?;
+    check_session_tree(app, &options, Some(&p.folder))?;
     let base = old.map(|a| containment(&a.options)).unwrap_or(baseline);
     confirm(&base, &containment(&options), req.confirm_risks)
         .map_err(|e| ApiError::conflict("risks not confirmed", e.to_string()))?;

@@ -105,15 +105,26 @@ pub async fn with_copy(app: &AppState, agent_id: &str, accepted: &mut Accepted) 
         return Ok(());
     }
     let (prepared, conn, _, guard) = accepted;
+    *guard = Some(copy_guard(app, conn, prepared).await?);
+    Ok(())
+}
+
+/// The checkout and guard of [`with_copy`] for the sandbox `prepared` of connection `conn`.
+async fn copy_guard(
+    app: &AppState,
+    conn: &str,
+    prepared: &mut Prepared,
+) -> ApiResult<Arc<GuardSession>> {
     let scope = gitguard::scope_source(&prepared.spec).ok_or_else(|| {
         ApiError::conflict(
             "sessionTree refused",
             "sessionTree: \"copy\" needs a scope to check out, and the connection has none",
         )
     })?;
-    let folder = app.config.data_dir.join("connections").join(&*conn);
+    let folder = app.config.data_dir.join("connections").join(conn);
     let (g, mounts) = gitguard::prepare_copy(
         &*app.launcher,
+        &gitguard::seen_dir(&app.config.data_dir),
         std::path::Path::new(&scope),
         &folder.join("guard"),
         &prepared.spec.image,
@@ -127,13 +138,27 @@ pub async fn with_copy(app: &AppState, agent_id: &str, accepted: &mut Accepted) 
         }
     })?;
     gitguard::copy_into(&mut prepared.spec, &g, mounts, &scope);
-    *guard = Some(Arc::new(GuardSession::new(
+    Ok(Arc::new(GuardSession::new(
         g,
         prepared.spec.image.clone(),
-        conn.clone(),
+        conn.to_string(),
         folder.join(gitguard::LOG),
-    )));
-    Ok(())
+    )))
+}
+
+/// The git guard of any sandbox of `agent` outside a session (a connection, a terminal:
+/// security F7): under `sessionTree = "copy"` its checkout ([`copy_guard`]), else the
+/// guard of its scope's repository ([`guard_connection`]); refusals are 409s.
+pub async fn guard_sandbox(
+    app: &AppState,
+    agent: &crate::daemon::store::StoredAgent,
+    conn: &str,
+    prepared: &mut Prepared,
+) -> ApiResult<Option<Arc<GuardSession>>> {
+    if is_copy(agent)? {
+        return copy_guard(app, conn, prepared).await.map(Some);
+    }
+    guard_connection(app, conn, prepared)
 }
 
 /// Issue 14: the connection's own git directory in `<data>/connections/<id>/guard/`, its mounts
@@ -152,6 +177,7 @@ fn guard_connection(
     let folder = app.config.data_dir.join("connections").join(conn);
     let mut mounts = Vec::new();
     let g = match gitguard::guard_scope(
+        &gitguard::seen_dir(&app.config.data_dir),
         std::path::Path::new(&scope),
         &folder.join("guard"),
         &mut mounts,

@@ -57,6 +57,8 @@ pub async fn start(app: &AppState, id: &str, req: TerminalStart) -> ApiResult<Te
     let conn = new_id("c");
     let mut prepared = prepare_with(app, &agent, &access, (&conn, None), Some(req.args.clone()))?;
     super::images::require_network_filter(app, &prepared.spec)?;
+    // The same guard as a connection's (security F7): the copy or the scope's git guard.
+    let guard = super::connections::guard_sandbox(app, &agent, &conn, &mut prepared).await?;
     for (k, v) in [("TERM", &req.term), ("COLORTERM", &req.colorterm)] {
         if let Some(v) = v {
             prepared.spec.env.insert(k.into(), v.clone());
@@ -87,7 +89,7 @@ pub async fn start(app: &AppState, id: &str, req: TerminalStart) -> ApiResult<Te
     let sandbox = prepared.spec.name.clone();
     let stop = Arc::new(Notify::new());
     register(app, id, &conn, &sandbox, &access, stop.clone(), allow);
-    tokio::spawn(watch(app.clone(), id.to_string(), conn, child, stop));
+    tokio::spawn(watch(app.clone(), id.to_string(), conn, child, stop, guard));
     Ok(TerminalStarted { sandbox, attach })
 }
 
@@ -164,7 +166,9 @@ async fn watch(
     conn: String,
     mut child: tokio::process::Child,
     stop: Arc<Notify>,
+    guard: Option<Arc<crate::daemon::launch::gitguard::GuardSession>>,
 ) {
+    let mut ended = true;
     tokio::select! {
         st = child.wait() => {
             tracing::info!(agent = %agent, connection = %conn, status = ?st.ok(), "terminal ended");
@@ -174,9 +178,15 @@ async fn watch(
                 let exit = stop_and_sweep(&*app.launcher, &mut child, STOP_GRACE).await;
                 tracing::info!(agent = %agent, connection = %conn, exit = ?exit, "terminal stopped: its agent was deleted");
             } else {
+                ended = false;
                 tracing::info!(agent = %agent, connection = %conn, "handlerd stops: the terminal goes on");
             }
         }
+    }
+    // Its work comes back once its sandbox is gone (a terminal left running when handlerd
+    // stops keeps it in its guard folder).
+    if let Some(g) = guard.filter(|_| ended) {
+        g.bring_back_at_end(&*app.launcher, "terminal end").await;
     }
     let mut m = app
         .connections

@@ -5,7 +5,7 @@
 //! Exit 0 with the bundle, [`NOTHING_NEW`] when every branch is known already, [`NO_GIT`] when the
 //! image has no git, 1 otherwise (the reason on stderr).
 
-use std::process::Stdio;
+use std::process::{Output, Stdio};
 
 use handler_sandbox::plan::{DockerFacts, Engine};
 
@@ -43,6 +43,72 @@ fn docker_facts() -> Result<Option<DockerFacts>, podman::PodmanError> {
     }
 }
 
+/// How long one helper container may run: a bundle, a reset or a merge of a large repository
+/// takes seconds; one blocked on a FIFO the agent planted would run for ever (security F4).
+const HELPER_TIME: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// A fresh helper container name of this runtime process.
+fn helper_name() -> String {
+    format!(
+        "handler-git-{}-{:08x}",
+        std::process::id(),
+        rand::random::<u32>()
+    )
+}
+
+/// Runs the engine with `args` (a helper named `name`), its stdout to `stdout`: past
+/// [`HELPER_TIME`] the container is removed by name and the run fails. Its stderr, bounded.
+fn run_helper(args: &[String], name: &str, stdout: Stdio) -> Result<Output, String> {
+    use std::io::Read;
+    let mut child = podman::command(args)
+        .stdout(stdout)
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run {}: {e}", podman::program()))?;
+    let mut err = child.stderr.take();
+    let reader = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        if let Some(e) = err.as_mut() {
+            let _ = e.take(1 << 20).read_to_end(&mut b);
+        }
+        b
+    });
+    let mut out = child.stdout.take();
+    let out_reader = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        if let Some(o) = out.as_mut() {
+            let _ = o.read_to_end(&mut b);
+        }
+        b
+    });
+    let deadline = std::time::Instant::now() + HELPER_TIME;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(st)) => break st,
+            Ok(None) if std::time::Instant::now() >= deadline => {
+                let rm: &[&str] = match engine::current() {
+                    engine::Kind::Podman => &["rm", "-f", "--time", "0", name],
+                    engine::Kind::Docker => &["rm", "-f", name],
+                };
+                let _ = podman::output(rm);
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "the helper container {name} did not finish within {} s: removed",
+                    HELPER_TIME.as_secs()
+                ));
+            }
+            Ok(None) => std::thread::sleep(std::time::Duration::from_millis(20)),
+            Err(e) => return Err(e.to_string()),
+        }
+    };
+    Ok(Output {
+        status,
+        stdout: out_reader.join().unwrap_or_default(),
+        stderr: reader.join().unwrap_or_default(),
+    })
+}
+
 fn ids() -> (u32, u32) {
     (
         nix::unistd::getuid().as_raw(),
@@ -57,9 +123,11 @@ pub fn run(req: &BundleRequest) -> i32 {
         Err(e) => return fail(&e.to_string()),
     };
     let eng = facts.as_ref().map_or(Engine::Podman, Engine::Docker);
+    let (name, me) = (helper_name(), super::host::launcher_self());
     let args = match handler_sandbox::guard::helper_run_args(
         eng,
         ids(),
+        (&name, &me),
         &req.image,
         &req.git_dir,
         &req.objects,
@@ -68,13 +136,9 @@ pub fn run(req: &BundleRequest) -> i32 {
         Ok(a) => a,
         Err(e) => return fail(&e.to_string()),
     };
-    let out = match podman::command(&args)
-        .stdout(Stdio::inherit())
-        .stderr(Stdio::piped())
-        .output()
-    {
+    let out = match run_helper(&args, &name, Stdio::inherit()) {
         Ok(o) => o,
-        Err(e) => return fail(&format!("cannot run {}: {e}", podman::program())),
+        Err(e) => return fail(&e),
     };
     let stderr = String::from_utf8_lossy(&out.stderr);
     match out.status.code() {
@@ -126,22 +190,26 @@ pub fn follow(req: &FollowRequest) -> i32 {
         Ok(a) => a,
         Err(e) => return fail(&e.to_string()),
     };
-    let h = handler_sandbox::guard::Helper {
-        image: &req.image,
-        session_git: &req.git_dir,
-        host_objects: &req.objects,
-        git_dir_writable: true,
-    };
+    let me = super::host::launcher_self();
     for argv in argvs {
+        let name = helper_name();
+        let h = handler_sandbox::guard::Helper {
+            image: &req.image,
+            session_git: &req.git_dir,
+            host_objects: &req.objects,
+            git_dir_writable: true,
+            name: &name,
+            launcher: &me,
+        };
         let args = match handler_sandbox::guard::helper_args(eng, ids(), &h, argv) {
             Ok(a) => a,
             Err(e) => return fail(&e.to_string()),
         };
-        match podman::output(&args.iter().map(String::as_str).collect::<Vec<_>>()) {
+        match run_helper(&args, &name, Stdio::piped()) {
             Ok(o) if o.status.success() => {}
             Ok(o) if matches!(o.status.code(), Some(126 | 127)) => return NO_GIT,
             Ok(o) => return fail(String::from_utf8_lossy(&o.stderr).trim()),
-            Err(e) => return fail(&e.to_string()),
+            Err(e) => return fail(&e),
         }
     }
     0
@@ -213,23 +281,26 @@ pub fn copy(req: &CopyRequest) -> i32 {
             copytree::uncommitted_script(guard::SANDBOX_GIT_DIR),
         ],
     };
+    let (name, me) = (helper_name(), super::host::launcher_self());
     let h = guard::Helper {
         image: &req.image,
         session_git: &req.tree,
         host_objects: &req.objects,
         git_dir_writable: true,
+        name: &name,
+        launcher: &me,
     };
     let args = match guard::helper_args(eng, ids(), &h, argv) {
         Ok(a) => a,
         Err(e) => return fail(&e.to_string()),
     };
-    match podman::output(&args.iter().map(String::as_str).collect::<Vec<_>>()) {
+    match run_helper(&args, &name, Stdio::piped()) {
         Ok(o) if o.status.success() => 0,
         Ok(o) if matches!(o.status.code(), Some(126 | 127)) => NO_GIT,
         Ok(o) => fail(&format!(
             "git-copy: {}",
             String::from_utf8_lossy(&o.stderr).trim()
         )),
-        Err(e) => fail(&e.to_string()),
+        Err(e) => fail(&e),
     }
 }

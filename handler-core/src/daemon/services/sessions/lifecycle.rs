@@ -264,10 +264,11 @@ async fn with_git_guard(
     };
     let folder = app.sessions.folder(id);
     let mut mounts = Vec::new();
+    let seen = gitguard::seen_dir(&app.config.data_dir);
     let g = tokio::task::spawn_blocking({
         let folder = folder.clone();
         move || {
-            gitguard::guard_scope(Path::new(&scope), &folder.join("guard"), &mut mounts)
+            gitguard::guard_scope(&seen, Path::new(&scope), &folder.join("guard"), &mut mounts)
                 .map(|g| (g, mounts))
         }
     })
@@ -300,6 +301,7 @@ async fn with_copy(
     let folder = app.sessions.folder(id);
     let (g, mounts) = gitguard::prepare_copy(
         &*app.launcher,
+        &gitguard::seen_dir(&app.config.data_dir),
         Path::new(&scope),
         &folder.join("guard"),
         &prepared.spec.image,

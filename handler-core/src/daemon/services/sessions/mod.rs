@@ -76,9 +76,9 @@ pub async fn create(app: &AppState, req: SessionRequest) -> ApiResult<Session> {
     let tree = handler_sandbox::copytree::SessionTree::parse(agent.options.session_tree.as_deref())
         .map_err(|e| ApiError::bad_request("sessionTree unusable", e.to_string()))?;
     if tree == handler_sandbox::copytree::SessionTree::Copy {
-        refuse_uncopyable(&prepared.policy.scope).await?;
+        refuse_uncopyable(app, &prepared.policy.scope).await?;
     } else if !prepared.spec.git_writable {
-        refuse_unguardable(&prepared.policy.scope).await?;
+        refuse_unguardable(app, &prepared.policy.scope).await?;
     }
     let now = fsutil::now_rfc3339();
     let record = Session {
@@ -133,10 +133,11 @@ pub async fn create(app: &AppState, req: SessionRequest) -> ApiResult<Session> {
 /// Issue 14, item 4: a scope whose repository the git guard refuses (a link where git writes
 /// none, alternates naming anything) is a 409 naming each link and its target, before any
 /// record or sandbox.
-async fn refuse_unguardable(scope: &str) -> ApiResult<()> {
+async fn refuse_unguardable(app: &AppState, scope: &str) -> ApiResult<()> {
     let scope = std::path::PathBuf::from(scope);
+    let seen = crate::daemon::launch::gitguard::seen_dir(&app.config.data_dir);
     let checked = tokio::task::spawn_blocking(move || {
-        crate::daemon::launch::gitguard::gather(&scope)
+        crate::daemon::launch::gitguard::gather(&seen, &scope)
             .map(|f| f.map(|f| handler_sandbox::guard::check(&f)))
     })
     .await
@@ -155,10 +156,11 @@ async fn refuse_unguardable(scope: &str) -> ApiResult<()> {
 
 /// Decision 0103: under `sessionTree = "copy"` a scope that is in no repository at a commit
 /// (or that the guard refuses) is a 409 naming `sessionTree`, before anything starts.
-async fn refuse_uncopyable(scope: &str) -> ApiResult<()> {
+async fn refuse_uncopyable(app: &AppState, scope: &str) -> ApiResult<()> {
     let scope = scope.to_string();
+    let seen = crate::daemon::launch::gitguard::seen_dir(&app.config.data_dir);
     let checked = tokio::task::spawn_blocking(move || {
-        let facts = crate::daemon::launch::gitguard::gather_enclosing(Path::new(&scope))?;
+        let facts = crate::daemon::launch::gitguard::gather_enclosing(&seen, Path::new(&scope))?;
         handler_sandbox::copytree::check(&scope, facts.as_ref())
             .map(|_| ())
             .map_err(crate::daemon::launch::gitguard::GitGuardError::from)

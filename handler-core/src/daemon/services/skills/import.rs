@@ -13,6 +13,7 @@ use handler_contracts::skill_archive::{
 };
 
 use super::{SKILL_MD, info, make_dir, name_of, set_projects, write_file};
+use crate::daemon::agentfs;
 use crate::daemon::problem::{ApiError, ApiResult};
 use crate::daemon::state::AppState;
 
@@ -186,82 +187,82 @@ pub async fn from_zip(
 }
 
 /// A folder's entries as an archive's (D.18: hidden files and links left out, nothing
-/// followed), at most one more than the archive limit (which `plan` then refuses).
+/// followed), at most one more than the archive limit (which `plan` then refuses). The folder is
+/// the agent's: it is read one name at a time from its descriptor ([`agentfs`], security F3).
 fn folder_entries(
-    root: &Path,
+    dir: &std::os::fd::OwnedFd,
+    shown: &Path,
     rel: &str,
-    out: &mut Vec<(Entry, std::path::PathBuf)>,
+    out: &mut Vec<Entry>,
 ) -> ApiResult<()> {
-    let rd = std::fs::read_dir(root.join(rel)).map_err(ApiError::internal)?;
-    let mut names: Vec<_> = rd.flatten().map(|e| e.file_name()).collect();
-    names.sort();
-    for n in names {
-        let Some(name) = n.to_str().map(str::to_owned) else {
-            continue;
-        };
+    use rustix::fs::FileType;
+    let refuse = |e: agentfs::AgentFsError| refused(e);
+    for (name, kind) in agentfs::list(dir, shown).map_err(refuse)? {
         if name.starts_with('.') || out.len() > handler_contracts::skill_archive::MAX_FILES {
             continue;
         }
         let path = if rel.is_empty() {
-            name
+            name.clone()
         } else {
             format!("{rel}/{name}")
         };
-        let abs = root.join(&path);
-        let Ok(m) = std::fs::symlink_metadata(&abs) else {
+        let at = shown.join(&name);
+        let Some(st) = agentfs::lstat_at(dir, &name, &at).map_err(refuse)? else {
             continue;
         };
-        let t = m.file_type();
-        let kind = if t.is_symlink() {
-            continue;
-        } else if t.is_dir() {
-            EntryKind::Dir
-        } else if t.is_file() {
-            use std::os::unix::fs::PermissionsExt;
-            EntryKind::File {
-                executable: m.permissions().mode() & 0o111 != 0,
-            }
-        } else {
-            EntryKind::Special
-        };
-        let dir = kind == EntryKind::Dir;
-        out.push((
-            Entry {
-                path: path.clone(),
-                kind,
-                size: m.len(),
+        let kind = match kind {
+            FileType::Symlink => continue,
+            FileType::Directory => EntryKind::Dir,
+            FileType::RegularFile => EntryKind::File {
+                executable: st.st_mode & 0o111 != 0,
             },
-            abs,
-        ));
-        if dir {
-            folder_entries(root, &path, out)?;
+            _ => EntryKind::Special,
+        };
+        let is_dir = kind == EntryKind::Dir;
+        out.push(Entry {
+            path: path.clone(),
+            kind,
+            size: u64::try_from(st.st_size).unwrap_or(0),
+        });
+        if is_dir {
+            // Swapped for a link since it was listed: refused by the open, not followed.
+            let Some(sub) = agentfs::open_dir_at(dir, &name, &at).map_err(refuse)? else {
+                continue;
+            };
+            folder_entries(&sub, &at, &path, out)?;
         }
     }
     Ok(())
 }
 
-/// A folder's skill, judged like an archive's (the shallowest SKILL.md, the same limits).
-fn from_folder(root: &Path) -> ApiResult<Vec<NewFile>> {
+/// The skill in `rel` below Handler's folder `base` (a session's `work/`), judged like an
+/// archive's (the shallowest SKILL.md, the same limits); each file opened `O_NOFOLLOW` one name
+/// at a time and judged on the open descriptor, so a link swapped in reads nothing.
+fn from_folder(base: &Path, rel: &Path) -> ApiResult<Vec<NewFile>> {
+    let shown = base.join(rel);
+    let dir = agentfs::open_dir_in(base, rel)
+        .map_err(refused)?
+        .ok_or_else(|| refused(format!("{}: gone", shown.display())))?;
     let mut found = Vec::new();
-    folder_entries(root, "", &mut found)?;
+    folder_entries(&dir, &shown, "", &mut found)?;
     if found.len() > handler_contracts::skill_archive::MAX_FILES {
         return Err(refused(ArchiveError::TooManyFiles(found.len())));
     }
-    let entries: Vec<Entry> = found.iter().map(|(e, _)| e.clone()).collect();
-    let p = plan(&entries, None).map_err(refused)?;
+    let p = plan(&found, None).map_err(refused)?;
     let mut total = 0u64;
     let mut out = Vec::with_capacity(p.files.len());
-    for (i, rel, exec) in p.files {
-        let f = std::fs::File::open(&found[i].1).map_err(|e| refused(format!("{rel}: {e}")))?;
-        let mut b = Vec::new();
-        f.take(MAX_BYTES + 1 - total)
-            .read_to_end(&mut b)
-            .map_err(|e| refused(format!("{rel}: {e}")))?;
+    for (i, name, exec) in p.files {
+        let file = rel.join(&found[i].path);
+        let b = match agentfs::read_in(base, &file, MAX_BYTES - total) {
+            Ok(Some(b)) => b,
+            Ok(None) => return Err(refused(format!("{name}: gone"))),
+            Err(agentfs::AgentFsError::TooLarge { .. }) => {
+                return Err(refused(ArchiveError::TooLarge));
+            }
+            Err(e) => return Err(refused(e)),
+        };
         total += b.len() as u64;
-        if total > MAX_BYTES {
-            return Err(refused(ArchiveError::TooLarge));
-        }
-        out.push((rel, b, exec));
+        out.push((name, b, exec));
     }
     Ok(out)
 }
@@ -285,10 +286,34 @@ pub async fn from_session(
             "sessionId: only a folderless agent's session, which works in its own folder",
         ));
     }
-    let root = std::path::PathBuf::from(&s.scope);
-    let files = tokio::task::spawn_blocking(move || from_folder(&root))
-        .await
-        .map_err(ApiError::internal)??;
+    let base = app.sessions.folder(session);
+    let files = tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        tokio::task::spawn_blocking(move || from_folder(&base, Path::new("work"))),
+    )
+    .await
+    .map_err(|_| refused("reading the session's folder took over 60 s"))?
+    .map_err(ApiError::internal)??;
+    // The agent wrote SKILL.md, so it chose the name: it replaces a skill of the library only
+    // when the person named that skill too (security F3).
+    if q.replace {
+        let content = files
+            .iter()
+            .find(|(rel, _, _)| rel == SKILL_MD)
+            .and_then(|(_, b, _)| std::str::from_utf8(b).ok())
+            .unwrap_or_default();
+        let name = name_of("SKILL.md", content)?;
+        if q.name.as_deref() != Some(name.as_str())
+            && std::fs::symlink_metadata(app.config.skills_dir.join(&name)).is_ok()
+        {
+            return Err(ApiError::conflict(
+                "skill exists",
+                format!(
+                    "name: the session's SKILL.md is named {name:?}, which the library has; replace it by naming it too (name={name}&replace=true)"
+                ),
+            ));
+        }
+    }
     install(app, files, &q).await
 }
 
