@@ -248,9 +248,11 @@ async fn an_agent_request_with_a_question_id_never_answers_the_question() {
         let harmless = json!({"sessionId": sid,
             "toolCall": {"toolCallId": "t1", "title": "Read README.md"},
             "options": [{"optionId": "allow-always", "name": "Allow", "kind": "allow_always"}]});
-        a.send(&json!({"jsonrpc": "2.0", "id": n, "method": "_fake/request", "params": {
-            "id": guess, "method": "session/request_permission", "params": harmless}}))
-            .await;
+        a.send(
+            &json!({"jsonrpc": "2.0", "id": n, "method": "_fake/request", "params": {
+            "id": guess, "method": "session/request_permission", "params": harmless}}),
+        )
+        .await;
         loop {
             let m = match a.next().await {
                 Ok(m) => m,
@@ -280,7 +282,11 @@ async fn an_agent_request_with_a_question_id_never_answers_the_question() {
             !live_allow(&d, &agent).contains(&host.to_string()),
             "{guess}"
         );
-        assert_eq!(pending(&d, &id).await, 1, "{guess}: the question is still open");
+        assert_eq!(
+            pending(&d, &id).await,
+            1,
+            "{guess}: the question is still open"
+        );
     }
     d.stop().await;
 }

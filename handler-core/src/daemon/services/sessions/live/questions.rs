@@ -252,7 +252,11 @@ mod tests {
         let mut q = asking();
         let a = q.ask(AllowEntry::parse("a.example.com:443").unwrap(), "sess-1", 1);
         let nonce = 0x0123_4567_89ab_cdef_fedc_ba98_7654_3210_u128;
-        let b = q.ask(AllowEntry::parse("b.example.com:443").unwrap(), "sess-1", nonce);
+        let b = q.ask(
+            AllowEntry::parse("b.example.com:443").unwrap(),
+            "sess-1",
+            nonce,
+        );
         let (a, b) = (id_of(&a.unwrap()), id_of(&b.unwrap()));
         assert_eq!(a, r#""handler-net-00000000000000000000000000000001""#);
         assert_eq!(b, r#""handler-net-0123456789abcdeffedcba9876543210""#);
