@@ -51,3 +51,7 @@ pub mod close {
 pub const DAEMON_META_PREFIX: &str = "handler.dev/";
 /// Extension methods owned by the daemon (P6).
 pub const DAEMON_METHOD_PREFIX: &str = "_handler/";
+/// The JSON-RPC string ids of the daemon's own requests (its questions to clients, its start
+/// requests to the agent); an agent's request with such an id is refused (P6, decision 0132),
+/// so a client's answer to it can never be taken for the answer to one of the daemon's.
+pub const DAEMON_ID_PREFIX: &str = "handler-";

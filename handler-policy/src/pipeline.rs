@@ -753,6 +753,23 @@ impl Pipeline {
             return refuse(out, r);
         }
         let key = envelope::id_key(id).expect("requests have usable ids");
+        // P6: the daemon's ids are its own, so a client's answer to its question is never
+        // the agent's to provoke (decision 0132).
+        if let IdKey::Str(s) = &key
+            && rules::is_daemon_id(s)
+        {
+            let r = Refusal {
+                code: acp::ERR_INVALID_REQUEST,
+                policy: "P6",
+                message: format!(
+                    "id {}: ids starting {} belong to the daemon",
+                    id.get(),
+                    acp::DAEMON_ID_PREFIX
+                ),
+                name: None,
+            };
+            return refuse(out, r);
+        }
         if self.from_agent.contains_key(&key) {
             let r = Refusal {
                 code: acp::ERR_INVALID_REQUEST,

@@ -289,6 +289,11 @@ pub(crate) fn is_daemon_method(method: &str) -> bool {
     method.starts_with(acp::DAEMON_METHOD_PREFIX)
 }
 
+/// P6: whether a (decoded) string id is in the daemon's own namespace (`handler-…`).
+pub(crate) fn is_daemon_id(id: &str) -> bool {
+    id.starts_with(acp::DAEMON_ID_PREFIX)
+}
+
 /// P6: edits removing every `handler.dev/*` key from every `_meta` object in `raw` (a value of
 /// `frame`). `Err` when the value nests deeper than [`json::MAX_DEPTH`].
 pub(crate) fn p6_strip_meta(

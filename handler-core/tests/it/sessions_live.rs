@@ -2,7 +2,8 @@
 //! host, its stderr the sandbox's): a denied host asked about as a permission request (one
 //! question per host while it is open, in a re-attaching client's replay, allow always saved
 //! in the agent's list, allow once in the sandbox only, reject asking again next time; off for
-//! an agent saved with `askDeniedHosts: false`), the session sandbox's egress events recorded
+//! an agent saved with `askDeniedHosts: false`; never answered by an agent's request that takes
+//! its id), the session sandbox's egress events recorded
 //! on its agent, POST …/cancel reaching the agent and the turn ending `cancelled`, a client
 //! that falls behind closed 4003 and missing nothing when it re-attaches after its last seq,
 //! and a folderless agent's session working in its own `work/` (F.2, a link there refused).
@@ -222,6 +223,71 @@ async fn a_denied_host_is_one_question_whose_answers_switch_the_allow_list() {
     deny(&mut a, no).await;
     let q2 = until(&mut a, "the second question", |m| is_question(m, no)).await;
     assert_ne!(q2["id"], q["id"]);
+    d.stop().await;
+}
+
+/// Issue 27 F5: the agent provokes a question about a host of its choosing, then asks something
+/// harmless with the question's id — guessed from the order of its denials, then the question's
+/// real id (the worst case) — and the person allows what they are shown. Neither request reaches
+/// the client (P6 refuses the daemon's ids); the allow-list is unchanged, the question still open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_request_with_a_question_id_never_answers_the_question() {
+    let d = TestDaemon::start().await;
+    let (id, sid, url, agent) = session(&d, json!({})).await;
+    let mut a = attach(&d, &url, &sid, None).await;
+    let host = "evil.example.com:443";
+    deny(&mut a, host).await;
+    let q = until(&mut a, "the question", |m| is_question(m, host)).await;
+    let qid = q["id"].as_str().unwrap().to_string();
+    let hex = qid.strip_prefix("handler-net-").unwrap_or_default();
+    assert!(
+        hex.len() == 32 && hex.chars().all(|c| c.is_ascii_hexdigit()),
+        "{q}"
+    );
+    for (n, guess) in [(9001, "handler-net-1".to_string()), (9002, qid)] {
+        let harmless = json!({"sessionId": sid,
+            "toolCall": {"toolCallId": "t1", "title": "Read README.md"},
+            "options": [{"optionId": "allow-always", "name": "Allow", "kind": "allow_always"}]});
+        a.send(
+            &json!({"jsonrpc": "2.0", "id": n, "method": "_fake/request", "params": {
+            "id": guess, "method": "session/request_permission", "params": harmless}}),
+        )
+        .await;
+        loop {
+            let m = match a.next().await {
+                Ok(m) => m,
+                Err(close) => panic!("closed ({close:?}); seen {:?}", a.seen),
+            };
+            if m["method"] == "session/request_permission" && m["id"] == guess.as_str() {
+                // The person allows what the agent asked (the code before the fix got here).
+                answer(&mut a, &m, "allow-always").await;
+                break;
+            }
+            if m["id"] == n && m.get("method").is_none() {
+                // The agent's own request was refused: what the fake agent got back.
+                let e = &m["result"]["response"]["error"];
+                assert_eq!(e["data"]["policy"], "P6", "{m}");
+                break;
+            }
+            a.seen.push(m);
+        }
+        // Behind the answer (if any): the hub applied it before reading this.
+        a.request("_fake/echo", json!({})).await;
+        let (_, view) = d.get(&format!("/v1/agents/{agent}")).await;
+        assert!(
+            !view["allow"].as_array().unwrap().contains(&json!(host)),
+            "{guess}: {view}"
+        );
+        assert!(
+            !live_allow(&d, &agent).contains(&host.to_string()),
+            "{guess}"
+        );
+        assert_eq!(
+            pending(&d, &id).await,
+            1,
+            "{guess}: the question is still open"
+        );
+    }
     d.stop().await;
 }
 

@@ -5,6 +5,10 @@
 //! Allow always saves the entry in the agent's allow-list and switches its running sandboxes
 //! (`services::live::allow_always`, the API's path); allow once switches this sandbox only.
 //! Repeated denials of a host while its question is open are that one question.
+//! A question's id is `handler-net-<128 random bits>`: nobody but the session's clients sees it,
+//! and the pipeline refuses an agent's request with an id starting `handler-` (P6), so only a
+//! client's answer to the daemon's own open question of this session is taken as one
+//! (issue 27 F5, decision 0132).
 
 use std::time::Duration;
 
@@ -36,7 +40,7 @@ pub(crate) struct Asking {
 /// One open question.
 #[derive(Debug)]
 struct Question {
-    /// Its JSON-RPC id, as JSON text (`"handler-net-1"`).
+    /// Its JSON-RPC id, as JSON text (`"handler-net-<32 hex digits>"`).
     id: String,
     /// Its tool call's id.
     call: String,
@@ -52,7 +56,12 @@ struct Question {
 pub(crate) struct Questions {
     asking: Option<Asking>,
     open: Vec<Question>,
-    next: u64,
+}
+
+/// A question's JSON-RPC id (and its tool call's) from 128 random bits: no agent can guess the
+/// id of a question it provoked.
+pub(crate) fn question_id(nonce: u128) -> String {
+    format!("handler-net-{nonce:032x}")
 }
 
 /// The `session/request_permission` asking about `entry`.
@@ -96,6 +105,36 @@ impl Questions {
     pub(crate) fn len(&self) -> usize {
         self.open.len()
     }
+
+    /// Opens a question about `entry` in session `session_id`, its id from `nonce` (128 random
+    /// bits, the caller's): the request to send, or None when questions are off or `entry` is
+    /// asked already.
+    fn ask(&mut self, entry: AllowEntry, session_id: &str, nonce: u128) -> Option<String> {
+        let call = question_id(nonce);
+        let id = Value::from(call.clone()).to_string();
+        if self.asking.is_none() || self.open.iter().any(|q| q.entry == entry || q.id == id) {
+            return None;
+        }
+        let request = request(&call, session_id, &call, &entry).to_string();
+        self.open.push(Question {
+            id,
+            call,
+            entry,
+            request: request.clone(),
+        });
+        Some(request)
+    }
+
+    /// Whether `id` (a response's id as JSON text) is that of a question open now.
+    fn is_open(&self, id: &str) -> bool {
+        self.open.iter().any(|q| q.id == id)
+    }
+
+    /// The open question a client's response with `id` answers, closed.
+    fn take(&mut self, id: &str) -> Option<Question> {
+        let i = self.open.iter().position(|q| q.id == id)?;
+        Some(self.open.remove(i))
+    }
 }
 
 impl Hub {
@@ -109,37 +148,28 @@ impl Hub {
             tracing::warn!(session = %self.id, %host, "a denied host that is no allow-list entry");
             return;
         };
-        if self.questions.open.iter().any(|q| q.entry == entry) {
+        let sid = self.sid();
+        let shown = entry.to_string();
+        let Some(request) = self.questions.ask(entry, &sid, rand::random()) else {
             return;
-        }
-        self.questions.next += 1;
-        let call = format!("handler-net-{}", self.questions.next);
-        let id = Value::from(call.clone()).to_string();
-        let request = request(&call, &self.sid(), &call, &entry).to_string();
-        tracing::info!(session = %self.id, host = %entry, "denied host asked about");
-        self.questions.open.push(Question {
-            id,
-            call,
-            entry,
-            request: request.clone(),
-        });
+        };
+        tracing::info!(session = %self.id, host = %shown, "denied host asked about");
         self.broadcast(None, &request);
         self.state_changed();
     }
 
-    /// Whether a client's response answers one of the daemon's network questions.
+    /// Whether a client's response answers one of this session's open network questions.
     pub(crate) fn is_question_answer(&self, id: &str) -> bool {
-        self.questions.open.iter().any(|q| q.id == id)
+        self.questions.is_open(id)
     }
 
     /// A client answered a question (the first answer wins; the others are told
     /// `_handler/permission_resolved`), then what it chose is applied before the hub goes on,
     /// so the agent's next request meets the new list.
     pub(crate) async fn answer_question(&mut self, client: ClientId, id: &str, v: &Value) {
-        let Some(i) = self.questions.open.iter().position(|q| q.id == id) else {
+        let Some(q) = self.questions.take(id) else {
             return;
         };
-        let q = self.questions.open.remove(i);
         let outcome = v.pointer("/result/outcome").cloned().unwrap_or(Value::Null);
         let resolved = json!({"jsonrpc": "2.0", "method": "_handler/permission_resolved",
             "params": {"requestId": q.call, "toolCallId": q.call, "outcome": outcome}});
@@ -202,6 +232,60 @@ mod tests {
             .map(|o| o["kind"].as_str().unwrap())
             .collect();
         assert_eq!(kinds, ["allow_once", "allow_always", "reject_once"]);
+    }
+
+    fn asking() -> Questions {
+        Questions::new(Some(Asking {
+            agent_id: "a_1".into(),
+            sandbox: "handler-s-1".into(),
+        }))
+    }
+
+    /// The request's id as a response carries it (JSON text).
+    fn id_of(request: &str) -> String {
+        let v: Value = serde_json::from_str(request).unwrap();
+        v["id"].to_string()
+    }
+
+    #[test]
+    fn a_questions_id_is_128_random_bits_never_a_counter() {
+        let mut q = asking();
+        let a = q.ask(AllowEntry::parse("a.example.com:443").unwrap(), "sess-1", 1);
+        let nonce = 0x0123_4567_89ab_cdef_fedc_ba98_7654_3210_u128;
+        let b = q.ask(
+            AllowEntry::parse("b.example.com:443").unwrap(),
+            "sess-1",
+            nonce,
+        );
+        let (a, b) = (id_of(&a.unwrap()), id_of(&b.unwrap()));
+        assert_eq!(a, r#""handler-net-00000000000000000000000000000001""#);
+        assert_eq!(b, r#""handler-net-0123456789abcdeffedcba9876543210""#);
+        // What an agent would guess from the order of its denials is no question's id.
+        assert!(!q.is_open(r#""handler-net-1""#));
+        assert!(!q.is_open(r#""handler-net-2""#));
+    }
+
+    #[test]
+    fn only_a_question_open_in_this_session_is_answered() {
+        let (mut mine, mut other) = (asking(), asking());
+        let entry = AllowEntry::parse("api.example.com:443").unwrap();
+        let r = mine.ask(entry.clone(), "sess-1", 7).unwrap();
+        let id = id_of(&r);
+        assert!(mine.is_open(&id));
+        // Another session never asked it, even about the same host.
+        assert!(!other.is_open(&id));
+        other.ask(entry.clone(), "sess-2", 8).unwrap();
+        assert!(!other.is_open(&id));
+        // Asked once while open; answered once: then it is no question any more.
+        assert_eq!(mine.ask(entry.clone(), "sess-1", 9), None);
+        assert_eq!(mine.take(&id).map(|q| q.entry), Some(entry));
+        assert!(!mine.is_open(&id));
+        assert!(mine.take(&id).is_none());
+        // Questions off: nothing is asked, so nothing is answered.
+        let mut off = Questions::new(None);
+        let e = AllowEntry::parse("x.example.com:443").unwrap();
+        assert_eq!(off.ask(e, "sess-1", 7), None);
+        assert!(!off.is_open(&id));
     }
 
     #[test]
