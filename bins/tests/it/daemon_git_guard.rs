@@ -835,3 +835,163 @@ async fn a_connections_commits_come_back_at_turn_end_and_close_and_it_follows_th
     d.wait_for_subject("before the close", "connection close");
     assert_eq!(d.git(&["status", "--porcelain"]), "");
 }
+
+/// Copies the fake agent (`.bin`, its script) from the daemon's scope into `dir`, as the user.
+fn with_fake_agent(d: &Daemon, dir: &Path) {
+    d.user
+        .cmd("mkdir", &["-p", dir.to_str().unwrap()], &[])
+        .status()
+        .unwrap();
+    for f in [".bin", ".fake-agent-script.json"] {
+        let ok = d
+            .user
+            .cmd(
+                "cp",
+                &[
+                    "-a",
+                    d.scope.join(f).to_str().unwrap(),
+                    dir.to_str().unwrap(),
+                ],
+                &[],
+            )
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+}
+
+/// Waits (60 s at most) until session `id`'s events hold `text`.
+async fn wait_event(d: &Daemon, id: &str, text: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !d.events(id).contains(text) {
+        assert!(
+            Instant::now() < deadline,
+            "no {text:?}: {}\n{}",
+            d.events(id),
+            d.log()
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// Security F1, both forms: a folder that was no repository when Handler first started an
+/// agent on it gets a `.git` from that agent — a gitfile naming another repository of the
+/// person's (its objects would be mounted, its branch moved), or a folder whose config runs a
+/// clean filter (host git's `reset` would run it outside every container). The next session on
+/// it is refused (409) naming the planted `.git`, and nothing the agent configured ever ran.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_git_directory_an_agent_plants_in_a_plain_folder_refuses_the_next_start() {
+    let Some(u) = user() else { return };
+    let d = start(u, "planted").await;
+    let code = d.scope.parent().unwrap().to_path_buf();
+    let canary = d.root.join("filter-ran");
+    let (s, v) = d
+        .post(
+            "/v1/accounts",
+            json!({"name": "rel", "harness": "fakerel", "token": {"value": TOKEN}}),
+        )
+        .await;
+    assert_eq!(s, 201, "{v}");
+    let gitfile = format!("gitdir: {}/.git", d.scope.display());
+    let forms = [
+        ("plainfile", format!("printf '{gitfile}\\n' > .git")),
+        (
+            "plaindir",
+            format!(
+                "git init -q && mkdir -p .git/info && git config filter.x.clean 'touch {c}; cat' && echo '* filter=x' > .git/info/attributes && echo a > a && git add a && git -c user.name=a -c user.email=a@b commit -q -m a",
+                c = canary.display()
+            ),
+        ),
+    ];
+    for (name, plant) in forms {
+        let plain = code.join(name);
+        with_fake_agent(&d, &plain);
+        let (s, a) = d
+            .agent_with(
+                json!({"scope": plain, "models": [{"account": "rel"}], "confirmRisks": true}),
+            )
+            .await;
+        assert_eq!(s, 201, "{a}");
+        let prompt = format!(
+            "sh: cd {} && {plant} && echo planted-{name}",
+            plain.display()
+        );
+        let first = session(&d, &a, prompt).await;
+        wait_event(&d, &first, &format!("exit 0\\nplanted-{name}")).await;
+        assert!(plain.join(".git").exists(), "{}", d.events(&first));
+        let (s, v) = d
+            .post(
+                "/v1/sessions",
+                json!({"agentId": a["id"], "origin": "ui", "prompt": "sh: true"}),
+            )
+            .await;
+        assert_eq!(s, 409, "{name}: {v}\n{}", d.log());
+        let detail = v["detail"].as_str().unwrap_or_default();
+        assert!(
+            detail.contains(&format!("{}/.git", plain.display())) && detail.contains("planted"),
+            "{v}"
+        );
+        // The person's repository named by the gitfile was never touched.
+        assert_eq!(d.git(&["log", "-1", "--format=%s", "main"]), "base");
+    }
+    assert!(!canary.exists(), "host git ran the agent's filter");
+}
+
+/// Security F4: a FIFO the agent leaves as its git directory's `packed-refs` (its branch's loose
+/// ref removed, so a reader falls through to it) never wedges the session: the stop answers,
+/// the bring-back says why it did nothing, and no helper container is left running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fifo_in_the_sandboxs_git_directory_never_blocks_the_session_or_leaves_a_helper() {
+    let Some(u) = user() else { return };
+    let d = start(u, "fifo").await;
+    let agent = d.agent().await;
+    let prompt = format!(
+        "sh: cd {} && echo x > x && git add x && git commit -q -m x && rm -f .git/packed-refs && mkfifo .git/packed-refs && rm .git/refs/heads/main && echo fifo-made",
+        d.scope.display()
+    );
+    let (s, v) = d
+        .post(
+            "/v1/sessions",
+            json!({"agentId": agent, "origin": "ui", "prompt": prompt}),
+        )
+        .await;
+    assert_eq!(s, 201, "{v}");
+    let id = v["id"].as_str().unwrap().to_string();
+    wait_event(&d, &id, "exit 0\\nfifo-made").await;
+    let log = wait_guard_line(&d, &id, "not a regular file").await;
+    assert!(log.contains("packed-refs"), "{log}");
+    let stopped = tokio::time::timeout(
+        Duration::from_secs(90),
+        d.post(&format!("/v1/sessions/{id}/stop"), json!({})),
+    )
+    .await
+    .expect("the stop never answered: a FIFO wedged the session");
+    assert!(stopped.0 < 300, "{stopped:?}");
+    // No helper container on this daemon's folders is left (other tests' may run meanwhile).
+    let ours = || {
+        let podman = |args: &[&str]| {
+            let o = d.user.cmd("podman", args, &[]).output().unwrap();
+            String::from_utf8_lossy(&o.stdout).into_owned()
+        };
+        let ids = podman(&["ps", "-aq", "--filter", "label=handler.git-bundle"]);
+        ids.split_whitespace()
+            .filter(|id| {
+                let m = podman(&[
+                    "inspect",
+                    "--format",
+                    "{{range .Mounts}}{{.Source}} {{end}}",
+                    id,
+                ]);
+                m.contains(d.root.to_str().unwrap())
+            })
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !ours().is_empty() {
+        assert!(Instant::now() < deadline, "a helper is left: {:?}", ours());
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    // The host's branch is where it was: nothing came back from a git directory refused.
+    assert_eq!(d.git(&["log", "-1", "--format=%s", "main"]), "base");
+}

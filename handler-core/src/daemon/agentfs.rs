@@ -255,6 +255,38 @@ pub fn list(dir: impl AsFd, shown: &Path) -> Result<Vec<(String, FileType)>> {
     Ok(out)
 }
 
+/// The first FIFO, device or socket anywhere below the folder `dir` (links not followed, at
+/// most `max` entries looked at: more is refused as too large): what a program that opens
+/// files without `O_NONBLOCK` (git, in a helper container) would block on.
+pub fn find_special(dir: impl AsFd, shown: &Path, max: usize) -> Result<Option<PathBuf>> {
+    let mut seen = 0usize;
+    let first = rustix::fs::openat(dir, ".", DIR_FLAGS, Mode::empty())
+        .map_err(|e| AgentFsError::io(shown, e))?;
+    let mut todo = vec![(first, shown.to_path_buf())];
+    while let Some((d, at)) = todo.pop() {
+        for (name, kind) in list(&d, &at)? {
+            seen += 1;
+            if seen > max {
+                return Err(AgentFsError::TooLarge {
+                    path: shown.display().to_string(),
+                    limit: max as u64,
+                });
+            }
+            let p = at.join(&name);
+            match kind {
+                FileType::Directory => {
+                    if let Some(sub) = open_dir_at(&d, &name, &p)? {
+                        todo.push((sub, p));
+                    }
+                }
+                FileType::RegularFile | FileType::Symlink => {}
+                _ => return Ok(Some(p)),
+            }
+        }
+    }
+    Ok(None)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -306,6 +338,13 @@ mod tests {
             read_in(base, Path::new("big"), 10),
             Err(AgentFsError::TooLarge { limit: 10, .. })
         ));
+        let found = find_special(open_base(base).unwrap(), base, 100).unwrap();
+        assert_eq!(found, Some(base.join("fifo")));
+        std::fs::remove_file(base.join("fifo")).unwrap();
+        assert_eq!(
+            find_special(open_base(base).unwrap(), base, 100).unwrap(),
+            None
+        );
         let dev = open_base(Path::new("/dev")).unwrap();
         assert!(matches!(
             read_at(&dev, "zero", Path::new("/dev/zero"), 10),

@@ -140,14 +140,23 @@ impl Guarded {
 
     /// Security F8: under copy the checkout's `.git` is in the agent's tree; before a helper
     /// container binds it, it must still be a folder (no link the agent swapped in).
+    /// It also holds no FIFO, device or socket, which git in the helper would block on
+    /// (security F4; one made after this look only costs the helper's deadline).
     fn check_own_git_dir(&self) -> Result<()> {
         let own = self.own_git_dir();
-        match agentfs::open_dir_in(&own.base, &own.rel)? {
-            Some(_) => Ok(()),
-            None => Err(GitGuardError::Io {
-                path: self.git_dir().display().to_string(),
+        let shown = self.git_dir();
+        let Some(dir) = agentfs::open_dir_in(&own.base, &own.rel)? else {
+            return Err(GitGuardError::Io {
+                path: shown.display().to_string(),
                 source: std::io::Error::other("the session's git directory is gone"),
-            }),
+            });
+        };
+        match agentfs::find_special(&dir, &shown, 2_000_000)? {
+            None => Ok(()),
+            Some(p) => Err(agentfs::AgentFsError::NotRegular {
+                path: p.display().to_string(),
+            }
+            .into()),
         }
     }
 }
@@ -905,7 +914,8 @@ pub async fn bring_back(
         args.push("--not".into());
         args.push(k);
     }
-    g.check_own_git_dir()?;
+    let g2 = g.clone();
+    blocking("the bring-back", move || g2.check_own_git_dir()).await?;
     let bundle = match launcher.git_bundle(&args).await {
         Ok(b) => b,
         Err(LauncherError::Verb {
@@ -1239,7 +1249,8 @@ impl GuardSession {
             ]
             .map(String::from)
             .to_vec();
-            let kept = match self.guarded.check_own_git_dir() {
+            let g2 = self.guarded.clone();
+            let kept = match blocking("the bring-back", move || g2.check_own_git_dir()).await {
                 Ok(()) => launcher.git_copy(&args).await.map_err(GitGuardError::from),
                 Err(e) => Err(e),
             };
@@ -1326,7 +1337,8 @@ pub async fn follow(
             "follow: the sandbox keeps working where it is: {why}"
         ))),
         guard::Follow::To(to) => {
-            g.check_own_git_dir()?;
+            let g2 = g.clone();
+            blocking("follow", move || g2.check_own_git_dir()).await?;
             let objects = format!("{}/objects", g.facts.common_dir);
             let moved = match &g.copy {
                 // Under copy the checkout's tree moves too: `merge --ff-only` in a helper.
