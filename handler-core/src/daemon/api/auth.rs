@@ -140,21 +140,29 @@ pub fn origin_allowed(origin: &str, configured: &[String], port: u16) -> bool {
     own_origins(port).iter().any(|o| o == origin) || configured.iter().any(|o| o == origin)
 }
 
-/// Middleware, outside the token check: 421 for a `Host` that is not the daemon's own, 403 for
-/// an `Origin` outside the allow-list, on every route and on unknown ones.
+/// The mark of a request that came over handlerd's unix socket (decision 0132), set by the
+/// server on that listener only: its peer is this user (checked at accept), and no browser can
+/// reach a unix socket, so its `Host` is not checked (the token still is).
+#[derive(Debug, Clone, Copy)]
+pub struct ViaSocket;
+
+/// Middleware, outside the token check: 421 for a `Host` that is not the daemon's own (not
+/// checked over the unix socket: [`ViaSocket`]), 403 for an `Origin` outside the allow-list, on
+/// every route and on unknown ones.
 pub async fn check_host_and_origin(
     State(app): State<AppState>,
     req: Request,
     next: Next,
 ) -> Response {
     let port = app.port();
+    let via_socket = req.extensions().get::<ViaSocket>().is_some();
     let host = req
         .headers()
         .get(header::HOST)
         .and_then(|v| v.to_str().ok())
         .map(str::to_string)
         .or_else(|| req.uri().authority().map(|a| a.as_str().to_string()));
-    if !host.as_deref().is_some_and(|h| host_allowed(h, port)) {
+    if !via_socket && !host.as_deref().is_some_and(|h| host_allowed(h, port)) {
         tracing::warn!(host = ?host, "request refused: Host is not the daemon's own");
         return ApiError::new(
             StatusCode::MISDIRECTED_REQUEST,
