@@ -120,7 +120,7 @@ pub fn build(
         folders: TomlFile::new(store::folders::path(&config)),
         bound_port: config.port.into(),
         config,
-        token,
+        token: token.into(),
         agents,
         launcher,
         write_lock: tokio::sync::Mutex::new(()),

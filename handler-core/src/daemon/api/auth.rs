@@ -64,6 +64,12 @@ pub fn load_or_create_token(path: &Path) -> std::io::Result<String> {
     make_token(path)
 }
 
+/// A new token in place of the old one (`POST /v1/token/rotate`, decision 0133): written
+/// atomically (0600), the daemon then refuses the old one.
+pub fn rotate_token(path: &Path) -> std::io::Result<String> {
+    make_token(path)
+}
+
 fn make_token(path: &Path) -> std::io::Result<String> {
     let bytes: [u8; 32] = rand::random();
     let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
@@ -202,8 +208,9 @@ pub async fn require_token(
         .get::<MatchedPath>()
         .is_some_and(|m| upgrades.contains(&(req.method().as_str(), m.as_str())))
         .then_some(());
-    let ok = header_token_ok(req.headers(), &app.token)
-        || upgrade.is_some() && protocol_token_ok(req.headers(), &app.token);
+    let token = app.token();
+    let ok = header_token_ok(req.headers(), &token)
+        || upgrade.is_some() && protocol_token_ok(req.headers(), &token);
     if ok {
         next.run(req).await
     } else {
