@@ -14,7 +14,7 @@ pub enum TokenCommand {
 }
 
 /// Runs `handler token …`.
-pub async fn run(c: TokenCommand, json: bool) -> anyhow::Result<i32> {
+pub(crate) async fn run(c: TokenCommand, json: bool) -> anyhow::Result<i32> {
     match c {
         TokenCommand::Rotate => {
             let api = Api::new(Discovery::from_process_env()?);
