@@ -17,3 +17,5 @@ pub mod gitread;
 pub mod lines;
 #[cfg(feature = "runtime")]
 pub mod runtime;
+#[cfg(any(feature = "daemon", feature = "client"))]
+pub mod socket;

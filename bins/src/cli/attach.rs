@@ -8,33 +8,22 @@ use std::io::Write;
 use anyhow::{Context, bail};
 use crossterm::event::{Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use futures_util::{SinkExt, StreamExt};
-use handler_contracts::acp::{SUBPROTOCOL_ACP, SUBPROTOCOL_BEARER_PREFIX};
 use handler_core::client::api::{Api, encode};
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-use tokio_tungstenite::tungstenite::http::HeaderValue;
 
 use super::chat::{Action, Chat, Out, Permission};
 
-type Ws =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+type Ws = handler_core::client::WebSocket;
 
-/// Opens the session's ACP WebSocket with the token as a subprotocol (F.4).
+/// Opens the session's ACP WebSocket with the token as a subprotocol (F.4), over the client's
+/// transport (the unix socket by default, decision 0132).
 pub(crate) async fn connect(api: &Api, session: &str) -> anyhow::Result<Ws> {
-    let d = api.discovery();
-    let url = d.ws_url(&format!("/v1/sessions/{}/acp", encode(session)));
-    let mut req = url.as_str().into_client_request()?;
-    let protocols = format!("{SUBPROTOCOL_ACP}, {SUBPROTOCOL_BEARER_PREFIX}{}", d.token);
-    req.headers_mut().insert(
-        "Sec-WebSocket-Protocol",
-        HeaderValue::from_str(&protocols).context("the token cannot go in a header")?,
-    );
-    let (ws, _) = tokio_tungstenite::connect_async(req)
+    let path = format!("/v1/sessions/{}/acp", encode(session));
+    handler_core::client::connect_ws(api.discovery(), &path, None)
         .await
-        .map_err(|e| anyhow::anyhow!("cannot attach to session {session}: {e}"))?;
-    Ok(ws)
+        .map_err(|e| anyhow::anyhow!("cannot attach to session {session}: {e}"))
 }
 
 async fn send(ws: &mut Ws, v: &Value) -> anyhow::Result<()> {

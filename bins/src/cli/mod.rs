@@ -22,6 +22,7 @@ pub mod session;
 mod setup;
 mod skills;
 pub mod terminal;
+mod token;
 mod ui;
 
 pub use accounts::AccountCommand;
@@ -126,6 +127,9 @@ pub enum Command {
     /// handlerd as a service: start, stop, status, logs, install (a systemd user unit).
     #[command(subcommand)]
     Daemon(DaemonCommand),
+    /// handlerd's token: rotate it.
+    #[command(subcommand)]
+    Token(token::TokenCommand),
     /// Print a shell's completion script (bash, zsh, fish).
     Completions {
         /// The shell.
@@ -174,6 +178,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Addon(c) => addon::run(c, json).await,
         Command::Setup(a) => setup::run(a).await,
         Command::Daemon(c) => daemon::run(c, json).await,
+        Command::Token(c) => token::run(c, json).await,
         Command::Completions { shell } => {
             docs::completions(shell, &mut std::io::stdout()).map(|()| 0)
         }

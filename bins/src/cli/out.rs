@@ -39,7 +39,10 @@ pub fn exit_code(e: &anyhow::Error) -> i32 {
         ) || matches!(
             cause.downcast_ref::<ClientError>(),
             Some(ClientError::Token { .. })
-        ) {
+        ) || cause
+            .downcast_ref::<ClientError>()
+            .is_some_and(|c| matches!(c, ClientError::Transport(t) if t.is_unreachable()))
+        {
             return exit::UNREACHABLE;
         }
     }

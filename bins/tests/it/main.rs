@@ -5,6 +5,7 @@ mod cli_harness_render;
 mod cli_resources;
 mod cli_sessions;
 mod cli_setup;
+mod cli_transport;
 mod daemon_acp_sandbox;
 mod daemon_addon_images;
 mod daemon_git_guard;

@@ -1,17 +1,18 @@
-//! A small JSON client of handlerd's Control API: one call = one HTTP/1 request with the token in
-//! `Authorization`, a problem detail (D, errors) turned into [`ApiError::Problem`].
+//! A small JSON client of handlerd's Control API: one call = one HTTP/1 request on a connection
+//! of its own ([`super::transport::connect`]: the unix socket, or the port once its holder is
+//! known to be this user) with the token in `Authorization`, a problem detail (D, errors) turned
+//! into [`ApiError::Problem`].
 
 use http_body_util::{BodyExt, Full};
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
+use hyper_util::rt::TokioIo;
 
 use super::Discovery;
+use super::transport::{self, TransportError};
 
 /// What a Control API call can fail with.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
-    /// handlerd is not listening (not started, or on another port).
+    /// handlerd is not listening (not started, or on another socket or port).
     #[error("cannot reach handlerd at {url}: {message} (start it with `handler daemon start`)")]
     Unreachable {
         /// The URL called.
@@ -31,6 +32,9 @@ pub enum ApiError {
         /// The whole problem document, for `--json`.
         body: serde_json::Value,
     },
+    /// What answered is not this user's: nothing was sent to it.
+    #[error(transparent)]
+    Refused(TransportError),
     /// handlerd's answer was not the JSON it should be.
     #[error("handlerd answered {status} with a body that is not JSON: {message}")]
     BadBody {
@@ -56,16 +60,12 @@ fn problem_line(status: u16, title: &str, detail: &str) -> String {
 #[derive(Clone, Debug)]
 pub struct Api {
     discovery: Discovery,
-    client: Client<HttpConnector, Full<bytes::Bytes>>,
 }
 
 impl Api {
     /// A client of the handlerd `discovery` names.
     pub fn new(discovery: Discovery) -> Api {
-        Api {
-            discovery,
-            client: Client::builder(TokioExecutor::new()).build_http(),
-        }
+        Api { discovery }
     }
 
     /// The handlerd this client talks to.
@@ -147,34 +147,42 @@ impl Api {
         body: bytes::Bytes,
         content_type: &str,
     ) -> Result<(u16, bytes::Bytes), ApiError> {
-        let url = self.url(path);
+        let at = self.discovery.endpoint.to_string();
+        let unreachable = |message: String| ApiError::Unreachable {
+            url: format!("{at} ({method} {path})"),
+            message,
+        };
         let req = hyper::Request::builder()
             .method(method)
-            .uri(&url)
+            .uri(path)
+            .header("host", format!("127.0.0.1:{}", self.discovery.port))
             .header("authorization", format!("Bearer {}", self.discovery.token))
             .header("content-type", content_type)
             .body(Full::new(body))
-            .map_err(|e| ApiError::Unreachable {
-                url: url.clone(),
-                message: e.to_string(),
-            })?;
-        let res = self
-            .client
-            .request(req)
+            .map_err(|e| unreachable(e.to_string()))?;
+        let stream = match transport::connect(&self.discovery.endpoint).await {
+            Ok(s) => s,
+            Err(TransportError::Connect { source, .. }) => {
+                return Err(unreachable(source.to_string()));
+            }
+            Err(e) => return Err(ApiError::Refused(e)),
+        };
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
-            .map_err(|e| ApiError::Unreachable {
-                url: url.clone(),
-                message: e.to_string(),
-            })?;
+            .map_err(|e| unreachable(e.to_string()))?;
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        let res = sender
+            .send_request(req)
+            .await
+            .map_err(|e| unreachable(e.to_string()))?;
         let status = res.status().as_u16();
         let bytes = res
             .into_body()
             .collect()
             .await
-            .map_err(|e| ApiError::Unreachable {
-                url,
-                message: e.to_string(),
-            })?
+            .map_err(|e| unreachable(e.to_string()))?
             .to_bytes();
         Ok((status, bytes))
     }

@@ -242,38 +242,18 @@ fn read_credential(
     Ok(content)
 }
 
-/// A small HTTP/1 JSON call to handlerd (its token in Authorization).
+/// A small HTTP/1 JSON call to handlerd (its token in Authorization), by [`super::api::Api`]:
+/// the same transport as every other call.
 pub async fn api(
     d: &Discovery,
     method: &str,
     path: &str,
     body: Option<serde_json::Value>,
 ) -> Result<(u16, serde_json::Value), LoginError> {
-    use http_body_util::{BodyExt, Full};
-    use hyper_util::client::legacy::Client;
-    use hyper_util::rt::TokioExecutor;
-    let client: Client<_, Full<bytes::Bytes>> = Client::builder(TokioExecutor::new()).build_http();
-    let uri = format!("http://127.0.0.1:{}{path}", d.port);
-    let req = hyper::Request::builder()
-        .method(method)
-        .uri(&uri)
-        .header("authorization", format!("Bearer {}", d.token))
-        .header("content-type", "application/json")
-        .body(Full::new(bytes::Bytes::from(
-            body.map(|b| b.to_string()).unwrap_or_default(),
-        )))
+    let (status, bytes) = super::api::Api::new(d.clone())
+        .raw(method, path, body.as_ref())
+        .await
         .map_err(|e| LoginError::Api(e.to_string()))?;
-    let res = client
-        .request(req)
-        .await
-        .map_err(|e| LoginError::Api(format!("cannot reach handlerd at {uri}: {e}")))?;
-    let status = res.status().as_u16();
-    let bytes = res
-        .into_body()
-        .collect()
-        .await
-        .map_err(|e| LoginError::Api(e.to_string()))?
-        .to_bytes();
     Ok((
         status,
         serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null),

@@ -1,9 +1,11 @@
-//! The client side of handlerd: discovery of its port and token (D, discovery) and the ACP
-//! bridge `handler acp` runs for editors — the editor's stdio NDJSON to the agent's WebSocket
-//! (C.1), one message per line each way.
+//! The client side of handlerd: discovery of its socket, port and token (D, discovery; the
+//! transport is [`transport`]'s, decision 0132) and the ACP bridge `handler acp` runs for
+//! editors — the editor's stdio NDJSON to the agent's WebSocket (C.1), one message per line
+//! each way.
 
 pub mod api;
 pub mod login;
+pub mod transport;
 
 use std::path::{Path, PathBuf};
 
@@ -22,6 +24,12 @@ pub enum ClientError {
     /// HANDLER_PORT is set to something that is not a port number.
     #[error("HANDLER_PORT: {0:?} is not a port number")]
     BadPort(String),
+    /// HANDLER_TRANSPORT is neither `unix` nor `tcp`.
+    #[error("HANDLER_TRANSPORT: {0:?} is not a transport: unix (the default) or tcp")]
+    BadTransport(String),
+    /// handlerd could not be dialled, or what answered is not this user's.
+    #[error(transparent)]
+    Transport(#[from] transport::TransportError),
     /// handlerd's token file cannot be read (handlerd never started, or its folder is elsewhere).
     #[error(
         "cannot read handlerd's token at {path}: {source} (is handlerd started? it creates the token on its first start)"
@@ -54,8 +62,11 @@ pub enum ClientError {
 /// Where handlerd listens and the token it accepts.
 #[derive(Clone)]
 pub struct Discovery {
-    /// The loopback port handlerd listens on.
+    /// The loopback port handlerd listens on (the browser's; the CLI's with
+    /// `HANDLER_TRANSPORT=tcp`).
     pub port: u16,
+    /// Where the CLI dials handlerd: its unix socket, unless `HANDLER_TRANSPORT=tcp`.
+    pub endpoint: transport::Endpoint,
     /// The bearer token handlerd accepts (never printed: Debug redacts it).
     pub token: String,
 }
@@ -64,6 +75,7 @@ impl std::fmt::Debug for Discovery {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Discovery")
             .field("port", &self.port)
+            .field("endpoint", &self.endpoint)
             .field("token", &"[redacted]")
             .finish()
     }
@@ -81,18 +93,33 @@ pub fn config_dir(env: &dyn Fn(&str) -> Option<String>) -> Result<PathBuf, Clien
 }
 
 impl Discovery {
-    /// Reads `$HANDLER_PORT` (default 7430) and the token file, from the given environment.
+    /// Reads `$HANDLER_PORT` (default 7430), `$HANDLER_TRANSPORT` (`unix`, the default: the
+    /// socket [`crate::socket::path`] names; `tcp`: the port) and the token file, from the
+    /// given environment.
     pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<Self, ClientError> {
         let port = match env("HANDLER_PORT").filter(|p| !p.is_empty()) {
             None => DEFAULT_PORT,
             Some(p) => p.parse().map_err(|_| ClientError::BadPort(p))?,
         };
-        let path = config_dir(env)?.join(TOKEN_FILE_NAME);
+        let config = config_dir(env)?;
+        let endpoint = match env("HANDLER_TRANSPORT")
+            .filter(|t| !t.is_empty())
+            .as_deref()
+        {
+            None | Some("unix") => transport::Endpoint::Socket(crate::socket::path(env, &config)),
+            Some("tcp") => transport::Endpoint::Tcp(port),
+            Some(other) => return Err(ClientError::BadTransport(other.to_string())),
+        };
+        let path = config.join(TOKEN_FILE_NAME);
         let token = std::fs::read_to_string(&path)
             .map_err(|source| ClientError::Token { path, source })?
             .trim()
             .to_string();
-        Ok(Discovery { port, token })
+        Ok(Discovery {
+            port,
+            endpoint,
+            token,
+        })
     }
 
     /// The process's environment.
@@ -104,6 +131,46 @@ impl Discovery {
     pub fn ws_url(&self, path_and_query: &str) -> String {
         format!("ws://127.0.0.1:{}{path_and_query}", self.port)
     }
+}
+
+/// A WebSocket to handlerd, over its socket or port.
+pub type WebSocket = tokio_tungstenite::WebSocketStream<transport::Stream>;
+
+/// Opens an ACP WebSocket of handlerd (C.1) at `path_and_query`, the token offered as the
+/// `bearer.<token>` subprotocol, over [`transport::connect`] (nothing is sent to a peer that is
+/// not this user).
+pub async fn connect_ws(
+    discovery: &Discovery,
+    path_and_query: &str,
+    config: Option<WebSocketConfig>,
+) -> Result<WebSocket, ClientError> {
+    let url = discovery.ws_url(path_and_query);
+    let mut request = url
+        .clone()
+        .into_client_request()
+        .map_err(|e| ClientError::Connect {
+            url: url.clone(),
+            message: e.to_string(),
+        })?;
+    let protocols = format!(
+        "{SUBPROTOCOL_ACP}, {SUBPROTOCOL_BEARER_PREFIX}{}",
+        discovery.token
+    );
+    request.headers_mut().insert(
+        "Sec-WebSocket-Protocol",
+        HeaderValue::from_str(&protocols).map_err(|_| ClientError::Connect {
+            url: url.clone(),
+            message: "the token holds characters a header cannot carry".into(),
+        })?,
+    );
+    let stream = transport::connect(&discovery.endpoint).await?;
+    let (ws, _) = tokio_tungstenite::client_async_with_config(request, stream, config)
+        .await
+        .map_err(|e| ClientError::Connect {
+            url: format!("{} ({})", path_and_query, discovery.endpoint),
+            message: describe(&e),
+        })?;
+    Ok(ws)
 }
 
 /// How the bridge ended.
@@ -149,34 +216,10 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let url = discovery.ws_url(path_and_query);
-    let mut request = url
-        .clone()
-        .into_client_request()
-        .map_err(|e| ClientError::Connect {
-            url: url.clone(),
-            message: e.to_string(),
-        })?;
-    let protocols = format!(
-        "{SUBPROTOCOL_ACP}, {SUBPROTOCOL_BEARER_PREFIX}{}",
-        discovery.token
-    );
-    request.headers_mut().insert(
-        "Sec-WebSocket-Protocol",
-        HeaderValue::from_str(&protocols).map_err(|_| ClientError::Connect {
-            url: url.clone(),
-            message: "the token holds characters a header cannot carry".into(),
-        })?,
-    );
     let config = WebSocketConfig::default()
         .max_message_size(Some(max_message_bytes))
         .max_frame_size(Some(max_message_bytes));
-    let (ws, _) = tokio_tungstenite::connect_async_with_config(request, Some(config), false)
-        .await
-        .map_err(|e| ClientError::Connect {
-            url: url.clone(),
-            message: describe(&e),
-        })?;
+    let ws = connect_ws(discovery, path_and_query, Some(config)).await?;
     let (mut sink, mut stream) = ws.split();
     let mut lines = BufReader::new(input).lines();
     loop {
@@ -268,6 +311,18 @@ mod tests {
         };
         let disc = Discovery::from_env(&env).unwrap();
         assert_eq!((disc.port, disc.token.as_str()), (7999, "abc123"));
+        assert_eq!(
+            disc.endpoint,
+            transport::Endpoint::Socket(dir.path().join("run/handlerd.sock"))
+        );
+        let tcp = |k: &str| match k {
+            "HANDLER_TRANSPORT" => Some("tcp".into()),
+            _ => env(k),
+        };
+        assert_eq!(
+            Discovery::from_env(&tcp).unwrap().endpoint,
+            transport::Endpoint::Tcp(7999)
+        );
         assert!(!format!("{disc:?}").contains("abc123"));
         let bad = |k: &str| {
             if k == "HANDLER_PORT" {

@@ -26,6 +26,11 @@ pub enum ConfigError {
 pub struct DaemonConfig {
     /// `127.0.0.1:<port>`; 0 picks a free port (tests).
     pub port: u16,
+    /// The unix socket the Control API is also served on, for this user only (decision 0132):
+    /// `$HANDLER_SOCKET`, else `$XDG_RUNTIME_DIR/handler/handlerd.sock`, else
+    /// `<config>/run/handlerd.sock` ([`crate::socket::path`]); `None` (the in-process tests'
+    /// [`DaemonConfig::with_home`]): none.
+    pub socket: Option<PathBuf>,
     /// The home folder (`~` in paths).
     pub home: PathBuf,
     /// `$HANDLER_CONFIG_DIR`, default `~/.config/handler-ai`: the token, folders.toml, contexts.toml.
@@ -173,6 +178,7 @@ impl DaemonConfig {
         let platform = platform_dir(&data_dir);
         DaemonConfig {
             port,
+            socket: None,
             home: home.to_path_buf(),
             accounts_dir: config_dir.join("accounts"),
             providers_dir: config_dir.join("providers"),
@@ -228,6 +234,10 @@ impl DaemonConfig {
             c.bindings_dir = d.join("bindings");
             c.config_dir = d;
         }
+        c.socket = Some(crate::socket::path(
+            &|k| std::env::var(k).ok(),
+            &c.config_dir,
+        ));
         if let Some(d) = env_path("HANDLER_DATA_DIR") {
             c.platform_dir = platform_dir(&d);
             c.builtin_addons_dir = platform_data(&c.platform_dir, BUILTIN_ADDONS);

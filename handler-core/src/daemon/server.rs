@@ -1,8 +1,10 @@
-//! Binding and serving (the top layer): building the state, listening on loopback, the
-//! graceful stop that closes every sandbox, signals and logs.
+//! Binding and serving (the top layer): building the state, listening on loopback and on the
+//! user's unix socket (its peers checked: this user only, decision 0132), the graceful stop that
+//! closes every sandbox, signals and logs.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -55,6 +57,20 @@ pub enum DaemonError {
         /// Why.
         source: std::io::Error,
     },
+    /// The unix socket's folder is not this user's alone.
+    #[error(transparent)]
+    SocketFolder(#[from] crate::socket::FolderError),
+    /// The unix socket cannot be bound.
+    #[error("cannot listen on {path}: {source}")]
+    SocketBind {
+        /// The socket.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Another handlerd answers on the unix socket.
+    #[error("another handlerd listens on {0} (stop it, or give this one another HANDLER_SOCKET)")]
+    SocketInUse(PathBuf),
 }
 
 /// The default toolbox copied into the user's folder on the first start (B.6).
@@ -104,7 +120,7 @@ pub fn build(
         folders: TomlFile::new(store::folders::path(&config)),
         bound_port: config.port.into(),
         config,
-        token,
+        token: token.into(),
         agents,
         launcher,
         write_lock: tokio::sync::Mutex::new(()),
@@ -124,12 +140,84 @@ pub struct Running {
     pub addr: SocketAddr,
     /// The state it serves.
     pub state: AppState,
+    /// The unix socket bound, if any (removed when the serving task ends).
+    pub socket: Option<PathBuf>,
     /// The serving task (ends after `shutdown`).
     pub task: tokio::task::JoinHandle<()>,
 }
 
-/// Binds `127.0.0.1:<port>`, sweeps what dead launchers left, serves until `shutdown` resolves,
-/// then stops every sandbox (SIGTERM) and waits for them (30 s at most).
+/// Binds the unix socket at `path`: its folder made or checked first (0700, this user's), a
+/// socket left by a handlerd that died removed, one another handlerd answers on refused; the
+/// socket itself 0600.
+pub fn bind_socket(path: &Path) -> Result<tokio::net::UnixListener, DaemonError> {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    crate::socket::prepare_folder(path)?;
+    let err = |source| DaemonError::SocketBind {
+        path: path.to_path_buf(),
+        source,
+    };
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_socket() => {
+            if std::os::unix::net::UnixStream::connect(path).is_ok() {
+                return Err(DaemonError::SocketInUse(path.to_path_buf()));
+            }
+            std::fs::remove_file(path).map_err(err)?;
+        }
+        Ok(_) => {
+            return Err(err(std::io::Error::other("it exists and is not a socket")));
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(err(e)),
+    }
+    let listener = tokio::net::UnixListener::bind(path).map_err(err)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(err)?;
+    Ok(listener)
+}
+
+/// The unix socket's listener: a connection whose peer is not this user (SO_PEERCRED) is
+/// closed at once, before a byte is read.
+struct OwnerOnly {
+    listener: tokio::net::UnixListener,
+    uid: u32,
+}
+
+impl axum::serve::Listener for OwnerOnly {
+    type Io = tokio::net::UnixStream;
+    type Addr = tokio::net::unix::SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            match self.listener.accept().await {
+                Ok((s, a)) => match s.peer_cred() {
+                    Ok(c) if c.uid() == self.uid => return (s, a),
+                    Ok(c) => tracing::warn!(
+                        uid = c.uid(),
+                        pid = ?c.pid(),
+                        "socket connection closed: its peer is another user"
+                    ),
+                    Err(e) => tracing::warn!(
+                        error = %e,
+                        "socket connection closed: its peer's credentials are unknown"
+                    ),
+                },
+                Err(e) => {
+                    tracing::warn!(error = %e, "socket accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        self.listener.local_addr()
+    }
+}
+
+/// Binds `127.0.0.1:<port>` and the unix socket (when configured), sweeps what dead launchers
+/// left, serves both until `shutdown` resolves, then stops every sandbox (SIGTERM) and waits
+/// for them (30 s at most).
+// Over 80 lines: the two listeners, the background tasks and the graceful stop, in order.
+#[allow(clippy::too_many_lines)]
 pub async fn serve(
     state: AppState,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
@@ -138,6 +226,8 @@ pub async fn serve(
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|source| DaemonError::Bind { addr, source })?;
+    let socket = state.config.socket.clone();
+    let unix = socket.as_deref().map(bind_socket).transpose()?;
     let addr = listener
         .local_addr()
         .map_err(|source| DaemonError::Bind { addr, source })?;
@@ -157,10 +247,31 @@ pub async fn serve(
         state.clone(),
     ));
     let app = routes::router(state.clone());
+    let (stopping, mut stopped) = tokio::sync::watch::channel(false);
+    let unix_task = unix.map(|listener| {
+        let app = app.clone().layer(axum::Extension(auth::ViaSocket));
+        let listener = OwnerOnly {
+            listener,
+            uid: crate::socket::own_uid(),
+        };
+        tokio::spawn(async move {
+            let graceful = async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            };
+            if let Err(e) = axum::serve(listener, app)
+                .with_graceful_shutdown(graceful)
+                .await
+            {
+                tracing::error!(error = %e, "socket server stopped");
+            }
+        })
+    });
     let st = state.clone();
+    let socket_path = socket.clone();
     let task = tokio::spawn(async move {
         let graceful = async move {
             shutdown.await;
+            let _ = stopping.send(true);
             tracing::info!("stopping: closing every connection and its sandbox");
             let all: Vec<Arc<Notify>> = st
                 .connections
@@ -189,9 +300,23 @@ pub async fn serve(
         {
             tracing::error!(error = %e, "server stopped");
         }
+        if let Some(t) = unix_task {
+            let _ = t.await;
+        }
+        if let Some(p) = socket_path {
+            let _ = std::fs::remove_file(p);
+        }
     });
-    tracing::info!(%addr, "handlerd listening");
-    Ok(Running { addr, state, task })
+    match &socket {
+        Some(p) => tracing::info!(%addr, socket = %p.display(), "handlerd listening"),
+        None => tracing::info!(%addr, "handlerd listening"),
+    }
+    Ok(Running {
+        addr,
+        state,
+        socket,
+        task,
+    })
 }
 
 /// Stops a running build (its processes, what they left): its record stays running, so the

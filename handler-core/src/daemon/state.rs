@@ -53,8 +53,8 @@ pub const EGRESS_EVENTS_KEPT: usize = 1000;
 pub struct App {
     /// The configuration.
     pub config: DaemonConfig,
-    /// The API token.
-    pub token: String,
+    /// The API token (replaced by `POST /v1/token/rotate`: read it with [`App::token`]).
+    pub token: std::sync::RwLock<String>,
     /// The secret store (D.14).
     pub secrets: SecretStore,
     /// The agents and projects (D.8).
@@ -101,6 +101,14 @@ impl Deref for AppState {
 }
 
 impl App {
+    /// The API token requests must carry now.
+    pub fn token(&self) -> String {
+        self.token
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
     /// Accounts, providers and descriptors as they are on disk now.
     pub fn snapshot(&self) -> catalog::Snapshot {
         catalog::Snapshot::read(&self.config)

@@ -1156,3 +1156,46 @@ async fn no_secret_value_in_any_answer_or_log_line() {
     assert!(l.contains("account created"), "the logs were captured");
     d.stop().await;
 }
+
+#[tokio::test]
+async fn the_token_rotates_and_the_old_one_is_refused_at_once() {
+    let d = TestDaemon::start().await;
+    let tf = d.home.path().join(".config/handler-ai/token");
+    let status = |token: String| {
+        let req = d
+            .http
+            .get(format!("{}/v1/accounts", d.url))
+            .bearer_auth(token);
+        async move { req.send().await.unwrap().status().as_u16() }
+    };
+    let res = d
+        .http
+        .post(format!("{}/v1/token/rotate", d.url))
+        .bearer_auth(&d.token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 204);
+    let new = std::fs::read_to_string(&tf).unwrap().trim().to_string();
+    assert_ne!(new, d.token);
+    assert_eq!(new.len(), 64);
+    let meta = std::fs::metadata(&tf).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    assert_eq!(
+        status(d.token.clone()).await,
+        401,
+        "the old token still works"
+    );
+    assert_eq!(status(new.clone()).await, 200);
+    // The old token cannot rotate it again either.
+    let res = d
+        .http
+        .post(format!("{}/v1/token/rotate", d.url))
+        .bearer_auth(&d.token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 401);
+    assert!(!logs().contains(&new), "the new token reached the log");
+    d.stop().await;
+}

@@ -45,8 +45,10 @@ fn file_login_harness(d: &TestDaemon, script: &str) -> std::path::PathBuf {
 }
 
 fn discovery(d: &TestDaemon) -> Discovery {
+    // The in-process daemon has no unix socket: the port, its holder (this process) checked.
     Discovery {
         port: d.port,
+        endpoint: handler_core::client::transport::Endpoint::Tcp(d.port),
         token: d.token.clone(),
     }
 }

@@ -62,8 +62,9 @@ fn accept(
     // The Host, Origin and token were checked before this handler (auth.rs); checked again
     // here so that this route never depends on the layers alone.
     let protocols = offered_protocols(headers);
-    let header_ok = header_token_ok(headers, &app.token);
-    if !header_ok && !protocol_token_ok(headers, &app.token) {
+    let token = app.token();
+    let header_ok = header_token_ok(headers, &token);
+    if !header_ok && !protocol_token_ok(headers, &token) {
         return Err(ApiError::unauthorized());
     }
     // A client that offers subprotocols offers acp.v1 (C.1); one that offers none and sends the

@@ -64,6 +64,12 @@ pub fn load_or_create_token(path: &Path) -> std::io::Result<String> {
     make_token(path)
 }
 
+/// A new token in place of the old one (`POST /v1/token/rotate`, decision 0133): written
+/// atomically (0600), the daemon then refuses the old one.
+pub fn rotate_token(path: &Path) -> std::io::Result<String> {
+    make_token(path)
+}
+
 fn make_token(path: &Path) -> std::io::Result<String> {
     let bytes: [u8; 32] = rand::random();
     let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
@@ -140,21 +146,29 @@ pub fn origin_allowed(origin: &str, configured: &[String], port: u16) -> bool {
     own_origins(port).iter().any(|o| o == origin) || configured.iter().any(|o| o == origin)
 }
 
-/// Middleware, outside the token check: 421 for a `Host` that is not the daemon's own, 403 for
-/// an `Origin` outside the allow-list, on every route and on unknown ones.
+/// The mark of a request that came over handlerd's unix socket (decision 0132), set by the
+/// server on that listener only: its peer is this user (checked at accept), and no browser can
+/// reach a unix socket, so its `Host` is not checked (the token still is).
+#[derive(Debug, Clone, Copy)]
+pub struct ViaSocket;
+
+/// Middleware, outside the token check: 421 for a `Host` that is not the daemon's own (not
+/// checked over the unix socket: [`ViaSocket`]), 403 for an `Origin` outside the allow-list, on
+/// every route and on unknown ones.
 pub async fn check_host_and_origin(
     State(app): State<AppState>,
     req: Request,
     next: Next,
 ) -> Response {
     let port = app.port();
+    let via_socket = req.extensions().get::<ViaSocket>().is_some();
     let host = req
         .headers()
         .get(header::HOST)
         .and_then(|v| v.to_str().ok())
         .map(str::to_string)
         .or_else(|| req.uri().authority().map(|a| a.as_str().to_string()));
-    if !host.as_deref().is_some_and(|h| host_allowed(h, port)) {
+    if !via_socket && !host.as_deref().is_some_and(|h| host_allowed(h, port)) {
         tracing::warn!(host = ?host, "request refused: Host is not the daemon's own");
         return ApiError::new(
             StatusCode::MISDIRECTED_REQUEST,
@@ -194,8 +208,9 @@ pub async fn require_token(
         .get::<MatchedPath>()
         .is_some_and(|m| upgrades.contains(&(req.method().as_str(), m.as_str())))
         .then_some(());
-    let ok = header_token_ok(req.headers(), &app.token)
-        || upgrade.is_some() && protocol_token_ok(req.headers(), &app.token);
+    let token = app.token();
+    let ok = header_token_ok(req.headers(), &token)
+        || upgrade.is_some() && protocol_token_ok(req.headers(), &token);
     if ok {
         next.run(req).await
     } else {

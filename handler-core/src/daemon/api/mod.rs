@@ -23,4 +23,5 @@ pub mod session_files;
 pub mod sessions;
 pub mod skills;
 pub mod terminals;
+pub mod token;
 pub mod ui;

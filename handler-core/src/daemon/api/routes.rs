@@ -8,6 +8,7 @@ use schemars::{JsonSchema, Schema, SchemaGenerator};
 
 use super::caches;
 use super::terminals;
+use super::token;
 use super::ui;
 use super::{accounts, addons, agents, contexts, folders, harnesses, projects, providers, secrets};
 use super::{auth, openapi};
@@ -94,6 +95,7 @@ pub fn table() -> Vec<Route> {
         knowledge::routes(),
         builtin_agents::routes(),
         caches::routes(),
+        token::routes(),
     ]
     .into_iter()
     .flatten()

@@ -102,8 +102,9 @@ pub async fn connect(
 /// The token (401), the subprotocol (400), the session (404), as C.1's route checks them.
 fn check(app: &AppState, id: &str, headers: &HeaderMap) -> ApiResult<()> {
     let protocols = offered_protocols(headers);
-    let header_ok = header_token_ok(headers, &app.token);
-    if !header_ok && !protocol_token_ok(headers, &app.token) {
+    let token = app.token();
+    let header_ok = header_token_ok(headers, &token);
+    if !header_ok && !protocol_token_ok(headers, &token) {
         return Err(ApiError::unauthorized());
     }
     if !(protocols.iter().any(|p| p == SUBPROTOCOL_ACP) || protocols.is_empty() && header_ok) {

@@ -132,7 +132,7 @@ impl TestDaemon {
         })
         .await
         .unwrap();
-        let token = state.token.clone();
+        let token = state.token();
         TestDaemon {
             url: format!("http://{}", running.addr),
             port: running.addr.port(),
