@@ -200,6 +200,72 @@ async fn a_link_out_of_the_folder_is_refused() {
     assert!(e["detail"].as_str().unwrap().starts_with("source:"), "{e}");
 }
 
+/// F2 (issue 27): an addon naming another image than its own `localhost/handler-ai-addon-<name>`
+/// (here the egress proxy's, whose switch would retag it) is refused by the preview and by the
+/// install (422 addon invalid naming `image`), and nothing is installed.
+#[tokio::test]
+async fn an_addon_naming_another_image_than_its_own_is_refused() {
+    let d = TestDaemon::start().await;
+    let src = d.home.path().join("src/proxy");
+    for image in [
+        "localhost/handler-network-filter",
+        "localhost/handler-ai-toolbox",
+        "docker.io/library/debian",
+        "-x",
+    ] {
+        write(
+            &src.join("addon.toml"),
+            &format!(
+                "apiVersion = \"handler.addon/v1\"\nname = \"proxy\"\nimage = {image:?}\ncommands = [\"proxy\"]\n"
+            ),
+        );
+        write(&src.join("Containerfile"), "FROM ${TOOLBOX_IMAGE}\n");
+        let (st, e) = preview(&d, &src.display().to_string()).await;
+        assert_problem(st, &e, 422, "addon invalid");
+        let detail = e["detail"].as_str().unwrap();
+        assert!(
+            detail.contains("image: ") && detail.contains("localhost/handler-ai-addon-proxy"),
+            "{image}: {e}"
+        );
+        let entries = vec![
+            handler_core::daemon::services::addon_install::SourceEntry::File {
+                path: "Containerfile".into(),
+                bytes: b"FROM ${TOOLBOX_IMAGE}\n".to_vec(),
+                exec: false,
+            },
+            handler_core::daemon::services::addon_install::SourceEntry::File {
+                path: "addon.toml".into(),
+                bytes: std::fs::read(src.join("addon.toml")).unwrap(),
+                exec: false,
+            },
+        ];
+        let digest = handler_core::daemon::services::addon_install::digest(&entries);
+        let (st, e) = d
+            .post(
+                "/v1/addons/install",
+                json!({"source": src.display().to_string(), "digest": digest}),
+            )
+            .await;
+        assert_problem(st, &e, 422, "addon invalid");
+        assert!(e["detail"].as_str().unwrap().contains("image: "), "{e}");
+        assert!(
+            !d.home
+                .path()
+                .join(".config/handler-ai/addons/proxy")
+                .exists()
+        );
+    }
+    // Its own name's image is previewed.
+    write(
+        &src.join("addon.toml"),
+        "apiVersion = \"handler.addon/v1\"\nname = \"proxy\"\nimage = \"localhost/handler-ai-addon-proxy\"\ncommands = [\"proxy\"]\n",
+    );
+    let (st, p) = preview(&d, &src.display().to_string()).await;
+    assert_eq!(st, 200, "{p}");
+    assert_eq!(p["image"], "localhost/handler-ai-addon-proxy");
+    d.stop().await;
+}
+
 #[tokio::test]
 async fn the_users_own_addon_is_neither_replaced_nor_removed() {
     let d = TestDaemon::start().await;
@@ -530,7 +596,7 @@ fn installed_with_image(d: &TestDaemon, name: &str) {
     write(
         &dir.join("addon.toml"),
         &format!(
-            "apiVersion = \"handler.addon/v1\"\nname = \"{name}\"\nimage = \"localhost/test-addon-{name}\"\ncommands = [\"{name}\"]\n"
+            "apiVersion = \"handler.addon/v1\"\nname = \"{name}\"\nimage = \"localhost/handler-ai-addon-{name}\"\ncommands = [\"{name}\"]\n"
         ),
     );
     write(&dir.join("Containerfile"), "FROM ${TOOLBOX_IMAGE}\n");
@@ -566,7 +632,7 @@ async fn an_uninstall_removes_the_addons_image_or_keeps_it_when_the_runtime_refu
     assert!(
         verbs
             .lines()
-            .any(|l| l == "image remove localhost/test-addon-idle:latest"),
+            .any(|l| l == "image remove localhost/handler-ai-addon-idle:latest"),
         "{verbs}"
     );
     let (st, e) = d.delete("/v1/addons/busy").await;

@@ -59,7 +59,7 @@ delivery = "env"
         write(
             &a.join(format!("{name}/addon.toml")),
             &format!(
-                "apiVersion = \"handler.addon/v1\"\nname = \"{name}\"\nimage = \"localhost/handler-addon-{name}\"\ncommands = [\"tool\"]\n{}",
+                "apiVersion = \"handler.addon/v1\"\nname = \"{name}\"\nimage = \"localhost/handler-ai-addon-{name}\"\ncommands = [\"tool\"]\n{}",
                 if mcp {
                     "[mcp]\ncommand = [\"tool\", \"mcp\", \"--stdio\"]\n"
                 } else {
@@ -398,7 +398,7 @@ async fn g4_at_launch_and_p8_through_the_socket() {
     .unwrap();
     assert_eq!(
         spec["imageMounts"],
-        json!([{"image": "localhost/handler-addon-tools:latest", "target": "/opt/addons/tools"}])
+        json!([{"image": "localhost/handler-ai-addon-tools:latest", "target": "/opt/addons/tools"}])
     );
     assert_eq!(spec["pathAppend"], json!(["/opt/addons/tools/bin"]));
     assert_eq!(spec["env"]["NOTES_URL"], "https://notes.example.org");
