@@ -1,6 +1,7 @@
 //! Installing addons through a real daemon (G.5): the catalog listed and installed; a folder
 //! previewed then installed (its files, the lock file's entry, AddonInfo.source); content changed
-//! after the preview refused (422); a link out of the folder refused; the user's own addon
+//! after the preview refused (422); a link out of the folder refused, alone or through other
+//! links; the user's own addon
 //! neither replaced (422) nor removed (409); a built-in-free removal refused while a binding
 //! uses it, then allowed. An https:// .tar.gz served over real TLS (a test CA) previewed and
 //! installed, other content refused (422), its bad entries refused naming them; stale stagings
@@ -193,6 +194,19 @@ async fn a_link_out_of_the_folder_is_refused() {
     assert_eq!(st, 422, "{e}");
     assert!(e["detail"].as_str().unwrap().contains("out"), "{e}");
     std::fs::remove_file(src.join("out")).unwrap();
+    // F9 (issue 27): each of these stays inside read alone; together `p` is the folder's parent.
+    std::os::unix::fs::symlink(".", src.join("q")).unwrap();
+    std::os::unix::fs::symlink("q/..", src.join("p")).unwrap();
+    std::os::unix::fs::symlink("p/..", src.join("r")).unwrap();
+    let (st, e) = preview(&d, &src.display().to_string()).await;
+    assert_problem(st, &e, 422, "source refused");
+    assert!(
+        e["detail"].as_str().unwrap().contains("p: a link out of the addon"),
+        "{e}"
+    );
+    for l in ["p", "q", "r"] {
+        std::fs::remove_file(src.join(l)).unwrap();
+    }
     std::os::unix::fs::symlink("skills/notes-howto/SKILL.md", src.join("inside")).unwrap();
     assert_eq!(preview(&d, &src.display().to_string()).await.0, 200);
     let (st, e) = preview(&d, "relative/path").await;
