@@ -9,7 +9,7 @@ use crate::access::SecretRef;
 use crate::allow::AllowEntry;
 use crate::api_version::{AddonApiVersion, BindingApiVersion};
 
-/// The image repository an addon named `name` builds (G.1, decision 0132): Handler's own
+/// The image repository an addon named `name` builds (G.1, decision 0134): Handler's own
 /// namespace for addons, so an addon never names (and its switch never retags, its removal never
 /// removes) the toolbox, a harness image, the network filter or a person's image.
 pub fn addon_image(name: &str) -> String {

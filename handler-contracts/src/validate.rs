@@ -541,10 +541,7 @@ pub fn validate_descriptor(d: &HarnessDescriptor) -> Result {
         || d.image.starts_with('-')
         || d.image.chars().any(|c| c.is_whitespace() || c.is_control())
     {
-        return err(
-            "image",
-            format!("{:?} is not an image repository", d.image),
-        );
+        return err("image", format!("{:?} is not an image repository", d.image));
     }
     if d.image.contains('@') || d.image.rsplit('/').next().is_some_and(|l| l.contains(':')) {
         return err("image", "a repository without tag or digest (B.6)");

@@ -72,7 +72,7 @@ fn addon_in(
     .unwrap();
 }
 
-/// An addon's image is its own name's (G.1, decision 0132): this run's are told apart by their
+/// An addon's image is its own name's (G.1, decision 0134): this run's are told apart by their
 /// label (`Images::left`), which their builds carry.
 fn latest(_im: &Images, name: &str) -> String {
     format!("{}:latest", addon_image(name))

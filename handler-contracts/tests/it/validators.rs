@@ -296,14 +296,22 @@ fn an_addons_image_is_its_own_name_only() {
             .replace("name = \"github\"", "name = \"GitHub\"")
             .replace("addon-github\"", "addon-GitHub\""),
     );
-    fails(validate_addon(&upper, None), "name", "named as an image repository");
+    fails(
+        validate_addon(&upper, None),
+        "name",
+        "named as an image repository",
+    );
     for name in ["-x", "x-", "a..b", "a/b"] {
         let a: AddonManifest = toml(
             &ADDON
                 .replace("name = \"github\"", &format!("name = {name:?}"))
                 .replace("addon-github\"", &format!("addon-{name}\"")),
         );
-        fails(validate_addon(&a, None), "name", "named as an image repository");
+        fails(
+            validate_addon(&a, None),
+            "name",
+            "named as an image repository",
+        );
     }
     validate_addon(&good, Some("github")).unwrap();
     assert_eq!(

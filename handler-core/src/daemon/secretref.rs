@@ -246,7 +246,10 @@ mod tests {
                 "{dev}"
             );
             assert!(
-                matches!(check_small_file(dev), Err(SecretRefError::NotRegular { .. })),
+                matches!(
+                    check_small_file(dev),
+                    Err(SecretRefError::NotRegular { .. })
+                ),
                 "{dev}"
             );
         }

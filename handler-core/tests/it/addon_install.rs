@@ -201,7 +201,10 @@ async fn a_link_out_of_the_folder_is_refused() {
     let (st, e) = preview(&d, &src.display().to_string()).await;
     assert_problem(st, &e, 422, "source refused");
     assert!(
-        e["detail"].as_str().unwrap().contains("p: a link out of the addon"),
+        e["detail"]
+            .as_str()
+            .unwrap()
+            .contains("p: a link out of the addon"),
         "{e}"
     );
     for l in ["p", "q", "r"] {

@@ -540,7 +540,7 @@ async fn a_binding_changed_under_a_running_sandbox_changes_its_allow_list_live()
     d.stop().await;
 }
 
-/// F10 (issue 27, decision 0132): a slot names only the binding's own paths and the paths the
+/// F10 (issue 27, decision 0134): a slot names only the binding's own paths and the paths the
 /// person made: never a provider's key nor another binding's value (a person's values outside
 /// `accounts/`, `providers/`, `bindings/` stay free, the binding's own under its old name too).
 #[tokio::test]

@@ -1074,10 +1074,7 @@ mod tests {
         let climb = with(vec![link("q", "."), link("p", "q/.."), link("r", "p/..")]);
         let e = finish(climb).err().unwrap().to_string();
         assert!(e.contains("p: a link out of the addon (q/..)"), "{e}");
-        let deep = with(vec![
-            link("bin/here", "."),
-            link("bin/up", "here/../.."),
-        ]);
+        let deep = with(vec![link("bin/here", "."), link("bin/up", "here/../..")]);
         let e = finish(deep).err().unwrap().to_string();
         assert!(e.contains("bin/up: a link out of the addon"), "{e}");
         let looped = with(vec![link("a", "b"), link("b", "a")]);

@@ -155,7 +155,7 @@ fn invalid(detail: impl Into<String>) -> ApiError {
     ApiError::bad_request("binding invalid", detail)
 }
 
-/// Whose a store path is, when it is not free for a binding to name (decisions 0109, 0132): an
+/// Whose a store path is, when it is not free for a binding to name (decisions 0109, 0134): an
 /// account's token (D.9: a person's own login), a provider's key, another binding's value. The
 /// binding's own paths (`bindings/<name>/…`, under its new or its old name) and the paths the
 /// person made elsewhere are free.

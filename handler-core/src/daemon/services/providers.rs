@@ -121,7 +121,8 @@ fn check_files(app: &AppState, p: &Provider) -> ApiResult<()> {
                 continue;
             };
             let field = format!("files.{harness}.{slot}");
-            let bad = |why: String| ApiError::bad_request("provider invalid", format!("{field}: {why}"));
+            let bad =
+                |why: String| ApiError::bad_request("provider invalid", format!("{field}: {why}"));
             let path = expand_home(&format!("{field}.file"), path, &home)
                 .map_err(|e| ApiError::bad_request("provider invalid", e.to_string()))?;
             secretref::check_small_file(&path).map_err(|e| bad(e.to_string()))?;
