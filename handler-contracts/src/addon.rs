@@ -9,6 +9,13 @@ use crate::access::SecretRef;
 use crate::allow::AllowEntry;
 use crate::api_version::{AddonApiVersion, BindingApiVersion};
 
+/// The image repository an addon named `name` builds (G.1, decision 0134): Handler's own
+/// namespace for addons, so an addon never names (and its switch never retags, its removal never
+/// removes) the toolbox, a harness image, the network filter or a person's image.
+pub fn addon_image(name: &str) -> String {
+    format!("localhost/handler-ai-addon-{name}")
+}
+
 /// A setting slot: the env var a binding's value goes to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -85,7 +92,8 @@ pub struct AddonManifest {
     /// What it gives an agent, shown in the catalog.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    /// The image whose `bin/` provides the commands (mounted into the sandbox).
+    /// The image whose `bin/` provides the commands (mounted into the sandbox): exactly
+    /// `localhost/handler-ai-addon-<name>` ([`addon_image`]), no tag.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
     /// The commands the image provides, exactly: required with an image, none without.

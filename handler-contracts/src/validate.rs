@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::access::{Account, Protocol, Provider, SecretRef};
-use crate::addon::{AddonManifest, Binding, SecretDelivery};
+use crate::addon::{AddonManifest, Binding, SecretDelivery, addon_image};
 use crate::allow::entry_for_url;
 use crate::control::{ModelAccess, SkillFileRequest};
 use crate::harness::{HarnessDescriptor, SlotKind};
@@ -284,6 +284,28 @@ pub fn validate_addon(a: &AddonManifest, dir_name: Option<&str>) -> Result {
             format!("{:?} differs from its directory {dir:?}", a.name),
         );
     }
+    if let Some(image) = &a.image {
+        if !is_repository_component(&a.name) {
+            return err(
+                "name",
+                format!(
+                    "{:?}: an addon with an image is named as an image repository is \
+                     (lowercase letters, digits, and '.', '_' or '-' between them)",
+                    a.name
+                ),
+            );
+        }
+        let own = addon_image(&a.name);
+        if *image != own {
+            return err(
+                "image",
+                format!(
+                    "{image:?}: an addon's image is {own:?}, its own name's (G.4 tags it :latest; \
+                     another name would replace an image that is not the addon's)"
+                ),
+            );
+        }
+    }
     if a.image.is_some() && a.commands.is_empty() {
         return err(
             "commands",
@@ -349,6 +371,32 @@ pub fn validate_addon(a: &AddonManifest, dir_name: Option<&str>) -> Result {
         }
     }
     Ok(())
+}
+
+/// Whether `s` can end an image repository's path component after a `-` (the OCI distribution
+/// grammar: lowercase letters and digits, separated by one `.`, one or two `_`, or `-`s).
+fn is_repository_component(s: &str) -> bool {
+    let b = s.as_bytes();
+    let alnum = |c: u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+    if !b.first().is_some_and(|&c| alnum(c)) || !b.last().is_some_and(|&c| alnum(c)) {
+        return false;
+    }
+    let mut i = 0;
+    while i < b.len() {
+        if alnum(b[i]) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < b.len() && !alnum(b[i]) {
+            i += 1;
+        }
+        let sep = &s[start..i];
+        if !(sep == "." || sep == "_" || sep == "__" || sep.bytes().all(|c| c == b'-')) {
+            return false;
+        }
+    }
+    true
 }
 
 /// A binding against its addon (G2). `addon`: `None` when no addon of that name is known, or
@@ -488,6 +536,12 @@ pub fn validate_descriptor(d: &HarnessDescriptor) -> Result {
     }
     if d.acp_command.is_empty() {
         return err("acpCommand", "an empty command");
+    }
+    if d.image.is_empty()
+        || d.image.starts_with('-')
+        || d.image.chars().any(|c| c.is_whitespace() || c.is_control())
+    {
+        return err("image", format!("{:?} is not an image repository", d.image));
     }
     if d.image.contains('@') || d.image.rsplit('/').next().is_some_and(|l| l.contains(':')) {
         return err("image", "a repository without tag or digest (B.6)");

@@ -157,6 +157,12 @@ pub fn validate_spec(spec: &SandboxSpec) -> Result<ValidSpec<'_>> {
     Ok(ValidSpec { spec })
 }
 
+/// An image reference as the runtime is given one: not empty, no space or control character,
+/// and not starting with `-` (an engine would read it as an option).
+fn is_image_reference(s: &str) -> bool {
+    !s.is_empty() && !s.starts_with('-') && !s.chars().any(|c| c.is_whitespace() || c.is_control())
+}
+
 /// The name, the image, the process, the workdir and the home.
 fn check_identity(spec: &SandboxSpec) -> Result {
     if !is_sandbox_name(&spec.name) {
@@ -168,12 +174,7 @@ fn check_identity(spec: &SandboxSpec) -> Result {
             ),
         );
     }
-    if spec.image.is_empty()
-        || spec
-            .image
-            .chars()
-            .any(|c| c.is_whitespace() || c.is_control())
-    {
+    if !is_image_reference(&spec.image) {
         return invalid(
             "image",
             format!("{:?} is not an image reference", spec.image),
@@ -292,7 +293,7 @@ fn check_mounts(spec: &SandboxSpec) -> Result<BTreeSet<&str>> {
         }
     }
     for (i, m) in spec.image_mounts.iter().enumerate() {
-        if m.image.is_empty() || m.image.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        if !is_image_reference(&m.image) {
             return invalid(
                 format!("imageMounts[{i}].image"),
                 format!("{:?} is not an image reference", m.image),

@@ -10,6 +10,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use handler_contracts::addon::addon_image;
 use serde_json::json;
 
 use super::daemon_images::{
@@ -48,7 +49,7 @@ fn addon_in(
         dir.join("addon.toml"),
         format!(
             "apiVersion = \"handler.addon/v1\"\nname = \"{name}\"\nimage = \"{}\"\ncommands = [{}]\n{check}",
-            im.image(&format!("addon-{name}")),
+            addon_image(name),
             q(commands)
         ),
     )
@@ -71,8 +72,10 @@ fn addon_in(
     .unwrap();
 }
 
-fn latest(im: &Images, name: &str) -> String {
-    format!("{}:latest", im.image(&format!("addon-{name}")))
+/// An addon's image is its own name's (G.1, decision 0134): this run's are told apart by their
+/// label (`Images::left`), which their builds carry.
+fn latest(_im: &Images, name: &str) -> String {
+    format!("{}:latest", addon_image(name))
 }
 
 fn events(root: &Path, session: &str) -> String {

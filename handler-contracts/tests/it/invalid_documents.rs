@@ -119,6 +119,11 @@ const RUST_ONLY: &[(&str, &str, &str)] = &[
         "within the document but between fields: a slot's hosts are values of `egress`, which JSON Schema cannot refer to",
     ),
     (
+        "addon/image-not-its-own.toml",
+        "image",
+        "between fields: the image is `localhost/handler-ai-addon-` followed by `name`'s value",
+    ),
+    (
         "addon/mcp-command-not-listed.toml",
         "mcp.command",
         "between fields: the MCP command must be a value of `commands`",

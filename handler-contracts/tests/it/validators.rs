@@ -270,6 +270,56 @@ fn addons_g1() {
     );
 }
 
+/// F2 (issue 27): an addon's image is its own `localhost/handler-ai-addon-<name>`, never another
+/// image its switch would retag and its removal remove (the network filter, the toolbox, a
+/// harness's, a person's).
+#[test]
+fn an_addons_image_is_its_own_name_only() {
+    let good: AddonManifest = toml(ADDON);
+    let own = "image = \"localhost/handler-ai-addon-github\"\n";
+    for other in [
+        "localhost/handler-network-filter",
+        "localhost/handler-ai-toolbox",
+        "localhost/handler-ai-claude-code",
+        "docker.io/library/debian",
+        "localhost/handler-ai-addon-gitlab",
+        "localhost/handler-ai-addon-github:1.0",
+        "localhost/handler-ai-addon-github@sha256:00",
+        "-localhost/handler-ai-addon-github",
+        "",
+    ] {
+        let a: AddonManifest = toml(&ADDON.replace(own, &format!("image = {other:?}\n")));
+        fails(validate_addon(&a, None), "image", "an addon's image is");
+    }
+    let upper: AddonManifest = toml(
+        &ADDON
+            .replace("name = \"github\"", "name = \"GitHub\"")
+            .replace("addon-github\"", "addon-GitHub\""),
+    );
+    fails(
+        validate_addon(&upper, None),
+        "name",
+        "named as an image repository",
+    );
+    for name in ["-x", "x-", "a..b", "a/b"] {
+        let a: AddonManifest = toml(
+            &ADDON
+                .replace("name = \"github\"", &format!("name = {name:?}"))
+                .replace("addon-github\"", &format!("addon-{name}\"")),
+        );
+        fails(
+            validate_addon(&a, None),
+            "name",
+            "named as an image repository",
+        );
+    }
+    validate_addon(&good, Some("github")).unwrap();
+    assert_eq!(
+        handler_contracts::addon::addon_image("github"),
+        "localhost/handler-ai-addon-github"
+    );
+}
+
 #[test]
 fn bindings_g2() {
     let addon: AddonManifest = toml(ADDON);
@@ -454,6 +504,10 @@ fn descriptors_b1() {
     let mut d = tagged.clone();
     d.image = "localhost/handler-ai-claude-code:1.0".into();
     fails(validate_descriptor(&d), "image", "without tag");
+    for bad in ["-x", "", "localhost/a b"] {
+        d.image = bad.into();
+        fails(validate_descriptor(&d), "image", "not an image repository");
+    }
     fails(
         validate_descriptor(&descriptor(
             &TOKEN_LOGIN.replace("planEnv = \"HANDLER_PLAN\"\n", ""),

@@ -1,5 +1,5 @@
-//! Reading the host-side secret references (E2) safely: a `{ file }` only from a regular file
-//! and at most 1 MiB (a device such as `/dev/zero`, a FIFO or a folder is refused, whatever
+//! Reading the host-side secret references (E2) and a provider's `{ file }` config files (E)
+//! safely: a `{ file }` only from a regular file and at most 1 MiB (a device such as `/dev/zero`, a FIFO or a folder is refused, whatever
 //! `stat` says its size is); a `{ command }` with a time limit, its output bounded, killed when
 //! late. Errors name the reference (the path, the program), never what it printed.
 
@@ -45,6 +45,11 @@ pub(crate) enum SecretRefError {
 
 /// The first line of a regular file of at most 1 MiB, trimmed.
 pub(crate) fn read_file(path: &str) -> Result<String, SecretRefError> {
+    Ok(first_line(&read_small_file(path)?))
+}
+
+/// A regular file opened for reading, without waiting on a FIFO or a terminal.
+fn open_regular(path: &str) -> Result<std::fs::File, SecretRefError> {
     let io = |source| SecretRefError::Io {
         path: path.to_string(),
         source,
@@ -60,16 +65,45 @@ pub(crate) fn read_file(path: &str) -> Result<String, SecretRefError> {
             path: path.to_string(),
         });
     }
+    Ok(f)
+}
+
+/// The whole of a regular file of at most 1 MiB (a provider's `{ file }` config file, E): the
+/// bytes read are bounded whatever `stat` says.
+pub(crate) fn read_small_file(path: &str) -> Result<Vec<u8>, SecretRefError> {
+    let f = open_regular(path)?;
     let mut bytes = Vec::new();
     f.take(FILE_MAX_BYTES + 1)
         .read_to_end(&mut bytes)
-        .map_err(io)?;
+        .map_err(|source| SecretRefError::Io {
+            path: path.to_string(),
+            source,
+        })?;
     if bytes.len() as u64 > FILE_MAX_BYTES {
         return Err(SecretRefError::TooLarge {
             path: path.to_string(),
         });
     }
-    Ok(first_line(&bytes))
+    Ok(bytes)
+}
+
+/// Whether `path` is now a regular file of at most 1 MiB, read from nowhere (a save's check:
+/// `/dev/zero`, a FIFO or a folder refused, E1).
+pub(crate) fn check_small_file(path: &str) -> Result<(), SecretRefError> {
+    let f = open_regular(path)?;
+    let len = f
+        .metadata()
+        .map_err(|source| SecretRefError::Io {
+            path: path.to_string(),
+            source,
+        })?
+        .len();
+    if len > FILE_MAX_BYTES {
+        return Err(SecretRefError::TooLarge {
+            path: path.to_string(),
+        });
+    }
+    Ok(())
 }
 
 /// The first line a command prints, trimmed; killed after `timeout`. Its stdin is empty and
@@ -185,6 +219,43 @@ mod tests {
         assert!(matches!(
             read_file(fifo.to_str().unwrap()),
             Err(SecretRefError::NotRegular { .. })
+        ));
+    }
+
+    /// A provider's `{ file }` (issue 27): whole, bounded, regular only, at save and at start.
+    #[test]
+    fn a_config_file_is_regular_and_small_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("c");
+        std::fs::write(&p, "line 1\nline 2\n").unwrap();
+        let path = p.to_str().unwrap();
+        assert_eq!(read_small_file(path).unwrap(), b"line 1\nline 2\n");
+        check_small_file(path).unwrap();
+        std::fs::write(&p, vec![b'a'; FILE_MAX_BYTES as usize + 1]).unwrap();
+        assert!(matches!(
+            read_small_file(path),
+            Err(SecretRefError::TooLarge { .. })
+        ));
+        assert!(matches!(
+            check_small_file(path),
+            Err(SecretRefError::TooLarge { .. })
+        ));
+        for dev in ["/dev/zero", "/dev/urandom", "/"] {
+            assert!(
+                matches!(read_small_file(dev), Err(SecretRefError::NotRegular { .. })),
+                "{dev}"
+            );
+            assert!(
+                matches!(
+                    check_small_file(dev),
+                    Err(SecretRefError::NotRegular { .. })
+                ),
+                "{dev}"
+            );
+        }
+        assert!(matches!(
+            check_small_file(dir.path().join("none").to_str().unwrap()),
+            Err(SecretRefError::Io { .. })
         ));
     }
 

@@ -1,6 +1,7 @@
 //! Installing addons through a real daemon (G.5): the catalog listed and installed; a folder
 //! previewed then installed (its files, the lock file's entry, AddonInfo.source); content changed
-//! after the preview refused (422); a link out of the folder refused; the user's own addon
+//! after the preview refused (422); a link out of the folder refused, alone or through other
+//! links; the user's own addon
 //! neither replaced (422) nor removed (409); a built-in-free removal refused while a binding
 //! uses it, then allowed. An https:// .tar.gz served over real TLS (a test CA) previewed and
 //! installed, other content refused (422), its bad entries refused naming them; stale stagings
@@ -193,11 +194,93 @@ async fn a_link_out_of_the_folder_is_refused() {
     assert_eq!(st, 422, "{e}");
     assert!(e["detail"].as_str().unwrap().contains("out"), "{e}");
     std::fs::remove_file(src.join("out")).unwrap();
+    // F9 (issue 27): each of these stays inside read alone; together `p` is the folder's parent.
+    std::os::unix::fs::symlink(".", src.join("q")).unwrap();
+    std::os::unix::fs::symlink("q/..", src.join("p")).unwrap();
+    std::os::unix::fs::symlink("p/..", src.join("r")).unwrap();
+    let (st, e) = preview(&d, &src.display().to_string()).await;
+    assert_problem(st, &e, 422, "source refused");
+    assert!(
+        e["detail"]
+            .as_str()
+            .unwrap()
+            .contains("p: a link out of the addon"),
+        "{e}"
+    );
+    for l in ["p", "q", "r"] {
+        std::fs::remove_file(src.join(l)).unwrap();
+    }
     std::os::unix::fs::symlink("skills/notes-howto/SKILL.md", src.join("inside")).unwrap();
     assert_eq!(preview(&d, &src.display().to_string()).await.0, 200);
     let (st, e) = preview(&d, "relative/path").await;
     assert_eq!(st, 400, "{e}");
     assert!(e["detail"].as_str().unwrap().starts_with("source:"), "{e}");
+}
+
+/// F2 (issue 27): an addon naming another image than its own `localhost/handler-ai-addon-<name>`
+/// (here the egress proxy's, whose switch would retag it) is refused by the preview and by the
+/// install (422 addon invalid naming `image`), and nothing is installed.
+#[tokio::test]
+async fn an_addon_naming_another_image_than_its_own_is_refused() {
+    let d = TestDaemon::start().await;
+    let src = d.home.path().join("src/proxy");
+    for image in [
+        "localhost/handler-network-filter",
+        "localhost/handler-ai-toolbox",
+        "docker.io/library/debian",
+        "-x",
+    ] {
+        write(
+            &src.join("addon.toml"),
+            &format!(
+                "apiVersion = \"handler.addon/v1\"\nname = \"proxy\"\nimage = {image:?}\ncommands = [\"proxy\"]\n"
+            ),
+        );
+        write(&src.join("Containerfile"), "FROM ${TOOLBOX_IMAGE}\n");
+        let (st, e) = preview(&d, &src.display().to_string()).await;
+        assert_problem(st, &e, 422, "addon invalid");
+        let detail = e["detail"].as_str().unwrap();
+        assert!(
+            detail.contains("image: ") && detail.contains("localhost/handler-ai-addon-proxy"),
+            "{image}: {e}"
+        );
+        let entries = vec![
+            handler_core::daemon::services::addon_install::SourceEntry::File {
+                path: "Containerfile".into(),
+                bytes: b"FROM ${TOOLBOX_IMAGE}\n".to_vec(),
+                exec: false,
+            },
+            handler_core::daemon::services::addon_install::SourceEntry::File {
+                path: "addon.toml".into(),
+                bytes: std::fs::read(src.join("addon.toml")).unwrap(),
+                exec: false,
+            },
+        ];
+        let digest = handler_core::daemon::services::addon_install::digest(&entries);
+        let (st, e) = d
+            .post(
+                "/v1/addons/install",
+                json!({"source": src.display().to_string(), "digest": digest}),
+            )
+            .await;
+        assert_problem(st, &e, 422, "addon invalid");
+        assert!(e["detail"].as_str().unwrap().contains("image: "), "{e}");
+        assert!(
+            !d.home
+                .path()
+                .join(".config/handler-ai/addons/proxy")
+                .exists()
+        );
+    }
+    // Its own name's image is previewed.
+    write(
+        &src.join("addon.toml"),
+        "apiVersion = \"handler.addon/v1\"\nname = \"proxy\"\nimage = \"localhost/handler-ai-addon-proxy\"\ncommands = [\"proxy\"]\n",
+    );
+    let (st, p) = preview(&d, &src.display().to_string()).await;
+    assert_eq!(st, 200, "{p}");
+    assert_eq!(p["image"], "localhost/handler-ai-addon-proxy");
+    d.stop().await;
 }
 
 #[tokio::test]
@@ -530,7 +613,7 @@ fn installed_with_image(d: &TestDaemon, name: &str) {
     write(
         &dir.join("addon.toml"),
         &format!(
-            "apiVersion = \"handler.addon/v1\"\nname = \"{name}\"\nimage = \"localhost/test-addon-{name}\"\ncommands = [\"{name}\"]\n"
+            "apiVersion = \"handler.addon/v1\"\nname = \"{name}\"\nimage = \"localhost/handler-ai-addon-{name}\"\ncommands = [\"{name}\"]\n"
         ),
     );
     write(&dir.join("Containerfile"), "FROM ${TOOLBOX_IMAGE}\n");
@@ -566,7 +649,7 @@ async fn an_uninstall_removes_the_addons_image_or_keeps_it_when_the_runtime_refu
     assert!(
         verbs
             .lines()
-            .any(|l| l == "image remove localhost/test-addon-idle:latest"),
+            .any(|l| l == "image remove localhost/handler-ai-addon-idle:latest"),
         "{verbs}"
     );
     let (st, e) = d.delete("/v1/addons/busy").await;

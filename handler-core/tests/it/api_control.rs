@@ -691,6 +691,70 @@ async fn providers_from_templates_keys_to_the_store_and_hand_written_references_
     d.stop().await;
 }
 
+/// Issue 27: a provider's `{ file }` config file is a regular file of at most 1 MiB, refused
+/// otherwise at save (400 naming `files.<harness>.<slot>`) and at start (read bounded: never
+/// `/dev/zero` without end).
+#[tokio::test]
+async fn a_providers_config_files_are_regular_and_small_at_save_and_at_start() {
+    let d = TestDaemon::start().await;
+    let big = d.home.path().join("big.md");
+    std::fs::write(&big, vec![b'a'; 1024 * 1024 + 1]).unwrap();
+    let good = d.home.path().join("prompt.md");
+    std::fs::write(&good, "You are Codex").unwrap();
+    let body = |file: &str| {
+        json!({"name": "local", "endpoints": {"openai-chat": "http://127.0.0.1:9/v1"},
+            "models": [{"id": "m1"}], "files": {"fake": {"instructions_md": {"file": file}}}})
+    };
+    for (file, why) in [
+        ("/dev/zero".to_string(), "not a regular file"),
+        ("/tmp".to_string(), "not a regular file"),
+        (big.display().to_string(), "larger than 1 MiB"),
+        (
+            d.home.path().join("none.md").display().to_string(),
+            "No such file",
+        ),
+        ("relative.md".to_string(), "not an absolute path"),
+    ] {
+        let (s, v) = d.post("/v1/providers", body(&file)).await;
+        assert_problem(s, &v, 400, "provider invalid");
+        let detail = v["detail"].as_str().unwrap();
+        assert!(
+            detail.starts_with("files.fake.instructions_md") && detail.contains(why),
+            "{file}: {v}"
+        );
+    }
+    assert!(
+        !d.home
+            .path()
+            .join(".config/handler-ai/providers/local.toml")
+            .exists()
+    );
+    let (s, v) = d
+        .post("/v1/providers", body(&good.display().to_string()))
+        .await;
+    assert_eq!(s, 201, "{v}");
+    // A hand-written one naming /dev/zero: its start is refused, not read without end.
+    std::fs::write(
+        d.home.path().join(".config/handler-ai/providers/zero.toml"),
+        "apiVersion = \"handler.provider/v1\"\n[endpoints]\nopenai-chat = \"http://127.0.0.1:9/v1\"\n[[models]]\nid = \"m1\"\n[files.fake]\ninstructions_md = { file = \"/dev/zero\" }\n",
+    )
+    .unwrap();
+    let (s, a) = d
+        .post(
+            "/v1/agents",
+            json!({"models": [{"provider": "zero", "harness": "fake"}], "scope": d.scope()}),
+        )
+        .await;
+    assert_eq!(s, 201, "{a}");
+    let (s, body) = acp_refusal(&d, a["id"].as_str().unwrap()).await;
+    assert_eq!(s, 400, "{body}");
+    assert!(
+        body.contains("files.instructions_md: file /dev/zero: not a regular file"),
+        "{body}"
+    );
+    d.stop().await;
+}
+
 #[tokio::test]
 async fn secrets_are_written_never_read() {
     let d = TestDaemon::start().await;

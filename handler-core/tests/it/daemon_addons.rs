@@ -59,7 +59,7 @@ delivery = "env"
         write(
             &a.join(format!("{name}/addon.toml")),
             &format!(
-                "apiVersion = \"handler.addon/v1\"\nname = \"{name}\"\nimage = \"localhost/handler-addon-{name}\"\ncommands = [\"tool\"]\n{}",
+                "apiVersion = \"handler.addon/v1\"\nname = \"{name}\"\nimage = \"localhost/handler-ai-addon-{name}\"\ncommands = [\"tool\"]\n{}",
                 if mcp {
                     "[mcp]\ncommand = [\"tool\", \"mcp\", \"--stdio\"]\n"
                 } else {
@@ -398,7 +398,7 @@ async fn g4_at_launch_and_p8_through_the_socket() {
     .unwrap();
     assert_eq!(
         spec["imageMounts"],
-        json!([{"image": "localhost/handler-addon-tools:latest", "target": "/opt/addons/tools"}])
+        json!([{"image": "localhost/handler-ai-addon-tools:latest", "target": "/opt/addons/tools"}])
     );
     assert_eq!(spec["pathAppend"], json!(["/opt/addons/tools/bin"]));
     assert_eq!(spec["env"]["NOTES_URL"], "https://notes.example.org");
@@ -537,6 +537,64 @@ async fn a_binding_changed_under_a_running_sandbox_changes_its_allow_list_live()
         "{}",
         d.sandbox_log()
     );
+    d.stop().await;
+}
+
+/// F10 (issue 27, decision 0134): a slot names only the binding's own paths and the paths the
+/// person made: never a provider's key nor another binding's value (a person's values outside
+/// `accounts/`, `providers/`, `bindings/` stay free, the binding's own under its old name too).
+#[tokio::test]
+async fn a_binding_slot_never_names_a_providers_key_or_another_bindings_value() {
+    let d = setup().await;
+    let (s, v) = d
+        .post(
+            "/v1/providers",
+            json!({"name": "or", "endpoints": {"openai-chat": "https://openrouter.ai/api/v1"},
+                "models": [{"id": "m"}], "apiKey": "sk-or-v1-ProviderKey0123456789abcdef"}),
+        )
+        .await;
+    assert_eq!(s, 201, "{v}");
+    assert!(d.state.secrets.is_set("providers/or/apiKey"));
+    assert!(d.state.secrets.is_set("bindings/nb/token"));
+    for (path, why) in [
+        ("providers/or/apiKey", "is a provider's key"),
+        ("bindings/nb/token", "is another binding's value"),
+        ("bindings/nb/signing", "is another binding's value"),
+    ] {
+        let (s, v) = d
+            .post(
+                "/v1/bindings",
+                json!({"name": "thief", "addon": "notes", "settings": {"url": "u"},
+                    "secretPaths": {"token": path}}),
+            )
+            .await;
+        daemon_support::assert_problem(s, &v, 400, "binding invalid");
+        let detail = v["detail"].as_str().unwrap();
+        assert!(
+            detail.starts_with("secretPaths.token: ") && detail.contains(why),
+            "{path}: {v}"
+        );
+    }
+    // The env-delivered slot too (the value itself would reach the sandbox).
+    let (s, v) = d
+        .post(
+            "/v1/bindings",
+            json!({"name": "thief", "addon": "notes", "settings": {"url": "u"},
+                "secretPaths": {"signing": "providers/or/apiKey"}}),
+        )
+        .await;
+    daemon_support::assert_problem(s, &v, 400, "binding invalid");
+    assert!(!bindings_dir(&d).join("thief.toml").exists());
+    // Its own paths stay nameable.
+    let (s, v) = d
+        .put(
+            "/v1/bindings/nb",
+            json!({"name": "nb", "addon": "notes", "settings": {"url": "u"},
+                "secretPaths": {"token": "bindings/nb/token"}}),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["secretPaths"]["token"], "bindings/nb/token", "{v}");
     d.stop().await;
 }
 

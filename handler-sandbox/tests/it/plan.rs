@@ -238,6 +238,12 @@ fn invalid_specs_name_the_field() {
     let cases = [
         (json!({"name": "bad name"}), "name"),
         (json!({"argv": []}), "argv"),
+        (json!({"image": "-x"}), "image"),
+        (json!({"image": "--rootfs=/"}), "image"),
+        (
+            json!({"imageMounts": [{"image": "-x", "target": "/opt/addons/x"}]}),
+            "imageMounts[0].image",
+        ),
         (json!({"workdir": "rel/dir"}), "workdir"),
         (
             json!({"user": {"mode": "host-user", "home": "/home/../etc"}}),

@@ -20,6 +20,7 @@ use super::resolve::{self, AddonLaunch, AgentFacts, Credential, Delivered, Resol
 use super::sources::Sources;
 use crate::daemon::fsutil;
 use crate::daemon::problem::{ApiError, ApiResult};
+use crate::daemon::secretref::{self, SecretRefError};
 use crate::daemon::state::AppState;
 use crate::daemon::store::skills;
 use crate::daemon::store::{StoredAgent, StoredProject};
@@ -244,19 +245,18 @@ pub(crate) enum FileError {
     /// `{ file }` is not a path.
     #[error(transparent)]
     Path(#[from] handler_contracts::ValidationError),
-    /// It cannot be read (the reason as the system gives it).
-    #[error("files.{slot}: {path}: {error}")]
-    Io {
+    /// It is not a regular file of at most 1 MiB, or cannot be read (the reason as the system
+    /// gives it).
+    #[error("files.{slot}: {source}")]
+    Read {
         /// The file's slot.
         slot: String,
-        /// The host file.
-        path: String,
         /// Why.
-        error: std::io::Error,
+        source: SecretRefError,
     },
-    /// Over 1 MiB.
-    #[error("files.{slot}: {path} is larger than 1 MiB")]
-    TooLarge {
+    /// It is not text.
+    #[error("files.{slot}: {path} is not UTF-8 text")]
+    NotText {
         /// The file's slot.
         slot: String,
         /// The host file.
@@ -278,21 +278,17 @@ fn resolve_file(home: &str, slot: &str, f: &FileSource) -> Result<FileSource, Fi
         }
         FileSource::File(p) => {
             let path = expand_home(slot, p, home)?;
-            let io = |error| FileError::Io {
+            // Bounded whatever `stat` says: `/dev/zero` is refused, never read without end.
+            let bytes = secretref::read_small_file(&path).map_err(|source| FileError::Read {
                 slot: slot.to_string(),
-                path: path.clone(),
-                error,
-            };
-            let meta = std::fs::metadata(&path).map_err(io)?;
-            if meta.len() > 1024 * 1024 {
-                return Err(FileError::TooLarge {
+                source,
+            })?;
+            String::from_utf8(bytes)
+                .map(FileSource::Content)
+                .map_err(|_| FileError::NotText {
                     slot: slot.to_string(),
                     path,
-                });
-            }
-            std::fs::read_to_string(&path)
-                .map(FileSource::Content)
-                .map_err(io)
+                })
         }
     }
 }

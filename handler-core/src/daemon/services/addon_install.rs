@@ -6,7 +6,7 @@
 //! preview showed, and recorded in `<config>/addons.lock.toml`. Only what Handler installed is
 //! replaced or removed; removing it removes its image too.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::io::Read as _;
 use std::path::{Component, Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -352,30 +352,127 @@ fn to_source(judged: Vec<Entry>, data: Vec<Vec<u8>>) -> ApiResult<Vec<SourceEntr
     Ok(out)
 }
 
-/// Every link of the addon stays inside its top, and nothing is below a link (it would be
-/// written through it).
+/// The most links one resolution follows (the kernel's `ELOOP` limit).
+const MAX_LINK_HOPS: usize = 40;
+
+/// What a path of the addon is, for resolving its links.
+#[derive(Clone, Copy)]
+enum Kind<'a> {
+    Dir,
+    File,
+    Link(&'a str),
+}
+
+/// Why a link's resolution is refused.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+enum LinkError {
+    /// It reaches above the addon's top (or is absolute), at some step of its resolution.
+    #[error("a link out of the addon ({0})")]
+    Out(String),
+    /// It leads to no entry of the addon.
+    #[error("a link to nothing in the addon ({0})")]
+    Dangling(String),
+    /// It goes through a file as if it were a folder.
+    #[error("a link through a file ({0})")]
+    ThroughFile(String),
+    /// More than [`MAX_LINK_HOPS`] links to follow (a loop).
+    #[error("a loop of links ({0})")]
+    Loop(String),
+}
+
+/// Resolves the link at `path` (relative to the top) to `target` as the kernel would, against
+/// the addon's other entries: every link met on the way followed, `..` taken after it. Refused
+/// when any step leaves the top, so links judged together cannot climb out one `..` at a time
+/// (`q -> .`, `p -> q/..`: `p` is the top's parent). Returns the entry it leads to.
+fn resolve_link<'a>(
+    path: &'a str,
+    target: &'a str,
+    kinds: &HashMap<&str, Kind<'a>>,
+) -> Result<String, LinkError> {
+    let shown = || target.to_string();
+    let mut at: Vec<&str> = path.split('/').collect();
+    at.pop();
+    let mut todo: VecDeque<&str> = VecDeque::new();
+    if target.is_empty() || target.starts_with('/') {
+        return Err(LinkError::Out(shown()));
+    }
+    for part in target.split('/').rev() {
+        todo.push_front(part);
+    }
+    let mut hops = 0usize;
+    while let Some(part) = todo.pop_front() {
+        match part {
+            "" | "." => {}
+            ".." => {
+                if at.pop().is_none() {
+                    return Err(LinkError::Out(shown()));
+                }
+            }
+            name => {
+                let mut candidate = at.join("/");
+                if !candidate.is_empty() {
+                    candidate.push('/');
+                }
+                candidate.push_str(name);
+                match kinds.get(candidate.as_str()) {
+                    None => return Err(LinkError::Dangling(shown())),
+                    Some(Kind::Dir) => at.push(name),
+                    Some(Kind::File) => {
+                        if todo.iter().any(|p| !p.is_empty()) {
+                            return Err(LinkError::ThroughFile(shown()));
+                        }
+                        at.push(name);
+                    }
+                    Some(Kind::Link(t)) => {
+                        hops += 1;
+                        if hops > MAX_LINK_HOPS {
+                            return Err(LinkError::Loop(shown()));
+                        }
+                        if t.is_empty() || t.starts_with('/') {
+                            return Err(LinkError::Out(shown()));
+                        }
+                        for p in t.split('/').rev() {
+                            todo.push_front(p);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(at.join("/"))
+}
+
+/// Nothing of the addon is below a link (it would be written through it), and every link,
+/// resolved against all the others (`resolve_link`), leads to an entry inside its top.
 fn links_inside(entries: &[SourceEntry]) -> ApiResult<()> {
-    let links: BTreeSet<&str> = entries
+    let mut kinds: HashMap<&str, Kind<'_>> = entries
         .iter()
-        .filter_map(|e| match e {
-            SourceEntry::Link { path, .. } => Some(path.as_str()),
-            _ => None,
+        .map(|e| match e {
+            SourceEntry::Dir(p) => (p.as_str(), Kind::Dir),
+            SourceEntry::File { path, .. } => (path.as_str(), Kind::File),
+            SourceEntry::Link { path, target } => (path.as_str(), Kind::Link(target.as_str())),
         })
         .collect();
+    // An archive may name a file without its folders: they are made when it is written.
     for e in entries {
-        if let SourceEntry::Link { path, target } = e
-            && !link_stays_inside(path, target)
-        {
-            return Err(refused(format!(
-                "{path}: a link out of the addon ({target})"
-            )));
-        }
         let mut p = e.path();
         while let Some((parent, _)) = p.rsplit_once('/') {
-            if links.contains(parent) {
+            kinds.entry(parent).or_insert(Kind::Dir);
+            p = parent;
+        }
+    }
+    for e in entries {
+        let mut p = e.path();
+        while let Some((parent, _)) = p.rsplit_once('/') {
+            if matches!(kinds.get(parent), Some(Kind::Link(_))) {
                 return Err(refused(format!("{}: below the link {parent}", e.path())));
             }
             p = parent;
+        }
+    }
+    for e in entries {
+        if let SourceEntry::Link { path, target } = e {
+            resolve_link(path, target, &kinds).map_err(|why| refused(format!("{path}: {why}")))?;
         }
     }
     Ok(())
@@ -952,6 +1049,55 @@ mod tests {
         ];
         let e = finish(below).err().unwrap();
         assert!(e.to_string().contains("l/x: below the link l"), "{e}");
+    }
+
+    fn link(path: &str, target: &str) -> SourceEntry {
+        SourceEntry::Link {
+            path: path.into(),
+            target: target.into(),
+        }
+    }
+
+    /// F9 (issue 27): links judged together, each resolved through the others.
+    #[test]
+    fn links_are_resolved_through_each_other_never_one_at_a_time() {
+        let with = |extra: Vec<SourceEntry>| {
+            let mut v = vec![
+                f("addon.toml", b"name = \"x\"", false),
+                SourceEntry::Dir("bin".into()),
+                f("bin/run", b"#!/bin/sh\n", true),
+            ];
+            v.extend(extra);
+            v
+        };
+        // Each passes lexically; `p` resolves to the top's parent, `r` too.
+        let climb = with(vec![link("q", "."), link("p", "q/.."), link("r", "p/..")]);
+        let e = finish(climb).err().unwrap().to_string();
+        assert!(e.contains("p: a link out of the addon (q/..)"), "{e}");
+        let deep = with(vec![link("bin/here", "."), link("bin/up", "here/../..")]);
+        let e = finish(deep).err().unwrap().to_string();
+        assert!(e.contains("bin/up: a link out of the addon"), "{e}");
+        let looped = with(vec![link("a", "b"), link("b", "a")]);
+        let e = finish(looped).err().unwrap().to_string();
+        assert!(e.contains("a loop of links"), "{e}");
+        let dangling = with(vec![link("gone", "bin/nothing")]);
+        let e = finish(dangling).err().unwrap().to_string();
+        assert!(e.contains("gone: a link to nothing in the addon"), "{e}");
+        let through = with(vec![link("t", "addon.toml/../bin/run")]);
+        let e = finish(through).err().unwrap().to_string();
+        assert!(e.contains("t: a link through a file"), "{e}");
+        // Links that stay inside, through other links too, are kept.
+        let fine = with(vec![
+            f("lib/deep/x", b"", false),
+            link("implied", "lib/deep/x"),
+            link("latest", "bin/run"),
+            link("b", "bin"),
+            link("again", "b/../b/run"),
+            link("top", "."),
+            link("bin/self", "../bin/run"),
+        ]);
+        let r = finish(fine).unwrap();
+        assert_eq!(r.name, "x");
     }
 
     #[test]

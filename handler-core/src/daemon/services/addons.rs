@@ -155,10 +155,38 @@ fn invalid(detail: impl Into<String>) -> ApiError {
     ApiError::bad_request("binding invalid", detail)
 }
 
+/// Whose a store path is, when it is not free for a binding to name (decisions 0109, 0134): an
+/// account's token (D.9: a person's own login), a provider's key, another binding's value. The
+/// binding's own paths (`bindings/<name>/…`, under its new or its old name) and the paths the
+/// person made elsewhere are free.
+fn owned_elsewhere(path: &str, own: &[&str]) -> Option<String> {
+    let mut seg = path.split('/');
+    match (seg.next(), seg.next()) {
+        (Some("accounts"), _) => Some(format!(
+            "{path:?} is an account's token: it stays the account's (D.9)"
+        )),
+        (Some("providers"), _) => Some(format!(
+            "{path:?} is a provider's key: it stays the provider's (E3)"
+        )),
+        (Some("bindings"), Some(b)) if own.contains(&b) => None,
+        (Some("bindings"), _) => Some(format!(
+            "{path:?} is another binding's value: it stays that binding's"
+        )),
+        _ => None,
+    }
+}
+
 /// A request's secrets against the addon's slots: each given one declared, not empty, no
-/// control characters, and not also removed; each store path a declared slot's, set, not an
-/// account's token (D.9: a person's own login) and its slot given nothing else (decision 0109).
-fn check_request(app: &AppState, m: &AddonManifest, req: &BindingRequest) -> ApiResult<()> {
+/// control characters, and not also removed; each store path a declared slot's, set, not
+/// another's (`owned_elsewhere`) and its slot given nothing else (decision 0109). `old_name`:
+/// the binding's name before this change, its own paths too.
+fn check_request(
+    app: &AppState,
+    m: &AddonManifest,
+    req: &BindingRequest,
+    old_name: Option<&str>,
+) -> ApiResult<()> {
+    let own: Vec<&str> = std::iter::once(req.name.as_str()).chain(old_name).collect();
     for (slot, v) in &req.secrets {
         if !m.secret_slots.contains_key(slot) {
             return Err(invalid(format!(
@@ -185,8 +213,8 @@ fn check_request(app: &AppState, m: &AddonManifest, req: &BindingRequest) -> Api
             format!("addon {} declares no secret slot {slot:?}", m.name)
         } else if req.secrets.contains_key(slot) || req.remove_secrets.contains(slot) {
             format!("{slot:?} is also given a value or removed")
-        } else if path.starts_with("accounts/") {
-            format!("{path:?} is an account's token: it stays the account's (D.9)")
+        } else if let Some(why) = owned_elsewhere(path, &own) {
+            why
         } else if !app.secrets.is_set(path) {
             format!("the secret store has no value at {path:?} (Settings → Secrets)")
         } else {
@@ -263,7 +291,7 @@ fn build(
         .manifest
         .as_ref()
         .map_err(|e| invalid(format!("addon: {:?} is invalid: {e}", req.addon)))?;
-    check_request(app, m, req)?;
+    check_request(app, m, req, old.map(|(n, _)| n))?;
     let (mut secrets, dropped) = match old {
         Some(old) => carried(app, m, req, old)?,
         None => (BTreeMap::new(), Vec::new()),

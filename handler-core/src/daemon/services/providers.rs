@@ -7,10 +7,11 @@ use std::collections::BTreeMap;
 
 use handler_contracts::api_version::ProviderApiVersion;
 use handler_contracts::parse::from_toml;
-use handler_contracts::validate::validate_provider;
-use handler_contracts::{Provider, SecretRef, allow::entry_for_url};
+use handler_contracts::validate::{expand_home, validate_provider};
+use handler_contracts::{FileSource, Provider, SecretRef, allow::entry_for_url};
 
 use crate::daemon::problem::{ApiError, ApiResult};
+use crate::daemon::secretref;
 use crate::daemon::state::AppState;
 use crate::daemon::store::catalog::valid_name;
 use crate::daemon::store::providers::key_secret_path;
@@ -109,6 +110,27 @@ fn endpoint_hosts(p: &Provider) -> Vec<String> {
     set.into_iter().collect()
 }
 
+/// Each `{ file }` config file a regular file of at most 1 MiB now, as its start reads it (E1:
+/// refused at save and at start): a device such as `/dev/zero`, a FIFO, a folder, a missing or
+/// a larger file is a 400 naming `files.<harness>.<slot>`.
+fn check_files(app: &AppState, p: &Provider) -> ApiResult<()> {
+    let home = app.config.home.to_string_lossy().into_owned();
+    for (harness, slots) in &p.files {
+        for (slot, f) in slots {
+            let FileSource::File(path) = f else {
+                continue;
+            };
+            let field = format!("files.{harness}.{slot}");
+            let bad =
+                |why: String| ApiError::bad_request("provider invalid", format!("{field}: {why}"));
+            let path = expand_home(&format!("{field}.file"), path, &home)
+                .map_err(|e| ApiError::bad_request("provider invalid", e.to_string()))?;
+            secretref::check_small_file(&path).map_err(|e| bad(e.to_string()))?;
+        }
+    }
+    Ok(())
+}
+
 fn build(
     app: &AppState,
     name: &str,
@@ -158,6 +180,7 @@ fn build(
             .or_else(|| base.as_ref().and_then(|b| b.contexts.clone())),
     };
     validate_provider(&p).map_err(|e| ApiError::bad_request("provider invalid", e.to_string()))?;
+    check_files(app, &p)?;
     p.api_key = if let Some(v) = &req.api_key {
         let v = v.trim();
         if v.is_empty() || v.chars().any(|c| c.is_whitespace() || c.is_control()) {
