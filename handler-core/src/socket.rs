@@ -1,4 +1,4 @@
-//! handlerd's unix socket (decision 0132), shared by the daemon and its clients: where it is —
+//! handlerd's unix socket (decision 0135), shared by the daemon and its clients: where it is —
 //! `$HANDLER_SOCKET`, else `$XDG_RUNTIME_DIR/handler/handlerd.sock`, else
 //! `<config dir>/run/handlerd.sock` — and the check its folder passes before the daemon binds
 //! it: a folder (not a link) of this user, of mode 0700.

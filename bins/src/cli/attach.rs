@@ -18,7 +18,7 @@ use super::chat::{Action, Chat, Out, Permission};
 type Ws = handler_core::client::WebSocket;
 
 /// Opens the session's ACP WebSocket with the token as a subprotocol (F.4), over the client's
-/// transport (the unix socket by default, decision 0132).
+/// transport (the unix socket by default, decision 0135).
 pub(crate) async fn connect(api: &Api, session: &str) -> anyhow::Result<Ws> {
     let path = format!("/v1/sessions/{}/acp", encode(session));
     handler_core::client::connect_ws(api.discovery(), &path, None)

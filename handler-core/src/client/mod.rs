@@ -1,5 +1,5 @@
 //! The client side of handlerd: discovery of its socket, port and token (D, discovery; the
-//! transport is [`transport`]'s, decision 0132) and the ACP bridge `handler acp` runs for
+//! transport is [`transport`]'s, decision 0135) and the ACP bridge `handler acp` runs for
 //! editors — the editor's stdio NDJSON to the agent's WebSocket (C.1), one message per line
 //! each way.
 

@@ -1,4 +1,4 @@
-//! How a client reaches handlerd (decision 0132), in one place: its unix socket by default,
+//! How a client reaches handlerd (decision 0135), in one place: its unix socket by default,
 //! the peer checked to be this user (SO_PEERCRED) before a byte is sent; or, with
 //! `HANDLER_TRANSPORT=tcp`, its loopback port, once the kernel says the socket that accepted the
 //! connection belongs to this user (`/proc/net/tcp`, `tcp6`). Another user's listener on the

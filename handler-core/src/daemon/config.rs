@@ -26,7 +26,7 @@ pub enum ConfigError {
 pub struct DaemonConfig {
     /// `127.0.0.1:<port>`; 0 picks a free port (tests).
     pub port: u16,
-    /// The unix socket the Control API is also served on, for this user only (decision 0132):
+    /// The unix socket the Control API is also served on, for this user only (decision 0135):
     /// `$HANDLER_SOCKET`, else `$XDG_RUNTIME_DIR/handler/handlerd.sock`, else
     /// `<config>/run/handlerd.sock` ([`crate::socket::path`]); `None` (the in-process tests'
     /// [`DaemonConfig::with_home`]): none.

@@ -1,5 +1,5 @@
 //! Binding and serving (the top layer): building the state, listening on loopback and on the
-//! user's unix socket (its peers checked: this user only, decision 0132), the graceful stop that
+//! user's unix socket (its peers checked: this user only, decision 0135), the graceful stop that
 //! closes every sandbox, signals and logs.
 
 use std::collections::HashMap;

@@ -146,7 +146,7 @@ pub fn origin_allowed(origin: &str, configured: &[String], port: u16) -> bool {
     own_origins(port).iter().any(|o| o == origin) || configured.iter().any(|o| o == origin)
 }
 
-/// The mark of a request that came over handlerd's unix socket (decision 0132), set by the
+/// The mark of a request that came over handlerd's unix socket (decision 0135), set by the
 /// server on that listener only: its peer is this user (checked at accept), and no browser can
 /// reach a unix socket, so its `Host` is not checked (the token still is).
 #[derive(Debug, Clone, Copy)]
