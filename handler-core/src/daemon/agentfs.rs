@@ -17,12 +17,12 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
 /// A folder's flags: never a link, never inherited by a child.
-const DIR_FLAGS: OFlags = OFlags::RDONLY
+pub(crate) const DIR_FLAGS: OFlags = OFlags::RDONLY
     .union(OFlags::DIRECTORY)
     .union(OFlags::NOFOLLOW)
     .union(OFlags::CLOEXEC);
 /// A file's flags: never a link, never waiting (a FIFO), never a controlling terminal.
-const FILE_FLAGS: OFlags = OFlags::RDONLY
+pub(crate) const FILE_FLAGS: OFlags = OFlags::RDONLY
     .union(OFlags::NOFOLLOW)
     .union(OFlags::NONBLOCK)
     .union(OFlags::NOCTTY)
@@ -34,11 +34,16 @@ pub const SMALL: u64 = 64 << 10;
 /// Every place in handlerd that reads an agent-writable path, each through this module — the
 /// list the test over links, FIFOs and oversize files is generated from.
 pub const ALL_READERS: &[&str] = &[
-    "gitguard::gather (<scope>/.git, its gitfile, commondir, HEAD, refs)",
-    "gitguard::follow_facts (the session's git directory: HEAD, refs, packed-refs)",
-    "gitguard::copy (the checkout's .git before a helper mounts it)",
-    "skills::import (a session's skill folder, import-session)",
-    "session_files (the Files pane: its own walk, session_files/open.rs)",
+    // <scope>/.git, its gitfile, commondir, HEAD, refs, packed-refs.
+    "gitguard::gather",
+    // The session's own git directory: HEAD, refs, packed-refs.
+    "gitguard::follow_facts",
+    // The session's own git directory (or the copy's checkout `.git`) before a helper binds it.
+    "gitguard::check_own_git_dir",
+    // A session's `work/` brought into the skills library (import-session).
+    "skills::import",
+    // The Files pane: its own walk under the same rules (session_files/open.rs).
+    "session_files",
 ];
 
 /// Why an agent-writable path was not read.

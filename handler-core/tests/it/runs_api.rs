@@ -538,7 +538,20 @@ async fn a_folderless_session_starts_from_a_skill_and_goes_back_to_the_library()
     let path = format!("/v1/skills/import-session/{id}");
     let (s, v) = d.post(&path, json!(null)).await;
     assert_problem(s, &v, 409, "skill exists");
+    // The agent's SKILL.md chose the name: replace=true alone replaces nothing (security F3).
     let (s, v) = d.post(&format!("{path}?replace=true"), json!(null)).await;
+    assert_problem(s, &v, 409, "skill exists");
+    assert!(
+        v["detail"].as_str().unwrap().contains("name=pdf-tools"),
+        "{v}"
+    );
+    let (s, v) = d
+        .post(&format!("{path}?replace=true&name=other"), json!(null))
+        .await;
+    assert_problem(s, &v, 409, "skill exists");
+    let (s, v) = d
+        .post(&format!("{path}?replace=true&name=pdf-tools"), json!(null))
+        .await;
     assert_eq!(s, 200, "{v}");
     assert_eq!(v["content"], edited, "{v}");
     let files: Vec<&str> = v["files"]

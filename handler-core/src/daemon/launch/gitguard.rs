@@ -142,7 +142,7 @@ impl Guarded {
     /// container binds it, it must still be a folder (no link the agent swapped in).
     /// It also holds no FIFO, device or socket, which git in the helper would block on
     /// (security F4; one made after this look only costs the helper's deadline).
-    fn check_own_git_dir(&self) -> Result<()> {
+    pub(crate) fn check_own_git_dir(&self) -> Result<()> {
         let own = self.own_git_dir();
         let shown = self.git_dir();
         let Some(dir) = agentfs::open_dir_in(&own.base, &own.rel)? else {
@@ -1391,7 +1391,7 @@ pub async fn follow(
 }
 
 /// What follow decides on: the sandbox's HEAD (read as plain files), the host's side by git.
-fn follow_facts(g: &Guarded, session: &str) -> Result<Option<guard::FollowFacts>> {
+pub(crate) fn follow_facts(g: &Guarded, session: &str) -> Result<Option<guard::FollowFacts>> {
     // The sandbox's own git directory, below the session's folder (Handler's): every name on the
     // way opened without following a link, packed-refs bounded, a FIFO refused (security F4).
     let own = g.own_git_dir();

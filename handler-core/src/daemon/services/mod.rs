@@ -5,6 +5,8 @@
 pub mod accounts;
 pub mod addon_install;
 pub mod addons;
+#[cfg(test)]
+mod agent_writable_reads;
 pub mod agents;
 pub mod builtin_agents;
 pub mod caches;

@@ -7,10 +7,11 @@
 //! calls them with what it knows.
 
 mod git;
-mod open;
+pub(crate) mod open;
 mod reveal;
 mod walk;
 
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
 use axum::http::StatusCode;
@@ -301,29 +302,50 @@ fn read_now(
 pub async fn reveal(folder: &Path, path: &str) -> Result<(), FilesError> {
     let rel = RelPath::parse(path)?;
     let (root, r) = (folder.to_path_buf(), rel.clone());
-    let is_dir = blocking(move || {
+    // Security F11: what is shown is the folder actually opened (its real path read from the
+    // open descriptor, still inside the session's folder), never the path's text again: a
+    // folder the agent swaps for a link after the check shows nothing of the host.
+    let (is_dir, real) = blocking(move || {
         let at = open::locate(&root, &r)?.ok_or_else(|| FilesError::NotFound(r.as_str().into()))?;
-        if at.name.is_empty() {
-            return Ok(true);
-        }
         let io = |e: rustix::io::Errno| FilesError::io(r.as_str().to_string(), e.into());
-        let st = open::stat_at(&at.dir, &at.name)
-            .map_err(io)?
-            .ok_or_else(|| FilesError::NotFound(r.as_str().into()))?;
-        Ok(open::stamp(&st).is_some_and(|s| s.kind == EntryKind::Dir))
+        let (is_dir, dir) = if at.name.is_empty() {
+            (true, at.dir)
+        } else {
+            let st = open::stat_at(&at.dir, &at.name)
+                .map_err(io)?
+                .ok_or_else(|| FilesError::NotFound(r.as_str().into()))?;
+            if open::stamp(&st).is_some_and(|s| s.kind == EntryKind::Dir) {
+                let d = open::open_dir_at(&at.dir, &at.name)
+                    .map_err(io)?
+                    .ok_or_else(|| FilesError::NotFound(r.as_str().into()))?;
+                (true, d)
+            } else {
+                (false, at.dir)
+            }
+        };
+        let real = std::fs::read_link(format!("/proc/self/fd/{}", dir.as_raw_fd()))
+            .map_err(|e| FilesError::io(r.as_str().to_string(), e))?;
+        let inside = std::fs::canonicalize(&root).is_ok_and(|c| real.starts_with(&c));
+        if !inside {
+            return Err(PathRefusal::LinkOnTheWay(r.as_str().into()).into());
+        }
+        let name = if is_dir { String::new() } else { at.name };
+        Ok((is_dir, (real, name)))
     })
     .await?;
-    let target: PathBuf = if rel.is_root() {
-        folder.to_path_buf()
+    let (dir, name) = real;
+    let target: PathBuf = if name.is_empty() {
+        dir.clone()
     } else {
-        folder.join(rel.as_str())
+        dir.join(&name)
     };
     let uri = file_uri(target.as_os_str().as_encoded_bytes());
-    let (what, open_folder) = if is_dir {
-        (Reveal::Folders(uri), target.clone())
+    // A trailing `/`: `xdg-open` is only ever handed a folder (a file there would be run).
+    let open_folder = PathBuf::from(format!("{}/", dir.display()));
+    let what = if is_dir {
+        Reveal::Folders(uri)
     } else {
-        let parent = target.parent().unwrap_or(folder).to_path_buf();
-        (Reveal::Items(uri), parent)
+        Reveal::Items(uri)
     };
     reveal::show(&what, &open_folder).await
 }

@@ -12,26 +12,16 @@ use rustix::io::Errno;
 
 use super::FilesError;
 
-/// A folder's flags: never a link, never inherited by a child.
-const DIR_FLAGS: OFlags = OFlags::RDONLY
-    .union(OFlags::DIRECTORY)
-    .union(OFlags::NOFOLLOW)
-    .union(OFlags::CLOEXEC);
-/// A file's flags: never a link, never waiting (a FIFO), never a controlling terminal.
-const FILE_FLAGS: OFlags = OFlags::RDONLY
-    .union(OFlags::NOFOLLOW)
-    .union(OFlags::NONBLOCK)
-    .union(OFlags::NOCTTY)
-    .union(OFlags::CLOEXEC);
+use crate::daemon::agentfs::{DIR_FLAGS, FILE_FLAGS};
 
 /// Opens the session's folder (or a browsable mount) itself: the daemon's own path.
-pub(super) fn open_root(root: &Path) -> Result<OwnedFd, FilesError> {
+pub(crate) fn open_root(root: &Path) -> Result<OwnedFd, FilesError> {
     rustix::fs::open(root, DIR_FLAGS.difference(OFlags::NOFOLLOW), Mode::empty())
         .map_err(|e| FilesError::io(root.display().to_string(), e.into()))
 }
 
 /// Opens the folder `name` inside `dir` (`Ok(None)`: it is a link, not a folder, or gone).
-pub(super) fn open_dir_at(dir: impl AsFd, name: &str) -> Result<Option<OwnedFd>, Errno> {
+pub(crate) fn open_dir_at(dir: impl AsFd, name: &str) -> Result<Option<OwnedFd>, Errno> {
     match rustix::fs::openat(dir, name, DIR_FLAGS, Mode::empty()) {
         Ok(fd) => Ok(Some(fd)),
         Err(Errno::LOOP | Errno::NOTDIR | Errno::NOENT) => Ok(None),
@@ -40,7 +30,7 @@ pub(super) fn open_dir_at(dir: impl AsFd, name: &str) -> Result<Option<OwnedFd>,
 }
 
 /// `lstat` of `name` in `dir` (`None`: gone).
-pub(super) fn stat_at(dir: impl AsFd, name: &str) -> Result<Option<Stat>, Errno> {
+pub(crate) fn stat_at(dir: impl AsFd, name: &str) -> Result<Option<Stat>, Errno> {
     match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
         Ok(st) => Ok(Some(st)),
         Err(Errno::NOENT | Errno::NOTDIR) => Ok(None),
@@ -49,7 +39,7 @@ pub(super) fn stat_at(dir: impl AsFd, name: &str) -> Result<Option<Stat>, Errno>
 }
 
 /// What an `lstat` says: a file, a link or a folder (`None`: a FIFO, socket or device).
-pub(super) fn stamp(st: &Stat) -> Option<FileStamp> {
+pub(crate) fn stamp(st: &Stat) -> Option<FileStamp> {
     let kind = match FileType::from_raw_mode(st.st_mode) {
         FileType::RegularFile => EntryKind::File,
         FileType::Symlink => EntryKind::Link,
@@ -75,7 +65,7 @@ pub(super) fn stamp(st: &Stat) -> Option<FileStamp> {
 
 /// Reads `name` in `dir` when it is a regular file: at most `limit` bytes, and its size. A link,
 /// a FIFO or anything else is refused without blocking; `Ok(None)` when it does not exist.
-pub(super) fn read_regular_at(
+pub(crate) fn read_regular_at(
     dir: impl AsFd,
     name: &str,
     shown: &str,

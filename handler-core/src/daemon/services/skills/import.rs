@@ -238,7 +238,7 @@ fn folder_entries(
 /// The skill in `rel` below Handler's folder `base` (a session's `work/`), judged like an
 /// archive's (the shallowest SKILL.md, the same limits); each file opened `O_NOFOLLOW` one name
 /// at a time and judged on the open descriptor, so a link swapped in reads nothing.
-fn from_folder(base: &Path, rel: &Path) -> ApiResult<Vec<NewFile>> {
+pub(crate) fn from_folder(base: &Path, rel: &Path) -> ApiResult<Vec<NewFile>> {
     let shown = base.join(rel);
     let dir = agentfs::open_dir_in(base, rel)
         .map_err(refused)?
