@@ -147,8 +147,8 @@ async fn copy_guard(
 }
 
 /// The git guard of any sandbox of `agent` outside a session (a connection, a terminal:
-/// security F7): under `sessionTree = "copy"` its checkout ([`copy_guard`]), else the
-/// guard of its scope's repository ([`guard_connection`]); refusals are 409s.
+/// security F7): under `sessionTree = "copy"` its checkout (`copy_guard`), else the
+/// guard of its scope's repository (`guard_connection`); refusals are 409s.
 pub async fn guard_sandbox(
     app: &AppState,
     agent: &crate::daemon::store::StoredAgent,
