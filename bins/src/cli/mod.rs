@@ -160,7 +160,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
         Command::Acp(args) => run_acp(args).await,
         Command::Harness(HarnessCommand::Render { input }) => run_render(&input).map(|()| 0),
-        Command::Ui(args) => run_ui(&args),
+        Command::Ui(args) => run_ui(&args).await,
         Command::Run(args) => run::run_run(args).await,
         Command::Attach(args) => session::run_attach(args).await,
         Command::Session(cmd) => session::run_session(cmd).await,

@@ -1,7 +1,9 @@
-//! `handler ui`: opens the web UI (D intro) in the desktop's browser with the token in the URL's
-//! fragment, never in a process's arguments: the browser is given a page in handlerd's config
-//! folder (0600, beside the token file itself) that sends it on to `/#token=…`. `--print`, or no
-//! display to open it on, prints that URL instead (for another browser on this machine).
+//! `handler ui`: opens the web UI (D intro) in the desktop's browser. The URL carries no token: a
+//! one-time code handlerd gives (`POST /v1/ui/code`, valid 60 s) in its fragment, which the page
+//! exchanges for the token and removes from the address bar (decision 0133), never in a process's
+//! arguments: the browser is given a page in handlerd's config folder (0600) that sends it on to
+//! `/#code=…`. `--print`, or no display to open it on, prints that URL instead (for another browser
+//! on this machine).
 
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -14,14 +16,14 @@ use handler_core::client::{Discovery, config_dir};
 /// `handler ui`'s arguments.
 #[derive(Args, Debug)]
 pub struct UiArgs {
-    /// Print the URL (it holds the token) instead of opening a browser.
+    /// Print the URL (a one-time code, valid 60 s) instead of opening a browser.
     #[arg(long)]
     pub print: bool,
 }
 
-/// The UI's URL for a daemon on `port` with `token`, the token in the fragment.
-pub(crate) fn ui_url(port: u16, token: &str) -> String {
-    format!("http://127.0.0.1:{port}/#token={token}")
+/// The UI's URL for a daemon on `port` with the one-time `code` in the fragment.
+pub(crate) fn ui_url(port: u16, code: &str) -> String {
+    format!("http://127.0.0.1:{port}/#code={code}")
 }
 
 /// A page that sends the browser on to `url` at once (no script: a meta refresh).
@@ -49,9 +51,16 @@ fn write_private(path: &Path, text: &str) -> anyhow::Result<()> {
 }
 
 /// Runs `handler ui`.
-pub fn run_ui(args: &UiArgs) -> anyhow::Result<i32> {
+pub async fn run_ui(args: &UiArgs) -> anyhow::Result<i32> {
     let d = Discovery::from_process_env()?;
-    let url = ui_url(d.port, &d.token);
+    let port = d.port;
+    let answer = handler_core::client::api::Api::new(d)
+        .post("/v1/ui/code", &serde_json::json!({}))
+        .await?;
+    let code = answer["code"]
+        .as_str()
+        .context("handlerd gave no code for the web UI")?;
+    let url = ui_url(port, code);
     let display =
         std::env::var_os("DISPLAY").is_some() || std::env::var_os("WAYLAND_DISPLAY").is_some();
     if args.print || !display {
@@ -68,7 +77,7 @@ pub fn run_ui(args: &UiArgs) -> anyhow::Result<i32> {
     if !status.success() {
         anyhow::bail!("xdg-open failed ({status}): `handler ui --print` prints the URL");
     }
-    eprintln!("handler ui: opened http://127.0.0.1:{}/", d.port);
+    eprintln!("handler ui: opened http://127.0.0.1:{port}/");
     Ok(0)
 }
 
@@ -77,11 +86,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_token_goes_in_the_fragment_and_the_page_has_no_script() {
+    fn the_code_goes_in_the_fragment_and_the_page_has_no_script() {
         let url = ui_url(7430, "abc123");
-        assert_eq!(url, "http://127.0.0.1:7430/#token=abc123");
+        assert_eq!(url, "http://127.0.0.1:7430/#code=abc123");
         let page = redirect_page(&url);
-        assert!(page.contains("content=\"0;url=http://127.0.0.1:7430/#token=abc123\""));
+        assert!(page.contains("content=\"0;url=http://127.0.0.1:7430/#code=abc123\""));
         assert!(!page.contains("<script"));
         assert!(redirect_page("x\"><script>").contains("x&quot;>&lt;script>"));
     }

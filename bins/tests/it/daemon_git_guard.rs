@@ -45,7 +45,14 @@ async fn start(u: User, tag: &str) -> Daemon {
     std::fs::write(scope.join(".fake-agent-script.json"), "{}").unwrap();
     std::fs::write(scope.join(".gitignore"), ".bin/\n.fake-agent-script.json\n").unwrap();
     std::fs::write(scope.join("README"), "base\n").unwrap();
-    l.fake_harness_in(IMAGE, "");
+    // With its terminal program (D.16), for a_terminal_gets_the_git_guard_like_a_connection.
+    l.fake_harness_in(
+        IMAGE,
+        &format!(
+            "[terminal]\ncommand = [\"{}\", \"--terminal\"]\n[terminal.permissions]\nask = []\nbypass = [\"--yolo\"]\n",
+            scope.join(".bin/fake-acp-agent").display()
+        ),
+    );
     let descriptor = std::fs::read_to_string(home.join("harnesses/fake/harness.toml")).unwrap();
     // The same fake agent started from the scope it is in (`./.bin/…`, for scopes other than
     // this one), in this image and in one without git (docs/git-guard.md's defined behaviours).
@@ -994,4 +1001,35 @@ async fn a_fifo_in_the_sandboxs_git_directory_never_blocks_the_session_or_leaves
     }
     // The host's branch is where it was: nothing came back from a git directory refused.
     assert_eq!(d.git(&["log", "-1", "--format=%s", "main"]), "base");
+}
+
+/// Security F7: a terminal's sandbox starts by the same guard as a connection's. Its scope is a
+/// repository's root, so it gets a git directory of its own under
+/// `<data>/connections/<id>/guard/git` (mounted over `.git`), never the host's `.git` writable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_terminal_gets_the_git_guard_like_a_connection() {
+    let Some(u) = user() else { return };
+    let d = start(u, "term").await;
+    let agent = d.agent().await;
+    let (s, v) = d
+        .post(&format!("/v1/agents/{agent}/terminal"), json!({"args": []}))
+        .await;
+    assert_eq!(s, 201, "{v}\n{}", d.log());
+    let guards: Vec<PathBuf> = std::fs::read_dir(d.root.join("data/connections"))
+        .map(|r| r.flatten().map(|e| e.path().join("guard/git")).collect())
+        .unwrap_or_default();
+    assert!(
+        guards.iter().any(|g| g.join("HEAD").is_file()),
+        "no guard made for the terminal: {guards:?}\n{}",
+        d.log()
+    );
+    // Deleting the agent stops its terminal.
+    let (s, v) = d
+        .call(
+            reqwest::Method::DELETE,
+            &format!("/v1/agents/{agent}"),
+            None,
+        )
+        .await;
+    assert!(s == 204 || s == 200, "{s} {v}");
 }

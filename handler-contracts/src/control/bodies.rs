@@ -553,3 +553,15 @@ pub struct LoginWindow {
     /// What runs in it (no secret is ever in it).
     pub command: Vec<String>,
 }
+
+/// POST /v1/ui/code's answer (issue 27 F12, decision 0133): a code the web UI's page exchanges
+/// once for the token (`POST /ui/exchange`), so the token is never in a URL, a page on disk or a
+/// browser's history.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UiCode {
+    /// 128 random bits, hex: valid once.
+    pub code: String,
+    /// How long it is valid from now.
+    pub expires_in_seconds: u64,
+}

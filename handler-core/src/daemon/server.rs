@@ -113,6 +113,7 @@ pub fn build(
         secrets: SecretStore::new(config.data_dir.join("secrets.json")),
         sessions: SessionStore::open(&config.state_dir),
         live_sessions: Default::default(),
+        ui_codes: Default::default(),
         accounts: TomlDocs::new(&config.accounts_dir),
         providers: TomlDocs::new(&config.providers_dir),
         bindings: TomlDocs::new(&config.bindings_dir),

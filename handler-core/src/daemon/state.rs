@@ -55,6 +55,8 @@ pub struct App {
     pub config: DaemonConfig,
     /// The API token (replaced by `POST /v1/token/rotate`: read it with [`App::token`]).
     pub token: std::sync::RwLock<String>,
+    /// The web UI's one-time codes (`POST /v1/ui/code`) and when each stops being valid.
+    pub ui_codes: std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>,
     /// The secret store (D.14).
     pub secrets: SecretStore,
     /// The agents and projects (D.8).

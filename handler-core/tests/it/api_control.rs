@@ -1263,3 +1263,56 @@ async fn the_token_rotates_and_the_old_one_is_refused_at_once() {
     assert!(!logs().contains(&new), "the new token reached the log");
     d.stop().await;
 }
+
+/// Issue 27 F12: the web UI's URL carries a one-time code, never the token. `POST /v1/ui/code`
+/// (with the token) gives one; `POST /ui/exchange` (no token) answers the token once for it;
+/// the same code again, a made-up one, or one without the token's route are refused.
+#[tokio::test]
+async fn a_ui_code_is_exchanged_for_the_token_once() {
+    let d = TestDaemon::start().await;
+    let code = |auth: bool| {
+        let mut req = d.http.post(format!("{}/v1/ui/code", d.url));
+        if auth {
+            req = req.bearer_auth(&d.token);
+        }
+        async move { req.send().await.unwrap() }
+    };
+    assert_eq!(code(false).await.status().as_u16(), 401);
+    let res = code(true).await;
+    assert_eq!(res.status().as_u16(), 201);
+    let v: serde_json::Value = res.json().await.unwrap();
+    let c = v["code"].as_str().unwrap().to_string();
+    assert_eq!(c.len(), 32, "{v}");
+    assert_eq!(v["expiresInSeconds"], 60, "{v}");
+    assert!(!c.contains(&d.token));
+    let exchange = |c: String| {
+        let req = d
+            .http
+            .post(format!("{}/ui/exchange", d.url))
+            .json(&serde_json::json!({ "code": c }));
+        async move {
+            let r = req.send().await.unwrap();
+            let s = r.status().as_u16();
+            (s, r.json::<serde_json::Value>().await.unwrap_or_default())
+        }
+    };
+    let (s, v) = exchange(c.clone()).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["token"], d.token.as_str());
+    let (s, v) = exchange(c).await;
+    assert_eq!(s, 401, "a code works once: {v}");
+    assert!(!v.to_string().contains(&d.token));
+    let (s, _) = exchange("0".repeat(32)).await;
+    assert_eq!(s, 401);
+    // A page of another origin gets nothing (the Origin check is in front of it).
+    let res = d
+        .http
+        .post(format!("{}/ui/exchange", d.url))
+        .header("Origin", "http://evil.example")
+        .json(&serde_json::json!({ "code": "x" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 403);
+    d.stop().await;
+}

@@ -82,6 +82,24 @@ try {
     assert.equal(await page.evaluate(() => window.__inlineRan), undefined);
   });
 
+  await step("handler ui's one-time code: exchanged for the token, gone from the URL, refused a second time", async () => {
+    const { code } = await api("POST", "/v1/ui/code", {});
+    assert.match(code, /^[0-9a-f]{32}$/);
+    // A new tab: its own sessionStorage, no token yet.
+    const tab = await ctx.newPage();
+    await tab.goto(`${URL_}/#code=${code}`);
+    await tab.getByRole("heading", { name: "Projects" }).waitFor();
+    assert.ok(!tab.url().includes(code), `the code stays in the address bar: ${tab.url()}`);
+    assert.equal(await tab.evaluate(() => sessionStorage.getItem("handler.token")), TOKEN);
+    await tab.close();
+    // Used once: another tab with the same URL gets no token and asks for one.
+    const tab2 = await ctx.newPage();
+    await tab2.goto(`${URL_}/#code=${code}`);
+    await tab2.getByText("paste the daemon's token").waitFor();
+    assert.equal(await tab2.evaluate(() => sessionStorage.getItem("handler.token")), null);
+    await tab2.close();
+  });
+
   await step("a project from the Locked down preset, with its first agent", async () => {
     await page.getByRole("button", { name: "New project" }).click();
     const form = page.getByRole("form", { name: "New project" });

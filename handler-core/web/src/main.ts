@@ -4,6 +4,8 @@ import "./app.css";
 import { adoptFragmentToken } from "./lib/token";
 import { sync } from "./lib/router.svelte";
 
-adoptFragmentToken();
-sync();
-mount(App, { target: document.getElementById("app")! });
+// The token first (a one-time code is exchanged for it), then the app.
+void adoptFragmentToken().finally(() => {
+  sync();
+  mount(App, { target: document.getElementById("app")! });
+});

@@ -96,14 +96,16 @@ async fn favicon(State(app): State<AppState>) -> Response {
     file(&app, "favicon.svg", false)
 }
 
-/// The UI's routes: `/`, `/index.html`, `/favicon.svg` and `/assets/…`, unauthenticated (the
-/// router puts them outside the token check, inside the Host and Origin checks).
+/// The UI's routes: `/`, `/index.html`, `/favicon.svg` and `/assets/…`, and `POST
+/// /ui/exchange` (a one-time code for the token: decision 0133), unauthenticated (the router puts
+/// them outside the token check, inside the Host and Origin checks).
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/", get(index))
         .route("/index.html", get(index))
         .route("/favicon.svg", get(favicon))
         .route("/assets/{*path}", get(asset))
+        .route("/ui/exchange", axum::routing::post(super::token::exchange))
 }
 
 #[cfg(test)]

@@ -1195,6 +1195,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/ui/code": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** A one-time code (60 s) the web UI's page exchanges for the token at POST /ui/exchange, so no URL carries the token */
+        post: operations["POST /v1/ui/code"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -2897,6 +2914,20 @@ export interface components {
             global?: boolean;
             /** @description One cache; none: every cache of the location. */
             name?: string | null;
+        };
+        /**
+         * @description POST /v1/ui/code's answer (issue 27 F12, decision 0133): a code the web UI's page exchanges
+         *     once for the token (`POST /ui/exchange`), so the token is never in a URL, a page on disk or a
+         *     browser's history.
+         */
+        UiCode: {
+            /** @description 128 random bits, hex: valid once. */
+            code: string;
+            /**
+             * Format: uint64
+             * @description How long it is valid from now.
+             */
+            expiresInSeconds: number;
         };
     };
     responses: never;
@@ -6155,6 +6186,35 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "POST /v1/ui/code": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UiCode"];
+                };
             };
             /** @description an error (RFC 9457) */
             default: {
