@@ -128,12 +128,32 @@ fn daemon_start_status_logs_ui_stop_and_install() {
     assert!(log.contains("request"), "{log}");
     assert!(!log.contains('\u{1b}'), "colours in a log file: {log}");
     assert!(h.ok(&["daemon", "logs", "-n", "3"]).out.lines().count() <= 3);
+    // `handler ui` prints a one-time code, never the token (decision 0133); the page's
+    // exchange of that code answers the token once.
     let url = h.ok(&["ui", "--print"]).out;
     let token = std::fs::read_to_string(h.dir.path().join("config/token")).unwrap();
-    assert_eq!(
-        url,
-        format!("http://127.0.0.1:{}/#token={}\n", h.port, token.trim())
-    );
+    let base = format!("http://127.0.0.1:{}", h.port);
+    let code = url
+        .strip_prefix(&format!("{base}/#code="))
+        .and_then(|c| c.strip_suffix('\n'))
+        .unwrap_or_else(|| panic!("not a code URL: {url}"));
+    assert!(!url.contains(token.trim()), "{url}");
+    let exchange = |code: &str| {
+        tokio::runtime::Runtime::new().unwrap().block_on(async {
+            let r = reqwest::Client::new()
+                .post(format!("{base}/ui/exchange"))
+                .header("origin", &base)
+                .json(&serde_json::json!({ "code": code }))
+                .send()
+                .await
+                .unwrap();
+            (r.status().as_u16(), r.text().await.unwrap())
+        })
+    };
+    let (status, body) = exchange(code);
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(token.trim()), "{body}");
+    assert_eq!(exchange(code).0, 401, "a code is good once");
     assert_eq!(h.ok(&["daemon", "stop"]).out, "handlerd stopped\n");
     assert_eq!(h.run(&["daemon", "status"]).code, 3);
     assert!(!h.dir.path().join("state/handlerd.pid").exists());
