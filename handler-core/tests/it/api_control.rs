@@ -694,6 +694,47 @@ async fn providers_from_templates_keys_to_the_store_and_hand_written_references_
 /// Issue 27: a provider's `{ file }` config file is a regular file of at most 1 MiB, refused
 /// otherwise at save (400 naming `files.<harness>.<slot>`) and at start (read bounded: never
 /// `/dev/zero` without end).
+/// E1: an account's `{ file }` token is refused at save as at start when it is not a regular
+/// file of at most 1 MiB (a device, a folder, a larger or missing file): 400 naming `token.file`,
+/// nothing written.
+#[tokio::test]
+async fn an_accounts_token_file_is_regular_and_small_at_save() {
+    let d = TestDaemon::start().await;
+    let big = d.home.path().join("big.txt");
+    std::fs::write(&big, vec![b'a'; 1024 * 1024 + 1]).unwrap();
+    let good = d.home.path().join("token.txt");
+    std::fs::write(&good, format!("{TOKEN_A}\n")).unwrap();
+    let body = |file: &str| json!({"name": "work", "harness": "fake", "token": {"file": file}});
+    for (file, why) in [
+        ("/dev/zero".to_string(), "not a regular file"),
+        ("/tmp".to_string(), "not a regular file"),
+        (big.display().to_string(), "larger than 1 MiB"),
+        (
+            d.home.path().join("none.txt").display().to_string(),
+            "No such file",
+        ),
+    ] {
+        let (s, v) = d.post("/v1/accounts", body(&file)).await;
+        assert_problem(s, &v, 400, "token invalid");
+        let detail = v["detail"].as_str().unwrap();
+        assert!(
+            detail.starts_with("token.file") && detail.contains(why),
+            "{file}: {v}"
+        );
+    }
+    assert!(
+        !d.home
+            .path()
+            .join(".config/handler-ai/accounts/work.toml")
+            .exists()
+    );
+    let (s, v) = d
+        .post("/v1/accounts", body(&good.display().to_string()))
+        .await;
+    assert_eq!(s, 201, "{v}");
+    d.stop().await;
+}
+
 #[tokio::test]
 async fn a_providers_config_files_are_regular_and_small_at_save_and_at_start() {
     let d = TestDaemon::start().await;

@@ -133,7 +133,17 @@ fn apply_token(
             SecretRef::Secret(path)
         }
         TokenInput::Env(v) => checked_ref(SecretRef::Env(v.clone()))?,
-        TokenInput::File(v) => checked_ref(SecretRef::File(v.clone()))?,
+        TokenInput::File(v) => {
+            let r = checked_ref(SecretRef::File(v.clone()))?;
+            // E1: refused at save as at start — a regular file of at most 1 MiB now, never a
+            // device such as /dev/zero, a FIFO or a folder.
+            let home = app.config.home.to_string_lossy().into_owned();
+            let path = handler_contracts::validate::expand_home("token.file", v, &home)
+                .map_err(|e| ApiError::bad_request("token invalid", e.to_string()))?;
+            crate::daemon::secretref::check_small_file(&path)
+                .map_err(|e| ApiError::bad_request("token invalid", format!("token.file: {e}")))?;
+            r
+        }
         TokenInput::Command(v) => checked_ref(SecretRef::Command(v.clone()))?,
     })
 }
