@@ -64,7 +64,11 @@ pub async fn run(
 ) -> Result<(String, Option<i32>), ExampleError> {
     let spec = spec(&format!("handler-example-{}", std::process::id()), image)?;
     let mut pipeline = Pipeline::new(PolicyConfig::new("/tmp", NetworkPolicy::None))?;
-    let mut sandbox = ProcessLauncher { command: launcher }.launch(&spec)?;
+    let mut sandbox = ProcessLauncher {
+        command: launcher,
+        records: None,
+    }
+    .launch(&spec)?;
     let request = br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}"#;
     for action in pipeline.handle(Direction::FromClient(ClientId(1)), request) {
         if let Action::ToAgent(bytes) = action {

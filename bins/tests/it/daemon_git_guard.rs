@@ -748,7 +748,10 @@ fn bench_guarded_start_and_bring_back() {
         None => Vec::new(),
     };
     cmd.push(exe.display().to_string());
-    let launcher = handler_core::daemon::launch::launcher::ProcessLauncher { command: cmd };
+    let launcher = handler_core::daemon::launch::launcher::ProcessLauncher {
+        command: cmd,
+        records: None,
+    };
     let rt = tokio::runtime::Runtime::new().unwrap();
     let t = Instant::now();
     let b = rt

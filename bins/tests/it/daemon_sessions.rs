@@ -623,6 +623,13 @@ async fn an_unattached_idle_session_stops_and_an_agent_exit_closes_4002() {
 async fn handlerd_killed_mid_turn_restarts_with_the_session_stopped() {
     let Some(u) = user() else { return };
     let mut d = start(u, "kill", &[]).await;
+    // An agent that goes on for two minutes once its input ends (as a harness finishing its
+    // turn): the old instance would hold the session's sandbox name past the restart.
+    std::fs::write(
+        d.scope_dir().join(".fake-agent-script.json"),
+        r#"{"loadReplay": true, "lingerAfterEof": 120}"#,
+    )
+    .unwrap();
     let agent = d.agent().await;
     let s = d.create(&agent).await;
     let (id, sid) = (
@@ -666,7 +673,9 @@ async fn handlerd_killed_mid_turn_restarts_with_the_session_stopped() {
         tail.iter().any(|e| e["how"] == "daemon_restarted"),
         "{tail:?}"
     );
-    d.no_container(&id).await;
+    // Attached at once (issue 28): the restarted daemon stopped the old instance (F.6.5), and
+    // the new launch waited for its name instead of failing with 66.
+    let t0 = std::time::Instant::now();
     let mut a = d.attach(&id).await;
     let (replay, _) = load(&mut a, &sid, &d.scope, None).await;
     assert!(
@@ -675,6 +684,11 @@ async fn handlerd_killed_mid_turn_restarts_with_the_session_stopped() {
             .filter_map(chunk_text)
             .any(|t| t == "ask:mid-turn"),
         "{replay:?}"
+    );
+    assert!(
+        t0.elapsed() < Duration::from_secs(60),
+        "the old instance was waited out, not stopped: {:?}",
+        t0.elapsed()
     );
     assert_eq!(d.containers(&id).len(), 1);
 }

@@ -107,6 +107,7 @@ pub fn build(
     let launcher = launcher.unwrap_or_else(|| {
         Arc::new(ProcessLauncher {
             command: config.sandbox_command.clone(),
+            records: Some(config.state_dir.clone()),
         })
     });
     let app = AppState(Arc::new(App {
@@ -235,10 +236,14 @@ pub async fn serve(
     state
         .bound_port
         .store(addr.port(), std::sync::atomic::Ordering::Relaxed);
+    // F.6.5: the previous daemon's sandboxes still ending are told to stop; its terminals,
+    // which outlive it (D.16), are taken back (security F13).
+    let terminals = crate::daemon::launch::records::at_start(&state.config.state_dir);
     match state.launcher.sweep().await {
         Ok(out) => tracing::info!(output = %out.trim(), "sandbox sweep done"),
         Err(e) => tracing::warn!(error = %e, "sandbox sweep failed"),
     }
+    crate::daemon::services::terminals::take_back(&state, terminals).await;
     let st = state.clone();
     tokio::spawn(async move { crate::daemon::services::images::ensure_network_filter(&st).await });
     if let Err(e) = crate::daemon::services::images::updates::stored(&state) {

@@ -160,6 +160,9 @@ fn no_verb(verb: &str) -> LauncherError {
 pub struct ProcessLauncher {
     /// The program and its first arguments; the verb follows them.
     pub command: Vec<String>,
+    /// The daemon's state folder: each launch is recorded there ([`super::records`]), so the
+    /// next daemon stops what this one left (F.6.5). None: not recorded.
+    pub records: Option<std::path::PathBuf>,
 }
 
 impl ProcessLauncher {
@@ -242,6 +245,11 @@ impl Launcher for ProcessLauncher {
             .stderr
             .take()
             .ok_or_else(|| LauncherError::Spec("no stderr".into()))?;
+        if let (Some(state), Some(pid)) = (&self.records, child.id())
+            && let Err(e) = super::records::record(state, &spec.name, pid, None)
+        {
+            tracing::warn!(sandbox = %spec.name, error = %e, "launch not recorded: a later handlerd will not stop it");
+        }
         Ok(Instance {
             name: spec.name.clone(),
             child,

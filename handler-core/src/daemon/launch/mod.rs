@@ -10,5 +10,6 @@ pub mod gitguard;
 pub mod image_verbs;
 pub mod launcher;
 pub mod prepare;
+pub mod records;
 pub mod resolve;
 pub mod sources;

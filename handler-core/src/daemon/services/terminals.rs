@@ -15,6 +15,7 @@ use tokio::sync::Notify;
 use crate::daemon::fsutil;
 use crate::daemon::launch::launcher::stop_and_sweep;
 use crate::daemon::launch::prepare::prepare_with;
+use crate::daemon::launch::records::{self, TerminalRecord};
 use crate::daemon::problem::{ApiError, ApiResult};
 use crate::daemon::state::{AppState, LiveConnection};
 use crate::daemon::store::new_id;
@@ -88,9 +89,123 @@ pub async fn start(app: &AppState, id: &str, req: TerminalStart) -> ApiResult<Te
     }
     let sandbox = prepared.spec.name.clone();
     let stop = Arc::new(Notify::new());
-    register(app, id, &conn, &sandbox, &access, stop.clone(), allow);
+    let info = register(
+        app,
+        id,
+        &conn,
+        &sandbox,
+        &access,
+        stop.clone(),
+        allow.clone(),
+    );
+    // Recorded, so a handlerd started after this one takes it back (security F13).
+    if let Some(pid) = child.id() {
+        let term = TerminalRecord {
+            agent: id.to_string(),
+            connection: info,
+            allow: allow.as_ref().map(Into::into),
+        };
+        if let Err(e) = records::record(&app.config.state_dir, &sandbox, pid, Some(term)) {
+            tracing::warn!(%sandbox, error = %e, "terminal not recorded: a later handlerd will not know it");
+        }
+    }
     tokio::spawn(watch(app.clone(), id.to_string(), conn, child, stop, guard));
     Ok(TerminalStarted { sandbox, attach })
+}
+
+/// At handlerd's start (security F13): each terminal a previous handlerd left running is one of
+/// its agent's connections again — its allow-list and egress brought up to the agent's settings
+/// now (they may have changed meanwhile), stopped when the agent is deleted, forgotten when it
+/// ends; one whose agent is gone is stopped at once. Its work, if it had the git guard, stays in
+/// its guard folder (the guard's state was the old handlerd's).
+pub async fn take_back(app: &AppState, terminals: Vec<records::Record>) {
+    for r in terminals {
+        let Some(t) = r.terminal.clone() else {
+            continue;
+        };
+        let Some(agent) = app.agents.agent(&t.agent) else {
+            tracing::info!(sandbox = %r.name, agent = %t.agent, "a terminal of a deleted agent: stopping it");
+            tokio::spawn(stop_taken(app.clone(), r));
+            continue;
+        };
+        let stop = Arc::new(Notify::new());
+        let info = t.connection.clone();
+        {
+            let mut m = app
+                .connections
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            m.entry(t.agent.clone()).or_default().push(LiveConnection {
+                info: info.clone(),
+                stop: stop.clone(),
+                allow: t.allow.clone().map(Into::into),
+            });
+        }
+        app.connections_changed.notify_waiters();
+        tracing::info!(agent = %t.agent, connection = %info.id, sandbox = %r.name, "terminal taken back");
+        if let Err(e) = super::live::apply_allow(app, &agent).await {
+            tracing::warn!(sandbox = %r.name, error = %e.problem().detail.unwrap_or_default(), "a terminal taken back kept its allow-list");
+        }
+        if let (Some(e), Some(_)) = (agent.options.egress, &t.allow)
+            && let Err(err) = app.launcher.set_egress(&r.name, e).await
+        {
+            tracing::warn!(sandbox = %r.name, error = %err, "a terminal taken back kept its egress");
+        }
+        tokio::spawn(watch_taken(app.clone(), r, stop));
+    }
+}
+
+/// A terminal taken back: until its launcher ends (polled: it is not this handlerd's child) or
+/// its agent is deleted (then stopped).
+async fn watch_taken(app: AppState, r: records::Record, stop: Arc<Notify>) {
+    let Some(t) = r.terminal.clone() else { return };
+    let mut ended = true;
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_millis(500)) => {
+                if !r.launcher.alive() {
+                    tracing::info!(agent = %t.agent, connection = %t.connection.id, "terminal ended");
+                    break;
+                }
+            }
+            () = stop.notified() => {
+                if app.agents.agent(&t.agent).is_none() {
+                    stop_pid(&app, &r).await;
+                    tracing::info!(agent = %t.agent, connection = %t.connection.id, "terminal stopped: its agent was deleted");
+                } else {
+                    ended = false;
+                }
+                break;
+            }
+        }
+    }
+    if ended {
+        records::forget(&app.config.state_dir, &r.name);
+    }
+    unregister(&app, &t.agent, &t.connection.id);
+}
+
+/// Stops a terminal whose agent is gone and forgets it.
+async fn stop_taken(app: AppState, r: records::Record) {
+    stop_pid(&app, &r).await;
+    records::forget(&app.config.state_dir, &r.name);
+}
+
+/// SIGTERM to a launcher that is not this handlerd's child, SIGKILL after [`STOP_GRACE`], then
+/// a sweep (a killed launcher leaves its sandbox).
+async fn stop_pid(app: &AppState, r: &records::Record) {
+    use nix::sys::signal::Signal;
+    r.launcher.signal(Signal::SIGTERM);
+    let deadline = tokio::time::Instant::now() + STOP_GRACE;
+    while r.launcher.alive() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    if r.launcher.alive() {
+        r.launcher.signal(Signal::SIGKILL);
+        if let Err(e) = app.launcher.sweep().await {
+            tracing::warn!(error = %e, "sweep after a killed terminal failed");
+        }
+    }
 }
 
 /// Why a terminal's sandbox never said it was ready.
@@ -136,7 +251,13 @@ fn register(
     access: &ModelAccess,
     stop: Arc<Notify>,
     allow: Option<crate::daemon::state::LiveAllow>,
-) {
+) -> AgentConnection {
+    let info = AgentConnection {
+        id: conn.to_string(),
+        sandbox: sandbox.to_string(),
+        since: fsutil::now_rfc3339(),
+        terminal: Some(access.clone()),
+    };
     let mut m = app
         .connections
         .lock()
@@ -144,18 +265,14 @@ fn register(
     m.entry(agent.to_string())
         .or_default()
         .push(LiveConnection {
-            info: AgentConnection {
-                id: conn.to_string(),
-                sandbox: sandbox.to_string(),
-                since: fsutil::now_rfc3339(),
-                terminal: Some(access.clone()),
-            },
+            info: info.clone(),
             stop,
             allow,
         });
     drop(m);
     app.agents.touch(agent);
     tracing::info!(agent = %agent, connection = %conn, %sandbox, "terminal started");
+    info
 }
 
 /// Until the program ends: then the connection is forgotten. A stop asked because the agent was
@@ -188,14 +305,31 @@ async fn watch(
     if let Some(g) = guard.filter(|_| ended) {
         g.bring_back_at_end(&*app.launcher, "terminal end").await;
     }
+    if ended {
+        records::forget(&app.config.state_dir, &sandbox_of(&app, &agent, &conn));
+    }
+    unregister(&app, &agent, &conn);
+}
+
+/// The sandbox name of connection `conn` of `agent` (while it is registered).
+fn sandbox_of(app: &AppState, agent: &str, conn: &str) -> String {
+    app.connections_of(agent)
+        .into_iter()
+        .find(|c| c.id == conn)
+        .map(|c| c.sandbox)
+        .unwrap_or_default()
+}
+
+/// Forgets connection `conn` of `agent` and says so.
+fn unregister(app: &AppState, agent: &str, conn: &str) {
     let mut m = app
         .connections
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(v) = m.get_mut(&agent) {
+    if let Some(v) = m.get_mut(agent) {
         v.retain(|c| c.info.id != conn);
         if v.is_empty() {
-            m.remove(&agent);
+            m.remove(agent);
         }
     }
     drop(m);

@@ -253,11 +253,15 @@ fn prepare(launcher: &LauncherId, dir: &Path, plan: &LaunchPlan) -> Result<Insta
             return Err(exit::SETUP_FAILED);
         }
     };
+    // A name still held by an instance that is ending (its daemon died: it is stopping, or was
+    // told to) is waited for; one a dead launcher left is removed (issue 28).
+    free_name(dir, NAME_WAIT);
     // The instance folder: created empty, naming its launcher first (sweep reads it).
     if let Err(e) = fs::DirBuilder::new().mode(0o700).create(dir) {
         log(&format!(
-            "setup failed: instance folder {}: {e} (is an instance of that name running?)",
-            dir.display()
+            "setup failed: instance folder {}: {e} (an instance of that name is still running after {} s)",
+            dir.display(),
+            NAME_WAIT.as_secs()
         ));
         watchdog.cleaned_up();
         return Err(exit::SETUP_FAILED);
@@ -276,6 +280,44 @@ fn prepare(launcher: &LauncherId, dir: &Path, plan: &LaunchPlan) -> Result<Insta
         return Err(exit::SETUP_FAILED);
     }
     Ok(inst)
+}
+
+/// How long a launch waits for an earlier instance of its name to end.
+const NAME_WAIT: Duration = Duration::from_secs(30);
+
+/// Frees instance folder `dir` when it can: the leftovers of a dead launcher (its containers,
+/// the folder) are removed at once; a live launcher's folder is waited for until it is gone or
+/// `within` passed (then the launch fails as before, naming the folder). A folder that names no
+/// launcher yet (one being set up) counts as live.
+fn free_name(dir: &Path, within: Duration) {
+    let deadline = std::time::Instant::now() + within;
+    let boot = host::boot_id();
+    let mut said = false;
+    while fs::symlink_metadata(dir).is_ok() {
+        if let Some(old) = instance_dir_launcher(dir)
+            && !handler_sandbox::host::launcher_alive(&old, host::process_start(old.pid), &boot)
+        {
+            log(&format!(
+                "instance folder {}: its launcher {} is gone: removing what it left",
+                dir.display(),
+                old.pid
+            ));
+            PodmanCli.remove_containers_of(&old);
+            let _ = fs::remove_dir_all(dir);
+            return;
+        }
+        if std::time::Instant::now() >= deadline {
+            return;
+        }
+        if !said {
+            log(&format!(
+                "instance folder {}: an instance of this name is ending: waiting for it",
+                dir.display()
+            ));
+            said = true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// Stops the proxy (if any) and removes what the instance created.
