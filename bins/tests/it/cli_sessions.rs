@@ -552,16 +552,47 @@ async fn handler_terminal_runs_the_harness_program_on_this_terminal_past_a_handl
     let conns = d.get(&format!("/v1/agents/{dev}")).await["connections"].clone();
     assert_eq!(conns.as_array().map(Vec::len), Some(1), "{conns}");
     assert_eq!(conns[0]["terminal"]["account"], "work", "{conns}");
-    // handlerd restarted underneath: the program does not notice; the new handlerd does not
-    // know it.
+    // handlerd restarted underneath: the program does not notice; the new handlerd takes it
+    // back as the same connection (security F13).
     d.restart().await;
     t.send("after the restart\r");
     t.expect(at, "fake terminal got: after the restart", &d);
-    let conns = d.get(&format!("/v1/agents/{dev}")).await["connections"].clone();
-    assert_eq!(conns, json!([]), "{conns}");
-    // Its exit code is handler terminal's.
+    let again = d.get(&format!("/v1/agents/{dev}")).await["connections"].clone();
+    assert_eq!(
+        again, conns,
+        "the terminal is one of the agent's connections again"
+    );
+    // Its exit code is handler terminal's; its end is seen by the handlerd that took it back.
     t.send("exit 7\r");
     assert_eq!(t.exit_code(), Some(7), "{}", t.seen.lock().unwrap());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while d.get(&format!("/v1/agents/{dev}")).await["connections"] != json!([]) {
+        assert!(
+            Instant::now() < deadline,
+            "a terminal that ended is still listed"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // A terminal taken back is stopped when its agent is deleted, as one handlerd started.
+    let mut t = Pty::spawn_session(d.handler(&["terminal", "--", "again"]));
+    t.expect(0, "fake terminal: tty=true", &d);
+    d.restart().await;
+    let pid = p["id"].as_str().unwrap();
+    let (s, _) = d
+        .call(
+            reqwest::Method::POST,
+            &format!("/v1/projects/{pid}/agents"),
+            Some(json!({"name": "Other", "default": true, "models": [{"account": "work"}], "network": "none"})),
+        )
+        .await;
+    assert_eq!(s, 201);
+    let (s, v) = d
+        .call(reqwest::Method::DELETE, &format!("/v1/agents/{dev}"), None)
+        .await;
+    assert_eq!(s, 204, "{v}");
+    // Ended (exit_code waits 30 s at most), not by the program's own exit.
+    let code = t.exit_code();
+    assert_ne!(code, Some(0), "{}", t.seen.lock().unwrap());
 }
 
 /// The README's main job, as its quickstart runs it (decision 0126): outside any project,

@@ -212,7 +212,8 @@ pub fn list(state_dir: &Path) -> Vec<Record> {
         {
             Ok(r) => out.push(r),
             Err(e) => {
-                tracing::warn!(path = %path.display(), error = %e, "launcher record unreadable: removed")
+                tracing::warn!(path = %path.display(), error = %e, "launcher record unreadable: removed");
+                let _ = std::fs::remove_file(&path);
             }
         }
     }
