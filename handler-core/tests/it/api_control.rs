@@ -361,19 +361,31 @@ async fn token_references_are_checked_files_bounded_and_commands_timed_out() {
         assert_eq!(s, 400, "{bad}: {v}");
         assert!(v["detail"].as_str().unwrap().starts_with("token."), "{v}");
     }
-    // A file larger than 1 MiB (its first line a valid token) is refused, /dev/zero too.
+    // A file larger than 1 MiB (its first line a valid token) is refused, /dev/zero too: at
+    // save (E1), and at start for a file that grew after it was saved.
     let big = d.home.path().join("big-token");
     let mut content = format!("{TOKEN_A}\n").into_bytes();
     content.resize(2 * 1024 * 1024, b'x');
-    std::fs::write(&big, content).unwrap();
+    std::fs::write(&big, &content).unwrap();
+    for (file, why) in [
+        (big.display().to_string(), "larger than 1 MiB"),
+        ("/dev/zero".to_string(), "not a regular file"),
+    ] {
+        let (s, v) = d
+            .post(
+                "/v1/accounts",
+                json!({"name": "big", "harness": "fake", "token": {"file": file}}),
+            )
+            .await;
+        assert_eq!(s, 400, "{v}");
+        assert!(v["detail"].as_str().unwrap().contains(why), "{v}");
+    }
+    std::fs::write(&big, format!("{TOKEN_A}\n")).unwrap();
     let id = agent_on(&d, "big", json!({"file": big.display().to_string()})).await;
+    std::fs::write(&big, content).unwrap();
     let (s, body) = acp_refusal(&d, &id).await;
     assert_eq!(s, 400, "{body}");
     assert!(body.contains("larger than 1 MiB"), "{body}");
-    let id = agent_on(&d, "zero", json!({"file": "/dev/zero"})).await;
-    let (s, body) = acp_refusal(&d, &id).await;
-    assert_eq!(s, 400, "{body}");
-    assert!(body.contains("not a regular file"), "{body}");
     // A slow command is killed after its time limit, and the daemon answers meanwhile.
     let id = agent_on(
         &d,

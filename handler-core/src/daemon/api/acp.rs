@@ -29,9 +29,9 @@ pub async fn connect(
             .await
             .unwrap_or_else(|e| Err(ApiError::internal(e)))
     };
-    // Decision 0122: a `sessionTree = "copy"` connection's checkout, made before the upgrade.
+    // The git guard (a `sessionTree = "copy"` checkout, decision 0122), before the upgrade.
     let accepted = match accepted {
-        Ok(mut a) => service::with_copy(&app, &id, &mut a).await.map(|()| a),
+        Ok(mut a) => service::guard(&app, &id, &mut a).await.map(|()| a),
         Err(e) => Err(e),
     };
     match accepted {

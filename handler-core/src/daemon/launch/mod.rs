@@ -4,6 +4,7 @@
 //! executable with the spec on fd 3) the control plane drives.
 
 pub mod addons;
+pub mod agent;
 pub mod caches;
 pub mod gather;
 pub mod gitguard;

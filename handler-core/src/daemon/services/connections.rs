@@ -7,26 +7,23 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
+use axum::extract::ws::{Message, WebSocket};
 use futures_util::{SinkExt, StreamExt};
 use handler_contracts::acp::close;
-use handler_contracts::control::{AgentConnection, ModelAccess};
+use handler_contracts::control::ModelAccess;
 use handler_policy::{Action, ClientId, Direction, Pipeline};
-use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::mpsc;
 
 use super::live;
-use crate::daemon::fsutil;
-use crate::daemon::launch::gitguard::{self, GuardSession};
-use crate::daemon::launch::launcher::{Instance, read_stderr, stop, stop_and_sweep};
+use super::ws::{close_msg, is_capacity, truncate};
+use crate::daemon::launch::agent::{self as start_path, AgentOut, Place};
+use crate::daemon::launch::gitguard::GuardSession;
 use crate::daemon::launch::prepare::{Prepared, canonicalize, prepare};
 use crate::daemon::problem::{ApiError, ApiResult};
-use crate::daemon::state::{AppState, LiveAllow, LiveConnection};
+use crate::daemon::state::{AppState, LiveAllow};
 use crate::daemon::store::new_id;
 use handler_contracts::control::{EgressRecord, ModelQuery};
 
-/// How long a sandbox has to stop after SIGTERM before it is killed.
-const STOP_GRACE: Duration = Duration::from_secs(20);
 /// The pipeline's own client number for this socket.
 const CLIENT: ClientId = ClientId(1);
 
@@ -64,141 +61,26 @@ pub fn accept(app: &AppState, id: &str, q: ModelQuery) -> ApiResult<Accepted> {
         first
     };
     let conn = new_id("c");
-    let mut prepared = prepare(app, &agent, &access, (&conn, None))?;
+    let prepared = prepare(app, &agent, &access, (&conn, None))?;
     super::images::require_network_filter(app, &prepared.spec)?;
-    let guard = if is_copy(&agent)? {
-        // Decision 0122: the checkout is made by `with_copy`, async, before the upgrade.
-        None
-    } else {
-        guard_connection(app, &conn, &mut prepared)?
-    };
-    let required: Vec<_> =
-        handler_contracts::hosts::required_hosts(&app.snapshot(), &prepared.access)
-            .into_iter()
-            .map(|r| r.host)
-            .collect();
-    let allow = live::at_launch(app, &agent, &prepared.spec.network, &required);
-    Ok((prepared, conn, allow, guard))
+    // `sessionTree` checked before the upgrade too (400 naming it).
+    start_path::session_tree(&agent)?;
+    let allow = live::allow_of(app, &agent, &prepared);
+    Ok((prepared, conn, allow, None))
 }
 
-/// Whether the agent's sandboxes get `sessionTree = "copy"` (a wrong value: 400 naming it).
-fn is_copy(agent: &crate::daemon::store::StoredAgent) -> ApiResult<bool> {
-    use handler_sandbox::copytree::SessionTree;
-    SessionTree::parse(agent.options.session_tree.as_deref())
-        .map(|t| t == SessionTree::Copy)
-        .map_err(|e| ApiError::bad_request("sessionTree unusable", e.to_string()))
-}
-
-/// Decision 0122: a connection of a `sessionTree = "copy"` agent (agent `agent_id`), after
-/// [`accept`] and before the upgrade: its checkout made in `<data>/connections/<id>/guard/tree`
-/// (the helper container's reset, async), the scope's mount replaced by it, and its guard — the
-/// bring-back at each turn's end and at close (the uncommitted work then kept at
-/// `refs/handler/sessions/<connection id>/uncommitted`), follow before each prompt. A refusal
-/// (no repository, no commit, the guard's) is a 409 naming `sessionTree`. Nothing for any
-/// other agent.
-pub async fn with_copy(app: &AppState, agent_id: &str, accepted: &mut Accepted) -> ApiResult<()> {
+/// After [`accept`] and before the upgrade: the connection's git guard (the one every sandbox
+/// gets, [`start_path::guard`]) in `<data>/connections/<id>/guard/` — under `sessionTree =
+/// "copy"` its checkout (decision 0122), else the guard of its scope's repository; a refusal is
+/// a 409 naming it.
+pub async fn guard(app: &AppState, agent_id: &str, accepted: &mut Accepted) -> ApiResult<()> {
     let agent = app
         .agents
         .agent(agent_id)
         .ok_or_else(|| ApiError::not_found(format!("agent {agent_id:?}")))?;
-    if !is_copy(&agent)? {
-        return Ok(());
-    }
     let (prepared, conn, _, guard) = accepted;
-    *guard = Some(copy_guard(app, conn, prepared).await?);
+    *guard = start_path::guard(app, &agent, &Place::connection(app, conn), prepared).await?;
     Ok(())
-}
-
-/// The checkout and guard of [`with_copy`] for the sandbox `prepared` of connection `conn`.
-async fn copy_guard(
-    app: &AppState,
-    conn: &str,
-    prepared: &mut Prepared,
-) -> ApiResult<Arc<GuardSession>> {
-    let scope = gitguard::scope_source(&prepared.spec).ok_or_else(|| {
-        ApiError::conflict(
-            "sessionTree refused",
-            "sessionTree: \"copy\" needs a scope to check out, and the connection has none",
-        )
-    })?;
-    let folder = app.config.data_dir.join("connections").join(conn);
-    let (g, mounts) = gitguard::prepare_copy(
-        &*app.launcher,
-        &gitguard::seen_dir(&app.config.data_dir),
-        std::path::Path::new(&scope),
-        &folder.join("guard"),
-        &prepared.spec.image,
-    )
-    .await
-    .map_err(|e| {
-        if e.is_refusal() {
-            ApiError::conflict("sessionTree refused", e.to_string())
-        } else {
-            ApiError::internal(e)
-        }
-    })?;
-    gitguard::copy_into(&mut prepared.spec, &g, mounts, &scope);
-    Ok(Arc::new(GuardSession::new(
-        g,
-        prepared.spec.image.clone(),
-        conn.to_string(),
-        folder.join(gitguard::LOG),
-    )))
-}
-
-/// The git guard of any sandbox of `agent` outside a session (a connection, a terminal:
-/// security F7): under `sessionTree = "copy"` its checkout (`copy_guard`), else the
-/// guard of its scope's repository (`guard_connection`); refusals are 409s.
-pub async fn guard_sandbox(
-    app: &AppState,
-    agent: &crate::daemon::store::StoredAgent,
-    conn: &str,
-    prepared: &mut Prepared,
-) -> ApiResult<Option<Arc<GuardSession>>> {
-    if is_copy(agent)? {
-        return copy_guard(app, conn, prepared).await.map(Some);
-    }
-    guard_connection(app, conn, prepared)
-}
-
-/// Issue 14: the connection's own git directory in `<data>/connections/<id>/guard/`, its mounts
-/// added; a refusal is a 409 naming each link.
-fn guard_connection(
-    app: &AppState,
-    conn: &str,
-    prepared: &mut Prepared,
-) -> ApiResult<Option<Arc<GuardSession>>> {
-    if gitguard::open_warned(&prepared.spec, conn) {
-        return Ok(None);
-    }
-    let Some(scope) = gitguard::scope_source(&prepared.spec) else {
-        return Ok(None);
-    };
-    let folder = app.config.data_dir.join("connections").join(conn);
-    let mut mounts = Vec::new();
-    let g = match gitguard::guard_scope(
-        &gitguard::seen_dir(&app.config.data_dir),
-        std::path::Path::new(&scope),
-        &folder.join("guard"),
-        &mut mounts,
-    ) {
-        Ok(Some(g)) => g,
-        Ok(None) => return Ok(None),
-        Err(e @ gitguard::GitGuardError::Refused(_)) => {
-            return Err(ApiError::conflict(
-                "git guard refused the scope",
-                e.to_string(),
-            ));
-        }
-        Err(e) => return Err(ApiError::internal(e)),
-    };
-    prepared.spec.mounts.extend(mounts);
-    Ok(Some(Arc::new(GuardSession::new(
-        g,
-        prepared.spec.image.clone(),
-        conn.to_owned(),
-        folder.join(gitguard::LOG),
-    ))))
 }
 
 /// The git guard's moments on a connection (issue 14, items 2 and 3): the daemon sees the
@@ -260,62 +142,6 @@ fn request_id(m: &[u8], method: &str) -> Option<String> {
     v.get("id").map(serde_json::Value::to_string)
 }
 
-/// Reads one line (without its `\n`), at most `max` bytes; `Err(true)` when longer.
-pub(crate) async fn read_line<R: AsyncBufRead + Unpin>(
-    r: &mut R,
-    max: usize,
-) -> Result<Option<Vec<u8>>, bool> {
-    let mut line = Vec::new();
-    loop {
-        let buf = r.fill_buf().await.map_err(|_| false)?;
-        if buf.is_empty() {
-            return Ok(if line.is_empty() { None } else { Some(line) });
-        }
-        match memchr_nl(buf) {
-            Some(i) => {
-                line.extend_from_slice(&buf[..i]);
-                r.consume(i + 1);
-                if line.len() > max {
-                    return Err(true);
-                }
-                if line.last() == Some(&b'\r') {
-                    line.pop();
-                }
-                return Ok(Some(line));
-            }
-            None => {
-                let n = buf.len();
-                line.extend_from_slice(buf);
-                r.consume(n);
-                if line.len() > max {
-                    return Err(true);
-                }
-            }
-        }
-    }
-}
-
-fn memchr_nl(b: &[u8]) -> Option<usize> {
-    b.iter().position(|&c| c == b'\n')
-}
-
-/// One read of the agent's stdout.
-pub(crate) enum AgentOut {
-    /// A line, without its `\n`.
-    Line(Vec<u8>),
-    /// A line over the size limit.
-    TooBig,
-    /// The end of its output.
-    Eof,
-}
-
-pub(crate) fn close_msg(code: u16, reason: &str) -> Message {
-    Message::Close(Some(CloseFrame {
-        code,
-        reason: Utf8Bytes::from(reason.to_string()),
-    }))
-}
-
 /// One connection's life.
 // Over 80 lines: the two directions of one socket share its state (pipeline, pending writes, close); splitting it along C.2/C.3 is left for a later step (issue 12 item 6).
 pub async fn relay(
@@ -325,15 +151,22 @@ pub async fn relay(
     socket: WebSocket,
 ) {
     let (mut ws_tx, mut ws_rx) = socket.split();
-    let sandbox = prepared.spec.name.clone();
-    let Instance {
-        mut child,
-        stdin,
-        stdout,
-        stderr,
-        ..
-    } = match app.launcher.launch(&prepared.spec) {
-        Ok(i) => i,
+    let pipeline = Pipeline::new(prepared.policy.clone()).map(|p| p.with_resolver(canonicalize));
+    let mut pipeline = match pipeline {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::error!(agent = %agent_id, error = %e, "policy configuration refused");
+            let _ = ws_tx
+                .send(close_msg(
+                    close::AGENT_EXITED,
+                    "policy configuration refused",
+                ))
+                .await;
+            return;
+        }
+    };
+    let mut running = match start_path::start(&app, &agent_id, &conn, &prepared, allow, |_| {}) {
+        Ok(r) => r,
         Err(e) => {
             tracing::error!(agent = %agent_id, error = %e, "sandbox launch failed");
             let _ = ws_tx
@@ -345,97 +178,11 @@ pub async fn relay(
             return;
         }
     };
-    let pipeline = Pipeline::new(prepared.policy.clone()).map(|p| p.with_resolver(canonicalize));
-    let mut pipeline = match pipeline {
-        Ok(p) => p,
-        Err(e) => {
-            tracing::error!(agent = %agent_id, error = %e, "policy configuration refused");
-            let _ = stop(&mut child, STOP_GRACE).await;
-            let _ = ws_tx
-                .send(close_msg(
-                    close::AGENT_EXITED,
-                    "policy configuration refused",
-                ))
-                .await;
-            return;
-        }
-    };
-    let stop_signal = Arc::new(Notify::new());
-    {
-        let mut m = app
-            .connections
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        m.entry(agent_id.clone()).or_default().push(LiveConnection {
-            info: AgentConnection {
-                id: conn.clone(),
-                sandbox: sandbox.clone(),
-                since: fsutil::now_rfc3339(),
-                terminal: None,
-            },
-            stop: stop_signal.clone(),
-            allow,
-        });
-    }
-    app.agents.touch(&agent_id);
-    tracing::info!(agent = %agent_id, connection = %conn, %sandbox, "ACP connection opened");
-    let secrets: Vec<(String, String)> = prepared.policy.secrets.clone();
-
-    // The agent's stdout, line by line.
+    let sandbox = running.sandbox.clone();
+    let stop_signal = running.stop_signal();
+    let in_tx = running.to_agent.clone();
     let max = app.config.max_message_bytes;
-    let (out_tx, mut out_rx) = mpsc::channel::<AgentOut>(64);
-    tokio::spawn(async move {
-        let mut r = BufReader::with_capacity(256 * 1024, stdout);
-        loop {
-            match read_line(&mut r, max).await {
-                Ok(Some(l)) => {
-                    if out_tx.send(AgentOut::Line(l)).await.is_err() {
-                        return;
-                    }
-                }
-                Ok(None) | Err(false) => {
-                    let _ = out_tx.send(AgentOut::Eof).await;
-                    return;
-                }
-                Err(true) => {
-                    let _ = out_tx.send(AgentOut::TooBig).await;
-                    return;
-                }
-            }
-        }
-    });
-    // Its stderr: egress events recorded, the rest logged (secret values replaced).
-    {
-        let app = app.clone();
-        let agent_id = agent_id.clone();
-        let sandbox = sandbox.clone();
-        tokio::spawn(async move {
-            // Bounded lines (crate::daemon::launch::launcher::read_stderr).
-            read_stderr(
-                stderr,
-                |ev| {
-                    tracing::info!(agent = %agent_id, %sandbox, decision = ?ev.decision, host = %ev.host, "egress");
-                    app.record_egress(&agent_id, &sandbox, ev);
-                },
-                |line| {
-                    let l = handler_policy::redact(&line, &secrets);
-                    tracing::info!(agent = %agent_id, %sandbox, line = %l, "sandbox stderr");
-                },
-            )
-            .await;
-        });
-    }
-    // Writes to the agent, in order, without blocking the loop.
-    let (in_tx, mut in_rx) = mpsc::channel::<Vec<u8>>(64);
-    tokio::spawn(async move {
-        let mut stdin = stdin;
-        while let Some(mut m) = in_rx.recv().await {
-            m.push(b'\n');
-            if stdin.write_all(&m).await.is_err() || stdin.flush().await.is_err() {
-                return;
-            }
-        }
-    });
+    tracing::info!(agent = %agent_id, connection = %conn, %sandbox, "ACP connection opened");
 
     let mut turns = Turns {
         guard: guard.clone(),
@@ -465,7 +212,7 @@ pub async fn relay(
                     }
                 }
             }
-            out = out_rx.recv() => {
+            out = running.from_agent.recv() => {
                 match out {
                     Some(AgentOut::Line(l)) => {
                         if l.iter().all(u8::is_ascii_whitespace) { continue; }
@@ -478,10 +225,8 @@ pub async fn relay(
                         break;
                     }
                     Some(AgentOut::Eof) | None => {
-                        let code = match tokio::time::timeout(Duration::from_secs(10), child.wait()).await {
-                            Ok(Ok(st)) => st.code().map_or_else(|| "signal".to_string(), |c| c.to_string()),
-                            _ => "unknown".to_string(),
-                        };
+                        let code = running.exit_code(Duration::from_secs(10)).await
+                            .map_or_else(|| "signal".to_string(), |c| c.to_string());
                         ending = Some((close::AGENT_EXITED, format!("agent exited ({code})")));
                         break;
                     }
@@ -497,47 +242,13 @@ pub async fn relay(
     if let Some((code, reason)) = &ending {
         let _ = ws_tx.send(close_msg(*code, &truncate(reason, 120))).await;
     }
-    // A launcher that was killed could not clean up: swept at once.
-    let exit = stop_and_sweep(&*app.launcher, &mut child, STOP_GRACE).await;
+    // A launcher that was killed could not clean up: swept at once (in `end`).
+    let (exit, registration) = running
+        .end(&app, guard.as_deref(), "connection close")
+        .await;
     let _ = ws_tx.close().await;
-    if let Some(g) = guard {
-        g.bring_back_at_end(&*app.launcher, "connection close")
-            .await;
-    }
-    {
-        let mut m = app
-            .connections
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(v) = m.get_mut(&agent_id) {
-            v.retain(|c| c.info.id != conn);
-            if v.is_empty() {
-                m.remove(&agent_id);
-            }
-        }
-    }
-    app.connections_changed.notify_waiters();
+    drop(registration);
     tracing::info!(agent = %agent_id, connection = %conn, %sandbox, exit = ?exit, close = ?ending.map(|e| e.0), "ACP connection closed, sandbox stopped");
-}
-
-pub(crate) fn truncate(s: &str, n: usize) -> String {
-    // A close reason is at most 123 bytes.
-    let mut out = String::new();
-    for c in s.chars() {
-        if out.len() + c.len_utf8() > n {
-            break;
-        }
-        out.push(c);
-    }
-    out
-}
-
-pub(crate) fn is_capacity(e: &axum::Error) -> bool {
-    // tungstenite's CapacityError, as axum wraps it: "Space limit exceeded: Message too long: …".
-    let text = format!("{e} {:?}", e);
-    text.contains("Message too long")
-        || text.contains("Space limit exceeded")
-        || text.contains("Capacity")
 }
 
 /// Carries out the pipeline's actions; false when the client is gone.

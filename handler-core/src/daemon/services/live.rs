@@ -104,6 +104,21 @@ pub fn from_settings(app: &AppState, agent: &StoredAgent) -> Vec<AllowEntry> {
     )
 }
 
+/// What sandbox `prepared` of `agent` starts with as its live allow-list: its model's and
+/// harness's hosts fixed, the agent's settings on top (None unless its network is filtered).
+pub fn allow_of(
+    app: &AppState,
+    agent: &StoredAgent,
+    prepared: &crate::daemon::launch::prepare::Prepared,
+) -> Option<LiveAllow> {
+    let required: Vec<AllowEntry> =
+        handler_contracts::hosts::required_hosts(&app.snapshot(), &prepared.access)
+            .into_iter()
+            .map(|r| r.host)
+            .collect();
+    at_launch(app, agent, &prepared.spec.network, &required)
+}
+
 /// What a connection being launched records (None unless its network is filtered).
 pub fn at_launch(
     app: &AppState,

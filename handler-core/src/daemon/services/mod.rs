@@ -1,6 +1,7 @@
 //! The resources' rules (the services layer), called by the API's handlers: each module checks
-//! and changes one resource through the stores; `connections` owns an ACP connection (launch,
-//! relay, stop).
+//! and changes one resource through the stores; `connections` relays an ACP connection and
+//! `sessions` a session over the one agent-start path (`launch::agent`); `ws` holds the
+//! WebSocket helpers both share.
 
 pub mod accounts;
 pub mod addon_install;
@@ -26,3 +27,4 @@ pub mod session_files;
 pub mod sessions;
 pub mod skills;
 pub mod terminals;
+pub mod ws;

@@ -8,22 +8,20 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use handler_contracts::control::{AgentConnection, ModelAccess, TerminalStart, TerminalStarted};
+use handler_contracts::control::{ModelAccess, TerminalStart, TerminalStarted};
 use handler_contracts::sandbox::TTY_READY_LINE;
-use tokio::sync::Notify;
 
 use crate::daemon::fsutil;
+use crate::daemon::launch::agent::{self as start_path, Place, Registration, STOP_GRACE};
 use crate::daemon::launch::launcher::stop_and_sweep;
 use crate::daemon::launch::prepare::prepare_with;
 use crate::daemon::launch::records::{self, TerminalRecord};
 use crate::daemon::problem::{ApiError, ApiResult};
-use crate::daemon::state::{AppState, LiveConnection};
+use crate::daemon::state::AppState;
 use crate::daemon::store::new_id;
 
 /// How long the sandbox has to get ready (an image's first start can be slow).
 const READY_TIMEOUT: Duration = Duration::from_secs(180);
-/// How long a stopped launcher has to clean up before it is killed.
-const STOP_GRACE: Duration = Duration::from_secs(20);
 
 /// `term` and `colorterm`: `[A-Za-z0-9._+-]{1,64}` (422 naming the field otherwise).
 fn check_term(field: &str, v: &Option<String>) -> ApiResult<()> {
@@ -59,18 +57,14 @@ pub async fn start(app: &AppState, id: &str, req: TerminalStart) -> ApiResult<Te
     let mut prepared = prepare_with(app, &agent, &access, (&conn, None), Some(req.args.clone()))?;
     super::images::require_network_filter(app, &prepared.spec)?;
     // The same guard as a connection's (security F7): the copy or the scope's git guard.
-    let guard = super::connections::guard_sandbox(app, &agent, &conn, &mut prepared).await?;
+    let guard =
+        start_path::guard(app, &agent, &Place::connection(app, &conn), &mut prepared).await?;
     for (k, v) in [("TERM", &req.term), ("COLORTERM", &req.colorterm)] {
         if let Some(v) = v {
             prepared.spec.env.insert(k.into(), v.clone());
         }
     }
-    let required: Vec<_> =
-        handler_contracts::hosts::required_hosts(&app.snapshot(), &prepared.access)
-            .into_iter()
-            .map(|r| r.host)
-            .collect();
-    let allow = super::live::at_launch(app, &agent, &prepared.spec.network, &required);
+    let allow = super::live::allow_of(app, &agent, &prepared);
     let dir = app.config.state_dir.join("terminals");
     fsutil::create_dir_private(&dir).map_err(ApiError::internal)?;
     let log_path = dir.join(format!("{conn}.log"));
@@ -88,28 +82,26 @@ pub async fn start(app: &AppState, id: &str, req: TerminalStart) -> ApiResult<Te
         ));
     }
     let sandbox = prepared.spec.name.clone();
-    let stop = Arc::new(Notify::new());
-    let info = register(
+    let registration = Registration::new(
         app,
         id,
-        &conn,
-        &sandbox,
-        &access,
-        stop.clone(),
+        (&conn, &sandbox),
+        Some(access.clone()),
         allow.clone(),
     );
+    tracing::info!(agent = %id, connection = %conn, %sandbox, "terminal started");
     // Recorded, so a handlerd started after this one takes it back (security F13).
     if let Some(pid) = child.id() {
         let term = TerminalRecord {
             agent: id.to_string(),
-            connection: info,
+            connection: registration.info.clone(),
             allow: allow.as_ref().map(Into::into),
         };
         if let Err(e) = records::record(&app.config.state_dir, &sandbox, pid, Some(term)) {
             tracing::warn!(%sandbox, error = %e, "terminal not recorded: a later handlerd will not know it");
         }
     }
-    tokio::spawn(watch(app.clone(), id.to_string(), conn, child, stop, guard));
+    tokio::spawn(watch(app.clone(), child, registration, guard));
     Ok(TerminalStarted { sandbox, attach })
 }
 
@@ -128,20 +120,9 @@ pub async fn take_back(app: &AppState, terminals: Vec<records::Record>) {
             tokio::spawn(stop_taken(app.clone(), r));
             continue;
         };
-        let stop = Arc::new(Notify::new());
         let info = t.connection.clone();
-        {
-            let mut m = app
-                .connections
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            m.entry(t.agent.clone()).or_default().push(LiveConnection {
-                info: info.clone(),
-                stop: stop.clone(),
-                allow: t.allow.clone().map(Into::into),
-            });
-        }
-        app.connections_changed.notify_waiters();
+        let registration =
+            Registration::again(app, &t.agent, info.clone(), t.allow.clone().map(Into::into));
         tracing::info!(agent = %t.agent, connection = %info.id, sandbox = %r.name, "terminal taken back");
         if let Err(e) = super::live::apply_allow(app, &agent).await {
             tracing::warn!(sandbox = %r.name, error = %e.problem().detail.unwrap_or_default(), "a terminal taken back kept its allow-list");
@@ -151,13 +132,13 @@ pub async fn take_back(app: &AppState, terminals: Vec<records::Record>) {
         {
             tracing::warn!(sandbox = %r.name, error = %err, "a terminal taken back kept its egress");
         }
-        tokio::spawn(watch_taken(app.clone(), r, stop));
+        tokio::spawn(watch_taken(app.clone(), r, registration));
     }
 }
 
 /// A terminal taken back: until its launcher ends (polled: it is not this handlerd's child) or
 /// its agent is deleted (then stopped).
-async fn watch_taken(app: AppState, r: records::Record, stop: Arc<Notify>) {
+async fn watch_taken(app: AppState, r: records::Record, registration: Registration) {
     let Some(t) = r.terminal.clone() else { return };
     let mut ended = true;
     loop {
@@ -168,7 +149,7 @@ async fn watch_taken(app: AppState, r: records::Record, stop: Arc<Notify>) {
                     break;
                 }
             }
-            () = stop.notified() => {
+            () = registration.stop.notified() => {
                 if app.agents.agent(&t.agent).is_none() {
                     stop_pid(&app, &r).await;
                     tracing::info!(agent = %t.agent, connection = %t.connection.id, "terminal stopped: its agent was deleted");
@@ -182,7 +163,7 @@ async fn watch_taken(app: AppState, r: records::Record, stop: Arc<Notify>) {
     if ended {
         records::forget(&app.config.state_dir, &r.name);
     }
-    unregister(&app, &t.agent, &t.connection.id);
+    drop(registration);
 }
 
 /// Stops a terminal whose agent is gone and forgets it.
@@ -243,54 +224,24 @@ async fn ready(child: &mut tokio::process::Child, log: &std::path::Path) -> Resu
     }
 }
 
-fn register(
-    app: &AppState,
-    agent: &str,
-    conn: &str,
-    sandbox: &str,
-    access: &ModelAccess,
-    stop: Arc<Notify>,
-    allow: Option<crate::daemon::state::LiveAllow>,
-) -> AgentConnection {
-    let info = AgentConnection {
-        id: conn.to_string(),
-        sandbox: sandbox.to_string(),
-        since: fsutil::now_rfc3339(),
-        terminal: Some(access.clone()),
-    };
-    let mut m = app
-        .connections
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    m.entry(agent.to_string())
-        .or_default()
-        .push(LiveConnection {
-            info: info.clone(),
-            stop,
-            allow,
-        });
-    drop(m);
-    app.agents.touch(agent);
-    tracing::info!(agent = %agent, connection = %conn, %sandbox, "terminal started");
-    info
-}
-
 /// Until the program ends: then the connection is forgotten. A stop asked because the agent was
 /// deleted stops the sandbox; one asked because handlerd stops leaves it running (D.16).
 async fn watch(
     app: AppState,
-    agent: String,
-    conn: String,
     mut child: tokio::process::Child,
-    stop: Arc<Notify>,
+    registration: Registration,
     guard: Option<Arc<crate::daemon::launch::gitguard::GuardSession>>,
 ) {
+    let (agent, conn) = (
+        registration.agent().to_string(),
+        registration.info.id.clone(),
+    );
     let mut ended = true;
     tokio::select! {
         st = child.wait() => {
             tracing::info!(agent = %agent, connection = %conn, status = ?st.ok(), "terminal ended");
         }
-        () = stop.notified() => {
+        () = registration.stop.notified() => {
             if app.agents.agent(&agent).is_none() {
                 let exit = stop_and_sweep(&*app.launcher, &mut child, STOP_GRACE).await;
                 tracing::info!(agent = %agent, connection = %conn, exit = ?exit, "terminal stopped: its agent was deleted");
@@ -306,32 +257,7 @@ async fn watch(
         g.bring_back_at_end(&*app.launcher, "terminal end").await;
     }
     if ended {
-        records::forget(&app.config.state_dir, &sandbox_of(&app, &agent, &conn));
+        records::forget(&app.config.state_dir, &registration.info.sandbox);
     }
-    unregister(&app, &agent, &conn);
-}
-
-/// The sandbox name of connection `conn` of `agent` (while it is registered).
-fn sandbox_of(app: &AppState, agent: &str, conn: &str) -> String {
-    app.connections_of(agent)
-        .into_iter()
-        .find(|c| c.id == conn)
-        .map(|c| c.sandbox)
-        .unwrap_or_default()
-}
-
-/// Forgets connection `conn` of `agent` and says so.
-fn unregister(app: &AppState, agent: &str, conn: &str) {
-    let mut m = app
-        .connections
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(v) = m.get_mut(agent) {
-        v.retain(|c| c.info.id != conn);
-        if v.is_empty() {
-            m.remove(agent);
-        }
-    }
-    drop(m);
-    app.connections_changed.notify_waiters();
+    drop(registration);
 }

@@ -13,7 +13,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::lifecycle::ensure_running;
 use super::live::{Handle, Inbox, Out, Started, replay_lines, wait_started};
-use crate::daemon::services::connections::{close_msg, is_capacity, truncate};
+use crate::daemon::services::ws::{close_msg, is_capacity, truncate};
 use crate::daemon::state::AppState;
 
 /// An attachment joined to its hub.

@@ -4,37 +4,29 @@
 //! to load (P7 follows either); the end (stop, idle, agent exit, error) stops the sandbox,
 //! logs it and closes the clients 4002.
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use handler_contracts::control::AgentConnection;
 use handler_contracts::session::{SessionEventKind, SessionState, StopHow};
 use handler_policy::Pipeline;
-use tokio::io::{AsyncWriteExt, BufReader};
-use tokio::process::Child;
 use tokio::sync::{Notify, mpsc, oneshot, watch};
 
 use super::access_of;
 use super::live::{Asking, Ending, Handle, Hub, Inbox, Questions, RunState, Started};
 use crate::daemon::fsutil;
-use crate::daemon::launch::gitguard::{self, GuardSession};
-use crate::daemon::launch::launcher::{Instance, read_stderr, stop_and_sweep};
+use crate::daemon::launch::agent::{self as start_path, AgentOut, Running};
 use crate::daemon::launch::prepare::{Prepared, canonicalize, prepare};
 use crate::daemon::launch::resolve;
 use crate::daemon::problem::{ApiError, ApiResult};
-use crate::daemon::services::connections::{AgentOut, read_line};
 use crate::daemon::services::live as live_allow;
-use crate::daemon::state::{AppState, LiveConnection};
+use crate::daemon::state::AppState;
 use crate::daemon::store::sessions::{EVENTS, read_log};
 use handler_contracts::harness::SlotKind;
-use handler_contracts::sandbox::{EgressDecision, NetworkPolicy};
+use handler_contracts::sandbox::{EgressDecision, EgressEvent, NetworkPolicy};
 
 /// The record's extra field saying the session was created with an existing acpSessionId:
 /// its first start loads it (and the agent's replay is then the history, F.5).
 pub(crate) const IMPORTED: &str = "createdWithAcpSessionId";
-/// How long a sandbox has to stop after SIGTERM before it is killed.
-const STOP_GRACE: Duration = Duration::from_secs(20);
 
 /// The running hub of session `id`, started when there is none (single-flight, F.6.1).
 /// `prepared` and `prompt` are a new session's: its first start and first prompt.
@@ -75,11 +67,9 @@ pub(crate) fn ensure_running(
 /// A started session's parts the loop drives.
 struct Live {
     hub: Hub,
-    child: Child,
-    out_rx: mpsc::Receiver<AgentOut>,
+    running: Running,
     stop: Arc<Notify>,
     agent_id: String,
-    conn: String,
 }
 
 async fn run(
@@ -136,9 +126,18 @@ async fn launch(
         .spec
         .mounts
         .extend(super::run::subject_mount(app, &s));
-    let tree = handler_sandbox::copytree::SessionTree::parse(agent.options.session_tree.as_deref())
-        .map_err(|e| e.to_string())?;
-    let guard = with_git_guard(app, id, &mut prepared, tree).await?;
+    let guard = start_path::guard(
+        app,
+        &agent,
+        &start_path::Place::session(app, id),
+        &mut prepared,
+    )
+    .await
+    .map_err(|e| e.detail.unwrap_or(e.title))?;
+    if guard.as_ref().is_some_and(|g| g.guarded.copy.is_some()) {
+        // Decision 0121: the Files pane's baseline is the checkout's (kept across restarts).
+        super::files::record_baseline(app, id).await;
+    }
     super::files::record_mounts(app, id, &prepared.spec.mounts);
     app.sessions.update(id, |r| {
         r.state = SessionState::Starting;
@@ -162,24 +161,26 @@ async fn launch(
     let pipeline = Pipeline::new(policy)
         .map_err(|e| format!("policy configuration refused: {e}"))?
         .with_resolver(canonicalize);
-    let Instance {
-        child,
-        stdin,
-        stdout,
-        stderr,
-        ..
-    } = app
-        .launcher
-        .launch(&prepared.spec)
+    let allow = live_allow::allow_of(app, &agent, &prepared);
+    // A denial becomes the session's question (the hub decides whether to ask).
+    let on_egress = move |ev: &EgressEvent| {
+        if ev.decision == EgressDecision::Denied
+            && let Some(tx) = inbox.upgrade()
+        {
+            let _ = tx.try_send(Inbox::Denied {
+                host: ev.host.clone(),
+            });
+        }
+    };
+    let running = start_path::start(app, &agent.id, id, &prepared, allow, on_egress)
         .map_err(|e| format!("launch failed: {e}"))?;
-    let (stop, to_agent, out_rx) =
-        connect(app, &agent, &prepared, (id, inbox), (stdin, stdout, stderr));
+    let stop = running.stop_signal();
     let mut hub = Hub::new(
         app.clone(),
         id.to_owned(),
         pipeline,
         log,
-        to_agent,
+        running.to_agent.clone(),
         started,
         (s.acp_session_id.clone(), load, s.scope.clone()),
         prompt,
@@ -199,11 +200,9 @@ async fn launch(
     hub.questions = Questions::new(asking);
     Ok(Live {
         hub,
-        child,
-        out_rx,
+        running,
         stop,
         agent_id: agent.id.clone(),
-        conn: id.to_owned(),
     })
 }
 
@@ -244,172 +243,6 @@ fn with_session_slot(app: &AppState, id: &str, prepared: &mut Prepared) -> Resul
     Ok(())
 }
 
-/// Issue 14: a scope that is a repository's root gets the git guard — the session's own git
-/// directory in `<session folder>/guard/`, its mounts added — or the start is refused, naming
-/// each link found.
-async fn with_git_guard(
-    app: &AppState,
-    id: &str,
-    prepared: &mut Prepared,
-    tree: handler_sandbox::copytree::SessionTree,
-) -> Result<Option<Arc<GuardSession>>, String> {
-    if tree == handler_sandbox::copytree::SessionTree::Copy {
-        return with_copy(app, id, prepared).await.map(Some);
-    }
-    if gitguard::open_warned(&prepared.spec, id) {
-        return Ok(None);
-    }
-    let Some(scope) = gitguard::scope_source(&prepared.spec) else {
-        return Ok(None);
-    };
-    let folder = app.sessions.folder(id);
-    let mut mounts = Vec::new();
-    let seen = gitguard::seen_dir(&app.config.data_dir);
-    let g = tokio::task::spawn_blocking({
-        let folder = folder.clone();
-        move || {
-            gitguard::guard_scope(&seen, Path::new(&scope), &folder.join("guard"), &mut mounts)
-                .map(|g| (g, mounts))
-        }
-    })
-    .await
-    .map_err(|e| e.to_string())?
-    .map_err(|e| format!("git guard: {e}"))?;
-    let (Some(g), mounts) = g else {
-        return Ok(None);
-    };
-    prepared.spec.mounts.extend(mounts);
-    Ok(Some(Arc::new(GuardSession::new(
-        g,
-        prepared.spec.image.clone(),
-        id.to_owned(),
-        folder.join(gitguard::LOG),
-    ))))
-}
-
-/// Decision 0103 (`sessionTree = "copy"`): the scope's mount replaced by the session's own
-/// checkout in `<session folder>/guard/tree` (nothing of the host's tree bound), its git
-/// writable (Handler's, not the host's); refused (naming `sessionTree`) unless the scope is
-/// in a repository at a commit (decision 0121: below its root, a sparse checkout of that folder).
-async fn with_copy(
-    app: &AppState,
-    id: &str,
-    prepared: &mut Prepared,
-) -> Result<Arc<GuardSession>, String> {
-    let scope = gitguard::scope_source(&prepared.spec)
-        .ok_or("sessionTree: \"copy\" needs a scope to check out, and the session has none")?;
-    let folder = app.sessions.folder(id);
-    let (g, mounts) = gitguard::prepare_copy(
-        &*app.launcher,
-        &gitguard::seen_dir(&app.config.data_dir),
-        Path::new(&scope),
-        &folder.join("guard"),
-        &prepared.spec.image,
-    )
-    .await
-    .map_err(|e| format!("git guard: {e}"))?;
-    gitguard::copy_into(&mut prepared.spec, &g, mounts, &scope);
-    // Decision 0121: the Files pane's baseline is the checkout's (kept across restarts).
-    super::files::record_baseline(app, id).await;
-    Ok(Arc::new(GuardSession::new(
-        g,
-        prepared.spec.image.clone(),
-        id.to_owned(),
-        folder.join(gitguard::LOG),
-    )))
-}
-
-type Stdio = (
-    tokio::process::ChildStdin,
-    tokio::process::ChildStdout,
-    tokio::process::ChildStderr,
-);
-
-/// The sandbox registered as one of its agent's connections (egress events, the live egress
-/// switch, deleting the agent stops it, D.1/F.3), its stdio read and written by tasks.
-fn connect(
-    app: &AppState,
-    agent: &crate::daemon::store::StoredAgent,
-    prepared: &Prepared,
-    (id, inbox): (&str, mpsc::WeakSender<Inbox>),
-    (stdin, stdout, stderr): Stdio,
-) -> (Arc<Notify>, mpsc::Sender<Vec<u8>>, mpsc::Receiver<AgentOut>) {
-    let sandbox = prepared.spec.name.clone();
-    let required: Vec<_> =
-        handler_contracts::hosts::required_hosts(&app.snapshot(), &prepared.access)
-            .into_iter()
-            .map(|r| r.host)
-            .collect();
-    let allow = live_allow::at_launch(app, agent, &prepared.spec.network, &required);
-    let stop = Arc::new(Notify::new());
-    app.connections
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .entry(agent.id.clone())
-        .or_default()
-        .push(LiveConnection {
-            info: AgentConnection {
-                id: id.to_owned(),
-                sandbox: sandbox.clone(),
-                since: fsutil::now_rfc3339(),
-                terminal: None,
-            },
-            stop: stop.clone(),
-            allow,
-        });
-    app.agents.touch(&agent.id);
-    let max = app.config.max_message_bytes;
-    let (out_tx, out_rx) = mpsc::channel::<AgentOut>(64);
-    tokio::spawn(async move {
-        let mut r = BufReader::with_capacity(256 * 1024, stdout);
-        loop {
-            let item = match read_line(&mut r, max).await {
-                Ok(Some(l)) => AgentOut::Line(l),
-                Ok(None) | Err(false) => AgentOut::Eof,
-                Err(true) => AgentOut::TooBig,
-            };
-            let last = !matches!(item, AgentOut::Line(_));
-            if out_tx.send(item).await.is_err() || last {
-                return;
-            }
-        }
-    });
-    let secrets = prepared.policy.secrets.clone();
-    let (app2, agent_id) = (app.clone(), agent.id.clone());
-    tokio::spawn(async move {
-        read_stderr(
-            stderr,
-            |ev| {
-                // A denial becomes the session's question (the hub decides whether to ask).
-                if ev.decision == EgressDecision::Denied
-                    && let Some(tx) = inbox.upgrade()
-                {
-                    let _ = tx.try_send(Inbox::Denied {
-                        host: ev.host.clone(),
-                    });
-                }
-                app2.record_egress(&agent_id, &sandbox, ev);
-            },
-            |line| {
-                let l = handler_policy::redact(&line, &secrets);
-                tracing::info!(agent = %agent_id, %sandbox, line = %l, "sandbox stderr");
-            },
-        )
-        .await;
-    });
-    let (in_tx, mut in_rx) = mpsc::channel::<Vec<u8>>(64);
-    tokio::spawn(async move {
-        let mut stdin = stdin;
-        while let Some(mut m) = in_rx.recv().await {
-            m.push(b'\n');
-            if stdin.write_all(&m).await.is_err() || stdin.flush().await.is_err() {
-                return;
-            }
-        }
-    });
-    (stop, in_tx, out_rx)
-}
-
 /// The hub's loop, until its ending; then the end. Gives the inbox back, to be dropped once
 /// the session is out of the registry.
 async fn drive(mut l: Live, mut inbox: mpsc::Receiver<Inbox>) -> mpsc::Receiver<Inbox> {
@@ -426,7 +259,7 @@ async fn drive(mut l: Live, mut inbox: mpsc::Receiver<Inbox>) -> mpsc::Receiver<
                 Some(m) => handle(&mut l.hub, m).await,
                 None => l.hub.ending = Some(Ending::Stop(StopHow::Explicit, "stopped".into(), None)),
             },
-            o = l.out_rx.recv() => match o {
+            o = l.running.from_agent.recv() => match o {
                 Some(AgentOut::Line(line)) => {
                     if !line.iter().all(u8::is_ascii_whitespace) {
                         l.hub.agent_line(&line).await;
@@ -484,19 +317,12 @@ async fn handle(hub: &mut Hub, m: Inbox) {
 async fn finish(mut l: Live) {
     let ending = l.hub.ending.take().unwrap_or(Ending::AgentExit);
     let exit = match ending {
-        Ending::AgentExit => {
-            match tokio::time::timeout(Duration::from_secs(10), l.child.wait()).await {
-                Ok(Ok(st)) => st.code(),
-                _ => None,
-            }
-        }
+        Ending::AgentExit => l.running.exit_code(Duration::from_secs(10)).await,
         _ => None,
     };
     let app = l.hub.app.clone();
-    let _ = stop_and_sweep(&*app.launcher, &mut l.child, STOP_GRACE).await;
-    if let Some(g) = l.hub.git_guard.clone() {
-        g.bring_back_at_end(&*app.launcher, "session stop").await;
-    }
+    let guard = l.hub.git_guard.clone();
+    let (_, registration) = l.running.end(&app, guard.as_deref(), "session stop").await;
     let mut done: Option<oneshot::Sender<()>> = None;
     let (how, detail, error) = match ending {
         Ending::Stop(how, reason, d) => {
@@ -527,19 +353,7 @@ async fn finish(mut l: Live) {
         r.attached = 0;
         r.last_activity_at = fsutil::now_rfc3339();
     });
-    {
-        let mut m = app
-            .connections
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(v) = m.get_mut(&l.agent_id) {
-            v.retain(|c| c.info.id != l.conn);
-            if v.is_empty() {
-                m.remove(&l.agent_id);
-            }
-        }
-    }
-    app.connections_changed.notify_waiters();
+    drop(registration);
     tracing::info!(session = %l.hub.id, how = ?how, %detail, "session stopped, sandbox gone");
     if let Some(d) = done {
         let _ = d.send(());

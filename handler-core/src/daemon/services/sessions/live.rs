@@ -792,7 +792,7 @@ impl Hub {
         }
         let d = detail.clone();
         self.note(|n, t| SessionEvent::stopped(n, t, how, d));
-        let reason = crate::daemon::services::connections::truncate(
+        let reason = crate::daemon::services::ws::truncate(
             &format!(
                 "session stopped: {}",
                 detail.as_deref().unwrap_or("stopped")
