@@ -1,6 +1,7 @@
 //! The Control API over real HTTP (D): auth on every route, problem+json shapes, /openapi.json
-//! covering every route, the stores (accounts, providers, secrets, folders, contexts), each E1
-//! refusal, risks (409 then confirmRisks), projects, and no secret value in any answer or log.
+//! covering every route, docs/api.md's route list generated from the same table (its drift
+//! test), the stores (accounts, providers, secrets, folders, contexts), each E1 refusal, risks
+//! (409 then confirmRisks), projects, and no secret value in any answer or log.
 
 use crate::daemon_support;
 
@@ -467,6 +468,31 @@ async fn openapi_describes_every_route_and_body() {
         );
     }
     d.stop().await;
+}
+
+/// docs/api.md lists exactly the route table's routes (its part between the markers of
+/// `api_md`): a route added, removed or described anew without regenerating the page fails here
+/// with the diff; `INSTA_UPDATE=always` (the one golden switch) rewrites that part only.
+#[test]
+fn docs_api_md_lists_every_route_of_the_table() {
+    use handler_core::daemon::api::api_md;
+    use test_support::golden;
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/api.md");
+    let page = std::fs::read_to_string(&path).unwrap();
+    let generated = api_md::with_routes(&page).unwrap_or_else(|| {
+        panic!(
+            "docs/api.md lacks the markers of its generated part: put the lines\n{}\n{}\nwhere the routes go, then run INSTA_UPDATE=always cargo test -p handler-core --test it -- api_control::docs_api_md",
+            api_md::BEGIN,
+            api_md::END
+        )
+    });
+    let problems: Vec<String> = golden::check_file(&path, "docs/api.md", &generated)
+        .into_iter()
+        .collect();
+    golden::assert_none(
+        &problems,
+        "handler-core --test it -- api_control::docs_api_md",
+    );
 }
 
 #[tokio::test]

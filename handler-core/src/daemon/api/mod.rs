@@ -1,10 +1,12 @@
-//! The Control API (the api layer): the route table, auth, OpenAPI and one thin handler module
-//! per resource — parse, call the service, answer. No rule lives here.
+//! The Control API (the api layer): the route table, auth, OpenAPI, docs/api.md's route list
+//! (`api_md`) and one thin handler module per resource — parse, call the service, answer. No
+//! rule lives here.
 
 pub mod accounts;
 pub mod acp;
 pub mod addons;
 pub mod agents;
+pub mod api_md;
 pub mod auth;
 pub mod builds;
 pub mod builtin_agents;
