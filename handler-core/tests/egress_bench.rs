@@ -2,6 +2,10 @@
 //! through a relayed tunnel against direct on loopback, measured side by side in one run (same
 //! client code, pairs alternated in order, median of the pairs' ratios), and injected HTTPS
 //! requests per second with keep-alive. Figures are printed, never asserted.
+#![allow(
+    clippy::too_many_lines,
+    reason = "a benchmark reads as the scenario it measures, step by step"
+)]
 
 // Its own binary (benchmarks, run alone in release, docs/testing.md); the helpers of `it`.
 #[path = "it/egress_support/mod.rs"]

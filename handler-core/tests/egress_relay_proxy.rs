@@ -3,6 +3,10 @@
 //! its two pipes (one each way), and gives them back when the tunnel closes; since a spliced
 //! tunnel holds six descriptors, the process's soft open-file limit is raised to the hard one.
 //! Its own test binary, so that no other test's descriptors or limits are involved.
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as the scenario it runs, step by step"
+)]
 
 #[path = "it/egress_support/mod.rs"]
 mod egress_support;

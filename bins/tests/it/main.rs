@@ -1,5 +1,9 @@
 //! handler-bins' integration tests: the CLI and the container tests against real rootless Podman.
 //! One integration-test binary for this crate (docs/testing.md): one module per former test file.
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as the scenario it runs, step by step"
+)]
 
 mod cli_harness_render;
 mod cli_resources;

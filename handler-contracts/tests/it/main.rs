@@ -1,6 +1,10 @@
 //! handler-contracts' integration tests: documents, errors, validators, schemas and the workspace's shape.
 //! One integration-test binary for this crate (docs/testing.md): one module per former test file.
 #![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as the scenario it runs, step by step"
+)]
+#![allow(
     clippy::disallowed_methods,
     clippy::disallowed_types,
     reason = "tests read fixtures and run examples: the I/O is outside the pure library"

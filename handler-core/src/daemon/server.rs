@@ -218,8 +218,10 @@ impl axum::serve::Listener for OwnerOnly {
 /// Binds `127.0.0.1:<port>` and the unix socket (when configured), sweeps what dead launchers
 /// left, serves both until `shutdown` resolves, then stops every sandbox (SIGTERM) and waits
 /// for them (30 s at most).
-// Over 80 lines: the two listeners, the background tasks and the graceful stop, in order.
-#[allow(clippy::too_many_lines)]
+#[expect(
+    clippy::too_many_lines,
+    reason = "the two listeners, the background tasks and the graceful stop, in order"
+)]
 pub async fn serve(
     state: AppState,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,

@@ -1,5 +1,9 @@
 //! handler-core's integration tests: the daemon over real HTTP and WebSockets, the egress proxy over real TLS, the runtime's settings.
 //! One integration-test binary for this crate (docs/testing.md): one module per former test file.
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as the scenario it runs, step by step"
+)]
 
 mod acp_endpoint;
 mod acp_python_client;

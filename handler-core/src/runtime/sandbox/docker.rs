@@ -355,6 +355,10 @@ pub fn labelled(kind: &str, key: &str) -> Result<Value, PodmanError> {
 
 /// The RuntimeCheck items only Docker has: the daemon (rootless, or rootful and whether opted
 /// in, decision 0080), image mounts (the volume fallback), the OCI runtime setting, gVisor.
+#[expect(
+    clippy::too_many_lines,
+    reason = "one RuntimeCheck item per Docker fact, in the order the check prints them"
+)]
 pub fn check_items(items: &mut Vec<RuntimeCheckItem>) -> String {
     let item = |name: &str, ok: bool, required: bool, detail: String| RuntimeCheckItem {
         name: name.into(),

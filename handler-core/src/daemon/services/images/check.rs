@@ -140,6 +140,10 @@ fn probe_server(
 
 /// The dummy launch resolved, as any launch is (with the probe MCP server when the harness
 /// takes stdio servers), and whether it is on a file login.
+#[expect(
+    clippy::too_many_lines,
+    reason = "the dummy model access for each kind of login, in one place so every check resolves as a launch does"
+)]
 fn prepare(
     app: &AppState,
     d: &HarnessDescriptor,

@@ -94,6 +94,10 @@ async fn run(
 }
 
 /// What the daemon learns before launching: the session, its agent, its sandbox prepared.
+#[expect(
+    clippy::too_many_lines,
+    reason = "a start in order: prepare, slot, subject, guard, record, pipeline, launch, hub — each step a call"
+)]
 async fn launch(
     app: &AppState,
     id: &str,
