@@ -439,7 +439,7 @@ pub async fn replace_binding(
     // A.4: the running sandboxes of the agents that picked it get their new allow-list.
     for a in app.agents.agents() {
         if a.options.bindings.contains(&req.name) {
-            super::live::apply_allow(app, &a).await?;
+            super::running::apply_allow(app, &a).await?;
         }
     }
     let set = AddonSet::read(&app.config);

@@ -443,7 +443,7 @@ pub async fn replace(app: &AppState, id: String, body: serde_json::Value) -> Api
         Ok(())
     })?;
     // A.4: its running sandboxes get the new allow-list; the rest applies to the next one.
-    super::live::apply_allow(app, &a).await?;
+    super::running::apply_allow(app, &a).await?;
     let mut answer = view(app, &snap, &a);
     next_sandbox(&mut answer, &old_view);
     Ok(answer)
@@ -452,8 +452,8 @@ pub async fn replace(app: &AppState, id: String, body: serde_json::Value) -> Api
 /// Names in the answer what changed that a running sandbox does not get (A.4, `nextSandbox`).
 fn next_sandbox(answer: &mut Agent, old_view: &serde_json::Value) {
     let mut v = serde_json::to_value(&*answer).unwrap_or_default();
-    super::live::mark_next_sandbox(&mut v, old_view, !answer.connections.is_empty());
-    if let Some(n) = v.get(super::live::NEXT_SANDBOX_FIELD) {
+    super::running::mark_next_sandbox(&mut v, old_view, !answer.connections.is_empty());
+    if let Some(n) = v.get(super::running::NEXT_SANDBOX_FIELD) {
         answer.next_sandbox = serde_json::from_value(n.clone()).unwrap_or_default();
     }
 }

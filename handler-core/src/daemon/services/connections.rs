@@ -14,7 +14,7 @@ use handler_contracts::control::ModelAccess;
 use handler_policy::{Action, ClientId, Direction, Pipeline};
 use tokio::sync::mpsc;
 
-use super::live;
+use super::running;
 use super::ws::{close_msg, is_capacity, truncate};
 use crate::daemon::launch::agent::{self as start_path, AgentOut, Place};
 use crate::daemon::launch::gitguard::GuardSession;
@@ -65,7 +65,7 @@ pub fn accept(app: &AppState, id: &str, q: ModelQuery) -> ApiResult<Accepted> {
     super::images::require_network_filter(app, &prepared.spec)?;
     // `sessionTree` checked before the upgrade too (400 naming it).
     start_path::session_tree(&agent)?;
-    let allow = live::allow_of(app, &agent, &prepared);
+    let allow = running::allow_of(app, &agent, &prepared);
     Ok((prepared, conn, allow, None))
 }
 

@@ -64,7 +64,7 @@ pub async fn start(app: &AppState, id: &str, req: TerminalStart) -> ApiResult<Te
             prepared.spec.env.insert(k.into(), v.clone());
         }
     }
-    let allow = super::live::allow_of(app, &agent, &prepared);
+    let allow = super::running::allow_of(app, &agent, &prepared);
     let dir = app.config.state_dir.join("terminals");
     fsutil::create_dir_private(&dir).map_err(ApiError::internal)?;
     let log_path = dir.join(format!("{conn}.log"));
@@ -124,7 +124,7 @@ pub async fn take_back(app: &AppState, terminals: Vec<records::Record>) {
         let registration =
             Registration::again(app, &t.agent, info.clone(), t.allow.clone().map(Into::into));
         tracing::info!(agent = %t.agent, connection = %info.id, sandbox = %r.name, "terminal taken back");
-        if let Err(e) = super::live::apply_allow(app, &agent).await {
+        if let Err(e) = super::running::apply_allow(app, &agent).await {
             tracing::warn!(sandbox = %r.name, error = %e.problem().detail.unwrap_or_default(), "a terminal taken back kept its allow-list");
         }
         if let (Some(e), Some(_)) = (agent.options.egress, &t.allow)

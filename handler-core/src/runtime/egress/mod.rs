@@ -6,11 +6,11 @@ pub mod body;
 pub mod ca;
 pub mod events;
 pub mod launch;
-pub mod live;
 pub mod proxy;
 pub mod quickack;
 pub mod relay;
 pub mod resolve;
+pub mod settings;
 pub mod shim;
 pub mod ws;
 
@@ -23,7 +23,7 @@ use tokio::io::AsyncReadExt as _;
 use tokio::net::TcpListener;
 
 pub use events::Events;
-pub use live::write_settings;
+pub use settings::write_settings;
 
 /// Why the proxy cannot start (it then exits non-zero and the sandbox does not start: fail
 /// closed, A1).
@@ -37,7 +37,7 @@ pub enum ProxyError {
     Tls(#[from] ca::TlsError),
     #[error(transparent)]
     /// The settings file cannot be read or is not valid.
-    Settings(#[from] live::LiveSettingsError),
+    Settings(#[from] settings::LiveSettingsError),
     #[error("cannot listen on {addr}: {source}")]
     /// The proxy cannot listen where its configuration says.
     Listen {
@@ -110,7 +110,7 @@ pub async fn start(config: ProxyConfig, events: Events) -> Result<Running, Proxy
     }
     let live = match (config.mode, &config.settings_file) {
         (ProxyMode::Filter, Some(p)) => {
-            let live = live::LiveSettings::open(std::path::Path::new(p))
+            let live = settings::LiveSettings::open(std::path::Path::new(p))
                 .await
                 .map_err(ProxyError::Settings)?;
             live.spawn_watcher(events.clone());

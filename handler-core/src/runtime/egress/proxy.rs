@@ -31,8 +31,8 @@ use tokio_rustls::{LazyConfigAcceptor, TlsConnector};
 use crate::runtime::egress::body::{LeakSlot, ProxyBody, Rewriting, full};
 use crate::runtime::egress::ca::Ca;
 use crate::runtime::egress::events::Events;
-use crate::runtime::egress::live::LiveSettings;
 use crate::runtime::egress::resolve::Resolver;
+use crate::runtime::egress::settings::LiveSettings;
 use crate::runtime::egress::{relay, ws};
 
 /// Request bodies up to this size are read whole before they leave, so a leak is refused with a
@@ -67,7 +67,7 @@ impl std::fmt::Debug for Shared {
     }
 }
 
-type SettingsRx = watch::Receiver<Arc<crate::runtime::egress::live::SettingsRead>>;
+type SettingsRx = watch::Receiver<Arc<crate::runtime::egress::settings::SettingsRead>>;
 
 /// Why no upstream connection was had.
 #[derive(Debug, thiserror::Error)]

@@ -11,8 +11,8 @@ use handler_contracts::acp::close;
 use handler_policy::ClientId;
 use tokio::sync::{mpsc, oneshot};
 
+use super::hub::{Handle, Inbox, Out, Started, replay_lines, wait_started};
 use super::lifecycle::ensure_running;
-use super::live::{Handle, Inbox, Out, Started, replay_lines, wait_started};
 use crate::daemon::services::ws::{close_msg, is_capacity, truncate};
 use crate::daemon::state::AppState;
 

@@ -12,13 +12,13 @@ use handler_policy::Pipeline;
 use tokio::sync::{Notify, mpsc, oneshot, watch};
 
 use super::access_of;
-use super::live::{Asking, Ending, Handle, Hub, Inbox, Questions, RunState, Started};
+use super::hub::{Asking, Ending, Handle, Hub, Inbox, Questions, RunState, Started};
 use crate::daemon::fsutil;
 use crate::daemon::launch::agent::{self as start_path, AgentOut, Running};
 use crate::daemon::launch::prepare::{Prepared, canonicalize, prepare};
 use crate::daemon::launch::resolve;
 use crate::daemon::problem::{ApiError, ApiResult};
-use crate::daemon::services::live as live_allow;
+use crate::daemon::services::running as live_allow;
 use crate::daemon::state::AppState;
 use crate::daemon::store::sessions::{EVENTS, read_log};
 use handler_contracts::harness::SlotKind;

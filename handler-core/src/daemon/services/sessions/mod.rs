@@ -5,8 +5,8 @@
 
 mod attach;
 pub mod files;
+mod hub;
 mod lifecycle;
-mod live;
 mod run;
 
 use std::path::{Path, PathBuf};
@@ -23,7 +23,7 @@ use crate::daemon::state::AppState;
 use crate::daemon::store::sessions::read_log;
 
 pub use attach::attach;
-pub(crate) use live::{Handle, Inbox};
+pub(crate) use hub::{Handle, Inbox};
 
 fn live_handle(app: &AppState, id: &str) -> Option<Handle> {
     app.live_sessions.get(id)
@@ -126,7 +126,7 @@ pub async fn create(app: &AppState, req: SessionRequest) -> ApiResult<Session> {
     }
     let prompt = run.map(|r| r.prompt).or(req.prompt);
     let handle = lifecycle::ensure_running(app, &id, Some(prepared), prompt)?;
-    let _ = live::wait_started(&handle).await;
+    let _ = hub::wait_started(&handle).await;
     app.sessions.get(&id).ok_or_else(|| not_found(&id))
 }
 

@@ -3,7 +3,7 @@
 //! `session/request_permission` from the daemon — a synthetic tool call "Network access:
 //! `host:port`" with allow once / allow always / reject — so any ACP client can answer it.
 //! Allow always saves the entry in the agent's allow-list and switches its running sandboxes
-//! (`services::live::allow_always`, the API's path); allow once switches this sandbox only.
+//! (`services::running::allow_always`, the API's path); allow once switches this sandbox only.
 //! Repeated denials of a host while its question is open are that one question.
 //! A question's id is `handler-net-<128 random bits>`: nobody but the session's clients sees it,
 //! and the pipeline refuses an agent's request with an id starting `handler-` (P6), so only a
@@ -17,7 +17,7 @@ use handler_policy::ClientId;
 use serde_json::{Value, json};
 
 use super::Hub;
-use crate::daemon::services::live as live_allow;
+use crate::daemon::services::running as live_allow;
 
 /// The option ids of a network question.
 pub(crate) const ALLOW_ONCE: &str = "allow-once";
