@@ -15,6 +15,7 @@ pub mod host;
 pub mod network;
 pub mod plan;
 pub mod validate;
+pub mod verbs;
 
 pub use error::SpecError;
 pub use facts::{HostFacts, LauncherId, PathKind};

@@ -631,7 +631,7 @@ async fn an_uninstall_removes_the_addons_image_or_keeps_it_when_the_runtime_refu
     let log = dir.path().join("verbs.log");
     // The runtime's image verbs: logged; `remove` refused for an image a container uses.
     let script = format!(
-        "printf '%s\\n' \"$*\" >> {}; case \"$*\" in 'image remove '*busy*) echo 'image in use by a container' >&2; exit 1;; esac",
+        "printf '%s\\n' \"$*\" >> {}; case \"$*\" in 'image remove -- '*busy*) echo 'image in use by a container' >&2; exit 1;; esac",
         log.display()
     );
     let d = TestDaemon::start_with(Options {
@@ -649,7 +649,7 @@ async fn an_uninstall_removes_the_addons_image_or_keeps_it_when_the_runtime_refu
     assert!(
         verbs
             .lines()
-            .any(|l| l == "image remove localhost/handler-ai-addon-idle:latest"),
+            .any(|l| l == "image remove -- localhost/handler-ai-addon-idle:latest"),
         "{verbs}"
     );
     let (st, e) = d.delete("/v1/addons/busy").await;

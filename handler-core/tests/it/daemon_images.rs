@@ -27,7 +27,7 @@ fn runtime_script(dir: &std::path::Path) -> Vec<String> {
         format!(
             "#!/bin/sh\n\
              case \"$1 $2\" in\n\
-             'image inspect') echo \"no image $3\" >&2; exit 1;;\n\
+             'image inspect') echo \"no image $4\" >&2; exit 1;;\n\
              'image build-proxy') echo 'STEP 1/2: FROM scratch' >&2; sleep 1; echo 'build-proxy: no static proxy here' >&2; exit 1;;\n\
              'check '*) echo '{{\"runtime\": \"fake 1\", \"ok\": true, \"items\": [{{\"name\": \"storage-driver\", \"ok\": false, \"required\": false, \"detail\": \"vfs: use overlay\"}}]}}'; exit 0;;\n\
              esac\n\

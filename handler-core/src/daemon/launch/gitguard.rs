@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use handler_contracts::sandbox::Mount;
 use handler_sandbox::copytree;
 use handler_sandbox::guard::{self, Action, GuardError, Head, Layout, Link, RepoFacts};
+use handler_sandbox::verbs;
 
 use super::launcher::{Launcher, LauncherError};
 use crate::daemon::{agentfs, fsutil};
@@ -609,19 +610,13 @@ async fn copy_reset(
     commit: &str,
     image: &str,
 ) -> Result<()> {
-    let args: Vec<String> = [
-        "--image",
-        image,
-        "--tree",
-        &new.display().to_string(),
-        "--objects",
-        &format!("{}/objects", g.facts.common_dir),
-        "--reset",
-        commit,
-    ]
-    .map(String::from)
-    .to_vec();
-    match launcher.git_copy(&args).await {
+    let copy = verbs::Copy::new(
+        image.into(),
+        new.display().to_string(),
+        format!("{}/objects", g.facts.common_dir),
+        verbs::CopyAction::Reset(commit.into()),
+    );
+    match launcher.git_copy(&copy).await {
         Ok(()) => Ok(()),
         Err(LauncherError::Verb {
             code: Some(NO_GIT), ..
@@ -902,21 +897,15 @@ pub async fn bring_back(
     let g2 = g.clone();
     let s2 = session.to_string();
     let known = blocking("the bring-back", move || known_commits(&g2, &s2)).await?;
-    let mut args = vec![
-        "--image".to_string(),
-        image.to_string(),
-        "--git-dir".into(),
-        g.git_dir().display().to_string(),
-        "--objects".into(),
-        format!("{}/objects", g.facts.common_dir),
-    ];
-    for k in known {
-        args.push("--not".into());
-        args.push(k);
-    }
+    let bundle_of = verbs::Bundle {
+        image: image.into(),
+        git_dir: g.git_dir().display().to_string(),
+        objects: format!("{}/objects", g.facts.common_dir),
+        known,
+    };
     let g2 = g.clone();
     blocking("the bring-back", move || g2.check_own_git_dir()).await?;
-    let bundle = match launcher.git_bundle(&args).await {
+    let bundle = match launcher.git_bundle(&bundle_of).await {
         Ok(b) => b,
         Err(LauncherError::Verb {
             code: Some(NOTHING_NEW),
@@ -1238,20 +1227,15 @@ impl GuardSession {
     pub async fn bring_back_at_end(&self, launcher: &dyn Launcher, when: &str) -> Vec<String> {
         if let Some(tree) = &self.guarded.copy {
             let one = self.lock.lock().await;
-            let args: Vec<String> = [
-                "--image",
-                &self.image,
-                "--tree",
-                &tree.display().to_string(),
-                "--objects",
-                &format!("{}/objects", self.guarded.facts.common_dir),
-                "--uncommitted",
-            ]
-            .map(String::from)
-            .to_vec();
+            let copy = verbs::Copy::new(
+                self.image.clone(),
+                tree.display().to_string(),
+                format!("{}/objects", self.guarded.facts.common_dir),
+                verbs::CopyAction::Uncommitted,
+            );
             let g2 = self.guarded.clone();
             let kept = match blocking("the bring-back", move || g2.check_own_git_dir()).await {
-                Ok(()) => launcher.git_copy(&args).await.map_err(GitGuardError::from),
+                Ok(()) => launcher.git_copy(&copy).await.map_err(GitGuardError::from),
                 Err(e) => Err(e),
             };
             if let Err(e) = kept {
@@ -1343,29 +1327,24 @@ pub async fn follow(
             let moved = match &g.copy {
                 // Under copy the checkout's tree moves too: `merge --ff-only` in a helper.
                 Some(tree) => {
-                    let tree = tree.display().to_string();
-                    let args = ["--image", image, "--tree", &tree, "--objects", &objects];
-                    let mut args: Vec<String> = args.map(String::from).to_vec();
-                    args.extend(["--follow".to_string(), to.clone()]);
-                    launcher.git_copy(&args).await
+                    let copy = verbs::Copy::new(
+                        image.into(),
+                        tree.display().to_string(),
+                        objects,
+                        verbs::CopyAction::Follow(to.clone()),
+                    );
+                    launcher.git_copy(&copy).await
                 }
                 None => {
-                    let git_dir = g.git_dir().display().to_string();
-                    let args = [
-                        "--image",
-                        image,
-                        "--git-dir",
-                        &git_dir,
-                        "--objects",
-                        &objects,
-                        "--branch",
-                        &branch,
-                        "--from",
-                        &at,
-                        "--to",
-                        &to,
-                    ];
-                    launcher.git_follow(&args.map(String::from)).await
+                    let follow = verbs::Follow {
+                        image: image.into(),
+                        git_dir: g.git_dir().display().to_string(),
+                        objects,
+                        branch: branch.clone(),
+                        from: at.clone(),
+                        to: to.clone(),
+                    };
+                    launcher.git_follow(&follow).await
                 }
             };
             match moved {

@@ -12,6 +12,8 @@ use tokio::io::AsyncBufReadExt;
 use tokio::process::Command;
 use tokio::sync::Notify;
 
+use handler_sandbox::verbs::{self, ImageVerb, Verb};
+
 /// An image verb that failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ImageError {
@@ -52,17 +54,7 @@ pub struct BuildArgs {
 }
 
 /// What `image base` is given.
-#[derive(Debug, Clone)]
-pub struct BaseArgs {
-    /// The Debian suite.
-    pub suite: String,
-    /// The image to make.
-    pub tag: String,
-    /// The Debian mirror.
-    pub mirror: String,
-    /// A PEM bundle of extra CAs the base trusts.
-    pub ca_bundle: Option<String>,
-}
+pub use handler_sandbox::verbs::Base as BaseArgs;
 
 /// The sandbox executable's image verbs.
 #[derive(Debug, Clone)]
@@ -74,9 +66,9 @@ pub struct ImageVerbs {
 const STDERR_KEPT: usize = 2000;
 
 impl ImageVerbs {
-    fn command(&self, args: &[&str]) -> Command {
+    fn command(&self, verb: &Verb) -> Command {
         let mut c = Command::new(&self.command[0]);
-        c.args(&self.command[1..]).arg("image").args(args);
+        c.args(&self.command[1..]).args(verb.to_args());
         c.stdin(Stdio::null()).kill_on_drop(true);
         c
     }
@@ -88,21 +80,25 @@ impl ImageVerbs {
         }
     }
 
-    /// Runs a short verb (2 minutes at most); its stdout.
-    pub async fn run(&self, args: &[&str]) -> Result<Vec<u8>, ImageError> {
-        let out = tokio::time::timeout(Duration::from_secs(120), self.command(args).output())
-            .await
-            .map_err(|_| ImageError::Failed {
-                verb: args[0].into(),
-                reason: "timed out after 120 s".into(),
-            })?
-            .map_err(|e| self.spawn_error(e))?;
+    /// Runs a short image verb (2 minutes at most); its stdout.
+    pub async fn run(&self, verb: ImageVerb) -> Result<Vec<u8>, ImageError> {
+        let name = verb_name(&verb);
+        let out = tokio::time::timeout(
+            Duration::from_secs(120),
+            self.command(&Verb::Image(verb)).output(),
+        )
+        .await
+        .map_err(|_| ImageError::Failed {
+            verb: name.clone(),
+            reason: "timed out after 120 s".into(),
+        })?
+        .map_err(|e| self.spawn_error(e))?;
         if out.status.success() {
             Ok(out.stdout)
         } else {
             let text = String::from_utf8_lossy(&out.stderr);
             Err(ImageError::Failed {
-                verb: args[0].into(),
+                verb: name,
                 reason: text.trim().chars().take(STDERR_KEPT).collect(),
             })
         }
@@ -110,9 +106,7 @@ impl ImageVerbs {
 
     /// `check` (A.8): the RuntimeCheck it prints (exit 1 too: an item failed).
     pub async fn check(&self) -> Result<Value, ImageError> {
-        let mut c = Command::new(&self.command[0]);
-        c.args(&self.command[1..]).arg("check");
-        c.stdin(Stdio::null()).kill_on_drop(true);
+        let mut c = self.command(&Verb::Check);
         let out = tokio::time::timeout(Duration::from_secs(60), c.output())
             .await
             .map_err(|_| ImageError::Failed {
@@ -138,7 +132,10 @@ impl ImageVerbs {
     pub async fn exists(&self, image: &str) -> Option<bool> {
         let out = tokio::time::timeout(
             Duration::from_secs(60),
-            self.command(&["inspect", image]).output(),
+            self.command(&Verb::Image(ImageVerb::Inspect {
+                image: image.into(),
+            }))
+            .output(),
         )
         .await
         .ok()?
@@ -152,25 +149,42 @@ impl ImageVerbs {
 
     /// `image inspect IMAGE`: none when there is no such image.
     pub async fn inspect(&self, image: &str) -> Option<Value> {
-        let out = self.run(&["inspect", image]).await.ok()?;
+        let out = self
+            .run(ImageVerb::Inspect {
+                image: image.into(),
+            })
+            .await
+            .ok()?;
         serde_json::from_slice(&out).ok()
     }
 
     /// `image read IMAGE PATH` as text.
     pub async fn read(&self, image: &str, path: &str) -> Result<String, ImageError> {
-        self.run(&["read", image, path])
-            .await
-            .map(|b| String::from_utf8_lossy(&b).into_owned())
+        self.run(ImageVerb::Read {
+            image: image.into(),
+            path: path.into(),
+        })
+        .await
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
     }
 
     /// `image tag SOURCE TARGET`.
     pub async fn tag(&self, source: &str, target: &str) -> Result<(), ImageError> {
-        self.run(&["tag", source, target]).await.map(|_| ())
+        self.run(ImageVerb::Tag {
+            source: source.into(),
+            target: target.into(),
+        })
+        .await
+        .map(|_| ())
     }
 
     /// `image remove IMAGE` (refused while a container uses it).
     pub async fn remove(&self, image: &str) -> Result<(), ImageError> {
-        self.run(&["remove", image]).await.map(|_| ())
+        self.run(ImageVerb::Remove {
+            image: image.into(),
+        })
+        .await
+        .map(|_| ())
     }
 
     /// `image build`: every line of its output to `line`; the new image's id. `cancel` stops it
@@ -181,25 +195,16 @@ impl ImageVerbs {
         line: impl FnMut(String),
         cancel: Arc<Notify>,
     ) -> Result<String, ImageError> {
-        let mut args: Vec<String> = vec![
-            "build".into(),
-            b.context.clone(),
-            "--no-intermediate".into(),
-        ];
-        if let Some(f) = &b.file {
-            args.extend(["--file".into(), f.clone()]);
-        }
-        for a in &b.build_args {
-            args.extend(["--build-arg".into(), a.clone()]);
-        }
-        if b.no_cache {
-            args.push("--no-cache".into());
-        }
-        if let Some(ca) = &b.ca_bundle {
-            args.extend(["--ca-bundle".into(), ca.clone()]);
-        }
-        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-        self.streamed(&refs, line, cancel).await
+        let verb = ImageVerb::Build(verbs::Build {
+            context: b.context.clone(),
+            file: b.file.clone(),
+            tags: Vec::new(),
+            build_args: b.build_args.clone(),
+            no_intermediate: true,
+            no_cache: b.no_cache,
+            ca_bundle: b.ca_bundle.clone(),
+        });
+        self.streamed(verb, line, cancel).await
     }
 
     /// `image pull IMAGE`, its output to `line`; the image's id.
@@ -209,7 +214,14 @@ impl ImageVerbs {
         line: impl FnMut(String),
         cancel: Arc<Notify>,
     ) -> Result<String, ImageError> {
-        self.streamed(&["pull", image], line, cancel).await
+        self.streamed(
+            ImageVerb::Pull {
+                image: image.into(),
+            },
+            line,
+            cancel,
+        )
+        .await
     }
 
     /// `image base --suite S --tag IMAGE --mirror M [--ca-bundle P]`: a Debian base made by
@@ -220,13 +232,8 @@ impl ImageVerbs {
         line: impl FnMut(String),
         cancel: Arc<Notify>,
     ) -> Result<String, ImageError> {
-        let mut args = vec![
-            "base", "--suite", &b.suite, "--tag", &b.tag, "--mirror", &b.mirror,
-        ];
-        if let Some(ca) = &b.ca_bundle {
-            args.extend(["--ca-bundle", ca]);
-        }
-        self.streamed(&args, line, cancel).await
+        self.streamed(ImageVerb::Base(b.clone()), line, cancel)
+            .await
     }
 
     /// `image build-proxy`: the network filter's image (A.3), its output to `line`.
@@ -235,16 +242,17 @@ impl ImageVerbs {
         line: impl FnMut(String),
         cancel: Arc<Notify>,
     ) -> Result<String, ImageError> {
-        self.streamed(&["build-proxy"], line, cancel).await
+        self.streamed(ImageVerb::BuildProxy, line, cancel).await
     }
 
     async fn streamed(
         &self,
-        args: &[&str],
+        verb: ImageVerb,
         mut line: impl FnMut(String),
         cancel: Arc<Notify>,
     ) -> Result<String, ImageError> {
-        let mut c = self.command(args);
+        let name = verb_name(&verb);
+        let mut c = self.command(&Verb::Image(verb));
         c.stdout(Stdio::piped()).stderr(Stdio::piped());
         let mut child = c.spawn().map_err(|e| self.spawn_error(e))?;
         let stdout = child.stdout.take();
@@ -288,11 +296,16 @@ impl ImageVerbs {
             Ok(out.trim().to_string())
         } else {
             Err(ImageError::Failed {
-                verb: args[0].into(),
+                verb: name,
                 reason: tail.into_iter().collect::<Vec<_>>().join("\n"),
             })
         }
     }
+}
+
+/// The image verb's word (`build`), as errors name it.
+fn verb_name(verb: &ImageVerb) -> String {
+    Verb::Image(verb.clone()).to_args().swap_remove(1)
 }
 
 /// SIGTERM to the verb: it stops its podman and cleans up.

@@ -13,6 +13,7 @@ use command_fds::{CommandFdExt, FdMapping};
 use handler_contracts::SandboxSpec;
 use handler_contracts::allow::AllowEntry;
 use handler_contracts::sandbox::Enforcement;
+use handler_sandbox::verbs::{self, CacheVerb, Verb};
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 
 /// A launch or a verb that failed.
@@ -107,42 +108,24 @@ pub trait Launcher: Send + Sync + std::fmt::Debug {
         Box::pin(async { Err(no_verb("cache clear")) })
     }
 
-    /// `git-follow <args>` (issue 14, item 3).
-    fn git_follow<'a>(&'a self, args: &'a [String]) -> BoxFuture<'a, Result<(), LauncherError>> {
-        let _ = args;
-        Box::pin(async {
-            Err(LauncherError::Verb {
-                verb: "git-follow".into(),
-                code: None,
-                stderr: "this launcher has no git-follow verb".into(),
-            })
-        })
+    /// `git-follow` (issue 14, item 3).
+    fn git_follow<'a>(&'a self, f: &'a verbs::Follow) -> BoxFuture<'a, Result<(), LauncherError>> {
+        let _ = f;
+        Box::pin(async { Err(no_verb("git-follow")) })
     }
-    /// `git-copy <args>` (decision 0103: `sessionTree = "copy"`'s checkout and uncommitted work).
-    fn git_copy<'a>(&'a self, args: &'a [String]) -> BoxFuture<'a, Result<(), LauncherError>> {
-        let _ = args;
-        Box::pin(async {
-            Err(LauncherError::Verb {
-                verb: "git-copy".into(),
-                code: None,
-                stderr: "this launcher has no git-copy verb".into(),
-            })
-        })
+    /// `git-copy` (decision 0103: `sessionTree = "copy"`'s checkout and uncommitted work).
+    fn git_copy<'a>(&'a self, c: &'a verbs::Copy) -> BoxFuture<'a, Result<(), LauncherError>> {
+        let _ = c;
+        Box::pin(async { Err(no_verb("git-copy")) })
     }
-    /// `git-bundle <args>` (issue 14): the bundle's bytes (its exit codes 3 nothing new, 4 no git
-    /// in the image come back as [`LauncherError::Verb`]).
+    /// `git-bundle` (issue 14): the bundle's bytes (its exit codes 3 nothing new, 4 no git in
+    /// the image come back as [`LauncherError::Verb`]).
     fn git_bundle<'a>(
         &'a self,
-        args: &'a [String],
+        b: &'a verbs::Bundle,
     ) -> BoxFuture<'a, Result<Vec<u8>, LauncherError>> {
-        let _ = args;
-        Box::pin(async {
-            Err(LauncherError::Verb {
-                verb: "git-bundle".into(),
-                code: None,
-                stderr: "this launcher has no git-bundle verb".into(),
-            })
-        })
+        let _ = b;
+        Box::pin(async { Err(no_verb("git-bundle")) })
     }
 }
 
@@ -166,25 +149,26 @@ pub struct ProcessLauncher {
 }
 
 impl ProcessLauncher {
-    fn command(&self, verb: &str) -> Command {
+    fn command(&self, verb: &Verb) -> Command {
         let mut c = Command::new(&self.command[0]);
-        c.args(&self.command[1..]).arg(verb);
+        c.args(&self.command[1..]).args(verb.to_args());
         c
     }
 
-    async fn run_verb(&self, args: &[&str]) -> Result<String, LauncherError> {
-        self.run_verb_bytes(args)
+    async fn run_verb(&self, verb: &Verb) -> Result<String, LauncherError> {
+        self.run_verb_bytes(verb)
             .await
             .map(|b| String::from_utf8_lossy(&b).into_owned())
     }
 
-    async fn run_verb_bytes(&self, args: &[&str]) -> Result<Vec<u8>, LauncherError> {
-        let mut c = self.command(args[0]);
-        c.args(&args[1..]).stdin(Stdio::null()).kill_on_drop(true);
+    async fn run_verb_bytes(&self, verb: &Verb) -> Result<Vec<u8>, LauncherError> {
+        let name = verb.to_args().swap_remove(0);
+        let mut c = self.command(verb);
+        c.stdin(Stdio::null()).kill_on_drop(true);
         let out = tokio::time::timeout(Duration::from_secs(90), c.output())
             .await
             .map_err(|_| LauncherError::Verb {
-                verb: args[0].into(),
+                verb: name.clone(),
                 code: None,
                 stderr: "timed out after 90 s".into(),
             })?
@@ -196,7 +180,7 @@ impl ProcessLauncher {
             Ok(out.stdout)
         } else {
             Err(LauncherError::Verb {
-                verb: args[0].into(),
+                verb: name.clone(),
                 code: out.status.code(),
                 stderr: String::from_utf8_lossy(&out.stderr)
                     .trim()
@@ -214,7 +198,7 @@ impl Launcher for ProcessLauncher {
         let (reader, writer) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
             .map_err(|e| LauncherError::Spec(e.to_string()))?;
         let mut writer = std::fs::File::from(writer);
-        let mut c = self.command("launch");
+        let mut c = self.command(&Verb::Launch);
         c.stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -265,9 +249,12 @@ impl Launcher for ProcessLauncher {
         e: Enforcement,
     ) -> BoxFuture<'a, Result<(), LauncherError>> {
         Box::pin(async move {
-            self.run_verb(&["set-egress", name, e.as_str()])
-                .await
-                .map(|_| ())
+            self.run_verb(&Verb::SetEgress {
+                name: name.into(),
+                mode: e.as_str().into(),
+            })
+            .await
+            .map(|_| ())
         })
     }
 
@@ -277,14 +264,18 @@ impl Launcher for ProcessLauncher {
         entries: &'a [AllowEntry],
     ) -> BoxFuture<'a, Result<(), LauncherError>> {
         Box::pin(async move {
-            let mut args = vec!["set-allow", name];
-            args.extend(entries.iter().map(AllowEntry::as_str));
-            self.run_verb(&args).await.map(|_| ())
+            let entries = entries.iter().map(|e| e.as_str().to_string()).collect();
+            self.run_verb(&Verb::SetAllow {
+                name: name.into(),
+                entries,
+            })
+            .await
+            .map(|_| ())
         })
     }
 
     fn sweep(&self) -> BoxFuture<'_, Result<String, LauncherError>> {
-        Box::pin(async move { self.run_verb(&["sweep"]).await })
+        Box::pin(async move { self.run_verb(&Verb::Sweep).await })
     }
 
     fn cache_size<'a>(
@@ -292,17 +283,17 @@ impl Launcher for ProcessLauncher {
         paths: &'a [String],
     ) -> BoxFuture<'a, Result<String, LauncherError>> {
         Box::pin(async move {
-            let mut args = vec!["cache", "size"];
-            args.extend(paths.iter().map(String::as_str));
-            self.run_verb(&args).await
+            let paths = paths.to_vec();
+            self.run_verb(&Verb::Cache(CacheVerb::Size { paths })).await
         })
     }
 
     fn cache_clear<'a>(&'a self, paths: &'a [String]) -> BoxFuture<'a, Result<(), LauncherError>> {
         Box::pin(async move {
-            let mut args = vec!["cache", "clear"];
-            args.extend(paths.iter().map(String::as_str));
-            self.run_verb(&args).await.map(|_| ())
+            let paths = paths.to_vec();
+            self.run_verb(&Verb::Cache(CacheVerb::Clear { paths }))
+                .await
+                .map(|_| ())
         })
     }
 
@@ -322,7 +313,9 @@ impl Launcher for ProcessLauncher {
             &["setsid"]
         };
         let mut c = Command::new(wrapper[0]);
-        c.args(&wrapper[1..]).args(&self.command).arg("launch");
+        c.args(&wrapper[1..])
+            .args(&self.command)
+            .args(Verb::Launch.to_args());
         let err = log
             .try_clone()
             .map_err(|e| LauncherError::Spec(e.to_string()))?;
@@ -341,35 +334,28 @@ impl Launcher for ProcessLauncher {
             let _ = writer.write_all(&json);
         });
         let mut attach = self.command.clone();
-        attach.extend(["attach".to_string(), spec.name.clone()]);
+        attach.extend(
+            Verb::Attach {
+                name: spec.name.clone(),
+            }
+            .to_args(),
+        );
         Ok((child, attach))
     }
 
     fn git_bundle<'a>(
         &'a self,
-        args: &'a [String],
+        b: &'a verbs::Bundle,
     ) -> BoxFuture<'a, Result<Vec<u8>, LauncherError>> {
-        Box::pin(async move {
-            let mut v = vec!["git-bundle"];
-            v.extend(args.iter().map(String::as_str));
-            self.run_verb_bytes(&v).await
-        })
+        Box::pin(async move { self.run_verb_bytes(&Verb::GitBundle(b.clone())).await })
     }
 
-    fn git_copy<'a>(&'a self, args: &'a [String]) -> BoxFuture<'a, Result<(), LauncherError>> {
-        Box::pin(async move {
-            let mut v = vec!["git-copy"];
-            v.extend(args.iter().map(String::as_str));
-            self.run_verb(&v).await.map(|_| ())
-        })
+    fn git_copy<'a>(&'a self, c: &'a verbs::Copy) -> BoxFuture<'a, Result<(), LauncherError>> {
+        Box::pin(async move { self.run_verb(&Verb::GitCopy(c.clone())).await.map(|_| ()) })
     }
 
-    fn git_follow<'a>(&'a self, args: &'a [String]) -> BoxFuture<'a, Result<(), LauncherError>> {
-        Box::pin(async move {
-            let mut v = vec!["git-follow"];
-            v.extend(args.iter().map(String::as_str));
-            self.run_verb(&v).await.map(|_| ())
-        })
+    fn git_follow<'a>(&'a self, f: &'a verbs::Follow) -> BoxFuture<'a, Result<(), LauncherError>> {
+        Box::pin(async move { self.run_verb(&Verb::GitFollow(f.clone())).await.map(|_| ()) })
     }
 }
 

@@ -8,6 +8,7 @@
 use std::process::{Output, Stdio};
 
 use handler_sandbox::plan::{DockerFacts, Engine};
+use handler_sandbox::verbs::{Bundle, Copy, CopyAction, Follow};
 
 use super::{docker, engine, log, podman};
 
@@ -15,19 +16,6 @@ use super::{docker, engine, log, podman};
 pub const NOTHING_NEW: i32 = 3;
 /// Exit code: the image has no `git` to write the bundle with.
 pub const NO_GIT: i32 = 4;
-
-/// What to bundle.
-#[derive(Debug, Clone)]
-pub struct BundleRequest {
-    /// The image the helper runs (the sandbox's, which holds the git it committed with).
-    pub image: String,
-    /// The session's git directory on the host.
-    pub git_dir: String,
-    /// The host repository's `objects/`.
-    pub objects: String,
-    /// Commits the host has (left out of the bundle).
-    pub known: Vec<String>,
-}
 
 /// The engine's facts for a helper container (Docker: rootless or opted in).
 fn docker_facts() -> Result<Option<DockerFacts>, podman::PodmanError> {
@@ -117,7 +105,7 @@ fn ids() -> (u32, u32) {
 }
 
 /// Runs the helper container; its exit code as described above.
-pub fn run(req: &BundleRequest) -> i32 {
+pub fn run(req: &Bundle) -> i32 {
     let facts = match docker_facts() {
         Ok(f) => f,
         Err(e) => return fail(&e.to_string()),
@@ -161,26 +149,9 @@ fn fail(msg: &str) -> i32 {
     1
 }
 
-/// What to follow: the session's `branch` moved from `from` to `to` (a host commit).
-#[derive(Debug, Clone)]
-pub struct FollowRequest {
-    /// The image the helper runs.
-    pub image: String,
-    /// The session's git directory on the host (writable in the helper).
-    pub git_dir: String,
-    /// The host repository's `objects/` (read-only).
-    pub objects: String,
-    /// The branch.
-    pub branch: String,
-    /// Its commit in the session's git directory now.
-    pub from: String,
-    /// The host's commit it moves to.
-    pub to: String,
-}
-
 /// `git-follow` (issue 14, item 3): `update-ref` then `read-tree` in two helper containers on
 /// the session's git directory. Exit 0, [`NO_GIT`], or 1 (the reason on stderr).
-pub fn follow(req: &FollowRequest) -> i32 {
+pub fn follow(req: &Follow) -> i32 {
     let facts = match docker_facts() {
         Ok(f) => f,
         Err(e) => return fail(&e.to_string()),
@@ -215,42 +186,17 @@ pub fn follow(req: &FollowRequest) -> i32 {
     0
 }
 
-/// What `git-copy` does on a `sessionTree = "copy"` checkout (decision 0103).
-#[derive(Debug, Clone)]
-pub enum CopyAction {
-    /// `reset --hard` to this commit: the checkout's working tree written (tracked files only).
-    Reset(String),
-    /// Commit the working tree's uncommitted work under `refs/heads/handler-uncommitted`.
-    Uncommitted,
-    /// Follow: `merge --ff-only` the checkout's HEAD to this host commit (its objects reached
-    /// through the alternates), tree and index with it; git refuses over a conflicting change.
-    Follow(String),
-}
-
-/// A `git-copy` request: the checkout (working tree and `.git`) writable in a helper container.
-#[derive(Debug, Clone)]
-pub struct CopyRequest {
-    /// The image the helper runs.
-    pub image: String,
-    /// The checkout on the host (its `.git` inside), writable in the helper.
-    pub tree: String,
-    /// The host repository's `objects/` (read-only).
-    pub objects: String,
-    /// What to do.
-    pub action: CopyAction,
-}
-
 /// `git-copy` (decision 0103): one helper container on the checkout, mounted writable at the
 /// guard's git path (its alternates name the host's objects, read-only there). Exit 0,
 /// [`NO_GIT`], or 1 (the reason on stderr).
-pub fn copy(req: &CopyRequest) -> i32 {
+pub fn copy(req: &Copy) -> i32 {
     use handler_sandbox::{copytree, guard};
     let facts = match docker_facts() {
         Ok(f) => f,
         Err(e) => return fail(&e.to_string()),
     };
     let eng = facts.as_ref().map_or(Engine::Podman, Engine::Docker);
-    let argv = match &req.action {
+    let argv = match &req.action() {
         CopyAction::Reset(commit) => match guard::check_oid(commit) {
             Ok(c) => {
                 let mut a = vec!["git".to_string()];

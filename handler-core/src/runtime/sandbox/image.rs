@@ -10,29 +10,10 @@ use std::io::Write;
 use std::process::Stdio;
 
 use handler_sandbox::plan::labels;
+use handler_sandbox::verbs::Build;
 use serde_json::{Value, json};
 
 use super::{engine, log, podman};
-
-/// What `image build` is given.
-#[derive(Debug, Clone, Default)]
-pub struct BuildRequest {
-    /// The build context folder.
-    pub context: String,
-    /// The Containerfile; default `<context>/Containerfile`.
-    pub file: Option<String>,
-    /// The tags to give the image.
-    pub tags: Vec<String>,
-    /// `NAME=VALUE` or `NAME` (value from this process's environment).
-    pub build_args: Vec<String>,
-    /// Keep no intermediate image (podman build --layers=false).
-    pub no_intermediate: bool,
-    /// Build without podman's cache.
-    pub no_cache: bool,
-    /// A PEM bundle of extra CA certificates, given to the build as the secret
-    /// [`CA_BUNDLE_SECRET`] (`RUN --mount=type=secret,id=handler-ca-bundle`, decision 0072).
-    pub ca_bundle: Option<String>,
-}
 
 /// The build secret id the extra CA bundle is given as (`/run/secrets/handler-ca-bundle`).
 pub const CA_BUNDLE_SECRET: &str = "handler-ca-bundle";
@@ -72,9 +53,9 @@ fn fail(msg: impl std::fmt::Display) -> i32 {
 /// `image build`: prints the new image's id on stdout.
 #[expect(
     clippy::too_many_lines,
-    reason = "the build's argv, one flag per BuildRequest field, then its run and cleanup"
+    reason = "the build's argv, one flag per Build field, then its run and cleanup"
 )]
-pub fn build(req: &BuildRequest) -> i32 {
+pub fn build(req: &Build) -> i32 {
     let tmp = match tempdir() {
         Ok(t) => t,
         Err(e) => return fail(format!("image build: {e}")),

@@ -10,25 +10,12 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
+use handler_sandbox::verbs::Base;
+
 use super::image::{Stopped, run_stoppable, tempdir};
 use super::{engine, log, podman};
 
-/// The Debian mirror when none is given.
-pub const DEFAULT_MIRROR: &str = "http://deb.debian.org/debian";
-
-/// What `image base` is given.
-#[derive(Debug, Clone)]
-pub struct BaseRequest {
-    /// The Debian suite (`trixie`, `bookworm`).
-    pub suite: String,
-    /// The image to make (`localhost/handler-debian-base:<suite>`).
-    pub tag: String,
-    /// The Debian mirror (http or https).
-    pub mirror: String,
-    /// A PEM bundle of CAs the base trusts beside Debian's (its certificates under
-    /// `/usr/local/share/ca-certificates/handler-build/`).
-    pub ca_bundle: Option<String>,
-}
+pub use handler_sandbox::verbs::DEFAULT_MIRROR;
 
 fn fail(msg: impl std::fmt::Display) -> i32 {
     log(&msg.to_string());
@@ -73,7 +60,7 @@ fn io(what: impl std::fmt::Display) -> impl FnOnce(std::io::Error) -> BaseError 
 }
 
 /// The request's fields checked: the suite a word, the mirror http(s), the tag a reference.
-fn validate(req: &BaseRequest) -> Result<(), BaseError> {
+fn validate(req: &Base) -> Result<(), BaseError> {
     if req.suite.is_empty() || !req.suite.chars().all(|c| c.is_ascii_lowercase()) {
         return Err(BaseError::Suite(req.suite.clone()));
     }
@@ -96,7 +83,7 @@ fn debootstrap() -> Option<PathBuf> {
 }
 
 /// `image base`: makes `req.tag`; prints its id.
-pub fn base(req: &BaseRequest) -> i32 {
+pub fn base(req: &Base) -> i32 {
     if let Err(e) = validate(req) {
         return fail(e);
     }
@@ -155,7 +142,7 @@ fn unshare(program: &[&str], paths: &[&Path]) -> Result<(), Made> {
 }
 
 /// debootstrap, the CAs, the tar, the import: the new image's id.
-fn make(req: &BaseRequest, tool: &Path, tmp: &Path) -> Result<String, Made> {
+fn make(req: &Base, tool: &Path, tmp: &Path) -> Result<String, Made> {
     let root = tmp.join("rootfs");
     let tar = tmp.join("rootfs.tar");
     log(&format!(
@@ -239,8 +226,8 @@ fn add_cas(root: &Path, ca: &str) -> Result<usize, BaseError> {
 mod tests {
     use super::*;
 
-    fn req(suite: &str, mirror: &str, tag: &str) -> BaseRequest {
-        BaseRequest {
+    fn req(suite: &str, mirror: &str, tag: &str) -> Base {
+        Base {
             suite: suite.into(),
             tag: tag.into(),
             mirror: mirror.into(),
