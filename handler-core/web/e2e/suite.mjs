@@ -279,11 +279,14 @@ try {
     await tf.getByRole("button", { name: "Set token" }).click();
     await tf.getByRole("alert").getByText('token.env: "NOT A VAR" is not an environment variable name').waitFor();
     await tf.getByLabel("Where the token is").selectOption("file");
-    await tf.getByLabel("File (its first line)").fill("/home/me/.config/claude-token");
+    // The file must be there: the daemon checks it at save (a regular file of at most 1 MiB).
+    const tokenFile = join(mkdtempSync(join(tmpdir(), "hwui-token-")), "claude-token");
+    writeFileSync(tokenFile, "sk-file-token\n", { mode: 0o600 });
+    await tf.getByLabel("File (its first line)").fill(tokenFile);
     await shot(page, "settings-accounts-token");
     await tf.getByRole("button", { name: "Set token" }).click();
-    await card.getByText("token from the file /home/me/.config/claude-token").waitFor();
-    assert.deepEqual((await api("GET", "/v1/accounts/reffed")).token, { file: "/home/me/.config/claude-token" });
+    await card.getByText(`token from the file ${tokenFile}`).waitFor();
+    assert.deepEqual((await api("GET", "/v1/accounts/reffed")).token, { file: tokenFile });
     await shot(page, "settings-accounts");
     await api("DELETE", "/v1/accounts/reffed");
     await page.getByRole("link", { name: "Images" }).click();
