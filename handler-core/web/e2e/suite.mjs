@@ -281,7 +281,7 @@ try {
     await tf.getByLabel("Where the token is").selectOption("file");
     // The file must be there: the daemon checks it at save (a regular file of at most 1 MiB).
     const tokenFile = join(mkdtempSync(join(tmpdir(), "hwui-token-")), "claude-token");
-    writeFileSync(tokenFile, "sk-file-token\n", { mode: 0o600 });
+    writeFileSync(tokenFile, "sk-file-token\n", { mode: 0o644 });
     await tf.getByLabel("File (its first line)").fill(tokenFile);
     await shot(page, "settings-accounts-token");
     await tf.getByRole("button", { name: "Set token" }).click();
