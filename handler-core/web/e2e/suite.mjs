@@ -279,9 +279,12 @@ try {
     await tf.getByRole("button", { name: "Set token" }).click();
     await tf.getByRole("alert").getByText('token.env: "NOT A VAR" is not an environment variable name').waitFor();
     await tf.getByLabel("Where the token is").selectOption("file");
-    // The file must be there: the daemon checks it at save (a regular file of at most 1 MiB).
-    const tokenFile = join(mkdtempSync(join(tmpdir(), "hwui-token-")), "claude-token");
-    writeFileSync(tokenFile, "sk-file-token\n", { mode: 0o644 });
+    // The file must be there: the daemon checks it at save (a regular file of at most 1 MiB),
+    // made as the daemon's user beside the scope (it cannot read the suite's own folders).
+    const owner = statSync(SCOPE);
+    const tokenFile = join(dirname(SCOPE), "claude-token");
+    writeFileSync(tokenFile, "sk-file-token\n", { mode: 0o600 });
+    chownSync(tokenFile, owner.uid, owner.gid);
     await tf.getByLabel("File (its first line)").fill(tokenFile);
     await shot(page, "settings-accounts-token");
     await tf.getByRole("button", { name: "Set token" }).click();
