@@ -691,9 +691,18 @@ fn bench_guarded_start_and_bring_back() {
         let dir = root.join(format!("guard{r}"));
         let t = Instant::now();
         let mut mounts = vec![serde_json::from_value(scope_mount.clone()).unwrap()];
-        let g = gitguard::guard_scope(&root.join("seen"), &scope, &dir, &mut mounts)
+        // What a start does: gather, resolve's guard plan (check, mounts), then make it.
+        let facts = gitguard::gather(&root.join("seen"), &scope)
             .unwrap()
             .unwrap();
+        handler_sandbox::guard::check(&facts).unwrap();
+        let at = |name: &str| dir.join(name).display().to_string();
+        mounts.extend(handler_sandbox::guard::mounts(
+            &facts,
+            &at("git"),
+            &at("gitfile"),
+        ));
+        let g = gitguard::make_git_dir(facts, &dir).unwrap();
         let p = t.elapsed();
         u.give(&dir);
         let m = serde_json::to_value(&mounts).unwrap();

@@ -121,6 +121,7 @@ pub fn build(
         contexts: TomlFile::new(store::contexts::path(&config)),
         folders: TomlFile::new(store::folders::path(&config)),
         bound_port: config.port.into(),
+        catalog_reads: 0.into(),
         config,
         token: token.into(),
         agents,

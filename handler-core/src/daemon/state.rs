@@ -89,6 +89,9 @@ pub struct App {
     pub egress_events: Mutex<HashMap<String, std::collections::VecDeque<EgressRecord>>>,
     /// The image builds (D.4).
     pub builds: BuildStore,
+    /// How many times the catalog was read ([`App::snapshot`]): what a request costs, which
+    /// tests hold to once per `POST /v1/sessions` (issue 28, item 2).
+    pub catalog_reads: std::sync::atomic::AtomicUsize,
 }
 
 /// The state handlers get.
@@ -113,6 +116,8 @@ impl App {
 
     /// Accounts, providers and descriptors as they are on disk now.
     pub fn snapshot(&self) -> catalog::Snapshot {
+        self.catalog_reads
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         catalog::Snapshot::read(&self.config)
     }
     /// The port the API listens on.

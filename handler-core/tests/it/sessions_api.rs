@@ -23,6 +23,25 @@ async fn session(d: &TestDaemon) -> Value {
     v
 }
 
+/// Issue 28, item 2: `POST /v1/sessions` reads (and validates) the account/provider catalog
+/// once — gather's — for the model check, the plan, the harness and its image, the live
+/// allow-list and the start; a restart of the session reads it once more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_start_reads_the_catalog_once() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let d = TestDaemon::start().await;
+    d.fake_account("perso", "fk-Sessions0Token1111aaaa2222bbbb")
+        .await;
+    let a = d.fake_agent("perso", json!({})).await;
+    let before = d.state.catalog_reads.load(SeqCst);
+    let (s, v) = d
+        .post("/v1/sessions", json!({"agentId": a["id"], "origin": "cli"}))
+        .await;
+    assert_eq!(s, 201, "{v}: {}", daemon_support::logs());
+    assert_eq!(v["state"], "running", "{v}");
+    assert_eq!(d.state.catalog_reads.load(SeqCst) - before, 1);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sessions_are_created_listed_and_refused_with_the_field_named() {
     let d = TestDaemon::start().await;

@@ -31,7 +31,7 @@ pub async fn connect(
     };
     // The git guard (a `sessionTree = "copy"` checkout, decision 0122), before the upgrade.
     let accepted = match accepted {
-        Ok(mut a) => service::guard(&app, &id, &mut a).await.map(|()| a),
+        Ok(mut a) => service::guard(&app, &mut a).await.map(|()| a),
         Err(e) => Err(e),
     };
     match accepted {

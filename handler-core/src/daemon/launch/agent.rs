@@ -1,28 +1,27 @@
-//! One way an agent's sandbox starts (issue 28): [`guard`] (the copy or the scope's git guard,
-//! for every caller: security F7), [`start`] (the launch, the sandbox registered as one of its
+//! One way an agent's sandbox starts (issue 28): [`make`] (what the plan names before the start:
+//! a session's slot, the copy or the scope's git guard — for every caller: security F7), [`start`] (the launch, the sandbox registered as one of its
 //! agent's connections, its stdio read and written by tasks, its egress events recorded) and
 //! [`Running::end`] (stopped, swept, its work brought back, unregistered). Sessions and ACP
 //! connections are thin callers of all three; terminals — whose launcher runs out of handlerd's
-//! reach — of [`guard`] and [`Registration`].
+//! reach — of [`make`] and [`Registration`].
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use handler_contracts::control::{AgentConnection, ModelAccess};
+use handler_contracts::harness::SlotKind;
 use handler_contracts::sandbox::EgressEvent;
-use handler_sandbox::copytree::SessionTree;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Child;
 use tokio::sync::{Notify, mpsc};
 
 use super::gitguard::{self, GuardSession};
 use super::launcher::{Instance, LauncherError, read_stderr, stop_and_sweep};
-use super::prepare::Prepared;
+use super::prepare::{GuardPlan, Prepared};
 use crate::daemon::fsutil;
 use crate::daemon::problem::{ApiError, ApiResult};
 use crate::daemon::state::{AppState, LiveAllow, LiveConnection};
-use crate::daemon::store::StoredAgent;
 
 /// How long a sandbox has to stop after SIGTERM before it is killed.
 pub const STOP_GRACE: Duration = Duration::from_secs(20);
@@ -59,86 +58,68 @@ impl Place {
     }
 }
 
-/// The agent's `sessionTree` (a wrong value: 400 naming it).
-pub fn session_tree(agent: &StoredAgent) -> ApiResult<SessionTree> {
-    SessionTree::parse(agent.options.session_tree.as_deref())
-        .map_err(|e| ApiError::bad_request("sessionTree unusable", e.to_string()))
-}
-
-/// The git guard of any sandbox of `agent` at `place` (issue 14, decision 0103): under
-/// `sessionTree = "copy"` its own checkout replaces the scope's mount; else, for a scope at a
-/// repository's root, its own git directory is mounted over the repository's. Refusals are
-/// 409s naming what was refused (`sessionTree`, the links, the `.git` that changed).
-pub async fn guard(
+/// Makes what `prepared` (resolve's whole plan for a sandbox at `place`) names before its
+/// start — a session's state slot (F.2: its folder made 0700, or its file with its initial
+/// content) and the git guard (issue 14, decision 0103: the sandbox's own git directory, or
+/// under `sessionTree = "copy"` its checkout) — for every caller alike (security F7). Returns
+/// the guard's session, which follows and brings back each turn.
+pub async fn make(
     app: &AppState,
-    agent: &StoredAgent,
     place: &Place,
-    prepared: &mut Prepared,
+    prepared: &Prepared,
 ) -> ApiResult<Option<Arc<GuardSession>>> {
-    if session_tree(agent)? == SessionTree::Copy {
-        return copy_guard(app, place, prepared).await.map(Some);
+    if let Some(slot) = prepared.slot.clone() {
+        let made = tokio::task::spawn_blocking(move || {
+            let p = std::path::Path::new(&slot.path);
+            match slot.kind {
+                SlotKind::Dir => fsutil::create_dir_private(p),
+                SlotKind::File if !p.exists() => {
+                    fsutil::write_atomic(p, slot.initial.as_bytes(), 0o600)
+                }
+                SlotKind::File => Ok(()),
+            }
+            .map_err(|e| format!("{}: {e}", slot.path))
+        })
+        .await
+        .map_err(ApiError::internal)?;
+        made.map_err(ApiError::internal)?;
     }
-    if gitguard::open_warned(&prepared.spec, &place.id) {
-        return Ok(None);
-    }
-    let Some(scope) = gitguard::scope_source(&prepared.spec) else {
-        return Ok(None);
-    };
-    let seen = gitguard::seen_dir(&app.config.data_dir);
-    let dir = place.folder.join("guard");
-    let g = tokio::task::spawn_blocking(move || {
-        let mut mounts = Vec::new();
-        gitguard::guard_scope(&seen, std::path::Path::new(&scope), &dir, &mut mounts)
-            .map(|g| g.map(|g| (g, mounts)))
-    })
-    .await
-    .map_err(ApiError::internal)?;
-    let (g, mounts) = match g {
-        Ok(Some(g)) => g,
-        Ok(None) => return Ok(None),
-        Err(e @ gitguard::GitGuardError::Refused(_)) => {
-            return Err(ApiError::conflict(
-                "git guard refused the scope",
-                format!("git guard: {e}"),
-            ));
+    let g = match &prepared.guard {
+        GuardPlan::None => return Ok(None),
+        GuardPlan::Open => {
+            tracing::warn!(sandbox = %place.id, "{}", handler_contracts::control::GIT_GUARD_OPEN_WARNING);
+            return Ok(None);
         }
-        Err(e) => return Err(ApiError::internal(e)),
+        GuardPlan::GitDir { facts, dir } => {
+            let (facts, dir) = (facts.clone(), PathBuf::from(dir));
+            tokio::task::spawn_blocking(move || gitguard::make_git_dir(facts, &dir))
+                .await
+                .map_err(ApiError::internal)?
+        }
+        GuardPlan::Copy {
+            facts,
+            dir,
+            commit,
+            rel,
+        } => {
+            gitguard::make_copy(
+                &*app.launcher,
+                facts.clone(),
+                std::path::Path::new(dir),
+                (commit, rel),
+                &prepared.spec.image,
+            )
+            .await
+        }
     };
-    prepared.spec.mounts.extend(mounts);
-    Ok(Some(guard_session(g, prepared, place)))
-}
-
-/// Decision 0103 (`sessionTree = "copy"`): the checkout in `<folder>/guard/tree` (nothing of the
-/// host's tree bound), its git writable; refused unless the scope is in a repository at a commit
-/// (decision 0121: below its root, a sparse checkout of that folder).
-async fn copy_guard(
-    app: &AppState,
-    place: &Place,
-    prepared: &mut Prepared,
-) -> ApiResult<Arc<GuardSession>> {
-    let scope = gitguard::scope_source(&prepared.spec).ok_or_else(|| {
-        ApiError::conflict(
-            "sessionTree refused",
-            "sessionTree: \"copy\" needs a scope to check out, and the agent has none",
-        )
-    })?;
-    let (g, mounts) = gitguard::prepare_copy(
-        &*app.launcher,
-        &gitguard::seen_dir(&app.config.data_dir),
-        std::path::Path::new(&scope),
-        &place.folder.join("guard"),
-        &prepared.spec.image,
-    )
-    .await
-    .map_err(|e| {
+    let g = g.map_err(|e| {
         if e.is_refusal() {
-            ApiError::conflict("sessionTree refused", format!("git guard: {e}"))
+            ApiError::conflict("git guard refused the scope", format!("git guard: {e}"))
         } else {
             ApiError::internal(e)
         }
     })?;
-    gitguard::copy_into(&mut prepared.spec, &g, mounts, &scope);
-    Ok(guard_session(g, prepared, place))
+    Ok(Some(guard_session(g, prepared, place)))
 }
 
 fn guard_session(g: gitguard::Guarded, prepared: &Prepared, place: &Place) -> Arc<GuardSession> {

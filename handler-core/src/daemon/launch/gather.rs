@@ -1,8 +1,9 @@
 //! The I/O step of a launch: everything resolve needs read from the world — the stores, the
 //! scope and knowledge folders checked now (links resolved), the bindings' addons, the skill
 //! folders, the caches made, the credential (its secret reference resolved, its files read),
-//! the state folders made (E6), the Wayland socket (A.6). Decides nothing resolve decides: where
-//! it must know what to read, it asks resolve's own pure helpers.
+//! the state folders made (E6), the Wayland socket (A.6), the scope's repository for the git
+//! guard. Decides nothing resolve decides: where it must know what to read, it asks resolve's
+//! own pure helpers.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -15,8 +16,14 @@ use handler_contracts::validate::{AccessCatalog, expand_home};
 use handler_contracts::{FileSource, HarnessDescriptor};
 use handler_sandbox::egress::phantom::RandomSource;
 
+use handler_contracts::control::GitGuard;
+use handler_sandbox::copytree::SessionTree;
+
 use super::caches;
-use super::resolve::{self, AddonLaunch, AgentFacts, Credential, Delivered, ResolveError};
+use super::gitguard;
+use super::resolve::{
+    self, AddonLaunch, AgentFacts, Credential, Delivered, GuardFacts, ResolveError,
+};
 use super::sources::Sources;
 use crate::daemon::fsutil;
 use crate::daemon::problem::{ApiError, ApiResult};
@@ -66,6 +73,8 @@ pub(crate) struct Gathered {
     pub(crate) credential: Credential,
     /// The Wayland socket, when it has a display.
     pub(crate) display: Option<String>,
+    /// The scope's repository, for the git guard.
+    pub(crate) guard: GuardFacts,
 }
 
 /// A problem of resolve's, as the API answers it.
@@ -78,6 +87,10 @@ pub(crate) fn problem(e: ResolveError) -> ApiError {
         ResolveError::NoFolder => ApiError::bad_request("works in sessions only", detail),
         ResolveError::SkillTwice(_) => ApiError::bad_request("skill unusable", detail),
         ResolveError::Binding(_) => ApiError::bad_request("binding unusable", detail),
+        ResolveError::Guard(_) => ApiError::conflict("git guard refused the scope", detail),
+        ResolveError::Copy(_) | ResolveError::CopyWithoutScope => {
+            ApiError::conflict("sessionTree refused", detail)
+        }
         ResolveError::Render { .. } => {
             ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "render failed", detail)
         }
@@ -107,12 +120,14 @@ pub(crate) fn gather(
     let (_, d) = resolve::access(&*catalog, access, context.as_deref()).map_err(problem)?;
     let d = d.clone();
     let folder = project.as_ref().map(|p| p.folder.as_str());
+    let mut fresh_work = false;
     let scope = match (
         resolve::scope_source(folder, agent.scope.as_deref()),
         session,
     ) {
         // F.2: a folderless agent's session works in its session folder's `work/`.
         (Err(ResolveError::NoFolder), Some(f)) => {
+            fresh_work = std::fs::symlink_metadata(f).is_err();
             crate::daemon::store::folders::check_session_work(&app.config, f)?
         }
         // Checked again now (D.13): what the stored folder resolves to may have changed since
@@ -142,6 +157,7 @@ pub(crate) fn gather(
     } else {
         None
     };
+    let guard = guard_facts(app, agent, &scope, fresh_work)?;
     Ok(Gathered {
         catalog,
         context,
@@ -157,7 +173,41 @@ pub(crate) fn gather(
         caches,
         credential,
         display,
+        guard,
     })
+}
+
+/// What the git guard needs of the scope (decision 0103): under `sessionTree = "copy"` the
+/// repository it is in, else — unless `gitGuard = "open"` — the one it is the root of; read
+/// without following links or running anything the repository configures (security F1). A
+/// `.git` the guard refuses on sight is a 409 naming it. A new session's own `work/`
+/// (`fresh_work`: made with its record, after this) holds no repository.
+fn guard_facts(
+    app: &AppState,
+    agent: &StoredAgent,
+    scope: &str,
+    fresh_work: bool,
+) -> ApiResult<GuardFacts> {
+    let tree = SessionTree::parse(agent.options.session_tree.as_deref())
+        .map_err(|e| ApiError::bad_request("sessionTree unusable", e.to_string()))?;
+    let seen = gitguard::seen_dir(&app.config.data_dir);
+    let scope = std::path::Path::new(scope);
+    let repo = match tree {
+        _ if fresh_work => Ok(None),
+        SessionTree::Copy => gitguard::gather_enclosing(&seen, scope),
+        SessionTree::Shared if agent.options.git_guard == Some(GitGuard::Open) => Ok(None),
+        SessionTree::Shared => gitguard::gather(&seen, scope),
+    };
+    let repo = repo.map_err(|e| match (e.is_refusal(), tree) {
+        (true, SessionTree::Copy) => {
+            ApiError::conflict("sessionTree refused", format!("git guard: {e}"))
+        }
+        (true, SessionTree::Shared) => {
+            ApiError::conflict("git guard refused the scope", format!("git guard: {e}"))
+        }
+        (false, _) => ApiError::internal(e),
+    })?;
+    Ok(GuardFacts { tree, repo })
 }
 
 /// D.17: its own skills and its project's, from the library, each checked now.

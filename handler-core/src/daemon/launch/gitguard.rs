@@ -13,7 +13,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use handler_contracts::sandbox::Mount;
 use handler_sandbox::copytree;
 use handler_sandbox::guard::{self, Action, GuardError, Head, Layout, Link, RepoFacts};
 use handler_sandbox::verbs;
@@ -482,10 +481,9 @@ fn user_identity(root: &Path, git_dir: &Path) -> (Option<String>, Option<String>
     (get("user.name"), get("user.email"))
 }
 
-/// Makes (or, on a restart, keeps) the session's git directory in `dir` for `facts` and returns
-/// the mounts that put it in the sandbox. Refused (409 / 64) by [`guard::check`] first.
-pub fn prepare(facts: RepoFacts, dir: &Path) -> Result<(Guarded, Vec<Mount>)> {
-    guard::check(&facts)?;
+/// Makes (or, on a restart, keeps) the sandbox's own git directory in `dir` for `facts`, as
+/// resolve planned it (`GuardPlan::GitDir`: its mounts are in the spec, its refusals made).
+pub fn make_git_dir(facts: RepoFacts, dir: &Path) -> Result<Guarded> {
     let g = Guarded {
         facts,
         dir: dir.to_path_buf(),
@@ -497,88 +495,36 @@ pub fn prepare(facts: RepoFacts, dir: &Path) -> Result<(Guarded, Vec<Mount>)> {
         seed(&g.facts, dir, &git_dir)?;
     }
     fsutil::write_atomic(&gitfile, guard::gitfile().as_bytes(), 0o644).map_err(io(&gitfile))?;
-    let mounts = guard::mounts(
-        &g.facts,
-        &git_dir.display().to_string(),
-        &gitfile.display().to_string(),
-    );
-    Ok((g, mounts))
+    Ok(g)
 }
 
-/// `sessionTree = "copy"` (decision 0103) for a sandbox whose scope is `scope`, run in
-/// `image`: refused (409 / 64) unless the scope is in a repository at a commit
-/// ([`copytree::check`], the guard's own refusals included); else the checkout made (or, on a
-/// restart, kept) in `<dir>/tree` — seeded as the guard's git directory (sparse to the scope's
-/// folder when the scope is below the root: decision 0121), then reset hard in a helper
-/// container, so only tracked files are in it — and the mounts that put it at the scope in
-/// place of the host's tree. The caller binds nothing of the host's tree.
-pub async fn prepare_copy(
+/// `sessionTree = "copy"` (decision 0103) as resolve planned it (`GuardPlan::Copy`: the
+/// mounts that put the checkout at the scope are in the spec): the checkout made (or, on a
+/// restart, kept) in `<dir>/tree` of `commit` — seeded as the guard's git directory (sparse to
+/// `rel`, the scope's folder below the root: decision 0121), then reset hard in a helper
+/// container run in `image`, so only tracked files are in it.
+pub async fn make_copy(
     launcher: &dyn Launcher,
-    seen: &Path,
-    scope: &Path,
+    facts: RepoFacts,
     dir: &Path,
+    (commit, rel): (&str, &str),
     image: &str,
-) -> Result<(Guarded, Vec<Mount>)> {
-    let (s2, d2, seen) = (scope.to_path_buf(), dir.to_path_buf(), seen.to_path_buf());
-    let (g, rel, fresh) = blocking("sessionTree", move || copy_seed(&seen, &s2, &d2)).await?;
+) -> Result<Guarded> {
+    let (d2, r2) = (dir.to_path_buf(), rel.to_string());
+    let (g, fresh) = blocking("sessionTree", move || copy_seed(facts, &d2, &r2)).await?;
     let tree = g.copy.clone().unwrap_or_default();
-    if let Some((new, commit)) = fresh {
-        copy_reset(launcher, &g, &new, &commit, image).await?;
+    if let Some(new) = fresh {
+        copy_reset(launcher, &g, &new, commit, image).await?;
         fs::rename(&new, &tree).map_err(io(&tree))?;
     }
-    let (t2, r2, d2) = (tree.clone(), rel.clone(), dir.to_path_buf());
+    let (t2, r2, d2) = (tree.clone(), rel.to_string(), dir.to_path_buf());
     blocking("sessionTree", move || copy_scope_folder(&t2, &r2, &d2)).await?;
-    let scope = scope.display().to_string();
-    let mounts =
-        copytree::mounts(&g.facts, &tree.display().to_string(), &scope).ok_or_else(|| {
-            copytree::CopyError::NotARepository {
-                scope: scope.clone(),
-            }
-        })?;
-    Ok((g, mounts))
-}
-
-/// The host folder of `spec`'s scope mount, the repository the guard and the copy work on.
-pub fn scope_source(spec: &handler_contracts::SandboxSpec) -> Option<String> {
-    spec.mounts
-        .iter()
-        .find(|m| m.kind == handler_contracts::sandbox::MountKind::Scope)
-        .map(|m| m.source.clone())
-}
-
-/// `spec` given the copy `prepare_copy` made for its scope `scope`: the scope's mount
-/// replaced by `mounts` (nothing of the host's tree bound), its git writable (Handler's, not the
-/// host's), and below the root the environment its git needs to find the checkout's `.git`
-/// (`copytree::below_root_env`). Sessions and connections alike.
-pub fn copy_into(
-    spec: &mut handler_contracts::SandboxSpec,
-    g: &Guarded,
-    mounts: Vec<Mount>,
-    scope: &str,
-) {
-    use handler_contracts::sandbox::MountKind;
-    spec.mounts.retain(|m| m.kind != MountKind::Scope);
-    spec.mounts.extend(mounts);
-    spec.git_writable = true;
-    if copytree::scope_below_root(&g.facts, scope).is_some_and(|r| !r.is_empty()) {
-        spec.env.extend(copytree::below_root_env(&g.facts.root));
-    }
+    Ok(g)
 }
 
 /// A fresh checkout's seed, made in `<dir>/tree.new` (`None` for it when `<dir>/tree` is kept
-/// from an earlier start): the guard's, sparse to the scope's folder below the root.
-#[allow(clippy::type_complexity)]
-fn copy_seed(
-    seen: &Path,
-    scope: &Path,
-    dir: &Path,
-) -> Result<(Guarded, String, Option<(PathBuf, String)>)> {
-    let shown = scope.display().to_string();
-    let facts = gather_enclosing(seen, scope)?;
-    let commit = copytree::check(&shown, facts.as_ref())?.to_string();
-    let facts = facts.unwrap_or_else(|| unreachable!("checked above"));
-    let rel = copytree::scope_below_root(&facts, &shown)
-        .ok_or(copytree::CopyError::NotARepository { scope: shown })?;
+/// from an earlier start): the guard's, sparse to the scope's folder `rel` below the root.
+fn copy_seed(facts: RepoFacts, dir: &Path, rel: &str) -> Result<(Guarded, Option<PathBuf>)> {
     let tree = dir.join("tree");
     let g = Guarded {
         facts,
@@ -586,20 +532,20 @@ fn copy_seed(
         copy: Some(tree.clone()),
     };
     if tree.exists() {
-        return Ok((g, rel, None));
+        return Ok((g, None));
     }
     let new = dir.join("tree.new");
     let _ = fs::remove_dir_all(&new);
     fsutil::create_dir_private(&new).map_err(io(&new))?;
     let git_dir = new.join(".git");
     seed(&g.facts, dir, &git_dir)?;
-    if let Some((pattern, config)) = copytree::sparse(&rel) {
+    if let Some((pattern, config)) = copytree::sparse(rel) {
         let p = git_dir.join("info/sparse-checkout");
         fsutil::create_dir_private(&git_dir.join("info")).map_err(io(&p))?;
         fsutil::write_atomic(&p, pattern.as_bytes(), 0o644).map_err(io(&p))?;
         append(&git_dir.join("config"), config).map_err(io(&git_dir))?;
     }
-    Ok((g, rel, Some((new, commit))))
+    Ok((g, Some(new)))
 }
 
 /// The helper container's `reset --hard` of the fresh checkout `new` to `commit`.
@@ -1270,32 +1216,6 @@ fn append(path: &Path, text: &str) -> std::io::Result<()> {
         .mode(0o600)
         .open(path)?;
     f.write_all(text.as_bytes())
-}
-
-/// `gitGuard = "open"` (the spec's `gitWritable`): no guard, the host's `.git` writable in
-/// `sandbox`'s sandbox; the warning logged once per launch. True when so.
-pub fn open_warned(spec: &handler_contracts::SandboxSpec, sandbox: &str) -> bool {
-    if spec.git_writable {
-        tracing::warn!(%sandbox, "{}", handler_contracts::control::GIT_GUARD_OPEN_WARNING);
-    }
-    spec.git_writable
-}
-
-/// The guard for a sandbox whose scope mount is `scope`: `None` when the scope is no
-/// repository's root; else the session's git directory made in `dir` and the mounts added to
-/// `mounts`. Refused (the reason names each link) before anything starts.
-pub fn guard_scope(
-    seen: &Path,
-    scope: &Path,
-    dir: &Path,
-    mounts: &mut Vec<Mount>,
-) -> Result<Option<Guarded>> {
-    let Some(facts) = gather(seen, scope)? else {
-        return Ok(None);
-    };
-    let (g, m) = prepare(facts, dir)?;
-    mounts.extend(m);
-    Ok(Some(g))
 }
 
 /// Follow (item 3): before a turn, a commit made on the host's branch of the sandbox's HEAD is

@@ -1,48 +1,50 @@
 //! Preparing a launch (E, B.3, A.1, C.4): `gather` reads the world, [`resolve`] decides —
 //! one of an agent's models checked again, resolved, its secrets made phantoms and injections,
-//! rendered and composed into the SandboxSpec with the policy pipeline's configuration — and
-//! the launcher starts it.
+//! rendered and composed into the SandboxSpec with the policy pipeline's configuration, the
+//! git guard and the session's slot planned — and the start path makes what the plan names
+//! and starts it.
 
 use std::path::Path;
 
-use handler_contracts::control::{GitGuard, ModelAccess};
+use handler_contracts::control::ModelAccess;
 
+use super::agent::Place;
 use super::gather::{OsRandom, gather, problem};
 use super::resolve::{ResolveInput, resolve};
 use crate::daemon::problem::ApiResult;
 use crate::daemon::state::AppState;
 use crate::daemon::store::StoredAgent;
 
-pub(crate) use super::resolve::Prepared;
+pub(crate) use super::resolve::{GuardPlan, Prepared, Purpose};
 
-/// Resolves `access` for `agent`'s connection `conn` and builds its SandboxSpec (400 model
-/// access unusable, 409 not for this project's context, 400 for what a start checks again).
-/// `session`: the folder of the session `conn` is, whose `work/` a folderless agent gets (F.2).
+/// Resolves `access` for `agent`'s sandbox at `place` (a session's or a connection's) for
+/// `purpose` and builds its whole plan: the SandboxSpec with every mount it gets, the pipeline's
+/// configuration, the git guard and the session slot to make (400 model access unusable, 409
+/// not for this project's context or refused by the git guard, 400 for what a start checks
+/// again). The catalog is read once. A session of a folderless agent works in its folder's
+/// `work/` (F.2).
 pub(crate) fn prepare(
     app: &AppState,
     agent: &StoredAgent,
     access: &ModelAccess,
-    (conn, session): (&str, Option<&Path>),
+    place: &Place,
+    purpose: Purpose,
 ) -> ApiResult<Prepared> {
-    prepare_with(app, agent, access, (conn, session), None)
-}
-
-/// [`prepare`], for a terminal (D.16) when `terminal` holds the program's arguments.
-pub(crate) fn prepare_with(
-    app: &AppState,
-    agent: &StoredAgent,
-    access: &ModelAccess,
-    (conn, session): (&str, Option<&Path>),
-    terminal: Option<Vec<String>>,
-) -> ApiResult<Prepared> {
+    let session = place.session.then_some(place.folder.as_path());
     let g = gather(app, agent, access, session)?;
     let data_dir = app.config.data_dir.display().to_string();
+    let place_dir = place.folder.display().to_string();
+    let skills_dir = app.config.skills_dir.display().to_string();
     let input = ResolveInput {
         catalog: &*g.catalog,
         access,
         context: g.context.as_deref(),
         agent: &g.agent,
-        conn,
+        conn: &place.id,
+        place_dir: &place_dir,
+        purpose,
+        guard: g.guard,
+        skills_dir: &skills_dir,
         data_dir: &data_dir,
         max_message_bytes: app.config.max_message_bytes,
         scope: g.scope,
@@ -52,12 +54,8 @@ pub(crate) fn prepare_with(
         caches: g.caches,
         credential: g.credential,
         display: g.display,
-        terminal,
     };
-    let mut p = resolve(input, &mut OsRandom).map_err(problem)?;
-    // Issue 14, item 5: `gitGuard = "open"` (a risk confirmed at save) lifts decision 0031.
-    p.spec.git_writable = agent.options.git_guard == Some(GitGuard::Open);
-    Ok(p)
+    resolve(input, &mut OsRandom).map_err(problem)
 }
 
 /// P2's path resolution: the host's view, symbolic links followed. (The error is text because
@@ -98,6 +96,11 @@ mod tests {
             spec,
             policy,
             access: ModelAccess::default(),
+            harness: "fake".into(),
+            harness_image: "localhost/handler-fake:latest".into(),
+            model_hosts: Vec::new(),
+            slot: None,
+            guard: GuardPlan::None,
         };
         let shown = format!("{p:?}");
         for secret in [

@@ -2,15 +2,19 @@
 //! of the agent's models is checked again (E1, D.19), resolved to an AgentSpec, its secrets
 //! turned into phantoms and injections towards the right hosts (E3, E5), its required hosts
 //! named (E4), its state mounts placed (E6), rendered (B.3) and composed into the SandboxSpec,
-//! with the policy pipeline's configuration (C.4). No file system, no environment, no clock:
-//! the phantoms' randomness is an argument (docs/decisions/0052).
+//! with the policy pipeline's configuration (C.4) — and what the launch is for placed in it
+//! (issue 28, item 2): a session's slot (F.2) and run subject (D.18), a terminal's program
+//! (D.16), the git guard's mounts or the copy's checkout in place of the scope (decision 0103).
+//! The plan is whole when [`resolve`] returns; the start only makes what it names. No file
+//! system, no environment, no clock: the phantoms' randomness is an argument
+//! (docs/decisions/0052).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use handler_contracts::allow::{AllowEntry, entry_for_url};
 use handler_contracts::containment::containment;
-use handler_contracts::control::{AgentOptions, ModelAccess, NetworkMode};
+use handler_contracts::control::{AgentOptions, GitGuard, ModelAccess, NetworkMode};
 use handler_contracts::harness::Login;
 use handler_contracts::harness::{McpServer, NeutralConfig, SlotKind};
 use handler_contracts::hosts::{container_host, required_hosts};
@@ -22,7 +26,9 @@ use handler_contracts::{
 };
 use handler_policy::{PolicyConfig, UnattendedMode};
 use handler_sandbox::compose::{AddonPart, ComposeError, ComposeInput, compose};
+use handler_sandbox::copytree::{self, CopyError, SessionTree};
 use handler_sandbox::egress::phantom::{RandomSource, make_phantom_keeping};
+use handler_sandbox::guard::{self, GuardError, RepoFacts};
 
 /// What an agent's bindings add to one start (G4), as gather resolved them.
 #[derive(Debug, Default)]
@@ -94,8 +100,16 @@ pub struct ResolveInput<'a> {
     pub context: Option<&'a str>,
     /// The agent.
     pub agent: &'a AgentFacts,
-    /// The connection's id.
+    /// The connection's (or session's) id.
     pub conn: &'a str,
+    /// Its folder: a session's, or `<data>/connections/<id>` (the guard's is `guard/` in it).
+    pub place_dir: &'a str,
+    /// What the launch is for.
+    pub purpose: Purpose,
+    /// What gather read for the git guard.
+    pub guard: GuardFacts,
+    /// The skills library (a run's subject is one of its folders).
+    pub skills_dir: &'a str,
     /// Handler's data folder (absolute).
     pub data_dir: &'a str,
     /// The largest ACP message (C.1).
@@ -114,9 +128,66 @@ pub struct ResolveInput<'a> {
     pub credential: Credential,
     /// The Wayland socket, when the agent has a display (A.6).
     pub display: Option<String>,
-    /// A terminal's (D.16): the person's arguments for the harness's own program; the sandbox
-    /// then runs it on a terminal of its own (`tty`), reached through `attach`.
-    pub terminal: Option<Vec<String>>,
+}
+
+/// What a launch is for (issue 28, item 2): each gets its whole plan from [`resolve`].
+#[derive(Debug, Clone)]
+pub enum Purpose {
+    /// An ACP connection (C.1).
+    Connection,
+    /// A session (F): its per-session state slot in its folder's `agent/` (F.2), and its run's
+    /// subject skill (D.18), read-only at `/subject/<name>`.
+    Session {
+        /// The run's subject skill, by name.
+        subject: Option<String>,
+    },
+    /// A terminal (D.16): the person's arguments for the harness's own program, which the
+    /// sandbox runs on a terminal of its own (`tty`, reached through `attach`), and the
+    /// terminal's variables (`TERM`, `COLORTERM`).
+    Terminal {
+        /// The program's arguments.
+        args: Vec<String>,
+        /// The terminal's environment.
+        env: BTreeMap<String, String>,
+    },
+}
+
+/// What gather read for the git guard (issue 14, decision 0103).
+#[derive(Debug, Clone)]
+pub struct GuardFacts {
+    /// The agent's `sessionTree`.
+    pub tree: SessionTree,
+    /// The repository: under `shared` the scope's own (none when the scope is no repository's
+    /// root, or under `gitGuard = "open"`), under `copy` the one the scope is in.
+    pub repo: Option<RepoFacts>,
+}
+
+/// The git guard a start makes (its mounts are already in the spec).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GuardPlan {
+    /// Nothing to guard: the scope is no repository's root.
+    None,
+    /// `gitGuard = "open"`: the host's `.git` writable (a risk confirmed at save).
+    Open,
+    /// The sandbox's own git directory, `<guard>/git`, over the repository's.
+    GitDir {
+        /// The repository.
+        facts: RepoFacts,
+        /// The guard's folder.
+        dir: String,
+    },
+    /// `sessionTree = "copy"`: Handler's checkout `<guard>/tree` of `commit` in place of the
+    /// scope, sparse to `rel` (the scope below the root; empty at the root).
+    Copy {
+        /// The repository the scope is in.
+        facts: RepoFacts,
+        /// The guard's folder.
+        dir: String,
+        /// The commit checked out.
+        commit: String,
+        /// The scope below the repository's root.
+        rel: String,
+    },
 }
 
 /// Everything a connection needs to start its sandbox and its pipeline.
@@ -127,6 +198,17 @@ pub struct Prepared {
     pub policy: PolicyConfig,
     /// The model it runs with.
     pub access: ModelAccess,
+    /// The harness it runs.
+    pub harness: String,
+    /// Its image, as its descriptor names it (`:latest`, B.6).
+    pub harness_image: String,
+    /// The hosts its model and harness require (E4; empty unless filtered): the live
+    /// allow-list's fixed part.
+    pub model_hosts: Vec<AllowEntry>,
+    /// A session's per-session state slot, to be made before the start (its mount is in the spec).
+    pub slot: Option<StateSlotPlan>,
+    /// The git guard to make before the start.
+    pub guard: GuardPlan,
 }
 
 /// Names, never values: the spec's env and files and the policy's secrets hold secret values.
@@ -159,6 +241,8 @@ impl std::fmt::Debug for Prepared {
                     .collect::<Vec<_>>(),
             )
             .field("access", &self.access)
+            .field("harness", &self.harness)
+            .field("guard", &self.guard)
             .finish_non_exhaustive()
     }
 }
@@ -193,6 +277,15 @@ pub enum ResolveError {
     /// 500 compose failed.
     #[error(transparent)]
     Compose(ComposeError),
+    /// 409 git guard refused the scope (links, alternates, a `.git` that changed).
+    #[error("git guard: {0}")]
+    Guard(#[from] GuardError),
+    /// 409 sessionTree refused (no repository, no commit, a guard refusal).
+    #[error("git guard: {0}")]
+    Copy(#[from] CopyError),
+    /// 409 sessionTree refused: the sandbox has no scope.
+    #[error("sessionTree: \"copy\" needs a scope to check out, and the agent has none")]
+    CopyWithoutScope,
 }
 
 fn unusable(detail: impl Into<String>) -> ResolveError {
@@ -550,7 +643,10 @@ pub fn resolve(
         secrets: std::mem::take(&mut secrets.for_render),
         skills,
         mcp_servers: input.addons.mcp_servers.clone(),
-        terminal: input.terminal.clone(),
+        terminal: match &input.purpose {
+            Purpose::Terminal { args, .. } => Some(args.clone()),
+            _ => None,
+        },
         permission_mode: c.permissions,
         caches: input.caches.clone(),
     };
@@ -564,28 +660,42 @@ pub fn resolve(
             harness: d.name.clone(),
             error,
         })?;
-    compose_and_configure(input, &launch, state, secrets)
+    let slot = match input.purpose {
+        Purpose::Session { .. } => session_slot(input.place_dir, d),
+        _ => None,
+    };
+    let mut p = compose_and_configure(input, &launch, state, secrets, slot)?;
+    p.harness = d.name.clone();
+    p.harness_image = d.image.clone();
+    Ok(p)
 }
 
 /// A.1 and C.4: the rendered launch composed with the agent's settings into the SandboxSpec,
-/// and the pipeline's configuration.
+/// what the launch is for placed in it (a session's `slot`, its run's subject, a terminal's
+/// tty, the git guard), and the pipeline's configuration.
 fn compose_and_configure(
     input: ResolveInput<'_>,
     launch: &HarnessLaunch,
     state: Vec<Mount>,
     secrets: Secrets,
+    slot: Option<StateSlotPlan>,
 ) -> Result<Prepared, ResolveError> {
     let agent = input.agent;
     let c = containment(&agent.options);
-    let required: Vec<AllowEntry> = if c.network == NetworkMode::Filtered {
+    let model_hosts: Vec<AllowEntry> = if c.network == NetworkMode::Filtered {
         required_hosts(input.catalog, input.access)
             .into_iter()
             .map(|r| r.host)
-            .chain(input.addons.egress.iter().map(|(e, _)| e.clone()))
             .collect()
     } else {
         Vec::new()
     };
+    let required: Vec<AllowEntry> = model_hosts
+        .iter()
+        .cloned()
+        .chain(input.addons.egress.iter().map(|(e, _)| e.clone()))
+        .filter(|_| c.network == NetworkMode::Filtered)
+        .collect();
     let labels = BTreeMap::from([
         ("handler.agent".to_string(), agent.id.clone()),
         ("handler.connection".to_string(), input.conn.to_string()),
@@ -611,7 +721,20 @@ fn compose_and_configure(
         ComposeError::EnvClash { .. } | ComposeError::AddonTwice(..) => ResolveError::Binding(e),
         _ => ResolveError::Compose(e),
     })?;
-    spec.tty = input.terminal.is_some();
+    spec.mounts.extend(slot.as_ref().map(|s| s.mount.clone()));
+    if let Purpose::Terminal { env, .. } = &input.purpose {
+        spec.tty = true;
+        spec.env.extend(env.clone());
+    }
+    if let Purpose::Session {
+        subject: Some(name),
+    } = &input.purpose
+    {
+        spec.mounts.push(subject_mount(input.skills_dir, name));
+    }
+    // Issue 14, item 5: `gitGuard = "open"` (a risk confirmed at save) lifts decision 0031.
+    spec.git_writable = agent.options.git_guard == Some(GitGuard::Open);
+    let guard = plan_guard(&mut spec, input.guard, input.place_dir)?;
     let mut policy = PolicyConfig::new(input.scope, spec.network.clone());
     policy.secrets = secrets.policy;
     policy.session_defaults = launch.session_defaults.clone().unwrap_or_default();
@@ -628,7 +751,81 @@ fn compose_and_configure(
         spec,
         policy,
         access: input.access.clone(),
+        harness: String::new(),
+        harness_image: String::new(),
+        model_hosts,
+        slot,
+        guard,
     })
+}
+
+/// Where a run's subject skill is mounted (D.18).
+pub fn subject_path(name: &str) -> String {
+    format!("/subject/{name}")
+}
+
+/// The read-only mount of a run's subject skill `name` from the library `skills_dir`.
+fn subject_mount(skills_dir: &str, name: &str) -> Mount {
+    Mount {
+        source: PathBuf::from(skills_dir).join(name).display().to_string(),
+        target: subject_path(name),
+        read_only: true,
+        kind: MountKind::Subject,
+    }
+}
+
+/// The git guard of a sandbox (issue 14, decision 0103) whose folder is `place_dir`: under
+/// `sessionTree = "copy"` Handler's checkout replaces the scope's mount (nothing of the host's
+/// tree bound, its git writable, below the root the environment its git needs); else for a
+/// scope at a repository's root its own git directory over the repository's — unless
+/// `gitGuard = "open"`. Refused (409) for what the guard refuses.
+fn plan_guard(
+    spec: &mut SandboxSpec,
+    g: GuardFacts,
+    place_dir: &str,
+) -> Result<GuardPlan, ResolveError> {
+    let dir = PathBuf::from(place_dir).join("guard").display().to_string();
+    let scope = spec
+        .mounts
+        .iter()
+        .find(|m| m.kind == MountKind::Scope)
+        .map(|m| m.source.clone());
+    match (g.tree, g.repo) {
+        (SessionTree::Copy, repo) => {
+            let scope = scope.ok_or(ResolveError::CopyWithoutScope)?;
+            let not_one = || CopyError::NotARepository {
+                scope: scope.clone(),
+            };
+            let commit = copytree::check(&scope, repo.as_ref())?.to_string();
+            let facts = repo.ok_or_else(not_one)?;
+            let rel = copytree::scope_below_root(&facts, &scope).ok_or_else(not_one)?;
+            let checkout = format!("{dir}/tree");
+            let mounts = copytree::mounts(&facts, &checkout, &scope).ok_or_else(not_one)?;
+            spec.mounts.retain(|m| m.kind != MountKind::Scope);
+            spec.mounts.extend(mounts);
+            spec.git_writable = true;
+            if !rel.is_empty() {
+                spec.env.extend(copytree::below_root_env(&facts.root));
+            }
+            Ok(GuardPlan::Copy {
+                facts,
+                dir,
+                commit,
+                rel,
+            })
+        }
+        (SessionTree::Shared, _) if spec.git_writable => Ok(GuardPlan::Open),
+        (SessionTree::Shared, None) => Ok(GuardPlan::None),
+        (SessionTree::Shared, Some(facts)) => {
+            guard::check(&facts)?;
+            spec.mounts.extend(guard::mounts(
+                &facts,
+                &format!("{dir}/git"),
+                &format!("{dir}/gitfile"),
+            ));
+            Ok(GuardPlan::GitDir { facts, dir })
+        }
+    }
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ use super::running;
 use super::ws::{close_msg, is_capacity, truncate};
 use crate::daemon::launch::agent::{self as start_path, AgentOut, Place};
 use crate::daemon::launch::gitguard::GuardSession;
-use crate::daemon::launch::prepare::{Prepared, canonicalize, prepare};
+use crate::daemon::launch::prepare::{Prepared, Purpose, canonicalize, prepare};
 use crate::daemon::problem::{ApiError, ApiResult};
 use crate::daemon::state::{AppState, LiveAllow};
 use crate::daemon::store::new_id;
@@ -61,25 +61,19 @@ pub fn accept(app: &AppState, id: &str, q: ModelQuery) -> ApiResult<Accepted> {
         first
     };
     let conn = new_id("c");
-    let prepared = prepare(app, &agent, &access, (&conn, None))?;
+    let place = Place::connection(app, &conn);
+    let prepared = prepare(app, &agent, &access, &place, Purpose::Connection)?;
     super::images::require_network_filter(app, &prepared.spec)?;
-    // `sessionTree` checked before the upgrade too (400 naming it).
-    start_path::session_tree(&agent)?;
     let allow = running::allow_of(app, &agent, &prepared);
     Ok((prepared, conn, allow, None))
 }
 
-/// After [`accept`] and before the upgrade: the connection's git guard (the one every sandbox
-/// gets, [`start_path::guard`]) in `<data>/connections/<id>/guard/` — under `sessionTree =
-/// "copy"` its checkout (decision 0122), else the guard of its scope's repository; a refusal is
-/// a 409 naming it.
-pub async fn guard(app: &AppState, agent_id: &str, accepted: &mut Accepted) -> ApiResult<()> {
-    let agent = app
-        .agents
-        .agent(agent_id)
-        .ok_or_else(|| ApiError::not_found(format!("agent {agent_id:?}")))?;
+/// After [`accept`] and before the upgrade: what its plan names made (the one every sandbox
+/// gets, [`start_path::make`]) in `<data>/connections/<id>/guard/` — under `sessionTree =
+/// "copy"` its checkout (decision 0122), else the guard of its scope's repository.
+pub async fn guard(app: &AppState, accepted: &mut Accepted) -> ApiResult<()> {
     let (prepared, conn, _, guard) = accepted;
-    *guard = start_path::guard(app, &agent, &Place::connection(app, conn), prepared).await?;
+    *guard = start_path::make(app, &Place::connection(app, conn), prepared).await?;
     Ok(())
 }
 

@@ -111,12 +111,7 @@ pub fn allow_of(
     agent: &StoredAgent,
     prepared: &crate::daemon::launch::prepare::Prepared,
 ) -> Option<LiveAllow> {
-    let required: Vec<AllowEntry> =
-        handler_contracts::hosts::required_hosts(&app.snapshot(), &prepared.access)
-            .into_iter()
-            .map(|r| r.host)
-            .collect();
-    at_launch(app, agent, &prepared.spec.network, &required)
+    at_launch(app, agent, &prepared.spec.network, &prepared.model_hosts)
 }
 
 /// What a connection being launched records (None unless its network is filtered).

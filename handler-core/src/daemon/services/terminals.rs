@@ -14,7 +14,7 @@ use handler_contracts::sandbox::TTY_READY_LINE;
 use crate::daemon::fsutil;
 use crate::daemon::launch::agent::{self as start_path, Place, Registration, STOP_GRACE};
 use crate::daemon::launch::launcher::stop_and_sweep;
-use crate::daemon::launch::prepare::prepare_with;
+use crate::daemon::launch::prepare::{Purpose, prepare};
 use crate::daemon::launch::records::{self, TerminalRecord};
 use crate::daemon::problem::{ApiError, ApiResult};
 use crate::daemon::state::AppState;
@@ -54,16 +54,25 @@ pub async fn start(app: &AppState, id: &str, req: TerminalStart) -> ApiResult<Te
         })?,
     };
     let conn = new_id("c");
-    let mut prepared = prepare_with(app, &agent, &access, (&conn, None), Some(req.args.clone()))?;
+    let place = Place::connection(app, &conn);
+    let env = [("TERM", &req.term), ("COLORTERM", &req.colorterm)]
+        .into_iter()
+        .filter_map(|(k, v)| Some((k.to_string(), v.clone()?)))
+        .collect();
+    let purpose = Purpose::Terminal {
+        args: req.args.clone(),
+        env,
+    };
+    let prepared = {
+        let (app, agent, access, place) =
+            (app.clone(), agent.clone(), access.clone(), place.clone());
+        tokio::task::spawn_blocking(move || prepare(&app, &agent, &access, &place, purpose))
+            .await
+            .map_err(ApiError::internal)??
+    };
     super::images::require_network_filter(app, &prepared.spec)?;
-    // The same guard as a connection's (security F7): the copy or the scope's git guard.
-    let guard =
-        start_path::guard(app, &agent, &Place::connection(app, &conn), &mut prepared).await?;
-    for (k, v) in [("TERM", &req.term), ("COLORTERM", &req.colorterm)] {
-        if let Some(v) = v {
-            prepared.spec.env.insert(k.into(), v.clone());
-        }
-    }
+    // The same start path as a connection's (security F7): the copy or the scope's git guard.
+    let guard = start_path::make(app, &place, &prepared).await?;
     let allow = super::running::allow_of(app, &agent, &prepared);
     let dir = app.config.state_dir.join("terminals");
     fsutil::create_dir_private(&dir).map_err(ApiError::internal)?;

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use handler_contracts::allow::AllowEntry;
 use handler_contracts::control::{AgentOptions, ModelAccess, NetworkMode};
 use handler_contracts::parse::from_toml;
-use handler_contracts::sandbox::Injection;
+use handler_contracts::sandbox::{Injection, MountKind};
 use handler_contracts::validate::{AccessCatalog, UnusableDocument};
 use handler_contracts::{Account, FileSource, HarnessDescriptor, McpServer, Provider};
 use handler_sandbox::compose::AddonPart;
@@ -86,6 +86,27 @@ fn catalog() -> Catalog {
     c
 }
 
+/// A repository as gather reads it: a main checkout at `root`, on `main` at a commit.
+fn repo(root: &str) -> RepoFacts {
+    RepoFacts {
+        root: root.into(),
+        layout: handler_sandbox::guard::Layout::Main,
+        git_dir: format!("{root}/.git"),
+        common_dir: format!("{root}/.git"),
+        head: handler_sandbox::guard::Head::Branch {
+            name: "main".into(),
+            commit: Some("4b825dc642cb6eb9a060e54bf8d69288fbee4904".into()),
+        },
+        links: Vec::new(),
+        alternates: None,
+        shallow: None,
+        user_name: Some("Ada".into()),
+        user_email: Some("ada@example.com".into()),
+    }
+}
+
+const SESSION_DIR: &str = "/home/u/.local/state/handler-ai/sessions/s_0123456789abcdef";
+
 fn entry(s: &str) -> AllowEntry {
     AllowEntry::parse(s).unwrap()
 }
@@ -101,6 +122,8 @@ struct Case {
     knowledge: Vec<String>,
     caches: BTreeMap<String, String>,
     display: Option<String>,
+    purpose: Purpose,
+    guard: GuardFacts,
 }
 
 impl Case {
@@ -115,6 +138,11 @@ impl Case {
             knowledge: Vec::new(),
             caches: BTreeMap::new(),
             display: None,
+            purpose: Purpose::Connection,
+            guard: GuardFacts {
+                tree: SessionTree::Shared,
+                repo: None,
+            },
         }
     }
 
@@ -131,6 +159,13 @@ impl Case {
             context: self.context,
             agent: &agent,
             conn: "c7",
+            place_dir: match self.purpose {
+                Purpose::Session { .. } => SESSION_DIR,
+                _ => "/home/u/.local/share/handler-ai/connections/c7",
+            },
+            purpose: self.purpose,
+            guard: self.guard,
+            skills_dir: "/home/u/.config/handler-ai/skills",
             data_dir: "/home/u/.local/share/handler-ai",
             max_message_bytes: 16 * 1024 * 1024,
             scope: "/home/u/code/app".into(),
@@ -140,16 +175,36 @@ impl Case {
             caches: self.caches,
             credential: self.credential,
             display: self.display,
-            terminal: None,
         };
         resolve(input, &mut Counter(7))
     }
 }
 
 /// What a snapshot shows: the whole spec (the platform's own scripts by name: they are
-/// platform data, not resolve's), the policy's configuration, the access.
+/// platform data, not resolve's), the policy's configuration, the access, and what the start
+/// makes (the harness, the live allow-list's fixed hosts, the session slot, the git guard).
 fn shown(p: &Prepared) -> serde_json::Value {
-    let mut v = json!({"spec": p.spec, "policy": p.policy, "access": p.access});
+    let slot = p
+        .slot
+        .as_ref()
+        .map(|s| json!({"path": s.path, "kind": format!("{:?}", s.kind), "initial": s.initial}));
+    let guard = match &p.guard {
+        GuardPlan::None => json!("none"),
+        GuardPlan::Open => json!("open"),
+        GuardPlan::GitDir { facts, dir } => json!({"gitDir": {"root": facts.root, "dir": dir}}),
+        GuardPlan::Copy {
+            facts,
+            dir,
+            commit,
+            rel,
+        } => json!({"copy": {"root": facts.root, "dir": dir, "commit": commit, "rel": rel}}),
+    };
+    let mut v = json!({
+        "spec": p.spec,
+        "policy": p.policy,
+        "access": p.access,
+        "plan": {"harness": p.harness, "modelHosts": p.model_hosts, "slot": slot, "guard": guard},
+    });
     for f in v["spec"]["files"].as_array_mut().into_iter().flatten() {
         if f["target"]
             .as_str()
@@ -399,4 +454,146 @@ fn a_per_session_slot_is_bound_to_the_session_folders_agent() {
     let mut none = d.clone();
     none.state_slots.retain(|_, s| !s.per_session);
     assert!(session_slot("/s", &none).is_none());
+}
+
+fn codex_plan() -> Case {
+    Case::new(
+        account("codex-plan"),
+        Credential::LoginFile(
+            "/home/u/.local/share/handler-ai/accounts/codex-plan/credential".into(),
+        ),
+    )
+}
+
+/// A session's whole plan (issue 28, item 2): its per-session slot in its folder, its run's
+/// subject read-only, and — its scope a repository's root — its own git directory in the
+/// session's `guard/` over the repository's (decision 0103); nothing added after resolve.
+#[test]
+fn a_guarded_session_with_its_slot_and_its_runs_subject() {
+    let mut case = codex_plan();
+    case.purpose = Purpose::Session {
+        subject: Some("review".into()),
+    };
+    case.guard.repo = Some(repo("/home/u/code/app"));
+    let p = case.resolve().unwrap();
+    assert!(!p.spec.git_writable);
+    insta::assert_json_snapshot!(shown(&p));
+}
+
+/// `sessionTree = "copy"` for a scope below its repository's root (decisions 0103, 0121): the
+/// scope's mount replaced by the checkout's part, its `.git` at the root, the host's objects
+/// read-only; its git writable; the environment that finds the checkout's `.git`.
+#[test]
+fn a_copy_session_below_the_repositorys_root() {
+    let mut case = codex_plan();
+    case.purpose = Purpose::Session { subject: None };
+    case.options.session_tree = Some("copy".into());
+    case.guard = GuardFacts {
+        tree: SessionTree::Copy,
+        repo: Some(repo("/home/u/code")),
+    };
+    let p = case.resolve().unwrap();
+    assert!(p.spec.git_writable);
+    assert!(
+        !p.spec
+            .mounts
+            .iter()
+            .any(|m| m.kind == MountKind::Scope || m.source == "/home/u/code/app"),
+        "nothing of the host's tree is bound: {:?}",
+        p.spec.mounts
+    );
+    insta::assert_json_snapshot!(shown(&p));
+}
+
+/// A connection (C.1) to a guarded scope: the guard's folder is the connection's; no session
+/// slot; the model's hosts are the live allow-list's fixed part.
+#[test]
+fn a_guarded_connection_on_a_filtered_network() {
+    let mut case = Case::new(
+        account("claude-pro"),
+        Credential::Token(Some((
+            "accounts/claude-pro/token".into(),
+            "sk-ant-oat01-abcdefghijklmnopqrstuvwxyz0123456789".into(),
+        ))),
+    );
+    case.guard.repo = Some(repo("/home/u/code/app"));
+    let p = case.resolve().unwrap();
+    assert!(p.slot.is_none());
+    assert!(!p.model_hosts.is_empty());
+    insta::assert_json_snapshot!(shown(&p));
+}
+
+/// A terminal (D.16): the harness's own program with the person's arguments on a tty, the
+/// terminal's variables in its environment, and the same guard as any sandbox (security F7);
+/// under `gitGuard = "open"` the host's `.git` writable and no guard.
+#[test]
+fn a_terminal_and_an_open_git_guard() {
+    let claude = || {
+        Case::new(
+            account("claude-pro"),
+            Credential::Token(Some((
+                "accounts/claude-pro/token".into(),
+                "sk-ant-oat01-abcdefghijklmnopqrstuvwxyz0123456789".into(),
+            ))),
+        )
+    };
+    let mut case = claude();
+    case.purpose = Purpose::Terminal {
+        args: vec!["--resume".into()],
+        env: BTreeMap::from([("TERM".to_string(), "xterm-256color".to_string())]),
+    };
+    case.guard.repo = Some(repo("/home/u/code/app"));
+    let p = case.resolve().unwrap();
+    assert!(p.spec.tty);
+    assert_eq!(p.spec.env["TERM"], "xterm-256color");
+    insta::assert_json_snapshot!(shown(&p));
+    let mut open = claude();
+    open.purpose = Purpose::Terminal {
+        args: Vec::new(),
+        env: BTreeMap::new(),
+    };
+    open.options.git_guard = Some(handler_contracts::control::GitGuard::Open);
+    let p = open.resolve().unwrap();
+    assert_eq!(p.guard, GuardPlan::Open);
+    assert!(p.spec.git_writable);
+    assert!(p.spec.mounts.iter().all(|m| !m.source.contains("/guard/")));
+}
+
+/// What the guard refuses is refused by resolve, before anything is made (409s).
+#[test]
+fn what_the_guard_refuses_is_named() {
+    let mut errors = Vec::new();
+    let mut linked = repo("/home/u/code/app");
+    linked.links.push(handler_sandbox::guard::Link {
+        path: "/home/u/code/app/.git/hooks".into(),
+        target: "/tmp/elsewhere".into(),
+    });
+    let mut c = codex_plan();
+    c.guard.repo = Some(linked.clone());
+    errors.push(c.resolve());
+    let copy = |repo: Option<RepoFacts>| {
+        let mut c = codex_plan();
+        c.guard = GuardFacts {
+            tree: SessionTree::Copy,
+            repo,
+        };
+        c.resolve()
+    };
+    errors.push(copy(None));
+    let mut empty = repo("/home/u/code/app");
+    empty.head = handler_sandbox::guard::Head::Branch {
+        name: "main".into(),
+        commit: None,
+    };
+    errors.push(copy(Some(empty)));
+    errors.push(copy(Some(linked)));
+    errors.push(copy(Some(repo("/home/u/other"))));
+    let shown: Vec<String> = errors
+        .into_iter()
+        .map(|r| match r {
+            Ok(_) => "resolved".to_string(),
+            Err(e) => format!("{e:?} → {e}"),
+        })
+        .collect();
+    insta::assert_debug_snapshot!(shown);
 }

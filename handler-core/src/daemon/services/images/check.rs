@@ -192,6 +192,7 @@ fn prepare(
         instructions: None,
     };
     let data_dir = data.display().to_string();
+    let work_dir = work.display().to_string();
     let mut slots = resolve::state_slots(&data_dir, &agent.id, d, CHECK_NAME);
     if login_file {
         // What a file login's state starts with is for the real login (gemini's settings
@@ -208,10 +209,17 @@ fn prepare(
         context: None,
         agent: &agent,
         conn,
+        // A connection's plan, in a fresh folder that is no repository: no guard.
+        place_dir: &work_dir,
+        purpose: resolve::Purpose::Connection,
+        guard: resolve::GuardFacts {
+            tree: handler_sandbox::copytree::SessionTree::Shared,
+            repo: None,
+        },
+        skills_dir: &work_dir,
         data_dir: &data_dir,
         max_message_bytes: app.config.max_message_bytes,
         scope: scope.display().to_string(),
-        terminal: None,
         knowledge: Vec::new(),
         addons: resolve::AddonLaunch {
             mcp_servers: probe.iter().map(|(s, _)| s.clone()).collect(),

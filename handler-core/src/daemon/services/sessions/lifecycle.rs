@@ -15,13 +15,11 @@ use super::access_of;
 use super::hub::{Asking, Ending, Handle, Hub, Inbox, Questions, RunState, Started};
 use crate::daemon::fsutil;
 use crate::daemon::launch::agent::{self as start_path, AgentOut, Running};
-use crate::daemon::launch::prepare::{Prepared, canonicalize, prepare};
-use crate::daemon::launch::resolve;
+use crate::daemon::launch::prepare::{Prepared, Purpose, canonicalize, prepare};
 use crate::daemon::problem::{ApiError, ApiResult};
 use crate::daemon::services::running as live_allow;
 use crate::daemon::state::AppState;
 use crate::daemon::store::sessions::{EVENTS, read_log};
-use handler_contracts::harness::SlotKind;
 use handler_contracts::sandbox::{EgressDecision, EgressEvent, NetworkPolicy};
 
 /// The record's extra field saying the session was created with an existing acpSessionId:
@@ -96,7 +94,7 @@ async fn run(
 /// What the daemon learns before launching: the session, its agent, its sandbox prepared.
 #[expect(
     clippy::too_many_lines,
-    reason = "a start in order: prepare, slot, subject, guard, record, pipeline, launch, hub — each step a call"
+    reason = "a start in order: the plan, what it names made, record, pipeline, launch, hub — each step a call"
 )]
 async fn launch(
     app: &AppState,
@@ -109,35 +107,24 @@ async fn launch(
         .agents
         .agent(&s.agent_id)
         .ok_or_else(|| format!("its agent {:?} does not exist (deleted)", s.agent_id))?;
+    let place = start_path::Place::session(app, id);
     let prepared = match prepared {
         Some(p) => p,
         None => {
-            let (app, agent, access, id) =
-                (app.clone(), agent.clone(), access_of(&s), id.to_owned());
+            let (app, agent, access, place) =
+                (app.clone(), agent.clone(), access_of(&s), place.clone());
+            let subject = s.input.as_ref().and_then(super::run::subject_of);
             tokio::task::spawn_blocking(move || {
-                let folder = app.sessions.folder(&id);
-                prepare(&app, &agent, &access, (&id, Some(&folder)))
+                prepare(&app, &agent, &access, &place, Purpose::Session { subject })
             })
             .await
             .map_err(|e| e.to_string())?
             .map_err(|e| e.detail.unwrap_or(e.title))?
         }
     };
-    let mut prepared = prepared;
-    with_session_slot(app, id, &mut prepared)?;
-    // D.18: a run's subject, read-only at /subject/<name>.
-    prepared
-        .spec
-        .mounts
-        .extend(super::run::subject_mount(app, &s));
-    let guard = start_path::guard(
-        app,
-        &agent,
-        &start_path::Place::session(app, id),
-        &mut prepared,
-    )
-    .await
-    .map_err(|e| e.detail.unwrap_or(e.title))?;
+    let guard = start_path::make(app, &place, &prepared)
+        .await
+        .map_err(|e| e.detail.unwrap_or(e.title))?;
     if guard.as_ref().is_some_and(|g| g.guarded.copy.is_some()) {
         // Decision 0121: the Files pane's baseline is the checkout's (kept across restarts).
         super::files::record_baseline(app, id).await;
@@ -225,26 +212,6 @@ fn asking(
         agent_id: agent.id.clone(),
         sandbox: prepared.spec.name.clone(),
     })
-}
-
-/// F.2: the harness's per-session state slot bound to the session folder's `agent/` (made
-/// 0700, or its file with its initial content).
-fn with_session_slot(app: &AppState, id: &str, prepared: &mut Prepared) -> Result<(), String> {
-    let snapshot = app.snapshot();
-    let (_, d) = resolve::access(&snapshot, &prepared.access, None).map_err(|e| e.to_string())?;
-    let folder = app.sessions.folder(id).display().to_string();
-    let Some(slot) = resolve::session_slot(&folder, d) else {
-        return Ok(());
-    };
-    let p = std::path::Path::new(&slot.path);
-    let made = match slot.kind {
-        SlotKind::Dir => fsutil::create_dir_private(p),
-        SlotKind::File if !p.exists() => fsutil::write_atomic(p, slot.initial.as_bytes(), 0o600),
-        SlotKind::File => Ok(()),
-    };
-    made.map_err(|e| format!("{}: {e}", slot.path))?;
-    prepared.spec.mounts.push(slot.mount);
-    Ok(())
 }
 
 /// The hub's loop, until its ending; then the end. Gives the inbox back, to be dropped once

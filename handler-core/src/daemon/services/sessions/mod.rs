@@ -17,7 +17,8 @@ use handler_contracts::session::{
 };
 
 use crate::daemon::fsutil;
-use crate::daemon::launch::prepare::prepare;
+use crate::daemon::launch::agent::Place;
+use crate::daemon::launch::prepare::{GuardPlan, Purpose, prepare};
 use crate::daemon::problem::{ApiError, ApiResult};
 use crate::daemon::state::AppState;
 use crate::daemon::store::sessions::read_log;
@@ -64,28 +65,23 @@ pub async fn create(app: &AppState, req: SessionRequest) -> ApiResult<Session> {
         run::check_from_skill(app, &agent, sk)?;
     }
     let id = new_session_id();
+    let subject = run.as_ref().and_then(|r| run::subject_of(&r.input));
     let prepared = {
         let (app, agent, access, id) = (app.clone(), agent.clone(), access.clone(), id.clone());
         tokio::task::spawn_blocking(move || {
-            let folder = app.sessions.folder(&id);
-            prepare(&app, &agent, &access, (&id, Some(&folder)))
+            let place = Place::session(&app, &id);
+            prepare(&app, &agent, &access, &place, Purpose::Session { subject })
         })
         .await
         .map_err(ApiError::internal)??
     };
-    let tree = handler_sandbox::copytree::SessionTree::parse(agent.options.session_tree.as_deref())
-        .map_err(|e| ApiError::bad_request("sessionTree unusable", e.to_string()))?;
-    if tree == handler_sandbox::copytree::SessionTree::Copy {
-        refuse_uncopyable(app, &prepared.policy.scope).await?;
-    } else if !prepared.spec.git_writable {
-        refuse_unguardable(app, &prepared.policy.scope).await?;
-    }
+    let copy = matches!(prepared.guard, GuardPlan::Copy { .. });
     let now = fsutil::now_rfc3339();
     let record = Session {
         id: id.clone(),
         agent_id: agent.id.clone(),
         project_id: agent.project_id.clone(),
-        harness: harness_of(app, &prepared.access),
+        harness: prepared.harness.clone(),
         account: prepared.access.account.clone(),
         provider: prepared.access.provider.clone(),
         model: prepared.access.model.clone(),
@@ -111,7 +107,7 @@ pub async fn create(app: &AppState, req: SessionRequest) -> ApiResult<Session> {
         extra: Default::default(),
     };
     let mut record = record;
-    record.harness_version = harness_version(app, &record.harness).await;
+    record.harness_version = harness_version(app, &prepared.harness_image).await;
     if req.acp_session_id.is_some() {
         record.extra.insert(lifecycle::IMPORTED.into(), true.into());
     }
@@ -120,7 +116,7 @@ pub async fn create(app: &AppState, req: SessionRequest) -> ApiResult<Session> {
     if let Some(sk) = &req.from_skill {
         run::copy_skill(app, sk, Path::new(&record.scope))?;
     }
-    if tree != handler_sandbox::copytree::SessionTree::Copy {
+    if !copy {
         // Under copy the baseline is the checkout's, recorded once it is made (`launch::agent::guard`).
         files::record_baseline(app, &id).await;
     }
@@ -128,50 +124,6 @@ pub async fn create(app: &AppState, req: SessionRequest) -> ApiResult<Session> {
     let handle = lifecycle::ensure_running(app, &id, Some(prepared), prompt)?;
     let _ = hub::wait_started(&handle).await;
     app.sessions.get(&id).ok_or_else(|| not_found(&id))
-}
-
-/// Issue 14, item 4: a scope whose repository the git guard refuses (a link where git writes
-/// none, alternates naming anything) is a 409 naming each link and its target, before any
-/// record or sandbox.
-async fn refuse_unguardable(app: &AppState, scope: &str) -> ApiResult<()> {
-    let scope = std::path::PathBuf::from(scope);
-    let seen = crate::daemon::launch::gitguard::seen_dir(&app.config.data_dir);
-    let checked = tokio::task::spawn_blocking(move || {
-        crate::daemon::launch::gitguard::gather(&seen, &scope)
-            .map(|f| f.map(|f| handler_sandbox::guard::check(&f)))
-    })
-    .await
-    .map_err(ApiError::internal)?;
-    match checked {
-        Ok(Some(Err(e))) => Err(ApiError::conflict(
-            "git guard refused the scope",
-            e.to_string(),
-        )),
-        Err(e @ crate::daemon::launch::gitguard::GitGuardError::Refused(_)) => Err(
-            ApiError::conflict("git guard refused the scope", e.to_string()),
-        ),
-        _ => Ok(()),
-    }
-}
-
-/// Decision 0103: under `sessionTree = "copy"` a scope that is in no repository at a commit
-/// (or that the guard refuses) is a 409 naming `sessionTree`, before anything starts.
-async fn refuse_uncopyable(app: &AppState, scope: &str) -> ApiResult<()> {
-    let scope = scope.to_string();
-    let seen = crate::daemon::launch::gitguard::seen_dir(&app.config.data_dir);
-    let checked = tokio::task::spawn_blocking(move || {
-        let facts = crate::daemon::launch::gitguard::gather_enclosing(&seen, Path::new(&scope))?;
-        handler_sandbox::copytree::check(&scope, facts.as_ref())
-            .map(|_| ())
-            .map_err(crate::daemon::launch::gitguard::GitGuardError::from)
-    })
-    .await
-    .map_err(ApiError::internal)?;
-    match checked {
-        Err(e) if e.is_refusal() => Err(ApiError::conflict("sessionTree refused", e.to_string())),
-        Err(e) => Err(ApiError::internal(e)),
-        Ok(()) => Ok(()),
-    }
 }
 
 /// F.2: a folderless agent's session works in its folder's `work/`, made now with the folder.
@@ -184,21 +136,12 @@ fn make_work(app: &AppState, record: &Session) -> ApiResult<()> {
     Ok(())
 }
 
-/// The harness a model runs (the account's, or the one named with a provider).
 /// The version of the harness image a new session starts on: its `:latest`'s
 /// `/usr/share/handler/version` (B.6, D.4 switch), none when the image or the file is missing.
-async fn harness_version(app: &AppState, harness: &str) -> Option<String> {
-    let image = app.snapshot().descriptors.get(harness)?.image.clone();
-    crate::daemon::services::images::facts(app, &image)
+async fn harness_version(app: &AppState, image: &str) -> Option<String> {
+    crate::daemon::services::images::facts(app, image)
         .await
         .version
-}
-
-fn harness_of(app: &AppState, access: &ModelAccess) -> String {
-    let snapshot = app.snapshot();
-    crate::daemon::launch::resolve::access(&snapshot, access, None)
-        .map(|(_, d)| d.name.clone())
-        .unwrap_or_else(|_| access.harness.clone().unwrap_or_default())
 }
 
 /// GET /v1/sessions, filtered.

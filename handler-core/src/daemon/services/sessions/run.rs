@@ -5,17 +5,18 @@
 
 use handler_contracts::control::{InterfaceSubject, SessionInput, SkillScan};
 use handler_contracts::run::{self, FirstTurn, SubjectView};
-use handler_contracts::sandbox::{Mount, MountKind};
-use handler_contracts::session::{Session, SessionRequest};
+use handler_contracts::session::SessionRequest;
 
 use crate::daemon::problem::{ApiError, ApiResult};
 use crate::daemon::services::skills;
 use crate::daemon::state::AppState;
 use crate::daemon::store::StoredAgent;
 
-/// Where a run's subject skill is mounted.
-pub(crate) fn subject_path(name: &str) -> String {
-    format!("/subject/{name}")
+use crate::daemon::launch::resolve::subject_path;
+
+/// The name of a run's subject skill (D.18), when it has one: resolve mounts it.
+pub(crate) fn subject_of(input: &SessionInput) -> Option<String> {
+    Some(input.subject.as_ref()?.skill.clone())
 }
 
 /// A run's start: its input (the subject's digest set), its first turn and its title.
@@ -92,17 +93,6 @@ pub(crate) fn start(
         prompt,
         title,
     }))
-}
-
-/// The read-only mount of a run's subject (A.1 kind subject), when it has one.
-pub(crate) fn subject_mount(app: &AppState, s: &Session) -> Option<Mount> {
-    let name = &s.input.as_ref()?.subject.as_ref()?.skill;
-    Some(Mount {
-        source: app.config.skills_dir.join(name).display().to_string(),
-        target: subject_path(name),
-        read_only: true,
-        kind: MountKind::Subject,
-    })
 }
 
 /// D.18 `fromSkill`: only for a folderless agent (400 otherwise) and a usable skill.
