@@ -216,6 +216,17 @@ fn shown(p: &Prepared) -> serde_json::Value {
     v
 }
 
+/// Each result as a snapshot shows it: the error, and what it says.
+fn named(results: Vec<Result<Prepared, ResolveError>>) -> Vec<String> {
+    results
+        .into_iter()
+        .map(|r| match r {
+            Ok(_) => "resolved".to_string(),
+            Err(e) => format!("{e:?} → {e}"),
+        })
+        .collect()
+}
+
 fn provider(name: &str, harness: &str, model: &str) -> ModelAccess {
     ModelAccess {
         harness: Some(harness.into()),
@@ -267,13 +278,7 @@ fn a_provider_with_a_file_on_the_loopback_without_network() {
 
 #[test]
 fn a_filtered_network_with_injections_skills_knowledge_caches_and_an_addon() {
-    let mut case = Case::new(
-        account("claude-pro"),
-        Credential::Token(Some((
-            "accounts/claude-pro/token".into(),
-            "sk-ant-oat01-abcdefghijklmnopqrstuvwxyz0123456789".into(),
-        ))),
-    );
+    let mut case = claude_pro();
     case.context = Some("Personal");
     case.options.allow = vec![entry("crates.io:443")];
     case.skills = vec![(
@@ -380,14 +385,7 @@ fn what_cannot_be_resolved_is_named() {
         },
     ];
     errors.push(c.resolve());
-    let shown: Vec<String> = errors
-        .into_iter()
-        .map(|r| match r {
-            Ok(_) => "resolved".to_string(),
-            Err(e) => format!("{e:?} → {e}"),
-        })
-        .collect();
-    insta::assert_debug_snapshot!(shown);
+    insta::assert_debug_snapshot!(named(errors));
     assert_eq!(
         scope_source(None, None).unwrap_err(),
         ResolveError::NoFolder
@@ -456,6 +454,17 @@ fn a_per_session_slot_is_bound_to_the_session_folders_agent() {
     assert!(session_slot("/s", &none).is_none());
 }
 
+/// The account of a pasted token (claude-code).
+fn claude_pro() -> Case {
+    Case::new(
+        account("claude-pro"),
+        Credential::Token(Some((
+            "accounts/claude-pro/token".into(),
+            "sk-ant-oat01-abcdefghijklmnopqrstuvwxyz0123456789".into(),
+        ))),
+    )
+}
+
 fn codex_plan() -> Case {
     Case::new(
         account("codex-plan"),
@@ -509,13 +518,7 @@ fn a_copy_session_below_the_repositorys_root() {
 /// slot; the model's hosts are the live allow-list's fixed part.
 #[test]
 fn a_guarded_connection_on_a_filtered_network() {
-    let mut case = Case::new(
-        account("claude-pro"),
-        Credential::Token(Some((
-            "accounts/claude-pro/token".into(),
-            "sk-ant-oat01-abcdefghijklmnopqrstuvwxyz0123456789".into(),
-        ))),
-    );
+    let mut case = claude_pro();
     case.guard.repo = Some(repo("/home/u/code/app"));
     let p = case.resolve().unwrap();
     assert!(p.slot.is_none());
@@ -528,16 +531,7 @@ fn a_guarded_connection_on_a_filtered_network() {
 /// under `gitGuard = "open"` the host's `.git` writable and no guard.
 #[test]
 fn a_terminal_and_an_open_git_guard() {
-    let claude = || {
-        Case::new(
-            account("claude-pro"),
-            Credential::Token(Some((
-                "accounts/claude-pro/token".into(),
-                "sk-ant-oat01-abcdefghijklmnopqrstuvwxyz0123456789".into(),
-            ))),
-        )
-    };
-    let mut case = claude();
+    let mut case = claude_pro();
     case.purpose = Purpose::Terminal {
         args: vec!["--resume".into()],
         env: BTreeMap::from([("TERM".to_string(), "xterm-256color".to_string())]),
@@ -547,7 +541,7 @@ fn a_terminal_and_an_open_git_guard() {
     assert!(p.spec.tty);
     assert_eq!(p.spec.env["TERM"], "xterm-256color");
     insta::assert_json_snapshot!(shown(&p));
-    let mut open = claude();
+    let mut open = claude_pro();
     open.purpose = Purpose::Terminal {
         args: Vec::new(),
         env: BTreeMap::new(),
@@ -588,12 +582,5 @@ fn what_the_guard_refuses_is_named() {
     errors.push(copy(Some(empty)));
     errors.push(copy(Some(linked)));
     errors.push(copy(Some(repo("/home/u/other"))));
-    let shown: Vec<String> = errors
-        .into_iter()
-        .map(|r| match r {
-            Ok(_) => "resolved".to_string(),
-            Err(e) => format!("{e:?} → {e}"),
-        })
-        .collect();
-    insta::assert_debug_snapshot!(shown);
+    insta::assert_debug_snapshot!(named(errors));
 }
