@@ -1,6 +1,7 @@
-//! One way an agent's sandbox starts (issue 28): [`make`] (what the plan names before the start:
-//! a session's slot, the copy or the scope's git guard — for every caller: security F7), [`start`] (the launch, the sandbox registered as one of its
-//! agent's connections, its stdio read and written by tasks, its egress events recorded) and
+//! One way an agent's sandbox starts (issue 28): [`make`] (what the plan names before the
+//! start: a session's slot, the copy or the scope's git guard — for every caller: security F7),
+//! [`start`] (the launch, the sandbox registered as one of its agent's connections, its stdio
+//! read and written by tasks, its egress events recorded) and
 //! [`Running::end`] (stopped, swept, its work brought back, unregistered). Sessions and ACP
 //! connections are thin callers of all three; terminals — whose launcher runs out of handlerd's
 //! reach — of [`make`] and [`Registration`].
@@ -69,20 +70,10 @@ pub async fn make(
     prepared: &Prepared,
 ) -> ApiResult<Option<Arc<GuardSession>>> {
     if let Some(slot) = prepared.slot.clone() {
-        let made = tokio::task::spawn_blocking(move || {
-            let p = std::path::Path::new(&slot.path);
-            match slot.kind {
-                SlotKind::Dir => fsutil::create_dir_private(p),
-                SlotKind::File if !p.exists() => {
-                    fsutil::write_atomic(p, slot.initial.as_bytes(), 0o600)
-                }
-                SlotKind::File => Ok(()),
-            }
-            .map_err(|e| format!("{}: {e}", slot.path))
-        })
-        .await
-        .map_err(ApiError::internal)?;
-        made.map_err(ApiError::internal)?;
+        tokio::task::spawn_blocking(move || make_slot(&slot))
+            .await
+            .map_err(ApiError::internal)?
+            .map_err(ApiError::internal)?;
     }
     let g = match &prepared.guard {
         GuardPlan::None => return Ok(None),
@@ -112,14 +103,21 @@ pub async fn make(
             .await
         }
     };
-    let g = g.map_err(|e| {
-        if e.is_refusal() {
-            ApiError::conflict("git guard refused the scope", format!("git guard: {e}"))
-        } else {
-            ApiError::internal(e)
-        }
-    })?;
+    // Its refusals were resolve's: what fails here is the making (a file, git, the helper).
+    let g = g.map_err(ApiError::internal)?;
     Ok(Some(guard_session(g, prepared, place)))
+}
+
+/// F.2: a session's state slot, its folder made 0700 or its file with its initial content
+/// (never rewritten).
+fn make_slot(slot: &super::resolve::StateSlotPlan) -> Result<(), String> {
+    let p = std::path::Path::new(&slot.path);
+    match slot.kind {
+        SlotKind::Dir => fsutil::create_dir_private(p),
+        SlotKind::File if !p.exists() => fsutil::write_atomic(p, slot.initial.as_bytes(), 0o600),
+        SlotKind::File => Ok(()),
+    }
+    .map_err(|e| format!("{}: {e}", slot.path))
 }
 
 fn guard_session(g: gitguard::Guarded, prepared: &Prepared, place: &Place) -> Arc<GuardSession> {

@@ -117,7 +117,7 @@ pub async fn create(app: &AppState, req: SessionRequest) -> ApiResult<Session> {
         run::copy_skill(app, sk, Path::new(&record.scope))?;
     }
     if !copy {
-        // Under copy the baseline is the checkout's, recorded once it is made (`launch::agent::guard`).
+        // Under copy the baseline is the checkout's, recorded once it is made (`launch::agent::make`).
         files::record_baseline(app, &id).await;
     }
     let prompt = run.map(|r| r.prompt).or(req.prompt);
