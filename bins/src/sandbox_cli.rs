@@ -5,7 +5,8 @@
 use clap::{CommandFactory, FromArgMatches};
 use handler_core::runtime::sandbox::engine::{self, Kind};
 use handler_core::runtime::sandbox::{
-    attach, cache, check, egress_verbs, git_bundle, image, image_base, launch, sweep, watchdog,
+    attach, cache, check, egress_verbs, git_bundle, image, image_base, keep, launch, sweep,
+    watchdog,
 };
 use handler_sandbox::verbs::{CacheVerb, ImageVerb, SandboxCli, Verb};
 
@@ -36,6 +37,7 @@ fn run(kind: Kind, verb: Verb) -> i32 {
         Verb::Cache(CacheVerb::Size { paths }) => cache::size(&paths),
         Verb::Cache(CacheVerb::Clear { paths }) => cache::clear(&paths),
         Verb::Watchdog(w) => watchdog::run(w.pid, w.start, w.boot, w.dir),
+        Verb::Keep(k) => keep::run(&k),
     }
 }
 

@@ -197,6 +197,12 @@ pub struct SessionEvent {
     /// What happened.
     #[serde(flatten)]
     pub kind: SessionEventKind,
+    /// The agent's output line it came from, as the agent's keeper numbered it (issue 28 item
+    /// 6): a daemon taking a running agent over reads on after the last one logged, so no event
+    /// is logged twice. The daemon's own; clients never see it.
+    #[serde(default, rename = "agentLine", skip_serializing_if = "Option::is_none")]
+    #[schemars(skip)]
+    pub agent_line: Option<u64>,
 }
 
 /// `POST /v1/sessions` (F.3).
@@ -314,6 +320,7 @@ impl SessionEvent {
             seq,
             t: t.into(),
             kind,
+            agent_line: None,
         }
     }
     /// The line written to `events.ndjson` (without its `\n`).

@@ -126,6 +126,43 @@ pub async fn for_each_piece(
     s.finish(&mut f);
 }
 
+/// Reads one line (without its `\n`), at most `max` bytes; `Err(true)` when longer.
+pub async fn read_line<R: tokio::io::AsyncBufRead + Unpin>(
+    r: &mut R,
+    max: usize,
+) -> Result<Option<Vec<u8>>, bool> {
+    let mut line = Vec::new();
+    loop {
+        let buf = tokio::io::AsyncBufReadExt::fill_buf(r)
+            .await
+            .map_err(|_| false)?;
+        if buf.is_empty() {
+            return Ok(if line.is_empty() { None } else { Some(line) });
+        }
+        match buf.iter().position(|&c| c == b'\n') {
+            Some(i) => {
+                line.extend_from_slice(&buf[..i]);
+                tokio::io::AsyncBufReadExt::consume(r, i + 1);
+                if line.len() > max {
+                    return Err(true);
+                }
+                if line.last() == Some(&b'\r') {
+                    line.pop();
+                }
+                return Ok(Some(line));
+            }
+            None => {
+                let n = buf.len();
+                line.extend_from_slice(buf);
+                tokio::io::AsyncBufReadExt::consume(r, n);
+                if line.len() > max {
+                    return Err(true);
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

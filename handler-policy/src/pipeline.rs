@@ -173,6 +173,50 @@ impl Pipeline {
         })
     }
 
+    /// A pipeline taking over a connection another pipeline opened (issue 28 item 6: a new
+    /// daemon taking over a running agent): session `agent_session` is open (shown to clients
+    /// as `client_session` when they differ, F.6.2), the agent's `initialize` said
+    /// `load_session`, and `in_flight` — `(id as the agent got it, method)` — are requests of
+    /// `owner` waiting for the agent's answer, which will reach `owner` with that id.
+    pub fn resume(
+        cfg: PolicyConfig,
+        agent_session: &str,
+        load_session: bool,
+        owner: ClientId,
+        in_flight: &[(String, String)],
+    ) -> Result<Self, ConfigError> {
+        let mut p = Self::new(cfg)?;
+        p.load_session = Some(load_session);
+        if let Some(alias) = p.cfg.client_session_id.clone()
+            && alias != agent_session
+        {
+            p.translation = Some((alias, agent_session.to_owned()));
+        }
+        p.owned.insert(agent_session.to_owned());
+        for (id, method) in in_flight {
+            let Ok(raw) = serde_json::from_str::<Box<RawValue>>(id) else {
+                continue;
+            };
+            let Some(key) = envelope::id_key(&raw) else {
+                continue;
+            };
+            if let Some(n) = id.parse::<u64>().ok().filter(|n| *n >= OWN_ID_START) {
+                p.next_id = p.next_id.max(n + 1);
+            }
+            p.to_agent.insert(
+                key,
+                Outstanding::Client {
+                    client: owner,
+                    id: id.clone(),
+                    method: method.clone(),
+                    session: Some(agent_session.to_owned()),
+                    detached: false,
+                },
+            );
+        }
+        Ok(p)
+    }
+
     /// Adds the host's path resolution to P2: after the lexical check, each path's canonical
     /// form (symlinks resolved by `resolver`) must also be inside the scope.
     pub fn with_resolver(mut self, resolver: impl PathResolver + 'static) -> Self {
@@ -188,6 +232,13 @@ impl Pipeline {
     /// Whether the agent advertised `loadSession` (known once its initialize answer passed).
     pub fn agent_load_session(&self) -> Option<bool> {
         self.load_session
+    }
+
+    /// The sessions open on this connection, as the agent knows them.
+    pub fn agent_sessions(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.owned.iter().cloned().collect();
+        v.sort();
+        v
     }
 
     /// The sessions handed out on this connection (clients' ids).

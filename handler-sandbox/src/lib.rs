@@ -12,6 +12,7 @@ pub mod facts;
 pub mod git;
 pub mod guard;
 pub mod host;
+pub mod keep;
 pub mod network;
 pub mod plan;
 pub mod validate;

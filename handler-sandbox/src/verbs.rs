@@ -65,6 +65,28 @@ pub enum Verb {
     /// A launcher's watchdog (started by `launch`): removes what it made if it dies.
     #[command(hide = true)]
     Watchdog(Watchdog),
+    /// Keep a launch's stdio for whichever daemon connects (issue 28 item 6): runs `launch`
+    /// with the SandboxSpec on fd 3 and serves its stdin, stdout and stderr on SOCKET, so the
+    /// sandbox outlives its daemon; stops it when no daemon connected for TIMEOUT seconds.
+    Keep(Keep),
+}
+
+/// `keep`: the socket, how long the launch waits for a daemon, its bounds.
+#[derive(Debug, Clone, PartialEq, Eq, Args)]
+pub struct Keep {
+    /// The unix socket to serve (created 0600; its folder must be the user's, 0700).
+    #[arg(long)]
+    pub socket: PathBuf,
+    /// Seconds without a connected daemon after which the sandbox is stopped.
+    #[arg(long)]
+    pub timeout: u64,
+    /// The longest line of the agent's output (longer: the output ends, as for the daemon).
+    #[arg(long)]
+    pub max_line: usize,
+    /// How many bytes of the agent's output are kept while no daemon has read them (beyond,
+    /// the agent waits: nothing is dropped).
+    #[arg(long)]
+    pub buffer: usize,
 }
 
 /// `image …`.
@@ -394,6 +416,12 @@ impl Verb {
                 .opt("start", &d.start.to_string())
                 .opt("boot", &d.boot)
                 .opt("dir", &d.dir.to_string_lossy()),
+            Self::Keep(k) => w
+                .verb("keep")
+                .opt("socket", &k.socket.to_string_lossy())
+                .opt("timeout", &k.timeout.to_string())
+                .opt("max-line", &k.max_line.to_string())
+                .opt("buffer", &k.buffer.to_string()),
         }
         .done()
     }
@@ -536,6 +564,12 @@ mod tests {
                 start: 99,
                 boot: s("b-1"),
                 dir: PathBuf::from("/run/x"),
+            }),
+            Verb::Keep(Keep {
+                socket: PathBuf::from("--socket=/tmp/x y.sock"),
+                timeout: 600,
+                max_line: 1 << 20,
+                buffer: 16 << 20,
             }),
         ]
     }

@@ -111,7 +111,7 @@ pub(crate) fn unit_text(handlerd: &Path, env: &[(String, String)]) -> String {
         s.push_str(&format!("Environment=\"{k}={v}\"\n"));
     }
     s.push_str(&format!(
-        "ExecStart={}\nRestart=on-failure\nRestartSec=2\n# Sandboxes are handlerd's children: stopping it stops them.\nKillMode=mixed\n\n[Install]\nWantedBy=default.target\n",
+        "ExecStart={}\nRestart=on-failure\nRestartSec=2\n# handlerd stops its sandboxes itself; an agent mid-turn outlives a restart (its keeper).\nKillMode=process\n\n[Install]\nWantedBy=default.target\n",
         handlerd.display()
     ));
     s

@@ -4,7 +4,8 @@
 //! session (each other's prompt, turn end, mode change, the first permission answer winning),
 //! go beyond the attachment limit, stop and restart it (session/load, P7, the daemon's log as
 //! the history), let it stop for idleness, delete it; and handlerd SIGKILLed mid-turn, then
-//! restarted, finds it stopped with `daemon_restarted` and restarts it on attach.
+//! restarted, takes its agent over mid-turn (issue 28 item 6) — or, with the agent's keeper
+//! killed too, finds it stopped with `daemon_restarted` and restarts it on attach.
 //! Missing podman or user FAILS, unless HANDLER_SKIP_PODMAN_TESTS=1.
 
 use std::os::unix::fs::PermissionsExt;
@@ -620,7 +621,7 @@ async fn an_unattached_idle_session_stops_and_an_agent_exit_closes_4002() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn handlerd_killed_mid_turn_restarts_with_the_session_stopped() {
+async fn handlerd_and_the_agents_keeper_killed_mid_turn_restart_with_the_session_stopped() {
     let Some(u) = user() else { return };
     let mut d = start(u, "kill", &[]).await;
     // An agent that goes on for two minutes once its input ends (as a harness finishing its
@@ -644,9 +645,11 @@ async fn handlerd_killed_mid_turn_restarts_with_the_session_stopped() {
     })
     .await;
     let logged = d.events(&id);
-    // SIGKILL: nothing runs its shutdown.
+    // SIGKILL, to handlerd and to the agent's keeper (an agent that cannot be taken over):
+    // nothing runs its shutdown.
+    let keeper = keeper_pid(&d, &id);
     let _ = Command::new("kill")
-        .args(["-KILL", &d.child.id().to_string()])
+        .args(["-KILL", &keeper.to_string(), &d.child.id().to_string()])
         .status();
     let _ = d.child.wait();
     drop(a);
@@ -673,8 +676,8 @@ async fn handlerd_killed_mid_turn_restarts_with_the_session_stopped() {
         tail.iter().any(|e| e["how"] == "daemon_restarted"),
         "{tail:?}"
     );
-    // Attached at once (issue 28): the restarted daemon stopped the old instance (F.6.5), and
-    // the new launch waited for its name instead of failing with 66.
+    // Attached at once (issue 28): the old instance stopped with its keeper (its death signal),
+    // and the new launch waited for its name instead of failing with 66.
     let t0 = std::time::Instant::now();
     let mut a = d.attach(&id).await;
     let (replay, _) = load(&mut a, &sid, &d.scope, None).await;
@@ -944,4 +947,213 @@ async fn the_typescript_acp_sdk_attaches_prompts_and_replays() {
         .await;
     assert!(st == 200 || st == 204, "{st}");
     d.no_container(&id).await;
+}
+
+/// The keeper's record of session `id`'s sandbox: its pid (the launcher a restarted daemon
+/// takes over, issue 28 item 6).
+fn keeper_pid(d: &Daemon, id: &str) -> u32 {
+    let dir = d.root.join("state/launchers");
+    for e in std::fs::read_dir(&dir).unwrap().flatten() {
+        let Ok(v) = serde_json::from_slice::<Value>(&std::fs::read(e.path()).unwrap_or_default())
+        else {
+            continue;
+        };
+        if v["kept"]["session"] == id {
+            return u32::try_from(v["launcher"]["pid"].as_u64().unwrap()).unwrap();
+        }
+    }
+    panic!("no kept record for {id} in {}", dir.display());
+}
+
+/// Whether process `pid` runs (a zombie does not).
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(") ").map(|(_, r)| !r.starts_with('Z')))
+        .unwrap_or(false)
+}
+
+/// handlerd SIGKILLed (nothing of its shutdown runs) and started again from `bin`.
+async fn kill_and_restart(d: &mut Daemon, bin: &Path) {
+    let _ = Command::new("kill")
+        .args(["-KILL", &d.child.id().to_string()])
+        .status();
+    let _ = d.child.wait();
+    let (child, token) =
+        test_support::handlerd::spawn_as(&d.user, bin, &d.env, &d.root, d.port).await;
+    d.child = child;
+    d.token = token;
+}
+
+/// The chunks `chunk-N` in `msgs`, in order, and the highest `handler.dev/seq` among them.
+fn chunks(msgs: &[Value]) -> (Vec<String>, u64) {
+    let mut seq = 0;
+    let mut out = Vec::new();
+    for m in msgs {
+        if let Some(t) = chunk_text(m).filter(|t| t.starts_with("chunk-")) {
+            out.push(t.to_string());
+            seq = seq.max(
+                m["params"]["_meta"]["handler.dev/seq"]
+                    .as_u64()
+                    .unwrap_or(0),
+            );
+        }
+    }
+    (out, seq)
+}
+
+/// Reads `c` until the turn ends (`_handler/turn_ended`): every message before it.
+async fn until_turn_end(c: &mut Acp, d: &Daemon) -> Vec<Value> {
+    let mut got = std::mem::take(&mut c.seen);
+    if got.iter().any(|m| method_is(m, "_handler/turn_ended")) {
+        return got;
+    }
+    loop {
+        match tokio::time::timeout(Duration::from_secs(60), c.next()).await {
+            Ok(Ok(m)) => {
+                let end = method_is(&m, "_handler/turn_ended");
+                got.push(m);
+                if end {
+                    return got;
+                }
+            }
+            Ok(Err(close)) => panic!("closed ({close:?}) mid-turn; got {got:?}: {}", d.log()),
+            Err(_) => panic!("no turn end in 60 s; got {got:?}: {}", d.log()),
+        }
+    }
+}
+
+/// `expected` chunk-1..=n, each once and in order.
+fn every_chunk_once(seen: &[String], n: usize) {
+    let want: Vec<String> = (1..=n).map(|i| format!("chunk-{i}")).collect();
+    assert_eq!(seen, &want[..], "every chunk exactly once, in order");
+}
+
+/// Issue 28 item 6 (B6), in real rootless sandboxes with real WebSocket clients: a turn
+/// streaming from the fake agent goes on while handlerd is SIGKILLed and restarted, and again
+/// while it is stopped and replaced by another binary (an upgrade); the session is running
+/// throughout; the client re-attached with afterSeq gets every event exactly once (and the log
+/// holds each once); a question the agent asked before a kill is asked again after it and its
+/// answer ends the turn; the agent keeps one sandbox.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_goes_on_across_a_handlerd_kill_and_an_upgrade() {
+    let Some(u) = user() else { return };
+    let mut d = start(u, "keep", &[]).await;
+    let agent = d.agent().await;
+    let s = d.create(&agent).await;
+    let (id, sid) = (
+        s["id"].as_str().unwrap().to_string(),
+        s["acpSessionId"].as_str().unwrap().to_string(),
+    );
+    let bin = d.root.join("bin/handlerd");
+    for (round, n) in [("kill", 40usize), ("upgrade", 30)] {
+        let mut a = d.attach(&id).await;
+        load(&mut a, &sid, &d.scope, None).await;
+        a.send(&json!({"jsonrpc": "2.0", "id": 7, "method": "session/prompt", "params": {"sessionId": sid, "prompt": [{"type": "text", "text": format!("stream:{n}:150")}]}})).await;
+        let third = until(&mut a, "the third chunk", |m| {
+            chunk_text(m) == Some("chunk-3")
+        })
+        .await;
+        // What the client saw: the messages before the third chunk, and it.
+        let (mut seen, _) = chunks(&std::mem::take(&mut a.seen));
+        seen.push("chunk-3".into());
+        let after = third["params"]["_meta"]["handler.dev/seq"]
+            .as_u64()
+            .unwrap();
+        drop(a);
+        if round == "kill" {
+            kill_and_restart(&mut d, &bin).await;
+        } else {
+            // Stopped as a service manager stops it, then a rebuilt binary in its place.
+            test_support::handlerd::stop(&mut d.child);
+            let new = d.root.join("bin/handlerd-new");
+            std::fs::copy(&bin, &new).unwrap();
+            let (child, token) =
+                test_support::handlerd::spawn_as(&d.user, &new, &d.env, &d.root, d.port).await;
+            d.child = child;
+            d.token = token;
+        }
+        let (_, v) = d.get(&format!("/v1/sessions/{id}")).await;
+        assert_eq!(v["state"], "running", "{round}: {v}: {}", d.log());
+        assert_eq!(v["busy"], true, "{round}: the turn goes on: {v}");
+        let mut a = d.attach(&id).await;
+        let (replay, _) = load(&mut a, &sid, &d.scope, Some(after)).await;
+        let (more, _) = chunks(&replay);
+        seen.extend(more);
+        let live = until_turn_end(&mut a, &d).await;
+        seen.extend(chunks(&live).0);
+        every_chunk_once(&seen, n);
+        let (_, v) = d.get(&format!("/v1/sessions/{id}")).await;
+        assert_eq!(v["state"], "running", "{round}: {v}");
+        assert_eq!(v["busy"], false, "{round}: {v}");
+        assert_eq!(d.containers(&id).len(), 1, "{round}: one sandbox");
+    }
+    // The log holds each chunk of each turn once.
+    let logged: Vec<String> = d
+        .events(&id)
+        .iter()
+        .filter_map(|e| e["update"]["content"]["text"].as_str().map(String::from))
+        .filter(|t| t.starts_with("chunk-"))
+        .collect();
+    assert_eq!(logged.len(), 70, "{logged:?}");
+    // A question asked before a kill is asked again after it; its answer ends the turn.
+    let mut a = d.attach(&id).await;
+    load(&mut a, &sid, &d.scope, None).await;
+    a.send(&json!({"jsonrpc": "2.0", "id": 8, "method": "session/prompt", "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "ask:across"}]}})).await;
+    until(&mut a, "the question", |m| {
+        method_is(m, "session/request_permission")
+    })
+    .await;
+    drop(a);
+    kill_and_restart(&mut d, &bin).await;
+    let mut a = d.attach(&id).await;
+    load(&mut a, &sid, &d.scope, None).await;
+    let q = until(&mut a, "the question again", |m| {
+        method_is(m, "session/request_permission")
+    })
+    .await;
+    assert_eq!(q["params"]["toolCall"]["title"], "ask:across", "{q}");
+    a.send(&json!({"jsonrpc": "2.0", "id": q["id"], "result": {"outcome": {"outcome": "selected", "optionId": "yes"}}})).await;
+    until(&mut a, "the turn's end", |m| {
+        method_is(m, "_handler/turn_ended")
+    })
+    .await;
+    assert_eq!(d.containers(&id).len(), 1);
+    // The taken-over agent stops as any: its sandbox goes.
+    let (st, _) = d.post(&format!("/v1/sessions/{id}/stop"), json!({})).await;
+    assert!(st == 200 || st == 204, "{st}");
+    d.no_container(&id).await;
+}
+
+/// Issue 28 item 6: a kept agent whose daemon never comes back stops after its timeout, and
+/// nothing of it is left (its keeper, its sandbox, its socket).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_agent_whose_daemon_never_returns_is_gone_after_its_timeout() {
+    let Some(u) = user() else { return };
+    let mut d = start(u, "orphan", &[("HANDLER_KEEP_TIMEOUT", "3")]).await;
+    let agent = d.agent().await;
+    let s = d.create(&agent).await;
+    let id = s["id"].as_str().unwrap().to_string();
+    let keeper = keeper_pid(&d, &id);
+    assert_eq!(d.containers(&id).len(), 1);
+    let _ = Command::new("kill")
+        .args(["-KILL", &d.child.id().to_string()])
+        .status();
+    let _ = d.child.wait();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while running(keeper) || !d.containers(&id).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "left after the timeout: keeper running {}, containers {:?}",
+            running(keeper),
+            d.containers(&id)
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let sockets: Vec<_> = std::fs::read_dir(d.root.join("state/launchers"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "sock"))
+        .collect();
+    assert!(sockets.is_empty(), "{sockets:?}");
 }

@@ -83,6 +83,9 @@ pub struct DaemonConfig {
     pub session_idle_timeout: std::time::Duration,
     /// The most clients attached to one session (`HANDLER_SESSION_MAX_ATTACH`, default 8, F.7).
     pub session_max_attach: usize,
+    /// How long a session's agent outlives its daemon waiting for the next one
+    /// (`HANDLER_KEEP_TIMEOUT`, seconds; default 600; 0: agents do not outlive it, issue 28).
+    pub keep_timeout: std::time::Duration,
     /// The messages an attachment's queue holds before the client is closed 4003 as too slow
     /// (F.7: 10 000; smaller only in tests).
     pub session_queue: usize,
@@ -140,6 +143,17 @@ fn session_settings(c: &mut DaemonConfig) -> Result<(), ConfigError> {
                     var: "HANDLER_SESSION_MAX_ATTACH",
                     message: format!("{n:?} is not a number of at least 1"),
                 })?;
+    }
+    if let Ok(t) = std::env::var("HANDLER_KEEP_TIMEOUT") {
+        c.keep_timeout = t
+            .parse::<u64>()
+            .ok()
+            .filter(|n| *n <= 86_400)
+            .map(std::time::Duration::from_secs)
+            .ok_or_else(|| ConfigError::Invalid {
+                var: "HANDLER_KEEP_TIMEOUT",
+                message: format!("{t:?} is not a number of seconds from 0 to 86400"),
+            })?;
     }
     Ok(())
 }
@@ -202,6 +216,7 @@ impl DaemonConfig {
             secret_command_timeout: super::secretref::DEFAULT_COMMAND_TIMEOUT,
             session_idle_timeout: std::time::Duration::from_secs(1800),
             session_max_attach: 8,
+            keep_timeout: std::time::Duration::from_secs(600),
             session_queue: 10_000,
             build_ca_bundle: None,
             debian_mirror: "http://deb.debian.org/debian".to_string(),

@@ -241,12 +241,14 @@ pub async fn serve(
         .store(addr.port(), std::sync::atomic::Ordering::Relaxed);
     // F.6.5: the previous daemon's sandboxes still ending are told to stop; its terminals,
     // which outlive it (D.16), are taken back (security F13).
-    let terminals = crate::daemon::launch::records::at_start(&state.config.state_dir);
+    let back = crate::daemon::launch::records::at_start(&state.config.state_dir);
     match state.launcher.sweep().await {
         Ok(out) => tracing::info!(output = %out.trim(), "sandbox sweep done"),
         Err(e) => tracing::warn!(error = %e, "sandbox sweep failed"),
     }
-    crate::daemon::services::terminals::take_back(&state, terminals).await;
+    crate::daemon::services::terminals::take_back(&state, back.terminals).await;
+    // Agents that outlived the previous daemon are taken over (issue 28 item 6).
+    crate::daemon::services::sessions::take_over(&state, back.kept).await;
     let st = state.clone();
     tokio::spawn(async move { crate::daemon::services::images::ensure_network_filter(&st).await });
     if let Err(e) = crate::daemon::services::images::updates::stored(&state) {

@@ -15,3 +15,4 @@ mod example;
 mod fixtures;
 mod opener;
 mod properties;
+mod resume;

@@ -13,16 +13,19 @@ use std::time::Duration;
 use handler_contracts::control::{AgentConnection, ModelAccess};
 use handler_contracts::harness::SlotKind;
 use handler_contracts::sandbox::EgressEvent;
-use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::process::Child;
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::{Notify, mpsc, watch};
 
 use super::gitguard::{self, GuardSession};
+use super::kept;
 use super::launcher::{Instance, LauncherError, read_stderr, stop_and_sweep};
 use super::prepare::{GuardPlan, Prepared};
+use super::records::{self, LauncherPid};
 use crate::daemon::fsutil;
 use crate::daemon::problem::{ApiError, ApiResult};
 use crate::daemon::state::{AppState, LiveAllow, LiveConnection};
+use handler_sandbox::verbs;
 
 /// How long a sandbox has to stop after SIGTERM before it is killed.
 pub const STOP_GRACE: Duration = Duration::from_secs(20);
@@ -221,47 +224,27 @@ impl Drop for Registration {
 
 /// One read of the agent's stdout.
 pub enum AgentOut {
-    /// A line, without its `\n`.
-    Line(Vec<u8>),
+    /// A line, without its `\n`, and its number from the agent's keeper (0: not kept).
+    Line(Vec<u8>, u64),
     /// A line over the size limit.
     TooBig,
     /// The end of its output.
     Eof,
 }
 
-/// Reads one line (without its `\n`), at most `max` bytes; `Err(true)` when longer.
-pub(crate) async fn read_line<R: AsyncBufRead + Unpin>(
-    r: &mut R,
-    max: usize,
-) -> Result<Option<Vec<u8>>, bool> {
-    let mut line = Vec::new();
-    loop {
-        let buf = r.fill_buf().await.map_err(|_| false)?;
-        if buf.is_empty() {
-            return Ok(if line.is_empty() { None } else { Some(line) });
-        }
-        match buf.iter().position(|&c| c == b'\n') {
-            Some(i) => {
-                line.extend_from_slice(&buf[..i]);
-                r.consume(i + 1);
-                if line.len() > max {
-                    return Err(true);
-                }
-                if line.last() == Some(&b'\r') {
-                    line.pop();
-                }
-                return Ok(Some(line));
-            }
-            None => {
-                let n = buf.len();
-                line.extend_from_slice(buf);
-                r.consume(n);
-                if line.len() > max {
-                    return Err(true);
-                }
-            }
-        }
-    }
+/// How a started sandbox's launcher is held.
+#[derive(Debug)]
+enum Held {
+    /// `launch`, handlerd's child: its stdio is handlerd's pipes.
+    Child(Child),
+    /// `keep` (issue 28 item 6): the agent's stdio on the keeper's socket; the keeper is this
+    /// daemon's child when this daemon started it.
+    Kept {
+        child: Option<Child>,
+        keeper: LauncherPid,
+        acks: watch::Sender<u64>,
+        exit: watch::Receiver<Option<i32>>,
+    },
 }
 
 /// A started agent sandbox: messages to its stdin, lines from its stdout, its registration.
@@ -269,8 +252,8 @@ pub(crate) async fn read_line<R: AsyncBufRead + Unpin>(
 pub struct Running {
     /// The sandbox's name.
     pub sandbox: String,
-    /// The launcher process.
-    child: Child,
+    /// The launcher.
+    held: Held,
     /// Lines to the agent's stdin, written in order (a `\n` added).
     pub to_agent: mpsc::Sender<Vec<u8>>,
     /// The agent's stdout, line by line, then [`AgentOut::Eof`] or [`AgentOut::TooBig`].
@@ -282,9 +265,41 @@ pub struct Running {
 impl std::fmt::Debug for AgentOut {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            AgentOut::Line(l) => write!(f, "Line({} bytes)", l.len()),
+            AgentOut::Line(l, n) => write!(f, "Line({} bytes, #{n})", l.len()),
             AgentOut::TooBig => f.write_str("TooBig"),
             AgentOut::Eof => f.write_str("Eof"),
+        }
+    }
+}
+
+/// Where a sandbox's stderr goes: its egress events recorded for the agent and handed to
+/// `on_egress`, its other lines logged with every secret value replaced.
+struct StderrSink<F> {
+    app: AppState,
+    agent: String,
+    sandbox: String,
+    secrets: Vec<(String, String)>,
+    on_egress: F,
+}
+
+impl<F: Fn(&EgressEvent)> StderrSink<F> {
+    fn event(&self, ev: EgressEvent) {
+        tracing::info!(agent = %self.agent, sandbox = %self.sandbox, decision = ?ev.decision, host = %ev.host, "egress");
+        (self.on_egress)(&ev);
+        self.app.record_egress(&self.agent, &self.sandbox, ev);
+    }
+
+    fn text(&self, line: &str) {
+        let l = handler_policy::redact(line, &self.secrets);
+        tracing::info!(agent = %self.agent, sandbox = %self.sandbox, line = %l, "sandbox stderr");
+    }
+
+    /// A line as the keeper passes it (`whole`: may be an event).
+    fn line(&self, whole: bool, bytes: &[u8]) {
+        let line = String::from_utf8_lossy(bytes);
+        match EgressEvent::from_line(&line).filter(|_| whole) {
+            Some(ev) => self.event(ev),
+            None => self.text(&line),
         }
     }
 }
@@ -314,33 +329,26 @@ pub fn start(
     tokio::spawn(async move {
         let mut r = BufReader::with_capacity(256 * 1024, stdout);
         loop {
-            let item = match read_line(&mut r, max).await {
-                Ok(Some(l)) => AgentOut::Line(l),
+            let item = match crate::lines::read_line(&mut r, max).await {
+                Ok(Some(l)) => AgentOut::Line(l, 0),
                 Ok(None) | Err(false) => AgentOut::Eof,
                 Err(true) => AgentOut::TooBig,
             };
-            let last = !matches!(item, AgentOut::Line(_));
+            let last = !matches!(item, AgentOut::Line(..));
             if out_tx.send(item).await.is_err() || last {
                 return;
             }
         }
     });
-    let secrets = prepared.policy.secrets.clone();
-    let (app2, agent_id, name) = (app.clone(), agent.to_string(), sandbox.clone());
+    let sink = StderrSink {
+        app: app.clone(),
+        agent: agent.to_string(),
+        sandbox: sandbox.clone(),
+        secrets: prepared.policy.secrets.clone(),
+        on_egress,
+    };
     tokio::spawn(async move {
-        read_stderr(
-            stderr,
-            |ev| {
-                tracing::info!(agent = %agent_id, sandbox = %name, decision = ?ev.decision, host = %ev.host, "egress");
-                on_egress(&ev);
-                app2.record_egress(&agent_id, &name, ev);
-            },
-            |line| {
-                let l = handler_policy::redact(&line, &secrets);
-                tracing::info!(agent = %agent_id, sandbox = %name, line = %l, "sandbox stderr");
-            },
-        )
-        .await;
+        read_stderr(stderr, |ev| sink.event(ev), |line| sink.text(&line)).await;
     });
     let (to_agent, mut in_rx) = mpsc::channel::<Vec<u8>>(64);
     tokio::spawn(async move {
@@ -354,11 +362,167 @@ pub fn start(
     });
     Ok(Running {
         sandbox,
-        child,
+        held: Held::Child(child),
         to_agent,
         from_agent,
         registration,
     })
+}
+
+/// The bytes of agent output a keeper holds while no daemon reads them (beyond, the agent
+/// waits): room for a few of the largest messages.
+fn keep_buffer(max_line: usize) -> usize {
+    (4 * max_line).clamp(16 << 20, 256 << 20)
+}
+
+/// Launches `prepared` for session `session` of `agent` kept (issue 28 item 6): `keep` holds
+/// its stdio on a socket in the daemon's records folder, so the agent outlives this daemon and
+/// the next one takes it over ([`adopt`]). Falls back to [`start`] when agents are not to
+/// outlive the daemon (`HANDLER_KEEP_TIMEOUT=0`) or the launcher cannot keep (it has no
+/// `keep` verb: a usage error, exit 2).
+pub async fn start_kept(
+    app: &AppState,
+    agent: &str,
+    session: &str,
+    prepared: &Prepared,
+    allow: Option<LiveAllow>,
+    on_egress: impl Fn(&EgressEvent) + Send + Sync + 'static,
+) -> Result<Running, LauncherError> {
+    let state = &app.config.state_dir;
+    let dir = records::dir(state);
+    if app.config.keep_timeout.is_zero() || fsutil::create_dir_private(&dir).is_err() {
+        return start(app, agent, session, prepared, allow, on_egress);
+    }
+    let sandbox = prepared.spec.name.clone();
+    let keep = verbs::Keep {
+        socket: kept::socket_of(&dir, &sandbox),
+        timeout: app.config.keep_timeout.as_secs(),
+        max_line: app.config.max_message_bytes,
+        buffer: keep_buffer(app.config.max_message_bytes),
+    };
+    let mut child = match app.launcher.launch_kept(&prepared.spec, &keep) {
+        Ok(c) => c,
+        Err(LauncherError::Verb { .. }) => {
+            return start(app, agent, session, prepared, allow, on_egress);
+        }
+        Err(e) => return Err(e),
+    };
+    let pid = child.id().unwrap_or(0);
+    let kept_record = records::KeptRecord {
+        session: session.to_string(),
+        agent: agent.to_string(),
+        socket: keep.socket.clone(),
+        open: None,
+    };
+    let keeper = match records::record_kept(state, &sandbox, pid, kept_record) {
+        Ok(r) => r.launcher,
+        Err(e) => {
+            tracing::warn!(sandbox = %sandbox, error = %e, "kept launch not recorded: a later handlerd will not take it over");
+            LauncherPid::of(pid).unwrap_or(LauncherPid {
+                pid,
+                start: 0,
+                boot: String::new(),
+            })
+        }
+    };
+    let link = kept::connect(&keep.socket, 1, Duration::from_secs(30), || {
+        !matches!(child.try_wait(), Ok(None))
+    })
+    .await;
+    let link = match link {
+        Ok(l) => l,
+        Err(e) => {
+            let code = child.wait().await.ok().and_then(|s| s.code());
+            records::forget(state, &sandbox);
+            if code == Some(2) {
+                // A sandbox executable without `keep` (an older install, a test double) says
+                // so with a usage error: the agent starts as before, not kept.
+                tracing::info!(sandbox = %sandbox, "the sandbox executable cannot keep agents: started without a keeper");
+                return start(app, agent, session, prepared, allow, on_egress);
+            }
+            return Err(LauncherError::Verb {
+                verb: "keep".into(),
+                code,
+                stderr: e.to_string(),
+            });
+        }
+    };
+    let registration = Registration::new(app, agent, (session, &sandbox), None, allow);
+    Ok(kept_running(
+        app,
+        link,
+        (sandbox, prepared.policy.secrets.clone()),
+        (Some(child), keeper),
+        registration,
+        on_egress,
+    ))
+}
+
+/// Takes over the kept agent of `record` (issue 28 item 6): connects to its keeper, asking
+/// for the agent's lines after `after` (the last its session's log holds), registered as
+/// connection `record.kept.session` with `allow`. Gives its keeper's welcome too.
+pub async fn adopt(
+    app: &AppState,
+    record: &records::Record,
+    after: u64,
+    secrets: Vec<(String, String)>,
+    allow: Option<LiveAllow>,
+    on_egress: impl Fn(&EgressEvent) + Send + Sync + 'static,
+) -> Result<(Running, handler_sandbox::keep::Welcome), kept::KeptError> {
+    let Some(k) = record.kept.as_ref() else {
+        return Err(kept::KeptError::Ended);
+    };
+    let keeper = record.launcher.clone();
+    let socket = k.socket.clone();
+    let link = kept::connect(&k.socket, after + 1, Duration::from_secs(10), || {
+        !keeper.alive() || !socket.exists()
+    })
+    .await?;
+    let registration = Registration::new(app, &k.agent, (&k.session, &record.name), None, allow);
+    let welcome = link.welcome.clone();
+    Ok((
+        kept_running(
+            app,
+            link,
+            (record.name.clone(), secrets),
+            (None, keeper),
+            registration,
+            on_egress,
+        ),
+        welcome,
+    ))
+}
+
+fn kept_running(
+    app: &AppState,
+    link: kept::Link,
+    (sandbox, secrets): (String, Vec<(String, String)>),
+    (child, keeper): (Option<Child>, LauncherPid),
+    registration: Registration,
+    on_egress: impl Fn(&EgressEvent) + Send + Sync + 'static,
+) -> Running {
+    let sink = StderrSink {
+        app: app.clone(),
+        agent: registration.agent().to_string(),
+        sandbox: sandbox.clone(),
+        secrets,
+        on_egress,
+    };
+    let w = kept::wire(link, app.config.max_message_bytes, move |whole, line| {
+        sink.line(whole, line);
+    });
+    Running {
+        sandbox,
+        held: Held::Kept {
+            child,
+            keeper,
+            acks: w.acks,
+            exit: w.exit,
+        },
+        to_agent: w.to_agent,
+        from_agent: w.from_agent,
+        registration,
+    }
 }
 
 impl Running {
@@ -367,13 +531,53 @@ impl Running {
         self.registration.stop.clone()
     }
 
+    /// Whether the agent is kept (it outlives this daemon).
+    pub fn is_kept(&self) -> bool {
+        matches!(self.held, Held::Kept { .. })
+    }
+
+    /// Every agent line up to `n` is processed (its events logged): its keeper may forget them.
+    pub fn ack(&self, n: u64) {
+        if let Held::Kept { acks, .. } = &self.held
+            && n > 0
+        {
+            acks.send_if_modified(|a| {
+                let more = n > *a;
+                *a = (*a).max(n);
+                more
+            });
+        }
+    }
+
     /// The launcher's exit code once its agent's output ended (`within` at most; None: a
     /// signal, or still running).
     pub async fn exit_code(&mut self, within: Duration) -> Option<i32> {
-        match tokio::time::timeout(within, self.child.wait()).await {
-            Ok(Ok(st)) => st.code(),
-            _ => None,
+        match &mut self.held {
+            Held::Child(child) => match tokio::time::timeout(within, child.wait()).await {
+                Ok(Ok(st)) => st.code(),
+                _ => None,
+            },
+            Held::Kept { exit, .. } => {
+                let r = tokio::time::timeout(within, exit.wait_for(Option::is_some)).await;
+                r.ok().and_then(|r| r.ok().and_then(|c| *c))
+            }
         }
+    }
+
+    /// Leaves a kept agent running for the next daemon (this one is stopping while its turn
+    /// goes on): nothing is stopped; the registration is given back to drop.
+    pub fn leave(self) -> Registration {
+        let Running {
+            held, registration, ..
+        } = self;
+        if let Held::Kept {
+            child: Some(child), ..
+        } = held
+        {
+            // Not waited for: it outlives this daemon (a zombie only until then).
+            drop(child);
+        }
+        registration
     }
 
     /// The end: stdin closed, the sandbox stopped (SIGTERM, killed after [`STOP_GRACE`], swept
@@ -387,16 +591,69 @@ impl Running {
         why: &str,
     ) -> (Option<i32>, Registration) {
         let Running {
-            mut child,
+            sandbox,
+            held,
             to_agent,
             registration,
             ..
         } = self;
         drop(to_agent);
-        let exit = stop_and_sweep(&*app.launcher, &mut child, STOP_GRACE).await;
+        let exit = match held {
+            Held::Child(mut child) => stop_and_sweep(&*app.launcher, &mut child, STOP_GRACE).await,
+            Held::Kept {
+                child,
+                keeper,
+                mut exit,
+                ..
+            } => {
+                let code = stop_kept(child, &keeper, &mut exit).await;
+                if code.is_none() {
+                    tracing::warn!(sandbox = %sandbox, "a kept agent's keeper was killed: sweeping what it left");
+                    if let Err(e) = app.launcher.sweep().await {
+                        tracing::warn!(error = %e, "sweep after a killed keeper failed");
+                    }
+                }
+                records::forget(&app.config.state_dir, &sandbox);
+                code
+            }
+        };
         if let Some(g) = guard {
             g.bring_back_at_end(&*app.launcher, why).await;
         }
         (exit, registration)
     }
+}
+
+/// Stops a keeper: SIGTERM (it passes it to launch, which stops and cleans up, A4), its exit
+/// code when it says it; SIGKILL after [`STOP_GRACE`] (launch then gets SIGTERM by its death
+/// signal). None: killed.
+async fn stop_kept(
+    child: Option<Child>,
+    keeper: &LauncherPid,
+    exit: &mut watch::Receiver<Option<i32>>,
+) -> Option<i32> {
+    if let Some(mut child) = child {
+        if !matches!(child.try_wait(), Ok(Some(_))) {
+            keeper.signal(nix::sys::signal::Signal::SIGTERM);
+        }
+        return match tokio::time::timeout(STOP_GRACE, child.wait()).await {
+            Ok(Ok(st)) => st.code().or(*exit.borrow()),
+            _ => {
+                tracing::warn!("a keeper did not stop after SIGTERM: killing it");
+                let _ = child.kill().await;
+                None
+            }
+        };
+    }
+    keeper.signal(nix::sys::signal::Signal::SIGTERM);
+    let deadline = tokio::time::Instant::now() + STOP_GRACE;
+    while keeper.alive() && tokio::time::Instant::now() < deadline {
+        let _ = tokio::time::timeout(Duration::from_millis(100), exit.changed()).await;
+    }
+    if keeper.alive() {
+        tracing::warn!("a keeper did not stop after SIGTERM: killing it");
+        keeper.signal(nix::sys::signal::Signal::SIGKILL);
+        return None;
+    }
+    *exit.borrow()
 }

@@ -78,6 +78,13 @@ pub trait Launcher: Send + Sync + std::fmt::Debug {
     ) -> BoxFuture<'a, Result<(), LauncherError>>;
     /// `sweep`: removes what launchers that died left behind.
     fn sweep(&self) -> BoxFuture<'_, Result<String, LauncherError>>;
+    /// Starts `keep` (issue 28 item 6) with the spec on fd 3, out of handlerd's process group
+    /// and with no stdio of handlerd's: the agent's stdio is served on `keep.socket`, so the
+    /// sandbox outlives this daemon. Answers the keeper process.
+    fn launch_kept(&self, spec: &SandboxSpec, keep: &verbs::Keep) -> Result<Child, LauncherError> {
+        let _ = (spec, keep);
+        Err(no_verb("keep"))
+    }
     /// Starts a tty `launch` (D.16) out of handlerd's reach: in a session of its own (a
     /// `systemd-run --user --scope` when `in_unit`), stdout and stderr into `log`; answers the
     /// launcher process and the argv that attaches to the sandbox.
@@ -241,6 +248,33 @@ impl Launcher for ProcessLauncher {
             stdout,
             stderr,
         })
+    }
+
+    fn launch_kept(&self, spec: &SandboxSpec, keep: &verbs::Keep) -> Result<Child, LauncherError> {
+        let json = serde_json::to_vec(spec).map_err(|e| LauncherError::Spec(e.to_string()))?;
+        let (reader, writer) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+            .map_err(|e| LauncherError::Spec(e.to_string()))?;
+        let mut writer = std::fs::File::from(writer);
+        let mut c = self.command(&Verb::Keep(keep.clone()));
+        // Its own process group: a ^C to handlerd's terminal, or handlerd's end, is not its.
+        c.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0);
+        c.fd_mappings(vec![FdMapping {
+            parent_fd: reader,
+            child_fd: 3,
+        }])
+        .map_err(|e| LauncherError::Spec(e.to_string()))?;
+        let child = c.spawn().map_err(|source| LauncherError::Spawn {
+            program: self.command[0].clone(),
+            source,
+        })?;
+        drop(c);
+        std::thread::spawn(move || {
+            let _ = writer.write_all(&json);
+        });
+        Ok(child)
     }
 
     fn set_egress<'a>(

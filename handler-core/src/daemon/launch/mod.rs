@@ -9,6 +9,7 @@ pub mod caches;
 pub mod gather;
 pub mod gitguard;
 pub mod image_verbs;
+pub mod kept;
 pub mod launcher;
 pub mod prepare;
 pub mod records;

@@ -38,17 +38,23 @@ impl LauncherPid {
         })
     }
 
-    /// Whether this very process is still running (not a later one with its pid).
+    /// Whether this very process is still running (not a later one with its pid; a zombie —
+    /// ended, its parent gone without reaping it — is not).
     pub fn alive(&self) -> bool {
-        handler_sandbox::host::launcher_alive(
-            &handler_sandbox::facts::LauncherId {
-                pid: self.pid,
-                start: self.start,
-                boot: self.boot.clone(),
-            },
-            start_of(self.pid),
-            &boot_id(),
-        )
+        let zombie = std::fs::read_to_string(format!("/proc/{}/stat", self.pid))
+            .ok()
+            .and_then(|s| s.rsplit_once(") ").map(|(_, r)| r.starts_with('Z')))
+            .unwrap_or(false);
+        !zombie
+            && handler_sandbox::host::launcher_alive(
+                &handler_sandbox::facts::LauncherId {
+                    pid: self.pid,
+                    start: self.start,
+                    boot: self.boot.clone(),
+                },
+                start_of(self.pid),
+                &boot_id(),
+            )
     }
 
     /// Sends `sig` to it when it is still this process.
@@ -122,6 +128,41 @@ pub struct Record {
     /// Set for a terminal (D.16): taken back by the next daemon, never stopped by it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub terminal: Option<TerminalRecord>,
+    /// Set for a session's kept agent (issue 28 item 6): the launcher is its keeper, which the
+    /// next daemon connects to and takes over.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept: Option<KeptRecord>,
+}
+
+/// What a kept agent's record holds for the daemon that takes it over.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct KeptRecord {
+    /// The session.
+    pub session: String,
+    /// The agent.
+    pub agent: String,
+    /// The keeper's socket.
+    pub socket: PathBuf,
+    /// What the session's opening learnt, once it is open (None: still starting — a daemon
+    /// that finds it so cannot take it over).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open: Option<OpenRecord>,
+}
+
+/// A session's opening as the hub knew it (`initialize`'s and `session/new|load`'s answers).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OpenRecord {
+    /// The agent's initialize result (raw JSON), answered to clients' initialize.
+    pub init_result: String,
+    /// The session's id as the agent knows it.
+    pub agent_session: String,
+    /// Whether the agent advertised loadSession.
+    pub load_session: bool,
+    /// The modes (as the last update left them).
+    pub modes: serde_json::Value,
+    /// The configuration options (as the last update left them).
+    pub config_options: serde_json::Value,
 }
 
 /// The records' errors.
@@ -170,22 +211,60 @@ pub fn record(
         name: name.to_string(),
         launcher,
         terminal,
+        kept: None,
     };
-    let path = file_of(&dir, name).ok_or_else(|| RecordError::Io {
-        path: dir.join(name),
-        source: std::io::Error::other("not a sandbox name"),
-    })?;
-    let bytes = serde_json::to_vec(&r).map_err(|e| RecordError::Io {
-        path: path.clone(),
-        source: std::io::Error::other(e),
-    })?;
-    fsutil::write_atomic(&path, &bytes, 0o600).map_err(io(&path))?;
+    write(state_dir, &r)?;
     for old in list(state_dir) {
         if !old.launcher.alive() {
             forget(state_dir, &old.name);
         }
     }
     Ok(r)
+}
+
+/// Records keeper `pid` of session sandbox `name`.
+pub fn record_kept(
+    state_dir: &Path,
+    name: &str,
+    pid: u32,
+    kept: KeptRecord,
+) -> Result<Record, RecordError> {
+    let mut r = record(state_dir, name, pid, None)?;
+    r.kept = Some(kept);
+    write(state_dir, &r)?;
+    Ok(r)
+}
+
+/// A kept agent's session is open (or changed its modes): the record says so.
+pub fn kept_opened(state_dir: &Path, name: &str, open: OpenRecord) {
+    let Some(mut r) = list(state_dir).into_iter().find(|r| r.name == name) else {
+        return;
+    };
+    if let Some(k) = r.kept.as_mut() {
+        k.open = Some(open);
+        if let Err(e) = write(state_dir, &r) {
+            tracing::warn!(sandbox = %name, error = %e, "kept agent's record not updated");
+        }
+    }
+}
+
+/// Writes `r` (its file replaced whole).
+fn write(state_dir: &Path, r: &Record) -> Result<(), RecordError> {
+    let dir = dir(state_dir);
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| RecordError::Io { path, source }
+    };
+    let name = &r.name;
+    let path = file_of(&dir, name).ok_or_else(|| RecordError::Io {
+        path: dir.join(name),
+        source: std::io::Error::other("not a sandbox name"),
+    })?;
+    let bytes = serde_json::to_vec(r).map_err(|e| RecordError::Io {
+        path: path.clone(),
+        source: std::io::Error::other(e),
+    })?;
+    fsutil::write_atomic(&path, &bytes, 0o600).map_err(io(&path))
 }
 
 /// Forgets sandbox `name`'s record.
@@ -221,24 +300,36 @@ pub fn list(state_dir: &Path) -> Vec<Record> {
     out
 }
 
+/// What a starting daemon takes back from the previous one.
+#[derive(Debug, Default)]
+pub struct TakenBack {
+    /// Terminals still running (D.16).
+    pub terminals: Vec<Record>,
+    /// Kept agents whose keeper runs and whose session was open (issue 28 item 6).
+    pub kept: Vec<Record>,
+}
+
 /// At a daemon's start: the previous daemon's agent sandboxes (their stdio died with it) still
 /// running are sent SIGTERM — they stop and clean up (A4), and a new launch of the same name
-/// waits for that — and their records forgotten; terminals still running are returned, to be
-/// taken back; every other record is forgotten.
-pub fn at_start(state_dir: &Path) -> Vec<Record> {
-    let mut terminals = Vec::new();
+/// waits for that — and their records forgotten; terminals and open kept agents still running
+/// are returned, to be taken back (a kept agent still starting is stopped: its opening died with
+/// its daemon); every other record is forgotten.
+pub fn at_start(state_dir: &Path) -> TakenBack {
+    let mut back = TakenBack::default();
     for r in list(state_dir) {
         if !r.launcher.alive() {
             forget(state_dir, &r.name);
         } else if r.terminal.is_some() {
-            terminals.push(r);
+            back.terminals.push(r);
+        } else if r.kept.as_ref().is_some_and(|k| k.open.is_some()) {
+            back.kept.push(r);
         } else {
             tracing::info!(sandbox = %r.name, pid = r.launcher.pid, "a sandbox of the previous daemon is still ending: stopping it");
             r.launcher.signal(nix::sys::signal::Signal::SIGTERM);
             forget(state_dir, &r.name);
         }
     }
-    terminals
+    back
 }
 
 #[cfg(test)]
@@ -263,7 +354,7 @@ mod tests {
             ..r.launcher.clone()
         };
         assert!(!other.alive());
-        assert!(at_start(dir.path()).is_empty());
+        assert!(at_start(dir.path()).terminals.is_empty());
         let st = child.wait().unwrap();
         use std::os::unix::process::ExitStatusExt as _;
         assert_eq!(st.signal(), Some(libc::SIGTERM), "the orphan got SIGTERM");
@@ -294,7 +385,7 @@ mod tests {
         // Recorded while it runs (a zombie until waited for still has its /proc entry).
         record(dir.path(), "handler-a-c3", gone_pid, None).unwrap();
         gone.wait().unwrap();
-        let kept = at_start(dir.path());
+        let kept = at_start(dir.path()).terminals;
         assert_eq!(kept.len(), 1);
         assert_eq!(kept[0].name, "handler-a-c2");
         assert_eq!(

@@ -211,7 +211,7 @@ pub async fn relay(
             }
             out = running.from_agent.recv() => {
                 match out {
-                    Some(AgentOut::Line(l)) => {
+                    Some(AgentOut::Line(l, _)) => {
                         if l.iter().all(u8::is_ascii_whitespace) { continue; }
                         turns.agent_line(&app, &l);
                         let actions = pipeline.handle(Direction::FromAgent, &l);

@@ -156,6 +156,7 @@ pub struct EventLog {
     file: fs::File,
     next: u64,
     has_updates: bool,
+    agent_line: u64,
 }
 
 impl EventLog {
@@ -181,7 +182,19 @@ impl EventLog {
             file,
             next: parsed.next_seq(),
             has_updates: parsed.has_updates(),
+            agent_line: parsed
+                .events
+                .iter()
+                .filter_map(|e| e.agent_line)
+                .max()
+                .unwrap_or(0),
         })
+    }
+
+    /// The last agent line an event came from (0: none): a daemon taking the agent over
+    /// reads on after it (issue 28 item 6).
+    pub fn last_agent_line(&self) -> u64 {
+        self.agent_line
     }
 
     /// The file.
@@ -208,6 +221,9 @@ impl EventLog {
     ) -> Result<u64, SessionStoreError> {
         let seq = self.next;
         let e = make(seq);
+        if let Some(n) = e.agent_line {
+            self.agent_line = self.agent_line.max(n);
+        }
         if matches!(e.kind, SessionEventKind::Update { .. }) {
             self.has_updates = true;
         }

@@ -13,6 +13,7 @@ pub mod git_bundle;
 pub mod host;
 pub mod image;
 pub mod image_base;
+pub mod keep;
 pub mod launch;
 pub mod podman;
 pub mod stderr;

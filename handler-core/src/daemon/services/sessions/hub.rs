@@ -82,6 +82,8 @@ pub(crate) enum Ending {
     Stop(StopHow, String, Option<oneshot::Sender<()>>),
     AgentExit,
     Error(String),
+    /// The daemon stops mid-turn: the kept agent goes on for the next one (issue 28 item 6).
+    Leave,
 }
 
 /// The hub's state.
@@ -120,6 +122,11 @@ pub(crate) struct Hub {
     pub run: Option<RunState>,
     /// The agent's text since the last prompt (a run's answer).
     answer: String,
+    /// The agent line being processed (its keeper's number): the events it makes say so
+    /// (issue 28 item 6).
+    pub agent_line: Option<u64>,
+    /// A kept agent's sandbox name: its record keeps the session's opening for the next daemon.
+    pub kept: Option<String>,
 }
 
 fn id_text(v: &Value) -> String {
@@ -177,13 +184,66 @@ impl Hub {
             git_guard: None,
             run: None,
             answer: String::new(),
+            agent_line: None,
+            kept: None,
         }
+    }
+
+    /// The hub of a kept agent this daemon takes over (issue 28 item 6): open as `open` says,
+    /// the prompt `prompt` (its id as the agent got it) still in progress when there is one.
+    pub(crate) fn taken_over(
+        &mut self,
+        open: &crate::daemon::launch::records::OpenRecord,
+        prompt: Option<String>,
+    ) {
+        self.init_result = Some(open.init_result.clone());
+        self.modes = open.modes.clone();
+        self.config_options = open.config_options.clone();
+        self.load = false;
+        self.first_prompt = None;
+        if let Some(id) = prompt {
+            self.turn = Some(Turn { client: DAEMON, id });
+        }
+        self.note(|n, t| {
+            SessionEvent::started(n, t, Some("taken over by a restarted daemon".into()))
+        });
+        let busy = self.turn.is_some();
+        self.app.sessions.update(&self.id, |s| {
+            s.state = SessionState::Running;
+            s.busy = busy;
+            s.error = None;
+        });
+        let _ = self.started.send(Started::Running);
+    }
+
+    /// A kept agent's record keeps what the session's opening learnt, for the next daemon.
+    fn save_open(&self) {
+        let (Some(name), Some(init)) = (&self.kept, &self.init_result) else {
+            return;
+        };
+        let Some(agent_session) = self.pipeline.agent_sessions().into_iter().next() else {
+            return;
+        };
+        let open = crate::daemon::launch::records::OpenRecord {
+            init_result: init.clone(),
+            agent_session,
+            load_session: self.pipeline.agent_load_session().unwrap_or(false),
+            modes: self.modes.clone(),
+            config_options: self.config_options.clone(),
+        };
+        crate::daemon::launch::records::kept_opened(&self.app.config.state_dir, name, open);
     }
 
     // ---- the log --------------------------------------------------------------------------
 
     fn append(&mut self, make: impl FnOnce(u64) -> SessionEvent) -> u64 {
         let secrets = &self.secrets;
+        let line = self.agent_line;
+        let make = |n| {
+            let mut e = make(n);
+            e.agent_line = e.agent_line.or(line);
+            e
+        };
         match self
             .log
             .append(make, |l| handler_policy::redact(&l, secrets))
@@ -433,6 +493,7 @@ impl Hub {
         let seq = self.append(|n| SessionEvent::update(n, t, update.clone()));
         let msg = replay_notification(&self.sid(), seq, &update);
         self.broadcast(Some(by), &msg);
+        self.save_open();
     }
 
     /// An agent's notification or request, for every client that has its replay.
@@ -485,11 +546,13 @@ impl Hub {
                 {
                     m.insert("currentModeId".into(), id.clone());
                 }
+                self.save_open();
             }
             Some("config_option_update") => {
                 if let Some(o) = update.get("configOptions") {
                     self.config_options = o.clone();
                 }
+                self.save_open();
             }
             _ => {}
         }
@@ -573,6 +636,7 @@ impl Hub {
             s.error = None;
         });
         self.note(|n, t| SessionEvent::started(n, t, None));
+        self.save_open();
         let _ = self.started.send(Started::Running);
         tracing::info!(session = %self.id, "session running");
         if let Some(p) = self.first_prompt.take() {
@@ -775,6 +839,11 @@ impl Hub {
         self.apply(actions).await;
     }
 
+    /// Whether a turn is in progress.
+    pub(crate) fn busy(&self) -> bool {
+        self.turn.is_some()
+    }
+
     /// Whether an idle stop is due (F.6.3): running, unattached, not busy, nothing pending.
     pub(crate) fn idle_due(&self) -> bool {
         *self.started.borrow() == Started::Running
@@ -782,6 +851,17 @@ impl Hub {
             && self.turn.is_none()
             && self.pending() == 0
             && self.idle_since.elapsed() >= self.app.config.session_idle_timeout
+    }
+
+    /// This daemon stops while the kept agent's turn goes on (issue 28 item 6): nothing is
+    /// logged (the next daemon takes the session over); every client is closed 1001, as for
+    /// any stopping daemon.
+    pub(crate) fn leave(&mut self) {
+        for mut c in self.clients.drain(..) {
+            if let Some(cl) = c.close.take() {
+                let _ = cl.send((1001, "the daemon is stopping; the agent goes on".into()));
+            }
+        }
     }
 
     /// The end: an open turn logged ended `stopped`, the lifecycle event, every client closed

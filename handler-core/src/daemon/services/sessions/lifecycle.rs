@@ -16,6 +16,7 @@ use super::hub::{Asking, Ending, Handle, Hub, Inbox, Questions, RunState, Starte
 use crate::daemon::fsutil;
 use crate::daemon::launch::agent::{self as start_path, AgentOut, Running};
 use crate::daemon::launch::prepare::{Prepared, Purpose, canonicalize, prepare};
+use crate::daemon::launch::records;
 use crate::daemon::problem::{ApiError, ApiResult};
 use crate::daemon::services::running as live_allow;
 use crate::daemon::state::AppState;
@@ -68,6 +69,8 @@ struct Live {
     running: Running,
     stop: Arc<Notify>,
     agent_id: String,
+    /// Taken over from an earlier daemon: open already (no initialize).
+    taken_over: bool,
 }
 
 async fn run(
@@ -92,10 +95,6 @@ async fn run(
 }
 
 /// What the daemon learns before launching: the session, its agent, its sandbox prepared.
-#[expect(
-    clippy::too_many_lines,
-    reason = "a start in order: the plan, what it names made, record, pipeline, launch, hub — each step a call"
-)]
 async fn launch(
     app: &AppState,
     id: &str,
@@ -110,17 +109,7 @@ async fn launch(
     let place = start_path::Place::session(app, id);
     let prepared = match prepared {
         Some(p) => p,
-        None => {
-            let (app, agent, access, place) =
-                (app.clone(), agent.clone(), access_of(&s), place.clone());
-            let subject = s.input.as_ref().and_then(super::run::subject_of);
-            tokio::task::spawn_blocking(move || {
-                prepare(&app, &agent, &access, &place, Purpose::Session { subject })
-            })
-            .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| e.detail.unwrap_or(e.title))?
-        }
+        None => plan(app, &s, &agent, &place).await?,
     };
     let guard = start_path::make(app, &place, &prepared)
         .await
@@ -153,17 +142,9 @@ async fn launch(
         .map_err(|e| format!("policy configuration refused: {e}"))?
         .with_resolver(canonicalize);
     let allow = live_allow::allow_of(app, &agent, &prepared);
-    // A denial becomes the session's question (the hub decides whether to ask).
-    let on_egress = move |ev: &EgressEvent| {
-        if ev.decision == EgressDecision::Denied
-            && let Some(tx) = inbox.upgrade()
-        {
-            let _ = tx.try_send(Inbox::Denied {
-                host: ev.host.clone(),
-            });
-        }
-    };
-    let running = start_path::start(app, &agent.id, id, &prepared, allow, on_egress)
+    let on_egress = denied_to(inbox);
+    let running = start_path::start_kept(app, &agent.id, id, &prepared, allow, on_egress)
+        .await
         .map_err(|e| format!("launch failed: {e}"))?;
     let stop = running.stop_signal();
     let mut hub = Hub::new(
@@ -177,7 +158,41 @@ async fn launch(
         prompt,
     );
     hub.git_guard = guard;
-    hub.run = agent
+    hub.kept = running.is_kept().then(|| running.sandbox.clone());
+    hub.run = run_state(&s, &agent);
+    hub.questions = Questions::new(asking);
+    Ok(Live {
+        hub,
+        running,
+        stop,
+        agent_id: agent.id.clone(),
+        taken_over: false,
+    })
+}
+
+/// Session `s`'s plan (a start that was not given one, a take-over).
+async fn plan(
+    app: &AppState,
+    s: &handler_contracts::session::Session,
+    agent: &crate::daemon::store::StoredAgent,
+    place: &start_path::Place,
+) -> Result<Prepared, String> {
+    let (app, agent, access, place) = (app.clone(), agent.clone(), access_of(s), place.clone());
+    let subject = s.input.as_ref().and_then(super::run::subject_of);
+    tokio::task::spawn_blocking(move || {
+        prepare(&app, &agent, &access, &place, Purpose::Session { subject })
+    })
+    .await
+    .map_err(|e| e.to_string())?
+    .map_err(|e| e.detail.unwrap_or(e.title))
+}
+
+/// A run's state (D.18) for a session of an agent with an interface started with an input.
+fn run_state(
+    s: &handler_contracts::session::Session,
+    agent: &crate::daemon::store::StoredAgent,
+) -> Option<RunState> {
+    agent
         .options
         .interface
         .as_ref()
@@ -187,14 +202,153 @@ async fn launch(
                 i.result.clone(),
                 Duration::from_secs(u64::from(i.timeout_sec)),
             )
-        });
+        })
+}
+
+/// Takes over the kept agent of `record` at this daemon's start (issue 28 item 6): its
+/// session's plan prepared again (its policy, allow-list, guard), the keeper connected from the
+/// line after the last its log holds, the hub opened as the record says with the prompt still
+/// in progress, the agent's unanswered questions asked again; the session stays running.
+pub(crate) async fn adopt(app: &AppState, record: records::Record) -> Result<(), String> {
+    let k = record.kept.clone().ok_or("not a kept agent")?;
+    let open = k.open.clone().ok_or("its session was still opening")?;
+    let id = k.session.clone();
+    let s = app.sessions.get(&id).ok_or("the session was deleted")?;
+    let agent = app
+        .agents
+        .agent(&s.agent_id)
+        .ok_or_else(|| format!("its agent {:?} was deleted", s.agent_id))?;
+    let place = start_path::Place::session(app, &id);
+    let prepared = plan(app, &s, &agent, &place).await?;
+    // What the plan names exists already (the same session's): made again, it is kept.
+    let guard = start_path::make(app, &place, &prepared)
+        .await
+        .map_err(|e| e.detail.unwrap_or(e.title))?;
+    let log = app.sessions.log(&id).map_err(|e| e.to_string())?;
+    let after = log.last_agent_line();
+    let (tx, rx) = mpsc::channel(1024);
+    let weak = tx.downgrade();
+    let allow = live_allow::allow_of(app, &agent, &prepared);
+    let on_egress = denied_to(weak.clone());
+    let (running, welcome) = start_path::adopt(
+        app,
+        &record,
+        after,
+        prepared.policy.secrets.clone(),
+        allow,
+        on_egress,
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    network_now(app, &agent, &prepared, &running.sandbox).await;
+    let mut policy = prepared.policy.clone();
+    policy.client_session_id = s.acp_session_id.clone();
+    let asking = asking(&s, &agent, &prepared, &policy);
+    let prompt = welcome
+        .in_flight
+        .iter()
+        .find(|(_, m)| m == "session/prompt")
+        .map(|(id, _)| id.clone());
+    let pipeline = resumed(policy, &open, &welcome.in_flight)?;
+    let (stx, srx) = watch::channel(Started::Pending);
+    let stop = running.stop_signal();
+    let mut hub = Hub::new(
+        app.clone(),
+        id,
+        pipeline,
+        log,
+        running.to_agent.clone(),
+        stx,
+        (s.acp_session_id.clone(), false, s.scope.clone()),
+        None,
+    );
+    hub.git_guard = guard;
+    hub.kept = Some(running.sandbox.clone());
+    hub.run = run_state(&s, &agent);
     hub.questions = Questions::new(asking);
-    Ok(Live {
+    hub.taken_over(&open, prompt);
+    for q in &welcome.asked {
+        hub.agent_line(q.as_bytes()).await;
+    }
+    tracing::info!(session = %hub.id, sandbox = %record.name, after, "kept agent taken over");
+    let live = Live {
         hub,
         running,
         stop,
         agent_id: agent.id.clone(),
-    })
+        taken_over: true,
+    };
+    drive_registered(app, live, (tx, rx), srx);
+    Ok(())
+}
+
+/// The pipeline of a taken-over agent: its session open as the record says, the daemon's
+/// requests in flight its own.
+fn resumed(
+    policy: handler_policy::PolicyConfig,
+    open: &records::OpenRecord,
+    in_flight: &[(String, String)],
+) -> Result<Pipeline, String> {
+    Ok(Pipeline::resume(
+        policy,
+        &open.agent_session,
+        open.load_session,
+        super::hub::DAEMON,
+        in_flight,
+    )
+    .map_err(|e| format!("policy configuration refused: {e}"))?
+    .with_resolver(canonicalize))
+}
+
+/// The agent's allow-list and egress may have changed while no daemon ran (as for a terminal
+/// taken back, F13): a taken-over sandbox gets them now.
+async fn network_now(
+    app: &AppState,
+    agent: &crate::daemon::store::StoredAgent,
+    prepared: &Prepared,
+    sandbox: &str,
+) {
+    if let Err(e) = live_allow::apply_allow(app, agent).await {
+        tracing::warn!(%sandbox, error = %e.problem().detail.unwrap_or_default(), "a kept agent taken over kept its allow-list");
+    }
+    if let (Some(e), NetworkPolicy::Filtered { .. }) =
+        (agent.options.egress, &prepared.spec.network)
+        && let Err(err) = app.launcher.set_egress(sandbox, e).await
+    {
+        tracing::warn!(%sandbox, error = %err, "a kept agent taken over kept its egress");
+    }
+}
+
+/// A taken-over session's hub in the registry, and its loop.
+fn drive_registered(
+    app: &AppState,
+    live: Live,
+    (tx, rx): (mpsc::Sender<Inbox>, mpsc::Receiver<Inbox>),
+    started: watch::Receiver<Started>,
+) {
+    let id = live.hub.id.clone();
+    app.live_sessions
+        .lock()
+        .insert(id.clone(), Handle { inbox: tx, started });
+    let app = app.clone();
+    tokio::spawn(async move {
+        let inbox = drive(live, rx).await;
+        app.live_sessions.remove(&id);
+        drop(inbox);
+    });
+}
+
+/// A denial becomes the session's question (the hub decides whether to ask).
+fn denied_to(inbox: mpsc::WeakSender<Inbox>) -> impl Fn(&EgressEvent) + Send + Sync + 'static {
+    move |ev: &EgressEvent| {
+        if ev.decision == EgressDecision::Denied
+            && let Some(tx) = inbox.upgrade()
+        {
+            let _ = tx.try_send(Inbox::Denied {
+                host: ev.host.clone(),
+            });
+        }
+    }
 }
 
 /// Whom a session's questions about denied hosts are about (issue 13 item 7): None for a
@@ -217,7 +371,9 @@ fn asking(
 /// The hub's loop, until its ending; then the end. Gives the inbox back, to be dropped once
 /// the session is out of the registry.
 async fn drive(mut l: Live, mut inbox: mpsc::Receiver<Inbox>) -> mpsc::Receiver<Inbox> {
-    l.hub.begin().await;
+    if !l.taken_over {
+        l.hub.begin().await;
+    }
     let idle = l.hub.app.config.session_idle_timeout;
     let mut tick = tokio::time::interval(
         (idle / 4).clamp(Duration::from_millis(200), Duration::from_secs(30)),
@@ -231,10 +387,13 @@ async fn drive(mut l: Live, mut inbox: mpsc::Receiver<Inbox>) -> mpsc::Receiver<
                 None => l.hub.ending = Some(Ending::Stop(StopHow::Explicit, "stopped".into(), None)),
             },
             o = l.running.from_agent.recv() => match o {
-                Some(AgentOut::Line(line)) => {
+                Some(AgentOut::Line(line, n)) => {
                     if !line.iter().all(u8::is_ascii_whitespace) {
+                        l.hub.agent_line = (n > 0).then_some(n);
                         l.hub.agent_line(&line).await;
+                        l.hub.agent_line = None;
                     }
+                    l.running.ack(n);
                 }
                 Some(AgentOut::TooBig) => {
                     let max = l.hub.app.config.max_message_bytes;
@@ -246,6 +405,9 @@ async fn drive(mut l: Live, mut inbox: mpsc::Receiver<Inbox>) -> mpsc::Receiver<
                 let gone = l.hub.app.agents.agent(&l.agent_id).is_none();
                 l.hub.ending = Some(if gone {
                     Ending::Stop(StopHow::Deleted, "its agent was deleted".into(), None)
+                } else if l.running.is_kept() && l.hub.busy() {
+                    // An upgrade never cuts a turn: the next daemon takes the agent over.
+                    Ending::Leave
                 } else {
                     Ending::Stop(StopHow::Explicit, "the daemon is stopping".into(), None)
                 });
@@ -287,6 +449,13 @@ async fn handle(hub: &mut Hub, m: Inbox) {
 /// 4002, the record stopped (failed when the agent exited non-zero unasked, or for an error).
 async fn finish(mut l: Live) {
     let ending = l.hub.ending.take().unwrap_or(Ending::AgentExit);
+    if matches!(ending, Ending::Leave) {
+        l.hub.leave();
+        let registration = l.running.leave();
+        tracing::info!(session = %l.hub.id, "daemon stopping mid-turn: the kept agent goes on for the next daemon");
+        drop(registration);
+        return;
+    }
     let exit = match ending {
         Ending::AgentExit => l.running.exit_code(Duration::from_secs(10)).await,
         _ => None,
@@ -307,6 +476,7 @@ async fn finish(mut l: Live) {
             (StopHow::Exited, detail, err)
         }
         Ending::Error(reason) => (StopHow::Error, reason.clone(), Some(reason)),
+        Ending::Leave => return,
     };
     l.hub.finish(how, Some(detail.clone()));
     if *l.hub.started.borrow() == Started::Pending {

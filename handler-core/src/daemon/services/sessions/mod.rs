@@ -216,11 +216,53 @@ pub async fn delete(app: &AppState, id: &str) -> ApiResult<()> {
 /// At the daemon's start (F.6.5): every session that was starting or running is marked stopped
 /// (failed if it never got an ACP session), an open turn logged ended `daemon_restarted`, then
 /// a lifecycle event; their sandboxes died with the old daemon (the sweep removes leftovers).
+/// Sessions whose agent outlived the previous daemon (a live keeper, its session open: issue 28
+/// item 6) are left running, for `take_over`.
 pub fn mark_stopped_at_start(app: &AppState) {
+    let kept: std::collections::HashSet<String> =
+        crate::daemon::launch::records::list(&app.config.state_dir)
+            .into_iter()
+            .filter(|r| r.launcher.alive())
+            .filter_map(|r| r.kept.filter(|k| k.open.is_some()).map(|k| k.session))
+            .collect();
     for s in app.sessions.list() {
         if !matches!(s.state, SessionState::Starting | SessionState::Running) {
             continue;
         }
+        if kept.contains(&s.id) {
+            continue;
+        }
+        mark_stopped(app, &s);
+    }
+}
+
+/// Takes over the agents that outlived the previous daemon (issue 28 item 6); one that cannot
+/// be is stopped (its keeper SIGTERMed: launch stops and cleans up) and its session marked
+/// stopped as F.6.5 says.
+pub async fn take_over(app: &AppState, kept: Vec<crate::daemon::launch::records::Record>) {
+    for r in kept {
+        let session = r
+            .kept
+            .as_ref()
+            .map(|k| k.session.clone())
+            .unwrap_or_default();
+        if let Err(e) = lifecycle::adopt(app, r.clone()).await {
+            tracing::warn!(session = %session, sandbox = %r.name, error = %e, "a kept agent cannot be taken over: stopping it");
+            r.launcher.signal(nix::sys::signal::Signal::SIGTERM);
+            crate::daemon::launch::records::forget(&app.config.state_dir, &r.name);
+            if let Some(s) = app.sessions.get(&session)
+                && matches!(s.state, SessionState::Starting | SessionState::Running)
+            {
+                mark_stopped(app, &s);
+            }
+        }
+    }
+}
+
+/// F.6.5 for one session: an open turn logged ended `daemon_restarted`, the lifecycle event,
+/// the record stopped (failed if it never got an ACP session).
+fn mark_stopped(app: &AppState, s: &Session) {
+    {
         let path = app
             .sessions
             .folder(&s.id)
