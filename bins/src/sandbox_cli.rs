@@ -5,10 +5,10 @@
 use clap::{CommandFactory, FromArgMatches};
 use handler_core::runtime::sandbox::engine::{self, Kind};
 use handler_core::runtime::sandbox::{
-    attach, cache, check, egress_verbs, git_bundle, image, image_base, keep, launch, sweep,
-    watchdog,
+    attach, cache, check, egress_verbs, git_bundle, image, image_base, keep, launch, machine,
+    sweep, watchdog,
 };
-use handler_sandbox::verbs::{CacheVerb, ImageVerb, SandboxCli, Verb};
+use handler_sandbox::verbs::{CacheVerb, ImageVerb, MachineVerb, SandboxCli, Verb};
 
 /// Runs the verb on the command line with `kind`'s engine and exits with its code.
 pub(crate) fn main(kind: Kind, about: &'static str) -> ! {
@@ -38,6 +38,21 @@ fn run(kind: Kind, verb: Verb) -> i32 {
         Verb::Cache(CacheVerb::Clear { paths }) => cache::clear(&paths),
         Verb::Watchdog(w) => watchdog::run(w.pid, w.start, w.boot, w.dir),
         Verb::Keep(k) => keep::run(&k),
+        Verb::Machine(m) => run_machine(m),
+    }
+}
+
+/// `machine …`; its exit code.
+fn run_machine(verb: MachineVerb) -> i32 {
+    match verb {
+        MachineVerb::Create => machine::create(),
+        MachineVerb::Start { id } => machine::state("start", &id),
+        MachineVerb::Stop { id } => machine::state("stop", &id),
+        MachineVerb::Restart { id } => machine::state("restart", &id),
+        MachineVerb::Status { id } => machine::status(&id),
+        MachineVerb::Stats { id } => machine::stats(&id),
+        MachineVerb::Rm { id } => machine::rm(&id),
+        MachineVerb::Exec { id } => machine::exec(&id),
     }
 }
 

@@ -16,6 +16,7 @@ pub mod control;
 pub mod files;
 pub mod harness;
 pub mod hosts;
+pub mod machine;
 pub mod miniapp;
 pub mod parse;
 pub mod patterns;

@@ -31,6 +31,8 @@ use crate::session::*;
 schemas! {
     // A
     "sandbox-spec" => SandboxSpec,
+    "exec-spec" => crate::machine::ExecSpec,
+    "machine-stats" => crate::machine::MachineStats,
     "runtime-check" => RuntimeCheck,
     "egress-event" => EgressEvent,
     // B

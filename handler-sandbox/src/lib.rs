@@ -13,6 +13,7 @@ pub mod git;
 pub mod guard;
 pub mod host;
 pub mod keep;
+pub mod machine;
 pub mod network;
 pub mod plan;
 pub mod validate;

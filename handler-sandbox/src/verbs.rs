@@ -69,6 +69,54 @@ pub enum Verb {
     /// with the SandboxSpec on fd 3 and serves its stdin, stdout and stderr on SOCKET, so the
     /// sandbox outlives its daemon; stops it when no daemon connected for TIMEOUT seconds.
     Keep(Keep),
+    /// Machines (issue 29): sandboxes that outlive every process, created from a MachineSpec
+    /// on fd 3, reached by `exec` with an ExecSpec on fd 3.
+    #[command(subcommand)]
+    Machine(MachineVerb),
+}
+
+/// `machine …`: ID is the machine's id (its container is `handler-m-ID`); only containers
+/// labelled as that machine are ever touched.
+#[derive(Debug, Clone, PartialEq, Eq, Subcommand)]
+pub enum MachineVerb {
+    /// Create (and start) a machine from the MachineSpec on fd 3; prints its container id.
+    Create,
+    /// Start a stopped machine.
+    Start {
+        /// The machine.
+        id: String,
+    },
+    /// Stop a machine (its processes get SIGTERM, then SIGKILL after 10 s).
+    Stop {
+        /// The machine.
+        id: String,
+    },
+    /// Restart a machine (starts a stopped one).
+    Restart {
+        /// The machine.
+        id: String,
+    },
+    /// The runtime's record of a machine (JSON).
+    Status {
+        /// The machine.
+        id: String,
+    },
+    /// CPU, memory, processes, network and disk right now (JSON, the seed's Stats).
+    Stats {
+        /// The machine.
+        id: String,
+    },
+    /// Remove a machine and everything in it.
+    Rm {
+        /// The machine.
+        id: String,
+    },
+    /// Run the ExecSpec on fd 3 in a running machine: stdio is the process's, its exit code
+    /// the verb's, SIGTERM ends it.
+    Exec {
+        /// The machine.
+        id: String,
+    },
 }
 
 /// `keep`: the socket, how long the launch waits for a daemon, its bounds.
@@ -416,6 +464,7 @@ impl Verb {
                 .opt("start", &d.start.to_string())
                 .opt("boot", &d.boot)
                 .opt("dir", &d.dir.to_string_lossy()),
+            Self::Machine(m) => m.words(w.verb("machine")),
             Self::Keep(k) => w
                 .verb("keep")
                 .opt("socket", &k.socket.to_string_lossy())
@@ -424,6 +473,21 @@ impl Verb {
                 .opt("buffer", &k.buffer.to_string()),
         }
         .done()
+    }
+}
+
+impl MachineVerb {
+    fn words(&self, w: Words) -> Words {
+        match self {
+            Self::Create => w.verb("create"),
+            Self::Start { id } => w.verb("start").pos(&[id]),
+            Self::Stop { id } => w.verb("stop").pos(&[id]),
+            Self::Restart { id } => w.verb("restart").pos(&[id]),
+            Self::Status { id } => w.verb("status").pos(&[id]),
+            Self::Stats { id } => w.verb("stats").pos(&[id]),
+            Self::Rm { id } => w.verb("rm").pos(&[id]),
+            Self::Exec { id } => w.verb("exec").pos(&[id]),
+        }
     }
 }
 
@@ -565,6 +629,14 @@ mod tests {
                 boot: s("b-1"),
                 dir: PathBuf::from("/run/x"),
             }),
+            Verb::Machine(MachineVerb::Create),
+            Verb::Machine(MachineVerb::Start { id: s("-box") }),
+            Verb::Machine(MachineVerb::Stop { id: s("box") }),
+            Verb::Machine(MachineVerb::Restart { id: s("box") }),
+            Verb::Machine(MachineVerb::Status { id: s("box") }),
+            Verb::Machine(MachineVerb::Stats { id: s("box") }),
+            Verb::Machine(MachineVerb::Rm { id: s("--all") }),
+            Verb::Machine(MachineVerb::Exec { id: s("box") }),
             Verb::Keep(Keep {
                 socket: PathBuf::from("--socket=/tmp/x y.sock"),
                 timeout: 600,
@@ -578,7 +650,7 @@ mod tests {
     fn path_of(v: &Verb) -> String {
         let a = v.to_args();
         match a[0].as_str() {
-            "image" | "cache" => format!("{} {}", a[0], a[1]),
+            "image" | "cache" | "machine" => format!("{} {}", a[0], a[1]),
             _ => a[0].clone(),
         }
     }

@@ -23,6 +23,7 @@ mod example_relay;
 mod installed_handler;
 mod real_agents_e2e;
 mod sandbox_conformance;
+mod sandbox_machine;
 mod sandbox_runtime;
 mod session_files_git;
 mod temp_daemon;

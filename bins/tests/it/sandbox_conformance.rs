@@ -20,14 +20,14 @@ const IMAGE: &str = "localhost/handler-test-busybox:latest";
 
 /// The runtime executable a case runs against (issue 19: one suite, two runtimes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Runtime {
+pub(crate) enum Runtime {
     Podman,
     Docker,
 }
 
 impl Runtime {
     /// The engine's CLI.
-    fn cli(self) -> &'static str {
+    pub(crate) fn cli(self) -> &'static str {
         match self {
             Runtime::Podman => "podman",
             Runtime::Docker => "docker",
@@ -67,14 +67,14 @@ impl Runtime {
     }
 }
 
-struct Env {
-    rt: Runtime,
-    bin: PathBuf,
+pub(crate) struct Env {
+    pub(crate) rt: Runtime,
+    pub(crate) bin: PathBuf,
     /// Some(name) when the tests run as root and must switch to that user.
     user: Option<String>,
     uid: u32,
     gid: u32,
-    home: String,
+    pub(crate) home: String,
 }
 
 /// Removes `/tmp/handler-sandbox-test-bin-<pid>` folders whose process no longer runs.
@@ -197,7 +197,7 @@ thread_local! {
 
 /// Runs conformance case `case` against runtime `rt` (skipped, saying so, when the machine
 /// has no such engine and its skip variable is set).
-fn with_env(rt: Runtime, case: fn(&Env)) {
+pub(crate) fn with_env(rt: Runtime, case: fn(&Env)) {
     CURRENT.with(|c| c.set(Some(rt)));
     if let Some(e) = env(rt) {
         case(e);
@@ -206,7 +206,7 @@ fn with_env(rt: Runtime, case: fn(&Env)) {
 
 impl Env {
     /// A command run as the test user, with a clean environment plus `extra`.
-    fn as_user(&self, program: &str, args: &[&str], extra: &[(&str, &str)]) -> Command {
+    pub(crate) fn as_user(&self, program: &str, args: &[&str], extra: &[(&str, &str)]) -> Command {
         match &self.user {
             Some(u) => {
                 let mut c = Command::new("setpriv");
@@ -242,14 +242,14 @@ impl Env {
     }
 
     /// The engine's CLI (podman or docker) as the test user.
-    fn cli(&self, args: &[&str]) -> Output {
+    pub(crate) fn cli(&self, args: &[&str]) -> Output {
         self.as_user(self.rt.cli(), args, &[])
             .stdin(Stdio::null())
             .output()
             .expect("the engine's CLI runs")
     }
 
-    fn bin(&self, args: &[&str]) -> Command {
+    pub(crate) fn bin(&self, args: &[&str]) -> Command {
         self.as_user(self.bin.to_str().unwrap(), args, &[])
     }
 
@@ -272,14 +272,14 @@ impl Env {
     }
 
     /// Gives a path to the test user.
-    fn give(&self, p: &Path) {
+    pub(crate) fn give(&self, p: &Path) {
         if self.user.is_some() {
             std::os::unix::fs::chown(p, Some(self.uid), Some(self.gid)).unwrap();
         }
     }
 
     /// A fresh folder owned by the test user (0755).
-    fn tempdir(&self, tag: &str) -> PathBuf {
+    pub(crate) fn tempdir(&self, tag: &str) -> PathBuf {
         static N: AtomicU32 = AtomicU32::new(0);
         // One folder per test process, `/tmp/hst-<pid>`: the next run removes what a run left.
         static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();

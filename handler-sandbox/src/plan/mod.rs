@@ -36,6 +36,18 @@ pub mod labels {
     pub const INSTANCE_DIR: &str = "handler.instance-dir";
     /// `handler.image-mount.<id>`: an image the instance mounts (A6).
     pub const IMAGE_MOUNT_PREFIX: &str = "handler.image-mount.";
+    /// A machine's id (issue 29): the only containers machine verbs touch.
+    pub const MACHINE: &str = handler_contracts::machine::MACHINE_LABEL;
+}
+
+/// What a plan is for: a launch (its container lives as long as its launcher) or a machine
+/// (created to outlive every process, issue 29).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind<'a> {
+    /// `launch`.
+    Launch,
+    /// `machine create` of machine `id`.
+    Machine(&'a str),
 }
 
 /// The image's PATH when it has none in its config (podman's default).
@@ -423,6 +435,16 @@ pub fn plan_launch_on(
     spec: &ValidSpec<'_>,
     facts: &HostFacts,
 ) -> Result<LaunchPlan> {
+    plan_on(Kind::Launch, engine, spec, facts)
+}
+
+/// A launch's or a machine's plan (see [`plan_launch`], `crate::machine`).
+pub(crate) fn plan_on(
+    kind: Kind<'_>,
+    engine: Engine<'_>,
+    spec: &ValidSpec<'_>,
+    facts: &HostFacts,
+) -> Result<LaunchPlan> {
     let spec = spec.spec();
     check_host(engine, facts)?;
     let inst = facts.instance_dir.trim_end_matches('/').to_string();
@@ -432,7 +454,7 @@ pub fn plan_launch_on(
         spec,
         facts,
         engine,
-        args: base_args(engine, spec, facts)?,
+        args: base_args(kind, engine, spec, facts)?,
         inst,
         stage: Vec::new(),
         mounts: Vec::new(),
@@ -444,7 +466,7 @@ pub fn plan_launch_on(
     d.confinement()?;
     d.args.extend(network.podman_args.iter().cloned());
     d.resources()?;
-    d.labels();
+    d.labels(kind);
     d.mounts()?;
     d.writable_paths()?;
     d.files()?;
@@ -482,10 +504,18 @@ fn check_host(engine: Engine<'_>, facts: &HostFacts) -> Result {
 
 /// The verb and the options every sandbox has: its name, keep-id as the host user, the
 /// workdir, the process limit, no proxy variables from podman, a read-only root, no entrypoint.
-fn base_args(engine: Engine<'_>, spec: &SandboxSpec, facts: &HostFacts) -> Result<Vec<String>> {
+fn base_args(
+    kind: Kind<'_>,
+    engine: Engine<'_>,
+    spec: &SandboxSpec,
+    facts: &HostFacts,
+) -> Result<Vec<String>> {
     let pids = facts.nproc_hard.map_or(PIDS_LIMIT, |h| h.min(PIDS_LIMIT));
     let mut args: Vec<String> = Vec::new();
-    if spec.tty {
+    if let Kind::Machine(_) = kind {
+        // Kept after its process ends (started again), no stdin: execs bring their own.
+        push(&mut args, &["create", "--log-driver=none"]);
+    } else if spec.tty {
         push(&mut args, &["create", "--tty", "--interactive"]);
     } else {
         push(
@@ -645,11 +675,18 @@ impl Draft<'_> {
     }
 
     /// Labels: the spec's, then the runtime's (instance, launcher, instance folder).
-    fn labels(&mut self) {
+    fn labels(&mut self, kind: Kind<'_>) {
         let (spec, l) = (self.spec, &self.facts.launcher);
         self.labels = spec.labels.clone();
         self.labels
             .insert(labels::SANDBOX.into(), spec.name.clone());
+        if let Kind::Machine(id) = kind {
+            // No launcher's labels: no sweep or watchdog takes a machine for a dead launch's.
+            self.labels.insert(labels::MACHINE.into(), id.to_string());
+            self.labels
+                .insert(labels::INSTANCE_DIR.into(), self.inst.clone());
+            return;
+        }
         self.labels
             .insert(labels::LAUNCHER_PID.into(), l.pid.to_string());
         self.labels

@@ -13,5 +13,6 @@
 mod copytree;
 mod example;
 mod guard;
+mod machine;
 mod plan;
 mod plan_docker;

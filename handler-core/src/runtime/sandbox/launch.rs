@@ -43,7 +43,7 @@ const SPEC_FD: std::os::fd::RawFd = 3;
 /// pipe or file made by another uid (a wrapper that made the pipe as root then dropped to the
 /// user): reading the descriptor needs no permission check.
 #[allow(unsafe_code)]
-fn take_spec_fd() -> std::io::Result<fs::File> {
+pub(crate) fn take_spec_fd() -> std::io::Result<fs::File> {
     use std::os::fd::FromRawFd as _;
     use std::sync::atomic::{AtomicBool, Ordering};
     static TAKEN: AtomicBool = AtomicBool::new(false);

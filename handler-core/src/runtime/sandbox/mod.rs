@@ -15,6 +15,7 @@ pub mod image;
 pub mod image_base;
 pub mod keep;
 pub mod launch;
+pub mod machine;
 pub mod podman;
 pub mod stderr;
 pub mod sweep;

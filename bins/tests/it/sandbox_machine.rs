@@ -1,0 +1,279 @@
+//! Contract A's machine verbs (issue 29, decision 0142) against real rootless Podman, as the
+//! unprivileged test user: a machine created from a MachineSpec on fd 3 with the launch's
+//! hardening, reached by `machine exec` (stdio, exit code, a value by name never in any argv),
+//! a file one exec writes seen by the next and after a stop and start, `stats` moving when a
+//! process burns CPU, `{"running": false}` once stopped, and a container that is not labelled
+//! as a machine never touched — each case on rootless Podman and rootless Docker, with the
+//! contract-A conformance suite's environment.
+
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::sandbox_conformance::{Env, Runtime, with_env};
+
+const IMAGE: &str = "localhost/handler-test-busybox:latest";
+
+/// `machine ARGS` as the test user, `doc` (if any) on fd 3 from a file only that user reads.
+fn machine(e: &Env, args: &[&str], doc: Option<&Value>) -> Command {
+    let mut script = String::from("exec \"$0\" machine");
+    for (i, _) in args.iter().enumerate() {
+        script.push_str(&format!(" \"${}\"", i + 2));
+    }
+    let dir = e.tempdir("machine-doc");
+    let file = dir.join("doc.json");
+    if let Some(d) = doc {
+        std::fs::write(&file, d.to_string()).unwrap();
+        e.give(&file);
+        script.push_str(" 3<\"$1\"");
+    }
+    let mut all = vec![
+        "-c",
+        &script,
+        e.bin.to_str().unwrap(),
+        file.to_str().unwrap(),
+    ];
+    all.extend(args);
+    e.as_user("sh", &all, &[])
+}
+
+fn out(c: &mut Command) -> Output {
+    c.stdin(Stdio::null()).output().unwrap()
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "exit {:?}\nstdout {}\nstderr {}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn exec(e: &Env, id: &str, x: Value) -> Output {
+    out(&mut machine(e, &["exec", id], Some(&x)))
+}
+
+/// Removes the machine when the case ends, however it ends.
+struct Removed<'a>(&'a Env, String);
+
+impl Drop for Removed<'_> {
+    fn drop(&mut self) {
+        let _ = out(&mut machine(self.0, &["rm", &self.1], None));
+    }
+}
+
+fn id(tag: &str, e: &Env) -> String {
+    format!("{tag}{}{}", std::process::id(), &e.rt.cli()[..1])
+}
+
+fn a_machine_is_made_reached_by_exec_kept_across_a_restart_and_removed(e: &Env) {
+    let id = id("t", e);
+    let work = e.tempdir("machine-work");
+    let w = work.display().to_string();
+    let spec = json!({
+        "apiVersion": "handler.sandbox/v1", "name": format!("handler-m-{id}"), "image": IMAGE,
+        "argv": ["sh", "-c", "while :; do sleep 3600; done"], "env": {}, "workdir": w,
+        "user": {"mode": "host-user", "home": e.home},
+        "mounts": [{"source": w, "target": w, "readOnly": false, "kind": "scope"}],
+        "files": [], "writablePaths": [], "network": {"mode": "none"}, "injections": [],
+        "labels": {"handler.test": "machine"}
+    });
+    let o = out(&mut machine(e, &["create"], Some(&spec)));
+    let _gone = Removed(e, id.clone());
+    assert!(o.status.success(), "{}", text(&o));
+    // The launch's hardening, on the machine as the engine records it.
+    let o = out(&mut machine(e, &["status", &id], None));
+    assert!(o.status.success(), "{}", text(&o));
+    let st: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(st["State"]["Running"], true, "{st}");
+    assert_eq!(st["HostConfig"]["ReadonlyRootfs"], true);
+    assert_eq!(st["Config"]["Labels"]["handler.machine"], id.as_str());
+    let caps = st["HostConfig"]["CapDrop"].to_string().to_lowercase();
+    // Every capability the engine would give is dropped (podman lists them).
+    for c in ["cap_setuid", "cap_net_raw", "cap_chown"] {
+        assert!(
+            caps.contains(c) || caps.contains("all"),
+            "{c} not dropped: {caps}"
+        );
+    }
+    assert!(
+        st["HostConfig"]["SecurityOpt"]
+            .to_string()
+            .contains("no-new-privileges"),
+        "{}",
+        st["HostConfig"]["SecurityOpt"]
+    );
+    // An exec: stdio, the exit code, a value given by name that no argv holds.
+    let o = exec(
+        e,
+        &id,
+        json!({"argv": ["sh", "-c", "echo kept > f; echo \"v=$SECRET_X\"; exit 7"], "env": {"SECRET_X": "s3cr3t-Value-9"}}),
+    );
+    assert_eq!(o.status.code(), Some(7), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("v=s3cr3t-Value-9"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(std::fs::read_to_string(work.join("f")).unwrap(), "kept\n");
+    let mut slow = machine(
+        e,
+        &["exec", &id],
+        Some(&json!({"argv": ["sleep", "3"], "env": {"SECRET_X": "s3cr3t-Value-9"}})),
+    );
+    let mut child = slow.stdin(Stdio::null()).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(1200));
+    let leaked: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.contains("s3cr3t-Value-9"))
+        .collect();
+    assert!(leaked.is_empty(), "a value in an argv: {leaked:?}");
+    assert!(child.wait().unwrap().success());
+    // stats move when a process burns CPU.
+    let mut burn = machine(
+        e,
+        &["exec", &id],
+        Some(&json!({"argv": ["sh", "-c", "timeout 4 sh -c 'while :; do :; done'"]})),
+    );
+    let mut b = burn.stdin(Stdio::null()).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut last = Value::Null;
+    while Instant::now() < deadline {
+        let o = out(&mut machine(e, &["stats", &id], None));
+        assert!(o.status.success(), "{}", text(&o));
+        last = serde_json::from_slice(&o.stdout).unwrap();
+        if last["cpu"]["percent"].as_f64().unwrap_or(0.0) > 20.0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert!(
+        last["cpu"]["percent"].as_f64().unwrap_or(0.0) > 20.0,
+        "{last}"
+    );
+    assert_eq!(last["running"], true);
+    assert!(last["memory"]["used"].as_u64().unwrap() > 0, "{last}");
+    // The machine's own, not its engine's: a shell loop holds far less than 512 MiB.
+    assert!(
+        last["memory"]["used"].as_u64().unwrap() < 512 << 20,
+        "{last}"
+    );
+    assert!(last["pids"].as_u64().unwrap() >= 2, "{last}");
+    let _ = b.wait();
+    // Stopped: not running, its stats say only that; started: the file is still there.
+    let o = out(&mut machine(e, &["stop", &id], None));
+    assert!(o.status.success(), "{}", text(&o));
+    let o = out(&mut machine(e, &["stats", &id], None));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        r#"{"running":false}"#,
+        "{}",
+        text(&o)
+    );
+    let o = exec(e, &id, json!({"argv": ["true"]}));
+    assert_ne!(
+        o.status.code(),
+        Some(0),
+        "no exec in a stopped machine: {}",
+        text(&o)
+    );
+    let o = out(&mut machine(e, &["start", &id], None));
+    assert!(o.status.success(), "{}", text(&o));
+    let o = exec(e, &id, json!({"argv": ["cat", "f"]}));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "kept\n", "{}", text(&o));
+    let o = out(&mut machine(e, &["restart", &id], None));
+    assert!(o.status.success(), "{}", text(&o));
+    // A bad exec names its field (65).
+    let o = exec(e, &id, json!({"argv": []}));
+    assert_eq!(o.status.code(), Some(65), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("argv"),
+        "{}",
+        text(&o)
+    );
+    // Removed: gone, and every verb says there is no such machine (3).
+    let o = out(&mut machine(e, &["rm", &id], None));
+    assert!(o.status.success(), "{}", text(&o));
+    let o = out(&mut machine(e, &["status", &id], None));
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+}
+
+fn a_container_that_is_not_a_machine_is_never_touched_and_a_tty_or_filter_is_refused(e: &Env) {
+    let id = id("imp", e);
+    let name = format!("handler-m-{id}");
+    // Someone's container with a machine's name but no machine label.
+    let o = e.cli(&["run", "-d", "--name", &name, IMAGE, "sleep", "60"]);
+    assert!(o.status.success(), "{}", text(&o));
+    for verb in ["stop", "rm", "status", "stats"] {
+        let o = out(&mut machine(e, &[verb, &id], None));
+        assert_eq!(o.status.code(), Some(3), "{verb}: {}", text(&o));
+    }
+    let o = e.cli(&["inspect", "--format", "{{.State.Running}}", &name]);
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        "true",
+        "{}",
+        text(&o)
+    );
+    let _ = e.cli(&["rm", "-f", &name]);
+    let base = json!({
+        "apiVersion": "handler.sandbox/v1", "name": "handler-m-refused", "image": IMAGE,
+        "argv": ["sleep", "60"], "env": {}, "workdir": "/tmp",
+        "user": {"mode": "host-user", "home": e.home},
+        "mounts": [], "files": [], "writablePaths": [], "network": {"mode": "none"}, "injections": []
+    });
+    let mut tty = base.clone();
+    tty["tty"] = json!(true);
+    let o = out(&mut machine(e, &["create"], Some(&tty)));
+    assert_eq!(o.status.code(), Some(65), "{}", text(&o));
+    let mut f = base.clone();
+    f["network"] =
+        json!({"mode": "filtered", "allow": ["a.example:443"], "enforcement": "enforce"});
+    let o = out(&mut machine(e, &["create"], Some(&f)));
+    assert_eq!(o.status.code(), Some(64), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("network"),
+        "{}",
+        text(&o)
+    );
+}
+
+mod podman {
+    #[test]
+    fn a_machine_is_made_reached_by_exec_kept_across_a_restart_and_removed() {
+        super::with_env(
+            super::Runtime::Podman,
+            super::a_machine_is_made_reached_by_exec_kept_across_a_restart_and_removed,
+        );
+    }
+    #[test]
+    fn a_container_that_is_not_a_machine_is_never_touched_and_a_tty_or_filter_is_refused() {
+        super::with_env(
+            super::Runtime::Podman,
+            super::a_container_that_is_not_a_machine_is_never_touched_and_a_tty_or_filter_is_refused,
+        );
+    }
+}
+
+mod docker {
+    #[test]
+    fn a_machine_is_made_reached_by_exec_kept_across_a_restart_and_removed() {
+        super::with_env(
+            super::Runtime::Docker,
+            super::a_machine_is_made_reached_by_exec_kept_across_a_restart_and_removed,
+        );
+    }
+    #[test]
+    fn a_container_that_is_not_a_machine_is_never_touched_and_a_tty_or_filter_is_refused() {
+        super::with_env(
+            super::Runtime::Docker,
+            super::a_container_that_is_not_a_machine_is_never_touched_and_a_tty_or_filter_is_refused,
+        );
+    }
+}

@@ -1,0 +1,219 @@
+//! Machines (issue 29, the second seed's "computer"): a sandbox that outlives one connection.
+//! Contract A's machine verbs take a **MachineSpec** on fd 3 — a SandboxSpec whose `argv` is the
+//! machine's first process and which has no tty (decision 0142: every rule of A.1–A.9 holds as
+//! written, validated by the same validator) — and `machine exec` an [`ExecSpec`]; `machine
+//! stats` answers [`MachineStats`] (the seed's Stats). Which images a machine may be made of is
+//! [`images`].
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+pub mod images;
+
+/// The SandboxSpec a machine is made from (see the module's text).
+pub type MachineSpec = crate::sandbox::SandboxSpec;
+
+/// The label every machine carries: its id. Only containers with it are ever touched by a
+/// machine verb.
+pub const MACHINE_LABEL: &str = "handler.machine";
+
+/// The container name of machine `id`.
+pub fn container_name(id: &str) -> String {
+    format!("handler-m-{id}")
+}
+
+/// Whether `id` is a machine id: a lowercase DNS label of 1–40 characters starting with a
+/// letter (the container's name is `handler-m-<id>`).
+pub fn valid_id(id: &str) -> bool {
+    let b = id.as_bytes();
+    !b.is_empty()
+        && b.len() <= 40
+        && b[0].is_ascii_lowercase()
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && !id.ends_with('-')
+}
+
+/// A process to run in a running machine (`machine exec`, on fd 3).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ExecSpec {
+    /// The program and its arguments (not empty).
+    pub argv: Vec<String>,
+    /// Where it starts (absolute; the machine's workdir when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// Its variables: given to the engine by name, the values only in the engine's own
+    /// environment (never in argv, A2's rule for secrets).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// The user inside the machine (a name or `uid[:gid]`); the machine's own when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// A terminal (the caller's) instead of pipes.
+    #[serde(default)]
+    pub tty: bool,
+}
+
+/// An [`ExecSpec`] that cannot be run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ExecError {
+    /// The field named is wrong.
+    #[error("{field}: {why}")]
+    Field {
+        /// The field.
+        field: String,
+        /// What is wrong.
+        why: String,
+    },
+}
+
+fn field(field: impl Into<String>, why: impl Into<String>) -> ExecError {
+    ExecError::Field {
+        field: field.into(),
+        why: why.into(),
+    }
+}
+
+impl ExecSpec {
+    /// The rules of an exec (A2 for names, absolute paths): the first field that breaks one.
+    pub fn check(&self) -> Result<(), ExecError> {
+        if self.argv.is_empty() || self.argv[0].is_empty() {
+            return Err(field("argv", "names no program"));
+        }
+        if let Some(i) = self.argv.iter().position(|a| a.contains('\0')) {
+            return Err(field(format!("argv[{i}]"), "holds a NUL"));
+        }
+        if let Some(c) = &self.cwd
+            && (!c.starts_with('/') || c.contains('\0'))
+        {
+            return Err(field("cwd", "is not an absolute path"));
+        }
+        let name_ok = |n: &str| {
+            let mut cs = n.chars();
+            cs.next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && cs.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        };
+        if let Some(n) = self.env.keys().find(|n| !name_ok(n)) {
+            return Err(field(format!("env.{n}"), "is not a variable name"));
+        }
+        if let Some(u) = &self.user {
+            let ok = !u.is_empty()
+                && u.len() <= 64
+                && u.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "_-:".contains(c))
+                && !u.starts_with('-');
+            if !ok {
+                return Err(field("user", "is not a user name or uid[:gid]"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `machine stats` (the seed's Stats): sizes in bytes; `cpu.percent` is of one core, so it can
+/// exceed 100. A stopped machine is `{ "running": false }`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineStats {
+    /// Whether it runs.
+    pub running: bool,
+    /// Its CPU use.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<CpuStats>,
+    /// Its memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<MemoryStats>,
+    /// Its processes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pids: Option<u64>,
+    /// Bytes received and sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetStats>,
+    /// Bytes read and written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block: Option<BlockStats>,
+}
+
+/// CPU: percent of one core; its core limit when it has one.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+pub struct CpuStats {
+    /// Percent of one core.
+    pub percent: f64,
+    /// Its CPU limit, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cores: Option<f64>,
+}
+
+/// Memory: used and limit in bytes, and their ratio in percent.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+pub struct MemoryStats {
+    /// Bytes in use.
+    pub used: u64,
+    /// Its limit in bytes.
+    pub limit: u64,
+    /// `used / limit`, in percent.
+    pub percent: f64,
+}
+
+/// Network bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+pub struct NetStats {
+    /// Received.
+    pub rx: u64,
+    /// Sent.
+    pub tx: u64,
+}
+
+/// Block device bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+pub struct BlockStats {
+    /// Read.
+    pub read: u64,
+    /// Written.
+    pub write: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_exec_names_the_field_it_breaks() {
+        let ok = ExecSpec {
+            argv: vec!["sh".into()],
+            ..ExecSpec::default()
+        };
+        assert_eq!(ok.check(), Ok(()));
+        let bad = |f: &dyn Fn(&mut ExecSpec), want: &str| {
+            let mut e = ok.clone();
+            f(&mut e);
+            match e.check() {
+                Err(ExecError::Field { field, .. }) => assert_eq!(field, want),
+                other => panic!("{want}: {other:?}"),
+            }
+        };
+        bad(&|e| e.argv.clear(), "argv");
+        bad(&|e| e.cwd = Some("rel".into()), "cwd");
+        bad(
+            &|e| {
+                e.env.insert("1X".into(), "v".into());
+            },
+            "env.1X",
+        );
+        bad(&|e| e.user = Some("-u".into()), "user");
+        assert!(valid_id("box-2") && !valid_id("Box") && !valid_id("-x") && !valid_id("x-"));
+        assert_eq!(container_name("box"), "handler-m-box");
+    }
+
+    #[test]
+    fn a_stopped_machines_stats_are_only_that() {
+        assert_eq!(
+            serde_json::to_string(&MachineStats::default()).unwrap(),
+            r#"{"running":false}"#
+        );
+    }
+}

@@ -1,0 +1,462 @@
+//! `machine …` (issue 29, decision 0142): machines are containers made from a MachineSpec on
+//! fd 3 with the launch's hardening, created and kept (`handler_sandbox::machine`'s plan), their
+//! staged files in a persistent folder of the user's (`<data>/handler-sandbox/machines/<name>`,
+//! 0700); every other verb first checks that the container is labelled as that machine, so
+//! nothing but Handler's machines is ever touched. `exec` runs an ExecSpec's process with stdio
+//! inherited, values by name, SIGTERM passed on, its exit code the verb's.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::Read as _;
+use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+use std::path::PathBuf;
+use std::process::Stdio;
+
+use handler_contracts::machine::{ExecSpec, MACHINE_LABEL, MachineStats, container_name, valid_id};
+use handler_contracts::parse::from_json;
+use handler_contracts::sandbox::exit;
+use handler_sandbox::machine::{
+    ENV_FILE_SLOT, ProcSample, STATS_FORMAT, parse_net_dev, parse_proc_io, parse_proc_stat,
+    parse_stats, plan_create, plan_exec, stats_from_proc,
+};
+use handler_sandbox::plan::Engine;
+use handler_sandbox::validate_spec;
+
+use super::{engine, host, log, podman};
+use crate::runtime::signals::{STOPPING, Signals};
+
+/// Exit code: no machine of that id (or a container that is not one).
+pub const NO_MACHINE: i32 = 3;
+
+/// The folder of machines' staged files: `$XDG_DATA_HOME/handler-sandbox/machines` (else
+/// `~/.local/share/…`), made 0700.
+fn machines_dir() -> Result<PathBuf, String> {
+    let base = std::env::var_os("XDG_DATA_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
+        .ok_or("neither XDG_DATA_HOME nor HOME is set")?;
+    let dir = base.join("handler-sandbox").join("machines");
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?;
+    Ok(dir)
+}
+
+fn read_fd3(what: &str) -> Result<String, (i32, String)> {
+    let mut text = String::new();
+    super::launch::take_spec_fd()
+        .and_then(|mut f| f.read_to_string(&mut text))
+        .map_err(|e| {
+            (
+                exit::INVALID_SPEC,
+                format!("cannot read the {what} on fd 3: {e}"),
+            )
+        })?;
+    Ok(text)
+}
+
+/// `machine create`: its code (0: created and started; the container id on stdout).
+pub fn create() -> i32 {
+    match try_create() {
+        Ok(id) => {
+            println!("{id}");
+            0
+        }
+        Err((code, msg)) => {
+            log(&format!("machine create: {msg}"));
+            code
+        }
+    }
+}
+
+fn try_create() -> Result<String, (i32, String)> {
+    let spec = from_json("MachineSpec", &read_fd3("MachineSpec")?)
+        .map_err(|e| (exit::INVALID_SPEC, format!("invalid spec: {e}")))?;
+    let valid = validate_spec(&spec).map_err(|e| (e.exit_code(), e.to_string()))?;
+    if nix::unistd::geteuid().is_root() {
+        return Err((
+            exit::UNENFORCEABLE,
+            "refusing to run as root: machines run rootless as the host user (A3)".into(),
+        ));
+    }
+    let setup = |e: String| (exit::SETUP_FAILED, format!("setup failed: {e}"));
+    let dir = machines_dir().map_err(setup)?.join(&spec.name);
+    let facts = host::gather(
+        &spec,
+        dir.to_string_lossy().into_owned(),
+        host::launcher_self(),
+    )
+    .map_err(|e| setup(e.to_string()))?;
+    let refused = |e: handler_sandbox::SpecError| (e.exit_code(), e.to_string());
+    let plan = match engine::current() {
+        engine::Kind::Podman => plan_create(Engine::Podman, &valid, &facts).map_err(refused)?,
+        engine::Kind::Docker => {
+            let d = super::docker::facts(&spec, &facts.instance_dir)
+                .map_err(|e| setup(e.to_string()))?;
+            plan_create(Engine::Docker(&d), &valid, &facts).map_err(refused)?
+        }
+    };
+    if fs::symlink_metadata(&dir).is_ok() {
+        return Err((
+            exit::SETUP_FAILED,
+            format!("a machine named {} exists already", spec.name),
+        ));
+    }
+    fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|e| setup(format!("{}: {e}", dir.display())))?;
+    let made = super::launch::stage(&plan.stage)
+        .map_err(|e| setup(format!("staging {}: {e}", dir.display())))
+        .and_then(|()| {
+            super::docker::fill_image_volumes(&plan.image_volumes).map_err(|e| setup(e.to_string()))
+        })
+        .and_then(|()| {
+            let out = podman::command(&plan.args)
+                .envs(&plan.podman_env)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .output()
+                .map_err(|e| setup(e.to_string()))?;
+            if !out.status.success() {
+                return Err(setup(format!(
+                    "{} create: {}",
+                    engine::current().name(),
+                    String::from_utf8_lossy(&out.stderr).trim()
+                )));
+            }
+            let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            podman::run(&["start", &spec.name]).map_err(|e| setup(e.to_string()))?;
+            Ok(id)
+        });
+    if made.is_err() {
+        let _ = podman::output(&remove_args(&spec.name));
+        let _ = fs::remove_dir_all(&dir);
+    }
+    made
+}
+
+/// The container of machine `id`, once it is known to be that machine (its label).
+fn machine(id: &str) -> Result<String, (i32, String)> {
+    if !valid_id(id) {
+        return Err((exit::INVALID_SPEC, format!("{id:?} is not a machine id")));
+    }
+    let name = container_name(id);
+    let format = format!("{{{{index .Config.Labels \"{MACHINE_LABEL}\"}}}}");
+    match podman::run(&["inspect", "--type", "container", "--format", &format, &name]) {
+        Ok(l) if l.trim() == id => Ok(name),
+        _ => Err((NO_MACHINE, format!("no machine {id:?}"))),
+    }
+}
+
+fn verb(what: &str, id: &str, f: impl FnOnce(&str) -> Result<(), (i32, String)>) -> i32 {
+    match machine(id).and_then(|name| f(&name)) {
+        Ok(()) => 0,
+        Err((code, msg)) => {
+            log(&format!("machine {what} {id}: {msg}"));
+            code
+        }
+    }
+}
+
+fn engine_call(args: &[&str]) -> Result<String, (i32, String)> {
+    podman::run(args).map_err(|e| (1, e.to_string()))
+}
+
+/// `machine start|stop|restart ID`.
+pub fn state(what: &str, id: &str) -> i32 {
+    verb(what, id, |name| {
+        match what {
+            "stop" => engine_call(&["stop", "--time", "10", name]),
+            "start" => engine_call(&["start", name]),
+            _ => engine_call(&["restart", "--time", "10", name]),
+        }
+        .map(|_| ())
+    })
+}
+
+/// The engine's words to remove container `name` at once (an engine difference: Docker's `rm`
+/// has no `--time`).
+fn remove_args(name: &str) -> Vec<&str> {
+    match engine::current() {
+        engine::Kind::Podman => vec!["rm", "-f", "--time", "0", name],
+        engine::Kind::Docker => vec!["rm", "-f", name],
+    }
+}
+
+/// `machine rm ID`: the container and its staged files.
+pub fn rm(id: &str) -> i32 {
+    verb("rm", id, |name| {
+        engine_call(&remove_args(name))?;
+        if let Ok(d) = machines_dir() {
+            let _ = fs::remove_dir_all(d.join(name));
+        }
+        Ok(())
+    })
+}
+
+/// `machine status ID`: the runtime's record (JSON).
+pub fn status(id: &str) -> i32 {
+    verb("status", id, |name| {
+        let v = podman::json(&["inspect", "--type", "container", name])
+            .map_err(|e| (1, e.to_string()))?;
+        let record = v.as_array().and_then(|a| a.first()).cloned().unwrap_or(v);
+        println!("{record}");
+        Ok(())
+    })
+}
+
+/// `machine stats ID`: the seed's Stats (JSON); `{"running": false}` when stopped.
+pub fn stats(id: &str) -> i32 {
+    verb("stats", id, |name| {
+        let running = engine_call(&[
+            "inspect",
+            "--type",
+            "container",
+            "--format",
+            "{{.State.Running}}",
+            name,
+        ])?;
+        if running.trim() != "true" {
+            println!("{}", serde_json::json!(MachineStats::default()));
+            return Ok(());
+        }
+        let cores = engine_call(&[
+            "inspect",
+            "--type",
+            "container",
+            "--format",
+            "{{.HostConfig.NanoCpus}}",
+            name,
+        ])
+        .ok()
+        .and_then(|n| n.trim().parse::<f64>().ok())
+        .filter(|n| *n > 0.0)
+        .map(|n| n / 1e9);
+        let engine = engine_call(&["stats", "--no-stream", "--format", STATS_FORMAT, name])
+            .ok()
+            .and_then(|line| parse_stats(line.lines().next().unwrap_or_default(), cores));
+        // Rootless without cgroups v2 (a hybrid host) Podman has none, and Docker's are its
+        // daemon's (no process counted in a running machine): /proc has the machine's own.
+        let s = match engine {
+            Some(s) if s.pids.unwrap_or(0) > 0 => s,
+            _ => from_proc(name, cores)?,
+        };
+        println!("{}", serde_json::json!(s));
+        Ok(())
+    })
+}
+
+/// The machine's processes now: those in its first process's pid namespace.
+fn samples(ns: &std::path::Path) -> BTreeMap<u32, ProcSample> {
+    let mut out = BTreeMap::new();
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let p = e.path();
+        if fs::read_link(p.join("ns/pid")).ok().as_deref() != Some(ns) {
+            continue;
+        }
+        let Some((ticks, rss_pages)) = fs::read_to_string(p.join("stat"))
+            .ok()
+            .and_then(|t| parse_proc_stat(&t))
+        else {
+            continue;
+        };
+        let (read, write) = fs::read_to_string(p.join("io"))
+            .map(|t| parse_proc_io(&t))
+            .unwrap_or_default();
+        out.insert(
+            pid,
+            ProcSample {
+                ticks,
+                rss_pages,
+                read,
+                write,
+            },
+        );
+    }
+    out
+}
+
+/// Stats from `/proc`: two samples half a second apart of the machine's processes.
+fn from_proc(name: &str, cores: Option<f64>) -> Result<MachineStats, (i32, String)> {
+    let pid = engine_call(&[
+        "inspect",
+        "--type",
+        "container",
+        "--format",
+        "{{.State.Pid}}",
+        name,
+    ])?;
+    let pid = pid.trim();
+    let ns = fs::read_link(format!("/proc/{pid}/ns/pid"))
+        .map_err(|e| (1, format!("the machine's processes cannot be read: {e}")))?;
+    let before = samples(&ns);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let after = samples(&ns);
+    let limit = engine_call(&[
+        "inspect",
+        "--type",
+        "container",
+        "--format",
+        "{{.HostConfig.Memory}}",
+        name,
+    ])
+    .ok()
+    .and_then(|m| m.trim().parse::<u64>().ok())
+    .filter(|m| *m > 0)
+    .or_else(|| {
+        fs::read_to_string("/proc/meminfo").ok().and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("MemTotal:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+                .map(|kb| kb * 1024)
+        })
+    })
+    .unwrap_or(0);
+    let net = fs::read_to_string(format!("/proc/{pid}/net/dev"))
+        .map(|t| parse_net_dev(&t))
+        .unwrap_or_default();
+    // SAFETY: sysconf only reads a configuration value.
+    #[allow(unsafe_code)]
+    let (hz, page) = unsafe {
+        (
+            libc::sysconf(libc::_SC_CLK_TCK),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    let hz = u64::try_from(hz).unwrap_or(100);
+    let page = u64::try_from(page).unwrap_or(4096);
+    Ok(stats_from_proc(
+        &before,
+        &after,
+        500,
+        (hz, page),
+        limit,
+        net,
+        cores,
+    ))
+}
+
+/// `machine exec ID`: the ExecSpec on fd 3 run in the machine; its exit code.
+pub fn exec(id: &str) -> i32 {
+    let spec = match read_fd3("ExecSpec").and_then(|t| {
+        let e: ExecSpec = from_json("ExecSpec", &t)
+            .map_err(|e| (exit::INVALID_SPEC, format!("invalid ExecSpec: {e}")))?;
+        e.check()
+            .map_err(|e| (exit::INVALID_SPEC, format!("invalid ExecSpec: {e}")))?;
+        Ok(e)
+    }) {
+        Ok(s) => s,
+        Err((code, msg)) => {
+            log(&format!("machine exec {id}: {msg}"));
+            return code;
+        }
+    };
+    let name = match machine(id) {
+        Ok(n) => n,
+        Err((code, msg)) => {
+            log(&format!("machine exec {id}: {msg}"));
+            return code;
+        }
+    };
+    let plan = match engine::current() {
+        engine::Kind::Podman => plan_exec(Engine::Podman, id, &spec),
+        engine::Kind::Docker => {
+            let d = handler_sandbox::plan::DockerFacts::default();
+            plan_exec(Engine::Docker(&d), id, &spec)
+        }
+    };
+    let _ = name;
+    run_exec(id, plan)
+}
+
+/// Runs an exec's plan (its env file written 0600 and removed after); its exit code.
+fn run_exec(id: &str, plan: handler_sandbox::machine::ExecPlan) -> i32 {
+    let mut args = plan.args.clone();
+    let mut file = None;
+    if let Some(content) = &plan.env_file {
+        let path = match machines_dir() {
+            Ok(d) => d.join(format!(".exec-{}-{}.env", id, std::process::id())),
+            Err(e) => {
+                log(&format!("machine exec {id}: setup failed: {e}"));
+                return exit::SETUP_FAILED;
+            }
+        };
+        let written = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, content.as_bytes()));
+        if let Err(e) = written {
+            log(&format!(
+                "machine exec {id}: setup failed: {}: {e}",
+                path.display()
+            ));
+            return exit::SETUP_FAILED;
+        }
+        for a in &mut args {
+            if a == ENV_FILE_SLOT {
+                *a = path.to_string_lossy().into_owned();
+            }
+        }
+        file = Some(path);
+    }
+    let code = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt.block_on(async {
+            let Ok(mut signals) = Signals::new(&STOPPING) else {
+                return exit::SETUP_FAILED;
+            };
+            let mut cmd = tokio::process::Command::new(podman::program());
+            cmd.args(&args).envs(&plan.engine_env);
+            super::podman::die_with_parent(&mut cmd);
+            let mut child = match cmd.spawn() {
+                Ok(c) => c,
+                Err(e) => {
+                    log(&format!("machine exec {id}: {e}"));
+                    return exit::SETUP_FAILED;
+                }
+            };
+            tokio::select! {
+                st = child.wait() => code_of(st),
+                sig = signals.recv() => {
+                    if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
+                        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGTERM);
+                    }
+                    let _ = tokio::time::timeout(std::time::Duration::from_secs(10), child.wait()).await;
+                    let _ = child.start_kill();
+                    let _ = child.wait().await;
+                    128 + sig
+                }
+            }
+        }),
+        Err(e) => {
+            log(&format!("machine exec {id}: setup failed: {e}"));
+            exit::SETUP_FAILED
+        }
+    };
+    if let Some(p) = file {
+        let _ = fs::remove_file(p);
+    }
+    code
+}
+
+fn code_of(st: std::io::Result<std::process::ExitStatus>) -> i32 {
+    use std::os::unix::process::ExitStatusExt as _;
+    match st {
+        Ok(s) => s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0)),
+        Err(_) => exit::SETUP_FAILED,
+    }
+}
