@@ -33,6 +33,8 @@ schemas! {
     "sandbox-spec" => SandboxSpec,
     "exec-spec" => crate::machine::ExecSpec,
     "machine-stats" => crate::machine::MachineStats,
+    "machine-request" => crate::machine::MachineRequest,
+    "machine-info" => crate::machine::MachineInfo,
     "runtime-check" => RuntimeCheck,
     "egress-event" => EgressEvent,
     // B

@@ -15,6 +15,7 @@ mod daemon_addon_images;
 mod daemon_git_guard;
 mod daemon_images;
 mod daemon_login_cli;
+mod daemon_machines;
 mod daemon_runs;
 mod daemon_session_tree;
 mod daemon_sessions;

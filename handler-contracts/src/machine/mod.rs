@@ -36,6 +36,56 @@ pub fn valid_id(id: &str) -> bool {
         && !id.ends_with('-')
 }
 
+/// `POST /v1/machines` (issue 29): a machine to make. Only `name` and `image` are required.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MachineRequest {
+    /// Its id: a lowercase DNS label of at most 40 characters.
+    pub name: String,
+    /// The image it runs (allowed by the daemon's `HANDLER_MACHINE_IMAGES` patterns).
+    pub image: String,
+    /// A CPU limit, e.g. `2`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<String>,
+    /// A memory limit, e.g. `2g`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<String>,
+    /// Where commands start, its own folder kept across restarts (default `/work`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workdir: Option<String>,
+    /// `none` (default) or `open`; `filtered` is not built yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<String>,
+}
+
+/// What a machine is now: the runtime's state of its container.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum MachineState {
+    /// Its container runs.
+    Running,
+    /// Its container exists and does not run.
+    Stopped,
+    /// The runtime has no container for it (removed outside Handler): shown, never recreated.
+    Missing,
+}
+
+/// A machine as the API shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineInfo {
+    /// Its id.
+    pub id: String,
+    /// What it was made from.
+    pub request: MachineRequest,
+    /// Now.
+    pub state: MachineState,
+    /// The runtime's container id.
+    pub container_id: String,
+    /// RFC 3339.
+    pub created_at: String,
+}
+
 /// A process to run in a running machine (`machine exec`, on fd 3).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

@@ -83,6 +83,9 @@ pub struct DaemonConfig {
     pub session_idle_timeout: std::time::Duration,
     /// The most clients attached to one session (`HANDLER_SESSION_MAX_ATTACH`, default 8, F.7).
     pub session_max_attach: usize,
+    /// `$HANDLER_MACHINE_IMAGES`: the images a machine may be made of, comma-separated patterns
+    /// (`node:*`, `ghcr.io/acme/**`, issue 29); none: any image.
+    pub machine_images: handler_contracts::machine::images::AllowedImages,
     /// How long a session's agent outlives its daemon waiting for the next one
     /// (`HANDLER_KEEP_TIMEOUT`, seconds; default 600; 0: agents do not outlive it, issue 28).
     pub keep_timeout: std::time::Duration,
@@ -143,6 +146,19 @@ fn session_settings(c: &mut DaemonConfig) -> Result<(), ConfigError> {
                     var: "HANDLER_SESSION_MAX_ATTACH",
                     message: format!("{n:?} is not a number of at least 1"),
                 })?;
+    }
+    if let Ok(list) = std::env::var("HANDLER_MACHINE_IMAGES") {
+        let patterns: Vec<String> = list
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(String::from)
+            .collect();
+        c.machine_images = handler_contracts::machine::images::AllowedImages::parse(&patterns)
+            .map_err(|e| ConfigError::Invalid {
+                var: "HANDLER_MACHINE_IMAGES",
+                message: e.to_string(),
+            })?;
     }
     if let Ok(t) = std::env::var("HANDLER_KEEP_TIMEOUT") {
         c.keep_timeout = t
@@ -217,6 +233,7 @@ impl DaemonConfig {
             session_idle_timeout: std::time::Duration::from_secs(1800),
             session_max_attach: 8,
             keep_timeout: std::time::Duration::from_secs(600),
+            machine_images: handler_contracts::machine::images::AllowedImages::default(),
             session_queue: 10_000,
             build_ca_bundle: None,
             debian_mirror: "http://deb.debian.org/debian".to_string(),

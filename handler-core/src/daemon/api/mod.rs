@@ -16,6 +16,7 @@ pub mod folders;
 pub mod harnesses;
 pub mod images;
 pub mod knowledge;
+pub mod machines;
 pub mod openapi;
 pub mod projects;
 pub mod providers;

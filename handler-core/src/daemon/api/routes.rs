@@ -7,6 +7,7 @@ use axum::routing::MethodRouter;
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 
 use super::caches;
+use super::machines;
 use super::terminals;
 use super::token;
 use super::ui;
@@ -95,6 +96,7 @@ pub fn table() -> Vec<Route> {
         knowledge::routes(),
         builtin_agents::routes(),
         caches::routes(),
+        machines::routes(),
         token::routes(),
     ]
     .into_iter()

@@ -115,6 +115,17 @@ pub trait Launcher: Send + Sync + std::fmt::Debug {
         Box::pin(async { Err(no_verb("cache clear")) })
     }
 
+    /// `machine …` (issue 29): the verb with `doc` (a MachineSpec or an ExecSpec) on fd 3 when
+    /// given; its stdout.
+    fn machine<'a>(
+        &'a self,
+        verb: &'a verbs::MachineVerb,
+        doc: Option<Vec<u8>>,
+    ) -> BoxFuture<'a, Result<String, LauncherError>> {
+        let _ = (verb, doc);
+        Box::pin(async { Err(no_verb("machine")) })
+    }
+
     /// `git-follow` (issue 14, item 3).
     fn git_follow<'a>(&'a self, f: &'a verbs::Follow) -> BoxFuture<'a, Result<(), LauncherError>> {
         let _ = f;
@@ -390,6 +401,59 @@ impl Launcher for ProcessLauncher {
 
     fn git_follow<'a>(&'a self, f: &'a verbs::Follow) -> BoxFuture<'a, Result<(), LauncherError>> {
         Box::pin(async move { self.run_verb(&Verb::GitFollow(f.clone())).await.map(|_| ()) })
+    }
+
+    fn machine<'a>(
+        &'a self,
+        verb: &'a verbs::MachineVerb,
+        doc: Option<Vec<u8>>,
+    ) -> BoxFuture<'a, Result<String, LauncherError>> {
+        Box::pin(async move {
+            let verb = Verb::Machine(verb.clone());
+            let Some(doc) = doc else {
+                return self.run_verb(&verb).await;
+            };
+            let (reader, writer) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+                .map_err(|e| LauncherError::Spec(e.to_string()))?;
+            let mut writer = std::fs::File::from(writer);
+            let mut c = self.command(&verb);
+            c.stdin(Stdio::null()).kill_on_drop(true);
+            c.fd_mappings(vec![FdMapping {
+                parent_fd: reader,
+                child_fd: 3,
+            }])
+            .map_err(|e| LauncherError::Spec(e.to_string()))?;
+            c.stdout(Stdio::piped()).stderr(Stdio::piped());
+            let child = c.spawn().map_err(|source| LauncherError::Spawn {
+                program: self.command[0].clone(),
+                source,
+            })?;
+            drop(c);
+            std::thread::spawn(move || {
+                let _ = writer.write_all(&doc);
+            });
+            let out = tokio::time::timeout(Duration::from_secs(300), child.wait_with_output())
+                .await
+                .map_err(|_| LauncherError::Verb {
+                    verb: "machine".into(),
+                    code: None,
+                    stderr: "timed out after 300 s".into(),
+                })?
+                .map_err(|e| LauncherError::Spec(e.to_string()))?;
+            if out.status.success() {
+                Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+            } else {
+                Err(LauncherError::Verb {
+                    verb: "machine".into(),
+                    code: out.status.code(),
+                    stderr: String::from_utf8_lossy(&out.stderr)
+                        .trim()
+                        .chars()
+                        .take(2000)
+                        .collect(),
+                })
+            }
+        })
     }
 }
 

@@ -1178,6 +1178,127 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/machines": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The machines this daemon made, each with its state now */
+        get: operations["GET /v1/machines"];
+        put?: never;
+        /** Make a machine: a sandbox that outlives every session, from an allowed image (issue 29) */
+        post: operations["POST /v1/machines"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/machines/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One machine (state missing: its container was removed outside Handler) */
+        get: operations["GET /v1/machines/{id}"];
+        put?: never;
+        post?: never;
+        /** Destroy a machine and everything in it */
+        delete: operations["DELETE /v1/machines/{id}"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/machines/{id}/status": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The runtime's record of a machine's container */
+        get: operations["GET /v1/machines/{id}/status"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/machines/{id}/stats": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** CPU, memory, processes, network and disk right now */
+        get: operations["GET /v1/machines/{id}/stats"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/machines/{id}/start": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Start a stopped machine */
+        post: operations["POST /v1/machines/{id}/start"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/machines/{id}/stop": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Stop a machine */
+        post: operations["POST /v1/machines/{id}/stop"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/machines/{id}/restart": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Restart a machine (starts a stopped one) */
+        post: operations["POST /v1/machines/{id}/restart"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/token/rotate": {
         parameters: {
             query?: never;
@@ -2914,6 +3035,114 @@ export interface components {
             global?: boolean;
             /** @description One cache; none: every cache of the location. */
             name?: string | null;
+        };
+        /** @description `POST /v1/machines` (issue 29): a machine to make. Only `name` and `image` are required. */
+        MachineRequest: {
+            /** @description Its id: a lowercase DNS label of at most 40 characters. */
+            name: string;
+            /** @description The image it runs (allowed by the daemon's `HANDLER_MACHINE_IMAGES` patterns). */
+            image: string;
+            /** @description A CPU limit, e.g. `2`. */
+            cpus?: string | null;
+            /** @description A memory limit, e.g. `2g`. */
+            memory?: string | null;
+            /** @description Where commands start, its own folder kept across restarts (default `/work`). */
+            workdir?: string | null;
+            /** @description `none` (default) or `open`; `filtered` is not built yet. */
+            network?: string | null;
+        };
+        /** @description A machine as the API shows it. */
+        MachineInfo: {
+            /** @description Its id. */
+            id: string;
+            /** @description What it was made from. */
+            request: components["schemas"]["MachineRequest"];
+            /** @description Now. */
+            state: components["schemas"]["MachineState"];
+            /** @description The runtime's container id. */
+            containerId: string;
+            /** @description RFC 3339. */
+            createdAt: string;
+        };
+        /** @description What a machine is now: the runtime's state of its container. */
+        MachineState: "running" | "stopped" | "missing";
+        /**
+         * @description `machine stats` (the seed's Stats): sizes in bytes; `cpu.percent` is of one core, so it can
+         *     exceed 100. A stopped machine is `{ "running": false }`.
+         */
+        MachineStats: {
+            /** @description Whether it runs. */
+            running: boolean;
+            /** @description Its CPU use. */
+            cpu?: components["schemas"]["CpuStats"] | (null);
+            /** @description Its memory. */
+            memory?: components["schemas"]["MemoryStats"] | (null);
+            /**
+             * Format: uint64
+             * @description Its processes.
+             */
+            pids?: number | null;
+            /** @description Bytes received and sent. */
+            network?: components["schemas"]["NetStats"] | (null);
+            /** @description Bytes read and written. */
+            block?: components["schemas"]["BlockStats"] | (null);
+        };
+        /** @description CPU: percent of one core; its core limit when it has one. */
+        CpuStats: {
+            /**
+             * Format: double
+             * @description Percent of one core.
+             */
+            percent: number;
+            /**
+             * Format: double
+             * @description Its CPU limit, when it has one.
+             */
+            cores?: number | null;
+        };
+        /** @description Memory: used and limit in bytes, and their ratio in percent. */
+        MemoryStats: {
+            /**
+             * Format: uint64
+             * @description Bytes in use.
+             */
+            used: number;
+            /**
+             * Format: uint64
+             * @description Its limit in bytes.
+             */
+            limit: number;
+            /**
+             * Format: double
+             * @description `used / limit`, in percent.
+             */
+            percent: number;
+        };
+        /** @description Network bytes. */
+        NetStats: {
+            /**
+             * Format: uint64
+             * @description Received.
+             */
+            rx: number;
+            /**
+             * Format: uint64
+             * @description Sent.
+             */
+            tx: number;
+        };
+        /** @description Block device bytes. */
+        BlockStats: {
+            /**
+             * Format: uint64
+             * @description Read.
+             */
+            read: number;
+            /**
+             * Format: uint64
+             * @description Written.
+             */
+            write: number;
         };
         /**
          * @description POST /v1/ui/code's answer (issue 27 F12, decision 0133): a code the web UI's page exchanges
@@ -6152,6 +6381,275 @@ export interface operations {
                 "application/json": components["schemas"]["CacheClearRequest"];
             };
         };
+        responses: {
+            /** @description success */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "GET /v1/machines": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MachineInfo"][];
+                };
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "POST /v1/machines": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MachineRequest"];
+            };
+        };
+        responses: {
+            /** @description success */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MachineInfo"];
+                };
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "GET /v1/machines/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MachineInfo"];
+                };
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "DELETE /v1/machines/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "GET /v1/machines/{id}/status": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "GET /v1/machines/{id}/stats": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MachineStats"];
+                };
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "POST /v1/machines/{id}/start": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "POST /v1/machines/{id}/stop": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "POST /v1/machines/{id}/restart": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
         responses: {
             /** @description success */
             204: {

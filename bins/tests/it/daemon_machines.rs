@@ -1,0 +1,129 @@
+//! `/v1/machines` (issue 29 item 2) through handlerd as the test user, on real rootless Podman:
+//! a machine made from an allowed image (others refused, the field named), listed with its
+//! state, its stats and status, stopped and started; still there and running after handlerd is
+//! SIGKILLed and restarted; shown `missing` once its container is removed outside Handler;
+//! deleted.
+
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+use crate::temp_daemon::{IMAGE, Layout, TempDaemon};
+
+async fn daemon(tag: &str) -> Option<TempDaemon> {
+    let u = test_support::user::podman_user(IMAGE, "the machine API tests")?;
+    let l = Layout::new(&format!("hdm-{}-{tag}", std::process::id()), false);
+    l.fake_harness("");
+    Some(
+        l.spawn(
+            u,
+            &[(
+                "HANDLER_MACHINE_IMAGES",
+                "localhost/handler-test-busybox:*".to_string(),
+            )],
+        )
+        .await,
+    )
+}
+
+async fn post(d: &TempDaemon, path: &str, body: Value) -> (u16, Value) {
+    d.call(reqwest::Method::POST, path, Some(body)).await
+}
+
+async fn get(d: &TempDaemon, path: &str) -> (u16, Value) {
+    d.call(reqwest::Method::GET, path, None).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_machine_is_made_listed_stopped_started_kept_across_a_restart_and_deleted() {
+    let Some(mut d) = daemon("api").await else {
+        return;
+    };
+    // Refusals name their field.
+    for (body, field) in [
+        (json!({"name": "box", "image": "node:22"}), "image"),
+        (json!({"name": "box", "image": "-x"}), "image"),
+        (json!({"name": "Box", "image": IMAGE}), "name"),
+        (
+            json!({"name": "box", "image": IMAGE, "network": "filtered"}),
+            "network",
+        ),
+    ] {
+        let (st, v) = post(&d, "/v1/machines", body.clone()).await;
+        assert_eq!(st, 400, "{body}: {v}");
+        assert!(
+            v["detail"].as_str().unwrap_or_default().starts_with(field),
+            "{body}: {v}"
+        );
+    }
+    let (st, v) = post(
+        &d,
+        "/v1/machines",
+        json!({"name": "box", "image": IMAGE, "extra": 1}),
+    )
+    .await;
+    assert_eq!(st, 422, "an unknown key: {v}");
+    assert!(v["detail"].as_str().unwrap_or_default().starts_with("extra"), "{v}");
+    let (st, m) = post(&d, "/v1/machines", json!({"name": "box", "image": IMAGE})).await;
+    assert_eq!(st, 201, "{m}: {}", d.log());
+    assert_eq!(m["state"], "running");
+    let (st, v) = post(&d, "/v1/machines", json!({"name": "box", "image": IMAGE})).await;
+    assert_eq!(st, 409, "{v}");
+    let (_, list) = get(&d, "/v1/machines").await;
+    assert_eq!(list.as_array().map(Vec::len), Some(1), "{list}");
+    assert_eq!(list[0]["id"], "box");
+    let (st, s) = get(&d, "/v1/machines/box/stats").await;
+    assert_eq!(st, 200, "{s}");
+    assert_eq!(s["running"], true, "{s}");
+    let (st, r) = get(&d, "/v1/machines/box/status").await;
+    assert_eq!(st, 200, "{r}");
+    assert_eq!(r["Config"]["Labels"]["handler.machine"], "box", "{r}");
+    let (st, _) = post(&d, "/v1/machines/box/stop", json!({})).await;
+    assert_eq!(st, 204);
+    let (_, m) = get(&d, "/v1/machines/box").await;
+    assert_eq!(m["state"], "stopped", "{m}");
+    let (_, s) = get(&d, "/v1/machines/box/stats").await;
+    assert_eq!(s, json!({"running": false}));
+    let (st, _) = post(&d, "/v1/machines/box/start", json!({})).await;
+    assert_eq!(st, 204);
+    // Machines are the person's: handlerd SIGKILLed and restarted finds it running.
+    let _ = Command::new("kill")
+        .args(["-KILL", &d.child.id().to_string()])
+        .status();
+    let _ = d.child.wait();
+    let (child, token) = test_support::handlerd::spawn_as(
+        &d.user,
+        &d.root.join("bin/handlerd"),
+        &d.env,
+        &d.root,
+        d.port,
+    )
+    .await;
+    d.child = child;
+    d.token = token;
+    let (_, m) = get(&d, "/v1/machines/box").await;
+    assert_eq!(m["state"], "running", "{m}: {}", d.log());
+    // Removed behind Handler's back: shown missing, never made again.
+    let o = d
+        .user
+        .cmd(
+            "podman",
+            &["rm", "-f", "--time", "0", "handler-m-box"],
+            &[("HOME", d.user.home())],
+        )
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (_, m) = get(&d, "/v1/machines/box").await;
+    assert_eq!(m["state"], "missing", "{m}");
+    let (st, _) = get(&d, "/v1/machines/box/status").await;
+    assert_eq!(st, 404);
+    let (st, _) = d
+        .call(reqwest::Method::DELETE, "/v1/machines/box", None)
+        .await;
+    assert_eq!(st, 204);
+    let (st, _) = get(&d, "/v1/machines/box").await;
+    assert_eq!(st, 404);
+    let (_, list) = get(&d, "/v1/machines").await;
+    assert_eq!(list, json!([]));
+}

@@ -1,0 +1,151 @@
+//! The machines routes (issue 29 item 2): parse, call the machines service, answer.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing;
+use handler_contracts::machine::{MachineInfo, MachineRequest, MachineStats};
+
+use super::routes::{Route, r, s};
+use crate::daemon::problem::{ApiJson, ApiResult};
+use crate::daemon::services::machines as service;
+use crate::daemon::state::AppState;
+
+/// POST /v1/machines (201)
+pub async fn create(
+    State(app): State<AppState>,
+    ApiJson(req): ApiJson<MachineRequest>,
+) -> ApiResult<(StatusCode, Json<MachineInfo>)> {
+    Ok((StatusCode::CREATED, Json(service::create(&app, req).await?)))
+}
+
+/// GET /v1/machines
+pub async fn list(State(app): State<AppState>) -> ApiResult<Json<Vec<MachineInfo>>> {
+    Ok(Json(service::list(&app).await?))
+}
+
+/// GET /v1/machines/{id}
+pub async fn get(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<MachineInfo>> {
+    Ok(Json(service::get(&app, &id).await?))
+}
+
+/// GET /v1/machines/{id}/status
+pub async fn status(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<serde_json::Value>> {
+    Ok(Json(service::status(&app, &id).await?))
+}
+
+/// GET /v1/machines/{id}/stats
+pub async fn stats(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<MachineStats>> {
+    Ok(Json(service::stats(&app, &id).await?))
+}
+
+/// POST /v1/machines/{id}/start (204)
+pub async fn start(State(app): State<AppState>, Path(id): Path<String>) -> ApiResult<StatusCode> {
+    service::set_state(&app, &id, "start").await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// POST /v1/machines/{id}/stop (204)
+pub async fn stop(State(app): State<AppState>, Path(id): Path<String>) -> ApiResult<StatusCode> {
+    service::set_state(&app, &id, "stop").await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// POST /v1/machines/{id}/restart (204)
+pub async fn restart(State(app): State<AppState>, Path(id): Path<String>) -> ApiResult<StatusCode> {
+    service::set_state(&app, &id, "restart").await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// DELETE /v1/machines/{id} (204)
+pub async fn delete(State(app): State<AppState>, Path(id): Path<String>) -> ApiResult<StatusCode> {
+    service::delete(&app, &id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// The machines routes, in the order /openapi.json lists them.
+pub(super) fn routes() -> Vec<Route> {
+    vec![
+        r(
+            "POST",
+            "/v1/machines",
+            "Make a machine: a sandbox that outlives every session, from an allowed image (issue 29)",
+            Some(s::<MachineRequest>),
+            (201, Some(s::<MachineInfo>)),
+            routing::post(create),
+        ),
+        r(
+            "GET",
+            "/v1/machines",
+            "The machines this daemon made, each with its state now",
+            None,
+            (200, Some(s::<Vec<MachineInfo>>)),
+            routing::get(list),
+        ),
+        r(
+            "GET",
+            "/v1/machines/{id}",
+            "One machine (state missing: its container was removed outside Handler)",
+            None,
+            (200, Some(s::<MachineInfo>)),
+            routing::get(get),
+        ),
+        r(
+            "DELETE",
+            "/v1/machines/{id}",
+            "Destroy a machine and everything in it",
+            None,
+            (204, None),
+            routing::delete(delete),
+        ),
+        r(
+            "GET",
+            "/v1/machines/{id}/status",
+            "The runtime's record of a machine's container",
+            None,
+            (200, None),
+            routing::get(status),
+        ),
+        r(
+            "GET",
+            "/v1/machines/{id}/stats",
+            "CPU, memory, processes, network and disk right now",
+            None,
+            (200, Some(s::<MachineStats>)),
+            routing::get(stats),
+        ),
+        r(
+            "POST",
+            "/v1/machines/{id}/start",
+            "Start a stopped machine",
+            None,
+            (204, None),
+            routing::post(start),
+        ),
+        r(
+            "POST",
+            "/v1/machines/{id}/stop",
+            "Stop a machine",
+            None,
+            (204, None),
+            routing::post(stop),
+        ),
+        r(
+            "POST",
+            "/v1/machines/{id}/restart",
+            "Restart a machine (starts a stopped one)",
+            None,
+            (204, None),
+            routing::post(restart),
+        ),
+    ]
+}
