@@ -63,7 +63,13 @@ async fn a_machine_is_made_listed_stopped_started_kept_across_a_restart_and_dele
     )
     .await;
     assert_eq!(st, 422, "an unknown key: {v}");
-    assert!(v["detail"].as_str().unwrap_or_default().starts_with("extra"), "{v}");
+    assert!(
+        v["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("extra"),
+        "{v}"
+    );
     let (st, m) = post(&d, "/v1/machines", json!({"name": "box", "image": IMAGE})).await;
     assert_eq!(st, 201, "{m}: {}", d.log());
     assert_eq!(m["state"], "running");
