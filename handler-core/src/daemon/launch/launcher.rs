@@ -210,31 +210,39 @@ impl ProcessLauncher {
     }
 }
 
+/// Spawns `c` (`program` names it in errors) with `doc` on its fd 3 — a pipe written by a
+/// thread and closed once written: the one way a spec reaches the sandbox executable (A:
+/// secrets travel only there, never in argv or env).
+fn spawn_with_doc(mut c: Command, doc: Vec<u8>, program: &str) -> Result<Child, LauncherError> {
+    let (reader, writer) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+        .map_err(|e| LauncherError::Spec(e.to_string()))?;
+    let mut writer = std::fs::File::from(writer);
+    c.fd_mappings(vec![FdMapping {
+        parent_fd: reader,
+        child_fd: 3,
+    }])
+    .map_err(|e| LauncherError::Spec(e.to_string()))?;
+    let child = c.spawn().map_err(|source| LauncherError::Spawn {
+        program: program.to_string(),
+        source,
+    })?;
+    // Our copy of the read end goes with the command; the writer is closed once written.
+    drop(c);
+    std::thread::spawn(move || {
+        let _ = writer.write_all(&doc);
+    });
+    Ok(child)
+}
+
 impl Launcher for ProcessLauncher {
     fn launch(&self, spec: &SandboxSpec) -> Result<Instance, LauncherError> {
         let json = serde_json::to_vec(spec).map_err(|e| LauncherError::Spec(e.to_string()))?;
-        let (reader, writer) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
-            .map_err(|e| LauncherError::Spec(e.to_string()))?;
-        let mut writer = std::fs::File::from(writer);
         let mut c = self.command(&Verb::Launch);
         c.stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
-        c.fd_mappings(vec![FdMapping {
-            parent_fd: reader,
-            child_fd: 3,
-        }])
-        .map_err(|e| LauncherError::Spec(e.to_string()))?;
-        let mut child = c.spawn().map_err(|source| LauncherError::Spawn {
-            program: self.command[0].clone(),
-            source,
-        })?;
-        // Our copy of the read end goes with the command; the writer is closed once written.
-        drop(c);
-        std::thread::spawn(move || {
-            let _ = writer.write_all(&json);
-        });
+        let mut child = spawn_with_doc(c, json, &self.command[0])?;
         let stdin = child
             .stdin
             .take()
@@ -263,29 +271,13 @@ impl Launcher for ProcessLauncher {
 
     fn launch_kept(&self, spec: &SandboxSpec, keep: &verbs::Keep) -> Result<Child, LauncherError> {
         let json = serde_json::to_vec(spec).map_err(|e| LauncherError::Spec(e.to_string()))?;
-        let (reader, writer) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
-            .map_err(|e| LauncherError::Spec(e.to_string()))?;
-        let mut writer = std::fs::File::from(writer);
         let mut c = self.command(&Verb::Keep(keep.clone()));
         // Its own process group: a ^C to handlerd's terminal, or handlerd's end, is not its.
         c.stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .process_group(0);
-        c.fd_mappings(vec![FdMapping {
-            parent_fd: reader,
-            child_fd: 3,
-        }])
-        .map_err(|e| LauncherError::Spec(e.to_string()))?;
-        let child = c.spawn().map_err(|source| LauncherError::Spawn {
-            program: self.command[0].clone(),
-            source,
-        })?;
-        drop(c);
-        std::thread::spawn(move || {
-            let _ = writer.write_all(&json);
-        });
-        Ok(child)
+        spawn_with_doc(c, json, &self.command[0])
     }
 
     fn set_egress<'a>(
@@ -349,9 +341,6 @@ impl Launcher for ProcessLauncher {
         in_unit: bool,
     ) -> Result<(Child, Vec<String>), LauncherError> {
         let json = serde_json::to_vec(spec).map_err(|e| LauncherError::Spec(e.to_string()))?;
-        let (reader, writer) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
-            .map_err(|e| LauncherError::Spec(e.to_string()))?;
-        let mut writer = std::fs::File::from(writer);
         let wrapper: &[&str] = if in_unit {
             &["systemd-run", "--user", "--scope", "--quiet", "--"]
         } else {
@@ -365,19 +354,7 @@ impl Launcher for ProcessLauncher {
             .try_clone()
             .map_err(|e| LauncherError::Spec(e.to_string()))?;
         c.stdin(Stdio::null()).stdout(log).stderr(err);
-        c.fd_mappings(vec![FdMapping {
-            parent_fd: reader,
-            child_fd: 3,
-        }])
-        .map_err(|e| LauncherError::Spec(e.to_string()))?;
-        let child = c.spawn().map_err(|source| LauncherError::Spawn {
-            program: wrapper[0].into(),
-            source,
-        })?;
-        drop(c);
-        std::thread::spawn(move || {
-            let _ = writer.write_all(&json);
-        });
+        let child = spawn_with_doc(c, json, wrapper[0])?;
         let mut attach = self.command.clone();
         attach.extend(
             Verb::Attach {
@@ -413,25 +390,12 @@ impl Launcher for ProcessLauncher {
             let Some(doc) = doc else {
                 return self.run_verb(&verb).await;
             };
-            let (reader, writer) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
-                .map_err(|e| LauncherError::Spec(e.to_string()))?;
-            let mut writer = std::fs::File::from(writer);
             let mut c = self.command(&verb);
-            c.stdin(Stdio::null()).kill_on_drop(true);
-            c.fd_mappings(vec![FdMapping {
-                parent_fd: reader,
-                child_fd: 3,
-            }])
-            .map_err(|e| LauncherError::Spec(e.to_string()))?;
-            c.stdout(Stdio::piped()).stderr(Stdio::piped());
-            let child = c.spawn().map_err(|source| LauncherError::Spawn {
-                program: self.command[0].clone(),
-                source,
-            })?;
-            drop(c);
-            std::thread::spawn(move || {
-                let _ = writer.write_all(&doc);
-            });
+            c.stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .kill_on_drop(true);
+            let child = spawn_with_doc(c, doc, &self.command[0])?;
             let out = tokio::time::timeout(Duration::from_secs(300), child.wait_with_output())
                 .await
                 .map_err(|_| LauncherError::Verb {

@@ -10,8 +10,8 @@ use handler_sandbox::verbs;
 
 use super::git::{git, git_output};
 use super::{
-    GitGuardError, GuardSession, Guarded, NO_GIT, NOTHING_NEW, Result, TREE_SCOPE, append,
-    blocking, io,
+    GitGuardError, GuardSession, Guarded, NOTHING_NEW, Result, TREE_SCOPE, append, blocking,
+    helper_error, io,
 };
 use crate::daemon::fsutil;
 use crate::daemon::launch::launcher::{Launcher, LauncherError};
@@ -54,15 +54,7 @@ pub async fn bring_back(
             code: Some(NOTHING_NEW),
             ..
         }) => return Ok(BroughtBack::default()),
-        Err(LauncherError::Verb {
-            code: Some(NO_GIT), ..
-        }) => {
-            return Err(GitGuardError::NoGit {
-                image: image.to_string(),
-                git_dir: g.git_dir().display().to_string(),
-            });
-        }
-        Err(e) => return Err(e.into()),
+        Err(e) => return Err(helper_error(e, image, &g.git_dir())),
     };
     let g2 = g.clone();
     let s2 = session.to_string();

@@ -6,9 +6,9 @@ use handler_sandbox::verbs;
 
 use super::git::{git, git_output};
 use super::read::read_head;
-use super::{GitGuardError, GuardSession, Guarded, NO_GIT, Result, append, blocking, io};
+use super::{GuardSession, Guarded, Result, append, blocking, helper_error, io};
 use crate::daemon::fsutil;
-use crate::daemon::launch::launcher::{Launcher, LauncherError};
+use crate::daemon::launch::launcher::Launcher;
 
 /// Follow (item 3): before a turn, a commit made on the host's branch of the sandbox's HEAD is
 /// handed to the sandbox (`git-follow`: update-ref, then the index), only where the sandbox holds
@@ -59,18 +59,7 @@ pub async fn follow(
                     launcher.git_follow(&follow).await
                 }
             };
-            match moved {
-                Ok(()) => {}
-                Err(LauncherError::Verb {
-                    code: Some(NO_GIT), ..
-                }) => {
-                    return Err(GitGuardError::NoGit {
-                        image: image.to_string(),
-                        git_dir: g.git_dir().display().to_string(),
-                    });
-                }
-                Err(e) => return Err(e.into()),
-            }
+            moved.map_err(|e| helper_error(e, image, &g.git_dir()))?;
             let p = g.dir.join("seeded");
             fsutil::write_atomic(&p, format!("{to}\n").as_bytes(), 0o600).map_err(io(&p))?;
             Ok(Some(format!(

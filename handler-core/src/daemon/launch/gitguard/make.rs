@@ -9,9 +9,9 @@ use handler_sandbox::guard::{self, Head, RepoFacts};
 use handler_sandbox::verbs;
 
 use super::git::git;
-use super::{GitGuardError, Guarded, NO_GIT, Result, TREE_SCOPE, append, blocking, io};
+use super::{GitGuardError, Guarded, Result, TREE_SCOPE, append, blocking, helper_error, io};
 use crate::daemon::fsutil;
-use crate::daemon::launch::launcher::{Launcher, LauncherError};
+use crate::daemon::launch::launcher::Launcher;
 
 /// Makes (or, on a restart, keeps) the sandbox's own git directory in `dir` for `facts`, as
 /// resolve planned it (`GuardPlan::GitDir`: its mounts are in the spec, its refusals made).
@@ -94,16 +94,10 @@ async fn copy_reset(
         format!("{}/objects", g.facts.common_dir),
         verbs::CopyAction::Reset(commit.into()),
     );
-    match launcher.git_copy(&copy).await {
-        Ok(()) => Ok(()),
-        Err(LauncherError::Verb {
-            code: Some(NO_GIT), ..
-        }) => Err(GitGuardError::NoGit {
-            image: image.to_string(),
-            git_dir: new.join(".git").display().to_string(),
-        }),
-        Err(e) => Err(e.into()),
-    }
+    launcher
+        .git_copy(&copy)
+        .await
+        .map_err(|e| helper_error(e, image, &new.join(".git")))
 }
 
 /// The scope's folder in the checkout (made when the commit has no file there), each

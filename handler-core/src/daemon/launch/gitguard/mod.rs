@@ -44,6 +44,24 @@ pub const LOG: &str = "git-guard.log";
 const NOTHING_NEW: i32 = 3;
 const NO_GIT: i32 = 4;
 
+/// A helper container's failure as the guard's: exit [`NO_GIT`] says `image` has no git for
+/// the git directory `git_dir`.
+fn helper_error(
+    e: crate::daemon::launch::launcher::LauncherError,
+    image: &str,
+    git_dir: &std::path::Path,
+) -> GitGuardError {
+    match e {
+        crate::daemon::launch::launcher::LauncherError::Verb {
+            code: Some(NO_GIT), ..
+        } => GitGuardError::NoGit {
+            image: image.to_string(),
+            git_dir: git_dir.display().to_string(),
+        },
+        e => e.into(),
+    }
+}
+
 /// Why the guard could not do its part.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

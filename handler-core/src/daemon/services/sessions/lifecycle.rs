@@ -146,28 +146,64 @@ async fn launch(
     let running = start_path::start_kept(app, &agent.id, id, &prepared, allow, on_egress)
         .await
         .map_err(|e| format!("launch failed: {e}"))?;
+    Ok(live(
+        app,
+        (&s, &agent),
+        running,
+        Parts {
+            pipeline,
+            log,
+            started,
+            guard,
+            asking,
+        },
+        (load, prompt),
+    ))
+}
+
+/// What a hub is made of besides its sandbox.
+struct Parts {
+    pipeline: Pipeline,
+    log: crate::daemon::store::sessions::EventLog,
+    started: watch::Sender<Started>,
+    guard: Option<Arc<crate::daemon::launch::gitguard::GuardSession>>,
+    asking: Option<Asking>,
+}
+
+/// Session `s`'s loop over `running`: its hub (opened with session/load when `load`, `prompt`
+/// its first), its run state, its questions.
+fn live(
+    app: &AppState,
+    (s, agent): (
+        &handler_contracts::session::Session,
+        &crate::daemon::store::StoredAgent,
+    ),
+    running: Running,
+    p: Parts,
+    (load, prompt): (bool, Option<String>),
+) -> Live {
     let stop = running.stop_signal();
     let mut hub = Hub::new(
         app.clone(),
-        id.to_owned(),
-        pipeline,
-        log,
+        s.id.clone(),
+        p.pipeline,
+        p.log,
         running.to_agent.clone(),
-        started,
+        p.started,
         (s.acp_session_id.clone(), load, s.scope.clone()),
         prompt,
     );
-    hub.git_guard = guard;
+    hub.git_guard = p.guard;
     hub.kept = running.is_kept().then(|| running.sandbox.clone());
-    hub.run = run_state(&s, &agent);
-    hub.questions = Questions::new(asking);
-    Ok(Live {
+    hub.run = run_state(s, agent);
+    hub.questions = Questions::new(p.asking);
+    Live {
         hub,
         running,
         stop,
         agent_id: agent.id.clone(),
         taken_over: false,
-    })
+    }
 }
 
 /// Session `s`'s plan (a start that was not given one, a take-over).
@@ -251,33 +287,20 @@ pub(crate) async fn adopt(app: &AppState, record: records::Record) -> Result<(),
         .map(|(id, _)| id.clone());
     let pipeline = resumed(policy, &open, &welcome.in_flight)?;
     let (stx, srx) = watch::channel(Started::Pending);
-    let stop = running.stop_signal();
-    let mut hub = Hub::new(
-        app.clone(),
-        id,
+    let parts = Parts {
         pipeline,
         log,
-        running.to_agent.clone(),
-        stx,
-        (s.acp_session_id.clone(), false, s.scope.clone()),
-        None,
-    );
-    hub.git_guard = guard;
-    hub.kept = Some(running.sandbox.clone());
-    hub.run = run_state(&s, &agent);
-    hub.questions = Questions::new(asking);
-    hub.taken_over(&open, prompt);
-    for q in &welcome.asked {
-        hub.agent_line(q.as_bytes()).await;
-    }
-    tracing::info!(session = %hub.id, sandbox = %record.name, after, "kept agent taken over");
-    let live = Live {
-        hub,
-        running,
-        stop,
-        agent_id: agent.id.clone(),
-        taken_over: true,
+        started: stx,
+        guard,
+        asking,
     };
+    let mut live = live(app, (&s, &agent), running, parts, (false, None));
+    live.taken_over = true;
+    live.hub.taken_over(&open, prompt);
+    for q in &welcome.asked {
+        live.hub.agent_line(q.as_bytes()).await;
+    }
+    tracing::info!(session = %live.hub.id, sandbox = %record.name, after, "kept agent taken over");
     drive_registered(app, live, (tx, rx), srx);
     Ok(())
 }
