@@ -12,7 +12,7 @@ use crate::temp_daemon::{IMAGE, Layout, TempDaemon};
 
 async fn daemon(tag: &str) -> Option<TempDaemon> {
     let u = test_support::user::podman_user(IMAGE, "the machine API tests")?;
-    let l = Layout::new(&format!("hdm-{}-{tag}", std::process::id()), false);
+    let l = Layout::new(&format!("hdm-{}-{tag}", std::process::id()), true);
     l.fake_harness("");
     Some(
         l.spawn(
@@ -23,6 +23,21 @@ async fn daemon(tag: &str) -> Option<TempDaemon> {
             )],
         )
         .await,
+    )
+}
+
+/// `handler ARGS` as the daemon's user, with its settings: (exit code, stdout, stderr).
+fn handler(d: &TempDaemon, args: &[&str]) -> (i32, String, String) {
+    let bin = d.root.join("bin/handler");
+    let o = d
+        .user
+        .cmd(bin.to_str().unwrap(), args, &d.env)
+        .output()
+        .unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
     )
 }
 
@@ -70,9 +85,18 @@ async fn a_machine_is_made_listed_stopped_started_kept_across_a_restart_and_dele
             .starts_with("extra"),
         "{v}"
     );
-    let (st, m) = post(&d, "/v1/machines", json!({"name": "box", "image": IMAGE})).await;
-    assert_eq!(st, 201, "{m}: {}", d.log());
-    assert_eq!(m["state"], "running");
+    // Made from the command line; listed there as JSON.
+    let (code, out, err) = handler(&d, &["machine", "create", "box", "--image", IMAGE]);
+    assert_eq!(code, 0, "{out}{err}: {}", d.log());
+    assert!(out.contains("machine box made (running)"), "{out}");
+    let (code, out, err) = handler(&d, &["--json", "machine", "ls"]);
+    assert_eq!(code, 0, "{err}");
+    let listed: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(listed[0]["id"], "box", "{listed}");
+    assert_eq!(listed[0]["state"], "running", "{listed}");
+    let (code, out, _) = handler(&d, &["machine", "stats", "box"]);
+    assert_eq!(code, 0);
+    assert!(out.starts_with("cpu "), "{out}");
     let (st, v) = post(&d, "/v1/machines", json!({"name": "box", "image": IMAGE})).await;
     assert_eq!(st, 409, "{v}");
     let (_, list) = get(&d, "/v1/machines").await;
@@ -132,4 +156,11 @@ async fn a_machine_is_made_listed_stopped_started_kept_across_a_restart_and_dele
     assert_eq!(st, 404);
     let (_, list) = get(&d, "/v1/machines").await;
     assert_eq!(list, json!([]));
+    // Its name is free again: nothing it left holds it.
+    let (st, m) = post(&d, "/v1/machines", json!({"name": "box", "image": IMAGE})).await;
+    assert_eq!(st, 201, "{m}");
+    let (code, out, err) = handler(&d, &["machine", "rm", "box"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (st, _) = get(&d, "/v1/machines/box").await;
+    assert_eq!(st, 404);
 }

@@ -99,11 +99,15 @@ fn try_create() -> Result<String, (i32, String)> {
             plan_create(Engine::Docker(&d), &valid, &facts).map_err(refused)?
         }
     };
-    if fs::symlink_metadata(&dir).is_ok() {
+    if container_exists(&spec.name) {
         return Err((
             exit::SETUP_FAILED,
-            format!("a machine named {} exists already", spec.name),
+            format!("a container named {} exists already", spec.name),
         ));
+    }
+    // What a machine whose container is gone left (removed outside Handler): made afresh.
+    if fs::symlink_metadata(&dir).is_ok() {
+        fs::remove_dir_all(&dir).map_err(|e| setup(format!("{}: {e}", dir.display())))?;
     }
     fs::DirBuilder::new()
         .mode(0o700)
@@ -189,6 +193,12 @@ fn remove_args(name: &str) -> Vec<&str> {
 
 /// `machine rm ID`: the container and its staged files.
 pub fn rm(id: &str) -> i32 {
+    if valid_id(id) && !container_exists(&container_name(id)) {
+        // Its container is gone (removed outside Handler): what it left here goes too.
+        if let Ok(d) = machines_dir() {
+            let _ = fs::remove_dir_all(d.join(container_name(id)));
+        }
+    }
     verb("rm", id, |name| {
         engine_call(&remove_args(name))?;
         if let Ok(d) = machines_dir() {
@@ -196,6 +206,19 @@ pub fn rm(id: &str) -> i32 {
         }
         Ok(())
     })
+}
+
+/// Whether the engine has a container named `name` (anyone's).
+fn container_exists(name: &str) -> bool {
+    podman::output(&[
+        "inspect",
+        "--type",
+        "container",
+        "--format",
+        "{{.Id}}",
+        name,
+    ])
+    .is_ok_and(|o| o.status.success())
 }
 
 /// `machine status ID`: the runtime's record (JSON).
