@@ -10,6 +10,7 @@ pub mod chat;
 mod daemon;
 mod docs;
 mod legacy;
+mod machine;
 pub mod out;
 mod places;
 mod projects;
@@ -122,6 +123,9 @@ pub enum Command {
     /// Addons: install from the catalog, a folder or an archive; list; show; remove.
     #[command(subcommand)]
     Addon(AddonCommand),
+    /// Machines: sandboxes that outlive every session (make, list, stats, start, stop, remove).
+    #[command(subcommand)]
+    Machine(machine::MachineCommand),
     /// Check this host, start handlerd, build the images, add a provider: ready to run agents.
     Setup(SetupArgs),
     /// handlerd as a service: start, stop, status, logs, install (a systemd user unit).
@@ -176,6 +180,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::ImageUpdates(c) => builds::run_image_updates(c, json).await,
         Command::Skill(c) => skills::run(c, json).await,
         Command::Addon(c) => addon::run(c, json).await,
+        Command::Machine(c) => machine::run(c, json).await,
         Command::Setup(a) => setup::run(a).await,
         Command::Daemon(c) => daemon::run(c, json).await,
         Command::Token(c) => token::run(c, json).await,

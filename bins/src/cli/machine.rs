@@ -1,0 +1,173 @@
+//! `handler machine …` (issue 29): machines — sandboxes that outlive every session — over
+//! `/v1/machines`: make one from an image, list them with their state, show one, its stats,
+//! start, stop, restart, remove.
+
+use clap::Subcommand;
+use serde_json::{Value, json};
+
+use super::out::{Ctx, print_table, seg, text};
+
+/// `handler machine …`.
+#[derive(Subcommand, Debug)]
+pub enum MachineCommand {
+    /// Make a machine from an image (the daemon's HANDLER_MACHINE_IMAGES allows it) and start it.
+    Create {
+        /// Its id: a lowercase DNS label.
+        name: String,
+        /// The image it runs.
+        #[arg(long)]
+        image: String,
+        /// A CPU limit, e.g. 2.
+        #[arg(long)]
+        cpus: Option<String>,
+        /// A memory limit, e.g. 2g.
+        #[arg(long)]
+        memory: Option<String>,
+        /// Where commands start (default /work, kept across restarts).
+        #[arg(long)]
+        workdir: Option<String>,
+        /// none (default) or open.
+        #[arg(long)]
+        network: Option<String>,
+    },
+    /// List the machines with their state.
+    #[command(alias = "list")]
+    Ls,
+    /// One machine: its image, state and record.
+    Show {
+        /// The machine.
+        name: String,
+    },
+    /// CPU, memory, processes, network and disk right now.
+    Stats {
+        /// The machine.
+        name: String,
+    },
+    /// Start a stopped machine.
+    Start {
+        /// The machine.
+        name: String,
+    },
+    /// Stop a machine.
+    Stop {
+        /// The machine.
+        name: String,
+    },
+    /// Restart a machine.
+    Restart {
+        /// The machine.
+        name: String,
+    },
+    /// Remove a machine and everything in it.
+    Rm {
+        /// The machine.
+        name: String,
+    },
+}
+
+fn human_stats(v: &Value) {
+    if v["running"] != true {
+        println!("not running");
+        return;
+    }
+    let mib = |n: &Value| n.as_u64().map_or(0.0, |b| b as f64 / 1_048_576.0);
+    println!(
+        "cpu {:.1}%  memory {:.1} MiB of {:.0} MiB ({}%)  processes {}  network rx {} tx {}  disk read {} write {}",
+        v["cpu"]["percent"].as_f64().unwrap_or(0.0),
+        mib(&v["memory"]["used"]),
+        mib(&v["memory"]["limit"]),
+        v["memory"]["percent"],
+        v["pids"],
+        v["network"]["rx"],
+        v["network"]["tx"],
+        v["block"]["read"],
+        v["block"]["write"],
+    );
+}
+
+fn human_list(v: &Value) {
+    print_table(
+        v,
+        &["machine", "image", "state", "created"],
+        |m| {
+            vec![
+                text(m, "id"),
+                m["request"]["image"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                text(m, "state"),
+                text(m, "createdAt"),
+            ]
+        },
+        "no machines (make one: handler machine create NAME --image IMAGE)",
+    );
+}
+
+/// `POST /v1/machines/NAME/VERB`, said as `machine NAME DONE`.
+async fn set_state(ctx: &Ctx, name: &str, verb: &str, done: &str) -> anyhow::Result<()> {
+    let path = format!("/v1/machines/{}/{verb}", seg(name));
+    let v = ctx.api.post(&path, &json!({})).await?;
+    ctx.done(&v, &format!("machine {name} {done}"));
+    Ok(())
+}
+
+/// Runs `handler machine …`; returns the exit code.
+pub(crate) async fn run(cmd: MachineCommand, json: bool) -> anyhow::Result<i32> {
+    let ctx = Ctx::new(json)?;
+    let one = |name: &str| format!("/v1/machines/{}", seg(name));
+    match cmd {
+        MachineCommand::Create {
+            name,
+            image,
+            cpus,
+            memory,
+            workdir,
+            network,
+        } => {
+            let mut body = json!({"name": name, "image": image});
+            for (k, v) in [
+                ("cpus", cpus),
+                ("memory", memory),
+                ("workdir", workdir),
+                ("network", network),
+            ] {
+                if let Some(v) = v {
+                    body[k] = json!(v);
+                }
+            }
+            let v = ctx.api.post("/v1/machines", &body).await?;
+            ctx.done(&v, &format!("machine {name} made ({})", text(&v, "state")));
+        }
+        MachineCommand::Ls => {
+            let v = ctx.api.get("/v1/machines").await?;
+            ctx.show(&v, human_list);
+        }
+        MachineCommand::Show { name } => {
+            let v = ctx.api.get(&one(&name)).await?;
+            ctx.show(&v, |v| {
+                println!("machine {}", text(v, "id"));
+                println!(
+                    "  image    {}",
+                    v["request"]["image"].as_str().unwrap_or_default()
+                );
+                println!("  state    {}", text(v, "state"));
+                println!("  created  {}", text(v, "createdAt"));
+            });
+        }
+        MachineCommand::Stats { name } => {
+            let v = ctx.api.get(&format!("{}/stats", one(&name))).await?;
+            ctx.show(&v, human_stats);
+        }
+        MachineCommand::Start { name } => set_state(&ctx, &name, "start", "started").await?,
+        MachineCommand::Stop { name } => set_state(&ctx, &name, "stop", "stopped").await?,
+        MachineCommand::Restart { name } => {
+            set_state(&ctx, &name, "restart", "restarted").await?;
+        }
+        MachineCommand::Rm { name } => {
+            let v = ctx.api.delete(&one(&name)).await?;
+            ctx.done(&v, &format!("machine {name} removed"));
+        }
+    }
+    Ok(0)
+}
