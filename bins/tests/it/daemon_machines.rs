@@ -4,8 +4,6 @@
 //! SIGKILLed and restarted; shown `missing` once its container is removed outside Handler;
 //! deleted.
 
-use std::process::Command;
-
 use serde_json::{Value, json};
 
 use crate::temp_daemon::{IMAGE, Layout, TempDaemon};
@@ -117,20 +115,8 @@ async fn a_machine_is_made_listed_stopped_started_kept_across_a_restart_and_dele
     let (st, _) = post(&d, "/v1/machines/box/start", json!({})).await;
     assert_eq!(st, 204);
     // Machines are the person's: handlerd SIGKILLed and restarted finds it running.
-    let _ = Command::new("kill")
-        .args(["-KILL", &d.child.id().to_string()])
-        .status();
-    let _ = d.child.wait();
-    let (child, token) = test_support::handlerd::spawn_as(
-        &d.user,
-        &d.root.join("bin/handlerd"),
-        &d.env,
-        &d.root,
-        d.port,
-    )
-    .await;
-    d.child = child;
-    d.token = token;
+    let bin = d.root.join("bin/handlerd");
+    d.kill_and_start(&bin).await;
     let (_, m) = get(&d, "/v1/machines/box").await;
     assert_eq!(m["state"], "running", "{m}: {}", d.log());
     // Removed behind Handler's back: shown missing, never made again.

@@ -654,10 +654,7 @@ async fn handlerd_and_the_agents_keeper_killed_mid_turn_restart_with_the_session
     let _ = d.child.wait();
     drop(a);
     let bin = d.root.join("bin/handlerd");
-    let (child, token) =
-        test_support::handlerd::spawn_as(&d.user, &bin, &d.env, &d.root, d.port).await;
-    d.child = child;
-    d.token = token;
+    d.start_from(&bin).await;
     let (_, v) = d.get(&format!("/v1/sessions/{id}")).await;
     assert_eq!(v["state"], "stopped", "{v}");
     let ev = d.events(&id);
@@ -973,18 +970,6 @@ fn running(pid: u32) -> bool {
         .unwrap_or(false)
 }
 
-/// handlerd SIGKILLed (nothing of its shutdown runs) and started again from `bin`.
-async fn kill_and_restart(d: &mut Daemon, bin: &Path) {
-    let _ = Command::new("kill")
-        .args(["-KILL", &d.child.id().to_string()])
-        .status();
-    let _ = d.child.wait();
-    let (child, token) =
-        test_support::handlerd::spawn_as(&d.user, bin, &d.env, &d.root, d.port).await;
-    d.child = child;
-    d.token = token;
-}
-
 /// The chunks `chunk-N` in `msgs`, in order, and the highest `handler.dev/seq` among them.
 fn chunks(msgs: &[Value]) -> (Vec<String>, u64) {
     let mut seq = 0;
@@ -1062,16 +1047,13 @@ async fn a_turn_goes_on_across_a_handlerd_kill_and_an_upgrade() {
             .unwrap();
         drop(a);
         if round == "kill" {
-            kill_and_restart(&mut d, &bin).await;
+            d.kill_and_start(&bin).await;
         } else {
             // Stopped as a service manager stops it, then a rebuilt binary in its place.
             test_support::handlerd::stop(&mut d.child);
             let new = d.root.join("bin/handlerd-new");
             std::fs::copy(&bin, &new).unwrap();
-            let (child, token) =
-                test_support::handlerd::spawn_as(&d.user, &new, &d.env, &d.root, d.port).await;
-            d.child = child;
-            d.token = token;
+            d.start_from(&new).await;
         }
         let (_, v) = d.get(&format!("/v1/sessions/{id}")).await;
         assert_eq!(v["state"], "running", "{round}: {v}: {}", d.log());
@@ -1105,7 +1087,7 @@ async fn a_turn_goes_on_across_a_handlerd_kill_and_an_upgrade() {
     })
     .await;
     drop(a);
-    kill_and_restart(&mut d, &bin).await;
+    d.kill_and_start(&bin).await;
     let mut a = d.attach(&id).await;
     load(&mut a, &sid, &d.scope, None).await;
     let q = until(&mut a, "the question again", |m| {

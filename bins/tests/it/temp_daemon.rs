@@ -209,14 +209,23 @@ impl TempDaemon {
     /// handlerd stopped (SIGTERM, as its service manager would) and started again on its port.
     pub(crate) async fn restart(&mut self) {
         test_support::handlerd::stop(&mut self.child);
-        let (child, token) = test_support::handlerd::spawn_as(
-            &self.user,
-            &self.root.join("bin/handlerd"),
-            &self.env,
-            &self.root,
-            self.port,
-        )
-        .await;
+        self.start_from(&self.root.join("bin/handlerd")).await;
+    }
+
+    /// handlerd SIGKILLed (nothing of its shutdown runs) and started again from `bin`.
+    pub(crate) async fn kill_and_start(&mut self, bin: &Path) {
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
+        self.start_from(bin).await;
+    }
+
+    /// handlerd (the executable `bin`) started on this daemon's port, folders and settings.
+    pub(crate) async fn start_from(&mut self, bin: &Path) {
+        let (child, token) =
+            test_support::handlerd::spawn_as(&self.user, bin, &self.env, &self.root, self.port)
+                .await;
         self.child = child;
         self.token = token;
     }

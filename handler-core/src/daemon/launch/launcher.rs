@@ -194,20 +194,24 @@ impl ProcessLauncher {
                 program: self.command[0].clone(),
                 source,
             })?;
-        if out.status.success() {
-            Ok(out.stdout)
-        } else {
-            Err(LauncherError::Verb {
-                verb: name.clone(),
-                code: out.status.code(),
-                stderr: String::from_utf8_lossy(&out.stderr)
-                    .trim()
-                    .chars()
-                    .take(2000)
-                    .collect(),
-            })
-        }
+        outcome(&name, out)
     }
+}
+
+/// A verb's output: its stdout when it succeeded, else its code and stderr (bounded).
+fn outcome(verb: &str, out: std::process::Output) -> Result<Vec<u8>, LauncherError> {
+    if out.status.success() {
+        return Ok(out.stdout);
+    }
+    Err(LauncherError::Verb {
+        verb: verb.to_string(),
+        code: out.status.code(),
+        stderr: String::from_utf8_lossy(&out.stderr)
+            .trim()
+            .chars()
+            .take(2000)
+            .collect(),
+    })
 }
 
 /// Spawns `c` (`program` names it in errors) with `doc` on its fd 3 — a pipe written by a
@@ -404,19 +408,7 @@ impl Launcher for ProcessLauncher {
                     stderr: "timed out after 300 s".into(),
                 })?
                 .map_err(|e| LauncherError::Spec(e.to_string()))?;
-            if out.status.success() {
-                Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-            } else {
-                Err(LauncherError::Verb {
-                    verb: "machine".into(),
-                    code: out.status.code(),
-                    stderr: String::from_utf8_lossy(&out.stderr)
-                        .trim()
-                        .chars()
-                        .take(2000)
-                        .collect(),
-                })
-            }
+            outcome("machine", out).map(|b| String::from_utf8_lossy(&b).into_owned())
         })
     }
 }
