@@ -35,6 +35,7 @@ schemas! {
     "machine-stats" => crate::machine::MachineStats,
     "machine-request" => crate::machine::MachineRequest,
     "machine-info" => crate::machine::MachineInfo,
+    "machine-event" => crate::machine::events::MachineEvent,
     "runtime-check" => RuntimeCheck,
     "egress-event" => EgressEvent,
     // B

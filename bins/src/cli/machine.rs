@@ -1,8 +1,11 @@
 //! `handler machine …` (issue 29): machines — sandboxes that outlive every session — over
 //! `/v1/machines`: make one from an image, list them with their state, show one, its stats,
-//! start, stop, restart, remove.
+//! start, stop, restart, remove; `ls --watch` follows the change channel.
+
+use std::collections::BTreeMap;
 
 use clap::Subcommand;
+use handler_contracts::machine::events::SUBPROTOCOL_MACHINES;
 use serde_json::{Value, json};
 
 use super::out::{Ctx, print_table, seg, text};
@@ -32,7 +35,12 @@ pub enum MachineCommand {
     },
     /// List the machines with their state.
     #[command(alias = "list")]
-    Ls,
+    Ls {
+        /// Then follow the changes (the change channel) until interrupted: a line each (with
+        /// --json, each message of the channel as one JSON line).
+        #[arg(long)]
+        watch: bool,
+    },
     /// One machine: its image, state and record.
     Show {
         /// The machine.
@@ -104,6 +112,87 @@ fn human_list(v: &Value) {
     );
 }
 
+/// What a person is told of one message of the change channel, given the states it was told
+/// before (kept up to date here); None for the snapshot (shown as the table).
+fn watch_line(ev: &Value, states: &mut BTreeMap<String, String>) -> Option<String> {
+    let m = &ev["machine"];
+    let (id, state) = (text(m, "id"), text(m, "state"));
+    match ev["type"].as_str()? {
+        "snapshot" => {
+            states.clear();
+            for m in ev["machines"].as_array().into_iter().flatten() {
+                states.insert(text(m, "id"), text(m, "state"));
+            }
+            None
+        }
+        "added" => {
+            states.insert(id.clone(), state.clone());
+            Some(format!(
+                "+ {id}  {}  {state}",
+                m["request"]["image"].as_str().unwrap_or_default()
+            ))
+        }
+        "changed" => {
+            let was = states.insert(id.clone(), state.clone()).unwrap_or_default();
+            Some(format!("~ {id}  {was} → {state}"))
+        }
+        "removed" => {
+            let id = text(ev, "id");
+            states.remove(&id);
+            Some(format!("- {id}  removed"))
+        }
+        _ => None,
+    }
+}
+
+/// `handler machine ls --watch`: the list, then a line per change, until the daemon closes
+/// the channel (1) or Ctrl-C (0).
+async fn watch(ctx: &Ctx) -> anyhow::Result<i32> {
+    use futures_util::StreamExt as _;
+    use tokio_tungstenite::tungstenite::Message;
+    let mut ws = handler_core::client::connect_ws_as(
+        ctx.api.discovery(),
+        "/v1/machines/events",
+        SUBPROTOCOL_MACHINES,
+        None,
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("cannot watch the machines: {e}"))?;
+    let mut states = BTreeMap::new();
+    loop {
+        let msg = tokio::select! {
+            m = ws.next() => m,
+            _ = tokio::signal::ctrl_c() => return Ok(0),
+        };
+        let t = match msg {
+            Some(Ok(Message::Text(t))) => t,
+            Some(Ok(Message::Close(f))) => {
+                let why = f.map(|f| f.reason.to_string()).unwrap_or_default();
+                anyhow::bail!(
+                    "handlerd closed the change channel {why}(run handler machine ls --watch again)"
+                );
+            }
+            Some(Ok(_)) => continue,
+            Some(Err(e)) => anyhow::bail!("the change channel failed: {e}"),
+            None => anyhow::bail!(
+                "the change channel ended (is handlerd running? handler daemon status)"
+            ),
+        };
+        let Ok(ev) = serde_json::from_str::<Value>(&t) else {
+            continue;
+        };
+        if ctx.json {
+            println!("{ev}");
+        } else if let Some(line) = watch_line(&ev, &mut states) {
+            println!("{line}");
+        } else if ev["type"] == "snapshot" {
+            human_list(&ev["machines"]);
+        }
+        use std::io::Write as _;
+        let _ = std::io::stdout().flush();
+    }
+}
+
 /// `POST /v1/machines/NAME/VERB`, said as `machine NAME DONE`.
 async fn set_state(ctx: &Ctx, name: &str, verb: &str, done: &str) -> anyhow::Result<()> {
     let path = format!("/v1/machines/{}/{verb}", seg(name));
@@ -139,10 +228,11 @@ pub(crate) async fn run(cmd: MachineCommand, json: bool) -> anyhow::Result<i32> 
             let v = ctx.api.post("/v1/machines", &body).await?;
             ctx.done(&v, &format!("machine {name} made ({})", text(&v, "state")));
         }
-        MachineCommand::Ls => {
+        MachineCommand::Ls { watch: false } => {
             let v = ctx.api.get("/v1/machines").await?;
             ctx.show(&v, human_list);
         }
+        MachineCommand::Ls { watch: true } => return watch(&ctx).await,
         MachineCommand::Show { name } => {
             let v = ctx.api.get(&one(&name)).await?;
             ctx.show(&v, |v| {
@@ -170,4 +260,24 @@ pub(crate) async fn run(cmd: MachineCommand, json: bool) -> anyhow::Result<i32> 
         }
     }
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_watch_lines_say_what_changed_from_what() {
+        let mut st = BTreeMap::new();
+        let snap = json!({"type": "snapshot", "machines": [{"id": "a", "state": "running"}]});
+        assert_eq!(watch_line(&snap, &mut st), None);
+        let ch = json!({"type": "changed", "machine": {"id": "a", "state": "stopped"}});
+        assert_eq!(watch_line(&ch, &mut st).unwrap(), "~ a  running → stopped");
+        let add = json!({"type": "added", "machine": {"id": "b", "state": "running",
+            "request": {"image": "busybox"}}});
+        assert_eq!(watch_line(&add, &mut st).unwrap(), "+ b  busybox  running");
+        let rm = json!({"type": "removed", "id": "a"});
+        assert_eq!(watch_line(&rm, &mut st).unwrap(), "- a  removed");
+        assert_eq!(st.keys().collect::<Vec<_>>(), ["b"]);
+    }
 }

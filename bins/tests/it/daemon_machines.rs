@@ -2,9 +2,15 @@
 //! a machine made from an allowed image (others refused, the field named), listed with its
 //! state, its stats and status, stopped and started; still there and running after handlerd is
 //! SIGKILLed and restarted; shown `missing` once its container is removed outside Handler;
-//! deleted.
+//! deleted. The change channel (item 3) follows all of it, over a real WebSocket and through
+//! `handler machine ls --watch`.
 
+use std::io::BufRead as _;
+use std::time::Duration;
+
+use futures_util::StreamExt as _;
 use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
 
 use crate::temp_daemon::{IMAGE, Layout, TempDaemon};
 
@@ -47,11 +53,68 @@ async fn get(d: &TempDaemon, path: &str) -> (u16, Value) {
     d.call(reqwest::Method::GET, path, None).await
 }
 
+type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// The change channel, as the web UI opens it (the token and the channel's subprotocol).
+async fn watcher(d: &TempDaemon) -> Ws {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
+    let mut req = format!("ws://127.0.0.1:{}/v1/machines/events", d.port)
+        .into_client_request()
+        .unwrap();
+    req.headers_mut().insert(
+        "sec-websocket-protocol",
+        format!("handler.machines.v1, bearer.{}", d.token)
+            .parse()
+            .unwrap(),
+    );
+    let (ws, resp) = tokio_tungstenite::connect_async(req)
+        .await
+        .unwrap_or_else(|e| panic!("the change channel refused: {e}"));
+    assert_eq!(
+        resp.headers()["sec-websocket-protocol"],
+        "handler.machines.v1"
+    );
+    ws
+}
+
+/// The channel's next message (within 15 s: the poller reads every 2 s).
+async fn next(ws: &mut Ws) -> Value {
+    loop {
+        let m = tokio::time::timeout(Duration::from_secs(15), ws.next())
+            .await
+            .expect("a message of the change channel within 15 s");
+        match m {
+            Some(Ok(Message::Text(t))) => return serde_json::from_str(&t).unwrap(),
+            Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
+            other => panic!("the change channel ended: {other:?}"),
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_machine_is_made_listed_stopped_started_kept_across_a_restart_and_deleted() {
     let Some(mut d) = daemon("api").await else {
         return;
     };
+    // Without the channel's subprotocol, or without the token: refused before any upgrade.
+    {
+        use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
+        for protocols in [format!("bearer.{}", d.token), "handler.machines.v1".into()] {
+            let mut req = format!("ws://127.0.0.1:{}/v1/machines/events", d.port)
+                .into_client_request()
+                .unwrap();
+            req.headers_mut()
+                .insert("sec-websocket-protocol", protocols.parse().unwrap());
+            let e = tokio_tungstenite::connect_async(req).await.unwrap_err();
+            assert!(e.to_string().contains("40"), "{protocols}: {e}");
+        }
+    }
+    let mut ws = watcher(&d).await;
+    assert_eq!(
+        next(&mut ws).await,
+        json!({"type": "snapshot", "machines": []})
+    );
     // Refusals name their field.
     for (body, field) in [
         (json!({"name": "box", "image": "node:22"}), "image"),
@@ -87,6 +150,10 @@ async fn a_machine_is_made_listed_stopped_started_kept_across_a_restart_and_dele
     let (code, out, err) = handler(&d, &["machine", "create", "box", "--image", IMAGE]);
     assert_eq!(code, 0, "{out}{err}: {}", d.log());
     assert!(out.contains("machine box made (running)"), "{out}");
+    let ev = next(&mut ws).await;
+    assert_eq!(ev["type"], "added", "{ev}");
+    assert_eq!(ev["machine"]["id"], "box", "{ev}");
+    assert_eq!(ev["machine"]["state"], "running", "{ev}");
     let (code, out, err) = handler(&d, &["--json", "machine", "ls"]);
     assert_eq!(code, 0, "{err}");
     let listed: Value = serde_json::from_str(&out).unwrap();
@@ -110,15 +177,28 @@ async fn a_machine_is_made_listed_stopped_started_kept_across_a_restart_and_dele
     assert_eq!(st, 204);
     let (_, m) = get(&d, "/v1/machines/box").await;
     assert_eq!(m["state"], "stopped", "{m}");
+    let ev = next(&mut ws).await;
+    assert_eq!(
+        (&ev["type"], &ev["machine"]["state"]),
+        (&json!("changed"), &json!("stopped")),
+        "{ev}"
+    );
     let (_, s) = get(&d, "/v1/machines/box/stats").await;
     assert_eq!(s, json!({"running": false}));
     let (st, _) = post(&d, "/v1/machines/box/start", json!({})).await;
     assert_eq!(st, 204);
+    let ev = next(&mut ws).await;
+    assert_eq!(ev["machine"]["state"], "running", "{ev}");
+    drop(ws);
     // Machines are the person's: handlerd SIGKILLed and restarted finds it running.
     let bin = d.root.join("bin/handlerd");
     d.kill_and_start(&bin).await;
     let (_, m) = get(&d, "/v1/machines/box").await;
     assert_eq!(m["state"], "running", "{m}: {}", d.log());
+    let mut ws = watcher(&d).await;
+    let ev = next(&mut ws).await;
+    assert_eq!(ev["type"], "snapshot", "{ev}");
+    assert_eq!(ev["machines"][0]["state"], "running", "{ev}");
     // Removed behind Handler's back: shown missing, never made again.
     let o = d
         .user
@@ -130,6 +210,13 @@ async fn a_machine_is_made_listed_stopped_started_kept_across_a_restart_and_dele
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // The channel sees it within its poll, with no call to the API.
+    let ev = next(&mut ws).await;
+    assert_eq!(
+        (&ev["type"], &ev["machine"]["state"]),
+        (&json!("changed"), &json!("missing")),
+        "{ev}"
+    );
     let (_, m) = get(&d, "/v1/machines/box").await;
     assert_eq!(m["state"], "missing", "{m}");
     let (st, _) = get(&d, "/v1/machines/box/status").await;
@@ -142,9 +229,31 @@ async fn a_machine_is_made_listed_stopped_started_kept_across_a_restart_and_dele
     assert_eq!(st, 404);
     let (_, list) = get(&d, "/v1/machines").await;
     assert_eq!(list, json!([]));
+    assert_eq!(next(&mut ws).await, json!({"type": "removed", "id": "box"}));
+    // `handler machine ls --watch`: the list, then a line per change.
+    let bin = d.root.join("bin/handler");
+    let mut cli = d
+        .user
+        .cmd(bin.to_str().unwrap(), &["machine", "ls", "--watch"], &d.env)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, lines) = std::sync::mpsc::channel::<String>();
+    let out = cli.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(l);
+        }
+    });
+    let first = lines.recv_timeout(Duration::from_secs(15)).unwrap();
+    assert!(first.starts_with("no machines"), "{first}");
     // Its name is free again: nothing it left holds it.
     let (st, m) = post(&d, "/v1/machines", json!({"name": "box", "image": IMAGE})).await;
     assert_eq!(st, 201, "{m}");
+    let added = lines.recv_timeout(Duration::from_secs(15)).unwrap();
+    assert_eq!(added, format!("+ box  {IMAGE}  running"));
+    let _ = cli.kill();
+    let _ = cli.wait();
     let (code, out, err) = handler(&d, &["machine", "rm", "box"]);
     assert_eq!(code, 0, "{out}{err}");
     let (st, _) = get(&d, "/v1/machines/box").await;

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub mod events;
 pub mod images;
 
 /// The SandboxSpec a machine is made from (see the module's text).
@@ -25,10 +26,11 @@ pub fn container_name(id: &str) -> String {
 }
 
 /// Whether `id` is a machine id: a lowercase DNS label of 1–40 characters starting with a
-/// letter (the container's name is `handler-m-<id>`).
+/// letter (the container's name is `handler-m-<id>`); not `events`, the change channel's path.
 pub fn valid_id(id: &str) -> bool {
     let b = id.as_bytes();
-    !b.is_empty()
+    id != "events"
+        && !b.is_empty()
         && b.len() <= 40
         && b[0].is_ascii_lowercase()
         && b.iter()
@@ -255,7 +257,13 @@ mod tests {
             "env.1X",
         );
         bad(&|e| e.user = Some("-u".into()), "user");
-        assert!(valid_id("box-2") && !valid_id("Box") && !valid_id("-x") && !valid_id("x-"));
+        assert!(
+            valid_id("box-2")
+                && !valid_id("Box")
+                && !valid_id("-x")
+                && !valid_id("x-")
+                && !valid_id("events")
+        );
         assert_eq!(container_name("box"), "handler-m-box");
     }
 

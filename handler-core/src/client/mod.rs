@@ -144,6 +144,16 @@ pub async fn connect_ws(
     path_and_query: &str,
     config: Option<WebSocketConfig>,
 ) -> Result<WebSocket, ClientError> {
+    connect_ws_as(discovery, path_and_query, SUBPROTOCOL_ACP, config).await
+}
+
+/// [`connect_ws`] offering `protocol` (e.g. the machines' change channel's) instead of ACP's.
+pub async fn connect_ws_as(
+    discovery: &Discovery,
+    path_and_query: &str,
+    protocol: &str,
+    config: Option<WebSocketConfig>,
+) -> Result<WebSocket, ClientError> {
     let url = discovery.ws_url(path_and_query);
     let mut request = url
         .clone()
@@ -152,10 +162,7 @@ pub async fn connect_ws(
             url: url.clone(),
             message: e.to_string(),
         })?;
-    let protocols = format!(
-        "{SUBPROTOCOL_ACP}, {SUBPROTOCOL_BEARER_PREFIX}{}",
-        discovery.token
-    );
+    let protocols = format!("{protocol}, {SUBPROTOCOL_BEARER_PREFIX}{}", discovery.token);
     request.headers_mut().insert(
         "Sec-WebSocket-Protocol",
         HeaderValue::from_str(&protocols).map_err(|_| ClientError::Connect {

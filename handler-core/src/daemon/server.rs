@@ -122,6 +122,7 @@ pub fn build(
         folders: TomlFile::new(store::folders::path(&config)),
         bound_port: config.port.into(),
         catalog_reads: 0.into(),
+        machines_seen: Default::default(),
         config,
         token: token.into(),
         agents,

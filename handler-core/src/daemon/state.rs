@@ -92,6 +92,30 @@ pub struct App {
     /// How many times the catalog was read ([`App::snapshot`]): what a request costs, which
     /// tests hold to once per `POST /v1/sessions` (issue 28, item 2).
     pub catalog_reads: std::sync::atomic::AtomicUsize,
+    /// The machines as the change channel last saw them (issue 29 item 3).
+    pub machines_seen: MachinesSeen,
+}
+
+/// The machines' change channel's shared side (decision 0143): the list last read, the
+/// watchers subscribed to it, a poke for the daemon's own changes and whether the poller runs.
+#[derive(Debug)]
+pub struct MachinesSeen {
+    /// The list last read (sorted by id).
+    pub now: tokio::sync::watch::Sender<Arc<Vec<handler_contracts::machine::MachineInfo>>>,
+    /// Notified when this daemon made, deleted, started or stopped a machine.
+    pub poke: Notify,
+    /// Whether the poller runs.
+    pub polling: std::sync::atomic::AtomicBool,
+}
+
+impl Default for MachinesSeen {
+    fn default() -> Self {
+        MachinesSeen {
+            now: tokio::sync::watch::channel(Arc::new(Vec::new())).0,
+            poke: Notify::new(),
+            polling: false.into(),
+        }
+    }
 }
 
 /// The state handlers get.

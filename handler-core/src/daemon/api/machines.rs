@@ -1,13 +1,19 @@
 //! The machines routes (issue 29 item 2): parse, call the machines service, answer.
 
 use axum::Json;
+use axum::extract::ws::WebSocketUpgrade;
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
 use axum::routing;
+use handler_contracts::machine::events::{MachineEvent, SUBPROTOCOL_MACHINES};
 use handler_contracts::machine::{MachineInfo, MachineRequest, MachineStats};
 
+use super::auth::{header_token_ok, offered_protocols};
 use super::routes::{Route, r, s};
-use crate::daemon::problem::{ApiJson, ApiResult};
+use crate::daemon::problem::{ApiError, ApiJson, ApiResult};
+use crate::daemon::services::machine_events;
 use crate::daemon::services::machines as service;
 use crate::daemon::state::AppState;
 
@@ -72,9 +78,50 @@ pub async fn delete(State(app): State<AppState>, Path(id): Path<String>) -> ApiR
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// GET /v1/machines/events: the change channel (a WebSocket offering `handler.machines.v1`;
+/// the token checked by the middleware, here the subprotocol, 400).
+pub async fn events(
+    State(app): State<AppState>,
+    headers: HeaderMap,
+    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Response {
+    let protocols = offered_protocols(&headers);
+    let plain = protocols.is_empty() && header_token_ok(&headers, &app.token());
+    if !(plain || protocols.iter().any(|p| p == SUBPROTOCOL_MACHINES)) {
+        return ApiError::bad_request(
+            "subprotocol required",
+            format!("offer the subprotocol {SUBPROTOCOL_MACHINES}"),
+        )
+        .into_response();
+    }
+    match ws {
+        Err(rej) => {
+            ApiError::bad_request("not a WebSocket upgrade", rej.body_text()).into_response()
+        }
+        Ok(ws) => ws
+            .protocols([SUBPROTOCOL_MACHINES])
+            .on_upgrade(move |socket| machine_events::watch(app, socket)),
+    }
+}
+
+/// The change channel's route.
+fn channel() -> Route {
+    Route {
+        upgrade: true,
+        ..r(
+            "GET",
+            "/v1/machines/events",
+            "The change channel (WebSocket, subprotocols handler.machines.v1 and bearer.<token>): a snapshot, then added/changed/removed",
+            None,
+            (101, Some(s::<MachineEvent>)),
+            routing::get(events),
+        )
+    }
+}
+
 /// The machines routes, in the order /openapi.json lists them.
 pub(super) fn routes() -> Vec<Route> {
-    vec![
+    let mut v = vec![
         r(
             "POST",
             "/v1/machines",
@@ -147,5 +194,7 @@ pub(super) fn routes() -> Vec<Route> {
             (204, None),
             routing::post(restart),
         ),
-    ]
+    ];
+    v.insert(2, channel());
+    v
 }

@@ -168,6 +168,7 @@ pub async fn create(app: &AppState, req: MachineRequest) -> ApiResult<MachineInf
     let bytes = serde_json::to_vec_pretty(&r).map_err(ApiError::internal)?;
     fsutil::write_atomic(&path, &bytes, 0o600).map_err(ApiError::internal)?;
     tracing::info!(machine = %r.request.name, image = %r.request.image, "machine made");
+    super::machine_events::poke(app);
     Ok(info(r, MachineState::Running))
 }
 
@@ -266,7 +267,9 @@ pub async fn set_state(app: &AppState, id: &str, to: &str) -> ApiResult<()> {
         "stop" => MachineVerb::Stop { id: id.into() },
         _ => MachineVerb::Restart { id: id.into() },
     };
-    app.launcher.machine(&verb, None).await.map_err(refused)?;
+    let done = app.launcher.machine(&verb, None).await.map_err(refused);
+    super::machine_events::poke(app);
+    done?;
     tracing::info!(machine = %id, to, "machine state written");
     Ok(())
 }
@@ -289,5 +292,6 @@ pub async fn delete(app: &AppState, id: &str) -> ApiResult<()> {
     let _ = std::fs::remove_dir_all(dir(app).join(id));
     std::fs::remove_file(record_path(app, id)).map_err(ApiError::internal)?;
     tracing::info!(machine = %id, "machine removed");
+    super::machine_events::poke(app);
     Ok(())
 }

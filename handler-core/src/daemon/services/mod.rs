@@ -19,6 +19,7 @@ pub mod harnesses;
 pub mod images;
 pub mod knowledge;
 pub mod login_window;
+pub mod machine_events;
 pub mod machines;
 pub mod projects;
 pub mod providers;

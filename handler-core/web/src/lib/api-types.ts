@@ -1196,6 +1196,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/machines/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The change channel (WebSocket, subprotocols handler.machines.v1 and bearer.<token>): a snapshot, then added/changed/removed */
+        get: operations["GET /v1/machines/events"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/machines/{id}": {
         parameters: {
             query?: never;
@@ -3066,6 +3083,28 @@ export interface components {
         };
         /** @description What a machine is now: the runtime's state of its container. */
         MachineState: "running" | "stopped" | "missing";
+        /** @description One message of the channel. */
+        MachineEvent: {
+            /** @enum {string} */
+            type: "snapshot";
+            /** @description The machines. */
+            machines: components["schemas"]["MachineInfo"][];
+        } | {
+            /** @enum {string} */
+            type: "added";
+            /** @description It. */
+            machine: components["schemas"]["MachineInfo"];
+        } | {
+            /** @enum {string} */
+            type: "changed";
+            /** @description It, now. */
+            machine: components["schemas"]["MachineInfo"];
+        } | {
+            /** @enum {string} */
+            type: "removed";
+            /** @description Its id. */
+            id: string;
+        };
         /**
          * @description `machine stats` (the seed's Stats): sizes in bytes; `cpu.percent` is of one core, so it can
          *     exceed 100. A stopped machine is `{ "running": false }`.
@@ -6449,6 +6488,35 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["MachineInfo"];
+                };
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "GET /v1/machines/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            101: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MachineEvent"];
                 };
             };
             /** @description an error (RFC 9457) */
