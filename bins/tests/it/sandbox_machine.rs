@@ -244,7 +244,60 @@ fn a_container_that_is_not_a_machine_is_never_touched_and_a_tty_or_filter_is_ref
     );
 }
 
+/// The benchmark of issue 29 (`bench/machine-exec.sh`): `machine exec` of `true` in a running
+/// machine ÷ the engine's own `exec` of it, alternated, medians (both through the same
+/// `setpriv` to the test user). Prints one `BENCH` line.
+fn bench_exec_against_the_engines_exec(e: &Env) {
+    let rounds: usize = std::env::var("HANDLER_BENCH_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(15);
+    let id = id("b", e);
+    let spec = json!({
+        "apiVersion": "handler.sandbox/v1", "name": format!("handler-m-{id}"), "image": IMAGE,
+        "argv": ["sh", "-c", "while :; do sleep 3600; done"], "env": {}, "workdir": "/",
+        "user": {"mode": "host-user", "home": e.home}, "mounts": [], "files": [],
+        "writablePaths": [], "network": {"mode": "none"}, "injections": [],
+        "labels": {"handler.test": "machine-bench"}
+    });
+    let o = out(&mut machine(e, &["create"], Some(&spec)));
+    let _gone = Removed(e, id.clone());
+    assert!(o.status.success(), "{}", text(&o));
+    let name = format!("handler-m-{id}");
+    let (mut ours, mut bare) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        let t = Instant::now();
+        let o = exec(e, &id, json!({"argv": ["true"]}));
+        ours.push(t.elapsed());
+        assert!(o.status.success(), "{}", text(&o));
+        let t = Instant::now();
+        let o = e.cli(&["exec", &name, "true"]);
+        bare.push(t.elapsed());
+        assert!(o.status.success(), "{}", text(&o));
+    }
+    let median = |v: &mut Vec<Duration>| {
+        v.sort();
+        v[v.len() / 2]
+    };
+    let (o, b) = (median(&mut ours), median(&mut bare));
+    println!(
+        "BENCH machine-exec {} rounds={rounds} machine_exec_ms={} engine_exec_ms={} ratio={:.2}",
+        e.rt.cli(),
+        o.as_millis(),
+        b.as_millis(),
+        o.as_secs_f64() / b.as_secs_f64()
+    );
+}
+
 mod podman {
+    #[test]
+    #[ignore = "a benchmark: bench/machine-exec.sh"]
+    fn bench_exec_against_the_engines_exec() {
+        super::with_env(
+            super::Runtime::Podman,
+            super::bench_exec_against_the_engines_exec,
+        );
+    }
     #[test]
     fn a_machine_is_made_reached_by_exec_kept_across_a_restart_and_removed() {
         super::with_env(
@@ -262,6 +315,14 @@ mod podman {
 }
 
 mod docker {
+    #[test]
+    #[ignore = "a benchmark: bench/machine-exec.sh"]
+    fn bench_exec_against_the_engines_exec() {
+        super::with_env(
+            super::Runtime::Docker,
+            super::bench_exec_against_the_engines_exec,
+        );
+    }
     #[test]
     fn a_machine_is_made_reached_by_exec_kept_across_a_restart_and_removed() {
         super::with_env(

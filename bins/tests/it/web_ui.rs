@@ -6,7 +6,8 @@
 //! permission waits, shares it with a second tab (the first answer wins), follows the Files pane
 //! (a change and its earlier version), names a file with `@`, stops the session and resumes it
 //! from the project's page, answers a denied host's question (allow always / once) and learns
-//! hosts in a filtered agent's network panel, checks the CSP (an inline script refused) and that the token never
+//! hosts in a filtered agent's network panel, makes a machine and follows it live (the change
+//! channel), checks the CSP (an inline script refused) and that the token never
 //! appears in a request URL; it measures the bundle and the time to the first session render.
 //! Skipped, saying why, only when chromium is absent (CI installs it: `.ci/setup-browser.sh`);
 //! missing podman or user FAILS unless HANDLER_SKIP_PODMAN_TESTS=1.
@@ -249,6 +250,7 @@ async fn the_web_ui_in_a_real_browser() {
             bin.join("fake-terminal").display().to_string(),
         ),
         ("HANDLER_CLI", "/opt/handler/handler".to_string()),
+        ("HANDLER_MACHINE_IMAGES", format!("{IMAGE}:*")),
     ]);
     let (mut child, token) = test_support::handlerd::spawn(
         as_user(&user, bin.join("handlerd").to_str().unwrap(), &[], &env),
@@ -273,6 +275,7 @@ async fn the_web_ui_in_a_real_browser() {
         .env("HANDLER_TOKEN", &token)
         .env("HANDLER_SCOPE", scope.display().to_string())
         .env("HANDLER_LOGIN_WINDOW", window.display().to_string())
+        .env("HANDLER_MACHINE_IMAGE", IMAGE)
         .env("HANDLER_UI_SCREENSHOTS", &shots)
         .env("CHROMIUM", CHROMIUM)
         .current_dir(&web)
@@ -308,6 +311,7 @@ async fn the_web_ui_in_a_real_browser() {
     for want in [
         "the model selector (configOptions) and the Files pane's Access tab",
         "a denied host is asked in the session and allowed; Learn hosts adds a host tried",
+        "machines: made from the page, live from the change channel, stats, stopped elsewhere, deleted after a confirm",
     ] {
         assert!(
             summary["passed"]

@@ -668,6 +668,47 @@ try {
     await page.getByRole("listitem", { name: "Addon shopify" }).waitFor({ state: "detached" });
   });
 
+  await step("machines: made from the page, live from the change channel, stats, stopped elsewhere, deleted after a confirm", async () => {
+    await page.goto(`${URL_}/#/machines`);
+    await page.getByRole("heading", { name: "Machines" }).waitFor();
+    await page.getByText("No machines yet.").waitFor();
+    const form = page.getByRole("form", { name: "Make a machine" });
+    // An image the daemon does not allow: refused, the field named.
+    await form.getByLabel("Name").fill("box");
+    await form.getByLabel("Image").fill("node:22");
+    await form.getByRole("button", { name: "Make" }).click();
+    await page.getByRole("alert").filter({ hasText: "image:" }).waitFor();
+    await form.getByLabel("Image").fill(process.env.HANDLER_MACHINE_IMAGE);
+    await form.getByRole("button", { name: "Make" }).click();
+    await page.getByRole("status").filter({ hasText: "Made box" }).waitFor();
+    const card = page.getByRole("listitem", { name: "Machine box" });
+    const state = card.getByLabel("State of box");
+    await state.filter({ hasText: "running" }).waitFor();
+    await card.getByRole("button", { name: "Stats" }).click();
+    const stats = card.getByLabel("Stats of box");
+    await stats.waitFor();
+    assert.match(await stats.innerText(), /Processes/);
+    // Another client stops it: the page follows the channel, with no reload.
+    await api("POST", "/v1/machines/box/stop");
+    await state.filter({ hasText: "stopped" }).waitFor();
+    await card.getByRole("button", { name: "Start" }).click();
+    await state.filter({ hasText: "running" }).waitFor();
+    await card.getByRole("button", { name: "Stats" }).click();
+    await stats.getByText("CPU").waitFor();
+    await shot(page, "machines");
+    // Delete asks first; Cancel keeps it.
+    await card.getByRole("button", { name: "Delete box" }).click();
+    const confirm = page.getByRole("group", { name: "Confirm deleting box" });
+    await confirm.getByRole("button", { name: "Cancel" }).click();
+    assert.equal((await api("GET", "/v1/machines")).length, 1);
+    await card.getByRole("button", { name: "Delete box" }).click();
+    await confirm.getByRole("button", { name: "Delete box and everything in it" }).click();
+    await card.waitFor({ state: "detached" });
+    await page.getByText("No machines yet.").waitFor();
+    assert.deepEqual(await api("GET", "/v1/machines"), []);
+    assert.ok(wsUrls.some((u) => u.endsWith("/v1/machines/events")), `WebSockets: ${wsUrls}`);
+  });
+
   await step("the token never appears in a request URL", async () => {
     const all = [...urls, ...wsUrls];
     assert.ok(all.length > 10, `requests seen: ${all.length}`);
