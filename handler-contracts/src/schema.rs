@@ -36,6 +36,7 @@ schemas! {
     "machine-request" => crate::machine::MachineRequest,
     "machine-info" => crate::machine::MachineInfo,
     "machine-event" => crate::machine::events::MachineEvent,
+    "exec-end" => crate::machine::exec_channel::ExecEnd,
     "runtime-check" => RuntimeCheck,
     "egress-event" => EgressEvent,
     // B

@@ -71,6 +71,24 @@ pub enum MachineCommand {
         /// The machine.
         name: String,
     },
+    /// Run a command in a running machine: its stdin, stdout and stderr are this terminal's
+    /// pipes, its exit code this command's.
+    Exec {
+        /// The machine.
+        name: String,
+        /// Where it starts (the machine's workdir by default).
+        #[arg(long, short = 'w')]
+        cwd: Option<String>,
+        /// The user in the machine (a name or uid[:gid]).
+        #[arg(long, short = 'u')]
+        user: Option<String>,
+        /// A variable of this environment passed on by name (its value never in an argument).
+        #[arg(long = "env", short = 'e', value_name = "NAME")]
+        env: Vec<String>,
+        /// The command and its arguments.
+        #[arg(last = true, required = true)]
+        argv: Vec<String>,
+    },
 }
 
 fn human_stats(v: &Value) {
@@ -257,6 +275,16 @@ pub(crate) async fn run(cmd: MachineCommand, json: bool) -> anyhow::Result<i32> 
         MachineCommand::Rm { name } => {
             let v = ctx.api.delete(&one(&name)).await?;
             ctx.done(&v, &format!("machine {name} removed"));
+        }
+        MachineCommand::Exec {
+            name,
+            cwd,
+            user,
+            env,
+            argv,
+        } => {
+            let spec = super::machine_exec::spec(argv, cwd, user, &env)?;
+            return super::machine_exec::run(&ctx, &name, &spec).await;
         }
     }
     Ok(0)

@@ -11,6 +11,7 @@ mod daemon;
 mod docs;
 mod legacy;
 mod machine;
+mod machine_exec;
 pub mod out;
 mod places;
 mod projects;

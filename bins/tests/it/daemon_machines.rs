@@ -199,6 +199,77 @@ async fn a_machine_is_made_listed_stopped_started_kept_across_a_restart_and_dele
     let ev = next(&mut ws).await;
     assert_eq!(ev["type"], "snapshot", "{ev}");
     assert_eq!(ev["machines"][0]["state"], "running", "{ev}");
+    // `handler machine exec` through the daemon: stdin, stdout, stderr and the exit code; a
+    // value by name; a file one exec writes read by the next; a machine it does not have.
+    let bin_cli = d.root.join("bin/handler");
+    let exec = |args: &[&str], input: &str, extra: Option<(&'static str, &str)>| {
+        let mut env = d.env.clone();
+        env.extend(extra.map(|(k, v)| (k, v.to_string())));
+        let mut c = d.user.cmd(bin_cli.to_str().unwrap(), args, &env);
+        c.stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        use std::io::Write as _;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        let o = child.wait_with_output().unwrap();
+        (
+            o.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let (code, out, err) = exec(
+        &[
+            "machine",
+            "exec",
+            "box",
+            "--",
+            "sh",
+            "-c",
+            "cat > note; echo out; echo err >&2; exit 3",
+        ],
+        "hello from stdin\n",
+        None,
+    );
+    assert_eq!((code, out.as_str()), (3, "out\n"), "{err}: {}", d.log());
+    assert!(err.contains("err"), "{err}");
+    let (code, out, err) = exec(
+        &[
+            "machine",
+            "exec",
+            "box",
+            "-e",
+            "SECRET_X",
+            "--",
+            "sh",
+            "-c",
+            "cat note; echo \"v=$SECRET_X\"",
+        ],
+        "",
+        Some(("SECRET_X", "s3cr3t-Exec-Value")),
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(out, "hello from stdin\nv=s3cr3t-Exec-Value\n");
+    assert!(
+        !d.log().contains("s3cr3t-Exec-Value"),
+        "a value in handlerd's log"
+    );
+    let (code, _, err) = exec(&["machine", "exec", "nope", "--", "true"], "", None);
+    assert_ne!(code, 0);
+    assert!(err.contains("nope"), "{err}");
+    let (code, _, err) = exec(
+        &["machine", "exec", "box", "-e", "UNSET_HERE", "--", "true"],
+        "",
+        None,
+    );
+    assert_ne!(code, 0);
+    assert!(err.contains("--env UNSET_HERE"), "{err}");
     // Removed behind Handler's back: shown missing, never made again.
     let o = d
         .user

@@ -11,6 +11,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub mod events;
+pub mod exec_channel;
 pub mod images;
 
 /// The SandboxSpec a machine is made from (see the module's text).

@@ -8,13 +8,14 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing;
 use handler_contracts::machine::events::{MachineEvent, SUBPROTOCOL_MACHINES};
+use handler_contracts::machine::exec_channel::{ExecEnd, SUBPROTOCOL_EXEC};
 use handler_contracts::machine::{MachineInfo, MachineRequest, MachineStats};
 
 use super::auth::{header_token_ok, offered_protocols};
 use super::routes::{Route, r, s};
 use crate::daemon::problem::{ApiError, ApiJson, ApiResult};
-use crate::daemon::services::machine_events;
 use crate::daemon::services::machines as service;
+use crate::daemon::services::{machine_events, machine_exec};
 use crate::daemon::state::AppState;
 
 /// POST /v1/machines (201)
@@ -78,6 +79,46 @@ pub async fn delete(State(app): State<AppState>, Path(id): Path<String>) -> ApiR
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// Whether the request offers `protocol` (or none, with the token in the header): else 400.
+fn offers(app: &AppState, headers: &HeaderMap, protocol: &str) -> ApiResult<()> {
+    let protocols = offered_protocols(headers);
+    let plain = protocols.is_empty() && header_token_ok(headers, &app.token());
+    if plain || protocols.iter().any(|p| p == protocol) {
+        Ok(())
+    } else {
+        Err(ApiError::bad_request(
+            "subprotocol required",
+            format!("offer the subprotocol {protocol}"),
+        ))
+    }
+}
+
+/// GET /v1/machines/{id}/exec: a process in the machine (a WebSocket offering
+/// `handler.exec.v1`; 404 for a machine this daemon does not have, before any upgrade).
+pub async fn exec(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Response {
+    if let Err(e) =
+        offers(&app, &headers, SUBPROTOCOL_EXEC).and_then(|()| service::known(&app, &id))
+    {
+        return e.into_response();
+    }
+    match ws {
+        Err(rej) => {
+            ApiError::bad_request("not a WebSocket upgrade", rej.body_text()).into_response()
+        }
+        Ok(ws) => {
+            let max = app.config.max_message_bytes;
+            ws.protocols([SUBPROTOCOL_EXEC])
+                .max_message_size(max)
+                .on_upgrade(move |socket| machine_exec::serve(app, id, socket))
+        }
+    }
+}
+
 /// GET /v1/machines/events: the change channel (a WebSocket offering `handler.machines.v1`;
 /// the token checked by the middleware, here the subprotocol, 400).
 pub async fn events(
@@ -85,14 +126,8 @@ pub async fn events(
     headers: HeaderMap,
     ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
-    let protocols = offered_protocols(&headers);
-    let plain = protocols.is_empty() && header_token_ok(&headers, &app.token());
-    if !(plain || protocols.iter().any(|p| p == SUBPROTOCOL_MACHINES)) {
-        return ApiError::bad_request(
-            "subprotocol required",
-            format!("offer the subprotocol {SUBPROTOCOL_MACHINES}"),
-        )
-        .into_response();
+    if let Err(e) = offers(&app, &headers, SUBPROTOCOL_MACHINES) {
+        return e.into_response();
     }
     match ws {
         Err(rej) => {
@@ -101,6 +136,21 @@ pub async fn events(
         Ok(ws) => ws
             .protocols([SUBPROTOCOL_MACHINES])
             .on_upgrade(move |socket| machine_events::watch(app, socket)),
+    }
+}
+
+/// The exec route.
+fn exec_route() -> Route {
+    Route {
+        upgrade: true,
+        ..r(
+            "GET",
+            "/v1/machines/{id}/exec",
+            "Run a process in a machine (WebSocket, subprotocols handler.exec.v1 and bearer.<token>): the ExecSpec first, then stdio frames, its end last",
+            None,
+            (101, Some(s::<ExecEnd>)),
+            routing::get(exec),
+        )
     }
 }
 
@@ -196,5 +246,6 @@ pub(super) fn routes() -> Vec<Route> {
         ),
     ];
     v.insert(2, channel());
+    v.push(exec_route());
     v
 }

@@ -126,6 +126,17 @@ pub trait Launcher: Send + Sync + std::fmt::Debug {
         Box::pin(async { Err(no_verb("machine")) })
     }
 
+    /// `machine exec ID` (issue 29) with `exec` on fd 3, its stdio piped: the process in the
+    /// machine as an [`Instance`] named by the machine.
+    fn machine_exec(
+        &self,
+        id: &str,
+        exec: &handler_contracts::machine::ExecSpec,
+    ) -> Result<Instance, LauncherError> {
+        let _ = (id, exec);
+        Err(no_verb("machine exec"))
+    }
+
     /// `git-follow` (issue 14, item 3).
     fn git_follow<'a>(&'a self, f: &'a verbs::Follow) -> BoxFuture<'a, Result<(), LauncherError>> {
         let _ = f;
@@ -238,39 +249,46 @@ fn spawn_with_doc(mut c: Command, doc: Vec<u8>, program: &str) -> Result<Child, 
     Ok(child)
 }
 
-impl Launcher for ProcessLauncher {
-    fn launch(&self, spec: &SandboxSpec) -> Result<Instance, LauncherError> {
-        let json = serde_json::to_vec(spec).map_err(|e| LauncherError::Spec(e.to_string()))?;
-        let mut c = self.command(&Verb::Launch);
+impl ProcessLauncher {
+    /// `verb` with `doc` on fd 3 and its stdio piped, as instance `name`.
+    fn piped(&self, verb: &Verb, doc: Vec<u8>, name: &str) -> Result<Instance, LauncherError> {
+        let mut c = self.command(verb);
         c.stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
-        let mut child = spawn_with_doc(c, json, &self.command[0])?;
-        let stdin = child
-            .stdin
-            .take()
-            .ok_or_else(|| LauncherError::Spec("no stdin".into()))?;
-        let stdout = child
-            .stdout
-            .take()
-            .ok_or_else(|| LauncherError::Spec("no stdout".into()))?;
-        let stderr = child
-            .stderr
-            .take()
-            .ok_or_else(|| LauncherError::Spec("no stderr".into()))?;
-        if let (Some(state), Some(pid)) = (&self.records, child.id())
+        let mut child = spawn_with_doc(c, doc, &self.command[0])?;
+        let no = |what: &str| LauncherError::Spec(format!("no {what}"));
+        Ok(Instance {
+            name: name.to_string(),
+            stdin: child.stdin.take().ok_or_else(|| no("stdin"))?,
+            stdout: child.stdout.take().ok_or_else(|| no("stdout"))?,
+            stderr: child.stderr.take().ok_or_else(|| no("stderr"))?,
+            child,
+        })
+    }
+}
+
+impl Launcher for ProcessLauncher {
+    fn launch(&self, spec: &SandboxSpec) -> Result<Instance, LauncherError> {
+        let json = serde_json::to_vec(spec).map_err(|e| LauncherError::Spec(e.to_string()))?;
+        let inst = self.piped(&Verb::Launch, json, &spec.name)?;
+        if let (Some(state), Some(pid)) = (&self.records, inst.child.id())
             && let Err(e) = super::records::record(state, &spec.name, pid, None)
         {
             tracing::warn!(sandbox = %spec.name, error = %e, "launch not recorded: a later handlerd will not stop it");
         }
-        Ok(Instance {
-            name: spec.name.clone(),
-            child,
-            stdin,
-            stdout,
-            stderr,
-        })
+        Ok(inst)
+    }
+
+    fn machine_exec(
+        &self,
+        id: &str,
+        exec: &handler_contracts::machine::ExecSpec,
+    ) -> Result<Instance, LauncherError> {
+        let json = serde_json::to_vec(exec).map_err(|e| LauncherError::Spec(e.to_string()))?;
+        let verb = Verb::Machine(verbs::MachineVerb::Exec { id: id.into() });
+        self.piped(&verb, json, id)
     }
 
     fn launch_kept(&self, spec: &SandboxSpec, keep: &verbs::Keep) -> Result<Child, LauncherError> {

@@ -58,6 +58,11 @@ fn read(app: &AppState, id: &str) -> ApiResult<Record> {
     serde_json::from_str(&bytes).map_err(ApiError::internal)
 }
 
+/// 404 unless machine `id` is one of this daemon's.
+pub fn known(app: &AppState, id: &str) -> ApiResult<()> {
+    read(app, id).map(|_| ())
+}
+
 /// The runtime's refusal as the API's: 64/65 name the field (422), 3 the machine gone (404).
 fn refused(e: LauncherError) -> ApiError {
     match e {

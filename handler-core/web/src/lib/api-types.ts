@@ -1316,6 +1316,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/machines/{id}/exec": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Run a process in a machine (WebSocket, subprotocols handler.exec.v1 and bearer.<token>): the ExecSpec first, then stdio frames, its end last */
+        get: operations["GET /v1/machines/{id}/exec"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/token/rotate": {
         parameters: {
             query?: never;
@@ -3182,6 +3199,16 @@ export interface components {
              * @description Written.
              */
             write: number;
+        };
+        /** @description How the process ended: its exit code, or why it could not run. */
+        ExecEnd: {
+            /**
+             * Format: int32
+             * @description Its exit code (none: it was not run, or killed by a signal).
+             */
+            exit?: number | null;
+            /** @description Why it did not run (the field named) or how it was ended. */
+            error?: string | null;
         };
         /**
          * @description POST /v1/ui/code's answer (issue 27 F12, decision 0133): a code the web UI's page exchanges
@@ -6725,6 +6752,37 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "GET /v1/machines/{id}/exec": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            101: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ExecEnd"];
+                };
             };
             /** @description an error (RFC 9457) */
             default: {
