@@ -11,6 +11,7 @@ use super::out::{Ctx, Refused, print_fields, print_table, read_secret, seg, text
 #[derive(Subcommand, Debug)]
 pub enum AccountCommand {
     /// List the accounts: harness, plan, whether logged in.
+    #[command(visible_alias = "ls")]
     List,
     /// Show one account.
     Show {
@@ -37,6 +38,7 @@ pub enum AccountCommand {
         file: std::path::PathBuf,
     },
     /// Remove an account, its token and its credential file.
+    #[command(alias = "remove")]
     Rm {
         /// The account's name.
         name: String,

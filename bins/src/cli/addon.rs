@@ -11,6 +11,7 @@ use super::out::{Ctx, Refused, confirm, print_json, print_table, seg, text};
 #[derive(Subcommand, Debug)]
 pub enum AddonCommand {
     /// List the addons: built-in, installed and the user's own.
+    #[command(visible_alias = "ls")]
     List,
     /// One addon: where it comes from, its version, hosts, settings, secret slots, commands,
     /// skills, its image's state and the bindings using it.
@@ -30,6 +31,7 @@ pub enum AddonCommand {
         yes: bool,
     },
     /// Remove an installed addon.
+    #[command(alias = "remove")]
     Rm {
         /// The addon's name.
         name: String,

@@ -11,6 +11,7 @@ use super::out::{Ctx, Refused, print_fields, print_table, seg, text};
 #[derive(Subcommand, Debug)]
 pub enum AgentCommand {
     /// List the agents, ad hoc and of projects.
+    #[command(visible_alias = "ls")]
     List {
         /// Only this project's agents (its id).
         #[arg(long)]
@@ -32,6 +33,7 @@ pub enum AgentCommand {
         settings: Settings,
     },
     /// Remove an agent (a project keeps at least one).
+    #[command(alias = "remove")]
     Rm {
         /// The agent's id.
         id: String,
@@ -47,8 +49,8 @@ pub enum AgentCommand {
         /// Refuse what no entry allows (filtered only; the default).
         #[arg(long, conflicts_with = "log_only")]
         enforce: bool,
-        /// Remove an allow-list entry; repeatable.
-        #[arg(long, value_name = "HOST")]
+        /// Remove an allow-list entry (HOST:PORT); repeatable.
+        #[arg(long, value_name = "HOST:PORT")]
         disallow: Vec<String>,
     },
     /// The built-in agents (the skill reviewer, the skill creator) and whether each is set up.
@@ -103,8 +105,8 @@ pub struct NetworkArgs {
     /// Filtered only: let through what no entry allows, and only log it.
     #[arg(long)]
     pub log_only: bool,
-    /// An allow-list entry (a host, `*.host`, `host:port`); repeatable.
-    #[arg(long, value_name = "HOST")]
+    /// An allow-list entry, HOST:PORT or *.DOMAIN:PORT (a bare host is refused); repeatable.
+    #[arg(long, value_name = "HOST:PORT")]
     pub allow: Vec<String>,
 }
 

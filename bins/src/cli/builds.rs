@@ -13,6 +13,7 @@ use handler_core::client::api::Api;
 #[derive(Subcommand, Debug)]
 pub enum BuildCommand {
     /// List the builds, the running first.
+    #[command(visible_alias = "ls")]
     List,
     /// Show one build: its stage and step.
     Show {

@@ -34,7 +34,7 @@ pub enum MachineCommand {
         network: Option<String>,
     },
     /// List the machines with their state.
-    #[command(alias = "list")]
+    #[command(visible_alias = "list")]
     Ls {
         /// Then follow the changes (the change channel) until interrupted: a line each (with
         /// --json, each message of the channel as one JSON line).
@@ -67,6 +67,7 @@ pub enum MachineCommand {
         name: String,
     },
     /// Remove a machine and everything in it.
+    #[command(alias = "remove")]
     Rm {
         /// The machine.
         name: String,

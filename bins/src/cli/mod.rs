@@ -227,4 +227,42 @@ mod tests {
         use clap::CommandFactory;
         super::Cli::command().debug_assert();
     }
+
+    /// Every noun takes `ls` for its listing and `rm` for its removal, as podman, docker and
+    /// `handler machine` do (issue 33 item 11): `handler agent ls` is what a new user types.
+    #[test]
+    fn every_noun_lists_with_ls_and_removes_with_rm() {
+        use clap::{CommandFactory, Parser};
+        let cli = super::Cli::command();
+        let mut nouns = 0;
+        for noun in cli.get_subcommands() {
+            let has = |name: &str| noun.find_subcommand(name).is_some();
+            if has("list") || has("ls") {
+                nouns += 1;
+                assert!(
+                    has("ls") && has("list"),
+                    "handler {}: ls and list",
+                    noun.get_name()
+                );
+            }
+            if has("rm") || has("remove") {
+                assert!(
+                    has("rm") && has("remove"),
+                    "handler {}: rm and remove",
+                    noun.get_name()
+                );
+            }
+        }
+        assert!(nouns >= 10, "{nouns} nouns with a listing");
+        for args in [
+            ["agent", "ls"],
+            ["project", "ls"],
+            ["secret", "ls"],
+            ["machine", "list"],
+        ] {
+            let argv = std::iter::once("handler").chain(args);
+            super::Cli::try_parse_from(argv).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        }
+        super::Cli::try_parse_from(["handler", "agent", "remove", "a1"]).unwrap();
+    }
 }

@@ -10,6 +10,7 @@ use super::out::{Ctx, print_table, seg, text};
 #[derive(Subcommand, Debug)]
 pub enum ContextCommand {
     /// List the contexts, their projects, accounts and providers.
+    #[command(visible_alias = "ls")]
     List,
     /// Add a context.
     Add {
@@ -28,6 +29,7 @@ pub enum ContextCommand {
         color: String,
     },
     /// Remove a context (refused while a project is in it).
+    #[command(alias = "remove")]
     Rm {
         /// Its name.
         name: String,
@@ -38,6 +40,7 @@ pub enum ContextCommand {
 #[derive(Subcommand, Debug)]
 pub enum FolderCommand {
     /// List the work folders: as written, and resolved.
+    #[command(visible_alias = "ls")]
     List,
     /// Allow agents to work in a folder (and those inside it).
     Add {
@@ -45,6 +48,7 @@ pub enum FolderCommand {
         path: String,
     },
     /// Stop allowing a folder.
+    #[command(alias = "remove")]
     Rm {
         /// The folder, as `folder list` writes it.
         path: String,

@@ -11,6 +11,7 @@ use super::out::{Ctx, Refused, print_fields, print_table, seg, text};
 #[derive(Subcommand, Debug)]
 pub enum ProjectCommand {
     /// List the projects.
+    #[command(visible_alias = "ls")]
     List,
     /// Show one project and its agents.
     Show {
@@ -55,6 +56,7 @@ pub enum ProjectCommand {
         default_agent: Option<String>,
     },
     /// Remove a project and its agents (its folder stays).
+    #[command(alias = "remove")]
     Rm {
         /// The project's id.
         id: String,

@@ -10,6 +10,7 @@ use super::out::{Ctx, Refused, print_fields, print_table, read_secret, seg, text
 #[derive(Subcommand, Debug)]
 pub enum ProviderCommand {
     /// List the providers: endpoints, models, whether their key is set.
+    #[command(visible_alias = "ls")]
     List,
     /// List the templates a provider can be made from.
     Templates,
@@ -23,6 +24,7 @@ pub enum ProviderCommand {
     /// Change a provider: what you give replaces what it has.
     Edit(ProviderArgs),
     /// Remove a provider and its key.
+    #[command(alias = "remove")]
     Rm {
         /// The provider's name.
         name: String,

@@ -10,6 +10,7 @@ use super::out::{Ctx, print_table, read_secret, text};
 #[derive(Subcommand, Debug)]
 pub enum SecretCommand {
     /// List the secrets (their paths and where they are sent, never their values).
+    #[command(visible_alias = "ls")]
     List,
     /// Set a secret's value, read from stdin or at a prompt that does not echo.
     Set {
@@ -20,6 +21,7 @@ pub enum SecretCommand {
         description: Option<String>,
     },
     /// Remove a secret.
+    #[command(alias = "remove")]
     Rm {
         /// Its path.
         path: String,

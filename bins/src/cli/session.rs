@@ -26,6 +26,7 @@ pub struct AttachArgs {
 #[derive(Subcommand, Debug)]
 pub enum SessionCommand {
     /// The sessions, oldest first.
+    #[command(visible_alias = "ls")]
     List {
         /// The API's objects, as JSON.
         #[arg(long)]
@@ -45,6 +46,7 @@ pub enum SessionCommand {
         session: String,
     },
     /// Stop it and remove its folder and history.
+    #[command(alias = "remove")]
     Rm {
         /// Its id.
         session: String,

@@ -14,6 +14,7 @@ use super::out::{Ctx, Refused, print_fields, print_json, print_table, seg, table
 #[derive(Subcommand, Debug)]
 pub enum SkillCommand {
     /// List the library's skills (an invalid one with why).
+    #[command(visible_alias = "ls")]
     List,
     /// Show a skill: its files, who gets it, its digest and its SKILL.md.
     Show {
@@ -25,6 +26,7 @@ pub enum SkillCommand {
     /// Change a skill's SKILL.md (in $EDITOR, or from --content) or the projects giving it.
     Edit(EditArgs),
     /// Remove a skill (the agents that picked it lose it).
+    #[command(alias = "remove")]
     Rm {
         /// The skill's name.
         name: String,
