@@ -77,6 +77,7 @@ schemas! {
     "agent-request" => AgentRequest,
     "ad-hoc-agent-request" => AdHocAgentRequest,
     "project" => Project,
+    "project-removed" => ProjectRemoved,
     "knowledge-listing" => KnowledgeListing,
     "knowledge-folder-view" => KnowledgeFolderView,
     "knowledge-note" => KnowledgeNote,

@@ -158,7 +158,17 @@ pub(crate) async fn run(cmd: ProjectCommand, json: bool) -> anyhow::Result<i32> 
                 .api
                 .delete(&format!("/v1/projects/{}", seg(&id)))
                 .await?;
-            ctx.done(&v, &format!("project {id} removed"));
+            let mut said = format!("project {id} removed");
+            for c in v["caches"].as_array().into_iter().flatten() {
+                said.push_str(&format!(
+                    "\n  its cache folder {} removed",
+                    c.as_str().unwrap_or_default()
+                ));
+            }
+            if let Some(why) = v["kept"].as_str() {
+                said.push_str(&format!("\n  its cache folders were kept: {why}"));
+            }
+            ctx.done(&v, &said);
         }
     }
     Ok(0)

@@ -542,6 +542,22 @@ pub struct CacheClearRequest {
     pub name: Option<String>,
 }
 
+/// `DELETE /v1/projects/{id}` (200): the project is gone with its agents; its own cache
+/// folders (`<data>/caches/<id>/…`, D.8) were emptied by the runtime and removed once its
+/// sandboxes stopped — `caches` names them; `kept` those still in use, left for Settings →
+/// Caches.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProjectRemoved {
+    /// The project's id.
+    pub id: String,
+    /// The cache folders removed with it.
+    pub caches: Vec<String>,
+    /// Why its cache folders were kept (a sandbox still mounting one), if they were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept: Option<String>,
+}
+
 /// `POST /v1/accounts/{name}/login/window` (202): the terminal window handlerd opened on the
 /// desktop for a file login (D.9), running `handler account login NAME --keep-open`; the web UI
 /// then follows the account until its `loggedInAt` changes.

@@ -1226,8 +1226,13 @@ async fn projects_presets_unique_names_default_agent_and_duplicate() {
         .delete(&format!("/v1/agents/{}", dup["id"].as_str().unwrap()))
         .await;
     assert_eq!(s, 204);
-    let (s, _) = d.delete(&format!("/v1/projects/{pid}")).await;
-    assert_eq!(s, 204);
+    let (s, v) = d.delete(&format!("/v1/projects/{pid}")).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(
+        v,
+        json!({"id": pid, "caches": []}),
+        "no launch made its caches"
+    );
     let (_, all) = d.get("/v1/agents").await;
     assert_eq!(all, json!([]));
     // The store is a file, written atomically.

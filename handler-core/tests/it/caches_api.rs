@@ -105,6 +105,33 @@ async fn caches_are_listed_sized_and_emptied() {
     d.stop().await;
 }
 
+/// D.8: a project's own caches go with it — emptied by the runtime's verb, then the empty
+/// folders removed — and the answer names them; the global caches stay.
+#[tokio::test]
+async fn a_deleted_projects_own_caches_are_removed_and_named() {
+    let d = TestDaemon::start().await;
+    let (pid, _) = project(&d, "project").await;
+    let npm = own_folder(&d, &pid, "npm");
+    std::fs::create_dir_all(npm.join("_cacache/deep")).unwrap();
+    std::fs::write(npm.join("_cacache/deep/index"), b"12345").unwrap();
+    let global = d.home.path().join(".cache/handler-ai/npm");
+    std::fs::create_dir_all(&global).unwrap();
+    std::fs::write(global.join("kept"), b"x").unwrap();
+    let (s, v) = d.delete(&format!("/v1/projects/{pid}")).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["caches"], json!([npm.display().to_string()]), "{v}");
+    assert!(v.get("kept").is_none(), "{v}");
+    assert!(!npm.exists(), "its npm cache is gone");
+    assert!(!npm.parent().unwrap().exists(), "its cache folder is gone");
+    assert!(
+        d.sandbox_log().contains("cache clear"),
+        "{}",
+        d.sandbox_log()
+    );
+    assert!(global.join("kept").exists(), "the global caches stay");
+    d.stop().await;
+}
+
 #[tokio::test]
 async fn a_bad_clear_names_what_is_wrong() {
     let d = TestDaemon::start().await;

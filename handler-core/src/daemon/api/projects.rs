@@ -10,7 +10,7 @@ use crate::daemon::problem::{ApiJson, ApiResult};
 use crate::daemon::services::projects::{self as service};
 use crate::daemon::state::AppState;
 use axum::routing;
-use handler_contracts::control::{ProjectPatch, ProjectRequest};
+use handler_contracts::control::{ProjectPatch, ProjectRemoved, ProjectRequest};
 
 /// GET /v1/projects
 pub async fn list(State(app): State<AppState>) -> Json<Vec<Project>> {
@@ -44,9 +44,11 @@ pub async fn patch(
 }
 
 /// DELETE /v1/projects/{id}: with its agents.
-pub async fn delete(State(app): State<AppState>, Path(id): Path<String>) -> ApiResult<StatusCode> {
-    service::delete(&app, id).await?;
-    Ok(StatusCode::NO_CONTENT)
+pub async fn delete(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<ProjectRemoved>> {
+    Ok(Json(service::delete(&app, id).await?))
 }
 
 /// POST /v1/projects/{id}/agents: another agent (defaults of new agents).
@@ -97,9 +99,9 @@ pub(super) fn routes() -> Vec<Route> {
         r(
             "DELETE",
             "/v1/projects/{id}",
-            "Remove a project and its agents",
+            "Remove a project and its agents; its own cache folders once its sandboxes stopped",
             None,
-            (204, None),
+            (200, Some(s::<ProjectRemoved>)),
             routing::delete(delete),
         ),
         r(

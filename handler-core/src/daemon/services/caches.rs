@@ -141,6 +141,39 @@ pub async fn clear(app: &AppState, req: CacheClearRequest) -> ApiResult<()> {
         .map_err(refusal)
 }
 
+/// A deleted project's own cache folders (D.8): each emptied by the runtime's `cache clear`
+/// (the only way to files written with inner ids), then the empty folders removed — never a
+/// host-side recursive removal. Answers the folders removed, or why they were kept (a sandbox
+/// still mounting one).
+pub async fn remove_project_folder(app: &AppState, id: &str) -> (Vec<String>, Option<String>) {
+    let root = folders::project_root(&app.config, id);
+    if folders::existing(&root.display().to_string()).is_none() {
+        return (Vec::new(), None);
+    }
+    let names: Vec<String> = match manifest(app) {
+        Ok(m) => m.caches.keys().cloned().collect(),
+        Err(e) => return (Vec::new(), Some(e.to_string())),
+    };
+    let paths: Vec<String> = names
+        .iter()
+        .filter_map(|n| folders::existing(&root.join(n).display().to_string()))
+        .collect();
+    if let Err(e) = folders::empty(app.launcher.as_ref(), &paths).await {
+        let why = refusal(e).to_string();
+        tracing::warn!(project = %id, why = %why, "a deleted project's caches kept");
+        return (Vec::new(), Some(why));
+    }
+    let removed: Vec<String> = paths
+        .into_iter()
+        .filter(|p| std::fs::remove_dir(p).is_ok())
+        .collect();
+    if let Err(e) = std::fs::remove_dir(&root) {
+        tracing::warn!(project = %id, folder = %root.display(), error = %e, "a deleted project's cache folder not removed");
+    }
+    tracing::info!(project = %id, caches = ?removed, "a deleted project's caches removed");
+    (removed, None)
+}
+
 /// A refusal of `cache clear`: 409 when a sandbox mounts the folder (its names in the detail).
 fn refusal(e: LauncherError) -> ApiError {
     match &e {

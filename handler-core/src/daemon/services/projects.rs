@@ -5,7 +5,9 @@ use handler_contracts::control::{Agent, AgentRequest};
 
 use crate::daemon::fsutil::now_rfc3339;
 use handler_contracts::context;
-use handler_contracts::control::{Preset, ProjectPatch, ProjectRequest};
+use std::time::Duration;
+
+use handler_contracts::control::{Preset, ProjectPatch, ProjectRemoved, ProjectRequest};
 
 use crate::daemon::problem::{ApiError, ApiResult};
 use crate::daemon::state::AppState;
@@ -13,6 +15,7 @@ use crate::daemon::store::catalog::Snapshot;
 use crate::daemon::store::{StoredAgent, StoredProject, new_id};
 
 use super::agents::{project_stored, view};
+use crate::daemon::launch::agent::STOP_GRACE;
 use handler_contracts::control::Project;
 
 fn project_view(app: &AppState, snap: &Snapshot, p: &StoredProject) -> Project {
@@ -190,8 +193,8 @@ pub async fn patch(app: &AppState, id: String, req: ProjectPatch) -> ApiResult<P
 }
 
 /// The rules behind DELETE /v1/projects/{id}: with its agents.
-pub async fn delete(app: &AppState, id: String) -> ApiResult<()> {
-    let _w = app.write_lock.lock().await;
+pub async fn delete(app: &AppState, id: String) -> ApiResult<ProjectRemoved> {
+    let w = app.write_lock.lock().await;
     if app.agents.project(&id).is_none() {
         return Err(ApiError::not_found(format!("project {id:?}")));
     }
@@ -207,10 +210,23 @@ pub async fn delete(app: &AppState, id: String) -> ApiResult<()> {
         projects.retain(|p| p.id != id);
         Ok(())
     })?;
-    for a in ids {
-        app.stop_connections(&a).await;
+    for a in &ids {
+        app.stop_connections(a).await;
     }
-    Ok(())
+    drop(w);
+    // Its own caches go once its sandboxes stopped (they get SIGTERM, then SIGKILL after
+    // STOP_GRACE): a folder still mounted is kept and said so.
+    let deadline = tokio::time::Instant::now() + STOP_GRACE + Duration::from_secs(10);
+    loop {
+        let changed = app.connections_changed.notified();
+        let live = ids.iter().any(|a| !app.connections_of(a).is_empty());
+        if !live || tokio::time::Instant::now() >= deadline {
+            break;
+        }
+        let _ = tokio::time::timeout_at(deadline, changed).await;
+    }
+    let (caches, kept) = super::caches::remove_project_folder(app, &id).await;
+    Ok(ProjectRemoved { id, caches, kept })
 }
 
 /// The rules behind POST /v1/projects/{id}/agents: another agent (defaults of new agents).

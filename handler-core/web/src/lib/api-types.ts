@@ -529,7 +529,7 @@ export interface paths {
         get: operations["GET /v1/projects/{id}"];
         put?: never;
         post?: never;
-        /** Remove a project and its agents */
+        /** Remove a project and its agents; its own cache folders once its sandboxes stopped */
         delete: operations["DELETE /v1/projects/{id}"];
         options?: never;
         head?: never;
@@ -2401,6 +2401,20 @@ export interface components {
              * @default null
              */
             defaultAgent: string | null;
+        };
+        /**
+         * @description `DELETE /v1/projects/{id}` (200): the project is gone with its agents; its own cache
+         *     folders (`<data>/caches/<id>/…`, D.8) were emptied by the runtime and removed once its
+         *     sandboxes stopped — `caches` names them; `kept` those still in use, left for Settings →
+         *     Caches.
+         */
+        ProjectRemoved: {
+            /** @description The project's id. */
+            id: string;
+            /** @description The cache folders removed with it. */
+            caches: string[];
+            /** @description Why its cache folders were kept (a sandbox still mounting one), if they were. */
+            kept?: string | null;
         };
         /**
          * @description POST /v1/builds (D.4): what to rebuild — a harness name, `toolbox`, `network-filter` or
@@ -4854,11 +4868,13 @@ export interface operations {
         requestBody?: never;
         responses: {
             /** @description success */
-            204: {
+            200: {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": components["schemas"]["ProjectRemoved"];
+                };
             };
             /** @description an error (RFC 9457) */
             default: {
