@@ -89,6 +89,9 @@ pub struct DaemonConfig {
     /// How long a session's agent outlives its daemon waiting for the next one
     /// (`HANDLER_KEEP_TIMEOUT`, seconds; default 600; 0: agents do not outlive it, issue 28).
     pub keep_timeout: std::time::Duration,
+    /// How long an image's facts are answered from memory (`HANDLER_IMAGE_FACTS_TTL`,
+    /// seconds; default 5; 0: asked of the runtime every time; decision 0145).
+    pub image_facts_ttl: std::time::Duration,
     /// The messages an attachment's queue holds before the client is closed 4003 as too slow
     /// (F.7: 10 000; smaller only in tests).
     pub session_queue: usize,
@@ -158,6 +161,17 @@ fn session_settings(c: &mut DaemonConfig) -> Result<(), ConfigError> {
             .map_err(|e| ConfigError::Invalid {
                 var: "HANDLER_MACHINE_IMAGES",
                 message: e.to_string(),
+            })?;
+    }
+    if let Ok(t) = std::env::var("HANDLER_IMAGE_FACTS_TTL") {
+        c.image_facts_ttl = t
+            .parse::<u64>()
+            .ok()
+            .filter(|n| *n <= 3600)
+            .map(std::time::Duration::from_secs)
+            .ok_or_else(|| ConfigError::Invalid {
+                var: "HANDLER_IMAGE_FACTS_TTL",
+                message: format!("{t:?} is not a number of seconds from 0 to 3600"),
             })?;
     }
     if let Ok(t) = std::env::var("HANDLER_KEEP_TIMEOUT") {
@@ -233,6 +247,7 @@ impl DaemonConfig {
             session_idle_timeout: std::time::Duration::from_secs(1800),
             session_max_attach: 8,
             keep_timeout: std::time::Duration::from_secs(600),
+            image_facts_ttl: std::time::Duration::from_secs(5),
             machine_images: handler_contracts::machine::images::AllowedImages::default(),
             session_queue: 10_000,
             build_ca_bundle: None,

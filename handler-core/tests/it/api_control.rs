@@ -1264,6 +1264,58 @@ async fn harnesses_are_listed_with_their_logins() {
     d.stop().await;
 }
 
+/// Issue 34 item 5: listings answer from memory — the runtime is asked about each harness's
+/// image once per `HANDLER_IMAGE_FACTS_TTL`, and eight requests arriving together wait for
+/// one read, not eight; with a TTL of 0 every request asks again.
+#[tokio::test]
+async fn the_harness_listing_asks_the_runtime_once_per_image() {
+    use daemon_support::Options;
+    // The network filter's image is checked at start, apart from the listings.
+    // (Concurrent verbs may write into one line: occurrences are counted.)
+    let inspects = |d: &TestDaemon| {
+        let log = d.sandbox_log();
+        log.matches("image inspect").count()
+            - log
+                .matches("image inspect localhost/handler-network-filter")
+                .count()
+    };
+    // A build's end reads the facts again: the network filter's build this daemon starts (and
+    // the fake runtime fails) ends first.
+    let d = TestDaemon::start_with(Options {
+        image_facts_ttl: Some(std::time::Duration::from_secs(600)),
+        ..Options::default()
+    })
+    .await;
+    let before = inspects(&d);
+    let (s, v) = d.get("/v1/harnesses").await;
+    assert_eq!(s, 200);
+    let n = v.as_array().unwrap().len();
+    assert_eq!(inspects(&d), before + n, "{}", d.sandbox_log());
+    let together = (0..8).map(|_| d.get("/v1/harnesses"));
+    for (s, again) in futures_util::future::join_all(together).await {
+        assert_eq!((s, &again), (200, &v));
+    }
+    let (_, one) = d.get("/v1/harnesses/fake").await;
+    assert_eq!(one["imagePresent"], false, "{one}");
+    assert_eq!(
+        inspects(&d),
+        before + n,
+        "answered from memory: {}",
+        d.sandbox_log()
+    );
+    d.stop().await;
+    let d = TestDaemon::start_with(Options {
+        image_facts_ttl: Some(std::time::Duration::ZERO),
+        ..Options::default()
+    })
+    .await;
+    let before = inspects(&d);
+    d.get("/v1/harnesses").await;
+    d.get("/v1/harnesses").await;
+    assert_eq!(inspects(&d), before + 2 * n, "{}", d.sandbox_log());
+    d.stop().await;
+}
+
 /// Run last in spirit: every body and log line so far, with the secrets this file uses.
 #[tokio::test]
 async fn no_secret_value_in_any_answer_or_log_line() {

@@ -82,7 +82,26 @@ pub struct BuildStore {
     pub filter: std::sync::atomic::AtomicU8,
     /// An automatic update run is going on (D.4).
     pub updates_running: std::sync::atomic::AtomicBool,
+    /// Each image's facts as last read (issue 34 item 5): listings answer from here.
+    pub facts: Mutex<HashMap<String, FactsSlot>>,
+    /// Bumped by every build's end: facts read before it are read again.
+    pub generation: std::sync::atomic::AtomicU64,
 }
+
+/// What `GET /v1/harnesses` shows of an image's `:latest`: present, version, built at.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ImageFacts {
+    /// `:latest` exists.
+    pub present: bool,
+    /// Its `/usr/share/handler/version`.
+    pub version: Option<String>,
+    /// When it was built.
+    pub built_at: Option<String>,
+}
+
+/// One image's facts as last read — when, under which [`BuildStore::generation`] — behind an
+/// async lock, so callers arriving together wait for one read.
+pub type FactsSlot = Arc<tokio::sync::Mutex<Option<(std::time::Instant, u64, ImageFacts)>>>;
 
 /// The runtime could not say whether the network filter is built (nothing is refused).
 pub const FILTER_UNKNOWN: u8 = 0;
@@ -106,6 +125,8 @@ impl BuildStore {
             stale: Mutex::new(Vec::new()),
             filter: FILTER_UNKNOWN.into(),
             updates_running: false.into(),
+            facts: Mutex::new(HashMap::new()),
+            generation: 0.into(),
         };
         let stale = s.stale_path();
         if let Some(text) = fsutil::read_optional(&stale).map_err(io(&stale))? {
@@ -211,6 +232,11 @@ impl BuildStore {
 
     /// Writes a build's record.
     pub fn put(&self, b: &Build) -> Result<(), BuildStoreError> {
+        // A build that ended may have changed an image: the facts are read again.
+        if b.state != BuildState::Running {
+            self.generation
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
         let _g = self
             .lock
             .lock()

@@ -72,6 +72,8 @@ pub(crate) struct Options {
     pub knowledge_dir: Option<std::path::PathBuf>,
     /// An attachment's queue (F.7), when not the default.
     pub session_queue: Option<usize>,
+    /// `$HANDLER_IMAGE_FACTS_TTL`, when not the default.
+    pub image_facts_ttl: Option<std::time::Duration>,
     /// `$HANDLER_TERMINAL` (the web UI's Log in window).
     pub terminal: Option<String>,
     /// `$HANDLER_CLI`.
@@ -118,6 +120,9 @@ impl TestDaemon {
         c.build_ca_bundle = o.build_ca_bundle;
         if o.knowledge_dir.is_some() {
             c.knowledge_dir = o.knowledge_dir;
+        }
+        if let Some(t) = o.image_facts_ttl {
+            c.image_facts_ttl = t;
         }
         if let Some(q) = o.session_queue {
             c.session_queue = q;

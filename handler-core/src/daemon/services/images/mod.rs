@@ -142,20 +142,40 @@ pub async fn cancel(app: &AppState, id: &str) -> ApiResult<Build> {
     get(app, id).await
 }
 
-/// What `GET /v1/harnesses` shows of an image's `:latest`: present, version, built at.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ImageFacts {
-    /// `:latest` exists.
-    pub present: bool,
-    /// Its `/usr/share/handler/version`.
-    pub version: Option<String>,
-    /// When it was built.
-    pub built_at: Option<String>,
+pub use crate::daemon::store::builds::ImageFacts;
+
+/// The facts of `<repository>:latest`, from memory when read under the same build generation
+/// less than `HANDLER_IMAGE_FACTS_TTL` ago (issue 34 item 5, decision 0145: a build's change
+/// reads them again at once; the TTL bounds how late a change made outside Handler, such as
+/// `podman rmi`, is seen); callers arriving together wait for one read.
+pub async fn facts(app: &AppState, repository: &str) -> ImageFacts {
+    let slot = app
+        .builds
+        .facts
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .entry(repository.to_string())
+        .or_default()
+        .clone();
+    let mut slot = slot.lock().await;
+    let generation = app
+        .builds
+        .generation
+        .load(std::sync::atomic::Ordering::SeqCst);
+    if let Some((at, g, f)) = &*slot
+        && *g == generation
+        && at.elapsed() < app.config.image_facts_ttl
+    {
+        return f.clone();
+    }
+    let f = read_facts(app, repository).await;
+    *slot = Some((std::time::Instant::now(), generation, f.clone()));
+    f
 }
 
 /// The facts of `<repository>:latest`, asked of the runtime (`image inspect`, `image read`
 /// once per image id).
-pub async fn facts(app: &AppState, repository: &str) -> ImageFacts {
+async fn read_facts(app: &AppState, repository: &str) -> ImageFacts {
     let v = verbs(app);
     let Some(i) = v.inspect(&format!("{repository}:latest")).await else {
         return ImageFacts::default();
