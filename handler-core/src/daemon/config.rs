@@ -163,29 +163,28 @@ fn session_settings(c: &mut DaemonConfig) -> Result<(), ConfigError> {
                 message: e.to_string(),
             })?;
     }
-    if let Ok(t) = std::env::var("HANDLER_IMAGE_FACTS_TTL") {
-        c.image_facts_ttl = t
-            .parse::<u64>()
-            .ok()
-            .filter(|n| *n <= 3600)
-            .map(std::time::Duration::from_secs)
-            .ok_or_else(|| ConfigError::Invalid {
-                var: "HANDLER_IMAGE_FACTS_TTL",
-                message: format!("{t:?} is not a number of seconds from 0 to 3600"),
-            })?;
+    if let Some(t) = seconds("HANDLER_IMAGE_FACTS_TTL", 3600)? {
+        c.image_facts_ttl = t;
     }
-    if let Ok(t) = std::env::var("HANDLER_KEEP_TIMEOUT") {
-        c.keep_timeout = t
-            .parse::<u64>()
-            .ok()
-            .filter(|n| *n <= 86_400)
-            .map(std::time::Duration::from_secs)
-            .ok_or_else(|| ConfigError::Invalid {
-                var: "HANDLER_KEEP_TIMEOUT",
-                message: format!("{t:?} is not a number of seconds from 0 to 86400"),
-            })?;
+    if let Some(t) = seconds("HANDLER_KEEP_TIMEOUT", 86_400)? {
+        c.keep_timeout = t;
     }
     Ok(())
+}
+
+/// `$var` as a number of seconds from 0 to `max`, if set; else the error naming it.
+fn seconds(var: &'static str, max: u64) -> Result<Option<std::time::Duration>, ConfigError> {
+    let Ok(t) = std::env::var(var) else {
+        return Ok(None);
+    };
+    t.parse::<u64>()
+        .ok()
+        .filter(|n| *n <= max)
+        .map(|n| Some(std::time::Duration::from_secs(n)))
+        .ok_or_else(|| ConfigError::Invalid {
+            var,
+            message: format!("{t:?} is not a number of seconds from 0 to {max}"),
+        })
 }
 
 fn env_path(var: &str) -> Option<PathBuf> {

@@ -36,18 +36,12 @@ pub async fn connect(
     };
     match accepted {
         Err(e) => e.into_response(),
-        Ok(prepared) => match ws {
-            Err(rej) => {
-                ApiError::bad_request("not a WebSocket upgrade", rej.body_text()).into_response()
-            }
-            Ok(ws) => {
-                let max = app.config.max_message_bytes;
-                ws.protocols([SUBPROTOCOL_ACP])
-                    .max_message_size(max)
-                    .max_frame_size(max)
-                    .on_upgrade(move |socket| service::relay(app, id, prepared, socket))
-            }
-        },
+        Ok(prepared) => {
+            let max = app.config.max_message_bytes;
+            super::upgrade::upgrade(ws, SUBPROTOCOL_ACP, max, move |socket| {
+                service::relay(app, id, prepared, socket)
+            })
+        }
     }
 }
 

@@ -13,6 +13,7 @@ use handler_contracts::machine::{MachineInfo, MachineRequest, MachineStats};
 
 use super::auth::{header_token_ok, offered_protocols};
 use super::routes::{Route, r, s};
+use super::upgrade::upgrade;
 use crate::daemon::problem::{ApiError, ApiJson, ApiResult};
 use crate::daemon::services::machines as service;
 use crate::daemon::services::{machine_events, machine_exec};
@@ -106,17 +107,10 @@ pub async fn exec(
     {
         return e.into_response();
     }
-    match ws {
-        Err(rej) => {
-            ApiError::bad_request("not a WebSocket upgrade", rej.body_text()).into_response()
-        }
-        Ok(ws) => {
-            let max = app.config.max_message_bytes;
-            ws.protocols([SUBPROTOCOL_EXEC])
-                .max_message_size(max)
-                .on_upgrade(move |socket| machine_exec::serve(app, id, socket))
-        }
-    }
+    let max = app.config.max_message_bytes;
+    upgrade(ws, SUBPROTOCOL_EXEC, max, move |socket| {
+        machine_exec::serve(app, id, socket)
+    })
 }
 
 /// GET /v1/machines/events: the change channel (a WebSocket offering `handler.machines.v1`;
@@ -129,14 +123,10 @@ pub async fn events(
     if let Err(e) = offers(&app, &headers, SUBPROTOCOL_MACHINES) {
         return e.into_response();
     }
-    match ws {
-        Err(rej) => {
-            ApiError::bad_request("not a WebSocket upgrade", rej.body_text()).into_response()
-        }
-        Ok(ws) => ws
-            .protocols([SUBPROTOCOL_MACHINES])
-            .on_upgrade(move |socket| machine_events::watch(app, socket)),
-    }
+    // The channel only sends: what a client may send is small.
+    upgrade(ws, SUBPROTOCOL_MACHINES, 64 * 1024, move |socket| {
+        machine_events::watch(app, socket)
+    })
 }
 
 /// The exec route.

@@ -28,3 +28,4 @@ pub mod skills;
 pub mod terminals;
 pub mod token;
 pub mod ui;
+pub mod upgrade;

@@ -85,18 +85,10 @@ pub async fn connect(
     if let Err(e) = check(&app, &id, &headers) {
         return e.into_response();
     }
-    match ws {
-        Err(rej) => {
-            ApiError::bad_request("not a WebSocket upgrade", rej.body_text()).into_response()
-        }
-        Ok(ws) => {
-            let max = app.config.max_message_bytes;
-            ws.protocols([SUBPROTOCOL_ACP])
-                .max_message_size(max)
-                .max_frame_size(max)
-                .on_upgrade(move |socket| service::attach(app, id, socket))
-        }
-    }
+    let max = app.config.max_message_bytes;
+    super::upgrade::upgrade(ws, SUBPROTOCOL_ACP, max, move |socket| {
+        service::attach(app, id, socket)
+    })
 }
 
 /// The token (401), the subprotocol (400), the session (404), as C.1's route checks them.
