@@ -20,6 +20,7 @@ pub mod machine;
 pub mod miniapp;
 pub mod parse;
 pub mod patterns;
+pub mod remote;
 pub mod run;
 pub mod sandbox;
 pub mod schema;
