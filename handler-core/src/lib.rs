@@ -16,6 +16,8 @@
 pub mod client;
 #[cfg(feature = "daemon")]
 pub mod daemon;
+#[cfg(feature = "gateway")]
+pub mod gateway;
 #[cfg(feature = "gitread")]
 pub mod gitread;
 pub mod lines;

@@ -16,6 +16,7 @@ pub mod out;
 mod places;
 mod projects;
 mod providers;
+mod remote;
 pub mod resolve;
 pub mod run;
 pub mod runs;
@@ -127,6 +128,9 @@ pub enum Command {
     /// Machines: sandboxes that outlive every session (make, list, stats, start, stop, remove).
     #[command(subcommand)]
     Machine(machine::MachineCommand),
+    /// Remote control: a gateway, paired devices, the light (D.7).
+    #[command(subcommand)]
+    Remote(remote::RemoteCommand),
     /// Check this host, start handlerd, build the images, add a provider: ready to run agents.
     Setup(SetupArgs),
     /// handlerd as a service: start, stop, status, logs, install (a systemd user unit).
@@ -182,6 +186,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Skill(c) => skills::run(c, json).await,
         Command::Addon(c) => addon::run(c, json).await,
         Command::Machine(c) => machine::run(c, json).await,
+        Command::Remote(c) => remote::run(c, json).await,
         Command::Setup(a) => setup::run(a).await,
         Command::Daemon(c) => daemon::run(c, json).await,
         Command::Token(c) => token::run(c, json).await,

@@ -45,6 +45,14 @@ pub enum SessionCommand {
         /// Its id.
         session: String,
     },
+    /// Share it with paired devices (remote control, D.7); --off stops sharing it.
+    Share {
+        /// Its id.
+        session: String,
+        /// Stop sharing it: its devices are detached.
+        #[arg(long)]
+        off: bool,
+    },
     /// Stop it and remove its folder and history.
     #[command(alias = "remove")]
     Rm {
@@ -101,6 +109,18 @@ pub async fn run_session(cmd: SessionCommand) -> anyhow::Result<i32> {
             api.post(&format!("{}/stop", path(&session)), &Value::Null)
                 .await?;
             eprintln!("handler: session {session} is stopped (handler attach restarts it)");
+        }
+        SessionCommand::Share { session, off } => {
+            let p = format!("{}/share", path(&session));
+            if off {
+                api.delete(&p).await?;
+                eprintln!("handler: session {session} is no longer shared");
+            } else {
+                api.post(&p, &Value::Null).await?;
+                eprintln!(
+                    "handler: session {session} is shared with your paired devices (handler remote devices)"
+                );
+            }
         }
         SessionCommand::Rm { session } => {
             api.delete(&path(&session)).await?;

@@ -23,6 +23,7 @@ mod egress_podman;
 mod example_relay;
 mod installed_handler;
 mod real_agents_e2e;
+mod remote;
 mod sandbox_conformance;
 mod sandbox_machine;
 mod sandbox_runtime;

@@ -17,7 +17,7 @@ const PURE_CRATES: [&str; 4] = [
 ];
 
 /// Crates a pure crate may depend on (normal dependencies).
-const ALLOWED_DEPS: [&str; 16] = [
+const ALLOWED_DEPS: [&str; 20] = [
     "handler-contracts",
     "serde",
     "serde_json",
@@ -40,6 +40,12 @@ const ALLOWED_DEPS: [&str; 16] = [
     // The sandbox executable's verbs as one type (handler-sandbox::verbs): it parses words it
     // is given (`try_parse_from`); reading the process's argv stays in the binaries.
     "clap",
+    // Remote control's envelopes and pairing (D.7, docs/remote.md): RustCrypto, fed keys,
+    // nonces and times by the caller (no OsRng).
+    "x25519-dalek",
+    "aes-gcm",
+    "hkdf",
+    "hmac",
 ];
 
 /// Text that means I/O in library code.
@@ -152,7 +158,7 @@ fn every_module_says_what_it_is_for() {
 /// What each half of handler-core may not name (docs/ARCHITECTURE.md, "handler-core"): the
 /// runtime and the daemon meet only as processes (fd 3, CLI verbs), the client only over HTTP.
 /// The git reader child (`gitread`, F.8) is one too: the daemon only spawns it.
-const HALVES: [(&str, &[&str]); 4] = [
+const HALVES: [(&str, &[&str]); 5] = [
     (
         "runtime",
         &["crate::daemon", "crate::client", "crate::gitread", "axum"],
@@ -164,6 +170,15 @@ const HALVES: [(&str, &[&str]); 4] = [
     (
         "client",
         &["crate::daemon", "crate::runtime", "crate::gitread", "axum"],
+    ),
+    (
+        "gateway",
+        &[
+            "crate::daemon",
+            "crate::runtime",
+            "crate::client",
+            "crate::gitread",
+        ],
     ),
     (
         "gitread",

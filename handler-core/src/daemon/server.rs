@@ -123,6 +123,7 @@ pub fn build(
         bound_port: config.port.into(),
         catalog_reads: 0.into(),
         machines_seen: Default::default(),
+        remote: Default::default(),
         config,
         token: token.into(),
         agents,
@@ -260,6 +261,14 @@ pub async fn serve(
     ));
     let app = routes::router(state.clone());
     let (stopping, mut stopped) = tokio::sync::watch::channel(false);
+    // Remote control's connector (D.7): outbound to the gateway only, ended with the daemon.
+    let (st, mut ending) = (state.clone(), stopping.subscribe());
+    tokio::spawn(async move {
+        tokio::select! {
+            () = crate::daemon::services::remote::connector(st) => {}
+            _ = ending.wait_for(|s| *s) => {}
+        }
+    });
     let unix_task = unix.map(|listener| {
         let app = app.clone().layer(axum::Extension(auth::ViaSocket));
         let listener = OwnerOnly {

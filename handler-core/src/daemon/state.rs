@@ -22,6 +22,7 @@ use crate::daemon::store::secrets::SecretStore;
 use crate::daemon::store::sessions::SessionStore;
 use handler_contracts::control::EgressRecord;
 
+pub mod remote;
 pub mod sessions;
 
 /// A running filtered sandbox's allow-list: the part that stays (the model's and harness's
@@ -94,6 +95,8 @@ pub struct App {
     pub catalog_reads: std::sync::atomic::AtomicUsize,
     /// The machines as the change channel last saw them (issue 29 item 3).
     pub machines_seen: MachinesSeen,
+    /// Remote control's live side (D.7).
+    pub remote: remote::Remote,
 }
 
 /// The machines' change channel's shared side (decision 0143): the list last read, the

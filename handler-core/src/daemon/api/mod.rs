@@ -20,6 +20,7 @@ pub mod machines;
 pub mod openapi;
 pub mod projects;
 pub mod providers;
+pub mod remote;
 pub mod routes;
 pub mod secrets;
 pub mod session_files;

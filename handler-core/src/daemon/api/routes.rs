@@ -8,6 +8,7 @@ use schemars::{JsonSchema, Schema, SchemaGenerator};
 
 use super::caches;
 use super::machines;
+use super::remote;
 use super::terminals;
 use super::token;
 use super::ui;
@@ -97,6 +98,7 @@ pub fn table() -> Vec<Route> {
         builtin_agents::routes(),
         caches::routes(),
         machines::routes(),
+        remote::routes(),
         token::routes(),
     ]
     .into_iter()

@@ -67,6 +67,22 @@ pub async fn stop(State(app): State<AppState>, Path(id): Path<String>) -> ApiRes
     Ok(Json(service::stop(&app, &id).await?))
 }
 
+/// POST /v1/sessions/{id}/share
+pub async fn share(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Session>> {
+    Ok(Json(crate::daemon::services::remote::share(&app, &id)?))
+}
+
+/// DELETE /v1/sessions/{id}/share
+pub async fn unshare(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Session>> {
+    Ok(Json(crate::daemon::services::remote::unshare(&app, &id)?))
+}
+
 /// POST /v1/sessions/{id}/cancel
 pub async fn cancel(
     State(app): State<AppState>,
@@ -109,6 +125,7 @@ fn check(app: &AppState, id: &str, headers: &HeaderMap) -> ApiResult<()> {
 }
 
 /// The sessions routes, in the order /openapi.json lists them.
+#[expect(clippy::too_many_lines, reason = "one table of the sessions' routes")]
 pub(super) fn routes() -> Vec<Route> {
     vec![
         r(
@@ -162,6 +179,22 @@ pub(super) fn routes() -> Vec<Route> {
                 routing::get(events),
             )
         },
+        r(
+            "POST",
+            "/v1/sessions/{id}/share",
+            "Share it with paired devices (D.7; 409 when stopped)",
+            None,
+            (200, Some(s::<Session>)),
+            routing::post(share),
+        ),
+        r(
+            "DELETE",
+            "/v1/sessions/{id}/share",
+            "Stop sharing it: its devices' attachments closed with 4004",
+            None,
+            (200, Some(s::<Session>)),
+            routing::delete(unshare),
+        ),
         r(
             "POST",
             "/v1/sessions/{id}/stop",

@@ -24,6 +24,7 @@ pub mod machine_exec;
 pub mod machines;
 pub mod projects;
 pub mod providers;
+pub mod remote;
 pub mod running;
 pub mod secrets;
 pub mod session_files;

@@ -34,6 +34,12 @@ pub async fn put(app: &AppState, path: String, req: SecretRequest) -> ApiResult<
             "accounts/…: an account's token is set through PUT /v1/accounts/{name}/token",
         ));
     }
+    if path.starts_with("remote/") {
+        return Err(ApiError::bad_request(
+            "secret path reserved",
+            "remote/…: remote control's keys are made by `handler remote setup` and `pair`",
+        ));
+    }
     match app
         .secrets
         .set(&path, &req.value, req.description, Vec::new())

@@ -9,7 +9,9 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use handler_contracts::session::{ParsedLog, Session, SessionEvent, SessionEventKind, parse_log};
+use handler_contracts::session::{
+    ParsedLog, Session, SessionEvent, SessionEventKind, SessionState, parse_log,
+};
 
 use crate::daemon::fsutil;
 
@@ -96,6 +98,17 @@ impl SessionStore {
 
     /// Writes a session's record.
     pub fn put(&self, s: &Session) -> Result<(), SessionStoreError> {
+        // A stopped session is no longer shared (F.1, D.7).
+        let stopped;
+        let s = if s.remote && matches!(s.state, SessionState::Stopped | SessionState::Failed) {
+            stopped = Session {
+                remote: false,
+                ..s.clone()
+            };
+            &stopped
+        } else {
+            s
+        };
         let path = self.folder(&s.id).join(RECORD);
         let bytes = serde_json::to_vec_pretty(s).unwrap_or_default();
         fsutil::write_atomic(&path, &bytes, 0o600).map_err(io(&path))?;

@@ -17,15 +17,15 @@ use crate::daemon::services::ws::{close_msg, is_capacity, truncate};
 use crate::daemon::state::AppState;
 
 /// An attachment joined to its hub.
-struct Joined {
-    client: ClientId,
-    handle: Handle,
-    out: mpsc::Receiver<Out>,
-    close: oneshot::Receiver<(u16, String)>,
+pub(crate) struct Joined {
+    pub(crate) client: ClientId,
+    pub(crate) handle: Handle,
+    pub(crate) out: mpsc::Receiver<Out>,
+    pub(crate) close: oneshot::Receiver<(u16, String)>,
 }
 
 /// Makes the session run and joins it (a hub ending while we join: tried again).
-async fn join(app: &AppState, id: &str) -> Result<Joined, String> {
+pub(crate) async fn join(app: &AppState, id: &str) -> Result<Joined, String> {
     for _ in 0..150 {
         let handle =
             ensure_running(app, id, None, None).map_err(|e| e.detail.unwrap_or(e.title))?;

@@ -24,7 +24,9 @@ use crate::daemon::state::AppState;
 use crate::daemon::store::sessions::read_log;
 
 pub use attach::attach;
+pub(crate) use attach::join;
 pub(crate) use hub::{Handle, Inbox};
+pub(crate) use hub::{Out, replay_lines};
 
 fn live_handle(app: &AppState, id: &str) -> Option<Handle> {
     app.live_sessions.get(id)
