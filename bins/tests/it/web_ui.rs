@@ -268,6 +268,16 @@ async fn the_web_ui_in_a_real_browser() {
         .await
         .unwrap();
     assert_eq!(r.status(), 201);
+    // A remote control gateway the Settings → Remote step sets up (D.7).
+    let gw_data = tempfile::tempdir().unwrap();
+    let gw_port = free_port();
+    let mut gateway = Command::new(env!("CARGO_BIN_EXE_handler-gateway"))
+        .args(["--listen", &format!("127.0.0.1:{gw_port}")])
+        .arg("--data")
+        .arg(gw_data.path())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
     let shots = std::env::var("HANDLER_UI_SCREENSHOTS").unwrap_or_default();
     let out = Command::new("node")
         .arg(web.join("e2e/suite.mjs"))
@@ -276,12 +286,15 @@ async fn the_web_ui_in_a_real_browser() {
         .env("HANDLER_SCOPE", scope.display().to_string())
         .env("HANDLER_LOGIN_WINDOW", window.display().to_string())
         .env("HANDLER_MACHINE_IMAGE", IMAGE)
+        .env("HANDLER_GATEWAY_URL", format!("http://127.0.0.1:{gw_port}"))
         .env("HANDLER_UI_SCREENSHOTS", &shots)
         .env("CHROMIUM", CHROMIUM)
         .current_dir(&web)
         .output()
         .unwrap();
     test_support::handlerd::stop(&mut child);
+    let _ = gateway.kill();
+    let _ = gateway.wait();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     let log = std::fs::read_to_string(root.0.join("handlerd.log")).unwrap_or_default();
@@ -312,6 +325,7 @@ async fn the_web_ui_in_a_real_browser() {
         "the model selector (configOptions) and the Files pane's Access tab",
         "a denied host is asked in the session and allowed; Learn hosts adds a host tried",
         "machines: made from the page, live from the change channel, stats, stopped elsewhere, deleted after a confirm",
+        "remote control: a session shared by its switch, a gateway set up, a phone paired from the QR code's page, attached and prompting",
     ] {
         assert!(
             summary["passed"]

@@ -70,6 +70,11 @@ pub struct SharedSession {
     pub id: String,
     /// Its agent's id.
     pub agent_id: String,
+    /// The ACP session id to load and prompt (once the agent gave one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acp_session_id: Option<String>,
+    /// The folder its agent works in: `session/load`'s `cwd`.
+    pub cwd: String,
     /// Its title, once the agent gave one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,

@@ -28,6 +28,18 @@ type G = State<Arc<Gateway>>;
 pub fn router(state: Arc<Gateway>) -> axum::Router {
     axum::Router::new()
         .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/device",
+            get(|| async { page("text/html; charset=utf-8", DEVICE_HTML) }),
+        )
+        .route(
+            "/device.js",
+            get(|| async { page("text/javascript; charset=utf-8", DEVICE_JS) }),
+        )
+        .route(
+            "/device.css",
+            get(|| async { page("text/css; charset=utf-8", DEVICE_CSS) }),
+        )
         .route("/v1/daemons", post(register))
         .route("/v1/pairings", post(offer))
         .route("/v1/pairings/{id}", get(view))
@@ -37,6 +49,29 @@ pub fn router(state: Arc<Gateway>) -> axum::Router {
         .route("/v1/mail/{to}", post(send))
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .with_state(state)
+}
+
+const DEVICE_HTML: &str = include_str!("device/index.html");
+const DEVICE_JS: &str = include_str!("device/device.js");
+const DEVICE_CSS: &str = include_str!("device/device.css");
+
+/// The device page's files (decision 0146): static, this origin's scripts only, nothing framed,
+/// no referrer (the code is in the fragment, never sent).
+fn page(content_type: &'static str, body: &'static str) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, content_type),
+            (
+                header::CONTENT_SECURITY_POLICY,
+                "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+            ),
+            (header::REFERRER_POLICY, "no-referrer"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        body,
+    )
+        .into_response()
 }
 
 /// An answer that is not a success.

@@ -709,6 +709,65 @@ try {
     assert.ok(wsUrls.some((u) => u.endsWith("/v1/machines/events")), `WebSockets: ${wsUrls}`);
   });
 
+  await step("remote control: a session shared by its switch, a gateway set up, a phone paired from the QR code's page, attached and prompting", async () => {
+    const id = sessionUrl.split("/sessions/")[1];
+    await page.goto(sessionUrl);
+    await page.waitForSelector("body[data-session-ready]");
+    const share = page.getByLabel("Share with my devices");
+    assert.equal(await share.isChecked(), false);
+    await share.check();
+    for (let i = 0; i < 50 && !(await api("GET", `/v1/sessions/${id}`)).remote; i++) await new Promise((r) => setTimeout(r, 100));
+    assert.equal((await api("GET", `/v1/sessions/${id}`)).remote, true);
+    await page.goto(`${URL_}/#/settings/remote`);
+    const light = page.getByLabel("Remote control light");
+    assert.equal(await light.getAttribute("data-state"), "off");
+    // A plain-http gateway off loopback is refused, the field named.
+    await page.getByLabel("Gateway URL").fill("http://gw.example.com");
+    await page.getByRole("button", { name: "Set up" }).click();
+    await page.getByRole("alert").filter({ hasText: "gateway:" }).waitFor();
+    await page.getByLabel("Gateway URL").fill(process.env.HANDLER_GATEWAY_URL);
+    await page.getByRole("button", { name: "Set up" }).click();
+    await page.locator('[data-state="idle"]').waitFor();
+    await page.getByText("1 shared session(s)").waitFor();
+    await page.getByRole("button", { name: "Pair a device" }).click();
+    const code = await page.getByTestId("pairing-code").innerText();
+    assert.match(code, /^[A-Z2-7]{4}(-[A-Z2-7]{4}){4}$/);
+    const qr = page.getByAltText("QR code to pair a device");
+    await qr.waitFor();
+    assert.ok(await qr.evaluate((img) => img.complete && img.naturalWidth >= 200), "the QR code renders");
+    await shot(page, "remote");
+    // A phone: the gateway's device page pairs from the QR code's fragment (then drops it from
+    // the address bar), lists the shared session, attaches and prompts; the light goes ok and a
+    // local tab sees the phone's prompt.
+    const phone = await ctx.newPage();
+    await phone.setViewportSize({ width: 390, height: 760 });
+    await phone.goto(`${process.env.HANDLER_GATEWAY_URL}/device#code=${code}`);
+    await phone.getByRole("button", { name: "Pair" }).click();
+    await phone.waitForSelector("body[data-paired]", { timeout: T });
+    assert.equal(new URL(phone.url()).hash, "");
+    await phone.getByRole("button", { name: `Open ${id}` }).click();
+    await phone.waitForSelector(`body[data-attached="${id}"]`, { timeout: T });
+    await page.locator('[data-state="ok"]').waitFor({ timeout: T });
+    await phone.getByLabel("Message").fill("hello from the phone");
+    await phone.getByRole("button", { name: "Send" }).click();
+    await phone.locator(".msg.agent", { hasText: "hello from the phone" }).waitFor({ timeout: T });
+    await shot(phone, "remote-device");
+    await page.goto(sessionUrl);
+    await page.waitForSelector("body[data-session-ready]");
+    await page.locator('[data-kind="user"]', { hasText: "hello from the phone" }).waitFor({ timeout: T });
+    await page.goto(`${URL_}/#/settings/remote`);
+    await page.getByRole("button", { name: "Turn off" }).click();
+    await page.locator('[data-state="off"]').waitFor();
+    // The phone is detached and revoked: its page says so and offers to pair again.
+    await phone.getByRole("alert").filter({ hasText: "revoked" }).waitFor({ timeout: T });
+    await phone.close();
+    await page.goto(sessionUrl);
+    await page.waitForSelector("body[data-session-ready]");
+    await page.getByLabel("Share with my devices").uncheck();
+    for (let i = 0; i < 50 && (await api("GET", `/v1/sessions/${id}`)).remote; i++) await new Promise((r) => setTimeout(r, 100));
+    assert.equal((await api("GET", `/v1/sessions/${id}`)).remote, false);
+  });
+
   await step("the token never appears in a request URL", async () => {
     const all = [...urls, ...wsUrls];
     assert.ok(all.length > 10, `requests seen: ${all.length}`);

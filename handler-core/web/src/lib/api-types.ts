@@ -780,6 +780,24 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sessions/{id}/share": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Share it with paired devices (D.7; 409 when stopped) */
+        post: operations["POST /v1/sessions/{id}/share"];
+        /** Stop sharing it: its devices' attachments closed with 4004 */
+        delete: operations["DELETE /v1/sessions/{id}/share"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sessions/{id}/stop": {
         parameters: {
             query?: never;
@@ -1328,6 +1346,76 @@ export interface paths {
         put?: never;
         post?: never;
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/remote": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Remote control's light: off, idle, ok, unauthorized, unreachable (D.7) */
+        get: operations["GET /v1/remote"];
+        /** Register with a gateway and poll it (502 when it does not answer) */
+        put: operations["PUT /v1/remote"];
+        post?: never;
+        /** Forget the gateway and its devices */
+        delete: operations["DELETE /v1/remote"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/remote/pairings": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** A one-time code and QR code to pair a device with (409 without a gateway) */
+        post: operations["POST /v1/remote/pairings"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/remote/devices": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The paired devices */
+        get: operations["GET /v1/remote/devices"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/remote/devices/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Revoke a device: the gateway refuses it (401) from then on */
+        delete: operations["DELETE /v1/remote/devices/{id}"];
         options?: never;
         head?: never;
         patch?: never;
@@ -3223,6 +3311,66 @@ export interface components {
             exit?: number | null;
             /** @description Why it did not run (the field named) or how it was ended. */
             error?: string | null;
+        };
+        /** @description `GET /v1/remote`. */
+        RemoteStatus: {
+            /** @description The light. */
+            state: components["schemas"]["RemoteState"];
+            /** @description The gateway's URL, when set. */
+            gateway?: string | null;
+            /** @description This daemon's id at the gateway. */
+            daemonId?: string | null;
+            /**
+             * Format: uint
+             * @description Paired devices.
+             */
+            devices: number;
+            /**
+             * Format: uint
+             * @description Shared sessions.
+             */
+            shared: number;
+            /**
+             * Format: uint
+             * @description Devices' attachments.
+             */
+            attached: number;
+            /** @description What the gateway last answered, when it was not an answer. */
+            detail?: string | null;
+        };
+        /** @description The connector's light (D.7). */
+        RemoteState: "off" | "idle" | "ok" | "unauthorized" | "unreachable";
+        /** @description `PUT /v1/remote`: the gateway to register with (and poll). */
+        RemoteSetup: {
+            /** @description `https://…` (`http://` only for a loopback host). */
+            gateway: string;
+        };
+        /** @description `POST /v1/remote/pairings`: a code to pair one device with. */
+        PairingStarted: {
+            /** @description The one-time code (`ABCD-EFGH-…`), to type on the device. */
+            code: string;
+            /**
+             * @description What the QR code holds: the gateway's device page with the code in its fragment (which a
+             *     browser never sends).
+             */
+            uri: string;
+            /** @description The QR code as an SVG picture. */
+            qrSvg: string;
+            /** @description Until when it can be claimed (RFC 3339). */
+            expiresAt: string;
+        };
+        /** @description A paired device. */
+        DeviceInfo: {
+            /** @description Its id (`v_…`). */
+            id: string;
+            /** @description Its name, as the device gave it. */
+            name: string;
+            /** @description When it was paired. */
+            pairedAt: string;
+            /** @description When it last sent an envelope that opened. */
+            lastSeenAt?: string | null;
+            /** @description Sessions it is attached to now. */
+            attached: string[];
         };
         /**
          * @description POST /v1/ui/code's answer (issue 27 F12, decision 0133): a code the web UI's page exchanges
@@ -5520,6 +5668,68 @@ export interface operations {
             };
         };
     };
+    "POST /v1/sessions/{id}/share": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Session"];
+                };
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "DELETE /v1/sessions/{id}/share": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Session"];
+                };
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     "POST /v1/sessions/{id}/stop": {
         parameters: {
             query?: never;
@@ -6799,6 +7009,182 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["ExecEnd"];
                 };
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "GET /v1/remote": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RemoteStatus"];
+                };
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "PUT /v1/remote": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RemoteSetup"];
+            };
+        };
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RemoteStatus"];
+                };
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "DELETE /v1/remote": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "POST /v1/remote/pairings": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PairingStarted"];
+                };
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "GET /v1/remote/devices": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeviceInfo"][];
+                };
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "DELETE /v1/remote/devices/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description an error (RFC 9457) */
             default: {

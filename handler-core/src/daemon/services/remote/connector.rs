@@ -355,6 +355,8 @@ fn method(app: &AppState, device: &str, v: &Value, out: &Outbox) {
                 .map(|s| SharedSession {
                     id: s.id,
                     agent_id: s.agent_id,
+                    acp_session_id: s.acp_session_id,
+                    cwd: s.scope,
                     title: s.title,
                     busy: s.busy,
                     pending_permissions: s.pending_permissions,

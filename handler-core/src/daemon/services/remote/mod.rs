@@ -149,19 +149,33 @@ pub async fn setup(app: &AppState, req: RemoteSetup) -> ApiResult<RemoteStatus> 
     Ok(status(app))
 }
 
-/// DELETE /v1/remote: forgets the gateway, its devices and credential; every device detached.
+/// DELETE /v1/remote: every device detached (told 4004) and revoked at the gateway, then the
+/// gateway, the devices and the credential forgotten.
 pub async fn forget(app: &AppState) -> ApiResult<()> {
-    {
-        let _g = lock(&app.remote.records);
-        record::remove(&app.config.state_dir).map_err(ApiError::internal)?;
-    }
-    let _ = app.secrets.remove(TOKEN_SECRET);
     connector::close_all(
         app,
         |_| true,
         close::REMOTE_DISABLED,
         "remote access disabled",
     );
+    let until = Instant::now() + Duration::from_secs(3);
+    while app.remote.attached_count() > 0 && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The attachments' last frames sealed and posted before the records go.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    if let Some(s) = Settings::read(&app.config.state_dir) {
+        for d in Devices::read(&app.config.state_dir).list {
+            if let Err(e) = connector::revoke_at_gateway(app, &s, &d.id).await {
+                tracing::warn!(device = %d.id, error = %e, "device not revoked at the gateway");
+            }
+        }
+    }
+    {
+        let _g = lock(&app.remote.records);
+        record::remove(&app.config.state_dir).map_err(ApiError::internal)?;
+    }
+    let _ = app.secrets.remove(TOKEN_SECRET);
     app.remote.changed.notify_one();
     Ok(())
 }
