@@ -886,6 +886,9 @@ pub struct AdHocAgentRequest {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(inner(regex(pattern = crate::patterns::SKILL_NAME), length(max = 64)))]
     pub skills: Vec<String>,
+    /// The owner's paired devices may start sessions of it (D.7), as a project's agent.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub remote_start: bool,
     /// Save although it widens what the agent may do (network, confinement, mode).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub confirm_risks: bool,

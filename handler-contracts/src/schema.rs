@@ -37,6 +37,10 @@ schemas! {
     "machine-info" => crate::machine::MachineInfo,
     "machine-event" => crate::machine::events::MachineEvent,
     "exec-end" => crate::machine::exec_channel::ExecEnd,
+    // D.7 (docs/remote.md)
+    "remote-envelope" => crate::remote::envelope::Envelope,
+    "remote-status" => crate::remote::api::RemoteStatus,
+    "remote-session-frame" => crate::remote::device::SessionFrame,
     "runtime-check" => RuntimeCheck,
     "egress-event" => EgressEvent,
     // B

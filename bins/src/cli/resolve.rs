@@ -313,6 +313,7 @@ fn ad_hoc(t: &Typed<'_>, k: &Known<'_>) -> Result<Resolution, ResolveError> {
         instructions: None,
         origin: None,
         skills: vec![],
+        remote_start: false,
         confirm_risks: true,
     };
     Ok(Resolution {
@@ -554,6 +555,7 @@ fn save_body(a: &Agent, options: AgentOptions) -> serde_json::Value {
             instructions: a.instructions.clone(),
             origin: a.origin.clone(),
             skills: a.skills.clone(),
+            remote_start: false,
             confirm_risks: true,
         })
     };

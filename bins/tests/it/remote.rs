@@ -458,6 +458,56 @@ async fn a_paired_device_reaches_shared_sessions_only_through_a_gateway_that_rea
         .await;
     assert_eq!(r["error"]["code"], -32022, "{r}");
 
+    // remoteStart: only an agent whose owner allowed it is listed and can be started from the
+    // device; its session starts shared, from the phone.
+    let r = dev
+        .cmd(&format!(r#"call {{"jsonrpc": "2.0", "id": 40, "method": "remote/start", "params": {{"agentId": "{agent}"}}}}"#))
+        .await;
+    assert_eq!(r["error"]["code"], -32022, "{r}");
+    let (s, starter) = d
+        .post(
+            "/v1/agents",
+            json!({"models": [{"account": "perso"}], "scope": scope, "remoteStart": true}),
+        )
+        .await;
+    assert_eq!(s, 201, "{starter}");
+    let starter = starter["id"].as_str().unwrap().to_owned();
+    let r = dev
+        .cmd(r#"call {"jsonrpc": "2.0", "id": 41, "method": "remote/agents"}"#)
+        .await;
+    let listed: Vec<&str> = r["result"]["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, [starter.as_str()], "{r}");
+    let r = dev
+        .cmd(&format!(r#"call {{"jsonrpc": "2.0", "id": 42, "method": "remote/start", "params": {{"agentId": "{starter}"}}}}"#))
+        .await;
+    let started = r["result"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{r}"))
+        .to_owned();
+    let s = d.get(&format!("/v1/sessions/{started}")).await;
+    assert_eq!(
+        (
+            s["origin"].as_str(),
+            s["remote"].as_bool(),
+            s["state"].as_str()
+        ),
+        (Some("phone"), Some(true), Some("running")),
+        "{s}"
+    );
+    let (st, _) = d
+        .call(
+            reqwest::Method::DELETE,
+            &format!("/v1/sessions/{started}/share"),
+            None,
+        )
+        .await;
+    assert_eq!(st, 200);
+
     // Attached: an ordinary attachment (initialize and session/load answered by the daemon).
     let r = dev
         .cmd(&format!(r#"call {{"jsonrpc": "2.0", "id": 5, "method": "remote/attach", "params": {{"sessionId": "{sid}"}}}}"#))

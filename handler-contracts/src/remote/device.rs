@@ -20,6 +20,11 @@ pub const METHOD_SESSIONS: &str = "remote/sessions";
 pub const METHOD_ATTACH: &str = "remote/attach";
 /// `remote/detach {sessionId}`.
 pub const METHOD_DETACH: &str = "remote/detach";
+/// `remote/agents`: the agents whose owner let paired devices start sessions (`remoteStart`).
+pub const METHOD_AGENTS: &str = "remote/agents";
+/// `remote/start {agentId, prompt?}`: a new session of such an agent, shared, its
+/// [`SharedSession`] answered.
+pub const METHOD_START: &str = "remote/start";
 
 /// The ACP requests and notifications a device may send an attached session; answers (to a
 /// permission request) are always let through.
@@ -60,6 +65,19 @@ pub struct Closed {
     pub code: u16,
     /// Its reason.
     pub reason: String,
+}
+
+/// An agent a device may start sessions of, as `remote/agents` lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StartableAgent {
+    /// Its id.
+    pub id: String,
+    /// Its name (a project's agent) or its folder's.
+    pub name: String,
+    /// Its project.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project_id: Option<String>,
 }
 
 /// A shared session as `remote/sessions` lists it.

@@ -292,7 +292,7 @@ fn adhoc_stored(
         instructions: req.instructions.clone(),
         origin: req.origin.clone(),
         skills: sorted_unique(&req.skills),
-        remote_start: false,
+        remote_start: req.remote_start,
         created_at: old
             .map(|a| a.created_at.clone())
             .unwrap_or_else(now_rfc3339),
@@ -588,6 +588,7 @@ pub async fn duplicate(app: &AppState, id: String, req: DuplicateRequest) -> Api
                 instructions: src.instructions.clone(),
                 origin: None,
                 skills: src.skills.clone(),
+                remote_start: src.remote_start,
                 confirm_risks: req.confirm_risks,
             };
             adhoc_stored(app, &snap, &r, None)?

@@ -2290,6 +2290,8 @@ export interface components {
             origin?: string | null;
             /** @description Skills it picks (D.17); default none. */
             skills?: string[];
+            /** @description The owner's paired devices may start sessions of it (D.7), as a project's agent. */
+            remoteStart?: boolean;
             /** @description Save although it widens what the agent may do (network, confinement, mode). */
             confirmRisks?: boolean;
         };

@@ -12,7 +12,7 @@ use handler_contracts::acp::close;
 use handler_contracts::remote::api::RemoteState;
 use handler_contracts::remote::device::{
     self as dev, Closed, ERR_NOT_ALLOWED, ERR_NOT_ATTACHED, ERR_NOT_SHARED, SessionFrame,
-    SharedSession,
+    SharedSession, StartableAgent,
 };
 use handler_contracts::remote::envelope::{Envelope, KeyPair, Link, Role};
 use handler_contracts::remote::gateway::{Mail, MailBatch};
@@ -392,6 +392,53 @@ fn method(app: &AppState, device: &str, v: &Value, out: &Outbox) {
                 out.clone(),
             ));
         }
+        Some(dev::METHOD_AGENTS) => {
+            let list: Vec<StartableAgent> = app
+                .agents
+                .agents()
+                .into_iter()
+                .filter(|a| a.remote_start)
+                .map(|a| StartableAgent {
+                    name: a
+                        .name
+                        .clone()
+                        .or_else(|| {
+                            a.scope
+                                .as_deref()
+                                .and_then(|s| s.rsplit('/').next())
+                                .map(String::from)
+                        })
+                        .unwrap_or_else(|| a.id.clone()),
+                    id: a.id,
+                    project_id: a.project_id,
+                })
+                .collect();
+            send(json!({"jsonrpc": "2.0", "id": id, "result": {"agents": list}}));
+        }
+        Some(dev::METHOD_START) => {
+            let agent = v
+                .pointer("/params/agentId")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            if !app.agents.agent(agent).is_some_and(|a| a.remote_start) {
+                return send(rpc_error(
+                    &id,
+                    ERR_NOT_ALLOWED,
+                    "this agent does not let devices start sessions (remoteStart)",
+                ));
+            }
+            let prompt = v
+                .pointer("/params/prompt")
+                .and_then(Value::as_str)
+                .map(String::from);
+            let (app, device, agent, out) = (
+                app.clone(),
+                device.to_owned(),
+                agent.to_owned(),
+                out.clone(),
+            );
+            tokio::spawn(async move { start(&app, &device, &agent, prompt, id, &out).await });
+        }
         Some(dev::METHOD_DETACH) => {
             close_all(
                 app,
@@ -407,6 +454,50 @@ fn method(app: &AppState, device: &str, v: &Value, out: &Outbox) {
             "not a method a device may call",
         )),
     }
+}
+
+/// `remote/start`: a session of a `remoteStart` agent, started for the device (origin `phone`)
+/// and shared; its listing answered, or why it could not start.
+async fn start(
+    app: &AppState,
+    device: &str,
+    agent: &str,
+    prompt: Option<String>,
+    id: Value,
+    out: &Outbox,
+) {
+    let req = handler_contracts::session::SessionRequest {
+        agent_id: agent.to_owned(),
+        model: None,
+        prompt,
+        acp_session_id: None,
+        input: None,
+        from_skill: None,
+        origin: handler_contracts::session::SessionOrigin::Phone,
+    };
+    let answer = match crate::daemon::services::sessions::create(app, req).await {
+        Ok(s) => match super::share(app, &s.id) {
+            Ok(s) => {
+                tracing::info!(session = %s.id, %device, %agent, "session started from a device");
+                json!({"jsonrpc": "2.0", "id": id, "result": SharedSession {
+                    id: s.id,
+                    agent_id: s.agent_id,
+                    acp_session_id: s.acp_session_id,
+                    cwd: s.scope,
+                    title: s.title,
+                    busy: s.busy,
+                    pending_permissions: s.pending_permissions,
+                }})
+            }
+            Err(e) => rpc_error(&id, -32603, &e.problem().detail.unwrap_or_default()),
+        },
+        Err(e) => rpc_error(
+            &id,
+            -32603,
+            &e.problem().detail.unwrap_or_else(|| e.problem().title),
+        ),
+    };
+    let _ = out.send((device.to_owned(), answer.to_string()));
 }
 
 /// Closes the devices' attachments `which` holds for (the device is told `code`).
