@@ -352,68 +352,13 @@ fn method(app: &AppState, device: &str, v: &Value, out: &Outbox) {
                 .list()
                 .into_iter()
                 .filter(|s| is_shared(app, &s.id))
-                .map(|s| SharedSession {
-                    id: s.id,
-                    agent_id: s.agent_id,
-                    acp_session_id: s.acp_session_id,
-                    cwd: s.scope,
-                    title: s.title,
-                    busy: s.busy,
-                    pending_permissions: s.pending_permissions,
-                })
+                .map(listed)
                 .collect();
             send(json!({"jsonrpc": "2.0", "id": id, "result": {"sessions": list}}));
         }
-        Some(dev::METHOD_ATTACH) => {
-            if !is_shared(app, &session) {
-                return send(rpc_error(&id, ERR_NOT_SHARED, "not shared"));
-            }
-            let already = lock(&app.remote.attached)
-                .iter()
-                .any(|a| a.device == device && a.session == session);
-            if already {
-                return send(json!({"jsonrpc": "2.0", "id": id, "result": {}}));
-            }
-            let (to_hub, from_device) = mpsc::channel(256);
-            let (close_tx, close_rx) = oneshot::channel();
-            lock(&app.remote.attached).push(Attached {
-                device: device.to_owned(),
-                session: session.clone(),
-                to_hub,
-                close: Some(close_tx),
-            });
-            tokio::spawn(attachment(
-                app.clone(),
-                device.to_owned(),
-                session,
-                id,
-                from_device,
-                close_rx,
-                out.clone(),
-            ));
-        }
+        Some(dev::METHOD_ATTACH) => attach_method(app, device, session, id, out),
         Some(dev::METHOD_AGENTS) => {
-            let list: Vec<StartableAgent> = app
-                .agents
-                .agents()
-                .into_iter()
-                .filter(|a| a.remote_start)
-                .map(|a| StartableAgent {
-                    name: a
-                        .name
-                        .clone()
-                        .or_else(|| {
-                            a.scope
-                                .as_deref()
-                                .and_then(|s| s.rsplit('/').next())
-                                .map(String::from)
-                        })
-                        .unwrap_or_else(|| a.id.clone()),
-                    id: a.id,
-                    project_id: a.project_id,
-                })
-                .collect();
-            send(json!({"jsonrpc": "2.0", "id": id, "result": {"agents": list}}));
+            send(json!({"jsonrpc": "2.0", "id": id, "result": {"agents": startable(app)}}));
         }
         Some(dev::METHOD_START) => {
             let agent = v
@@ -456,6 +401,76 @@ fn method(app: &AppState, device: &str, v: &Value, out: &Outbox) {
     }
 }
 
+/// `remote/attach`: refused when not shared (-32020); answered at once when already attached;
+/// else the device's attachment started (it answers once joined).
+fn attach_method(app: &AppState, device: &str, session: String, id: Value, out: &Outbox) {
+    let send = |v: Value| {
+        let _ = out.send((device.to_owned(), v.to_string()));
+    };
+    if !is_shared(app, &session) {
+        return send(rpc_error(&id, ERR_NOT_SHARED, "not shared"));
+    }
+    let already = lock(&app.remote.attached)
+        .iter()
+        .any(|a| a.device == device && a.session == session);
+    if already {
+        return send(json!({"jsonrpc": "2.0", "id": id, "result": {}}));
+    }
+    let (to_hub, from_device) = mpsc::channel(256);
+    let (close_tx, close_rx) = oneshot::channel();
+    lock(&app.remote.attached).push(Attached {
+        device: device.to_owned(),
+        session: session.clone(),
+        to_hub,
+        close: Some(close_tx),
+    });
+    tokio::spawn(attachment(
+        app.clone(),
+        device.to_owned(),
+        session,
+        id,
+        from_device,
+        close_rx,
+        out.clone(),
+    ));
+}
+
+/// A session as `remote/sessions` lists it.
+fn listed(s: handler_contracts::session::Session) -> SharedSession {
+    SharedSession {
+        id: s.id,
+        agent_id: s.agent_id,
+        acp_session_id: s.acp_session_id,
+        cwd: s.scope,
+        title: s.title,
+        busy: s.busy,
+        pending_permissions: s.pending_permissions,
+    }
+}
+
+/// The agents a device may start sessions of (`remoteStart`).
+fn startable(app: &AppState) -> Vec<StartableAgent> {
+    app.agents
+        .agents()
+        .into_iter()
+        .filter(|a| a.remote_start)
+        .map(|a| StartableAgent {
+            name: a
+                .name
+                .clone()
+                .or_else(|| {
+                    a.scope
+                        .as_deref()
+                        .and_then(|s| s.rsplit('/').next())
+                        .map(String::from)
+                })
+                .unwrap_or_else(|| a.id.clone()),
+            id: a.id,
+            project_id: a.project_id,
+        })
+        .collect()
+}
+
 /// `remote/start`: a session of a `remoteStart` agent, started for the device (origin `phone`)
 /// and shared; its listing answered, or why it could not start.
 async fn start(
@@ -479,15 +494,7 @@ async fn start(
         Ok(s) => match super::share(app, &s.id) {
             Ok(s) => {
                 tracing::info!(session = %s.id, %device, %agent, "session started from a device");
-                json!({"jsonrpc": "2.0", "id": id, "result": SharedSession {
-                    id: s.id,
-                    agent_id: s.agent_id,
-                    acp_session_id: s.acp_session_id,
-                    cwd: s.scope,
-                    title: s.title,
-                    busy: s.busy,
-                    pending_permissions: s.pending_permissions,
-                }})
+                json!({"jsonrpc": "2.0", "id": id, "result": listed(s)})
             }
             Err(e) => rpc_error(&id, -32603, &e.problem().detail.unwrap_or_default()),
         },
