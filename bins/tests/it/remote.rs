@@ -690,3 +690,123 @@ async fn a_paired_device_reaches_shared_sessions_only_through_a_gateway_that_rea
     assert_eq!(code, 0, "{out}");
     d.light("off").await;
 }
+
+/// The cost of remote control where a person waits (issue 32): a prompt sent and the agent's
+/// first update back, from a device through the gateway, against a local WebSocket attachment
+/// of the same session, alternated in one run, medians. Run by bench/remote-prompt.sh.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a benchmark: bench/remote-prompt.sh"]
+async fn bench_a_devices_prompt_against_a_local_attachment() {
+    let rounds: usize = std::env::var("HANDLER_BENCH_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(15);
+    let venv = tempfile::tempdir().unwrap();
+    let Some(py) = python(venv.path()) else {
+        return;
+    };
+    let gw_dir = tempfile::tempdir().unwrap();
+    let gw_port = free_port();
+    let _gateway = Gateway::start(gw_port, gw_dir.path());
+    let gw_url = format!("http://127.0.0.1:{gw_port}");
+    let d = Daemon::start().await;
+    assert_eq!(d.handler(&["remote", "setup", &gw_url]).0, 0);
+    d.post(
+        "/v1/accounts",
+        json!({"name": "perso", "harness": "fake", "token": {"value": TOKEN}}),
+    )
+    .await;
+    let scope = std::fs::canonicalize(d.root.join("home/code/app")).unwrap();
+    let (_, agent) = d
+        .post(
+            "/v1/agents",
+            json!({"models": [{"account": "perso"}], "scope": scope}),
+        )
+        .await;
+    let s = d.session(agent["id"].as_str().unwrap()).await;
+    let (sid, acp) = (s["id"].as_str().unwrap(), s["acpSessionId"].clone());
+    d.handler(&["session", "share", sid]);
+    let (_, out, _) = d.handler(&["--json", "remote", "pair"]);
+    let code = serde_json::from_str::<Value>(&out).unwrap()["code"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut dev = Device::start(&py);
+    dev.cmd(&format!("pair {gw_url} {code}")).await;
+    while d
+        .get("/v1/remote/devices")
+        .await
+        .as_array()
+        .unwrap()
+        .is_empty()
+    {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    dev.cmd(&format!(r#"call {{"jsonrpc": "2.0", "id": 1, "method": "remote/attach", "params": {{"sessionId": "{sid}"}}}}"#)).await;
+    let url = format!("ws://127.0.0.1:{}/v1/sessions/{sid}/acp", d.port);
+    let mut tab = open(
+        &url,
+        &["acp.v1".into(), format!("bearer.{}", d.token)],
+        None,
+    )
+    .await
+    .unwrap();
+    tab.request(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    )
+    .await;
+    tab.request(
+        "session/load",
+        json!({"sessionId": acp, "cwd": scope, "mcpServers": []}),
+    )
+    .await;
+    let init = json!({"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": {"protocolVersion": 1, "clientCapabilities": {}}});
+    dev.cmd(&format!("acp {sid} {init}")).await;
+    let load = json!({"jsonrpc": "2.0", "id": 3, "method": "session/load", "params": {"sessionId": acp, "cwd": scope, "mcpServers": []}});
+    dev.cmd(&format!("acp {sid} {load}")).await;
+    dev.cmd("drain").await;
+    let (mut remote, mut local) = (Vec::new(), Vec::new());
+    for i in 0..rounds {
+        let id = 100 + i;
+        let p = json!({"jsonrpc": "2.0", "id": id, "method": "session/prompt",
+            "params": {"sessionId": acp, "prompt": [{"type": "text", "text": format!("remote {i}")}]}});
+        let t = Instant::now();
+        dev.cmd(&format!("send {sid} {p}")).await;
+        dev.cmd(&format!("wait {sid} session/update")).await;
+        remote.push(t.elapsed());
+        dev.cmd(&format!("response {sid} {id}")).await;
+        let t = Instant::now();
+        tab.send(&json!({"jsonrpc": "2.0", "id": 1000 + i, "method": "session/prompt",
+            "params": {"sessionId": acp, "prompt": [{"type": "text", "text": format!("local {i}")}]}})).await;
+        loop {
+            let m = tab.next().await.unwrap();
+            if m["method"] == "session/update"
+                && m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+            {
+                break;
+            }
+        }
+        local.push(t.elapsed());
+        loop {
+            let m = tab.next().await.unwrap();
+            if m["id"] == json!(1000 + i) && m.get("method").is_none() {
+                break;
+            }
+        }
+        // The device's own view of the local turn, dropped before the next round.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        dev.cmd("drain").await;
+    }
+    let med = |v: &mut Vec<Duration>| {
+        v.sort();
+        v[v.len() / 2]
+    };
+    let (r, l) = (med(&mut remote), med(&mut local));
+    println!(
+        "BENCH remote prompt→first update: device via gateway {:.1} ms, local attachment {:.1} ms, ratio {:.2}x ({rounds} rounds)",
+        r.as_secs_f64() * 1000.0,
+        l.as_secs_f64() * 1000.0,
+        r.as_secs_f64() / l.as_secs_f64()
+    );
+}
