@@ -207,6 +207,24 @@ impl Daemon {
         }
     }
 
+    /// A local tab: a WebSocket attachment to `sid`, initialized and loaded.
+    async fn tab(&self, sid: &str, acp: &Value, scope: &Path) -> test_support::acp::Acp {
+        let url = format!("ws://127.0.0.1:{}/v1/sessions/{sid}/acp", self.port);
+        let protocols = ["acp.v1".into(), format!("bearer.{}", self.token)];
+        let mut tab = open(&url, &protocols, None).await.unwrap();
+        tab.request(
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": {}}),
+        )
+        .await;
+        tab.request(
+            "session/load",
+            json!({"sessionId": acp, "cwd": scope, "mcpServers": []}),
+        )
+        .await;
+        tab
+    }
+
     async fn session(&self, agent: &str) -> Value {
         let (s, v) = self
             .post("/v1/sessions", json!({"agentId": agent, "origin": "cli"}))
@@ -261,6 +279,16 @@ impl Device {
             "{line}: {v}"
         );
         v
+    }
+
+    /// initialize and session/load of an attached session, as any client's first messages.
+    async fn load(&mut self, sid: &str, acp: &Value, scope: &Path) -> (Value, Value) {
+        let init = json!({"jsonrpc": "2.0", "id": 6, "method": "initialize",
+            "params": {"protocolVersion": 1, "clientCapabilities": {}}});
+        let i = self.cmd(&format!("acp {sid} {init}")).await;
+        let load = json!({"jsonrpc": "2.0", "id": 7, "method": "session/load",
+            "params": {"sessionId": acp, "cwd": scope, "mcpServers": []}});
+        (i, self.cmd(&format!("acp {sid} {load}")).await)
     }
 
     async fn try_cmd(&mut self, line: &str) -> Value {
@@ -515,37 +543,19 @@ async fn a_paired_device_reaches_shared_sessions_only_through_a_gateway_that_rea
     assert!(r["result"].is_object(), "{r}");
     let light = d.light("ok").await;
     assert_eq!(light["attached"], 1);
-    let init = json!({"jsonrpc": "2.0", "id": 6, "method": "initialize", "params": {"protocolVersion": 1, "clientCapabilities": {}}});
-    let r = dev.cmd(&format!("acp {sid} {init}")).await;
-    assert!(r["message"]["result"]["protocolVersion"].is_number(), "{r}");
-    let load = json!({"jsonrpc": "2.0", "id": 7, "method": "session/load",
-        "params": {"sessionId": shared["acpSessionId"], "cwd": scope, "mcpServers": []}});
-    let r = dev.cmd(&format!("acp {sid} {load}")).await;
-    assert!(r["message"]["result"].is_object(), "{r}");
+    let (init, load) = dev.load(sid, &shared["acpSessionId"], &scope).await;
+    assert!(
+        init["message"]["result"]["protocolVersion"].is_number(),
+        "{init}"
+    );
+    assert!(load["message"]["result"].is_object(), "{load}");
     let fs = json!({"jsonrpc": "2.0", "id": 8, "method": "fs/read_text_file", "params": {"path": "/etc/passwd"}});
     let r = dev.cmd(&format!("acp {sid} {fs}")).await;
     assert_eq!(r["message"]["error"]["code"], -32022, "{r}");
 
     // A local tab attached beside it sees the device's prompt; the device answers the
     // permission request (the first answer wins) and its turn ends.
-    let url = format!("ws://127.0.0.1:{}/v1/sessions/{sid}/acp", d.port);
-    let mut tab = open(
-        &url,
-        &["acp.v1".into(), format!("bearer.{}", d.token)],
-        None,
-    )
-    .await
-    .unwrap();
-    tab.request(
-        "initialize",
-        json!({"protocolVersion": 1, "clientCapabilities": {}}),
-    )
-    .await;
-    tab.request(
-        "session/load",
-        json!({"sessionId": shared["acpSessionId"], "cwd": scope, "mcpServers": []}),
-    )
-    .await;
+    let mut tab = d.tab(sid, &shared["acpSessionId"], &scope).await;
     let r = dev.cmd(&format!("send {sid} {}", prompt(9, PROMPT))).await;
     assert_eq!(r, json!({}));
     let ask = dev
@@ -743,28 +753,8 @@ async fn bench_a_devices_prompt_against_a_local_attachment() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     dev.cmd(&format!(r#"call {{"jsonrpc": "2.0", "id": 1, "method": "remote/attach", "params": {{"sessionId": "{sid}"}}}}"#)).await;
-    let url = format!("ws://127.0.0.1:{}/v1/sessions/{sid}/acp", d.port);
-    let mut tab = open(
-        &url,
-        &["acp.v1".into(), format!("bearer.{}", d.token)],
-        None,
-    )
-    .await
-    .unwrap();
-    tab.request(
-        "initialize",
-        json!({"protocolVersion": 1, "clientCapabilities": {}}),
-    )
-    .await;
-    tab.request(
-        "session/load",
-        json!({"sessionId": acp, "cwd": scope, "mcpServers": []}),
-    )
-    .await;
-    let init = json!({"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": {"protocolVersion": 1, "clientCapabilities": {}}});
-    dev.cmd(&format!("acp {sid} {init}")).await;
-    let load = json!({"jsonrpc": "2.0", "id": 3, "method": "session/load", "params": {"sessionId": acp, "cwd": scope, "mcpServers": []}});
-    dev.cmd(&format!("acp {sid} {load}")).await;
+    let mut tab = d.tab(sid, &acp, &scope).await;
+    dev.load(sid, &acp, &scope).await;
     dev.cmd("drain").await;
     let (mut remote, mut local) = (Vec::new(), Vec::new());
     for i in 0..rounds {
