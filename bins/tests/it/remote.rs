@@ -800,3 +800,91 @@ async fn bench_a_devices_prompt_against_a_local_attachment() {
         r.as_secs_f64() / l.as_secs_f64()
     );
 }
+
+/// The gateway in production: HTTPS with its certificate (rustls), registration closed to
+/// daemons without the registration token, a device's credential of another daemon refused.
+#[tokio::test]
+async fn the_gateway_serves_https_and_registers_only_with_its_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let ck = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+    let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    std::fs::write(&cert, ck.cert.pem()).unwrap();
+    std::fs::write(&key, ck.signing_key.serialize_pem()).unwrap();
+    let port = free_port();
+    let mut c = Command::new(env!("CARGO_BIN_EXE_handler-gateway"))
+        .args(["--listen", &format!("127.0.0.1:{port}"), "--tls-cert"])
+        .arg(&cert)
+        .arg("--tls-key")
+        .arg(&key)
+        .arg("--data")
+        .arg(dir.path().join("store"))
+        .env("HANDLER_GATEWAY_REGISTRATION_TOKEN", "reg-Token0123456789")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(c.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let _g = Gateway(c);
+    let https = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(ck.cert.pem().as_bytes()).unwrap())
+        .build()
+        .unwrap();
+    let url = format!("https://localhost:{port}");
+    let r = https.get(format!("{url}/healthz")).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    // Plain HTTP to the TLS port gets no answer.
+    let plain = reqwest::get(format!("http://127.0.0.1:{port}/healthz")).await;
+    assert!(plain.map_or(true, |r| r.status() != 200));
+    // Registration: 401 without the token or with another, 201 with it.
+    let r = https
+        .post(format!("{url}/v1/daemons"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    let r = https
+        .post(format!("{url}/v1/daemons"))
+        .bearer_auth("reg-wrong")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    let r = https
+        .post(format!("{url}/v1/daemons"))
+        .bearer_auth("reg-Token0123456789")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let reg: Value = r.json().await.unwrap();
+    let token = reg["token"].as_str().unwrap();
+    // Its credential polls; a forged one of the same id does not.
+    let r = https
+        .get(format!("{url}/v1/mail?wait=0"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let forged = format!("{}.AAAA", reg["daemonId"].as_str().unwrap());
+    let r = https
+        .get(format!("{url}/v1/mail?wait=0"))
+        .bearer_auth(forged)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    // The device page is served with its CSP.
+    let r = https.get(format!("{url}/device")).send().await.unwrap();
+    let csp = r.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        csp.contains("script-src 'self'") && csp.contains("frame-ancestors 'none'"),
+        "{csp}"
+    );
+    assert!(r.text().await.unwrap().contains("/device.js"));
+}

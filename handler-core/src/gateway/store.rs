@@ -70,6 +70,9 @@ pub struct Full;
 #[derive(Debug)]
 pub struct Store {
     db: Database,
+    /// The most messages one mailbox holds
+    /// ([`MAILBOX_MESSAGES`](handler_contracts::remote::gateway::MAILBOX_MESSAGES); fewer in tests).
+    max_messages: usize,
 }
 
 impl Store {
@@ -84,7 +87,10 @@ impl Store {
             w.open_table(META).map_err(err)?;
         }
         w.commit().map_err(err)?;
-        Ok(Store { db })
+        Ok(Store {
+            db,
+            max_messages: handler_contracts::remote::gateway::MAILBOX_MESSAGES,
+        })
     }
 
     /// An identity.
@@ -188,9 +194,7 @@ impl Store {
         now: u64,
         number: impl FnOnce(u64) -> Mail,
     ) -> Result<Result<u64, Full>, StoreError> {
-        use handler_contracts::remote::gateway::{
-            MAILBOX_AGE_SECS, MAILBOX_BYTES, MAILBOX_MESSAGES,
-        };
+        use handler_contracts::remote::gateway::{MAILBOX_AGE_SECS, MAILBOX_BYTES};
         let w = self.db.begin_write().map_err(err)?;
         let seq;
         {
@@ -216,7 +220,7 @@ impl Store {
                 mail: number(seq),
             })
             .expect("mail serializes");
-            if count >= MAILBOX_MESSAGES || bytes + stored.len() > MAILBOX_BYTES {
+            if count >= self.max_messages || bytes + stored.len() > MAILBOX_BYTES {
                 drop(t);
                 drop(meta);
                 w.abort().map_err(err)?;
@@ -231,6 +235,31 @@ impl Store {
 
     /// Drops `to`'s messages up to `after` (acknowledged) and answers up to `max` after it.
     pub fn take(&self, to: &str, after: u64, max: usize) -> Result<Vec<Mail>, StoreError> {
+        // Nothing to acknowledge: a read, no commit (a poll that finds its mailbox as it left it).
+        {
+            let r = self.db.begin_read().map_err(err)?;
+            let t = r.open_table(MAIL).map_err(err)?;
+            let acked = t
+                .range((to, 0)..=(to, after))
+                .map_err(err)?
+                .next()
+                .is_some();
+            if !acked {
+                let mut out = Vec::new();
+                if after < u64::MAX {
+                    for row in t.range((to, after + 1)..=(to, u64::MAX)).map_err(err)? {
+                        let (_, v) = row.map_err(err)?;
+                        if let Ok(s) = serde_json::from_slice::<Stored>(v.value()) {
+                            out.push(s.mail);
+                        }
+                        if out.len() >= max {
+                            break;
+                        }
+                    }
+                }
+                return Ok(out);
+            }
+        }
         let w = self.db.begin_write().map_err(err)?;
         let mut out = Vec::new();
         {
@@ -257,5 +286,102 @@ impl Store {
         }
         w.commit().map_err(err)?;
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use handler_contracts::remote::envelope::Envelope;
+    const MAILBOX_MESSAGES: usize = 30;
+
+    fn mail(seq: u64) -> Mail {
+        Mail::Envelope {
+            seq,
+            envelope: Envelope {
+                v: 1,
+                from: "v_1".into(),
+                to: "d_1".into(),
+                n: seq,
+                t: 0,
+                nonce: "AAAAAAAAAAAAAAAA".into(),
+                ct: "AAAA".into(),
+            },
+        }
+    }
+
+    #[test]
+    fn a_mailbox_is_bounded_acknowledged_by_after_and_kept_across_a_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(dir.path()).unwrap();
+        s.max_messages = MAILBOX_MESSAGES;
+        for _ in 0..MAILBOX_MESSAGES {
+            s.deliver("d_1", 100, mail).unwrap().unwrap();
+        }
+        assert_eq!(s.deliver("d_1", 100, mail).unwrap(), Err(Full));
+        // Another mailbox is not full.
+        s.deliver("v_9", 100, mail).unwrap().unwrap();
+        let first = s.take("d_1", 0, 10).unwrap();
+        assert_eq!(first.len(), 10);
+        let last = first.last().unwrap().seq();
+        drop(s);
+        let mut s = Store::open(dir.path()).unwrap();
+        s.max_messages = MAILBOX_MESSAGES;
+        let next = s.take("d_1", last, 10).unwrap();
+        assert_eq!(
+            next[0].seq(),
+            last + 1,
+            "acknowledged ones are gone, the rest kept"
+        );
+        assert_eq!(
+            s.take("d_1", 0, usize::MAX).unwrap().len(),
+            MAILBOX_MESSAGES - 10
+        );
+        // An hour later the old ones go at the next delivery.
+        s.deliver("d_1", 100 + 3601, mail).unwrap().unwrap();
+        assert_eq!(s.take("d_1", 0, usize::MAX).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn revoking_a_device_empties_its_mailbox_and_pairings_expire_and_are_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(dir.path()).unwrap();
+        let id = Identity {
+            token_hash: "h".into(),
+            daemon: Some("d_1".into()),
+            revoked: false,
+        };
+        s.put_identity("v_1", &id).unwrap();
+        s.deliver("v_1", 0, mail).unwrap().unwrap();
+        assert!(s.revoke("v_1").unwrap());
+        assert!(s.identity("v_1").unwrap().unwrap().revoked);
+        assert!(s.take("v_1", 0, 10).unwrap().is_empty());
+        assert!(!s.revoke("v_unknown").unwrap());
+        let p = |expires| Pairing {
+            daemon: "d_1".into(),
+            claim_hash: "c".into(),
+            daemon_pk: "k".into(),
+            tag: "t".into(),
+            expires,
+            failures: 0,
+        };
+        for i in 0..9 {
+            s.put_pairing(&format!("p{i}"), &p(1000 + i), 10).unwrap();
+        }
+        assert!(
+            s.pairing("p0", 10).unwrap().is_none(),
+            "at most 8 open per daemon: the oldest went"
+        );
+        assert!(s.pairing("p8", 10).unwrap().is_some());
+        assert!(s.pairing("p8", 2000).unwrap().is_none(), "expired");
+        for _ in 0..4 {
+            s.end_pairing("p8", true).unwrap();
+            assert!(s.pairing("p8", 10).unwrap().is_some());
+        }
+        s.end_pairing("p8", true).unwrap();
+        assert!(
+            s.pairing("p8", 10).unwrap().is_none(),
+            "the fifth wrong claim drops it"
+        );
     }
 }
