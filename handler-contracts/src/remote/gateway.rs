@@ -9,9 +9,10 @@ use super::envelope::Envelope;
 
 /// The largest request body the gateway reads.
 pub const MAX_BODY: usize = 1024 * 1024;
-/// The most messages one mailbox holds; beyond, a sender gets 429 and tries again.
+/// The most messages one sender has waiting in one mailbox (per pair); beyond, it gets 429 and
+/// tries again.
 pub const MAILBOX_MESSAGES: usize = 1000;
-/// The most bytes one mailbox holds.
+/// The most bytes one sender has waiting in one mailbox.
 pub const MAILBOX_BYTES: usize = 16 * 1024 * 1024;
 /// How long a message waits in a mailbox before the gateway drops it (an envelope is refused
 /// as expired after 10 minutes anyway).

@@ -295,7 +295,10 @@ async fn claim(State(g): G, Path(id): Path<String>, b: axum::body::Bytes) -> R<J
         name: c.name.clone(),
     };
     // A full daemon mailbox: the device cannot be paired (the daemon would never hear of it).
-    if g.store.deliver(&p.daemon, now(), notice)?.is_err() {
+    if g.store
+        .deliver(&p.daemon, "gateway", now(), notice)?
+        .is_err()
+    {
         g.store.revoke(&device)?;
         return Err(full());
     }
@@ -364,7 +367,7 @@ async fn send(
         ));
     }
     if g.store
-        .deliver(&to, now(), |seq| Mail::Envelope { seq, envelope: e })?
+        .deliver(&to, &me, now(), |seq| Mail::Envelope { seq, envelope: e })?
         .is_err()
     {
         return Err(full());

@@ -59,6 +59,9 @@ pub struct Pairing {
 struct Stored {
     /// When it arrived (Unix seconds).
     at: u64,
+    /// Who sent it (a pair's share of the mailbox is bounded).
+    #[serde(default)]
+    from: String,
     mail: Mail,
 }
 
@@ -186,11 +189,13 @@ impl Store {
         w.commit().map_err(err)
     }
 
-    /// Puts a message in `to`'s mailbox, numbered by `number(seq)`; Full beyond its bounds
-    /// (messages older than `max_age` seconds are dropped first).
+    /// Puts a message from `from` in `to`'s mailbox, numbered by `number(seq)`; Full beyond the
+    /// pair's bounds — what `from` has waiting there — so one device filling its daemon's
+    /// mailbox never stops another's (messages over an hour old are dropped first).
     pub fn deliver(
         &self,
         to: &str,
+        from: &str,
         now: u64,
         number: impl FnOnce(u64) -> Mail,
     ) -> Result<Result<u64, Full>, StoreError> {
@@ -204,10 +209,11 @@ impl Store {
             let (mut count, mut bytes, mut old) = (0usize, 0usize, Vec::new());
             for row in t.range((to, 0)..=(to, u64::MAX)).map_err(err)? {
                 let (k, v) = row.map_err(err)?;
-                let at = serde_json::from_slice::<Stored>(v.value()).map_or(0, |s| s.at);
+                let (at, sender) = serde_json::from_slice::<Stored>(v.value())
+                    .map_or((0, String::new()), |s| (s.at, s.from));
                 if now.saturating_sub(at) > MAILBOX_AGE_SECS {
                     old.push(k.value().1);
-                } else {
+                } else if sender == from {
                     count += 1;
                     bytes += v.value().len();
                 }
@@ -217,6 +223,7 @@ impl Store {
             }
             let stored = serde_json::to_vec(&Stored {
                 at: now,
+                from: from.to_owned(),
                 mail: number(seq),
             })
             .expect("mail serializes");
@@ -316,11 +323,12 @@ mod tests {
         let mut s = Store::open(dir.path()).unwrap();
         s.max_messages = MAILBOX_MESSAGES;
         for _ in 0..MAILBOX_MESSAGES {
-            s.deliver("d_1", 100, mail).unwrap().unwrap();
+            s.deliver("d_1", "v_1", 100, mail).unwrap().unwrap();
         }
-        assert_eq!(s.deliver("d_1", 100, mail).unwrap(), Err(Full));
-        // Another mailbox is not full.
-        s.deliver("v_9", 100, mail).unwrap().unwrap();
+        assert_eq!(s.deliver("d_1", "v_1", 100, mail).unwrap(), Err(Full));
+        // Another mailbox is not full, nor this one for another sender (per pair).
+        s.deliver("v_9", "d_1", 100, mail).unwrap().unwrap();
+        s.deliver("d_1", "v_2", 100, mail).unwrap().unwrap();
         let first = s.take("d_1", 0, 10).unwrap();
         assert_eq!(first.len(), 10);
         let last = first.last().unwrap().seq();
@@ -335,10 +343,10 @@ mod tests {
         );
         assert_eq!(
             s.take("d_1", 0, usize::MAX).unwrap().len(),
-            MAILBOX_MESSAGES - 10
+            MAILBOX_MESSAGES + 1 - 10
         );
         // An hour later the old ones go at the next delivery.
-        s.deliver("d_1", 100 + 3601, mail).unwrap().unwrap();
+        s.deliver("d_1", "v_1", 100 + 3601, mail).unwrap().unwrap();
         assert_eq!(s.take("d_1", 0, usize::MAX).unwrap().len(), 1);
     }
 
@@ -352,7 +360,7 @@ mod tests {
             revoked: false,
         };
         s.put_identity("v_1", &id).unwrap();
-        s.deliver("v_1", 0, mail).unwrap().unwrap();
+        s.deliver("v_1", "d_1", 0, mail).unwrap().unwrap();
         assert!(s.revoke("v_1").unwrap());
         assert!(s.identity("v_1").unwrap().unwrap().revoked);
         assert!(s.take("v_1", 0, 10).unwrap().is_empty());
