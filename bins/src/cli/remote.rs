@@ -20,10 +20,10 @@ pub enum RemoteCommand {
     /// A one-time code (and its QR code) to pair a phone or another computer with.
     Pair,
     /// The paired devices.
-    #[command(visible_alias = "ls")]
+    #[command(visible_alias = "ls", alias = "list")]
     Devices,
     /// Revoke a device: the gateway refuses it from then on.
-    #[command(alias = "rm")]
+    #[command(visible_alias = "rm", alias = "remove")]
     Revoke {
         /// The device's id (`handler remote devices`).
         device: String,
