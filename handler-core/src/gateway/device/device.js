@@ -158,13 +158,75 @@ function say(kind, text) {
   lastAgent = kind === "agent" ? d : null;
   return d;
 }
+// The agent's thinking, folded as the session page folds it.
+function thought(text) {
+  const last = $("chat").lastElementChild;
+  if (last?.dataset.kind === "thought") { last.querySelector("pre").textContent += text; return; }
+  const d = document.createElement("details");
+  d.className = "msg";
+  d.dataset.kind = "thought";
+  const sum = document.createElement("summary");
+  sum.textContent = "Thought";
+  const pre = document.createElement("pre");
+  pre.textContent = text;
+  d.append(sum, pre);
+  $("chat").append(d);
+  lastAgent = null;
+}
+// A tool call, updated in place by its id: its kind, title and status, and each diff's file and
+// new lines, collapsible.
+const tools = new Map();
+function tool(u) {
+  let d = tools.get(u.toolCallId);
+  if (!d) {
+    d = document.createElement("details");
+    d.className = "msg tool";
+    d.dataset.kind = "tool";
+    d.append(document.createElement("summary"));
+    tools.set(u.toolCallId, d);
+    $("chat").append(d);
+    lastAgent = null;
+  }
+  d.dataset.title = u.title ?? d.dataset.title ?? "tool";
+  d.dataset.status = u.status ?? d.dataset.status ?? "pending";
+  d.dataset.toolKind = u.kind ?? d.dataset.toolKind ?? "other";
+  d.firstChild.textContent = `⚙ ${d.dataset.title} · ${d.dataset.toolKind} · ${d.dataset.status}`;
+  for (const c of u.content ?? []) {
+    if (c.type !== "diff") continue;
+    const head = document.createElement("div");
+    head.textContent = c.path;
+    const pre = document.createElement("pre");
+    pre.textContent = (c.newText ?? "").split("\n").map((l, i) => `${String(i + 1).padStart(4)} + ${l}`).join("\n");
+    d.append(head, pre);
+  }
+}
+// The agent's plan, replaced whole by each update.
+function plan(entries) {
+  let d = document.getElementById("plan");
+  if (!d) {
+    d = document.createElement("ol");
+    d.id = "plan";
+    d.className = "msg";
+    d.setAttribute("aria-label", "Plan");
+    $("chat").append(d);
+  }
+  d.replaceChildren(...entries.map((e) => {
+    const li = document.createElement("li");
+    li.textContent = `${e.status === "completed" ? "✓" : e.status === "in_progress" ? "…" : "○"} ${e.content}`;
+    return li;
+  }));
+  lastAgent = null;
+}
+
 function show(m) {
   if (m.method === "session/update") {
     const u = m.params.update;
     const text = u.content?.text ?? "";
     if (u.sessionUpdate === "user_message_chunk") say("user", text);
     else if (u.sessionUpdate === "agent_message_chunk") { if (lastAgent) lastAgent.textContent += text; else say("agent", text); }
-    else if (u.sessionUpdate === "tool_call") say("tool", `⚙ ${u.title ?? "tool"} (${u.status ?? "pending"})`);
+    else if (u.sessionUpdate === "agent_thought_chunk") thought(text);
+    else if (u.sessionUpdate === "tool_call" || u.sessionUpdate === "tool_call_update") tool(u);
+    else if (u.sessionUpdate === "plan") plan(u.entries ?? []);
   } else if (m.method === "session/request_permission") {
     const card = say("ask", `The agent asks: ${m.params.toolCall?.title ?? "permission"}`);
     card.dataset.request = String(m.id);
@@ -205,6 +267,7 @@ async function attach(s) {
   if (r.error) { $("error").textContent = `${r.error.message} (${r.error.code})`; return; }
   current = { id: s.id, acp: s.acpSessionId, cwd: s.cwd };
   $("chat").replaceChildren();
+  tools.clear();
   lastAgent = null;
   $("title").textContent = s.title || s.id;
   $("home").hidden = true;
