@@ -21,6 +21,13 @@ pub fn unb64(text: &str) -> Option<Vec<u8>> {
     URL_SAFE_NO_PAD.decode(text).ok()
 }
 
+/// Whether two credentials are the same, in time that depends only on their length: the one
+/// comparison of secrets (handlerd's token, the gateway's credentials and pairing claims).
+pub fn same_secret(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
 /// A 32-byte key or public key from base64url (None: not one).
 pub fn key32(text: &str) -> Option<[u8; 32]> {
     unb64(text)?.try_into().ok()

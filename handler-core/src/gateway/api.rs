@@ -14,7 +14,7 @@ use handler_contracts::remote::envelope::Envelope;
 use handler_contracts::remote::gateway::{
     Claim, Claimed, MAX_BODY, MAX_WAIT_SECS, Mail, MailBatch, PairingOffer, PairingView, Registered,
 };
-use handler_contracts::remote::{b64, key32, pairing};
+use handler_contracts::remote::{b64, key32, pairing, same_secret};
 use rand::RngCore;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
@@ -104,6 +104,9 @@ impl From<super::store::StoreError> for Problem {
 
 type R<T> = Result<T, Problem>;
 
+/// The most messages one poll answers (each under 1 MiB: a batch stays under the daemon's bound).
+const BATCH: usize = 50;
+
 fn now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -151,14 +154,7 @@ fn caller(g: &Gateway, h: &HeaderMap) -> R<(String, Identity)> {
     let token = bearer(h).ok_or_else(unauthorized)?;
     let id = token.split('.').next().unwrap_or_default();
     let i = g.store.identity(id)?.ok_or_else(unauthorized)?;
-    let want = hash(token);
-    let same = want.len() == i.token_hash.len()
-        && want
-            .bytes()
-            .zip(i.token_hash.bytes())
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-            == 0;
-    if !same || i.revoked {
+    if !same_secret(&hash(token), &i.token_hash) || i.revoked {
         return Err(unauthorized());
     }
     Ok((id.to_owned(), i))
@@ -256,11 +252,7 @@ async fn view(State(g): G, Path(id): Path<String>) -> R<Json<PairingView>> {
 async fn claim(State(g): G, Path(id): Path<String>, b: axum::body::Bytes) -> R<Json<Claimed>> {
     let c: Claim = body(&b)?;
     let p = g.store.pairing(&id, now())?.ok_or_else(no_pairing)?;
-    let want = p.claim_hash.as_bytes();
-    let got = pairing::claim_hash(&c.claim);
-    let same =
-        got.len() == want.len() && got.bytes().zip(want).fold(0u8, |a, (x, y)| a | (x ^ y)) == 0;
-    if !same {
+    if !same_secret(&pairing::claim_hash(&c.claim), &p.claim_hash) {
         g.store.end_pairing(&id, true)?;
         tracing::info!("pairing claim refused: wrong claim");
         return Err(Problem(
@@ -390,12 +382,12 @@ async fn mail(State(g): G, h: HeaderMap, Query(q): Query<Poll>) -> R<Json<MailBa
     let deadline = tokio::time::Instant::now() + Duration::from_secs(q.wait.min(MAX_WAIT_SECS));
     loop {
         let notified = waiter.notified();
-        let messages = g.store.take(&me, q.after, 200)?;
+        let messages = g.store.take(&me, q.after, BATCH)?;
         if !messages.is_empty() || tokio::time::Instant::now() >= deadline {
             return Ok(Json(MailBatch { messages }));
         }
         if tokio::time::timeout_at(deadline, notified).await.is_err() {
-            let messages = g.store.take(&me, q.after, 200)?;
+            let messages = g.store.take(&me, q.after, BATCH)?;
             return Ok(Json(MailBatch { messages }));
         }
         // A revoked device waiting: its next look is refused.

@@ -252,23 +252,11 @@ impl Store {
                 .next()
                 .is_some();
             if !acked {
-                let mut out = Vec::new();
-                if after < u64::MAX {
-                    for row in t.range((to, after + 1)..=(to, u64::MAX)).map_err(err)? {
-                        let (_, v) = row.map_err(err)?;
-                        if let Ok(s) = serde_json::from_slice::<Stored>(v.value()) {
-                            out.push(s.mail);
-                        }
-                        if out.len() >= max {
-                            break;
-                        }
-                    }
-                }
-                return Ok(out);
+                return waiting(&t, to, after, max);
             }
         }
         let w = self.db.begin_write().map_err(err)?;
-        let mut out = Vec::new();
+        let out;
         {
             let mut t = w.open_table(MAIL).map_err(err)?;
             let acked: Vec<u64> = t
@@ -279,21 +267,34 @@ impl Store {
             for n in acked {
                 t.remove((to, n)).map_err(err)?;
             }
-            if after < u64::MAX {
-                for row in t.range((to, after + 1)..=(to, u64::MAX)).map_err(err)? {
-                    let (_, v) = row.map_err(err)?;
-                    if let Ok(s) = serde_json::from_slice::<Stored>(v.value()) {
-                        out.push(s.mail);
-                    }
-                    if out.len() >= max {
-                        break;
-                    }
-                }
-            }
+            out = waiting(&t, to, after, max)?;
         }
         w.commit().map_err(err)?;
         Ok(out)
     }
+}
+
+/// Up to `max` of `to`'s messages after `after`, oldest first (read or write transaction alike).
+fn waiting(
+    t: &impl ReadableTable<(&'static str, u64), &'static [u8]>,
+    to: &str,
+    after: u64,
+    max: usize,
+) -> Result<Vec<Mail>, StoreError> {
+    let mut out = Vec::new();
+    if after == u64::MAX {
+        return Ok(out);
+    }
+    for row in t.range((to, after + 1)..=(to, u64::MAX)).map_err(err)? {
+        let (_, v) = row.map_err(err)?;
+        if let Ok(s) = serde_json::from_slice::<Stored>(v.value()) {
+            out.push(s.mail);
+        }
+        if out.len() >= max {
+            break;
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

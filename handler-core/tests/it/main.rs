@@ -21,6 +21,7 @@ mod egress_relay;
 mod egress_support;
 mod egress_ws;
 mod knowledge_api;
+mod remote_connector;
 mod runs_api;
 mod runtime_settings;
 mod session_files;

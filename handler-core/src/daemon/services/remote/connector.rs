@@ -31,6 +31,24 @@ use crate::daemon::state::AppState;
 const WAIT_SECS: u64 = 20;
 /// Counters reserved at once towards a device (written before use).
 const RESERVE: u64 = 1000;
+/// The most bytes of one answer of the gateway read (a batch is at most 50 envelopes of under
+/// 1 MiB): a hostile gateway cannot make handlerd hold more.
+const MAX_ANSWER: usize = 64 * 1024 * 1024;
+
+/// A JSON answer read up to `max` bytes (None: longer, cut off, or not that JSON).
+async fn bounded_json<T: serde::de::DeserializeOwned>(
+    mut r: reqwest::Response,
+    max: usize,
+) -> Option<T> {
+    let mut buf = Vec::new();
+    while let Some(chunk) = r.chunk().await.ok()? {
+        if buf.len() + chunk.len() > max {
+            return None;
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    serde_json::from_slice(&buf).ok()
+}
 
 fn now_ms() -> u64 {
     SystemTime::now()
@@ -76,41 +94,66 @@ pub async fn run(app: AppState) {
     }
 }
 
+/// One long poll of the gateway: the batch, or None with the light saying why.
+async fn poll_once(
+    app: &AppState,
+    client: &reqwest::Client,
+    s: &Settings,
+    token: &str,
+    after: u64,
+) -> Option<MailBatch> {
+    let r = client
+        .get(format!(
+            "{}/v1/mail?after={after}&wait={WAIT_SECS}",
+            s.gateway
+        ))
+        .bearer_auth(token)
+        .send()
+        .await;
+    match r {
+        Ok(r) if r.status() == reqwest::StatusCode::UNAUTHORIZED => {
+            app.remote.set_light(
+                RemoteState::Unauthorized,
+                Some(
+                    "the gateway refused this daemon's credential: `handler remote setup` again"
+                        .into(),
+                ),
+            );
+            None
+        }
+        Ok(r) if r.status().is_success() => {
+            let batch = bounded_json::<MailBatch>(r, MAX_ANSWER).await;
+            if batch.is_none() {
+                app.remote.set_light(
+                    RemoteState::Unreachable,
+                    Some(format!(
+                        "the gateway's answer is not a mail batch of at most {MAX_ANSWER} bytes"
+                    )),
+                );
+            }
+            batch
+        }
+        Ok(r) => {
+            app.remote.set_light(
+                RemoteState::Unreachable,
+                Some(format!("the gateway answered {}", r.status())),
+            );
+            None
+        }
+        Err(e) => {
+            app.remote
+                .set_light(RemoteState::Unreachable, Some(e.to_string()));
+            None
+        }
+    }
+}
+
 async fn poll_loop(app: &AppState, s: &Settings, token: &str, key: &KeyPair, out: &Outbox) {
     let client = http();
     let mut after = 0u64;
     let mut backoff = 1u64;
     loop {
-        let r = client
-            .get(format!(
-                "{}/v1/mail?after={after}&wait={WAIT_SECS}",
-                s.gateway
-            ))
-            .bearer_auth(token)
-            .send()
-            .await;
-        let batch = match r {
-            Ok(r) if r.status() == reqwest::StatusCode::UNAUTHORIZED => {
-                app.remote.set_light(
-                    RemoteState::Unauthorized,
-                    Some("the gateway refused this daemon's credential: `handler remote setup` again".into()),
-                );
-                None
-            }
-            Ok(r) if r.status().is_success() => r.json::<MailBatch>().await.ok(),
-            Ok(r) => {
-                app.remote.set_light(
-                    RemoteState::Unreachable,
-                    Some(format!("the gateway answered {}", r.status())),
-                );
-                None
-            }
-            Err(e) => {
-                app.remote
-                    .set_light(RemoteState::Unreachable, Some(e.to_string()));
-                None
-            }
-        };
+        let batch = poll_once(app, &client, s, token, after).await;
         let Some(batch) = batch else {
             tokio::time::sleep(Duration::from_secs(backoff)).await;
             backoff = (backoff * 2).min(30);
