@@ -4,6 +4,8 @@
 //! `engine exec` with the ExecSpec's variables by name; `machine stats` reads the engine's
 //! one-shot stats into the seed's Stats. Pure.
 
+pub mod session;
+
 use std::collections::BTreeMap;
 
 use handler_contracts::machine::{

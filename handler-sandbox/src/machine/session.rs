@@ -1,0 +1,532 @@
+//! A session in a machine (issue 29 item 4, decision 0147), pure: [`for_agents`] composes the
+//! MachineSpec of a machine made for some agents from each agent's own launch plan (what its
+//! sandbox would mount, stage and allow), and [`plan_session`] turns a session's launch plan
+//! into the [`ExecSpec`] that runs its agent inside the machine — or names what the machine
+//! cannot give it without widening what the plan allows (A1: refuse what cannot be enforced).
+
+use std::collections::BTreeMap;
+
+use handler_contracts::machine::{ExecSpec, container_name};
+use handler_contracts::sandbox::{NetworkPolicy, Resources, SandboxSpec};
+
+/// The label listing the agents a machine was made for (the seed's `ahpd.agents`).
+pub const AGENTS_LABEL: &str = "handler.agents";
+
+/// Why an agent's plan and a machine do not fit; each names what differs.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unfit {
+    /// The machine was not made for this agent.
+    #[error("machine {machine:?} is not made for agent {agent:?} (it is for: {for_})")]
+    NotFor {
+        /// The machine's id.
+        machine: String,
+        /// The agent.
+        agent: String,
+        /// Its agents, comma-separated.
+        for_: String,
+    },
+    /// The agent's model access puts secrets behind phantoms: a machine has no proxy of its own
+    /// yet to swap them.
+    #[error(
+        "agent {agent:?}: its model access needs its secrets injected by an egress proxy ({names}); a machine has no egress proxy of its own yet: run this agent outside a machine"
+    )]
+    Injections {
+        /// The agent.
+        agent: String,
+        /// The secrets' names.
+        names: String,
+    },
+    /// The machine's network is wider than the agent's.
+    #[error(
+        "network: the machine's network ({machine}) is wider than agent {agent:?}'s ({agent_net})"
+    )]
+    Network {
+        /// The agent.
+        agent: String,
+        /// The machine's mode.
+        machine: &'static str,
+        /// The agent's mode.
+        agent_net: &'static str,
+    },
+    /// A filtered machine: its proxy is not built yet.
+    #[error(
+        "network: a filtered machine needs an egress proxy as long-lived as it, which is not built yet: use none or open"
+    )]
+    Filtered,
+    /// The agent's plan mounts something the machine does not have as the plan says.
+    #[error(
+        "mounts: agent {agent:?} needs {host} at {target}{ro} and the machine {has}: make the machine again for its agents"
+    )]
+    Mount {
+        /// The agent.
+        agent: String,
+        /// The host path.
+        host: String,
+        /// The path inside.
+        target: String,
+        /// " (read-only)" or "".
+        ro: &'static str,
+        /// What the machine has there.
+        has: String,
+    },
+    /// A staged file differs.
+    #[error(
+        "files: agent {agent:?} needs its own {target} and the machine's differs: make the machine again for its agents"
+    )]
+    File {
+        /// The agent.
+        agent: String,
+        /// The file's path inside.
+        target: String,
+    },
+    /// Some other property of the sandbox differs.
+    #[error("{field}: agent {agent:?}'s sandbox and the machine's differ ({why})")]
+    Differs {
+        /// The agent.
+        agent: String,
+        /// The field of the SandboxSpec.
+        field: &'static str,
+        /// How.
+        why: String,
+    },
+    /// Nothing to make it for.
+    #[error("agents: a machine made for agents needs at least one")]
+    NoAgents,
+}
+
+/// What a machine made for agents takes from its request rather than from their plans.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MachineBase {
+    /// Its id.
+    pub id: String,
+    /// Its image; None: the first agent's harness image.
+    pub image: Option<String>,
+    /// Its first process.
+    pub argv: Vec<String>,
+    /// Where its commands start.
+    pub workdir: String,
+    /// Its own folder (host path), mounted at `workdir`.
+    pub work: String,
+    /// Its network.
+    pub network: NetworkPolicy,
+    /// Its limits.
+    pub resources: Option<Resources>,
+    /// Labels of its own (who made it).
+    pub labels: BTreeMap<String, String>,
+}
+
+fn rank(n: &NetworkPolicy) -> (u8, &'static str) {
+    match n {
+        NetworkPolicy::None => (0, "none"),
+        NetworkPolicy::Filtered { .. } => (1, "filtered"),
+        NetworkPolicy::Open => (2, "open"),
+    }
+}
+
+fn check_network(agent: &str, machine: &NetworkPolicy, plan: &NetworkPolicy) -> Result<(), Unfit> {
+    if matches!(machine, NetworkPolicy::Filtered { .. }) {
+        return Err(Unfit::Filtered);
+    }
+    let (m, mn) = rank(machine);
+    let (p, pn) = rank(plan);
+    if m > p {
+        return Err(Unfit::Network {
+            agent: agent.into(),
+            machine: mn,
+            agent_net: pn,
+        });
+    }
+    Ok(())
+}
+
+fn check_injections(agent: &str, plan: &SandboxSpec) -> Result<(), Unfit> {
+    if plan.injections.is_empty() {
+        return Ok(());
+    }
+    let names: Vec<&str> = plan.injections.iter().map(|i| i.name.as_str()).collect();
+    Err(Unfit::Injections {
+        agent: agent.into(),
+        names: names.join(", "),
+    })
+}
+
+fn differs(agent: &str, field: &'static str, why: String) -> Unfit {
+    Unfit::Differs {
+        agent: agent.into(),
+        field,
+        why,
+    }
+}
+
+/// The MachineSpec of machine `base` made for `plans` (each agent's id and its launch plan, as
+/// its session's would be in this machine): the first plan's user and confinement, every
+/// plan's mounts, staged files, image mounts, PATH additions and writable paths (each target
+/// once: two agents wanting different things at one path are refused), the machine's own
+/// folder at its workdir, labelled with its agents — and none of a launch's labels, so no
+/// sweep takes it for a dead launch's (decision 0142). Refused: a plan with injections, one
+/// whose network is narrower than the machine's, plans that differ in confinement or user,
+/// a display.
+pub fn for_agents(
+    base: &MachineBase,
+    plans: &[(&str, &SandboxSpec)],
+) -> Result<SandboxSpec, Unfit> {
+    let (first_agent, first) = plans.first().ok_or(Unfit::NoAgents)?;
+    let mut spec = (*first).clone();
+    spec.name = container_name(&base.id);
+    if let Some(i) = &base.image {
+        spec.image.clone_from(i);
+    }
+    spec.argv.clone_from(&base.argv);
+    spec.env = BTreeMap::new();
+    spec.workdir.clone_from(&base.workdir);
+    spec.network = base.network.clone();
+    spec.resources.clone_from(&base.resources);
+    spec.tty = false;
+    spec.injections = Vec::new();
+    spec.mounts = vec![handler_contracts::sandbox::Mount {
+        source: base.work.clone(),
+        target: base.workdir.clone(),
+        read_only: false,
+        kind: handler_contracts::sandbox::MountKind::State,
+    }];
+    spec.files = Vec::new();
+    spec.image_mounts = Vec::new();
+    spec.path_append = Vec::new();
+    spec.writable_paths = Vec::new();
+    spec.git_writable = false;
+    let mut labels = base.labels.clone();
+    labels.insert(
+        AGENTS_LABEL.into(),
+        plans.iter().map(|(a, _)| *a).collect::<Vec<_>>().join(","),
+    );
+    spec.labels = labels;
+    for (agent, plan) in plans {
+        check_plan(base, (first_agent, first), agent, plan)?;
+        add_plan(&mut spec, agent, plan)?;
+    }
+    Ok(spec)
+}
+
+/// What makes `agent`'s plan unfit for a machine whatever else it holds: injections, a network
+/// narrower than the machine's, a display, a confinement or user other than the first plan's.
+fn check_plan(
+    base: &MachineBase,
+    (first_agent, first): (&str, &SandboxSpec),
+    agent: &str,
+    plan: &SandboxSpec,
+) -> Result<(), Unfit> {
+    check_injections(agent, plan)?;
+    check_network(agent, &base.network, &plan.network)?;
+    if plan.display.is_some() {
+        return Err(differs(
+            agent,
+            "display",
+            "a machine cannot show one agent's windows on the screen yet".into(),
+        ));
+    }
+    if plan.confinement != first.confinement {
+        return Err(differs(
+            agent,
+            "confinement",
+            format!("{first_agent:?}'s is another"),
+        ));
+    }
+    if plan.user != first.user {
+        return Err(differs(
+            agent,
+            "user",
+            format!("{first_agent:?}'s is another"),
+        ));
+    }
+    Ok(())
+}
+
+/// `agent`'s mounts, staged files, image mounts, PATH additions and writable paths added to
+/// the machine's `spec`, each target once (another thing at one target: refused, named).
+fn add_plan(spec: &mut SandboxSpec, agent: &str, plan: &SandboxSpec) -> Result<(), Unfit> {
+    for m in &plan.mounts {
+        match spec.mounts.iter().find(|x| x.target == m.target) {
+            None => spec.mounts.push(m.clone()),
+            Some(x) if x.source == m.source && x.read_only == m.read_only => {}
+            Some(x) => return Err(mount_unfit(agent, m, Some(x))),
+        }
+    }
+    for f in &plan.files {
+        match spec.files.iter().find(|x| x.target == f.target) {
+            None => spec.files.push(f.clone()),
+            Some(x) if x == f => {}
+            Some(_) => {
+                return Err(Unfit::File {
+                    agent: (*agent).into(),
+                    target: f.target.clone(),
+                });
+            }
+        }
+    }
+    for i in &plan.image_mounts {
+        match spec.image_mounts.iter().find(|x| x.target == i.target) {
+            None => spec.image_mounts.push(i.clone()),
+            Some(x) if x == i => {}
+            Some(x) => {
+                return Err(differs(
+                    agent,
+                    "imageMounts",
+                    format!("{} at {}, the machine has {}", i.image, i.target, x.image),
+                ));
+            }
+        }
+    }
+    for p in &plan.path_append {
+        if !spec.path_append.contains(p) {
+            spec.path_append.push(p.clone());
+        }
+    }
+    for w in &plan.writable_paths {
+        if !spec.writable_paths.contains(w) {
+            spec.writable_paths.push(w.clone());
+        }
+    }
+    spec.git_writable |= plan.git_writable;
+    Ok(())
+}
+
+fn mount_unfit(
+    agent: &str,
+    m: &handler_contracts::sandbox::Mount,
+    has: Option<&handler_contracts::sandbox::Mount>,
+) -> Unfit {
+    Unfit::Mount {
+        agent: agent.into(),
+        host: m.source.clone(),
+        target: m.target.clone(),
+        ro: if m.read_only { " (read-only)" } else { "" },
+        has: has.map_or_else(
+            || "has nothing there".to_string(),
+            |x| {
+                format!(
+                    "has {} there{}",
+                    x.source,
+                    if x.read_only { " (read-only)" } else { "" }
+                )
+            },
+        ),
+    }
+}
+
+/// The agents machine `spec` was made for (its [`AGENTS_LABEL`]).
+pub fn agents_of(spec: &SandboxSpec) -> Vec<String> {
+    spec.labels
+        .get(AGENTS_LABEL)
+        .map(|l| {
+            l.split(',')
+                .filter(|a| !a.is_empty())
+                .map(String::from)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Where a process whose plan starts in `dir` (a path inside) starts in machine `spec`: there
+/// when one of the machine's mounts (the longest that covers it, as the seed says) or its
+/// workdir covers it, else the machine's workdir.
+pub fn map_cwd(spec: &SandboxSpec, dir: &str) -> String {
+    let under = |root: &str| {
+        let root = root.trim_end_matches('/');
+        dir == root || root.is_empty() || dir.starts_with(&format!("{root}/"))
+    };
+    let covered = spec
+        .mounts
+        .iter()
+        .map(|m| m.target.as_str())
+        .chain(std::iter::once(spec.workdir.as_str()))
+        .filter(|t| under(t))
+        .max_by_key(|t| t.len());
+    match covered {
+        Some(_) => dir.to_string(),
+        None => spec.workdir.clone(),
+    }
+}
+
+/// The exec that runs the session whose launch plan is `plan` (agent `agent`) in machine `id`
+/// made as `machine`: the plan's argv and variables, started in its workdir mapped by
+/// [`map_cwd`]. Refused, naming what differs: an agent the machine was not made for, a plan
+/// with injections, a machine network wider than the plan's, a mount, staged file or image
+/// mount of the plan the machine does not have as the plan says, another confinement or user,
+/// a display — a session never runs with more than its own sandbox would have had.
+pub fn plan_session(
+    id: &str,
+    machine: &SandboxSpec,
+    agent: &str,
+    plan: &SandboxSpec,
+) -> Result<ExecSpec, Unfit> {
+    let agents = agents_of(machine);
+    if !agents.iter().any(|a| a == agent) {
+        return Err(Unfit::NotFor {
+            machine: id.into(),
+            agent: agent.into(),
+            for_: if agents.is_empty() {
+                "no agent".into()
+            } else {
+                agents.join(", ")
+            },
+        });
+    }
+    check_injections(agent, plan)?;
+    check_network(agent, &machine.network, &plan.network)?;
+    if plan.display.is_some() {
+        return Err(differs(
+            agent,
+            "display",
+            "a machine cannot show one agent's windows on the screen yet".into(),
+        ));
+    }
+    if plan.confinement != machine.confinement {
+        return Err(differs(agent, "confinement", "made with another".into()));
+    }
+    if plan.user != machine.user {
+        return Err(differs(agent, "user", "made with another".into()));
+    }
+    for m in &plan.mounts {
+        let has = machine.mounts.iter().find(|x| x.target == m.target);
+        if !has.is_some_and(|x| x.source == m.source && x.read_only == m.read_only) {
+            return Err(mount_unfit(agent, m, has));
+        }
+    }
+    for f in &plan.files {
+        if !machine.files.iter().any(|x| x == f) {
+            return Err(Unfit::File {
+                agent: agent.into(),
+                target: f.target.clone(),
+            });
+        }
+    }
+    for i in &plan.image_mounts {
+        if !machine.image_mounts.contains(i) {
+            return Err(differs(
+                agent,
+                "imageMounts",
+                format!("the machine has no {} at {}", i.image, i.target),
+            ));
+        }
+    }
+    Ok(ExecSpec {
+        argv: plan.argv.clone(),
+        cwd: Some(map_cwd(machine, &plan.workdir)),
+        env: plan.env.clone(),
+        user: None,
+        tty: false,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(name: &str, scope: &str, state: &str) -> SandboxSpec {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "handler.sandbox/v1",
+            "name": name,
+            "image": "localhost/handler-fake:latest",
+            "argv": ["fake-acp-agent"],
+            "env": {"FAKE_HOME": "/home/agent/.fake"},
+            "workdir": scope,
+            "user": {"mode": "host-user", "home": "/home/agent"},
+            "mounts": [
+                {"source": scope, "target": scope, "readOnly": false, "kind": "scope"},
+                {"source": state, "target": "/home/agent/.fake", "readOnly": false, "kind": "state"},
+            ],
+            "files": [{"target": "/home/agent/.fake/config.toml", "content": "x = 1\n"}],
+            "writablePaths": ["/tmp"],
+            "network": {"mode": "none"},
+            "labels": {"handler.agent": "a_one", "handler.connection": "s_1"},
+        }))
+        .unwrap()
+    }
+
+    fn base() -> MachineBase {
+        MachineBase {
+            id: "box".into(),
+            image: None,
+            argv: vec!["sleep".into(), "infinity".into()],
+            workdir: "/work".into(),
+            work: "/d/machines/box/work".into(),
+            network: NetworkPolicy::None,
+            resources: None,
+            labels: BTreeMap::from([("handler.machine.made-by".into(), "handlerd".into())]),
+        }
+    }
+
+    #[test]
+    fn a_machine_made_for_agents_has_their_mounts_and_none_of_a_launchs_labels() {
+        let a = plan("handler-a-one-m", "/home/u/app", "/d/state/a_one");
+        let b = plan("handler-a-two-m", "/home/u/app", "/d/state/a_two");
+        let mut b = b;
+        b.mounts[1].target = "/home/agent/.other".into();
+        b.files.clear();
+        let m = for_agents(&base(), &[("a_one", &a), ("a_two", &b)]).unwrap();
+        insta::assert_json_snapshot!(m);
+        assert!(!m.labels.contains_key("handler.agent"));
+        assert_eq!(agents_of(&m), ["a_one", "a_two"]);
+        // Each agent's session runs in its own workdir with its own variables.
+        let e = plan_session("box", &m, "a_two", &b).unwrap();
+        assert_eq!(e.cwd.as_deref(), Some("/home/u/app"));
+        assert_eq!(e.argv, ["fake-acp-agent"]);
+        assert_eq!(e.env["FAKE_HOME"], "/home/agent/.fake");
+    }
+
+    #[test]
+    fn what_a_machine_cannot_give_a_session_is_named() {
+        let a = plan("handler-a-one-m", "/home/u/app", "/d/state/a_one");
+        let m = for_agents(&base(), &[("a_one", &a)]).unwrap();
+        let shown = |r: Result<ExecSpec, Unfit>| r.unwrap_err().to_string();
+        insta::assert_snapshot!(shown(plan_session("box", &m, "a_two", &a)), @r#"machine "box" is not made for agent "a_two" (it is for: a_one)"#);
+        let mut other = a.clone();
+        other.mounts[0].source = "/home/u/elsewhere".into();
+        insta::assert_snapshot!(shown(plan_session("box", &m, "a_one", &other)), @r#"mounts: agent "a_one" needs /home/u/elsewhere at /home/u/app and the machine has /home/u/app there: make the machine again for its agents"#);
+        let mut ro = a.clone();
+        ro.mounts[0].read_only = true;
+        assert!(shown(plan_session("box", &m, "a_one", &ro)).contains("(read-only)"));
+        let mut file = a.clone();
+        file.files[0].content = "x = 2\n".into();
+        insta::assert_snapshot!(shown(plan_session("box", &m, "a_one", &file)), @r#"files: agent "a_one" needs its own /home/agent/.fake/config.toml and the machine's differs: make the machine again for its agents"#);
+        let mut key: SandboxSpec = a.clone();
+        key.injections = serde_json::from_value(serde_json::json!([{"name": "providers/p/apiKey",
+            "phantom": "phantom-0000000000", "value": "secret-00000000000", "hosts": ["api.example.com:443"]}])).unwrap();
+        let e = shown(plan_session("box", &m, "a_one", &key));
+        assert!(
+            e.contains("providers/p/apiKey") && !e.contains("secret-0"),
+            "{e}"
+        );
+        assert!(for_agents(&base(), &[("a_one", &key)]).is_err());
+        // A machine wider than the agent's sandbox is refused, a narrower one is not.
+        let mut open = base();
+        open.network = NetworkPolicy::Open;
+        assert_eq!(
+            for_agents(&open, &[("a_one", &a)]).unwrap_err().to_string(),
+            r#"network: the machine's network (open) is wider than agent "a_one"'s (none)"#
+        );
+        let mut wide = a.clone();
+        wide.network = NetworkPolicy::Open;
+        assert!(plan_session("box", &m, "a_one", &wide).is_ok());
+        // Two agents wanting different things at one path.
+        let mut b = a.clone();
+        b.mounts[1].source = "/d/state/a_two".into();
+        assert!(
+            for_agents(&base(), &[("a_one", &a), ("a_two", &b)])
+                .unwrap_err()
+                .to_string()
+                .starts_with("mounts: agent \"a_two\"")
+        );
+        assert_eq!(for_agents(&base(), &[]).unwrap_err(), Unfit::NoAgents);
+    }
+
+    #[test]
+    fn the_longest_mount_wins_and_an_uncovered_path_starts_in_the_workdir() {
+        let a = plan("handler-a-one-m", "/home/u/app", "/d/state/a_one");
+        let m = for_agents(&base(), &[("a_one", &a)]).unwrap();
+        assert_eq!(map_cwd(&m, "/home/u/app/src"), "/home/u/app/src");
+        assert_eq!(map_cwd(&m, "/work/x"), "/work/x");
+        assert_eq!(map_cwd(&m, "/home/u/application"), "/work");
+        assert_eq!(map_cwd(&m, "/etc"), "/work");
+    }
+}
