@@ -629,6 +629,10 @@ pub struct AgentOptions {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<SessionTree>")]
     pub session_tree: Option<String>,
+    /// The machine its sessions run in (issue 29, decision 0147): one made for it
+    /// (`POST /v1/machines` with `agents`); left out: each session in a sandbox of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<String>,
 }
 
 /// What a sandbox sees at its scope's path (issue 14, decision 0103): the names
@@ -778,6 +782,9 @@ pub struct Agent {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<SessionTree>")]
     pub session_tree: Option<String>,
+    /// The machine its sessions run in (decision 0147); left out: a sandbox of their own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<String>,
     /// What a person should know before using it (`gitGuard` open: the host's `.git` writable).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,

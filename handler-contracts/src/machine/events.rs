@@ -72,7 +72,8 @@ mod tests {
             id: id.into(),
             request: MachineRequest {
                 name: id.into(),
-                image: "debian:bookworm-slim".into(),
+                image: Some("debian:bookworm-slim".into()),
+                agents: Vec::new(),
                 cpus: None,
                 memory: None,
                 workdir: None,

@@ -39,14 +39,22 @@ pub fn valid_id(id: &str) -> bool {
         && !id.ends_with('-')
 }
 
-/// `POST /v1/machines` (issue 29): a machine to make. Only `name` and `image` are required.
+/// `POST /v1/machines` (issue 29): a machine to make. `name` is required, and `image` or `agents`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MachineRequest {
     /// Its id: a lowercase DNS label of at most 40 characters.
     pub name: String,
-    /// The image it runs (allowed by the daemon's `HANDLER_MACHINE_IMAGES` patterns).
-    pub image: String,
+    /// The image it runs (allowed by the daemon's `HANDLER_MACHINE_IMAGES` patterns); left out
+    /// with `agents`: the first agent's harness image (Handler's own, checked). Its record
+    /// always names the image it was made of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// The agents it is made for (decision 0147): what each one's sandbox mounts, stages and
+    /// allows is planned into it at creation, and only their sessions run in it (the seed's
+    /// `ahpd.agents`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub agents: Vec<String>,
     /// A CPU limit, e.g. `2`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpus: Option<String>,
