@@ -1045,3 +1045,89 @@ async fn a_terminal_gets_the_git_guard_like_a_connection() {
         .await;
     assert!(s == 204 || s == 200, "{s} {v}");
 }
+
+/// Decision 0147: a session in a machine made for its agent has the git guard as a sandbox of
+/// its own has it — the scope's `.git` inside the machine is the guard's (made with the
+/// machine, in its folder), never the host's — and its commits come back by bundle at the turn's
+/// end; the hook, fsmonitor and link it plants never reach the host's git directory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_machine_the_scopes_git_is_the_guards_and_the_work_comes_back() {
+    let Some(u) = user() else { return };
+    let d = start(u, "machine").await;
+    let _ = d
+        .user
+        .cmd(
+            "podman",
+            &["rm", "-f", "-t", "0", "handler-m-gitbox"],
+            &[("HOME", d.user.home())],
+        )
+        .output();
+    let canary = d.root.join("canary");
+    let base = d.git(&["rev-parse", "main"]);
+    let (s, a) = d.agent_with(json!({"confirmRisks": true})).await;
+    assert_eq!(s, 201, "{a}");
+    let agent = a["id"].as_str().unwrap().to_string();
+    let (s, m) = d
+        .post("/v1/machines", json!({"name": "gitbox", "agents": [agent]}))
+        .await;
+    assert_eq!(s, 201, "{m}: {}", d.log());
+    let mut req = json!({"models": [{"account": "perso"}], "scope": d.scope, "network": "none",
+        "permissions": "bypass", "confirmRisks": true, "machine": "gitbox"});
+    let (s, v) = d
+        .call(
+            reqwest::Method::PUT,
+            &format!("/v1/agents/{agent}"),
+            Some(req.take()),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    let (s, v) = d
+        .post(
+            "/v1/sessions",
+            json!({"agentId": agent, "origin": "ui", "prompt": hostile_script(&d.scope, &canary)}),
+        )
+        .await;
+    assert_eq!(s, 201, "{v}: {}", d.log());
+    let id = v["id"].as_str().unwrap().to_string();
+    let guard = d.root.join("data/machines/gitbox/agents").join(&agent);
+    let log = || std::fs::read_to_string(guard.join("git-guard.log")).unwrap_or_default();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !log().contains("feature: created") {
+        assert!(
+            Instant::now() < deadline,
+            "no bring-back: {}\n{}\n{}",
+            log(),
+            d.log(),
+            d.events(&id)
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    assert!(d.events(&id).contains("done-hostile"), "{}", d.events(&id));
+    assert_eq!(d.git(&["rev-parse", "main~1"]), base);
+    assert_eq!(
+        d.git(&["log", "-1", "--format=%s", "main"]),
+        "agent on main"
+    );
+    let dot_git = d.scope.join(".git");
+    assert!(!dot_git.join("hooks/post-checkout").exists());
+    assert!(!dot_git.join("refs/planted").is_symlink());
+    let config = std::fs::read_to_string(dot_git.join("config")).unwrap();
+    assert!(!config.contains("fsmonitor"), "{config}");
+    d.git(&["status"]);
+    d.git(&["checkout", "-q", "feature"]);
+    d.git(&["checkout", "-q", "main"]);
+    assert!(
+        !canary.exists(),
+        "the host's git ran the agent's hook or fsmonitor"
+    );
+    // They are in the machine's guard, where the agent wrote them.
+    assert!(guard.join("guard/git/hooks/post-checkout").exists());
+    let (s, _) = d
+        .call(
+            reqwest::Method::DELETE,
+            "/v1/machines/gitbox?force=true",
+            None,
+        )
+        .await;
+    assert_eq!(s, 204, "{}", d.log());
+}

@@ -330,3 +330,311 @@ async fn a_machine_is_made_listed_stopped_started_kept_across_a_restart_and_dele
     let (st, _) = get(&d, "/v1/machines/box").await;
     assert_eq!(st, 404);
 }
+
+const TOKEN: &str = "fk-Machines0Token111aaaa2222bbbb3333";
+
+/// What session `id`'s log holds so far, as text.
+fn events(d: &TempDaemon, id: &str) -> String {
+    std::fs::read_to_string(d.root.join("state/sessions").join(id).join("events.ndjson"))
+        .unwrap_or_default()
+}
+
+/// Waits (60 s at most) until session `id`'s log contains `text`.
+async fn said(d: &TempDaemon, id: &str, text: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !events(d, id).contains(text) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{text:?} not in session {id}'s log: {}\n{}",
+            events(d, id),
+            d.log()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// A session of `agent` started with `prompt`: its id.
+async fn session(d: &TempDaemon, agent: &str, prompt: &str) -> String {
+    let (st, v) = post(
+        d,
+        "/v1/sessions",
+        json!({"agentId": agent, "origin": "ui", "prompt": prompt}),
+    )
+    .await;
+    assert_eq!(st, 201, "{v}: {}", d.log());
+    assert_eq!(v["state"], "running", "{v}: {}", d.log());
+    v["id"].as_str().unwrap().to_string()
+}
+
+/// The containers of the test user labelled `label`.
+fn containers(d: &TempDaemon, label: &str) -> Vec<String> {
+    let o = d
+        .user
+        .cmd(
+            "podman",
+            &[
+                "ps",
+                "-a",
+                "--filter",
+                &format!("label={label}"),
+                "--format",
+                "{{.Names}}",
+            ],
+            &[("HOME", d.user.home())],
+        )
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(String::from)
+        .collect()
+}
+
+/// Issue 29 item 4 (decision 0147): a machine made for an agent (its harness image, its
+/// sandbox's mounts planned in, labelled with it); the agent set to it; two sessions one after
+/// the other run in it by exec — no sandbox of their own — and see each other's files (the
+/// machine's own /tmp); deleting it while one runs is refused (409) naming it; handlerd
+/// SIGKILLed and restarted finds it running and a new session runs in it; deleted with force,
+/// that session is stopped first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_run_in_a_machine_made_for_their_agent_and_share_it() {
+    let Some(mut d) = daemon("sess").await else {
+        return;
+    };
+    // What an earlier run that failed may have left.
+    let _ = d
+        .user
+        .cmd(
+            "podman",
+            &["rm", "-f", "-t", "0", "handler-m-agentbox"],
+            &[("HOME", d.user.home())],
+        )
+        .output();
+    let (st, v) = post(
+        &d,
+        "/v1/accounts",
+        json!({"name": "perso", "harness": "fake", "token": {"value": TOKEN}}),
+    )
+    .await;
+    assert_eq!(st, 201, "{v}");
+    let body = json!({"models": [{"account": "perso"}], "scope": d.scope, "network": "none",
+        "permissions": "bypass", "confirmRisks": true});
+    let (st, a) = post(&d, "/v1/agents", body.clone()).await;
+    assert_eq!(st, 201, "{a}");
+    let agent = a["id"].as_str().unwrap().to_string();
+    // Made for an agent that does not exist, or wider than the agent's sandbox: refused, named.
+    let (st, v) = post(
+        &d,
+        "/v1/machines",
+        json!({"name": "agentbox", "agents": ["a_nope"]}),
+    )
+    .await;
+    assert_eq!(st, 400, "{v}");
+    assert!(
+        v["detail"].as_str().unwrap().starts_with("agents[0]"),
+        "{v}"
+    );
+    let (st, v) = post(
+        &d,
+        "/v1/machines",
+        json!({"name": "agentbox", "agents": [agent], "network": "open"}),
+    )
+    .await;
+    assert_eq!(st, 400, "{v}");
+    assert!(v["detail"].as_str().unwrap().starts_with("network"), "{v}");
+    let (st, m) = post(
+        &d,
+        "/v1/machines",
+        json!({"name": "agentbox", "agents": [agent]}),
+    )
+    .await;
+    assert_eq!(st, 201, "{m}: {}", d.log());
+    assert_eq!(
+        m["request"]["image"],
+        format!("{IMAGE}:latest"),
+        "the harness's image: {m}"
+    );
+    let (_, r) = get(&d, "/v1/machines/agentbox/status").await;
+    assert_eq!(
+        r["Config"]["Labels"]["handler.agents"],
+        agent.as_str(),
+        "{r}"
+    );
+    assert!(
+        r["Config"]["Labels"].get("handler.agent").is_none(),
+        "no launch's label on a machine: {r}"
+    );
+    // The agent set to a machine this daemon does not have: 400 naming the field; to box: 200.
+    let put = |machine: &str| {
+        let mut b = body.clone();
+        b["machine"] = json!(machine);
+        b
+    };
+    let (st, v) = d
+        .call(
+            reqwest::Method::PUT,
+            &format!("/v1/agents/{agent}"),
+            Some(put("nope")),
+        )
+        .await;
+    assert_eq!(st, 400, "{v}");
+    assert!(v["detail"].as_str().unwrap().starts_with("machine"), "{v}");
+    let (st, v) = d
+        .call(
+            reqwest::Method::PUT,
+            &format!("/v1/agents/{agent}"),
+            Some(put("agentbox")),
+        )
+        .await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["machine"], "agentbox", "{v}");
+
+    // Two sessions, one after the other, in the one machine.
+    let one = session(
+        &d,
+        &agent,
+        "sh: echo one-was-here > /work/from-one && echo wrote-it",
+    )
+    .await;
+    said(&d, &one, "exit 0\\nwrote-it").await;
+    assert_eq!(
+        containers(&d, &format!("handler.connection={one}")),
+        Vec::<String>::new(),
+        "a session in a machine has no sandbox of its own"
+    );
+    let (_, view) = get(&d, &format!("/v1/agents/{agent}")).await;
+    assert_eq!(
+        view["connections"][0]["sandbox"], "handler-m-agentbox",
+        "{view}"
+    );
+    let (st, _) = post(&d, &format!("/v1/sessions/{one}/stop"), json!({})).await;
+    assert!(st == 200 || st == 204, "{st}");
+    let two = session(&d, &agent, "sh: cat /work/from-one").await;
+    said(&d, &two, "exit 0\\none-was-here").await;
+    // Deleting the machine while a session runs in it: refused, naming the session.
+    let (st, v) = d
+        .call(reqwest::Method::DELETE, "/v1/machines/agentbox", None)
+        .await;
+    assert_eq!(st, 409, "{v}");
+    assert!(v["detail"].as_str().unwrap().contains(&two), "{v}");
+    assert_eq!(get(&d, "/v1/machines/agentbox").await.1["state"], "running");
+
+    // handlerd SIGKILLed: the machine is the person's, still running; a new session runs in it.
+    let bin = d.root.join("bin/handlerd");
+    d.kill_and_start(&bin).await;
+    let (_, m) = get(&d, "/v1/machines/agentbox").await;
+    assert_eq!(m["state"], "running", "{m}: {}", d.log());
+    let three = session(&d, &agent, "sh: cat /work/from-one; echo three-ran").await;
+    said(&d, &three, "one-was-here\\nthree-ran").await;
+    // Deleted with force: the session is stopped first, then the machine and its folder go.
+    let (st, v) = d
+        .call(
+            reqwest::Method::DELETE,
+            "/v1/machines/agentbox?force=true",
+            None,
+        )
+        .await;
+    assert_eq!(st, 204, "{v}: {}", d.log());
+    let (_, s) = get(&d, &format!("/v1/sessions/{three}")).await;
+    assert_ne!(s["state"], "running", "{s}");
+    assert_eq!(get(&d, "/v1/machines/agentbox").await.0, 404);
+    assert!(containers(&d, "handler.machine=agentbox").is_empty());
+    assert!(!d.root.join("data/machines/agentbox").exists());
+}
+
+/// Benchmark (issue 29, `bench/machine-session.sh`): a session's start — `POST /v1/sessions`
+/// with a prompt until its answer is in the session's log — for one agent whose sessions run in
+/// a running machine made for it ÷ for the same agent's settings launched in a fresh sandbox,
+/// alternated, medians, `HANDLER_BENCH_ROUNDS` (default 9) after a warm-up pair. Prints `BENCH`.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "a benchmark: bench/machine-session.sh"]
+async fn bench_a_session_start_in_a_warm_machine_against_a_fresh_launch() {
+    let Some(d) = daemon("bench").await else {
+        return;
+    };
+    let _ = d
+        .user
+        .cmd(
+            "podman",
+            &["rm", "-f", "-t", "0", "handler-m-benchbox"],
+            &[("HOME", d.user.home())],
+        )
+        .output();
+    let rounds: usize = std::env::var("HANDLER_BENCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(9);
+    let (st, v) = post(
+        &d,
+        "/v1/accounts",
+        json!({"name": "perso", "harness": "fake", "token": {"value": TOKEN}}),
+    )
+    .await;
+    assert_eq!(st, 201, "{v}");
+    let body = json!({"models": [{"account": "perso"}], "scope": d.scope, "network": "none",
+        "permissions": "bypass", "confirmRisks": true});
+    let (_, fresh) = post(&d, "/v1/agents", body.clone()).await;
+    let fresh = fresh["id"].as_str().unwrap().to_string();
+    let (_, boxed) = post(&d, "/v1/agents", body.clone()).await;
+    let boxed = boxed["id"].as_str().unwrap().to_string();
+    let (st, m) = post(
+        &d,
+        "/v1/machines",
+        json!({"name": "benchbox", "agents": [boxed]}),
+    )
+    .await;
+    assert_eq!(st, 201, "{m}: {}", d.log());
+    let mut b = body.clone();
+    b["machine"] = json!("benchbox");
+    let (st, v) = d
+        .call(
+            reqwest::Method::PUT,
+            &format!("/v1/agents/{boxed}"),
+            Some(b),
+        )
+        .await;
+    assert_eq!(st, 200, "{v}");
+    // One session start, timed to its answer, then stopped.
+    let once = |agent: String| {
+        let d = &d;
+        async move {
+            let t = std::time::Instant::now();
+            let id = session(d, &agent, "sh: echo bench-answer").await;
+            while !events(d, &id).contains("exit 0\\nbench-answer") {
+                assert!(t.elapsed() < Duration::from_secs(60), "{}", d.log());
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            let took = t.elapsed();
+            let (st, _) = post(d, &format!("/v1/sessions/{id}/stop"), json!({})).await;
+            assert!(st == 200 || st == 204, "{st}");
+            took
+        }
+    };
+    let (mut warm, mut cold) = (Vec::new(), Vec::new());
+    for round in 0..=rounds {
+        let c = once(fresh.clone()).await;
+        let w = once(boxed.clone()).await;
+        if round > 0 {
+            cold.push(c);
+            warm.push(w);
+        }
+    }
+    warm.sort();
+    cold.sort();
+    let (w, c) = (warm[warm.len() / 2], cold[cold.len() / 2]);
+    println!(
+        "BENCH session start rounds={rounds} fresh-launch={:.1}ms in-machine={:.1}ms ratio={:.2}x",
+        c.as_secs_f64() * 1e3,
+        w.as_secs_f64() * 1e3,
+        w.as_secs_f64() / c.as_secs_f64()
+    );
+    let (st, _) = d
+        .call(
+            reqwest::Method::DELETE,
+            "/v1/machines/benchbox?force=true",
+            None,
+        )
+        .await;
+    assert_eq!(st, 204);
+}

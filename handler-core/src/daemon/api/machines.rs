@@ -74,9 +74,21 @@ pub async fn restart(State(app): State<AppState>, Path(id): Path<String>) -> Api
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// DELETE /v1/machines/{id} (204)
-pub async fn delete(State(app): State<AppState>, Path(id): Path<String>) -> ApiResult<StatusCode> {
-    service::delete(&app, &id).await?;
+/// `DELETE /v1/machines/{id}`'s query.
+#[derive(Debug, serde::Deserialize)]
+pub struct DeleteQuery {
+    /// Stop the sessions running in it first.
+    #[serde(default)]
+    force: bool,
+}
+
+/// DELETE /v1/machines/{id} (204; 409 while sessions run in it, unless `force`)
+pub async fn delete(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+    axum::extract::Query(q): axum::extract::Query<DeleteQuery>,
+) -> ApiResult<StatusCode> {
+    service::delete(&app, &id, q.force).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -160,6 +172,10 @@ fn channel() -> Route {
 }
 
 /// The machines routes, in the order /openapi.json lists them.
+#[expect(
+    clippy::too_many_lines,
+    reason = "a table: one entry per machine route (the change channel and exec included), no logic"
+)]
 pub(super) fn routes() -> Vec<Route> {
     let mut v = vec![
         r(
@@ -186,14 +202,20 @@ pub(super) fn routes() -> Vec<Route> {
             (200, Some(s::<MachineInfo>)),
             routing::get(get),
         ),
-        r(
-            "DELETE",
-            "/v1/machines/{id}",
-            "Destroy a machine and everything in it",
-            None,
-            (204, None),
-            routing::delete(delete),
-        ),
+        Route {
+            query: &[(
+                "force",
+                "true: stop the sessions running in it first (else 409 while any runs)",
+            )],
+            ..r(
+                "DELETE",
+                "/v1/machines/{id}",
+                "Destroy a machine and everything in it",
+                None,
+                (204, None),
+                routing::delete(delete),
+            )
+        },
         r(
             "GET",
             "/v1/machines/{id}/status",

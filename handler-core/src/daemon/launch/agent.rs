@@ -52,6 +52,32 @@ impl Place {
         }
     }
 
+    /// Agent `agent`'s place in machine `machine` (decision 0147): its slot and git guard are
+    /// the machine's, in `<data>/machines/<machine>/agents/<agent>`, made when the machine is
+    /// made for it and mounted into it then; each of its sessions there uses them.
+    pub fn machine(app: &AppState, machine: &str, agent: &str) -> Self {
+        Place {
+            id: machine.to_string(),
+            folder: app
+                .config
+                .data_dir
+                .join("machines")
+                .join(machine)
+                .join("agents")
+                .join(agent),
+            session: true,
+        }
+    }
+
+    /// Where session `id` of `agent` is planned: in the agent's machine when it has one, else
+    /// in the session's own folder.
+    pub fn of_session(app: &AppState, id: &str, agent: &crate::daemon::store::StoredAgent) -> Self {
+        match &agent.options.machine {
+            Some(m) => Self::machine(app, m, &agent.id),
+            None => Self::session(app, id),
+        }
+    }
+
     /// Connection (or terminal) `id`'s folder.
     pub fn connection(app: &AppState, id: &str) -> Self {
         Place {
@@ -316,13 +342,57 @@ pub fn start(
     allow: Option<LiveAllow>,
     on_egress: impl Fn(&EgressEvent) + Send + Sync + 'static,
 ) -> Result<Running, LauncherError> {
+    let instance = app.launcher.launch(&prepared.spec)?;
+    Ok(wire(
+        app,
+        (agent, conn),
+        instance,
+        prepared,
+        allow,
+        on_egress,
+    ))
+}
+
+/// Runs session `conn` of `agent` in machine `machine` by `exec` (decision 0147: resolve's plan
+/// `prepared` made into an exec by `handler_sandbox::machine::session::plan_session`), wired as
+/// [`start`] wires a launch; registered under the machine's container name. Not kept: the exec
+/// ends with this daemon, the machine does not.
+pub fn start_in_machine(
+    app: &AppState,
+    (agent, conn): (&str, &str),
+    (machine, exec): (&str, &handler_contracts::machine::ExecSpec),
+    prepared: &Prepared,
+    allow: Option<LiveAllow>,
+    on_egress: impl Fn(&EgressEvent) + Send + Sync + 'static,
+) -> Result<Running, LauncherError> {
+    let mut instance = app.launcher.machine_exec(machine, exec)?;
+    instance.name = handler_contracts::machine::container_name(machine);
+    Ok(wire(
+        app,
+        (agent, conn),
+        instance,
+        prepared,
+        allow,
+        on_egress,
+    ))
+}
+
+/// A started `instance` as connection `conn` of `agent` (see [`start`]).
+fn wire(
+    app: &AppState,
+    (agent, conn): (&str, &str),
+    instance: Instance,
+    prepared: &Prepared,
+    allow: Option<LiveAllow>,
+    on_egress: impl Fn(&EgressEvent) + Send + Sync + 'static,
+) -> Running {
     let Instance {
         child,
         stdin,
         stdout,
         stderr,
         name: sandbox,
-    } = app.launcher.launch(&prepared.spec)?;
+    } = instance;
     let registration = Registration::new(app, agent, (conn, &sandbox), None, allow);
     let max = app.config.max_message_bytes;
     let (out_tx, from_agent) = mpsc::channel::<AgentOut>(64);
@@ -360,13 +430,13 @@ pub fn start(
             }
         }
     });
-    Ok(Running {
+    Running {
         sandbox,
         held: Held::Child(child),
         to_agent,
         from_agent,
         registration,
-    })
+    }
 }
 
 /// The bytes of agent output a keeper holds while no daemon reads them (beyond, the agent

@@ -122,6 +122,7 @@ pub fn view(app: &AppState, snap: &Snapshot, a: &StoredAgent) -> Agent {
         ask_denied_hosts: a.options.ask_denied_hosts,
         git_guard: a.options.git_guard,
         session_tree: a.options.session_tree.clone(),
+        machine: a.options.machine.clone(),
         warnings: (a.options.git_guard == Some(GitGuard::Open))
             .then(|| handler_contracts::control::GIT_GUARD_OPEN_WARNING.to_string())
             .into_iter()
@@ -152,6 +153,19 @@ fn sorted_unique<T: Ord + Clone>(v: &[T]) -> Vec<T> {
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect()
+}
+
+/// Decision 0147: `machine` names one of this daemon's machines (a 400 naming it). Whether it
+/// was made for this agent is asked at each session's start: an agent may be saved before its
+/// machine is made for it.
+fn check_machine(app: &AppState, o: &AgentOptions) -> ApiResult<()> {
+    match &o.machine {
+        Some(m) if super::machines::known(app, m).is_err() => Err(ApiError::bad_request(
+            "no such machine",
+            format!("machine: {m:?} is not one of this daemon's machines (handler machine ls)"),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Decision 0103: `sessionTree` is one of its names, and `copy` needs the git guard's own git
@@ -276,6 +290,7 @@ fn adhoc_stored(
         None => None,
     };
     check_session_tree(app, &options, scope.as_deref())?;
+    check_machine(app, &options)?;
     let baseline = old
         .map(|a| containment(&a.options))
         .unwrap_or(Preset::Guarded.containment());
@@ -360,6 +375,7 @@ pub(crate) fn project_stored(
         &req.skills,
     )?;
     check_session_tree(app, &options, Some(&p.folder))?;
+    check_machine(app, &options)?;
     let base = old.map(|a| containment(&a.options)).unwrap_or(baseline);
     confirm(&base, &containment(&options), req.confirm_risks)
         .map_err(|e| ApiError::conflict("risks not confirmed", e.to_string()))?;

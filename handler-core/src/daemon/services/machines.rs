@@ -17,9 +17,12 @@ use handler_sandbox::verbs::MachineVerb;
 use serde::{Deserialize, Serialize};
 
 use crate::daemon::fsutil;
+use crate::daemon::launch::agent::{self as start_path, Place};
 use crate::daemon::launch::launcher::LauncherError;
+use crate::daemon::launch::prepare::{Purpose, prepare};
 use crate::daemon::problem::{ApiError, ApiResult};
 use crate::daemon::state::AppState;
+use handler_sandbox::machine::session::{self, MachineBase};
 
 /// The runtime's exit code for "no machine of that id" (`runtime::sandbox::machine`).
 const NO_MACHINE: i32 = 3;
@@ -38,6 +41,10 @@ struct Record {
     request: MachineRequest,
     container_id: String,
     created_at: String,
+    /// The MachineSpec it was made from (decision 0147: what its agents' sessions are checked
+    /// against). Absent in records made before it was kept: such a machine is for no agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    spec: Option<SandboxSpec>,
 }
 
 fn dir(app: &AppState) -> PathBuf {
@@ -84,9 +91,9 @@ fn refused(e: LauncherError) -> ApiError {
     }
 }
 
-/// The MachineSpec of `req` (checked) for machine folder `work`.
-fn spec_of(req: &MachineRequest, work: &str) -> ApiResult<SandboxSpec> {
-    let network = match req.network.as_deref().unwrap_or("none") {
+/// A request's network (a 400 naming `network`).
+fn network_of(req: &MachineRequest) -> ApiResult<NetworkPolicy> {
+    Ok(match req.network.as_deref().unwrap_or("none") {
         "none" => NetworkPolicy::None,
         "open" => NetworkPolicy::Open,
         "filtered" => {
@@ -101,12 +108,17 @@ fn spec_of(req: &MachineRequest, work: &str) -> ApiResult<SandboxSpec> {
                 format!("network: {other:?} is not none or open"),
             ));
         }
-    };
+    })
+}
+
+/// The MachineSpec of `req` (checked; an image it names) for machine folder `work`.
+fn spec_of(req: &MachineRequest, image: &str, work: &str) -> ApiResult<SandboxSpec> {
+    let network = network_of(req)?;
     let workdir = req.workdir.clone().unwrap_or_else(|| "/work".into());
     let doc = serde_json::json!({
         "apiVersion": "handler.sandbox/v1",
         "name": container_name(&req.name),
-        "image": req.image,
+        "image": image,
         "argv": IDLE,
         "env": {},
         "workdir": workdir,
@@ -145,10 +157,21 @@ pub async fn create(app: &AppState, req: MachineRequest) -> ApiResult<MachineInf
             ),
         ));
     }
-    app.config
-        .machine_images
-        .check(&req.image)
-        .map_err(|e| ApiError::bad_request("invalid machine", format!("image: {e}")))?;
+    match &req.image {
+        Some(image) => {
+            app.config
+                .machine_images
+                .check(image)
+                .map_err(|e| ApiError::bad_request("invalid machine", format!("image: {e}")))?;
+        }
+        None if req.agents.is_empty() => {
+            return Err(ApiError::bad_request(
+                "invalid machine",
+                "image: required, unless the machine is made for agents (agents: [...]), whose harness image it then runs",
+            ));
+        }
+        None => {}
+    }
     let path = record_path(app, &req.name);
     if path.exists() {
         return Err(ApiError::conflict(
@@ -158,23 +181,153 @@ pub async fn create(app: &AppState, req: MachineRequest) -> ApiResult<MachineInf
     }
     let work = dir(app).join(&req.name).join("work");
     fsutil::create_dir_private(&work).map_err(ApiError::internal)?;
-    let spec = spec_of(&req, &work.display().to_string())?;
+    let made = match &req.image {
+        _ if !req.agents.is_empty() => for_agents(app, &req, &work.display().to_string()).await,
+        Some(image) => spec_of(&req, image, &work.display().to_string()),
+        None => unreachable!("refused above"),
+    };
+    let spec = match made {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(dir(app).join(&req.name));
+            return Err(e);
+        }
+    };
+    let mut req = req;
+    req.image = Some(spec.image.clone());
     let doc = serde_json::to_vec(&spec).map_err(ApiError::internal)?;
     let out = app
         .launcher
         .machine(&MachineVerb::Create, Some(doc))
         .await
-        .map_err(refused)?;
+        .map_err(refused);
+    let out = match out {
+        Ok(o) => o,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(dir(app).join(&req.name));
+            return Err(e);
+        }
+    };
     let r = Record {
         request: req,
         container_id: out.trim().to_string(),
         created_at: fsutil::now_rfc3339(),
+        spec: Some(spec),
     };
     let bytes = serde_json::to_vec_pretty(&r).map_err(ApiError::internal)?;
     fsutil::write_atomic(&path, &bytes, 0o600).map_err(ApiError::internal)?;
-    tracing::info!(machine = %r.request.name, image = %r.request.image, "machine made");
+    tracing::info!(machine = %r.request.name, image = %r.request.image.as_deref().unwrap_or_default(), agents = ?r.request.agents, "machine made");
     super::machine_events::poke(app);
     Ok(info(r, MachineState::Running))
+}
+
+/// The MachineSpec of `req` made for its agents (decision 0147): each agent's launch plan for
+/// a session in this machine (its first model), its slot and git guard made in the machine's
+/// folder, composed by `handler_sandbox::machine::session::for_agents` (a 400 naming what
+/// cannot be kept).
+async fn for_agents(app: &AppState, req: &MachineRequest, work: &str) -> ApiResult<SandboxSpec> {
+    let mut plans = Vec::with_capacity(req.agents.len());
+    for (i, a) in req.agents.iter().enumerate() {
+        let agent = app.agents.agent(a).ok_or_else(|| {
+            ApiError::bad_request("invalid machine", format!("agents[{i}]: no agent {a:?}"))
+        })?;
+        let access = agent.models.first().cloned().ok_or_else(|| {
+            ApiError::bad_request(
+                "invalid machine",
+                format!("agents[{i}]: {a:?} has no model"),
+            )
+        })?;
+        let place = Place::machine(app, &req.name, a);
+        let prepared = {
+            let (app, agent, place) = (app.clone(), agent.clone(), place.clone());
+            tokio::task::spawn_blocking(move || {
+                prepare(
+                    &app,
+                    &agent,
+                    &access,
+                    &place,
+                    Purpose::Session { subject: None },
+                )
+            })
+            .await
+            .map_err(ApiError::internal)??
+        };
+        start_path::make(app, &place, &prepared).await?;
+        plans.push((a.clone(), prepared.spec));
+    }
+    let base = MachineBase {
+        id: req.name.clone(),
+        image: req.image.clone(),
+        argv: IDLE.iter().map(|a| (*a).to_string()).collect(),
+        workdir: req.workdir.clone().unwrap_or_else(|| "/work".into()),
+        work: work.to_string(),
+        network: network_of(req)?,
+        resources: (req.cpus.is_some() || req.memory.is_some()).then(|| Resources {
+            memory: req.memory.clone(),
+            cpus: req.cpus.clone(),
+        }),
+        labels: [(
+            "handler.machine.made-by".to_string(),
+            "handlerd".to_string(),
+        )]
+        .into(),
+    };
+    let refs: Vec<(&str, &SandboxSpec)> = plans.iter().map(|(a, p)| (a.as_str(), p)).collect();
+    session::for_agents(&base, &refs)
+        .map_err(|e| ApiError::bad_request("machine refused", e.to_string()))
+}
+
+/// The exec that runs a session of `agent` planned as `plan` in machine `id` (decision 0147):
+/// 404 no such machine; 409 its container is gone, or the machine cannot give the session
+/// what its own sandbox would have had (named); a stopped machine is started first.
+pub async fn session_exec(
+    app: &AppState,
+    id: &str,
+    agent: &str,
+    plan: &SandboxSpec,
+) -> ApiResult<handler_contracts::machine::ExecSpec> {
+    let r = read(app, id)?;
+    let spec = r.spec.clone().unwrap_or_else(|| SandboxSpec {
+        labels: Default::default(),
+        ..plan.clone()
+    });
+    let exec = session::plan_session(id, &spec, agent, plan)
+        .map_err(|e| ApiError::conflict("the machine cannot run this session", e.to_string()))?;
+    match state_of(runtime_record(app, id).await?.as_ref()) {
+        MachineState::Running => {}
+        MachineState::Stopped => {
+            tracing::info!(machine = %id, "starting a stopped machine for a session");
+            set_state(app, id, "start").await?;
+        }
+        MachineState::Missing => {
+            return Err(ApiError::conflict(
+                "the machine is missing",
+                format!(
+                    "machine {id:?}: its container was removed outside Handler; delete the machine and make it again"
+                ),
+            ));
+        }
+    }
+    Ok(exec)
+}
+
+/// The sessions (and other connections) running in machine `id` now: (agent, connection).
+fn running_in(
+    app: &AppState,
+    id: &str,
+) -> Vec<(String, String, std::sync::Arc<tokio::sync::Notify>)> {
+    let name = container_name(id);
+    app.connections
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .iter()
+        .flat_map(|(agent, v)| {
+            v.iter()
+                .filter(|c| c.info.sandbox == name)
+                .map(|c| (agent.clone(), c.info.id.clone(), c.stop.clone()))
+                .collect::<Vec<_>>()
+        })
+        .collect()
 }
 
 fn info(r: Record, state: MachineState) -> MachineInfo {
@@ -280,8 +433,41 @@ pub async fn set_state(app: &AppState, id: &str, to: &str) -> ApiResult<()> {
 }
 
 /// DELETE /v1/machines/{id} (204): the container and everything in it, its folder, its record.
-pub async fn delete(app: &AppState, id: &str) -> ApiResult<()> {
+/// While sessions run in it: 409 naming them, unless `force`, which stops them first (their
+/// work brought back by their git guard, as any session's end).
+pub async fn delete(app: &AppState, id: &str, force: bool) -> ApiResult<()> {
     read(app, id)?;
+    let running = running_in(app, id);
+    if !running.is_empty() {
+        let names: Vec<&str> = running.iter().map(|(_, c, _)| c.as_str()).collect();
+        if !force {
+            return Err(ApiError::conflict(
+                "the machine is in use",
+                format!(
+                    "machine {id:?} runs {}: stop them first, or delete with ?force=true to stop them",
+                    names.join(", ")
+                ),
+            ));
+        }
+        tracing::info!(machine = %id, sessions = ?names, "stopping the sessions of a machine being deleted");
+        for (_, _, stop) in &running {
+            stop.notify_waiters();
+            stop.notify_one();
+        }
+        let deadline = tokio::time::Instant::now()
+            + crate::daemon::launch::agent::STOP_GRACE
+            + std::time::Duration::from_secs(10);
+        while !running_in(app, id).is_empty() {
+            if tokio::time::Instant::now() > deadline {
+                return Err(ApiError::conflict(
+                    "the machine is in use",
+                    format!("machine {id:?}: its sessions did not stop in time"),
+                ));
+            }
+            let wait = app.connections_changed.notified();
+            let _ = tokio::time::timeout(std::time::Duration::from_millis(200), wait).await;
+        }
+    }
     match app
         .launcher
         .machine(&MachineVerb::Rm { id: id.into() }, None)

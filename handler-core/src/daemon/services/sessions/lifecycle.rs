@@ -106,7 +106,7 @@ async fn launch(
         .agents
         .agent(&s.agent_id)
         .ok_or_else(|| format!("its agent {:?} does not exist (deleted)", s.agent_id))?;
-    let place = start_path::Place::session(app, id);
+    let place = start_path::Place::of_session(app, id, &agent);
     let prepared = match prepared {
         Some(p) => p,
         None => plan(app, &s, &agent, &place).await?,
@@ -143,9 +143,25 @@ async fn launch(
         .with_resolver(canonicalize);
     let allow = live_allow::allow_of(app, &agent, &prepared);
     let on_egress = denied_to(inbox);
-    let running = start_path::start_kept(app, &agent.id, id, &prepared, allow, on_egress)
-        .await
-        .map_err(|e| format!("launch failed: {e}"))?;
+    let running = match &agent.options.machine {
+        // Decision 0147: the session's plan run by exec in its agent's machine.
+        Some(m) => {
+            let exec =
+                crate::daemon::services::machines::session_exec(app, m, &agent.id, &prepared.spec)
+                    .await
+                    .map_err(|e| e.detail.unwrap_or(e.title))?;
+            start_path::start_in_machine(
+                app,
+                (&agent.id, id),
+                (m, &exec),
+                &prepared,
+                allow,
+                on_egress,
+            )
+        }
+        None => start_path::start_kept(app, &agent.id, id, &prepared, allow, on_egress).await,
+    }
+    .map_err(|e| format!("launch failed: {e}"))?;
     Ok(live(
         app,
         (&s, &agent),

@@ -71,12 +71,16 @@ pub async fn create(app: &AppState, req: SessionRequest) -> ApiResult<Session> {
     let prepared = {
         let (app, agent, access, id) = (app.clone(), agent.clone(), access.clone(), id.clone());
         tokio::task::spawn_blocking(move || {
-            let place = Place::session(&app, &id);
+            let place = Place::of_session(&app, &id, &agent);
             prepare(&app, &agent, &access, &place, Purpose::Session { subject })
         })
         .await
         .map_err(ApiError::internal)??
     };
+    if let Some(m) = &agent.options.machine {
+        // Decision 0147: refused now (409 naming what the machine lacks), not after the start.
+        crate::daemon::services::machines::session_exec(app, m, &agent.id, &prepared.spec).await?;
+    }
     let copy = matches!(prepared.guard, GuardPlan::Copy { .. });
     let now = fsutil::now_rfc3339();
     let record = Session {
