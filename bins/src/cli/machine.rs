@@ -3,9 +3,12 @@
 //! start, stop, restart, remove; `ls --watch` follows the change channel.
 
 use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::time::Duration;
 
 use clap::Subcommand;
 use handler_contracts::machine::events::SUBPROTOCOL_MACHINES;
+use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Value, json};
 
 use super::out::{Ctx, print_table, seg, text};
@@ -13,13 +16,18 @@ use super::out::{Ctx, print_table, seg, text};
 /// `handler machine …`.
 #[derive(Subcommand, Debug)]
 pub enum MachineCommand {
-    /// Make a machine from an image (the daemon's HANDLER_MACHINE_IMAGES allows it) and start it.
+    /// Make a machine from an image (the daemon's HANDLER_MACHINE_IMAGES allows it), or for
+    /// agents whose sessions then run in it, and start it.
     Create {
         /// Its id: a lowercase DNS label.
         name: String,
-        /// The image it runs.
-        #[arg(long)]
-        image: String,
+        /// The image it runs (with --agent: default, the first agent's harness image).
+        #[arg(long, required_unless_present = "agent")]
+        image: Option<String>,
+        /// An agent it is made for (repeatable): its sandbox's mounts are planned into the
+        /// machine; set the agent's machine to run its sessions there.
+        #[arg(long = "agent")]
+        agent: Vec<String>,
         /// A CPU limit, e.g. 2.
         #[arg(long)]
         cpus: Option<String>,
@@ -71,6 +79,9 @@ pub enum MachineCommand {
     Rm {
         /// The machine.
         name: String,
+        /// Stop the sessions running in it first (else refused while any runs).
+        #[arg(long)]
+        force: bool,
     },
     /// Run a command in a running machine: its stdin, stdout and stderr are this terminal's
     /// pipes, its exit code this command's.
@@ -220,6 +231,27 @@ async fn set_state(ctx: &Ctx, name: &str, verb: &str, done: &str) -> anyhow::Res
     Ok(())
 }
 
+/// `POST /v1/machines` with a spinner on a terminal while the daemon makes it (the image pulled
+/// when the engine lacks it, the container made and started).
+async fn create(ctx: &Ctx, name: &str, body: &Value) -> anyhow::Result<()> {
+    let spin = (!ctx.json && std::io::stderr().is_terminal()).then(|| {
+        let p = ProgressBar::new_spinner();
+        p.set_style(ProgressStyle::with_template("{spinner} {msg} {elapsed}").expect("template"));
+        p.enable_steady_tick(Duration::from_millis(120));
+        p.set_message(format!(
+            "making machine {name} (pulling its image if needed)"
+        ));
+        p
+    });
+    let v = ctx.api.post("/v1/machines", body).await;
+    if let Some(p) = spin {
+        p.finish_and_clear();
+    }
+    let v = v?;
+    ctx.done(&v, &format!("machine {name} made ({})", text(&v, "state")));
+    Ok(())
+}
+
 /// Runs `handler machine …`; returns the exit code.
 pub(crate) async fn run(cmd: MachineCommand, json: bool) -> anyhow::Result<i32> {
     let ctx = Ctx::new(json)?;
@@ -228,12 +260,19 @@ pub(crate) async fn run(cmd: MachineCommand, json: bool) -> anyhow::Result<i32> 
         MachineCommand::Create {
             name,
             image,
+            agent,
             cpus,
             memory,
             workdir,
             network,
         } => {
-            let mut body = json!({"name": name, "image": image});
+            let mut body = json!({"name": name});
+            if let Some(i) = image {
+                body["image"] = json!(i);
+            }
+            if !agent.is_empty() {
+                body["agents"] = json!(agent);
+            }
             for (k, v) in [
                 ("cpus", cpus),
                 ("memory", memory),
@@ -244,8 +283,7 @@ pub(crate) async fn run(cmd: MachineCommand, json: bool) -> anyhow::Result<i32> 
                     body[k] = json!(v);
                 }
             }
-            let v = ctx.api.post("/v1/machines", &body).await?;
-            ctx.done(&v, &format!("machine {name} made ({})", text(&v, "state")));
+            create(&ctx, &name, &body).await?;
         }
         MachineCommand::Ls { watch: false } => {
             let v = ctx.api.get("/v1/machines").await?;
@@ -273,8 +311,13 @@ pub(crate) async fn run(cmd: MachineCommand, json: bool) -> anyhow::Result<i32> 
         MachineCommand::Restart { name } => {
             set_state(&ctx, &name, "restart", "restarted").await?;
         }
-        MachineCommand::Rm { name } => {
-            let v = ctx.api.delete(&one(&name)).await?;
+        MachineCommand::Rm { name, force } => {
+            let path = if force {
+                format!("{}?force=true", one(&name))
+            } else {
+                one(&name)
+            };
+            let v = ctx.api.delete(&path).await?;
             ctx.done(&v, &format!("machine {name} removed"));
         }
         MachineCommand::Exec {

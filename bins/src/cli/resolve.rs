@@ -401,6 +401,7 @@ pub fn options_of(a: &Agent) -> AgentOptions {
         ask_denied_hosts: a.ask_denied_hosts,
         git_guard: a.git_guard,
         session_tree: a.session_tree.clone(),
+        machine: a.machine.clone(),
     }
 }
 
