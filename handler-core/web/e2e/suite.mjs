@@ -709,6 +709,40 @@ try {
     assert.ok(wsUrls.some((u) => u.endsWith("/v1/machines/events")), `WebSockets: ${wsUrls}`);
   });
 
+  await step("a machine made for an agent, picked in the agent's form, deleted with its session stopped", async () => {
+    const project = (await api("GET", "/v1/projects"))[0];
+    const boxed = await api("POST", `/v1/projects/${project.id}/agents`, { name: "Boxed", models: [{ account: "perso" }], network: "none", permissions: "bypass", confirmRisks: true });
+    // The page is already #/machines: reload so it lists the agent just made.
+    await page.goto(`${URL_}/#/machines`);
+    await page.reload();
+    const form = page.getByRole("form", { name: "Make a machine" });
+    await form.getByLabel("Name").fill("agentbox");
+    await form.getByLabel("For agent").selectOption({ label: "Boxed" });
+    await form.getByLabel("Image").fill("");
+    await form.getByRole("button", { name: "Make" }).click();
+    await page.getByRole("status").filter({ hasText: "Made agentbox" }).waitFor({ timeout: T });
+    const card = page.getByRole("listitem", { name: "Machine agentbox" });
+    await card.getByText("for Boxed").waitFor();
+    // The agent's form offers it (made for this agent) and saves it.
+    await page.goto(`${URL_}/#/projects/${project.id}/agents/${boxed.id}`);
+    await page.getByLabel("Machine").selectOption("agentbox");
+    await page.getByRole("button", { name: "Save", exact: true }).click();
+    await page.getByRole("heading", { name: "Past sessions" }).waitFor();
+    assert.equal((await api("GET", `/v1/agents/${boxed.id}`)).machine, "agentbox");
+    // A session runs in it: the delete is refused naming it, then done with its sessions stopped.
+    const s = await api("POST", "/v1/sessions", { agentId: boxed.id, origin: "ui" });
+    assert.equal(s.state, "running", JSON.stringify(s));
+    await page.goto(`${URL_}/#/machines`);
+    await card.getByRole("button", { name: "Delete agentbox" }).click();
+    await page.getByRole("group", { name: "Confirm deleting agentbox" }).getByRole("button", { name: "Delete agentbox and everything in it" }).click();
+    const inUse = page.getByRole("alert", { name: "agentbox is in use" });
+    await inUse.filter({ hasText: s.id }).waitFor();
+    await inUse.getByRole("button", { name: "Stop its sessions and delete" }).click();
+    await card.waitFor({ state: "detached", timeout: T });
+    assert.notEqual((await api("GET", `/v1/sessions/${s.id}`)).state, "running");
+    await api("DELETE", `/v1/agents/${boxed.id}`);
+  });
+
   await step("remote control: a session shared by its switch, a gateway set up, a phone paired from the QR code's page, attached and prompting", async () => {
     const id = sessionUrl.split("/sessions/")[1];
     await page.goto(sessionUrl);

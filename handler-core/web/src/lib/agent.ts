@@ -21,6 +21,7 @@ export function requestOf(a: Agent): Record<string, unknown> {
     ...(a.display ? { display: a.display } : {}),
     // Kept as they are: a PUT that left them out would reset them (gitGuard to the guard).
     ...(a.gitGuard ? { gitGuard: a.gitGuard } : {}),
+    ...(a.machine ? { machine: a.machine } : {}),
     ...(a.askDeniedHosts != null ? { askDeniedHosts: a.askDeniedHosts } : {}),
     ...(a.interface ? { interface: a.interface } : {}),
   };

@@ -2117,6 +2117,8 @@ export interface components {
             gitGuard?: components["schemas"]["GitGuard"] | (null);
             /** @description What its sandboxes see at the scope (left out: shared). */
             sessionTree?: components["schemas"]["SessionTree"] | (null);
+            /** @description The machine its sessions run in (decision 0147); left out: a sandbox of their own. */
+            machine?: string | null;
             /** @description What a person should know before using it (`gitGuard` open: the host's `.git` writable). */
             warnings?: string[];
             /** @description Its name (optional for an ad-hoc agent: clients fall back to the folder's name). */
@@ -2278,6 +2280,11 @@ export interface components {
              *     save. `copy` needs the scope to be a git repository's root with a commit.
              */
             sessionTree?: components["schemas"]["SessionTree"] | (null);
+            /**
+             * @description The machine its sessions run in (issue 29, decision 0147): one made for it
+             *     (`POST /v1/machines` with `agents`); left out: each session in a sandbox of its own.
+             */
+            machine?: string | null;
             /** @description Its folder; none: each session works in a folder of its own (F.2). */
             scope?: string | null;
             /** @description Its name; default: its folder's. */
@@ -2449,6 +2456,11 @@ export interface components {
              *     save. `copy` needs the scope to be a git repository's root with a commit.
              */
             sessionTree?: components["schemas"]["SessionTree"] | (null);
+            /**
+             * @description The machine its sessions run in (issue 29, decision 0147): one made for it
+             *     (`POST /v1/machines` with `agents`); left out: each session in a sandbox of its own.
+             */
+            machine?: string | null;
             /** @description Its goal; required, unique in the project (case-insensitive). */
             name: string;
             /** @description What it is for. */
@@ -3174,12 +3186,22 @@ export interface components {
             /** @description One cache; none: every cache of the location. */
             name?: string | null;
         };
-        /** @description `POST /v1/machines` (issue 29): a machine to make. Only `name` and `image` are required. */
+        /** @description `POST /v1/machines` (issue 29): a machine to make. `name` is required, and `image` or `agents`. */
         MachineRequest: {
             /** @description Its id: a lowercase DNS label of at most 40 characters. */
             name: string;
-            /** @description The image it runs (allowed by the daemon's `HANDLER_MACHINE_IMAGES` patterns). */
-            image: string;
+            /**
+             * @description The image it runs (allowed by the daemon's `HANDLER_MACHINE_IMAGES` patterns); left out
+             *     with `agents`: the first agent's harness image (Handler's own, checked). Its record
+             *     always names the image it was made of.
+             */
+            image?: string | null;
+            /**
+             * @description The agents it is made for (decision 0147): what each one's sandbox mounts, stages and
+             *     allows is planned into it at creation, and only their sessions run in it (the seed's
+             *     `ahpd.agents`).
+             */
+            agents?: string[];
             /** @description A CPU limit, e.g. `2`. */
             cpus?: string | null;
             /** @description A memory limit, e.g. `2g`. */
@@ -6818,7 +6840,10 @@ export interface operations {
     };
     "DELETE /v1/machines/{id}": {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description true: stop the sessions running in it first (else 409 while any runs) */
+                force?: string;
+            };
             header?: never;
             path: {
                 id: string;
