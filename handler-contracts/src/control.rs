@@ -630,9 +630,15 @@ pub struct AgentOptions {
     #[schemars(with = "Option<SessionTree>")]
     pub session_tree: Option<String>,
     /// The machine its sessions run in (issue 29, decision 0147): one made for it
-    /// (`POST /v1/machines` with `agents`); left out: each session in a sandbox of its own.
+    /// (`POST /v1/machines` with `agents`), or `disposable`: a machine made for each session
+    /// at its start and removed `disposableDelayMs` after it ends (decision 0148); left out:
+    /// each session in a sandbox of its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub machine: Option<String>,
+    /// With `machine: disposable`: milliseconds a session's machine is kept after the session
+    /// ends (a resumed session finds it again); left out: 300000, five minutes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disposable_delay_ms: Option<u64>,
 }
 
 /// What a sandbox sees at its scope's path (issue 14, decision 0103): the names
@@ -782,9 +788,13 @@ pub struct Agent {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<SessionTree>")]
     pub session_tree: Option<String>,
-    /// The machine its sessions run in (decision 0147); left out: a sandbox of their own.
+    /// The machine its sessions run in (decision 0147), `disposable`: one per session
+    /// (decision 0148); left out: a sandbox of their own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub machine: Option<String>,
+    /// With `machine: disposable`: how long a session's machine outlives it (milliseconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disposable_delay_ms: Option<u64>,
     /// What a person should know before using it (`gitGuard` open: the host's `.git` writable).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,

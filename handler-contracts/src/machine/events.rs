@@ -82,6 +82,7 @@ mod tests {
             state,
             container_id: format!("c-{id}"),
             created_at: "2026-12-03T14:00:00Z".into(),
+            disposable: None,
         }
     }
 
