@@ -3,7 +3,8 @@
 //! state, its stats and status, stopped and started; still there and running after handlerd is
 //! SIGKILLed and restarted; shown `missing` once its container is removed outside Handler;
 //! deleted. The change channel (item 3) follows all of it, over a real WebSocket and through
-//! `handler machine ls --watch`.
+//! `handler machine ls --watch`. Sessions in a machine made for their agent (item 4) and in a
+//! disposable machine of their own (item 6).
 
 use std::io::BufRead as _;
 use std::time::Duration;
@@ -15,19 +16,20 @@ use tokio_tungstenite::tungstenite::Message;
 use crate::temp_daemon::{IMAGE, Layout, TempDaemon};
 
 async fn daemon(tag: &str) -> Option<TempDaemon> {
+    daemon_with(tag, &[]).await
+}
+
+/// [`daemon`] with `extra` settings.
+async fn daemon_with(tag: &str, extra: &[(&'static str, String)]) -> Option<TempDaemon> {
     let u = test_support::user::podman_user(IMAGE, "the machine API tests")?;
     let l = Layout::new(&format!("hdm-{}-{tag}", std::process::id()), true);
     l.fake_harness("");
-    Some(
-        l.spawn(
-            u,
-            &[(
-                "HANDLER_MACHINE_IMAGES",
-                "localhost/handler-test-busybox:*".to_string(),
-            )],
-        )
-        .await,
-    )
+    let mut env = vec![(
+        "HANDLER_MACHINE_IMAGES",
+        "localhost/handler-test-busybox:*".to_string(),
+    )];
+    env.extend(extra.iter().cloned());
+    Some(l.spawn(u, &env).await)
 }
 
 /// `handler ARGS` as the daemon's user, with its settings: (exit code, stdout, stderr).
@@ -541,6 +543,182 @@ async fn sessions_run_in_a_machine_made_for_their_agent_and_share_it() {
     assert_eq!(get(&d, "/v1/machines/agentbox").await.0, 404);
     assert!(containers(&d, "handler.machine=agentbox").is_empty());
     assert!(!d.root.join("data/machines/agentbox").exists());
+}
+
+/// Issue 29 item 6 (decision 0148): an agent whose machine is `disposable` — each session gets
+/// a machine of its own, made at its start (labelled with it), kept while it runs however long,
+/// kept for its delay after it stops and found again by the session resumed then (the same
+/// container, its files), removed once the delay passes with no session; a create past
+/// `HANDLER_MACHINE_MAX` refused; handlerd SIGKILLed: the machine the last daemon left is taken
+/// back and removed after its delay.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_disposable_machine_lives_for_its_session_and_its_delay() {
+    const DELAY: Duration = Duration::from_secs(4);
+    let Some(mut d) = daemon_with("disp", &[("HANDLER_MACHINE_MAX", "2".into())]).await else {
+        return;
+    };
+    let (st, v) = post(
+        &d,
+        "/v1/accounts",
+        json!({"name": "perso", "harness": "fake", "token": {"value": TOKEN}}),
+    )
+    .await;
+    assert_eq!(st, 201, "{v}");
+    let body = |delay: u128, machine: &str| {
+        json!({"models": [{"account": "perso"}], "scope": d.scope, "network": "none",
+            "permissions": "bypass", "confirmRisks": true, "machine": machine,
+            "disposableDelayMs": delay})
+    };
+    // A delay under a second, or another session's machine by its id: refused, named.
+    let (st, v) = post(&d, "/v1/agents", body(10, "disposable")).await;
+    assert_eq!(st, 400, "{v}");
+    assert!(
+        v["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("disposableDelayMs"),
+        "{v}"
+    );
+    let (st, v) = post(&d, "/v1/agents", body(5000, "d-0123456789abcdef")).await;
+    assert_eq!(st, 400, "{v}");
+    assert!(v["detail"].as_str().unwrap().starts_with("machine"), "{v}");
+    let (st, v) = post(
+        &d,
+        "/v1/machines",
+        json!({"name": "d-0123456789abcdef", "image": IMAGE}),
+    )
+    .await;
+    assert_eq!(
+        st, 400,
+        "a person's machine cannot take a disposable id: {v}"
+    );
+    let (st, a) = post(&d, "/v1/agents", body(DELAY.as_millis(), "disposable")).await;
+    assert_eq!(st, 201, "{a}");
+    assert_eq!(a["disposableDelayMs"], DELAY.as_millis() as u64, "{a}");
+    let agent = a["id"].as_str().unwrap().to_string();
+    // Another machine, so the next disposable one is the daemon's last (max 2).
+    let (st, v) = post(
+        &d,
+        "/v1/machines",
+        json!({"name": "filler", "image": IMAGE}),
+    )
+    .await;
+    assert_eq!(st, 201, "{v}");
+
+    let one = session(&d, &agent, "sh: echo kept > /work/f && echo wrote-it").await;
+    said(&d, &one, "exit 0\\nwrote-it").await;
+    let m = format!("d-{}", one.trim_start_matches("s_"));
+    let (st, info) = get(&d, &format!("/v1/machines/{m}")).await;
+    assert_eq!(st, 200, "{info}: {}", d.log());
+    assert_eq!(info["disposable"]["session"], one.as_str(), "{info}");
+    assert_eq!(info["state"], "running", "{info}");
+    let container = info["containerId"].clone();
+    assert_eq!(
+        containers(&d, &format!("handler.session={one}")),
+        vec![format!("handler-m-{m}")]
+    );
+    // Past the max: the next session's machine is refused, and nothing of it is left.
+    let (st, v) = post(
+        &d,
+        "/v1/sessions",
+        json!({"agentId": agent, "origin": "ui", "prompt": "hi"}),
+    )
+    .await;
+    assert_eq!(st, 409, "{v}");
+    assert!(
+        v["detail"]
+            .as_str()
+            .unwrap()
+            .contains("HANDLER_MACHINE_MAX"),
+        "{v}"
+    );
+    let (_, all) = get(&d, "/v1/machines").await;
+    assert_eq!(all.as_array().unwrap().len(), 2, "{all}");
+    // Kept while its session runs, longer than its delay.
+    tokio::time::sleep(DELAY + Duration::from_secs(1)).await;
+    assert_eq!(
+        get(&d, &format!("/v1/machines/{m}")).await.0,
+        200,
+        "{}",
+        d.log()
+    );
+    // Stopped: kept for its delay; the session resumed in it (an attach) finds it, the same.
+    let (st, _) = post(&d, &format!("/v1/sessions/{one}/stop"), json!({})).await;
+    assert!(st == 200 || st == 204, "{st}");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let (st, info) = get(&d, &format!("/v1/machines/{m}")).await;
+    assert_eq!(st, 200, "kept for its delay: {}", d.log());
+    let url = format!("ws://127.0.0.1:{}/v1/sessions/{one}/acp", d.port);
+    let protocols = vec!["acp.v1".to_string(), format!("bearer.{}", d.token)];
+    let client = test_support::acp::open(&url, &protocols, None)
+        .await
+        .unwrap_or_else(|e| panic!("attach: {e}: {}", d.log()));
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while get(&d, &format!("/v1/sessions/{one}")).await.1["state"] != "running" {
+        assert!(std::time::Instant::now() < deadline, "{}", d.log());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(info["containerId"], container, "kept after the stop");
+    let (_, again) = get(&d, &format!("/v1/machines/{m}")).await;
+    assert_eq!(
+        again["containerId"], container,
+        "the resumed session's is the same machine"
+    );
+    let (_, view) = get(&d, &format!("/v1/agents/{agent}")).await;
+    assert_eq!(
+        view["connections"][0]["sandbox"],
+        format!("handler-m-{m}"),
+        "{view}"
+    );
+    drop(client);
+    let (st, _) = post(&d, &format!("/v1/sessions/{one}/stop"), json!({})).await;
+    assert!(st == 200 || st == 204, "{st}");
+    // Then gone once its delay has passed with no session in it.
+    let deadline = std::time::Instant::now() + DELAY + Duration::from_secs(15);
+    while get(&d, &format!("/v1/machines/{m}")).await.0 != 404 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not removed: {}",
+            d.log()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert!(containers(&d, &format!("handler.session={one}")).is_empty());
+    assert!(!d.root.join("data/machines").join(&m).exists());
+
+    // handlerd SIGKILLed while a session runs in one: the next daemon takes it back (listed,
+    // running) and removes it after its delay, the session having ended with the last daemon.
+    let two = session(&d, &agent, "sh: echo two").await;
+    said(&d, &two, "exit 0\\ntwo").await;
+    let m2 = format!("d-{}", two.trim_start_matches("s_"));
+    let bin = d.root.join("bin/handlerd");
+    d.kill_and_start(&bin).await;
+    let (st, info) = get(&d, &format!("/v1/machines/{m2}")).await;
+    assert_eq!(
+        (st, &info["state"]),
+        (200, &json!("running")),
+        "{info}: {}",
+        d.log()
+    );
+    let deadline = std::time::Instant::now() + DELAY + Duration::from_secs(15);
+    while get(&d, &format!("/v1/machines/{m2}")).await.0 != 404 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not removed: {}",
+            d.log()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert!(
+        d.log()
+            .contains("disposable machine removed after its delay"),
+        "{}",
+        d.log()
+    );
+    let (st, _) = d
+        .call(reqwest::Method::DELETE, "/v1/machines/filler", None)
+        .await;
+    assert_eq!(st, 204);
 }
 
 /// Benchmark (issue 29, `bench/machine-session.sh`): a session's start — `POST /v1/sessions`

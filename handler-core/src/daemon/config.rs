@@ -86,6 +86,9 @@ pub struct DaemonConfig {
     /// `$HANDLER_MACHINE_IMAGES`: the images a machine may be made of, comma-separated patterns
     /// (`node:*`, `ghcr.io/acme/**`, issue 29); none: any image.
     pub machine_images: handler_contracts::machine::images::AllowedImages,
+    /// The most machines this daemon keeps, disposable ones counted (`HANDLER_MACHINE_MAX`,
+    /// default 32, decision 0148): a create past it is a 409.
+    pub machine_max: usize,
     /// How long a session's agent outlives its daemon waiting for the next one
     /// (`HANDLER_KEEP_TIMEOUT`, seconds; default 600; 0: agents do not outlive it, issue 28).
     pub keep_timeout: std::time::Duration,
@@ -147,6 +150,16 @@ fn session_settings(c: &mut DaemonConfig) -> Result<(), ConfigError> {
                 .filter(|n| *n >= 1)
                 .ok_or_else(|| ConfigError::Invalid {
                     var: "HANDLER_SESSION_MAX_ATTACH",
+                    message: format!("{n:?} is not a number of at least 1"),
+                })?;
+    }
+    if let Ok(n) = std::env::var("HANDLER_MACHINE_MAX") {
+        c.machine_max =
+            n.parse::<usize>()
+                .ok()
+                .filter(|n| *n >= 1)
+                .ok_or_else(|| ConfigError::Invalid {
+                    var: "HANDLER_MACHINE_MAX",
                     message: format!("{n:?} is not a number of at least 1"),
                 })?;
     }
@@ -248,6 +261,7 @@ impl DaemonConfig {
             keep_timeout: std::time::Duration::from_secs(600),
             image_facts_ttl: std::time::Duration::from_secs(5),
             machine_images: handler_contracts::machine::images::AllowedImages::default(),
+            machine_max: 32,
             session_queue: 10_000,
             build_ca_bundle: None,
             debian_mirror: "http://deb.debian.org/debian".to_string(),

@@ -123,6 +123,8 @@ pub fn build(
         bound_port: config.port.into(),
         catalog_reads: 0.into(),
         machines_seen: Default::default(),
+        machine_make: tokio::sync::Mutex::new(()),
+        disposable_idle: Mutex::new(HashMap::new()),
         remote: Default::default(),
         config,
         token: token.into(),
@@ -259,6 +261,9 @@ pub async fn serve(
     tokio::spawn(crate::daemon::services::images::updates::scheduler(
         state.clone(),
     ));
+    // Disposable machines (decision 0148): the last daemon's taken back, each removed after its
+    // delay once no session runs in it.
+    tokio::spawn(crate::daemon::services::machines::dispose(state.clone()));
     let app = routes::router(state.clone());
     let (stopping, mut stopped) = tokio::sync::watch::channel(false);
     // Remote control's connector (D.7): outbound to the gateway only, ended with the daemon.

@@ -95,6 +95,11 @@ pub struct App {
     pub catalog_reads: std::sync::atomic::AtomicUsize,
     /// The machines as the change channel last saw them (issue 29 item 3).
     pub machines_seen: MachinesSeen,
+    /// Held while a machine is counted and made (decision 0148: the maximum is a maximum).
+    pub machine_make: tokio::sync::Mutex<()>,
+    /// Disposable machines with no session in them: since when their delay counts (decision
+    /// 0148; a session's start sets it ahead, so a machine being started in is not taken).
+    pub disposable_idle: Mutex<HashMap<String, std::time::Instant>>,
     /// Remote control's live side (D.7).
     pub remote: remote::Remote,
 }

@@ -69,11 +69,11 @@ impl Place {
         }
     }
 
-    /// Where session `id` of `agent` is planned: in the agent's machine when it has one, else
-    /// in the session's own folder.
+    /// Where session `id` of `agent` is planned: in the agent's machine when it has one (its
+    /// disposable one for `disposable`, decision 0148), else in the session's own folder.
     pub fn of_session(app: &AppState, id: &str, agent: &crate::daemon::store::StoredAgent) -> Self {
-        match &agent.options.machine {
-            Some(m) => Self::machine(app, m, &agent.id),
+        match machine_of(agent, id) {
+            Some(m) => Self::machine(app, &m, &agent.id),
             None => Self::session(app, id),
         }
     }
@@ -351,6 +351,18 @@ pub fn start(
         allow,
         on_egress,
     ))
+}
+
+/// The machine session `session` of `agent` runs in (decisions 0147, 0148): its agent's
+/// `machine`, or for `disposable` the session's own (`d-<hex>`); None: a sandbox of its own.
+pub fn machine_of(agent: &crate::daemon::store::StoredAgent, session: &str) -> Option<String> {
+    agent.options.machine.as_deref().map(|m| {
+        if m == handler_contracts::machine::DISPOSABLE {
+            handler_contracts::machine::disposable_id(session)
+        } else {
+            m.to_string()
+        }
+    })
 }
 
 /// Runs session `conn` of `agent` in machine `machine` by `exec` (decision 0147: resolve's plan

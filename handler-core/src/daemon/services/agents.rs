@@ -123,6 +123,7 @@ pub fn view(app: &AppState, snap: &Snapshot, a: &StoredAgent) -> Agent {
         git_guard: a.options.git_guard,
         session_tree: a.options.session_tree.clone(),
         machine: a.options.machine.clone(),
+        disposable_delay_ms: a.options.disposable_delay_ms,
         warnings: (a.options.git_guard == Some(GitGuard::Open))
             .then(|| handler_contracts::control::GIT_GUARD_OPEN_WARNING.to_string())
             .into_iter()
@@ -158,11 +159,34 @@ fn sorted_unique<T: Ord + Clone>(v: &[T]) -> Vec<T> {
 /// Decision 0147: `machine` names one of this daemon's machines (a 400 naming it). Whether it
 /// was made for this agent is asked at each session's start: an agent may be saved before its
 /// machine is made for it.
+/// Decision 0148: `disposable` is a machine per session; a disposable machine is its session's
+/// alone; `disposableDelayMs` only with `disposable`, at least a second.
 fn check_machine(app: &AppState, o: &AgentOptions) -> ApiResult<()> {
+    use handler_contracts::machine::{DISPOSABLE, is_disposable_id};
+    let bad = |detail: String| Err(ApiError::bad_request("invalid machine", detail));
     match &o.machine {
-        Some(m) if super::machines::known(app, m).is_err() => Err(ApiError::bad_request(
-            "no such machine",
-            format!("machine: {m:?} is not one of this daemon's machines (handler machine ls)"),
+        Some(m) if m == DISPOSABLE => {}
+        Some(m) if is_disposable_id(m) => {
+            return bad(format!(
+                "machine: {m:?} is a session's disposable machine, only that session runs in it; use \"disposable\" for one of each session's own"
+            ));
+        }
+        Some(m) if super::machines::known(app, m).is_err() => {
+            return Err(ApiError::bad_request(
+                "no such machine",
+                format!(
+                    "machine: {m:?} is not one of this daemon's machines (handler machine ls), nor \"disposable\""
+                ),
+            ));
+        }
+        _ => {}
+    }
+    match o.disposable_delay_ms {
+        Some(_) if o.machine.as_deref() != Some(DISPOSABLE) => {
+            bad("disposableDelayMs: only with machine \"disposable\"".into())
+        }
+        Some(d) if d < 1000 => bad(format!(
+            "disposableDelayMs: {d} is less than 1000 (a second)"
         )),
         _ => Ok(()),
     }

@@ -10,7 +10,8 @@ use std::path::PathBuf;
 
 use handler_contracts::SandboxSpec;
 use handler_contracts::machine::{
-    MachineInfo, MachineRequest, MachineState, MachineStats, container_name, valid_id,
+    DISPOSABLE, DISPOSABLE_DELAY_MS, Disposable, MachineInfo, MachineRequest, MachineState,
+    MachineStats, container_name, disposable_id, is_disposable_id, valid_id,
 };
 use handler_contracts::sandbox::{Mount, MountKind, NetworkPolicy, Resources};
 use handler_sandbox::verbs::MachineVerb;
@@ -45,6 +46,9 @@ struct Record {
     /// against). Absent in records made before it was kept: such a machine is for no agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     spec: Option<SandboxSpec>,
+    /// A disposable machine's session and delay (decision 0148).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    disposable: Option<Disposable>,
 }
 
 fn dir(app: &AppState) -> PathBuf {
@@ -148,6 +152,20 @@ fn spec_of(req: &MachineRequest, image: &str, work: &str) -> ApiResult<SandboxSp
 
 /// POST /v1/machines: made and started (201).
 pub async fn create(app: &AppState, req: MachineRequest) -> ApiResult<MachineInfo> {
+    if is_disposable_id(&req.name) {
+        return Err(ApiError::bad_request(
+            "invalid machine",
+            format!(
+                "name: {:?} has the form of a session's disposable machine's id (d- and 16 hex digits): pick another",
+                req.name
+            ),
+        ));
+    }
+    make(app, req, None).await
+}
+
+/// A request's name and image: a 400 naming the field.
+fn check_request(app: &AppState, req: &MachineRequest) -> ApiResult<()> {
     if !valid_id(&req.name) {
         return Err(ApiError::bad_request(
             "invalid machine",
@@ -172,6 +190,28 @@ pub async fn create(app: &AppState, req: MachineRequest) -> ApiResult<MachineInf
         }
         None => {}
     }
+    Ok(())
+}
+
+/// Makes machine `req` (checked here), `disposable` for a session's own, counted and made under
+/// `machine_make` (409 past `HANDLER_MACHINE_MAX`).
+async fn make(
+    app: &AppState,
+    req: MachineRequest,
+    disposable: Option<Disposable>,
+) -> ApiResult<MachineInfo> {
+    check_request(app, &req)?;
+    let _making = app.machine_make.lock().await;
+    let kept = ids(app).len();
+    if kept >= app.config.machine_max {
+        return Err(ApiError::conflict(
+            "too many machines",
+            format!(
+                "this daemon keeps {kept} machines, its most (HANDLER_MACHINE_MAX={}): delete one (handler machine rm NAME)",
+                app.config.machine_max
+            ),
+        ));
+    }
     let path = record_path(app, &req.name);
     if path.exists() {
         return Err(ApiError::conflict(
@@ -182,7 +222,9 @@ pub async fn create(app: &AppState, req: MachineRequest) -> ApiResult<MachineInf
     let work = dir(app).join(&req.name).join("work");
     fsutil::create_dir_private(&work).map_err(ApiError::internal)?;
     let made = match &req.image {
-        _ if !req.agents.is_empty() => for_agents(app, &req, &work.display().to_string()).await,
+        _ if !req.agents.is_empty() => {
+            for_agents(app, &req, &work.display().to_string(), disposable.as_ref()).await
+        }
         Some(image) => spec_of(&req, image, &work.display().to_string()),
         None => unreachable!("refused above"),
     };
@@ -213,6 +255,7 @@ pub async fn create(app: &AppState, req: MachineRequest) -> ApiResult<MachineInf
         container_id: out.trim().to_string(),
         created_at: fsutil::now_rfc3339(),
         spec: Some(spec),
+        disposable,
     };
     let bytes = serde_json::to_vec_pretty(&r).map_err(ApiError::internal)?;
     fsutil::write_atomic(&path, &bytes, 0o600).map_err(ApiError::internal)?;
@@ -225,7 +268,12 @@ pub async fn create(app: &AppState, req: MachineRequest) -> ApiResult<MachineInf
 /// a session in this machine (its first model), its slot and git guard made in the machine's
 /// folder, composed by `handler_sandbox::machine::session::for_agents` (a 400 naming what
 /// cannot be kept).
-async fn for_agents(app: &AppState, req: &MachineRequest, work: &str) -> ApiResult<SandboxSpec> {
+async fn for_agents(
+    app: &AppState,
+    req: &MachineRequest,
+    work: &str,
+    disposable: Option<&Disposable>,
+) -> ApiResult<SandboxSpec> {
     let mut plans = Vec::with_capacity(req.agents.len());
     for (i, a) in req.agents.iter().enumerate() {
         let agent = app.agents.agent(a).ok_or_else(|| {
@@ -270,7 +318,15 @@ async fn for_agents(app: &AppState, req: &MachineRequest, work: &str) -> ApiResu
             "handler.machine.made-by".to_string(),
             "handlerd".to_string(),
         )]
-        .into(),
+        .into_iter()
+        .chain(disposable.into_iter().flat_map(|d| {
+            // Decision 0148: a disposable machine says so, and for which session.
+            [
+                ("handler.disposable".to_string(), "true".to_string()),
+                ("handler.session".to_string(), d.session.clone()),
+            ]
+        }))
+        .collect(),
     };
     let refs: Vec<(&str, &SandboxSpec)> = plans.iter().map(|(a, p)| (a.as_str(), p)).collect();
     session::for_agents(&base, &refs)
@@ -286,13 +342,7 @@ pub async fn session_exec(
     agent: &str,
     plan: &SandboxSpec,
 ) -> ApiResult<handler_contracts::machine::ExecSpec> {
-    let r = read(app, id)?;
-    let spec = r.spec.clone().unwrap_or_else(|| SandboxSpec {
-        labels: Default::default(),
-        ..plan.clone()
-    });
-    let exec = session::plan_session(id, &spec, agent, plan)
-        .map_err(|e| ApiError::conflict("the machine cannot run this session", e.to_string()))?;
+    let exec = session_plan(app, id, agent, plan)?;
     match state_of(runtime_record(app, id).await?.as_ref()) {
         MachineState::Running => {}
         MachineState::Stopped => {
@@ -309,6 +359,23 @@ pub async fn session_exec(
         }
     }
     Ok(exec)
+}
+
+/// [`session_exec`] without asking the runtime: the machine's record only (a session's create
+/// refuses with it at once; its start asks the runtime).
+pub fn session_plan(
+    app: &AppState,
+    id: &str,
+    agent: &str,
+    plan: &SandboxSpec,
+) -> ApiResult<handler_contracts::machine::ExecSpec> {
+    let r = read(app, id)?;
+    let spec = r.spec.clone().unwrap_or_else(|| SandboxSpec {
+        labels: Default::default(),
+        ..plan.clone()
+    });
+    session::plan_session(id, &spec, agent, plan)
+        .map_err(|e| ApiError::conflict("the machine cannot run this session", e.to_string()))
 }
 
 /// The sessions (and other connections) running in machine `id` now: (agent, connection).
@@ -337,6 +404,7 @@ fn info(r: Record, state: MachineState) -> MachineInfo {
         state,
         container_id: r.container_id,
         created_at: r.created_at,
+        disposable: r.disposable,
     }
 }
 
@@ -377,6 +445,15 @@ pub async fn get(app: &AppState, id: &str) -> ApiResult<MachineInfo> {
 
 /// GET /v1/machines: every machine this daemon made, with its state now.
 pub async fn list(app: &AppState) -> ApiResult<Vec<MachineInfo>> {
+    let mut out = Vec::new();
+    for id in ids(app) {
+        out.push(get(app, &id).await?);
+    }
+    Ok(out)
+}
+
+/// The ids of this daemon's machines (its records), sorted.
+fn ids(app: &AppState) -> Vec<String> {
     let mut ids: Vec<String> = std::fs::read_dir(dir(app))
         .map(|rd| {
             rd.flatten()
@@ -391,11 +468,7 @@ pub async fn list(app: &AppState) -> ApiResult<Vec<MachineInfo>> {
         })
         .unwrap_or_default();
     ids.sort();
-    let mut out = Vec::with_capacity(ids.len());
-    for id in ids {
-        out.push(get(app, &id).await?);
-    }
-    Ok(out)
+    ids
 }
 
 /// GET /v1/machines/{id}/status: the runtime's record (404 when its container is gone).
@@ -482,7 +555,136 @@ pub async fn delete(app: &AppState, id: &str, force: bool) -> ApiResult<()> {
     }
     let _ = std::fs::remove_dir_all(dir(app).join(id));
     std::fs::remove_file(record_path(app, id)).map_err(ApiError::internal)?;
+    idle(app).remove(id);
     tracing::info!(machine = %id, "machine removed");
     super::machine_events::poke(app);
     Ok(())
+}
+
+/// How long a disposable machine being started in is not counted idle: its session's start
+/// (planning, the exec, the registration) takes less.
+const START_GRACE: std::time::Duration = std::time::Duration::from_secs(30);
+
+fn idle(
+    app: &AppState,
+) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, std::time::Instant>> {
+    app.disposable_idle
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The machine session `session` of `agent` runs in (decisions 0147, 0148): the start path's
+/// [`start_path::machine_of`].
+pub fn of_session(agent: &crate::daemon::store::StoredAgent, session: &str) -> Option<String> {
+    start_path::machine_of(agent, session)
+}
+
+/// Session `session`'s disposable machine made, unless it has one already (a resumed session
+/// within the delay finds it again), when `agent`'s machine is `disposable` (decision 0148):
+/// made for this agent, with its network (none or open), labelled with the session; its delay
+/// put off while the session starts. None for another agent.
+pub async fn disposable(
+    app: &AppState,
+    agent: &crate::daemon::store::StoredAgent,
+    session: &str,
+) -> ApiResult<Option<String>> {
+    if agent.options.machine.as_deref() != Some(DISPOSABLE) {
+        return Ok(None);
+    }
+    let id = disposable_id(session);
+    {
+        // Under `machine_make`, as the keeper's removal: found and put off, or gone and made.
+        let _held = app.machine_make.lock().await;
+        idle(app).insert(id.clone(), std::time::Instant::now() + START_GRACE);
+        if read(app, &id).is_ok() {
+            return Ok(Some(id));
+        }
+    }
+    let network = match agent.options.network {
+        Some(handler_contracts::control::NetworkMode::None) => "none",
+        Some(handler_contracts::control::NetworkMode::Open) => "open",
+        _ => {
+            return Err(ApiError::conflict(
+                "the machine cannot run this session",
+                "machine: a disposable machine for an agent whose network is filtered needs the machine's own egress proxy, not built yet: set its network to none or open, or leave machine out",
+            ));
+        }
+    };
+    let req = MachineRequest {
+        name: id.clone(),
+        image: None,
+        agents: vec![agent.id.clone()],
+        cpus: None,
+        memory: None,
+        workdir: None,
+        network: Some(network.into()),
+    };
+    let d = Disposable {
+        session: session.to_string(),
+        delay_ms: agent
+            .options
+            .disposable_delay_ms
+            .unwrap_or(DISPOSABLE_DELAY_MS),
+    };
+    make(app, req, Some(d)).await?;
+    tracing::info!(machine = %id, session, "disposable machine made for its session");
+    Ok(Some(id))
+}
+
+/// The disposable machines' keeper (decision 0148), for the daemon's life: every half second,
+/// each disposable machine of this daemon's records (those the last daemon left included)
+/// with no session in it is removed once its delay has passed since its last session ended
+/// (or since this daemon started); one with a session in it is kept. A removal that fails is
+/// logged and tried again after another delay.
+pub async fn dispose(app: AppState) {
+    let mut tick = tokio::time::interval(std::time::Duration::from_millis(500));
+    loop {
+        tick.tick().await;
+        let records = {
+            let app = app.clone();
+            tokio::task::spawn_blocking(move || {
+                ids(&app)
+                    .into_iter()
+                    .filter_map(|id| read(&app, &id).ok())
+                    .filter_map(|r| r.disposable.map(|d| (r.request.name, d)))
+                    .collect::<Vec<_>>()
+            })
+            .await
+            .unwrap_or_default()
+        };
+        for (id, d) in records {
+            if !due(&app, &id, &d) {
+                continue;
+            }
+            // Asked again under `machine_make`: a session starting in it now has put it off.
+            let _held = app.machine_make.lock().await;
+            if !due(&app, &id, &d) {
+                continue;
+            }
+            match delete(&app, &id, false).await {
+                Ok(()) => {
+                    tracing::info!(machine = %id, session = %d.session, "disposable machine removed after its delay");
+                }
+                Err(e) => {
+                    tracing::warn!(machine = %id, error = %e.detail.unwrap_or(e.title), "disposable machine kept: tried again after its delay");
+                    idle(&app).insert(id, std::time::Instant::now());
+                }
+            }
+        }
+    }
+}
+
+/// Whether disposable machine `id` is to be removed now: no session in it, and its delay
+/// passed since it was last seen with one (its clock started here when not yet running).
+fn due(app: &AppState, id: &str, d: &Disposable) -> bool {
+    let busy = !running_in(app, id).is_empty();
+    let mut idle = idle(app);
+    if busy {
+        idle.remove(id);
+        return false;
+    }
+    let since = *idle
+        .entry(id.to_string())
+        .or_insert_with(std::time::Instant::now);
+    std::time::Instant::now() >= since + std::time::Duration::from_millis(d.delay_ms)
 }

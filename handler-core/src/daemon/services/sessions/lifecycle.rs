@@ -106,6 +106,10 @@ async fn launch(
         .agents
         .agent(&s.agent_id)
         .ok_or_else(|| format!("its agent {:?} does not exist (deleted)", s.agent_id))?;
+    // Decision 0148: a resumed session whose disposable machine has gone gets a new one.
+    crate::daemon::services::machines::disposable(app, &agent, id)
+        .await
+        .map_err(|e| e.detail.unwrap_or(e.title))?;
     let place = start_path::Place::of_session(app, id, &agent);
     let prepared = match prepared {
         Some(p) => p,
@@ -143,17 +147,17 @@ async fn launch(
         .with_resolver(canonicalize);
     let allow = live_allow::allow_of(app, &agent, &prepared);
     let on_egress = denied_to(inbox);
-    let running = match &agent.options.machine {
+    let running = match crate::daemon::services::machines::of_session(&agent, id) {
         // Decision 0147: the session's plan run by exec in its agent's machine.
         Some(m) => {
             let exec =
-                crate::daemon::services::machines::session_exec(app, m, &agent.id, &prepared.spec)
+                crate::daemon::services::machines::session_exec(app, &m, &agent.id, &prepared.spec)
                     .await
                     .map_err(|e| e.detail.unwrap_or(e.title))?;
             start_path::start_in_machine(
                 app,
                 (&agent.id, id),
-                (m, &exec),
+                (&m, &exec),
                 &prepared,
                 allow,
                 on_egress,

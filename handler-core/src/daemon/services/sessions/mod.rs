@@ -68,6 +68,8 @@ pub async fn create(app: &AppState, req: SessionRequest) -> ApiResult<Session> {
     }
     let id = new_session_id();
     let subject = run.as_ref().and_then(|r| run::subject_of(&r.input));
+    // Decision 0148: a disposable machine is made for the session before it is planned in it.
+    crate::daemon::services::machines::disposable(app, &agent, &id).await?;
     let prepared = {
         let (app, agent, access, id) = (app.clone(), agent.clone(), access.clone(), id.clone());
         tokio::task::spawn_blocking(move || {
@@ -77,9 +79,9 @@ pub async fn create(app: &AppState, req: SessionRequest) -> ApiResult<Session> {
         .await
         .map_err(ApiError::internal)??
     };
-    if let Some(m) = &agent.options.machine {
+    if let Some(m) = crate::daemon::services::machines::of_session(&agent, &id) {
         // Decision 0147: refused now (409 naming what the machine lacks), not after the start.
-        crate::daemon::services::machines::session_exec(app, m, &agent.id, &prepared.spec).await?;
+        crate::daemon::services::machines::session_plan(app, &m, &agent.id, &prepared.spec)?;
     }
     let copy = matches!(prepared.guard, GuardPlan::Copy { .. });
     let now = fsutil::now_rfc3339();
