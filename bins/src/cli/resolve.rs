@@ -44,6 +44,13 @@ pub struct AgentFlags {
     /// Add a knowledge folder, relative to the knowledge root.
     #[arg(long = "knowledge", value_name = "PATH")]
     pub knowledge: Vec<String>,
+    /// Where its sessions run: a machine made for it (`handler machine create NAME --agent
+    /// ID`), `disposable` (a machine of each session's own), or `none` (a sandbox each).
+    #[arg(long, value_name = "NAME|disposable|none")]
+    pub machine: Option<String>,
+    /// With `--machine disposable`: seconds a session's machine is kept after it (300).
+    #[arg(long, value_name = "SECONDS")]
+    pub disposable_delay: Option<u64>,
 }
 
 /// What the flags that widen an agent give, one line each: typing them is the confirmation
@@ -402,6 +409,7 @@ pub fn options_of(a: &Agent) -> AgentOptions {
         git_guard: a.git_guard,
         session_tree: a.session_tree.clone(),
         machine: a.machine.clone(),
+        disposable_delay_ms: a.disposable_delay_ms,
     }
 }
 
@@ -432,6 +440,22 @@ fn apply(f: &AgentFlags, o: &mut AgentOptions) {
     }
     add_all(&mut o.bindings, &f.binding);
     add_all(&mut o.knowledge, &f.knowledge);
+    match f.machine.as_deref() {
+        Some("none") => {
+            o.machine = None;
+            o.disposable_delay_ms = None;
+        }
+        Some(m) => {
+            o.machine = Some(m.to_string());
+            if m != handler_contracts::machine::DISPOSABLE {
+                o.disposable_delay_ms = None;
+            }
+        }
+        None => {}
+    }
+    if let Some(s) = f.disposable_delay {
+        o.disposable_delay_ms = Some(s.saturating_mul(1000));
+    }
 }
 
 fn add_all(list: &mut Vec<String>, more: &[String]) {

@@ -339,3 +339,40 @@ fn the_flags_that_widen_an_agent_say_what_they_give() {
         .is_empty()
     );
 }
+
+#[test]
+fn machine_flags_set_where_sessions_run_and_none_takes_it_back() {
+    let mut o = AgentOptions::default();
+    apply(
+        &AgentFlags {
+            machine: Some("disposable".into()),
+            disposable_delay: Some(30),
+            ..Default::default()
+        },
+        &mut o,
+    );
+    assert_eq!(
+        (o.machine.as_deref(), o.disposable_delay_ms),
+        (Some("disposable"), Some(30_000))
+    );
+    // A named machine drops the disposable delay; none clears both.
+    apply(
+        &AgentFlags {
+            machine: Some("box".into()),
+            ..Default::default()
+        },
+        &mut o,
+    );
+    assert_eq!(
+        (o.machine.as_deref(), o.disposable_delay_ms),
+        (Some("box"), None)
+    );
+    apply(
+        &AgentFlags {
+            machine: Some("none".into()),
+            ..Default::default()
+        },
+        &mut o,
+    );
+    assert_eq!((o.machine, o.disposable_delay_ms), (None, None));
+}
