@@ -325,7 +325,7 @@ async fn the_web_ui_in_a_real_browser() {
         "the model selector (configOptions) and the Files pane's Access tab",
         "a denied host is asked in the session and allowed; Learn hosts adds a host tried",
         "machines: made from the page, live from the change channel, stats, stopped elsewhere, deleted after a confirm",
-        "a machine made for an agent, picked in the agent's form, deleted with its session stopped",
+        "a machine made for an agent, picked in the agent's form, deleted with its session stopped; a disposable machine per session",
         "remote control: a session shared by its switch, a gateway set up, a phone paired from the QR code's page, attached and prompting",
     ] {
         assert!(

@@ -709,7 +709,7 @@ try {
     assert.ok(wsUrls.some((u) => u.endsWith("/v1/machines/events")), `WebSockets: ${wsUrls}`);
   });
 
-  await step("a machine made for an agent, picked in the agent's form, deleted with its session stopped", async () => {
+  await step("a machine made for an agent, picked in the agent's form, deleted with its session stopped; a disposable machine per session", async () => {
     const project = (await api("GET", "/v1/projects"))[0];
     const boxed = await api("POST", `/v1/projects/${project.id}/agents`, { name: "Boxed", models: [{ account: "perso" }], network: "none", permissions: "bypass", confirmRisks: true });
     // The page is already #/machines: reload so it lists the agent just made.
@@ -740,6 +740,24 @@ try {
     await inUse.getByRole("button", { name: "Stop its sessions and delete" }).click();
     await card.waitFor({ state: "detached", timeout: T });
     assert.notEqual((await api("GET", `/v1/sessions/${s.id}`)).state, "running");
+    // Decision 0148: "a disposable machine for each session", kept 2 s after it: its session's
+    // machine listed with its badge, gone once the session has stopped and the delay passed.
+    await page.goto(`${URL_}/#/projects/${project.id}/agents/${boxed.id}`);
+    await page.getByLabel("Machine").selectOption("disposable");
+    await page.getByLabel("Seconds a disposable machine is kept").fill("2");
+    await page.getByRole("button", { name: "Save", exact: true }).click();
+    await page.getByRole("heading", { name: "Past sessions" }).waitFor();
+    const saved = await api("GET", `/v1/agents/${boxed.id}`);
+    assert.equal(saved.machine, "disposable");
+    assert.equal(saved.disposableDelayMs, 2000);
+    const s2 = await api("POST", "/v1/sessions", { agentId: boxed.id, origin: "ui" });
+    assert.equal(s2.state, "running", JSON.stringify(s2));
+    await page.goto(`${URL_}/#/machines`);
+    await page.reload();
+    const own = page.getByRole("listitem", { name: `Machine d-${s2.id.slice(2)}` });
+    await own.getByText(`disposable, session ${s2.id}`).waitFor({ timeout: T });
+    await api("POST", `/v1/sessions/${s2.id}/stop`, {});
+    await own.waitFor({ state: "detached", timeout: T });
     await api("DELETE", `/v1/agents/${boxed.id}`);
   });
 

@@ -22,6 +22,7 @@ export function requestOf(a: Agent): Record<string, unknown> {
     // Kept as they are: a PUT that left them out would reset them (gitGuard to the guard).
     ...(a.gitGuard ? { gitGuard: a.gitGuard } : {}),
     ...(a.machine ? { machine: a.machine } : {}),
+    ...(a.disposableDelayMs != null ? { disposableDelayMs: a.disposableDelayMs } : {}),
     ...(a.askDeniedHosts != null ? { askDeniedHosts: a.askDeniedHosts } : {}),
     ...(a.interface ? { interface: a.interface } : {}),
   };

@@ -2117,8 +2117,16 @@ export interface components {
             gitGuard?: components["schemas"]["GitGuard"] | (null);
             /** @description What its sandboxes see at the scope (left out: shared). */
             sessionTree?: components["schemas"]["SessionTree"] | (null);
-            /** @description The machine its sessions run in (decision 0147); left out: a sandbox of their own. */
+            /**
+             * @description The machine its sessions run in (decision 0147), `disposable`: one per session
+             *     (decision 0148); left out: a sandbox of their own.
+             */
             machine?: string | null;
+            /**
+             * Format: uint64
+             * @description With `machine: disposable`: how long a session's machine outlives it (milliseconds).
+             */
+            disposableDelayMs?: number | null;
             /** @description What a person should know before using it (`gitGuard` open: the host's `.git` writable). */
             warnings?: string[];
             /** @description Its name (optional for an ad-hoc agent: clients fall back to the folder's name). */
@@ -2282,9 +2290,17 @@ export interface components {
             sessionTree?: components["schemas"]["SessionTree"] | (null);
             /**
              * @description The machine its sessions run in (issue 29, decision 0147): one made for it
-             *     (`POST /v1/machines` with `agents`); left out: each session in a sandbox of its own.
+             *     (`POST /v1/machines` with `agents`), or `disposable`: a machine made for each session
+             *     at its start and removed `disposableDelayMs` after it ends (decision 0148); left out:
+             *     each session in a sandbox of its own.
              */
             machine?: string | null;
+            /**
+             * Format: uint64
+             * @description With `machine: disposable`: milliseconds a session's machine is kept after the session
+             *     ends (a resumed session finds it again); left out: 300000, five minutes.
+             */
+            disposableDelayMs?: number | null;
             /** @description Its folder; none: each session works in a folder of its own (F.2). */
             scope?: string | null;
             /** @description Its name; default: its folder's. */
@@ -2458,9 +2474,17 @@ export interface components {
             sessionTree?: components["schemas"]["SessionTree"] | (null);
             /**
              * @description The machine its sessions run in (issue 29, decision 0147): one made for it
-             *     (`POST /v1/machines` with `agents`); left out: each session in a sandbox of its own.
+             *     (`POST /v1/machines` with `agents`), or `disposable`: a machine made for each session
+             *     at its start and removed `disposableDelayMs` after it ends (decision 0148); left out:
+             *     each session in a sandbox of its own.
              */
             machine?: string | null;
+            /**
+             * Format: uint64
+             * @description With `machine: disposable`: milliseconds a session's machine is kept after the session
+             *     ends (a resumed session finds it again); left out: 300000, five minutes.
+             */
+            disposableDelayMs?: number | null;
             /** @description Its goal; required, unique in the project (case-insensitive). */
             name: string;
             /** @description What it is for. */
@@ -3223,9 +3247,24 @@ export interface components {
             containerId: string;
             /** @description RFC 3339. */
             createdAt: string;
+            /**
+             * @description Made for one session and removed after its delay once no session runs in it (issue 29
+             *     item 6, decision 0148); left out: a machine the person keeps.
+             */
+            disposable?: components["schemas"]["Disposable"] | (null);
         };
         /** @description What a machine is now: the runtime's state of its container. */
         MachineState: "running" | "stopped" | "missing";
+        /** @description A disposable machine's session and delay (decision 0148). */
+        Disposable: {
+            /** @description The session it was made for: the only one that runs in it. */
+            session: string;
+            /**
+             * Format: uint64
+             * @description Milliseconds after the last session in it has ended before it is removed.
+             */
+            delayMs: number;
+        };
         /** @description One message of the channel. */
         MachineEvent: {
             /** @enum {string} */
