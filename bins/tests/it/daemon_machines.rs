@@ -368,6 +368,29 @@ async fn session(d: &TempDaemon, agent: &str, prompt: &str) -> String {
     v["id"].as_str().unwrap().to_string()
 }
 
+/// Removes container `name` an earlier run that failed may have left.
+fn leftover(d: &TempDaemon, name: &str) {
+    let _ = d
+        .user
+        .cmd(
+            "podman",
+            &["rm", "-f", "-t", "0", name],
+            &[("HOME", d.user.home())],
+        )
+        .output();
+}
+
+/// The fake harness's account `perso`.
+async fn account(d: &TempDaemon) {
+    let (st, v) = post(
+        d,
+        "/v1/accounts",
+        json!({"name": "perso", "harness": "fake", "token": {"value": TOKEN}}),
+    )
+    .await;
+    assert_eq!(st, 201, "{v}");
+}
+
 /// The containers of the test user labelled `label`.
 fn containers(d: &TempDaemon, label: &str) -> Vec<String> {
     let o = d
@@ -404,22 +427,8 @@ async fn sessions_run_in_a_machine_made_for_their_agent_and_share_it() {
     let Some(mut d) = daemon("sess").await else {
         return;
     };
-    // What an earlier run that failed may have left.
-    let _ = d
-        .user
-        .cmd(
-            "podman",
-            &["rm", "-f", "-t", "0", "handler-m-agentbox"],
-            &[("HOME", d.user.home())],
-        )
-        .output();
-    let (st, v) = post(
-        &d,
-        "/v1/accounts",
-        json!({"name": "perso", "harness": "fake", "token": {"value": TOKEN}}),
-    )
-    .await;
-    assert_eq!(st, 201, "{v}");
+    leftover(&d, "handler-m-agentbox");
+    account(&d).await;
     let body = json!({"models": [{"account": "perso"}], "scope": d.scope, "network": "none",
         "permissions": "bypass", "confirmRisks": true});
     let (st, a) = post(&d, "/v1/agents", body.clone()).await;
@@ -557,13 +566,7 @@ async fn a_disposable_machine_lives_for_its_session_and_its_delay() {
     let Some(mut d) = daemon_with("disp", &[("HANDLER_MACHINE_MAX", "2".into())]).await else {
         return;
     };
-    let (st, v) = post(
-        &d,
-        "/v1/accounts",
-        json!({"name": "perso", "harness": "fake", "token": {"value": TOKEN}}),
-    )
-    .await;
-    assert_eq!(st, 201, "{v}");
+    account(&d).await;
     let body = |delay: u128, machine: &str| {
         json!({"models": [{"account": "perso"}], "scope": d.scope, "network": "none",
             "permissions": "bypass", "confirmRisks": true, "machine": machine,
@@ -731,25 +734,12 @@ async fn bench_a_session_start_in_a_warm_machine_against_a_fresh_launch() {
     let Some(d) = daemon("bench").await else {
         return;
     };
-    let _ = d
-        .user
-        .cmd(
-            "podman",
-            &["rm", "-f", "-t", "0", "handler-m-benchbox"],
-            &[("HOME", d.user.home())],
-        )
-        .output();
+    leftover(&d, "handler-m-benchbox");
     let rounds: usize = std::env::var("HANDLER_BENCH_ROUNDS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(9);
-    let (st, v) = post(
-        &d,
-        "/v1/accounts",
-        json!({"name": "perso", "harness": "fake", "token": {"value": TOKEN}}),
-    )
-    .await;
-    assert_eq!(st, 201, "{v}");
+    account(&d).await;
     let body = json!({"models": [{"account": "perso"}], "scope": d.scope, "network": "none",
         "permissions": "bypass", "confirmRisks": true});
     let (_, fresh) = post(&d, "/v1/agents", body.clone()).await;
