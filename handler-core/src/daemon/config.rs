@@ -129,8 +129,8 @@ pub struct UpstreamOverride {
     pub digest: Option<String>,
 }
 
-/// `HANDLER_SESSION_IDLE_TIMEOUT` (seconds, at least 1) and `HANDLER_SESSION_MAX_ATTACH`
-/// (at least 1).
+/// `HANDLER_SESSION_IDLE_TIMEOUT` (seconds, at least 1), `HANDLER_SESSION_MAX_ATTACH` and
+/// `HANDLER_MACHINE_MAX` (at least 1), `HANDLER_MACHINE_IMAGES`.
 fn session_settings(c: &mut DaemonConfig) -> Result<(), ConfigError> {
     if let Ok(t) = std::env::var("HANDLER_SESSION_IDLE_TIMEOUT") {
         c.session_idle_timeout = t
@@ -143,25 +143,11 @@ fn session_settings(c: &mut DaemonConfig) -> Result<(), ConfigError> {
                 message: format!("{t:?} is not a number of seconds of at least 1"),
             })?;
     }
-    if let Ok(n) = std::env::var("HANDLER_SESSION_MAX_ATTACH") {
-        c.session_max_attach =
-            n.parse::<usize>()
-                .ok()
-                .filter(|n| *n >= 1)
-                .ok_or_else(|| ConfigError::Invalid {
-                    var: "HANDLER_SESSION_MAX_ATTACH",
-                    message: format!("{n:?} is not a number of at least 1"),
-                })?;
+    if let Some(n) = count("HANDLER_SESSION_MAX_ATTACH")? {
+        c.session_max_attach = n;
     }
-    if let Ok(n) = std::env::var("HANDLER_MACHINE_MAX") {
-        c.machine_max =
-            n.parse::<usize>()
-                .ok()
-                .filter(|n| *n >= 1)
-                .ok_or_else(|| ConfigError::Invalid {
-                    var: "HANDLER_MACHINE_MAX",
-                    message: format!("{n:?} is not a number of at least 1"),
-                })?;
+    if let Some(n) = count("HANDLER_MACHINE_MAX")? {
+        c.machine_max = n;
     }
     if let Ok(list) = std::env::var("HANDLER_MACHINE_IMAGES") {
         let patterns: Vec<String> = list
@@ -197,6 +183,21 @@ fn seconds(var: &'static str, max: u64) -> Result<Option<std::time::Duration>, C
         .ok_or_else(|| ConfigError::Invalid {
             var,
             message: format!("{t:?} is not a number of seconds from 0 to {max}"),
+        })
+}
+
+/// `var` as a count of at least 1 (None: not set).
+fn count(var: &'static str) -> Result<Option<usize>, ConfigError> {
+    let Ok(n) = std::env::var(var) else {
+        return Ok(None);
+    };
+    n.parse::<usize>()
+        .ok()
+        .filter(|n| *n >= 1)
+        .map(Some)
+        .ok_or_else(|| ConfigError::Invalid {
+            var,
+            message: format!("{n:?} is not a number of at least 1"),
         })
 }
 
