@@ -179,6 +179,23 @@ fn hostile_script(scope: &Path, canary: &Path) -> String {
     )
 }
 
+/// The hostile agent's doing (a hook, a `refs/planted` link, an fsmonitor in the config) is not
+/// in the host's git directory, and git commands there run nothing of it (`canary` not made).
+fn host_git_untouched(d: &Daemon, canary: &Path) {
+    let dot_git = d.scope.join(".git");
+    assert!(!dot_git.join("hooks/post-checkout").exists());
+    assert!(!dot_git.join("refs/planted").is_symlink());
+    let config = std::fs::read_to_string(dot_git.join("config")).unwrap();
+    assert!(!config.contains("fsmonitor"), "{config}");
+    d.git(&["status"]);
+    d.git(&["checkout", "-q", "feature"]);
+    d.git(&["checkout", "-q", "main"]);
+    assert!(
+        !canary.exists(),
+        "the host's git ran the agent's hook or fsmonitor"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hostile_agent_leaves_the_host_repository_untouched_and_its_commits_come_back() {
     let Some(u) = user() else { return };
@@ -232,18 +249,7 @@ async fn a_hostile_agent_leaves_the_host_repository_untouched_and_its_commits_co
         "{log}"
     );
     // The host's git directory has none of the agent's doing, and git there runs nothing.
-    let dot_git = d.scope.join(".git");
-    assert!(!dot_git.join("hooks/post-checkout").exists());
-    assert!(!dot_git.join("refs/planted").is_symlink());
-    let config = std::fs::read_to_string(dot_git.join("config")).unwrap();
-    assert!(!config.contains("fsmonitor"), "{config}");
-    d.git(&["status"]);
-    d.git(&["checkout", "-q", "feature"]);
-    d.git(&["checkout", "-q", "main"]);
-    assert!(
-        !canary.exists(),
-        "the host's git ran the agent's hook or fsmonitor"
-    );
+    host_git_untouched(&d, &canary);
     // The agent's git directory did get them: they were in the sandbox's own repository.
     let own = d.root.join("state/sessions").join(&id).join("guard/git");
     assert!(own.join("hooks/post-checkout").exists());
@@ -1108,18 +1114,7 @@ async fn in_a_machine_the_scopes_git_is_the_guards_and_the_work_comes_back() {
         d.git(&["log", "-1", "--format=%s", "main"]),
         "agent on main"
     );
-    let dot_git = d.scope.join(".git");
-    assert!(!dot_git.join("hooks/post-checkout").exists());
-    assert!(!dot_git.join("refs/planted").is_symlink());
-    let config = std::fs::read_to_string(dot_git.join("config")).unwrap();
-    assert!(!config.contains("fsmonitor"), "{config}");
-    d.git(&["status"]);
-    d.git(&["checkout", "-q", "feature"]);
-    d.git(&["checkout", "-q", "main"]);
-    assert!(
-        !canary.exists(),
-        "the host's git ran the agent's hook or fsmonitor"
-    );
+    host_git_untouched(&d, &canary);
     // They are in the machine's guard, where the agent wrote them.
     assert!(guard.join("guard/git/hooks/post-checkout").exists());
     let (s, _) = d
