@@ -573,12 +573,6 @@ fn idle(
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// The machine session `session` of `agent` runs in (decisions 0147, 0148): the start path's
-/// [`start_path::machine_of`].
-pub fn of_session(agent: &crate::daemon::store::StoredAgent, session: &str) -> Option<String> {
-    start_path::machine_of(agent, session)
-}
-
 /// Session `session`'s disposable machine made, unless it has one already (a resumed session
 /// within the delay finds it again), when `agent`'s machine is `disposable` (decision 0148):
 /// made for this agent, with its network (none or open), labelled with the session; its delay

@@ -147,7 +147,7 @@ async fn launch(
         .with_resolver(canonicalize);
     let allow = live_allow::allow_of(app, &agent, &prepared);
     let on_egress = denied_to(inbox);
-    let running = match crate::daemon::services::machines::of_session(&agent, id) {
+    let running = match start_path::machine_of(&agent, id) {
         // Decision 0147: the session's plan run by exec in its agent's machine.
         Some(m) => {
             let exec =

@@ -79,7 +79,7 @@ pub async fn create(app: &AppState, req: SessionRequest) -> ApiResult<Session> {
         .await
         .map_err(ApiError::internal)??
     };
-    if let Some(m) = crate::daemon::services::machines::of_session(&agent, &id) {
+    if let Some(m) = crate::daemon::launch::agent::machine_of(&agent, &id) {
         // Decision 0147: refused now (409 naming what the machine lacks), not after the start.
         crate::daemon::services::machines::session_plan(app, &m, &agent.id, &prepared.spec)?;
     }
