@@ -321,7 +321,7 @@ fn daemon_layer(segments: &[&str]) -> Option<&'static str> {
         ["state", ..] => "state",
         ["store", ..] => "store",
         [
-            "config" | "problem" | "fsutil" | "agentfs" | "skills" | "secretref",
+            "config" | "problem" | "fsutil" | "agentfs" | "skills" | "secretref" | "memo",
             ..,
         ] => "low",
         _ => return None,

@@ -92,8 +92,9 @@ pub struct DaemonConfig {
     /// How long a session's agent outlives its daemon waiting for the next one
     /// (`HANDLER_KEEP_TIMEOUT`, seconds; default 600; 0: agents do not outlive it, issue 28).
     pub keep_timeout: std::time::Duration,
-    /// How long an image's facts are answered from memory (`HANDLER_IMAGE_FACTS_TTL`,
-    /// seconds; default 5; 0: asked of the runtime every time; decision 0145).
+    /// How long an image's facts and the runtime's check are answered from memory without
+    /// being read again behind the answer (`HANDLER_IMAGE_FACTS_TTL`, seconds; default 5; 0:
+    /// read again after every answer; decisions 0145, 0149).
     pub image_facts_ttl: std::time::Duration,
     /// The messages an attachment's queue holds before the client is closed 4003 as too slow
     /// (F.7: 10 000; smaller only in tests).

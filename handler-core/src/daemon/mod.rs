@@ -2,7 +2,7 @@
 //! serving) > `api` (routes, auth, OpenAPI, one thin handler module per resource) >
 //! `services` (each resource's rules, the ACP connections) > `launch` (from "start this agent"
 //! to a running sandbox) > `state` (the shared state) > `store` (persistence) > the low helpers
-//! (`config`, `problem`, `fsutil`, `agentfs`). A file's layer is its folder;
+//! (`config`, `problem`, `fsutil`, `agentfs`, `memo`). A file's layer is its folder;
 //! `handler-contracts/tests/it/architecture.rs` checks the order.
 
 pub mod agentfs;
@@ -10,6 +10,7 @@ pub mod api;
 pub mod config;
 pub mod fsutil;
 pub mod launch;
+pub mod memo;
 pub mod problem;
 pub mod secretref;
 pub mod server;

@@ -126,6 +126,7 @@ pub fn build(
         machine_make: tokio::sync::Mutex::new(()),
         disposable_idle: Mutex::new(HashMap::new()),
         remote: Default::default(),
+        runtime_check: Default::default(),
         config,
         token: token.into(),
         agents,
@@ -254,7 +255,15 @@ pub async fn serve(
     // Agents that outlived the previous daemon are taken over (issue 28 item 6).
     crate::daemon::services::sessions::take_over(&state, back.kept).await;
     let st = state.clone();
-    tokio::spawn(async move { crate::daemon::services::images::ensure_network_filter(&st).await });
+    tokio::spawn(async move {
+        crate::daemon::services::images::ensure_network_filter(&st).await;
+        // The listings' facts read once now (decision 0149): a first page load, `GET
+        // /v1/harnesses` or `/v1/runtime`, does not wait on the engine.
+        if let Err(e) = crate::daemon::services::images::runtime(&st, false).await {
+            tracing::warn!(error = %e.problem().detail.unwrap_or_default(), "runtime check");
+        }
+        crate::daemon::services::harnesses::list(&st).await;
+    });
     if let Err(e) = crate::daemon::services::images::updates::stored(&state) {
         tracing::warn!(error = %e.problem().detail.unwrap_or_default(), "image-updates.json");
     }

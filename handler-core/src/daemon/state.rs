@@ -102,6 +102,12 @@ pub struct App {
     pub disposable_idle: Mutex<HashMap<String, std::time::Instant>>,
     /// Remote control's live side (D.7).
     pub remote: remote::Remote,
+    /// The runtime's host check as last read (`GET /v1/runtime`, decision 0149).
+    pub runtime_check: Arc<
+        crate::daemon::memo::Memo<
+            Result<handler_contracts::sandbox::RuntimeCheck, crate::daemon::problem::ApiError>,
+        >,
+    >,
 }
 
 /// The machines' change channel's shared side (decision 0143): the list last read, the

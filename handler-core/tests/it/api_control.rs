@@ -1264,9 +1264,10 @@ async fn harnesses_are_listed_with_their_logins() {
     d.stop().await;
 }
 
-/// Issue 34 item 5: listings answer from memory — the runtime is asked about each harness's
-/// image once per `HANDLER_IMAGE_FACTS_TTL`, and eight requests arriving together wait for
-/// one read, not eight; with a TTL of 0 every request asks again.
+/// Issue 34 item 5 (decisions 0145, 0149): listings answer from memory — each harness's image
+/// and the runtime's check are read once at the daemon's start, before any request; requests
+/// arriving together wait for one read, not eight; past `HANDLER_IMAGE_FACTS_TTL` the last
+/// answer is given and the runtime asked again behind it; `?fresh=true` asks now.
 #[tokio::test]
 async fn the_harness_listing_asks_the_runtime_once_per_image() {
     use daemon_support::Options;
@@ -1279,40 +1280,93 @@ async fn the_harness_listing_asks_the_runtime_once_per_image() {
                 .matches("image inspect localhost/handler-network-filter")
                 .count()
     };
-    // A build's end reads the facts again: the network filter's build this daemon starts (and
-    // the fake runtime fails) ends first.
+    let checks = |d: &TestDaemon| d.sandbox_log().matches("check").count();
+    // Until `count` has not moved for half a second (at most 20 s).
+    async fn settled(d: &TestDaemon, count: impl Fn(&TestDaemon) -> usize) -> usize {
+        let t = std::time::Instant::now();
+        let mut last = (count(d), std::time::Instant::now());
+        while last.1.elapsed() < std::time::Duration::from_millis(500) {
+            assert!(t.elapsed() < std::time::Duration::from_secs(20));
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            let now = count(d);
+            if now != last.0 {
+                last = (now, std::time::Instant::now());
+            }
+        }
+        last.0
+    }
     let d = TestDaemon::start_with(Options {
         image_facts_ttl: Some(std::time::Duration::from_secs(600)),
         ..Options::default()
     })
     .await;
-    let before = inspects(&d);
+    // Read at start, before any request.
+    let warm = settled(&d, inspects).await;
+    assert_eq!(settled(&d, checks).await, 1, "{}", d.sandbox_log());
     let (s, v) = d.get("/v1/harnesses").await;
     assert_eq!(s, 200);
     let n = v.as_array().unwrap().len();
-    assert_eq!(inspects(&d), before + n, "{}", d.sandbox_log());
+    assert!(warm >= n, "{n} harnesses: {}", d.sandbox_log());
+    // (Read once more if the network filter's build this daemon starts — the fake runtime
+    // fails it — ended after the start's read: a build's end is a new generation.)
+    let base = settled(&d, inspects).await;
+    assert!(base <= warm + n, "{}", d.sandbox_log());
     let together = (0..8).map(|_| d.get("/v1/harnesses"));
     for (s, again) in futures_util::future::join_all(together).await {
         assert_eq!((s, &again), (200, &v));
     }
     let (_, one) = d.get("/v1/harnesses/fake").await;
     assert_eq!(one["imagePresent"], false, "{one}");
+    let (s, r) = d.get("/v1/runtime").await;
     assert_eq!(
-        inspects(&d),
-        before + n,
+        (s, r["runtime"].as_str()),
+        (200, Some("fake-sandbox")),
+        "{r}"
+    );
+    let together = (0..8).map(|_| d.get("/v1/runtime"));
+    for (s, again) in futures_util::future::join_all(together).await {
+        assert_eq!((s, &again), (200, &r));
+    }
+    assert_eq!(
+        (inspects(&d), checks(&d)),
+        (base, 1),
         "answered from memory: {}",
         d.sandbox_log()
     );
+    // Asked now, not from memory.
+    let together = (0..8).map(|_| d.get("/v1/runtime?fresh=true"));
+    futures_util::future::join_all(together).await;
+    let fresh = checks(&d);
+    assert!((2..=9).contains(&fresh), "{}", d.sandbox_log());
+    let (s, _) = d.get("/v1/runtime?fresh=maybe").await;
+    assert_eq!(s, 400);
     d.stop().await;
+
+    // A TTL of 0: every answer from memory is read again behind it, one read at a time.
     let d = TestDaemon::start_with(Options {
         image_facts_ttl: Some(std::time::Duration::ZERO),
         ..Options::default()
     })
     .await;
-    let before = inspects(&d);
-    d.get("/v1/harnesses").await;
-    d.get("/v1/harnesses").await;
-    assert_eq!(inspects(&d), before + 2 * n, "{}", d.sandbox_log());
+    let before = settled(&d, inspects).await;
+    let (_, first) = d.get("/v1/harnesses").await;
+    assert_eq!(
+        settled(&d, inspects).await,
+        before + n,
+        "{}",
+        d.sandbox_log()
+    );
+    let (_, second) = d.get("/v1/harnesses").await;
+    assert_eq!(first, second);
+    assert_eq!(
+        settled(&d, inspects).await,
+        before + 2 * n,
+        "{}",
+        d.sandbox_log()
+    );
+    let before = settled(&d, checks).await;
+    d.get("/v1/runtime").await;
+    assert_eq!(settled(&d, checks).await, before + 1);
     d.stop().await;
 }
 

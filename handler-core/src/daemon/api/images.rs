@@ -43,11 +43,20 @@ pub async fn run_updates(
     ))
 }
 
-/// GET /v1/runtime
+/// `GET /v1/runtime`'s query.
+#[derive(Debug, serde::Deserialize)]
+pub struct RuntimeQuery {
+    /// Ask the runtime now rather than answer from memory.
+    #[serde(default)]
+    fresh: bool,
+}
+
+/// GET /v1/runtime[?fresh=true]
 pub async fn runtime(
     State(app): State<AppState>,
+    axum::extract::Query(q): axum::extract::Query<RuntimeQuery>,
 ) -> ApiResult<Json<handler_contracts::sandbox::RuntimeCheck>> {
-    Ok(Json(service::runtime(&app).await?))
+    Ok(Json(service::runtime(&app, q.fresh).await?))
 }
 
 /// GET /v1/toolbox
@@ -105,14 +114,20 @@ pub(super) fn routes() -> Vec<Route> {
             (202, Some(s::<ImageUpdates>)),
             routing::post(run_updates),
         ),
-        r(
-            "GET",
-            "/v1/runtime",
-            "Whether this host can run sandboxes (A.8 RuntimeCheck)",
-            None,
-            (200, Some(s::<handler_contracts::sandbox::RuntimeCheck>)),
-            routing::get(runtime),
-        ),
+        Route {
+            query: &[(
+                "fresh",
+                "true: ask the runtime now (else the last answer, read again behind it when older than HANDLER_IMAGE_FACTS_TTL)",
+            )],
+            ..r(
+                "GET",
+                "/v1/runtime",
+                "Whether this host can run sandboxes (A.8 RuntimeCheck)",
+                None,
+                (200, Some(s::<handler_contracts::sandbox::RuntimeCheck>)),
+                routing::get(runtime),
+            )
+        },
         r(
             "GET",
             "/v1/toolbox",

@@ -99,9 +99,9 @@ pub struct ImageFacts {
     pub built_at: Option<String>,
 }
 
-/// One image's facts as last read — when, under which [`BuildStore::generation`] — behind an
-/// async lock, so callers arriving together wait for one read.
-pub type FactsSlot = Arc<tokio::sync::Mutex<Option<(std::time::Instant, u64, ImageFacts)>>>;
+/// One image's facts as last read — when, under which [`BuildStore::generation`] — so callers
+/// arriving together wait for one read.
+pub type FactsSlot = Arc<crate::daemon::memo::Memo<ImageFacts>>;
 
 /// The runtime could not say whether the network filter is built (nothing is refused).
 pub const FILTER_UNKNOWN: u8 = 0;

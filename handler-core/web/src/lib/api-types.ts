@@ -5448,7 +5448,10 @@ export interface operations {
     };
     "GET /v1/runtime": {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description true: ask the runtime now (else the last answer, read again behind it when older than HANDLER_IMAGE_FACTS_TTL) */
+                fresh?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;

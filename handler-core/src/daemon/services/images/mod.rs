@@ -145,9 +145,10 @@ pub async fn cancel(app: &AppState, id: &str) -> ApiResult<Build> {
 pub use crate::daemon::store::builds::ImageFacts;
 
 /// The facts of `<repository>:latest`, from memory when read under the same build generation
-/// less than `HANDLER_IMAGE_FACTS_TTL` ago (issue 34 item 5, decision 0145: a build's change
-/// reads them again at once; the TTL bounds how late a change made outside Handler, such as
-/// `podman rmi`, is seen); callers arriving together wait for one read.
+/// (issue 34 item 5, decisions 0145, 0149: a build's end reads them again at once); older than
+/// `HANDLER_IMAGE_FACTS_TTL`, answered from memory while one task reads them again (this bounds
+/// how late a change made outside Handler, such as `podman rmi`, is seen); callers arriving
+/// together wait for one read.
 pub async fn facts(app: &AppState, repository: &str) -> ImageFacts {
     let slot = app
         .builds
@@ -157,20 +158,19 @@ pub async fn facts(app: &AppState, repository: &str) -> ImageFacts {
         .entry(repository.to_string())
         .or_default()
         .clone();
-    let mut slot = slot.lock().await;
     let generation = app
         .builds
         .generation
         .load(std::sync::atomic::Ordering::SeqCst);
-    if let Some((at, g, f)) = &*slot
-        && *g == generation
-        && at.elapsed() < app.config.image_facts_ttl
-    {
-        return f.clone();
-    }
-    let f = read_facts(app, repository).await;
-    *slot = Some((std::time::Instant::now(), generation, f.clone()));
-    f
+    let (a, r) = (app.clone(), repository.to_string());
+    slot.get(
+        generation,
+        app.config.image_facts_ttl,
+        false,
+        move || async move { read_facts(&a, &r).await },
+    )
+    .await
+    .0
 }
 
 /// The facts of `<repository>:latest`, asked of the runtime (`image inspect`, `image read`
@@ -228,8 +228,23 @@ pub async fn network_filter(app: &AppState) -> handler_contracts::control::Netwo
 }
 
 /// The rules behind GET /v1/runtime: the sandbox executable's `check` (A.8), 502 when it
-/// prints none.
-pub async fn runtime(app: &AppState) -> ApiResult<handler_contracts::sandbox::RuntimeCheck> {
+/// prints none; from memory as the image facts are (decision 0149), read now when `fresh`.
+pub async fn runtime(
+    app: &AppState,
+    fresh: bool,
+) -> ApiResult<handler_contracts::sandbox::RuntimeCheck> {
+    // No build changes what the host can do: one generation.
+    let a = app.clone();
+    app.runtime_check
+        .get(0, app.config.image_facts_ttl, fresh, move || async move {
+            read_runtime(&a).await
+        })
+        .await
+        .0
+}
+
+/// The sandbox executable's `check`, asked now.
+async fn read_runtime(app: &AppState) -> ApiResult<handler_contracts::sandbox::RuntimeCheck> {
     let v = verbs(app).check().await.map_err(|e| {
         ApiError::new(
             axum::http::StatusCode::BAD_GATEWAY,
