@@ -14,6 +14,7 @@ mod daemon_acp_sandbox;
 mod daemon_addon_images;
 mod daemon_git_guard;
 mod daemon_images;
+mod daemon_listings;
 mod daemon_login_cli;
 mod daemon_machines;
 mod daemon_runs;

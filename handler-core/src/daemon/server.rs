@@ -262,7 +262,7 @@ pub async fn serve(
         if let Err(e) = crate::daemon::services::images::runtime(&st, false).await {
             tracing::warn!(error = %e.problem().detail.unwrap_or_default(), "runtime check");
         }
-        crate::daemon::services::harnesses::list(&st).await;
+        crate::daemon::services::harnesses::list(&st, false).await;
     });
     if let Err(e) = crate::daemon::services::images::updates::stored(&state) {
         tracing::warn!(error = %e.problem().detail.unwrap_or_default(), "image-updates.json");

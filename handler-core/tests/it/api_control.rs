@@ -1340,6 +1340,27 @@ async fn the_harness_listing_asks_the_runtime_once_per_image() {
     assert!((2..=9).contains(&fresh), "{}", d.sandbox_log());
     let (s, _) = d.get("/v1/runtime?fresh=maybe").await;
     assert_eq!(s, 400);
+    // The image facts too: one listing asked now reads every harness's image again.
+    let (s, again) = d.get("/v1/harnesses?fresh=true").await;
+    assert_eq!((s, &again), (200, &v));
+    assert_eq!(inspects(&d), base + n, "{}", d.sandbox_log());
+    let (s, _) = d.get("/v1/harnesses/fake?fresh=true").await;
+    assert_eq!(
+        (s, inspects(&d)),
+        (200, base + n + 1),
+        "{}",
+        d.sandbox_log()
+    );
+    let filter = |d: &TestDaemon| {
+        d.sandbox_log()
+            .matches("image inspect localhost/handler-network-filter")
+            .count()
+    };
+    let before = settled(&d, filter).await;
+    let (s, _) = d.get("/v1/network-filter?fresh=true").await;
+    assert_eq!((s, filter(&d)), (200, before + 1), "{}", d.sandbox_log());
+    let (s, _) = d.get("/v1/harnesses?fresh=1").await;
+    assert_eq!(s, 400);
     d.stop().await;
 
     // A TTL of 0: every answer from memory is read again behind it, one read at a time.

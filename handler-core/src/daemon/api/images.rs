@@ -15,9 +15,12 @@ use crate::daemon::services::images as service;
 use crate::daemon::services::images::{toolbox, updates};
 use crate::daemon::state::AppState;
 
-/// GET /v1/network-filter
-pub async fn network_filter(State(app): State<AppState>) -> Json<NetworkFilterInfo> {
-    Json(service::network_filter(&app).await)
+/// GET /v1/network-filter[?fresh=true]
+pub async fn network_filter(
+    State(app): State<AppState>,
+    axum::extract::Query(q): axum::extract::Query<FreshQuery>,
+) -> Json<NetworkFilterInfo> {
+    Json(service::network_filter(&app, q.fresh).await)
 }
 
 /// GET /v1/image-updates
@@ -43,18 +46,24 @@ pub async fn run_updates(
     ))
 }
 
-/// `GET /v1/runtime`'s query.
+/// The query of the routes answering the engine's facts from memory (decision 0149).
 #[derive(Debug, serde::Deserialize)]
-pub struct RuntimeQuery {
+pub struct FreshQuery {
     /// Ask the runtime now rather than answer from memory.
     #[serde(default)]
-    fresh: bool,
+    pub fresh: bool,
 }
+
+/// `FreshQuery` in the route table.
+pub(super) const FRESH: (&str, &str) = (
+    "fresh",
+    "true: ask the runtime now (else the last answer, read again behind it when older than HANDLER_IMAGE_FACTS_TTL)",
+);
 
 /// GET /v1/runtime[?fresh=true]
 pub async fn runtime(
     State(app): State<AppState>,
-    axum::extract::Query(q): axum::extract::Query<RuntimeQuery>,
+    axum::extract::Query(q): axum::extract::Query<FreshQuery>,
 ) -> ApiResult<Json<handler_contracts::sandbox::RuntimeCheck>> {
     Ok(Json(service::runtime(&app, q.fresh).await?))
 }
@@ -82,14 +91,17 @@ pub async fn put_containerfile(
 /// The image routes, in the order /openapi.json lists them.
 pub(super) fn routes() -> Vec<Route> {
     vec![
-        r(
-            "GET",
-            "/v1/network-filter",
-            "The network filter's image (D.4 NetworkFilterInfo)",
-            None,
-            (200, Some(s::<NetworkFilterInfo>)),
-            routing::get(network_filter),
-        ),
+        Route {
+            query: &[FRESH],
+            ..r(
+                "GET",
+                "/v1/network-filter",
+                "The network filter's image (D.4 NetworkFilterInfo)",
+                None,
+                (200, Some(s::<NetworkFilterInfo>)),
+                routing::get(network_filter),
+            )
+        },
         r(
             "GET",
             "/v1/image-updates",
@@ -115,10 +127,7 @@ pub(super) fn routes() -> Vec<Route> {
             routing::post(run_updates),
         ),
         Route {
-            query: &[(
-                "fresh",
-                "true: ask the runtime now (else the last answer, read again behind it when older than HANDLER_IMAGE_FACTS_TTL)",
-            )],
+            query: &[FRESH],
             ..r(
                 "GET",
                 "/v1/runtime",

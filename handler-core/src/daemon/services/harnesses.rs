@@ -29,13 +29,16 @@ fn info(d: &HarnessDescriptor, f: images::ImageFacts) -> HarnessInfo {
     }
 }
 
-/// The rules behind GET /v1/harnesses
-pub async fn list(app: &AppState) -> Vec<HarnessInfo> {
+/// The rules behind GET /v1/harnesses: the images' facts from memory, asked now when `fresh`.
+pub async fn list(app: &AppState, fresh: bool) -> Vec<HarnessInfo> {
     let descriptors: Vec<HarnessDescriptor> = app.snapshot().descriptors.into_values().collect();
     // The runtime is asked about every image at once.
-    let facts =
-        futures_util::future::join_all(descriptors.iter().map(|d| images::facts(app, &d.image)))
-            .await;
+    let facts = futures_util::future::join_all(
+        descriptors
+            .iter()
+            .map(|d| images::facts(app, &d.image, fresh)),
+    )
+    .await;
     descriptors
         .iter()
         .zip(facts)
@@ -44,12 +47,12 @@ pub async fn list(app: &AppState) -> Vec<HarnessInfo> {
 }
 
 /// The rules behind GET /v1/harnesses/{name}
-pub async fn get(app: &AppState, name: String) -> ApiResult<HarnessInfo> {
+pub async fn get(app: &AppState, name: String, fresh: bool) -> ApiResult<HarnessInfo> {
     let d = app
         .snapshot()
         .descriptors
         .get(&name)
         .cloned()
         .ok_or_else(|| ApiError::not_found(format!("harness {name:?}")))?;
-    Ok(info(&d, images::facts(app, &d.image).await))
+    Ok(info(&d, images::facts(app, &d.image, fresh).await))
 }

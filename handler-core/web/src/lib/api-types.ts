@@ -3489,7 +3489,10 @@ export interface operations {
     };
     "GET /v1/harnesses": {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description true: ask the runtime now (else the last answer, read again behind it when older than HANDLER_IMAGE_FACTS_TTL) */
+                fresh?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -3518,7 +3521,10 @@ export interface operations {
     };
     "GET /v1/harnesses/{name}": {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description true: ask the runtime now (else the last answer, read again behind it when older than HANDLER_IMAGE_FACTS_TTL) */
+                fresh?: string;
+            };
             header?: never;
             path: {
                 name: string;
@@ -5328,7 +5334,10 @@ export interface operations {
     };
     "GET /v1/network-filter": {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description true: ask the runtime now (else the last answer, read again behind it when older than HANDLER_IMAGE_FACTS_TTL) */
+                fresh?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;

@@ -148,8 +148,8 @@ pub use crate::daemon::store::builds::ImageFacts;
 /// (issue 34 item 5, decisions 0145, 0149: a build's end reads them again at once); older than
 /// `HANDLER_IMAGE_FACTS_TTL`, answered from memory while one task reads them again (this bounds
 /// how late a change made outside Handler, such as `podman rmi`, is seen); callers arriving
-/// together wait for one read.
-pub async fn facts(app: &AppState, repository: &str) -> ImageFacts {
+/// together wait for one read; `fresh` asks now.
+pub async fn facts(app: &AppState, repository: &str, fresh: bool) -> ImageFacts {
     let slot = app
         .builds
         .facts
@@ -166,7 +166,7 @@ pub async fn facts(app: &AppState, repository: &str) -> ImageFacts {
     slot.get(
         generation,
         app.config.image_facts_ttl,
-        false,
+        fresh,
         move || async move { read_facts(&a, &r).await },
     )
     .await
@@ -213,12 +213,15 @@ async fn read_facts(app: &AppState, repository: &str) -> ImageFacts {
     }
 }
 
-/// The rules behind GET /v1/network-filter.
-pub async fn network_filter(app: &AppState) -> handler_contracts::control::NetworkFilterInfo {
+/// The rules behind GET /v1/network-filter: from memory, asked now when `fresh`.
+pub async fn network_filter(
+    app: &AppState,
+    fresh: bool,
+) -> handler_contracts::control::NetworkFilterInfo {
     let repo = handler_sandbox::egress::topology::PROXY_IMAGE
         .trim_end_matches(":latest")
         .to_string();
-    let f = facts(app, &repo).await;
+    let f = facts(app, &repo, fresh).await;
     handler_contracts::control::NetworkFilterInfo {
         image: repo,
         image_present: f.present,

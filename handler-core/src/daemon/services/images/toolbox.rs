@@ -37,7 +37,7 @@ pub fn install_default(dir: &Path) -> std::io::Result<bool> {
 
 /// The rules behind GET /v1/toolbox.
 pub async fn info(app: &AppState) -> ToolboxInfo {
-    let f = facts(app, &app.config.toolbox_image).await;
+    let f = facts(app, &app.config.toolbox_image, false).await;
     ToolboxInfo {
         image: app.config.toolbox_image.clone(),
         image_present: f.present,

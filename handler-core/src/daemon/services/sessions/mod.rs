@@ -147,7 +147,7 @@ fn make_work(app: &AppState, record: &Session) -> ApiResult<()> {
 /// The version of the harness image a new session starts on: its `:latest`'s
 /// `/usr/share/handler/version` (B.6, D.4 switch), none when the image or the file is missing.
 async fn harness_version(app: &AppState, image: &str) -> Option<String> {
-    crate::daemon::services::images::facts(app, image)
+    crate::daemon::services::images::facts(app, image, false)
         .await
         .version
 }
