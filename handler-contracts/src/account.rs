@@ -37,8 +37,61 @@ pub fn build_account<E>(
     Ok(draft)
 }
 
+/// How a token with a known lifetime stands (B.1 `tokenLifetimeDays`, `AccountInfo.expiry`).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum TokenExpiry {
+    /// More than the warning window left.
+    Valid,
+    /// Within the warning window: renew it (`handler account token NAME`).
+    Soon,
+    /// Past its lifetime: the vendor refuses it.
+    Expired,
+}
+
+/// Seconds in a day.
+const DAY: u64 = 86_400;
+
+/// When a token given at `given` (seconds since the epoch) with a lifetime of `lifetime_days`
+/// expires, and how it stands at `now` (decision 0150): `soon` within the last 30 days of its
+/// lifetime, or its last third when that is shorter.
+#[must_use]
+pub fn token_expiry(given: u64, lifetime_days: u32, now: u64) -> (u64, TokenExpiry) {
+    let lifetime = u64::from(lifetime_days) * DAY;
+    let expires = given.saturating_add(lifetime);
+    let window = (30 * DAY).min(lifetime / 3);
+    let state = if now >= expires {
+        TokenExpiry::Expired
+    } else if expires - now <= window {
+        TokenExpiry::Soon
+    } else {
+        TokenExpiry::Valid
+    };
+    (expires, state)
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_token_is_valid_then_soon_for_its_last_30_days_then_expired() {
+        use super::{TokenExpiry as E, token_expiry};
+        let day = 86_400;
+        let given = 1_000_000;
+        let at = |d: u64| token_expiry(given, 365, given + d * day);
+        assert_eq!(at(0), (given + 365 * day, E::Valid));
+        assert_eq!(at(334).1, E::Valid);
+        assert_eq!(at(335).1, E::Soon);
+        assert_eq!(at(364).1, E::Soon);
+        assert_eq!(at(365).1, E::Expired);
+        // A short lifetime warns in its last third.
+        assert_eq!(token_expiry(given, 9, given + 5 * day).1, E::Valid);
+        assert_eq!(token_expiry(given, 9, given + 6 * day).1, E::Soon);
+        // A clock before the token was given: valid, never a panic.
+        assert_eq!(token_expiry(given, 1, 0).1, E::Valid);
+    }
+
     use super::*;
     use crate::api_version::AccountApiVersion;
 

@@ -118,6 +118,11 @@ async fn run_api(cmd: AccountCommand, ctx: &Ctx) -> anyhow::Result<()> {
     match cmd {
         AccountCommand::List => {
             let v = ctx.api.get("/v1/accounts").await?;
+            for a in v.as_array().into_iter().flatten() {
+                if let Some(w) = expiry_warning(a) {
+                    eprintln!("warning: {w}");
+                }
+            }
             ctx.show(&v, |v| {
                 print_table(
                     v,
@@ -128,6 +133,7 @@ async fn run_api(cmd: AccountCommand, ctx: &Ctx) -> anyhow::Result<()> {
                         "logged in",
                         "plan",
                         "contexts",
+                        "expires",
                         "description",
                     ],
                     row,
@@ -137,6 +143,9 @@ async fn run_api(cmd: AccountCommand, ctx: &Ctx) -> anyhow::Result<()> {
         }
         AccountCommand::Show { name } => {
             let v = ctx.api.get(&format!("/v1/accounts/{}", seg(&name))).await?;
+            if let Some(w) = expiry_warning(&v) {
+                eprintln!("warning: {w}");
+            }
             ctx.show(&v, show);
         }
         AccountCommand::Add(a) => {
@@ -204,8 +213,27 @@ fn row(a: &Value) -> Vec<String> {
         } else {
             text(a, "contexts")
         },
+        match (a["expiresAt"].as_str(), a["expiry"].as_str()) {
+            (Some(at), Some("valid")) => at.get(..10).unwrap_or(at).to_string(),
+            (Some(at), Some(state)) => format!("{} ({state})", at.get(..10).unwrap_or(at)),
+            _ => String::new(),
+        },
         text(a, "description"),
     ]
+}
+
+/// The line that tells a person their account's token is about to stop working, or has
+/// (B.1 `tokenLifetimeDays`, decision 0150), with what renews it.
+fn expiry_warning(a: &Value) -> Option<String> {
+    let (name, at) = (text(a, "name"), a["expiresAt"].as_str()?);
+    let when = match a["expiry"].as_str()? {
+        "soon" => "expires",
+        "expired" => "expired",
+        _ => return None,
+    };
+    Some(format!(
+        "account {name}'s token {when} on {at}: give a new one with handler account token {name} --token"
+    ))
 }
 
 fn login_line(a: &Value) -> String {
@@ -232,6 +260,8 @@ fn show(a: &Value) {
             "login",
             "loggedIn",
             "loggedInAt",
+            "expiresAt",
+            "expiry",
             "error",
         ],
     );
@@ -241,5 +271,35 @@ fn show(a: &Value) {
             .next()
             .map_or(("", String::new()), |(k, v)| (k.as_str(), v.to_string()));
         println!("token: {k} {v}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{expiry_warning, row};
+    use serde_json::json;
+
+    #[test]
+    fn a_token_about_to_expire_is_said_with_what_renews_it() {
+        let a = |expiry: &str| {
+            json!({"name": "cc", "harness": "claude-code", "loggedIn": true,
+                "expiresAt": "2027-12-04T20:00:00Z", "expiry": expiry})
+        };
+        assert_eq!(expiry_warning(&a("valid")), None);
+        assert_eq!(
+            expiry_warning(&a("soon")).as_deref(),
+            Some(
+                "account cc's token expires on 2027-12-04T20:00:00Z: give a new one with handler account token cc --token"
+            )
+        );
+        assert!(
+            expiry_warning(&a("expired"))
+                .unwrap()
+                .contains("token expired on")
+        );
+        assert_eq!(expiry_warning(&json!({"name": "x"})), None);
+        assert_eq!(row(&a("valid"))[6], "2027-12-04");
+        assert_eq!(row(&a("soon"))[6], "2027-12-04 (soon)");
+        assert_eq!(row(&json!({"name": "x"}))[6], "");
     }
 }

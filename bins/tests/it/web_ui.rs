@@ -285,6 +285,10 @@ async fn the_web_ui_in_a_real_browser() {
         .env("HANDLER_TOKEN", &token)
         .env("HANDLER_SCOPE", scope.display().to_string())
         .env("HANDLER_LOGIN_WINDOW", window.display().to_string())
+        .env(
+            "HANDLER_SECRETS_FILE",
+            root.0.join("data/secrets.json").display().to_string(),
+        )
         .env("HANDLER_MACHINE_IMAGE", IMAGE)
         .env("HANDLER_GATEWAY_URL", format!("http://127.0.0.1:{gw_port}"))
         .env("HANDLER_UI_SCREENSHOTS", &shots)

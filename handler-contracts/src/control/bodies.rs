@@ -110,6 +110,13 @@ pub struct AccountInfo {
     /// Where the token is: `{secret: "accounts/<name>/token"}` or the person's reference.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<SecretRef>,
+    /// When its token expires (RFC 3339): when it was given plus its login's
+    /// `tokenLifetimeDays` (B.1), when both are known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
+    /// How that token stands now: `soon` is the time to renew it (decision 0150).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expiry: Option<crate::account::TokenExpiry>,
     /// Why the file is invalid.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,

@@ -524,6 +524,68 @@ async fn problems_for_unknown_routes_methods_and_bad_bodies() {
     d.stop().await;
 }
 
+/// B.1 `tokenLifetimeDays` → `AccountInfo.expiresAt` (decision 0150): a pasted token of a login
+/// with a lifetime expires that long after it was given; `soon` in its last 30 days, then
+/// `expired`; none for a reference (when it was given is not known) or a file login.
+#[tokio::test]
+async fn a_tokens_expiry_follows_its_logins_lifetime() {
+    let d = TestDaemon::start().await;
+    let token = "sk-ant-oat01-0123456789abcdef";
+    let (s, v) = d
+        .post(
+            "/v1/accounts",
+            json!({"name": "cc", "harness": "claude-code", "token": {"value": token}}),
+        )
+        .await;
+    assert_eq!(s, 201, "{v}");
+    let secs = |t: &Value| {
+        humantime::parse_rfc3339_weak(t.as_str().unwrap())
+            .unwrap()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+    };
+    let given = secs(&v["loggedInAt"]);
+    assert_eq!(secs(&v["expiresAt"]), given + 365 * 86_400, "{v}");
+    assert_eq!(v["expiry"], "valid");
+    // Given 340 and 400 days ago (the store's own record of when).
+    let store = d.home.path().join(".local/share/handler-ai/secrets.json");
+    let backdate = |days: u64| {
+        let mut doc: Value =
+            serde_json::from_str(&std::fs::read_to_string(&store).unwrap()).unwrap();
+        let then = std::time::SystemTime::now() - std::time::Duration::from_secs(days * 86_400);
+        let e = doc.get_mut("accounts/cc/token").expect("the token's entry");
+        e["updatedAt"] = json!(humantime::format_rfc3339_seconds(then).to_string());
+        std::fs::write(&store, doc.to_string()).unwrap();
+    };
+    backdate(340);
+    let (_, v) = d.get("/v1/accounts/cc").await;
+    assert_eq!(v["expiry"], "soon", "{v}");
+    backdate(400);
+    let (_, v) = d.get("/v1/accounts").await;
+    let cc = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"] == "cc")
+        .unwrap();
+    assert_eq!(cc["expiry"], "expired", "{cc}");
+    // A reference: when it was given is not known.
+    let (_, v) = d
+        .put("/v1/accounts/cc/token", json!({"env": "MY_CC_TOKEN"}))
+        .await;
+    assert!(
+        v.get("expiresAt").is_none() && v.get("expiry").is_none(),
+        "{v}"
+    );
+    // A file login has no token lifetime.
+    let (_, v) = d
+        .post("/v1/accounts", json!({"name": "work", "harness": "codex"}))
+        .await;
+    assert!(v.get("expiry").is_none(), "{v}");
+    d.stop().await;
+}
+
 #[tokio::test]
 async fn accounts_token_login_file_login_and_the_secret_store() {
     let d = TestDaemon::start().await;

@@ -292,6 +292,20 @@ try {
     assert.deepEqual((await api("GET", "/v1/accounts/reffed")).token, { file: tokenFile });
     await shot(page, "settings-accounts");
     await api("DELETE", "/v1/accounts/reffed");
+    // B.1 tokenLifetimeDays: a Claude token lasts a year; given 350 days ago, it is time to renew.
+    const cc = await api("POST", "/v1/accounts", { name: "yearly", harness: "claude-code", token: { value: "sk-ant-oat01-ui-0123456789" } });
+    const ccCard = accounts.getByRole("listitem").filter({ hasText: "yearly" });
+    await page.reload();
+    await ccCard.getByText(`token until ${cc.expiresAt.slice(0, 10)}`).waitFor();
+    const store = JSON.parse(readFileSync(process.env.HANDLER_SECRETS_FILE, "utf8"));
+    const then = new Date(Date.now() - 350 * 86400 * 1000);
+    store["accounts/yearly/token"].updatedAt = then.toISOString().replace(/\.\d+Z$/, "Z");
+    writeFileSync(process.env.HANDLER_SECRETS_FILE, JSON.stringify(store));
+    const due = new Date(then.getTime() + 365 * 86400 * 1000).toISOString().slice(0, 10);
+    await page.reload();
+    await ccCard.getByRole("note").getByText(`token expires ${due}: give a new one (Token…)`).waitFor();
+    await shot(page, "settings-accounts-expiry");
+    await api("DELETE", "/v1/accounts/yearly");
     await page.getByRole("link", { name: "Images" }).click();
     await page.getByRole("list", { name: "Images" }).getByText("Fake ACP agent").waitFor();
     await shot(page, "settings-images");

@@ -2,7 +2,9 @@
 //! token goes to the secret store (`accounts/<name>/token`), a file login's credential file is
 //! kept in `<data>/accounts/<name>/credential` (0600).
 
-use handler_contracts::account::{BuildError, build_account};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use handler_contracts::account::{BuildError, TokenExpiry, build_account, token_expiry};
 use handler_contracts::api_version::AccountApiVersion;
 use handler_contracts::validate::UnusableDocument;
 use handler_contracts::{Account, HarnessDescriptor, SecretRef};
@@ -15,6 +17,32 @@ use crate::daemon::store::catalog::{Snapshot, read_account, valid_name};
 use crate::daemon::store::tomldoc;
 use handler_contracts::control::{AccountInfo, AccountRequest, LoginFileRequest, TokenInput};
 
+/// When a token login's token expires and how it stands at `now` (B.1 `tokenLifetimeDays`,
+/// decision 0150): none for a file login, a login without a lifetime, or a token whose time of
+/// giving is unknown (a reference to the person's own file or variable).
+fn expiry(
+    d: Option<&HarnessDescriptor>,
+    given: Option<&str>,
+    now: SystemTime,
+) -> (Option<String>, Option<TokenExpiry>) {
+    let login = d
+        .and_then(|d| d.login.as_ref())
+        .filter(|l| !l.is_file_login());
+    let (Some(days), Some(given)) = (login.and_then(|l| l.token_lifetime_days), given) else {
+        return (None, None);
+    };
+    let Ok(given) = humantime::parse_rfc3339_weak(given) else {
+        return (None, None);
+    };
+    let secs = |t: SystemTime| t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let (expires, state) = token_expiry(secs(given), days, secs(now));
+    let at = UNIX_EPOCH + std::time::Duration::from_secs(expires);
+    (
+        Some(humantime::format_rfc3339_seconds(at).to_string()),
+        Some(state),
+    )
+}
+
 fn info(
     app: &AppState,
     snap: &Snapshot,
@@ -25,6 +53,7 @@ fn info(
         Ok(a) => {
             let d = snap.descriptors.get(&a.harness);
             let (logged_in, logged_in_at) = login_state(&app.config, &app.secrets, name, a, d);
+            let (expires_at, expiry) = expiry(d, logged_in_at.as_deref(), SystemTime::now());
             AccountInfo {
                 name: name.to_string(),
                 harness: Some(a.harness.clone()),
@@ -38,6 +67,8 @@ fn info(
                 logged_in,
                 logged_in_at,
                 token: a.token.clone(),
+                expires_at,
+                expiry,
                 error: None,
             }
         }
@@ -52,6 +83,8 @@ fn info(
             logged_in: false,
             logged_in_at: None,
             token: None,
+            expires_at: None,
+            expiry: None,
             error: Some(why.to_string()),
         },
     }

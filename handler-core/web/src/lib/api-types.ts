@@ -1575,6 +1575,13 @@ export interface components {
             loggedInAt?: string | null;
             /** @description Where the token is: `{secret: "accounts/<name>/token"}` or the person's reference. */
             token?: components["schemas"]["SecretRef"] | (null);
+            /**
+             * @description When its token expires (RFC 3339): when it was given plus its login's
+             *     `tokenLifetimeDays` (B.1), when both are known.
+             */
+            expiresAt?: string | null;
+            /** @description How that token stands now: `soon` is the time to renew it (decision 0150). */
+            expiry?: components["schemas"]["TokenExpiry"] | (null);
             /** @description Why the file is invalid. */
             error?: string | null;
         };
@@ -1590,6 +1597,8 @@ export interface components {
                 string
             ];
         };
+        /** @description How a token with a known lifetime stands (B.1 `tokenLifetimeDays`, `AccountInfo.expiry`). */
+        TokenExpiry: "valid" | "soon" | "expired";
         /** @description POST /v1/accounts, PUT /v1/accounts/{name}. */
         AccountRequest: {
             /**
