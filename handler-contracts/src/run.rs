@@ -274,8 +274,87 @@ pub fn judge(answer: &str, schema: &Value) -> SessionOutput {
     }
 }
 
+/// Whether a run may use an account of a harness whose login is `login` (B.1 `login.unattended`,
+/// D.18, decision 0151): the vendor's terms decide whether an automation may run an agent on it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UnattendedUse {
+    /// The terms allow it.
+    Allowed,
+    /// Allowed, with this warning: the terms are unclear or not read yet.
+    Warn(String),
+    /// Refused, for this reason.
+    Refused(String),
+}
+
+/// [`UnattendedUse`] of `account` (a `product` account) for a run.
+#[must_use]
+pub fn unattended_use(
+    account: &str,
+    product: &str,
+    login: &crate::harness::Login,
+) -> UnattendedUse {
+    use crate::harness::Unattended;
+    let read = login
+        .checked
+        .as_deref()
+        .map_or_else(|| "not read yet".to_string(), |d| format!("read {d}"));
+    match login.unattended {
+        Unattended::Allowed => UnattendedUse::Allowed,
+        Unattended::CheckTerms => UnattendedUse::Warn(format!(
+            "account {account:?}: whether {product}'s terms let an automation run an agent on it is unclear ({read}): read {} before its runs",
+            login.terms
+        )),
+        Unattended::Refused => UnattendedUse::Refused(format!(
+            "account {account:?}: {product}'s terms ({}) do not let an automation run an agent on it: give this agent's runs a provider or another account",
+            login.terms
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_runs_account_is_used_as_its_vendors_terms_say() {
+        use super::{UnattendedUse, unattended_use};
+        use crate::harness::{Login, Unattended};
+        let login = |u: Unattended, checked: Option<&str>| -> Login {
+            let mut l: Login = serde_json::from_value(serde_json::json!({
+                "unattended": "allowed", "terms": "https://example.com/terms",
+                "subscription": "Pro", "token": "T", "hosts": ["api.example.com:443"]
+            }))
+            .unwrap();
+            l.unattended = u;
+            l.checked = checked.map(String::from);
+            l
+        };
+        assert_eq!(
+            unattended_use("a", "X", &login(Unattended::Allowed, None)),
+            UnattendedUse::Allowed
+        );
+        let UnattendedUse::Warn(w) = unattended_use("a", "X", &login(Unattended::CheckTerms, None))
+        else {
+            panic!("check-terms warns")
+        };
+        assert!(
+            w.contains("not read yet") && w.contains("https://example.com/terms"),
+            "{w}"
+        );
+        let UnattendedUse::Warn(w) =
+            unattended_use("a", "X", &login(Unattended::CheckTerms, Some("2026-10-05")))
+        else {
+            panic!("check-terms warns")
+        };
+        assert!(w.contains("read 2026-10-05"), "{w}");
+        let UnattendedUse::Refused(r) = unattended_use("a", "X", &login(Unattended::Refused, None))
+        else {
+            panic!("refused refuses")
+        };
+        assert!(
+            r.starts_with("account \"a\": X's terms (https://example.com/terms)"),
+            "{r}"
+        );
+    }
+
     use super::*;
     use crate::control::{ScanHit, SubjectRef};
     use serde_json::json;

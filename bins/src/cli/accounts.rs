@@ -116,36 +116,10 @@ pub(crate) async fn run(cmd: AccountCommand, json: bool) -> anyhow::Result<i32> 
 
 async fn run_api(cmd: AccountCommand, ctx: &Ctx) -> anyhow::Result<()> {
     match cmd {
-        AccountCommand::List => {
-            let v = ctx.api.get("/v1/accounts").await?;
-            for a in v.as_array().into_iter().flatten() {
-                if let Some(w) = expiry_warning(a) {
-                    eprintln!("warning: {w}");
-                }
-            }
-            ctx.show(&v, |v| {
-                print_table(
-                    v,
-                    &[
-                        "name",
-                        "harness",
-                        "login",
-                        "logged in",
-                        "plan",
-                        "contexts",
-                        "expires",
-                        "description",
-                    ],
-                    row,
-                    "no accounts (add one: handler account add NAME --harness H)",
-                );
-            });
-        }
+        AccountCommand::List => list(ctx).await?,
         AccountCommand::Show { name } => {
             let v = ctx.api.get(&format!("/v1/accounts/{}", seg(&name))).await?;
-            if let Some(w) = expiry_warning(&v) {
-                eprintln!("warning: {w}");
-            }
+            warn_expiry(&v);
             ctx.show(&v, show);
         }
         AccountCommand::Add(a) => {
@@ -199,6 +173,39 @@ async fn run_api(cmd: AccountCommand, ctx: &Ctx) -> anyhow::Result<()> {
         AccountCommand::Login(_) => {}
     }
     Ok(())
+}
+
+/// `handler account list`: the table, after a warning per token about to expire.
+async fn list(ctx: &Ctx) -> anyhow::Result<()> {
+    let v = ctx.api.get("/v1/accounts").await?;
+    for a in v.as_array().into_iter().flatten() {
+        warn_expiry(a);
+    }
+    ctx.show(&v, |v| {
+        print_table(
+            v,
+            &[
+                "name",
+                "harness",
+                "login",
+                "logged in",
+                "plan",
+                "contexts",
+                "expires",
+                "description",
+            ],
+            row,
+            "no accounts (add one: handler account add NAME --harness H)",
+        );
+    });
+    Ok(())
+}
+
+/// [`expiry_warning`] on stderr, when there is one.
+fn warn_expiry(a: &Value) {
+    if let Some(w) = expiry_warning(a) {
+        eprintln!("warning: {w}");
+    }
 }
 
 fn row(a: &Value) -> Vec<String> {

@@ -5,7 +5,8 @@
 //! `output.valid`, an invalid one retried once then kept with its error, a turn past
 //! `timeoutSec` ending `timed_out` with no output, a client's prompt refused -32012, the
 //! ask-and-deny agent's request refused by the daemon, `?subject=skill:<name>` and the digest
-//! a review saw against the skill's now.
+//! a review saw against the skill's now; a run on an account whose vendor's terms refuse an
+//! automation refused (B.1 `login.unattended`).
 
 use std::time::{Duration, Instant};
 
@@ -581,4 +582,86 @@ async fn a_folderless_session_starts_from_a_skill_and_goes_back_to_the_library()
         .await;
     assert_eq!(s, 404, "{v}");
     d.stop().await;
+}
+
+/// B.1 `login.unattended` (decision 0151): a run on an account whose vendor's terms forbid an
+/// automation is refused before anything starts (400 naming the terms), said beforehand in the
+/// agent's warnings; terms not read yet (`check-terms`) are a warning and the run goes on; a
+/// conversation of the same agent settings is never refused.
+#[tokio::test]
+async fn a_run_on_an_account_its_vendors_terms_refuse_is_refused_with_the_reason() {
+    let good = block(json!({"verdict": "no-concerns"}));
+    let d = daemon(&[&good]).await;
+    let harness = |unattended: &str| {
+        let f = daemon_support::fakes();
+        let text = daemon_support::fake_descriptor(&f.agent)
+            .replacen("name = \"fake\"", "name = \"strictfake\"", 1)
+            .replacen(
+                "product = \"Fake ACP agent\"",
+                "product = \"Strict Fake\"",
+                1,
+            )
+            .replacen(
+                "unattended = \"allowed\"",
+                &format!("unattended = \"{unattended}\""),
+                1,
+            );
+        assert!(text.contains(&format!("unattended = \"{unattended}\"")));
+        let dir = d.home.path().join("harnesses/strictfake");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("harness.toml"), text).unwrap();
+    };
+    harness("refused");
+    let (s, v) = d
+        .post(
+            "/v1/accounts",
+            json!({"name": "strict", "harness": "strictfake", "token": {"value": TOKEN}}),
+        )
+        .await;
+    assert_eq!(s, 201, "{v}");
+    let agent = d
+        .fake_agent(
+            "strict",
+            json!({"name": "reviewer", "permissions": "bypass", "interface": review_interface(60)}),
+        )
+        .await;
+    let id = agent["id"].as_str().unwrap().to_string();
+    let (_, a) = d.get(&format!("/v1/agents/{id}")).await;
+    let warnings = a["warnings"].to_string();
+    assert!(
+        warnings.contains("its runs are refused") && warnings.contains("https://example.com/terms"),
+        "{a}"
+    );
+    let start = json!({"agentId": id, "origin": "ui", "input": input()});
+    let (s, v) = d.post("/v1/sessions", start.clone()).await;
+    assert_problem(s, &v, 400, "model access unusable");
+    assert!(
+        v["detail"]
+            .as_str()
+            .unwrap()
+            .contains("Strict Fake's terms (https://example.com/terms) do not let an automation"),
+        "{v}"
+    );
+    let (_, sessions) = d.get("/v1/sessions").await;
+    assert_eq!(sessions, json!([]), "nothing started");
+    // A conversation on that account is the person's own use: never refused.
+    let chat = d
+        .fake_agent("strict", json!({"name": "chat", "permissions": "bypass"}))
+        .await;
+    let (_, c) = d
+        .get(&format!("/v1/agents/{}", chat["id"].as_str().unwrap()))
+        .await;
+    assert!(c.get("warnings").is_none(), "{c}");
+    // Terms not read yet: warned, and the run goes on.
+    harness("check-terms");
+    let (_, a) = d.get(&format!("/v1/agents/{id}")).await;
+    assert!(a["warnings"].to_string().contains("not read yet"), "{a}");
+    let v = run_to_end(&d, &agent).await;
+    assert_eq!(v["state"], "stopped", "{v}");
+    assert_eq!(v["output"]["valid"], true, "{v}");
+    assert!(
+        daemon_support::logs().contains("a run: account \\\"strict\\\"")
+            || daemon_support::logs().contains("a run: account \"strict\""),
+        "the warning is logged"
+    );
 }

@@ -69,6 +69,26 @@ pub fn model_problem(
         .map(|e| e.to_string())
 }
 
+/// An agent with an interface runs unattended (D.18): what its accounts' vendors' terms say of
+/// that (decision 0151), refused ones first said here, before a run is refused.
+fn unattended_warnings(snap: &Snapshot, a: &StoredAgent) -> Vec<String> {
+    use handler_contracts::run::UnattendedUse;
+    if a.options.interface.is_none() {
+        return Vec::new();
+    }
+    a.models
+        .iter()
+        .filter_map(|m| m.account.as_deref())
+        .filter_map(
+            |acc| match crate::daemon::services::sessions::unattended_use(snap, acc)? {
+                UnattendedUse::Allowed => None,
+                UnattendedUse::Warn(w) => Some(w),
+                UnattendedUse::Refused(r) => Some(format!("its runs are refused: {r}")),
+            },
+        )
+        .collect()
+}
+
 /// The Agent as the API shows it.
 pub fn view(app: &AppState, snap: &Snapshot, a: &StoredAgent) -> Agent {
     let project = a.project_id.as_ref().and_then(|p| app.agents.project(p));
@@ -127,6 +147,7 @@ pub fn view(app: &AppState, snap: &Snapshot, a: &StoredAgent) -> Agent {
         warnings: (a.options.git_guard == Some(GitGuard::Open))
             .then(|| handler_contracts::control::GIT_GUARD_OPEN_WARNING.to_string())
             .into_iter()
+            .chain(unattended_warnings(snap, a))
             .collect(),
         name: a.name.clone(),
         project_id: a.project_id.clone(),

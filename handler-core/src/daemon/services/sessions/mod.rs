@@ -8,6 +8,7 @@ pub mod files;
 mod hub;
 mod lifecycle;
 mod run;
+pub(crate) use run::unattended_use;
 
 use std::path::{Path, PathBuf};
 
@@ -62,7 +63,7 @@ pub async fn create(app: &AppState, req: SessionRequest) -> ApiResult<Session> {
             ApiError::bad_request("model access unusable", "the agent has no model")
         })?,
     };
-    let run = run::start(app, &agent, &req)?;
+    let run = run::start(app, &agent, &req, access.account.as_deref())?;
     if let Some(sk) = &req.from_skill {
         run::check_from_skill(app, &agent, sk)?;
     }

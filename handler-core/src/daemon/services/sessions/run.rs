@@ -26,16 +26,47 @@ pub(crate) struct RunStart {
     pub title: String,
 }
 
+/// What the terms of `account`'s vendor say of its use by a run (B.1 `login.unattended`,
+/// decision 0151); none for an unknown account, a harness without a login or a provider.
+pub(crate) fn unattended_use(
+    snap: &crate::daemon::store::catalog::Snapshot,
+    account: &str,
+) -> Option<run::UnattendedUse> {
+    let a = snap.accounts.get(account)?.as_ref().ok()?;
+    let d = snap.descriptors.get(&a.harness)?;
+    Some(run::unattended_use(account, &d.product, d.login.as_ref()?))
+}
+
+/// A run on `account`: refused when its vendor's terms forbid an automation (400 `model access
+/// unusable`, the reason), warned in the log when they are unclear.
+fn check_account(app: &AppState, account: Option<&str>) -> ApiResult<()> {
+    let Some(account) = account else {
+        return Ok(());
+    };
+    match unattended_use(&app.snapshot(), account) {
+        Some(run::UnattendedUse::Refused(why)) => {
+            Err(ApiError::bad_request("model access unusable", why))
+        }
+        Some(run::UnattendedUse::Warn(w)) => {
+            tracing::warn!("a run: {w}");
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
 fn invalid(detail: impl Into<String>) -> ApiError {
     ApiError::bad_request("input invalid", detail)
 }
 
 /// D.18: what `req` starts for `agent`: `None` for a conversation (an input refused), a run's
-/// start for an agent with an interface (input required, prompt and acpSessionId refused).
+/// start for an agent with an interface (input required, prompt and acpSessionId refused, its
+/// `account`'s vendor's terms consulted: [`check_account`]).
 pub(crate) fn start(
     app: &AppState,
     agent: &StoredAgent,
     req: &SessionRequest,
+    account: Option<&str>,
 ) -> ApiResult<Option<RunStart>> {
     let Some(iface) = &agent.options.interface else {
         if req.input.is_some() {
@@ -55,6 +86,7 @@ pub(crate) fn start(
         return Err(invalid("acpSessionId: a run starts a new session"));
     }
     run::check_input(iface, input).map_err(|e| invalid(e.to_string()))?;
+    check_account(app, account)?;
     let mut input = input.clone();
     let mut subject = None;
     if let (Some(InterfaceSubject::Skill), Some(s)) = (iface.subject, input.subject.as_mut()) {
