@@ -5,7 +5,8 @@
 //! real WebSocket client): the addon's image and PATH, env, settings, secrets (proxy → phantom
 //! and injection towards the addon's egress, env → the value), egress in the allow-list, skills,
 //! and its MCP server in every session/new (P8: a client's server of that name refused with
-//! -32002 naming it); binding secrets redacted (P5) and never in logs or answers.
+//! -32002 naming it); binding secrets redacted (P5) and never in logs or answers; automatic
+//! updates rebuilding the built addon images, their scheduler given the time (D.4).
 
 use crate::daemon_support;
 
@@ -674,5 +675,72 @@ async fn a_binding_slot_names_a_secret_of_the_store() {
         !daemon_support::bodies().contains(shared),
         "the value in an answer"
     );
+    d.stop().await;
+}
+
+/// D.4 automatic updates (issue 33 item 8): the scheduler's look at a time given to it — not due
+/// a day after the first start, due after a week — runs the network filter, then each harness
+/// image already built, then each addon image already built (`addon:<name>`), one after the
+/// other; the never-built ones are left; the run's time then counts. (The fake runtime fails
+/// every build: each is recorded as failed, in that order.)
+#[tokio::test]
+async fn automatic_updates_rebuild_the_built_harness_and_addon_images_when_due() {
+    use handler_core::daemon::services::images::updates;
+    use std::time::{Duration, SystemTime};
+    let d = TestDaemon::start().await;
+    write_addons(&d);
+    // Built: the fake harness's image and the `tools` addon's; `tools2`'s never was.
+    let images = format!("{}.images", d.home.path().join("sandbox.log").display());
+    std::fs::write(
+        &images,
+        "localhost/handler-test-busybox:latest\nlocalhost/handler-ai-addon-tools:latest\n",
+    )
+    .unwrap();
+    let (s, u) = d.get("/v1/image-updates").await;
+    assert_eq!((s, &u["schedule"]), (200, &json!("weekly")), "{u}");
+    let day = Duration::from_secs(86_400);
+    let now = SystemTime::now();
+    assert!(
+        !updates::tick(&d.state, now + day).await,
+        "not due after a day"
+    );
+    assert!(u.get("lastRun").is_none(), "{u}");
+    // (The network filter's build this daemon starts with must have ended: one build at a time.)
+    let t0 = std::time::Instant::now();
+    while d
+        .get("/v1/builds")
+        .await
+        .1
+        .to_string()
+        .contains("\"running\"")
+    {
+        assert!(t0.elapsed() < Duration::from_secs(20));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        updates::tick(&d.state, now + 8 * day).await,
+        "due after a week"
+    );
+    let (_, u) = d.get("/v1/image-updates").await;
+    assert!(u["lastRun"].is_string(), "{u}");
+    assert_eq!(
+        u["lastFailed"],
+        json!(["network-filter", "fake", "addon:tools"]),
+        "{u}: {}",
+        d.sandbox_log()
+    );
+    let (_, builds) = d.get("/v1/builds").await;
+    let targets: Vec<&str> = builds
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|b| b["target"].as_str())
+        .collect();
+    assert!(
+        targets.contains(&"addon:tools") && !targets.contains(&"addon:tools2"),
+        "{builds}"
+    );
+    // The run's time counts now: not due the next day.
+    assert!(!updates::tick(&d.state, SystemTime::now() + day).await);
     d.stop().await;
 }

@@ -121,7 +121,7 @@ pub(super) fn routes() -> Vec<Route> {
         r(
             "POST",
             "/v1/image-updates/run",
-            "Run them now: the network filter, then every harness image already built",
+            "Run them now: the network filter, then every harness and addon image already built",
             None,
             (202, Some(s::<ImageUpdates>)),
             routing::post(run_updates),

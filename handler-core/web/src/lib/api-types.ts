@@ -667,7 +667,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Run them now: the network filter, then every harness image already built */
+        /** Run them now: the network filter, then every harness and addon image already built */
         post: operations["POST /v1/image-updates/run"];
         delete?: never;
         options?: never;

@@ -1,8 +1,9 @@
 //! Automatic image updates (D.4): `<state>/image-updates.json` (ImageUpdates, unknown fields
 //! kept; the first start and the Handler version that last ran them in `firstStart` and
 //! `handlerVersion`), `GET/PUT /v1/image-updates`, `POST /v1/image-updates/run`, and the run:
-//! the network filter, then every harness image already built, one build after the other. The
-//! toolbox never: it is the user's. When a run is due is `schedule::next_run`.
+//! the network filter, then every harness and addon image already built, one build after the
+//! other. The toolbox never: it is the user's. When a run is due is `schedule::next_run`; the
+//! scheduler's look at a given time is `tick`.
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
@@ -115,6 +116,11 @@ async fn run(app: &AppState) {
             targets.push(d.name.clone());
         }
     }
+    // D.4: every addon image already built too, each built FROM the toolbox and checked like a
+    // harness image, switched only once checked.
+    for a in super::addon_job::built_ones(app).await {
+        targets.push(format!("{}{}", super::target::ADDON_PREFIX, a.name));
+    }
     let mut failed = Vec::new();
     for t in targets {
         let ok = match start(app, BuildRequest { target: t.clone() }).await {
@@ -148,16 +154,24 @@ async fn wait(app: &AppState, id: &str) -> Option<BuildState> {
     }
 }
 
-/// handlerd's scheduler: every ten minutes, a run when one is due.
+/// handlerd's scheduler: every ten minutes, [`tick`] at the clock's time.
 pub async fn scheduler(app: AppState) {
     loop {
         tokio::time::sleep(Duration::from_secs(600)).await;
-        let due = stored(&app)
-            .map(|u| schedule::due(&facts(&u, SystemTime::now())))
-            .unwrap_or(false);
-        if due && !app.builds.updates_running.swap(true, Ordering::SeqCst) {
-            tracing::info!("automatic image updates: starting");
-            run(&app).await;
-        }
+        tick(&app, SystemTime::now()).await;
     }
+}
+
+/// One look of the scheduler at `now` (the clock is the caller's): a run, waited for, when one
+/// is due (`schedule::due`) and none is going on. Whether it ran.
+pub async fn tick(app: &AppState, now: SystemTime) -> bool {
+    let due = stored(app)
+        .map(|u| schedule::due(&facts(&u, now)))
+        .unwrap_or(false);
+    if due && !app.builds.updates_running.swap(true, Ordering::SeqCst) {
+        tracing::info!("automatic image updates: starting");
+        run(app).await;
+        return true;
+    }
+    false
 }
