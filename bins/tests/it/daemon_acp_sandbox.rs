@@ -502,7 +502,7 @@ const PROXY_IMAGE: &str = "localhost/handler-network-filter:latest";
 /// The network filter image in the user's store (`image build-proxy`, A.7), built from this
 /// checkout's proxy by every run of this test: an image left by an older build would test the
 /// older proxy.
-fn ensure_network_filter(u: &User) {
+pub(crate) fn ensure_network_filter(u: &User) {
     if u.name.is_some() {
         // As root: the image every container test of this process shares.
         test_support::network_filter::ensure(Path::new(env!(

@@ -1052,6 +1052,82 @@ async fn a_terminal_gets_the_git_guard_like_a_connection() {
     assert!(s == 204 || s == 200, "{s} {v}");
 }
 
+/// D.16, decision 0152: a filtered terminal's egress events are recorded for its agent as a
+/// connection's are — followed in its launcher's file — so the agent's network page and
+/// `GET /v1/agents/{id}/egress-events` show them. (The sandbox is started here without a
+/// terminal attached, and a request made in it with `podman exec`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_terminals_egress_events_are_the_agents() {
+    let Some(u) = user() else { return };
+    crate::daemon_acp_sandbox::ensure_network_filter(&u);
+    let d = start(u, "termnet").await;
+    let (s, a) = d
+        .agent_with(json!({"network": "filtered", "confirmRisks": true}))
+        .await;
+    assert_eq!(s, 201, "{a}");
+    let agent = a["id"].as_str().unwrap().to_string();
+    let (s, v) = d
+        .post(&format!("/v1/agents/{agent}/terminal"), json!({"args": []}))
+        .await;
+    assert_eq!(s, 201, "{v}\n{}", d.log());
+    let sandbox = v["sandbox"].as_str().unwrap().to_string();
+    let env = [("HOME", d.user.home())];
+    let o = d
+        .user
+        .cmd("podman", &["start", &sandbox], &env)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // A host no entry allows, through the sandbox's proxy: denied, and reported.
+    let o = d
+        .user
+        .cmd(
+            "podman",
+            &[
+                "exec",
+                &sandbox,
+                "wget",
+                "-q",
+                "-O",
+                "/dev/null",
+                "http://denied.example.org/",
+            ],
+            &env,
+        )
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "the proxy let it through");
+    let t0 = Instant::now();
+    loop {
+        let (_, ev) = d
+            .call(
+                reqwest::Method::GET,
+                &format!("/v1/agents/{agent}/egress-events"),
+                None,
+            )
+            .await;
+        if ev.as_array().into_iter().flatten().any(|e| {
+            e.to_string().contains("denied.example.org:80") && e.to_string().contains("denied")
+        }) {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(15),
+            "the terminal's event never reached the agent: {ev}\n{}",
+            d.log()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (s, v) = d
+        .call(
+            reqwest::Method::DELETE,
+            &format!("/v1/agents/{agent}"),
+            None,
+        )
+        .await;
+    assert!(s == 204 || s == 200, "{s} {v}");
+}
+
 /// Decision 0147: a session in a machine made for its agent has the git guard as a sandbox of
 /// its own has it — the scope's `.git` inside the machine is the guard's (made with the
 /// machine, in its folder), never the host's — and its commits come back by bundle at the turn's

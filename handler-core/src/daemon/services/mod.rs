@@ -30,5 +30,6 @@ pub mod secrets;
 pub mod session_files;
 pub mod sessions;
 pub mod skills;
+pub mod terminal_egress;
 pub mod terminals;
 pub mod ws;

@@ -3,7 +3,8 @@
 //! session of its own, a systemd scope when handlerd runs as a unit, its output into a file);
 //! once the sandbox waits for `attach`, the client gets the sandbox's name and the attach argv.
 //! While handlerd runs, the sandbox is one of the agent's connections (with `terminal`); deleting
-//! the agent stops it; handlerd stopping leaves it running.
+//! the agent stops it; handlerd stopping leaves it running. Its egress events are followed in
+//! its launcher's file (`terminal_egress`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -74,9 +75,9 @@ pub async fn start(app: &AppState, id: &str, req: TerminalStart) -> ApiResult<Te
     // The same start path as a connection's (security F7): the copy or the scope's git guard.
     let guard = start_path::make(app, &place, &prepared).await?;
     let allow = super::running::allow_of(app, &agent, &prepared);
-    let dir = app.config.state_dir.join("terminals");
-    fsutil::create_dir_private(&dir).map_err(ApiError::internal)?;
-    let log_path = dir.join(format!("{conn}.log"));
+    let log_path = log_of(app, &conn);
+    fsutil::create_dir_private(log_path.parent().unwrap_or(&app.config.state_dir))
+        .map_err(ApiError::internal)?;
     let log = std::fs::File::create(&log_path).map_err(ApiError::internal)?;
     let in_unit = std::env::var_os("INVOCATION_ID").is_some();
     let (mut child, attach) = app
@@ -99,19 +100,49 @@ pub async fn start(app: &AppState, id: &str, req: TerminalStart) -> ApiResult<Te
         allow.clone(),
     );
     tracing::info!(agent = %id, connection = %conn, %sandbox, "terminal started");
-    // Recorded, so a handlerd started after this one takes it back (security F13).
     if let Some(pid) = child.id() {
-        let term = TerminalRecord {
-            agent: id.to_string(),
-            connection: registration.info.clone(),
-            allow: allow.as_ref().map(Into::into),
-        };
-        if let Err(e) = records::record(&app.config.state_dir, &sandbox, pid, Some(term)) {
-            tracing::warn!(%sandbox, error = %e, "terminal not recorded: a later handlerd will not know it");
-        }
+        record(app, id, &registration, allow.as_ref(), &sandbox, pid);
     }
-    tokio::spawn(watch(app.clone(), child, registration, guard));
+    let follower = tokio::spawn(super::terminal_egress::follow(
+        app.clone(),
+        id.to_string(),
+        sandbox.clone(),
+        log_path,
+        0,
+    ));
+    let app = app.clone();
+    tokio::spawn(async move {
+        watch(app, child, registration, guard).await;
+        follower.abort();
+    });
     Ok(TerminalStarted { sandbox, attach })
+}
+
+/// Recorded, so a handlerd started after this one takes it back (security F13).
+fn record(
+    app: &AppState,
+    agent: &str,
+    registration: &Registration,
+    allow: Option<&crate::daemon::state::LiveAllow>,
+    sandbox: &str,
+    pid: u32,
+) {
+    let term = TerminalRecord {
+        agent: agent.to_string(),
+        connection: registration.info.clone(),
+        allow: allow.map(Into::into),
+    };
+    if let Err(e) = records::record(&app.config.state_dir, sandbox, pid, Some(term)) {
+        tracing::warn!(%sandbox, error = %e, "terminal not recorded: a later handlerd will not know it");
+    }
+}
+
+/// Where connection `conn`'s launcher writes its stderr: `<state>/terminals/<conn>.log`.
+fn log_of(app: &AppState, conn: &str) -> std::path::PathBuf {
+    app.config
+        .state_dir
+        .join("terminals")
+        .join(format!("{conn}.log"))
 }
 
 /// At handlerd's start (security F13): each terminal a previous handlerd left running is one of
@@ -141,7 +172,19 @@ pub async fn take_back(app: &AppState, terminals: Vec<records::Record>) {
         {
             tracing::warn!(sandbox = %r.name, error = %err, "a terminal taken back kept its egress");
         }
-        tokio::spawn(watch_taken(app.clone(), r, registration));
+        let log = log_of(app, &info.id);
+        let follower = tokio::spawn(super::terminal_egress::follow(
+            app.clone(),
+            t.agent.clone(),
+            r.name.clone(),
+            log.clone(),
+            super::terminal_egress::end_of(&log),
+        ));
+        let app2 = app.clone();
+        tokio::spawn(async move {
+            watch_taken(app2, r, registration).await;
+            follower.abort();
+        });
     }
 }
 
