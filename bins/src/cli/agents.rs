@@ -131,6 +131,12 @@ pub struct Settings {
     /// Its sandboxes may run containers (nested confinement).
     #[arg(long)]
     pub containers: bool,
+    /// Its sandboxes draw windows on this screen and share its clipboard (A.6).
+    #[arg(long, conflicts_with = "no_display")]
+    pub display: bool,
+    /// Its sandboxes get no display (takes `--display` back).
+    #[arg(long)]
+    pub no_display: bool,
     /// Its starting permission mode: ask, accept-edits or bypass.
     #[arg(long, value_parser = ["ask", "accept-edits", "bypass"])]
     pub permissions: Option<String>,
@@ -212,6 +218,15 @@ impl Settings {
             );
             body.insert("confinement".into(), json!("nested"));
             risky = true;
+        }
+        if self.display {
+            eprintln!(
+                "handler: --display: its sandboxes draw on your screen and read and write your clipboard"
+            );
+            body.insert("display".into(), json!(true));
+        }
+        if self.no_display {
+            body.insert("display".into(), json!(false));
         }
         if let Some(p) = &self.permissions {
             if p == "bypass" {
@@ -583,5 +598,31 @@ fn show_network(a: &Value) {
     let next = text(a, "nextSandbox");
     if !next.is_empty() {
         println!("next sandbox: {next}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Settings;
+    use serde_json::{Map, json};
+
+    #[test]
+    fn display_is_given_and_taken_back_by_its_flags() {
+        let mut body = Map::new();
+        Settings {
+            display: true,
+            ..Default::default()
+        }
+        .apply(&mut body);
+        assert_eq!(body.get("display"), Some(&json!(true)));
+        Settings {
+            no_display: true,
+            ..Default::default()
+        }
+        .apply(&mut body);
+        assert_eq!(body.get("display"), Some(&json!(false)));
+        let mut untouched = Map::new();
+        Settings::default().apply(&mut untouched);
+        assert!(!untouched.contains_key("display"));
     }
 }

@@ -32,6 +32,10 @@ pub struct AgentFlags {
     /// Its sandboxes may run containers (nested confinement).
     #[arg(long)]
     pub containers: bool,
+    /// Its sandboxes draw windows on this screen and share its clipboard (A.6: the host's
+    /// Wayland display, found at each start).
+    #[arg(long)]
+    pub display: bool,
     /// Its starting permission mode: ask, accept-edits or bypass.
     #[arg(long, value_parser = ["ask", "accept-edits", "bypass"])]
     pub permissions: Option<String>,
@@ -65,6 +69,9 @@ pub fn widening(f: &AgentFlags) -> Vec<&'static str> {
     }
     if f.containers {
         out.push("--containers: its sandboxes may run containers (nested confinement)");
+    }
+    if f.display {
+        out.push("--display: its sandboxes draw on your screen and read and write your clipboard");
     }
     out
 }
@@ -428,6 +435,9 @@ fn apply(f: &AgentFlags, o: &mut AgentOptions) {
     if f.containers {
         o.confinement = Some(Confinement::Nested);
     }
+    if f.display {
+        o.display = true;
+    }
     if let Some(p) = &f.permissions {
         o.permissions = parse_enum::<PermissionMode>(p).or(o.permissions);
     }
@@ -522,6 +532,8 @@ pub fn differences(old: &AgentOptions, new: &AgentOptions) -> Vec<String> {
         old.permissions.as_ref().map(word_of).unwrap_or_default(),
         new.permissions.as_ref().map(word_of).unwrap_or_default(),
     );
+    let on_off = |b: bool| if b { "on" } else { "off" }.to_string();
+    one("display", on_off(old.display), on_off(new.display));
     let added = |what: &str, a: Vec<String>, b: Vec<String>| {
         let more: Vec<String> = b.into_iter().filter(|x| !a.contains(x)).collect();
         (!more.is_empty()).then(|| format!("{what}: + {}", more.join(", ")))

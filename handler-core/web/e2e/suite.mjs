@@ -125,6 +125,24 @@ try {
     await shot(page, "agent-risks");
     await risks.getByRole("button", { name: "Confirm and save" }).click();
     await page.getByText("permissions: bypass").waitFor();
+    // A.6: the display toggle is saved, with what it gives said; nested says its warning too.
+    await page.getByRole("link", { name: "Edit" }).click();
+    await page.getByLabel("Confinement").selectOption("nested");
+    await page.getByRole("note").getByText("Nested: the agent runs containers of its own").waitFor();
+    await page.getByLabel("Confinement").selectOption("strict");
+    await page.getByLabel("Show windows on my screen and paste images").check();
+    await page.getByRole("note").getByText("Its sandboxes draw on your screen").waitFor();
+    await page.getByRole("button", { name: "Save", exact: true }).click();
+    await page.getByText("permissions: bypass").waitFor();
+    const project = (await api("GET", "/v1/projects"))[0];
+    const shown = (await api("GET", `/v1/agents?project=${project.id}`)).find((a) => a.display);
+    assert.ok(shown, "the agent was saved with display");
+    // Taken back: the next steps' sessions run where there is no Wayland display.
+    await page.getByRole("link", { name: "Edit" }).click();
+    await page.getByLabel("Show windows on my screen and paste images").uncheck();
+    await page.getByRole("button", { name: "Save", exact: true }).click();
+    await page.getByText("permissions: bypass").waitFor();
+    assert.equal((await api("GET", `/v1/agents/${shown.id}`)).display ?? false, false);
   });
 
   let firstRenderMs = 0;

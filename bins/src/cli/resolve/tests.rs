@@ -271,6 +271,7 @@ fn options_that_differ_are_listed_and_the_save_body_carries_them() {
         allow: vec!["example.com:443".into()],
         binding: vec!["gh".into()],
         permissions: Some("bypass".into()),
+        display: true,
         ..Default::default()
     };
     let r = go(&w, "/home/u/code/app", Some("Dev"), &flags, false).unwrap();
@@ -278,12 +279,14 @@ fn options_that_differ_are_listed_and_the_save_body_carries_them() {
         r.differs,
         vec![
             "network: filtered → open",
+            "display: off → on",
             "allow: + example.com:443",
             "bindings: + gh"
         ]
     );
     let body = r.saved.unwrap();
     assert_eq!(body["network"], "open");
+    assert_eq!(body["display"], true);
     assert_eq!(body["name"], "Dev");
     assert_eq!(body["confirmRisks"], true);
     assert_eq!(body["bindings"], json!(["gh"]));
@@ -323,12 +326,15 @@ fn the_flags_that_widen_an_agent_say_what_they_give() {
     let f = AgentFlags {
         network: Some("open".into()),
         containers: true,
+        display: true,
         ..Default::default()
     };
     let w = widening(&f);
-    assert_eq!(w.len(), 2);
+    assert_eq!(w.len(), 3);
     assert!(
-        w[0].starts_with("--network open") && w[1].starts_with("--containers"),
+        w[0].starts_with("--network open")
+            && w[1].starts_with("--containers")
+            && w[2].starts_with("--display"),
         "{w:?}"
     );
     assert!(

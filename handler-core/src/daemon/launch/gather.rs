@@ -385,11 +385,19 @@ pub(crate) enum WaylandError {
 
 /// A.6: the Wayland socket, found at each start.
 fn wayland_socket() -> Result<String, WaylandError> {
-    if let Ok(s) = std::env::var("HANDLER_WAYLAND_SOCKET") {
+    wayland_socket_in(&|k| std::env::var(k).ok())
+}
+
+/// [`wayland_socket`] with the environment `var` gives: `HANDLER_WAYLAND_SOCKET`, else
+/// `WAYLAND_DISPLAY` (a path, or a name in `XDG_RUNTIME_DIR`), else the only `wayland-*`
+/// socket in `XDG_RUNTIME_DIR` (a systemd user service often lacks `WAYLAND_DISPLAY`).
+fn wayland_socket_in(var: &dyn Fn(&str) -> Option<String>) -> Result<String, WaylandError> {
+    use std::os::unix::fs::FileTypeExt as _;
+    if let Some(s) = var("HANDLER_WAYLAND_SOCKET") {
         return Ok(s);
     }
-    let runtime = std::env::var("XDG_RUNTIME_DIR").ok();
-    if let Ok(w) = std::env::var("WAYLAND_DISPLAY") {
+    let runtime = var("XDG_RUNTIME_DIR");
+    if let Some(w) = var("WAYLAND_DISPLAY") {
         if w.starts_with('/') {
             return Ok(w);
         }
@@ -404,14 +412,74 @@ fn wayland_socket() -> Result<String, WaylandError> {
             error,
         })?
         .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_socket()))
         .filter_map(|e| {
             let n = e.file_name().to_string_lossy().into_owned();
-            (n.starts_with("wayland-") && !n.ends_with(".lock")).then(|| format!("{r}/{n}"))
+            n.starts_with("wayland-").then(|| format!("{r}/{n}"))
         })
         .collect();
     match found.as_slice() {
         [one] => Ok(one.clone()),
         [] => Err(WaylandError::None),
         _ => Err(WaylandError::Several),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{WaylandError, wayland_socket_in};
+    use std::collections::HashMap;
+
+    fn find(vars: &[(&str, &str)]) -> Result<String, WaylandError> {
+        let m: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+            .collect();
+        wayland_socket_in(&|k| m.get(k).cloned())
+    }
+
+    #[test]
+    fn the_wayland_socket_is_found_as_a6_says() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = dir.path().display().to_string();
+        // The setting first, then WAYLAND_DISPLAY (a path, or a name in the runtime folder).
+        assert_eq!(
+            find(&[
+                ("HANDLER_WAYLAND_SOCKET", "/s/w"),
+                ("WAYLAND_DISPLAY", "/x")
+            ])
+            .unwrap(),
+            "/s/w"
+        );
+        assert_eq!(
+            find(&[("WAYLAND_DISPLAY", "/run/w-1")]).unwrap(),
+            "/run/w-1"
+        );
+        assert_eq!(
+            find(&[("WAYLAND_DISPLAY", "wayland-1"), ("XDG_RUNTIME_DIR", &r)]).unwrap(),
+            format!("{r}/wayland-1")
+        );
+        assert!(matches!(find(&[]), Err(WaylandError::NoDisplay)));
+        // Else the only wayland-* socket there: a lock file or a regular file is none.
+        std::fs::write(dir.path().join("wayland-0.lock"), "").unwrap();
+        std::fs::write(dir.path().join("wayland-9"), "").unwrap();
+        assert!(matches!(
+            find(&[("XDG_RUNTIME_DIR", &r)]),
+            Err(WaylandError::None)
+        ));
+        let _one = std::os::unix::net::UnixListener::bind(dir.path().join("wayland-0")).unwrap();
+        assert_eq!(
+            find(&[("XDG_RUNTIME_DIR", &r)]).unwrap(),
+            format!("{r}/wayland-0")
+        );
+        let _two = std::os::unix::net::UnixListener::bind(dir.path().join("wayland-1")).unwrap();
+        assert!(matches!(
+            find(&[("XDG_RUNTIME_DIR", &r)]),
+            Err(WaylandError::Several)
+        ));
+        assert!(matches!(
+            find(&[("XDG_RUNTIME_DIR", "/nonexistent-runtime")]),
+            Err(WaylandError::Unreadable { .. })
+        ));
     }
 }
