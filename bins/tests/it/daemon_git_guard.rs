@@ -102,6 +102,17 @@ async fn start(u: User, tag: &str) -> Daemon {
 }
 
 impl Daemon {
+    /// Deletes `agent` (which stops its sandboxes and terminals).
+    async fn delete_agent(&self, agent: &str) {
+        let (s, v) = self
+            .call(
+                reqwest::Method::DELETE,
+                &format!("/v1/agents/{agent}"),
+                None,
+            )
+            .await;
+        assert!(s == 204 || s == 200, "{s} {v}");
+    }
     async fn post(&self, path: &str, body: Value) -> (u16, Value) {
         self.call(reqwest::Method::POST, path, Some(body)).await
     }
@@ -1042,14 +1053,7 @@ async fn a_terminal_gets_the_git_guard_like_a_connection() {
         d.log()
     );
     // Deleting the agent stops its terminal.
-    let (s, v) = d
-        .call(
-            reqwest::Method::DELETE,
-            &format!("/v1/agents/{agent}"),
-            None,
-        )
-        .await;
-    assert!(s == 204 || s == 200, "{s} {v}");
+    d.delete_agent(&agent).await;
 }
 
 /// D.16, decision 0152: a filtered terminal's egress events are recorded for its agent as a
@@ -1118,14 +1122,7 @@ async fn a_terminals_egress_events_are_the_agents() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let (s, v) = d
-        .call(
-            reqwest::Method::DELETE,
-            &format!("/v1/agents/{agent}"),
-            None,
-        )
-        .await;
-    assert!(s == 204 || s == 200, "{s} {v}");
+    d.delete_agent(&agent).await;
 }
 
 /// Decision 0147: a session in a machine made for its agent has the git guard as a sandbox of
