@@ -103,6 +103,8 @@ impl Daemon {
                 r"\d{4}-\d\d-\d\dT[0-9:.]+(Z|[+-]\d\d:\d\d)".into(),
                 "[TIME]".into(),
             ),
+            // A day alone (a token's expiry: a year from the test's day).
+            (r"\b\d{4}-\d\d-\d\d\b".into(), "[DATE]".into()),
             (format!(":{}\\b", self.port), ":[PORT]".into()),
         ]
     }
