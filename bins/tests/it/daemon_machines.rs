@@ -566,6 +566,7 @@ async fn a_disposable_machine_lives_for_its_session_and_its_delay() {
     let Some(mut d) = daemon_with("disp", &[("HANDLER_MACHINE_MAX", "2".into())]).await else {
         return;
     };
+    leftover(&d, "handler-m-filler");
     account(&d).await;
     let body = |delay: u128, machine: &str| {
         json!({"models": [{"account": "perso"}], "scope": d.scope, "network": "none",
@@ -679,11 +680,14 @@ async fn a_disposable_machine_lives_for_its_session_and_its_delay() {
     // Then gone once its delay has passed with no session in it.
     let deadline = std::time::Instant::now() + DELAY + Duration::from_secs(15);
     while get(&d, &format!("/v1/machines/{m}")).await.0 != 404 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "not removed: {}",
-            d.log()
-        );
+        if std::time::Instant::now() >= deadline {
+            let (_, view) = get(&d, &format!("/v1/agents/{agent}")).await;
+            panic!(
+                "not removed: {}\nconnections: {}",
+                d.log(),
+                view["connections"]
+            );
+        }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     assert!(containers(&d, &format!("handler.session={one}")).is_empty());

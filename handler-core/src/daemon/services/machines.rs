@@ -573,6 +573,16 @@ fn idle(
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// Session `session` has ended (stopped, or its start failed): its disposable machine's delay
+/// counts from now, not from the end of the grace its start put in (a session that started and
+/// stopped between two of the keeper's looks would otherwise keep it for the whole grace).
+pub fn session_ended(app: &AppState, session: &str) {
+    let id = disposable_id(session);
+    if let Some(since) = idle(app).get_mut(&id) {
+        *since = std::time::Instant::now();
+    }
+}
+
 /// Session `session`'s disposable machine made, unless it has one already (a resumed session
 /// within the delay finds it again), when `agent`'s machine is `disposable` (decision 0148):
 /// made for this agent, with its network (none or open), labelled with the session; its delay

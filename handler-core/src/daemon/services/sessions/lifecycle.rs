@@ -538,6 +538,7 @@ async fn finish(mut l: Live) {
         r.last_activity_at = fsutil::now_rfc3339();
     });
     drop(registration);
+    crate::daemon::services::machines::session_ended(&app, &l.hub.id);
     tracing::info!(session = %l.hub.id, how = ?how, %detail, "session stopped, sandbox gone");
     if let Some(d) = done {
         let _ = d.send(());
