@@ -1,7 +1,7 @@
 //! A terminal's egress events (D.16, decision 0152): its launcher writes its stderr into
 //! `<state>/terminals/<connection>.log` (decision 0102), where the launcher is the only writer of
-//! event lines (decision 0037); this follows that file and records each event for the agent, as
-//! a connection's stderr is, so a terminal's network shows in the agent's network page and in
+//! event lines (decision 0037); this follows that file, split by `lines::Splitter`, and records
+//! each event for the agent as a connection's stderr is, so a terminal's network shows in the agent's network page and in
 //! `GET /v1/agents/{id}/egress-events`.
 
 use std::io::{Read as _, Seek as _};
@@ -12,41 +12,33 @@ use std::time::Duration;
 use handler_contracts::sandbox::EgressEvent;
 
 use crate::daemon::state::AppState;
-use crate::lines::MAX_LINE;
+use crate::lines::{MAX_LINE, Splitter};
 
 /// How often the file is looked at.
 const POLL: Duration = Duration::from_millis(250);
 /// The most read at one look.
 const CHUNK: u64 = 256 * 1024;
 
-/// Whole lines out of the file's bytes as they come: a line longer than [`MAX_LINE`] is no
-/// event, and is skipped to its end (never read from its middle as a line of its own).
-#[derive(Debug, Default)]
-pub struct Lines {
-    pending: Vec<u8>,
-    skipping: bool,
+/// The events among the file's whole lines as its bytes come (`lines::Splitter`): a piece of a
+/// line longer than [`MAX_LINE`] is never one.
+#[derive(Debug)]
+pub struct Lines(Splitter);
+
+impl Default for Lines {
+    fn default() -> Self {
+        Lines(Splitter::new(MAX_LINE))
+    }
 }
 
 impl Lines {
     /// The events among the whole lines `bytes` completes.
     pub fn push(&mut self, bytes: &[u8]) -> Vec<EgressEvent> {
         let mut out = Vec::new();
-        for &b in bytes {
-            if b == b'\n' {
-                if !self.skipping {
-                    let line = String::from_utf8_lossy(&self.pending);
-                    out.extend(EgressEvent::from_line(&line));
-                }
-                self.pending.clear();
-                self.skipping = false;
-            } else if !self.skipping {
-                self.pending.push(b);
-                if self.pending.len() > MAX_LINE + 64 {
-                    self.pending.clear();
-                    self.skipping = true;
-                }
+        self.0.push(bytes, &mut |p| {
+            if p.whole() {
+                out.extend(EgressEvent::from_line(&String::from_utf8_lossy(p.bytes)));
             }
-        }
+        });
         out
     }
 }
