@@ -1,5 +1,5 @@
 //! handler-egress-proxy: a sandbox's egress proxy (A.3). Reads its configuration (JSON, with the
-//! injections' values) on stdin to its end, prints one ready line on stdout, reports egress
+//! injections' values) on stdin to its end (a machine's, without secrets, from `--config FILE`), prints one ready line on stdout, reports egress
 //! events on stderr, and runs until SIGTERM. As `shim`, the sandbox's side of it (decision 0024).
 //! All of it is handler-core's `egress` runtime.
 
@@ -9,6 +9,9 @@ use clap::{Parser, Subcommand};
 #[derive(Parser)]
 #[command(name = "handler-egress-proxy", version)]
 struct Args {
+    /// Read the configuration from FILE instead of stdin (a machine's proxy: no secret in it).
+    #[arg(long, value_name = "FILE")]
+    config: Option<std::path::PathBuf>,
     #[command(subcommand)]
     cmd: Option<Cmd>,
 }
@@ -36,7 +39,8 @@ enum Cmd {
 
 fn main() -> anyhow::Result<()> {
     let exe = std::env::current_exe()?;
-    match Args::parse().cmd {
+    let args = Args::parse();
+    match args.cmd {
         Some(Cmd::Shim {
             listen,
             socket,
@@ -57,7 +61,13 @@ fn main() -> anyhow::Result<()> {
         .worker_threads(2)
         .enable_all()
         .build()?;
-    if let Err(e) = rt.block_on(handler_core::runtime::egress::run_from_stdin()) {
+    let run = async {
+        match &args.config {
+            Some(f) => handler_core::runtime::egress::run_from_file(f).await,
+            None => handler_core::runtime::egress::run_from_stdin().await,
+        }
+    };
+    if let Err(e) = rt.block_on(run) {
         eprintln!("handler-egress-proxy: {e}");
         std::process::exit(66);
     }

@@ -54,8 +54,8 @@ pub enum ProxyError {
         /// Why.
         source: std::io::Error,
     },
-    #[error("cannot read the configuration on stdin: {0}")]
-    /// The configuration cannot be read from stdin.
+    #[error("cannot read the configuration: {0}")]
+    /// The configuration cannot be read from stdin (or its file).
     Stdin(std::io::Error),
 }
 
@@ -207,6 +207,20 @@ pub async fn run_from_stdin() -> Result<(), ProxyError> {
         .read_to_string(&mut text)
         .await
         .map_err(ProxyError::Stdin)?;
+    run_with(text).await
+}
+
+/// The binary with `--config FILE`: a machine's proxy (decision 0153), whose configuration holds
+/// no secret (a machine's injections are refused), read from a file of its settings folder so
+/// the engine can start it again with the machine.
+pub async fn run_from_file(path: &std::path::Path) -> Result<(), ProxyError> {
+    let text = tokio::fs::read_to_string(path)
+        .await
+        .map_err(ProxyError::Stdin)?;
+    run_with(text).await
+}
+
+async fn run_with(text: String) -> Result<(), ProxyError> {
     let config = ProxyConfig::parse(&text)?;
     drop(text);
     let running = start(config, Events::stderr()).await?;
