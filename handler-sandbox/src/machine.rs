@@ -11,11 +11,11 @@ use std::collections::BTreeMap;
 use handler_contracts::machine::{
     BlockStats, CpuStats, ExecSpec, MachineStats, MemoryStats, NetStats, container_name,
 };
-use handler_contracts::sandbox::NetworkPolicy;
 
+use crate::egress::topology::{MACHINE_PROXY_CONFIG, Topology};
 use crate::error::SpecError;
 use crate::facts::HostFacts;
-use crate::plan::{Engine, Kind, LaunchPlan, engine, plan_on};
+use crate::plan::{Engine, Kind, LaunchPlan, Stage, engine, plan_on};
 use crate::validate::ValidSpec;
 
 /// The id of the machine a MachineSpec's name makes (`handler-m-<id>`), or the field refused.
@@ -31,9 +31,10 @@ pub fn machine_id(name: &str) -> Result<&str, SpecError> {
 }
 
 /// `machine create`'s plan: `create` (kept, no stdin) with the launch's hardening, labelled
-/// as machine `id`. Refused: a tty (65: a machine's processes come by exec), a filtered
-/// network or injections (64: the proxy of a machine, which must live as long as it, is not
-/// built yet — A1: refuse what cannot be enforced).
+/// as machine `id`; a filtered machine's proxy is kept with it (`run --detach`, its
+/// configuration staged as a file, decision 0153). Refused: a tty (65: a machine's processes
+/// come by exec), injections (64: what one process holds in a machine the others can read —
+/// A1: refuse what cannot be enforced).
 pub fn plan_create(
     engine: Engine<'_>,
     spec: &ValidSpec<'_>,
@@ -47,10 +48,10 @@ pub fn plan_create(
             "a machine has no terminal of its own: each exec brings one",
         ));
     }
-    if matches!(s.network, NetworkPolicy::Filtered { .. }) || !s.injections.is_empty() {
+    if !s.injections.is_empty() {
         return Err(SpecError::unenforceable(
-            "network",
-            "a filtered machine (or one with injections) needs an egress proxy that lives as long as the machine, which this runtime does not have yet: use network none or open",
+            "injections",
+            "a machine holds no secrets: its processes see each other's phantoms, so one machine-wide proxy would swap one agent's phantom for another's secret (decision 0153)",
         ));
     }
     if s.argv.is_empty() {
@@ -61,6 +62,16 @@ pub fn plan_create(
     }
     let mut plan = plan_on(Kind::Machine(id), engine, spec, facts)?;
     plan.tty = false;
+    if let (Some(p), Some(topo)) = (plan.proxy.as_mut(), Topology::of(s, &facts.instance_dir)) {
+        // Kept with the machine, started again by the engine: its configuration (no secret in
+        // it) is a file of its settings folder, not its stdin.
+        p.args = topo.machine_proxy_run_args(engine, id);
+        p.stage.push(Stage::File {
+            path: format!("{}/{MACHINE_PROXY_CONFIG}", topo.settings_dir),
+            content: serde_json::to_string(&p.config).expect("a proxy configuration serializes"),
+            mode: 0o644,
+        });
+    }
     Ok(plan)
 }
 

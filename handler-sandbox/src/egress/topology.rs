@@ -43,6 +43,28 @@ pub const PROXY_ROOTS: &str = "/etc/ssl/certs/ca-certificates.crt";
 /// host.containers.internal (a model server listening on 127.0.0.1 only).
 pub const PROXY_NETWORK: &str = "slirp4netns:allow_host_loopback=true";
 
+/// The label of a machine's proxy container: the machine's id (decision 0153).
+pub const MACHINE_PROXY_LABEL: &str = "handler.machine-proxy";
+/// A machine's proxy's configuration file in its settings folder (it holds no secret).
+pub const MACHINE_PROXY_CONFIG: &str = "config.json";
+
+/// The log a machine's proxy keeps of its events (an engine difference: each engine's own
+/// file driver, bounded).
+pub fn kept_log_args(engine: Engine<'_>) -> Vec<String> {
+    match engine {
+        Engine::Podman => vec![
+            "--log-driver=k8s-file".into(),
+            "--log-opt".into(),
+            "max-size=10mb".into(),
+        ],
+        Engine::Docker(_) => vec![
+            "--log-driver=json-file".into(),
+            "--log-opt".into(),
+            "max-size=10m".into(),
+        ],
+    }
+}
+
 /// The file in the settings folder the launcher creates once the proxy answers; set-egress and
 /// set-allow wait for it.
 pub const READY_MARKER: &str = "ready";
@@ -201,11 +223,41 @@ impl Topology {
             .iter()
             .map(std::string::ToString::to_string)
             .collect();
+        // Its stderr (events) reaches the launcher attached; nothing is kept on disk.
+        a.push("--log-driver=none".into());
+        self.proxy_common_args(engine, labels, &mut a);
+        a
+    }
+
+    /// The `run` arguments of a **machine's** proxy (decision 0153): detached and kept (the
+    /// engine starts it again with the machine), labelled [`MACHINE_PROXY_LABEL`]`=<id>` and none
+    /// of a launcher's, its events kept in a bounded log (`machine exec` follows it), its
+    /// configuration read from [`MACHINE_PROXY_CONFIG`] in its settings folder.
+    pub fn machine_proxy_run_args(&self, engine: Engine<'_>, id: &str) -> Vec<String> {
+        let mut a: Vec<String> = ["run", "--detach", "--name", &self.proxy_container]
+            .iter()
+            .map(std::string::ToString::to_string)
+            .collect();
+        a.extend(kept_log_args(engine));
+        let labels = [(MACHINE_PROXY_LABEL.to_string(), id.to_string())];
+        self.proxy_common_args(engine, &labels, &mut a);
+        a.extend([
+            "--config".into(),
+            format!("{PROXY_SETTINGS_DIR}/{MACHINE_PROXY_CONFIG}"),
+        ]);
+        a
+    }
+
+    /// What every proxy container has: its network, strictness, labels, mounts and image.
+    fn proxy_common_args(
+        &self,
+        engine: Engine<'_>,
+        labels: &[(String, String)],
+        a: &mut Vec<String>,
+    ) {
         a.extend(open_network_args(engine));
         a.extend(
             [
-                // Its stderr (events) reaches the launcher attached; nothing is kept on disk.
-                "--log-driver=none",
                 "--read-only",
                 "--cap-drop",
                 "all",
@@ -242,7 +294,6 @@ impl Topology {
             ),
             PROXY_IMAGE.into(),
         ]);
-        a
     }
 
     /// The proxy's configuration (it holds the injections' values: given on stdin only).

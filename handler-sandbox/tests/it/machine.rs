@@ -42,7 +42,7 @@ fn a_machine_is_created_kept_hardened_and_labelled_as_itself() {
 }
 
 #[test]
-fn a_machine_refuses_a_tty_a_filter_it_cannot_keep_and_a_name_that_is_not_one() {
+fn a_machine_refuses_a_tty_a_secret_it_cannot_keep_apart_and_a_name_that_is_not_one() {
     let code = |s: &handler_contracts::SandboxSpec| {
         let v = validate_spec(s).unwrap();
         plan_create(Engine::Podman, &v, &facts())
@@ -54,17 +54,76 @@ fn a_machine_refuses_a_tty_a_filter_it_cannot_keep_and_a_name_that_is_not_one() 
         matches!(&e, SpecError::Invalid { field, .. } if field == "tty"),
         "{e}"
     );
-    let e = code(&machine(
-        json!({"network": {"mode": "filtered", "allow": ["api.example.com:443"], "enforcement": "enforce"}}),
-    ));
+    let e = code(&machine(json!({
+        "network": {"mode": "open"},
+        "injections": [{"name": "providers/p/apiKey", "phantom": "PHANTOM-0001",
+                        "value": "SECRET-00001", "hosts": ["api.example.com:443"]}]
+    })));
     assert!(
-        matches!(&e, SpecError::Unenforceable { field, .. } if field == "network"),
+        matches!(&e, SpecError::Unenforceable { field, .. } if field == "injections"),
         "{e}"
     );
     assert_eq!(e.exit_code(), 64);
+    assert!(!e.to_string().contains("SECRET-00001"), "{e}");
     let e = code(&machine(json!({"name": "handler-a1-c1"})));
     assert!(
         matches!(&e, SpecError::Invalid { field, .. } if field == "name"),
         "{e}"
     );
+}
+
+/// A filtered machine (decision 0153): no route of its own, its forwarder wrapping its first
+/// process, and a proxy kept with it — detached, labelled as the machine's proxy and with no
+/// launcher's labels, its events in a bounded log, its configuration a staged file.
+#[test]
+fn a_filtered_machine_keeps_its_proxy_beside_it() {
+    let s = machine(json!({
+        "network": {"mode": "filtered", "allow": ["api.example.com:443"], "enforcement": "enforce"}
+    }));
+    let plan = plan_create(Engine::Podman, &validate_spec(&s).unwrap(), &facts()).unwrap();
+    let a = &plan.args;
+    assert!(a.windows(2).any(|w| w == ["--network", "none"]), "{a:?}");
+    let i = a.iter().position(|x| x == "shim").expect("the forwarder");
+    assert_eq!(&a[a.len() - 2..], ["sleep", "infinity"], "{a:?}");
+    assert!(i < a.len() - 2);
+    let p = plan.proxy.expect("a proxy");
+    insta::assert_debug_snapshot!("filtered_machine_proxy_args", p.args);
+    let args = &p.args;
+    assert_eq!(
+        &args[..4],
+        ["run", "--detach", "--name", "handler-m-box-egress"]
+    );
+    assert!(!args.iter().any(|x| x == "--rm" || x == "-i"), "{args:?}");
+    assert!(
+        args.iter().any(|x| x == "handler.machine-proxy=box"),
+        "{args:?}"
+    );
+    assert!(
+        !args.iter().any(|x| x.starts_with("handler.launcher.")),
+        "{args:?}"
+    );
+    assert!(
+        args.iter().any(|x| x == "--log-driver=k8s-file"),
+        "{args:?}"
+    );
+    assert_eq!(
+        &args[args.len() - 2..],
+        ["--config", "/run/handler-egress/config.json"]
+    );
+    let config = p
+        .stage
+        .iter()
+        .find_map(|st| match st {
+            handler_sandbox::plan::Stage::File { path, content, .. }
+                if path.ends_with("/egress/config.json") =>
+            {
+                Some(content.clone())
+            }
+            _ => None,
+        })
+        .expect("the configuration staged");
+    let c: serde_json::Value = serde_json::from_str(&config).unwrap();
+    assert_eq!(c["mode"], "filter");
+    assert_eq!(c["settingsFile"], "/run/handler-egress/settings.json");
+    assert_eq!(c["injections"], json!([]));
 }
