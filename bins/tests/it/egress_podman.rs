@@ -1265,6 +1265,132 @@ fn set_allow_closes_the_open_connections_it_no_longer_allows_and_keeps_the_other
     wait_exit(&mut l, Duration::from_secs(60));
 }
 
+/// `machine ARGS` of the runtime as the test user, `doc` (if any) on fd 3.
+fn machine_verb(args: &[&str], doc: Option<&serde_json::Value>) -> std::process::Output {
+    let sh = shared();
+    let mut all = vec!["machine"];
+    all.extend(args);
+    let inner = as_user(&sh.hsp, &all);
+    let argv: Vec<String> = std::iter::once(inner.get_program())
+        .chain(inner.get_args())
+        .map(|a| a.to_string_lossy().to_string())
+        .collect();
+    let mut c = Command::new("sh");
+    match doc {
+        Some(d) => {
+            let path = sh.dir.join(format!("machine-{}.json", std::process::id()));
+            std::fs::write(&path, d.to_string()).unwrap();
+            Command::new("chmod")
+                .arg("a+r")
+                .arg(&path)
+                .status()
+                .unwrap();
+            c.args(["-c", &format!("exec \"$@\" 3<{}", path.display()), "sh"]);
+        }
+        None => {
+            c.args(["-c", "exec \"$@\"", "sh"]);
+        }
+    }
+    c.args(&argv).stdin(Stdio::null()).output().unwrap()
+}
+
+fn said(o: &std::process::Output) -> String {
+    format!(
+        "exit {:?}\nstdout {}\nstderr {}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// A filtered machine (issue 29, decision 0153): its proxy is made with it and lives as long
+/// as it. An exec reaches only the allowed host (no route of its own), its egress events on the
+/// exec's stderr; `set-allow` on the machine decides the next exec's request; the allow-list
+/// and the filter hold after the machine is stopped and started again (its proxy with it); `rm`
+/// leaves no container of it, the proxy's included.
+fn a_filtered_machine_keeps_its_proxy_and_reaches_only_its_allowed_hosts() {
+    let (a, _) = server(None);
+    let (b, b_seen) = server(None);
+    let sh = shared();
+    let id = format!("eg{}{}", std::process::id(), &rt().cli()[..1]);
+    let name = format!("handler-m-{id}");
+    let (ha, hb) = (format!("{HCI}:{a}"), format!("{HCI}:{b}"));
+    let spec = serde_json::json!({
+        "apiVersion": "handler.sandbox/v1", "name": name, "image": "localhost/handler-test-busybox",
+        "argv": ["sh", "-c", "while :; do sleep 3600; done"], "env": {}, "workdir": "/tmp",
+        "user": {"mode": "host-user", "home": "/home/handler-test"},
+        "mounts": [{"source": sh.probe_dir, "target": "/probe", "readOnly": true, "kind": "app"}],
+        "files": [], "writablePaths": [], "network": filtered(std::slice::from_ref(&ha), "enforce"),
+        "injections": []
+    });
+    struct Gone(String);
+    impl Drop for Gone {
+        fn drop(&mut self) {
+            let _ = machine_verb(&["rm", &self.0], None);
+        }
+    }
+    let o = machine_verb(&["create"], Some(&spec));
+    let _gone = Gone(id.clone());
+    assert!(o.status.success(), "{}", said(&o));
+    let probe = |n: u32| {
+        let script = format!(
+            "/probe/egress-probe http://{ha}/a{n}; /probe/egress-probe http://{hb}/b{n}; \
+             nc -w 3 {HCI} {a} </dev/null && echo DIRECT-OK || echo DIRECT-FAILED; sleep 1"
+        );
+        let x = serde_json::json!({"argv": ["sh", "-c", script]});
+        let o = machine_verb(&["exec", &id], Some(&x));
+        assert!(o.status.success(), "{}", said(&o));
+        let out = String::from_utf8_lossy(&o.stdout).to_string();
+        let statuses: Vec<String> = out
+            .lines()
+            .filter(|l| l.starts_with("STATUS"))
+            .map(String::from)
+            .collect();
+        assert!(out.contains("DIRECT-FAILED"), "no route out: {out}");
+        (statuses, String::from_utf8_lossy(&o.stderr).to_string())
+    };
+    let (st, err) = probe(1);
+    assert_eq!(st, ["STATUS 200", "STATUS 403"], "allowed, then refused");
+    assert!(err.contains(&event("allowed", &ha, None)), "{err}");
+    assert!(err.contains(&event("denied", &hb, None)), "{err}");
+    let o = as_user(&sh.hsp, &["set-allow", &name, &ha, &hb])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", said(&o));
+    let (st, _) = probe(2);
+    assert_eq!(st, ["STATUS 200", "STATUS 200"], "listed now");
+    for verb in ["stop", "start"] {
+        let o = machine_verb(&[verb, &id], None);
+        assert!(o.status.success(), "{verb}: {}", said(&o));
+    }
+    let (st, _) = probe(3);
+    assert_eq!(
+        st,
+        ["STATUS 200", "STATUS 200"],
+        "kept across a stop and start"
+    );
+    let o = as_user(&sh.hsp, &["set-allow", &name, &ha])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", said(&o));
+    let (st, _) = probe(4);
+    assert_eq!(st, ["STATUS 200", "STATUS 403"], "refused again");
+    let paths: Vec<String> = b_seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|s| s.lines().next().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        paths,
+        ["path /b2", "path /b3"],
+        "only the allowed requests reached b"
+    );
+    let o = machine_verb(&["rm", &id], None);
+    assert!(o.status.success(), "{}", said(&o));
+    assert_nothing_left(&name);
+}
+
 /// The egress cases, each run against both runtime executables (issue 19): the generated test
 /// sets the thread's runtime, the case runs unchanged.
 macro_rules! egress_cases {
@@ -1287,4 +1413,5 @@ egress_cases! {
     set_allow_and_set_egress_decide_the_next_request_then_sigterm_leaves_nothing,
     a_proxy_that_cannot_start_fails_the_launch_before_the_process_runs,
     set_allow_closes_the_open_connections_it_no_longer_allows_and_keeps_the_others,
+    a_filtered_machine_keeps_its_proxy_and_reaches_only_its_allowed_hosts,
 }

@@ -204,7 +204,7 @@ fn a_machine_is_made_reached_by_exec_kept_across_a_restart_and_removed(e: &Env) 
     assert_eq!(o.status.code(), Some(3), "{}", text(&o));
 }
 
-fn a_container_that_is_not_a_machine_is_never_touched_and_a_tty_or_filter_is_refused(e: &Env) {
+fn a_container_that_is_not_a_machine_is_never_touched_and_a_tty_or_secret_is_refused(e: &Env) {
     let id = id("imp", e);
     let name = format!("handler-m-{id}");
     // Someone's container with a machine's name but no machine label.
@@ -232,16 +232,16 @@ fn a_container_that_is_not_a_machine_is_never_touched_and_a_tty_or_filter_is_ref
     tty["tty"] = json!(true);
     let o = out(&mut machine(e, &["create"], Some(&tty)));
     assert_eq!(o.status.code(), Some(65), "{}", text(&o));
+    // A secret in a machine: refused (its processes read each other's phantoms, decision 0153).
     let mut f = base.clone();
-    f["network"] =
-        json!({"mode": "filtered", "allow": ["a.example:443"], "enforcement": "enforce"});
+    f["network"] = json!({"mode": "open"});
+    f["injections"] = json!([{"name": "providers/p/apiKey", "phantom": "PHANTOM-0001",
+                              "value": "SECRET-00001", "hosts": ["a.example:443"]}]);
     let o = out(&mut machine(e, &["create"], Some(&f)));
     assert_eq!(o.status.code(), Some(64), "{}", text(&o));
-    assert!(
-        String::from_utf8_lossy(&o.stderr).contains("network"),
-        "{}",
-        text(&o)
-    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("injections"), "{}", text(&o));
+    assert!(!err.contains("SECRET-00001"), "{}", text(&o));
 }
 
 /// The benchmark of issue 29 (`bench/machine-exec.sh`): `machine exec` of `true` in a running
@@ -306,10 +306,10 @@ mod podman {
         );
     }
     #[test]
-    fn a_container_that_is_not_a_machine_is_never_touched_and_a_tty_or_filter_is_refused() {
+    fn a_container_that_is_not_a_machine_is_never_touched_and_a_tty_or_secret_is_refused() {
         super::with_env(
             super::Runtime::Podman,
-            super::a_container_that_is_not_a_machine_is_never_touched_and_a_tty_or_filter_is_refused,
+            super::a_container_that_is_not_a_machine_is_never_touched_and_a_tty_or_secret_is_refused,
         );
     }
 }
@@ -331,10 +331,10 @@ mod docker {
         );
     }
     #[test]
-    fn a_container_that_is_not_a_machine_is_never_touched_and_a_tty_or_filter_is_refused() {
+    fn a_container_that_is_not_a_machine_is_never_touched_and_a_tty_or_secret_is_refused() {
         super::with_env(
             super::Runtime::Docker,
-            super::a_container_that_is_not_a_machine_is_never_touched_and_a_tty_or_filter_is_refused,
+            super::a_container_that_is_not_a_machine_is_never_touched_and_a_tty_or_secret_is_refused,
         );
     }
 }

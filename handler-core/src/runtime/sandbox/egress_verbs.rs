@@ -1,11 +1,12 @@
 //! `set-egress NAME enforce|log-only` and `set-allow NAME [ENTRY…]` (A.4). Entries are validated
 //! as in A.3 (65 otherwise); the instance's settings file is rewritten and its proxy reads it for
-//! the next request (handler-core's `egress::launch::apply_change`).
+//! the next request (handler-core's `egress::launch::apply_change`); a machine's are in its
+//! staged folder (decision 0153).
 
 use handler_contracts::AllowEntry;
 use handler_contracts::sandbox::{Enforcement, exit};
 
-use crate::runtime::egress::launch::{Change, apply_change};
+use crate::runtime::egress::launch::{Change, ChangeError, apply_change};
 
 use super::log;
 
@@ -48,7 +49,21 @@ fn apply(name: &str, change: Change) -> i32 {
             return 1;
         }
     };
-    match apply_change(&base.join(name), name, change) {
+    let mut dir = base.join(name);
+    if name.starts_with("handler-m-") && !dir.exists() {
+        // A machine's (decision 0153): its settings live with its staged files.
+        match super::machine::machines_dir() {
+            Ok(d) if d.join(name).exists() => {
+                dir = d.join(name);
+                if !dir.join("egress").join("settings.json").exists() {
+                    log(&ChangeError::NotFiltered(name.to_string()).to_string());
+                    return exit::UNENFORCEABLE;
+                }
+            }
+            _ => {}
+        }
+    }
+    match apply_change(&dir, name, change) {
         Ok(_) => 0,
         Err(e) => {
             log(&e.to_string());

@@ -15,6 +15,7 @@ use std::process::Stdio;
 use handler_contracts::machine::{ExecSpec, MACHINE_LABEL, MachineStats, container_name, valid_id};
 use handler_contracts::parse::from_json;
 use handler_contracts::sandbox::exit;
+use handler_sandbox::egress::topology::{MACHINE_PROXY_LABEL, PROXY_SOCKET, READY_MARKER};
 use handler_sandbox::machine::{
     ENV_FILE_SLOT, ProcSample, STATS_FORMAT, parse_net_dev, parse_proc_io, parse_proc_stat,
     parse_stats, plan_create, plan_exec, stats_from_proc,
@@ -30,7 +31,7 @@ pub const NO_MACHINE: i32 = 3;
 
 /// The folder of machines' staged files: `$XDG_DATA_HOME/handler-sandbox/machines` (else
 /// `~/.local/share/…`), made 0700.
-fn machines_dir() -> Result<PathBuf, String> {
+pub(super) fn machines_dir() -> Result<PathBuf, String> {
     let base = std::env::var_os("XDG_DATA_HOME")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
@@ -115,6 +116,10 @@ fn try_create() -> Result<String, (i32, String)> {
         .map_err(|e| setup(format!("{}: {e}", dir.display())))?;
     let made = super::launch::stage(&plan.stage)
         .map_err(|e| setup(format!("staging {}: {e}", dir.display())))
+        .and_then(|()| match &plan.proxy {
+            Some(p) => run_proxy(&spec.name, &dir, p),
+            None => Ok(()),
+        })
         .and_then(|()| {
             super::docker::fill_image_volumes(&plan.image_volumes).map_err(|e| setup(e.to_string()))
         })
@@ -138,6 +143,7 @@ fn try_create() -> Result<String, (i32, String)> {
         });
     if made.is_err() {
         let _ = podman::output(&remove_args(&spec.name));
+        let _ = podman::output(&remove_args(&proxy_name(&spec.name)));
         let _ = fs::remove_dir_all(&dir);
     }
     made
@@ -154,6 +160,94 @@ fn machine(id: &str) -> Result<String, (i32, String)> {
         Ok(l) if l.trim() == id => Ok(name),
         _ => Err((NO_MACHINE, format!("no machine {id:?}"))),
     }
+}
+
+/// The proxy container's name of machine container `name` (decision 0153).
+fn proxy_name(name: &str) -> String {
+    format!("{name}-egress")
+}
+
+/// The proxy container of machine `id`, when it has one (labelled as that machine's proxy).
+fn proxy_of(id: &str) -> Option<String> {
+    let name = proxy_name(&container_name(id));
+    let format = format!("{{{{index .Config.Labels \"{MACHINE_PROXY_LABEL}\"}}}}");
+    match podman::run(&["inspect", "--type", "container", "--format", &format, &name]) {
+        Ok(l) if l.trim() == id => Some(name),
+        _ => None,
+    }
+}
+
+/// How long a machine's proxy may take to make its socket.
+const PROXY_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Stages and runs a new machine's proxy (`run --detach`), then waits for it.
+fn run_proxy(
+    machine: &str,
+    dir: &std::path::Path,
+    p: &handler_sandbox::plan::ProxyPlan,
+) -> Result<(), (i32, String)> {
+    let setup = |e: String| (exit::SETUP_FAILED, format!("setup failed: {e}"));
+    super::launch::stage(&p.stage).map_err(|e| setup(format!("staging its proxy: {e}")))?;
+    let out = podman::command(&p.args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .map_err(|e| setup(e.to_string()))?;
+    if !out.status.success() {
+        let missing = !podman::output(&["image", "exists", &p.image])
+            .is_ok_and(|o| o.status.success())
+            && !podman::output(&["image", "inspect", &p.image]).is_ok_and(|o| o.status.success());
+        return Err(setup(if missing {
+            format!(
+                "the network filter is not built yet ({}): run {} image build-proxy",
+                p.image,
+                engine::current().executable()
+            )
+        } else {
+            format!(
+                "its egress proxy did not start: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            )
+        }));
+    }
+    wait_proxy(machine, dir)
+}
+
+/// Waits for a machine's proxy to make its socket, then marks its settings ready
+/// (set-egress/set-allow wait for the mark).
+fn wait_proxy(machine: &str, dir: &std::path::Path) -> Result<(), (i32, String)> {
+    let sock = dir.join("egress-sock").join(PROXY_SOCKET);
+    let deadline = std::time::Instant::now() + PROXY_WAIT;
+    while !sock.exists() {
+        if std::time::Instant::now() >= deadline {
+            let tail =
+                podman::run(&["logs", "--tail", "5", &proxy_name(machine)]).unwrap_or_default();
+            return Err((
+                exit::SETUP_FAILED,
+                format!(
+                    "its egress proxy made no socket within {} s (the machine is not started without it): {}",
+                    PROXY_WAIT.as_secs(),
+                    tail.trim()
+                ),
+            ));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    fs::write(dir.join("egress").join(READY_MARKER), "")
+        .map_err(|e| (exit::SETUP_FAILED, format!("egress settings folder: {e}")))
+}
+
+/// Starts machine `id`'s proxy, if it has one, and waits for it: its old socket removed first,
+/// so the wait is for the new one.
+fn start_proxy(id: &str, machine: &str) -> Result<(), (i32, String)> {
+    let Some(proxy) = proxy_of(id) else {
+        return Ok(());
+    };
+    let dir = machines_dir().map_err(|e| (1, e))?.join(machine);
+    let _ = fs::remove_file(dir.join("egress-sock").join(PROXY_SOCKET));
+    let _ = fs::remove_file(dir.join("egress").join(READY_MARKER));
+    engine_call(&["start", &proxy])?;
+    wait_proxy(machine, &dir)
 }
 
 fn verb(what: &str, id: &str, f: impl FnOnce(&str) -> Result<(), (i32, String)>) -> i32 {
@@ -173,12 +267,23 @@ fn engine_call(args: &[&str]) -> Result<String, (i32, String)> {
 /// `machine start|stop|restart ID`.
 pub fn state(what: &str, id: &str) -> i32 {
     verb(what, id, |name| {
+        // The proxy first and the machine after it, stopped the other way round.
+        let stop = || -> Result<(), (i32, String)> {
+            engine_call(&["stop", "--time", "10", name])?;
+            if let Some(p) = proxy_of(id) {
+                engine_call(&["stop", "--time", "10", &p])?;
+            }
+            Ok(())
+        };
+        let start = || -> Result<(), (i32, String)> {
+            start_proxy(id, name)?;
+            engine_call(&["start", name]).map(|_| ())
+        };
         match what {
-            "stop" => engine_call(&["stop", "--time", "10", name]),
-            "start" => engine_call(&["start", name]),
-            _ => engine_call(&["restart", "--time", "10", name]),
+            "stop" => stop(),
+            "start" => start(),
+            _ => stop().and_then(|()| start()),
         }
-        .map(|_| ())
     })
 }
 
@@ -195,12 +300,18 @@ fn remove_args(name: &str) -> Vec<&str> {
 pub fn rm(id: &str) -> i32 {
     if valid_id(id) && !container_exists(&container_name(id)) {
         // Its container is gone (removed outside Handler): what it left here goes too.
+        if let Some(p) = proxy_of(id) {
+            let _ = podman::output(&remove_args(&p));
+        }
         if let Ok(d) = machines_dir() {
             let _ = fs::remove_dir_all(d.join(container_name(id)));
         }
     }
     verb("rm", id, |name| {
         engine_call(&remove_args(name))?;
+        if let Some(p) = proxy_of(id) {
+            engine_call(&remove_args(&p))?;
+        }
         if let Ok(d) = machines_dir() {
             let _ = fs::remove_dir_all(d.join(name));
         }
@@ -399,7 +510,26 @@ pub fn exec(id: &str) -> i32 {
         }
     };
     let _ = name;
-    run_exec(id, plan)
+    // A filtered machine's egress events, from now on, on this exec's stderr (where a launch's
+    // are): the proxy's log, followed for as long as the exec runs.
+    let events = proxy_of(id).and_then(|p| {
+        let since = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs().to_string())
+            .unwrap_or_default();
+        let mut c = podman::command(["logs", "--follow", "--since", &since, &p]);
+        c.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit());
+        podman::die_with_parent_std(&mut c);
+        c.spawn().ok()
+    });
+    let code = run_exec(id, plan);
+    if let Some(mut f) = events {
+        let _ = f.kill();
+        let _ = f.wait();
+    }
+    code
 }
 
 /// Runs an exec's plan (its env file written 0600 and removed after); its exit code.

@@ -117,6 +117,25 @@ pub fn die_with_parent(cmd: &mut tokio::process::Command) {
     }
 }
 
+/// [`die_with_parent`] for a `std` command (a helper the runtime spawns from its main thread:
+/// a machine exec's follower of its proxy's log).
+#[allow(unsafe_code)]
+pub fn die_with_parent_std(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt as _;
+    let parent = nix::unistd::getpid();
+    // SAFETY: as in die_with_parent: two async-signal-safe system calls, no allocation.
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+                .map_err(std::io::Error::from)?;
+            if nix::unistd::getppid() != parent {
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        });
+    }
+}
+
 /// A podman process the launcher started (`podman run`, `podman create`).
 pub trait PodmanProcess {
     /// Waits for it to end.
