@@ -130,6 +130,31 @@ impl AllowTarget {
             }
         }
     }
+
+    /// Whether every request `other` allows, this allows too (a machine's allow-list is no
+    /// wider than an agent's when each of its entries is covered by one of the agent's).
+    pub fn covers(&self, other: &AllowTarget) -> bool {
+        match other {
+            AllowTarget::Exact { host, port } => self.allows(host, *port),
+            AllowTarget::Ipv4 { addr, port } => self.allows(&addr.to_string(), *port),
+            AllowTarget::Subdomains {
+                domain: d2,
+                port: p2,
+            } => match self {
+                AllowTarget::Subdomains {
+                    domain: d1,
+                    port: p1,
+                } => {
+                    p1 == p2
+                        && (d1 == d2
+                            || (d2.len() > d1.len()
+                                && d2.ends_with(d1.as_str())
+                                && d2.as_bytes()[d2.len() - d1.len() - 1] == b'.'))
+                }
+                _ => false,
+            },
+        }
+    }
 }
 
 /// Parses `host:port`, `*.domain:port` or `a.b.c.d:port` (A.3).
@@ -299,6 +324,22 @@ impl schemars::JsonSchema for AllowEntry {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_entry_covers_what_it_allows_and_no_wider_wildcard() {
+        let t = |s: &str| parse_allow_entry(s).unwrap();
+        assert!(t("*.example.com:443").covers(&t("api.example.com:443")));
+        assert!(t("*.example.com:443").covers(&t("*.eu.example.com:443")));
+        assert!(t("*.example.com:443").covers(&t("*.example.com:443")));
+        assert!(!t("*.example.com:443").covers(&t("example.com:443")));
+        assert!(!t("*.example.com:443").covers(&t("api.example.com:80")));
+        assert!(!t("*.eu.example.com:443").covers(&t("*.example.com:443")));
+        assert!(!t("*.ample.com:443").covers(&t("*.example.com:443")));
+        assert!(!t("api.example.com:443").covers(&t("*.example.com:443")));
+        assert!(t("api.example.com:443").covers(&t("API.example.com:443")));
+        assert!(t("10.0.0.2:11434").covers(&t("10.0.0.2:11434")));
+        assert!(!t("10.0.0.2:11434").covers(&t("10.0.0.3:11434")));
+    }
 
     #[test]
     fn parses_the_three_forms() {

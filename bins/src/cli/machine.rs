@@ -37,9 +37,13 @@ pub enum MachineCommand {
         /// Where commands start (default /work, kept across restarts).
         #[arg(long)]
         workdir: Option<String>,
-        /// none (default) or open.
+        /// none (default), open, or filtered: only to the --allow hosts, through the
+        /// machine's own egress proxy (with --agent and no --allow: what its agents all allow).
         #[arg(long)]
         network: Option<String>,
+        /// A host a filtered machine may reach, HOST:PORT or *.DOMAIN:PORT (repeatable).
+        #[arg(long = "allow", value_name = "HOST:PORT")]
+        allow: Vec<String>,
     },
     /// List the machines with their state.
     #[command(visible_alias = "list")]
@@ -252,37 +256,51 @@ async fn create(ctx: &Ctx, name: &str, body: &Value) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `handler machine create`'s name and request body (only the flags given).
+fn create_body(cmd: MachineCommand) -> (String, Value) {
+    let MachineCommand::Create {
+        name,
+        image,
+        agent,
+        cpus,
+        memory,
+        workdir,
+        network,
+        allow,
+    } = cmd
+    else {
+        unreachable!("create_body takes a create")
+    };
+    let mut body = json!({"name": name});
+    if !allow.is_empty() {
+        body["allow"] = json!(allow);
+    }
+    if let Some(i) = image {
+        body["image"] = json!(i);
+    }
+    if !agent.is_empty() {
+        body["agents"] = json!(agent);
+    }
+    for (k, v) in [
+        ("cpus", cpus),
+        ("memory", memory),
+        ("workdir", workdir),
+        ("network", network),
+    ] {
+        if let Some(v) = v {
+            body[k] = json!(v);
+        }
+    }
+    (name, body)
+}
+
 /// Runs `handler machine …`; returns the exit code.
 pub(crate) async fn run(cmd: MachineCommand, json: bool) -> anyhow::Result<i32> {
     let ctx = Ctx::new(json)?;
     let one = |name: &str| format!("/v1/machines/{}", seg(name));
     match cmd {
-        MachineCommand::Create {
-            name,
-            image,
-            agent,
-            cpus,
-            memory,
-            workdir,
-            network,
-        } => {
-            let mut body = json!({"name": name});
-            if let Some(i) = image {
-                body["image"] = json!(i);
-            }
-            if !agent.is_empty() {
-                body["agents"] = json!(agent);
-            }
-            for (k, v) in [
-                ("cpus", cpus),
-                ("memory", memory),
-                ("workdir", workdir),
-                ("network", network),
-            ] {
-                if let Some(v) = v {
-                    body[k] = json!(v);
-                }
-            }
+        c @ MachineCommand::Create { .. } => {
+            let (name, body) = create_body(c);
             create(&ctx, &name, &body).await?;
         }
         MachineCommand::Ls { watch: false } => {

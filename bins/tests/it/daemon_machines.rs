@@ -123,8 +123,12 @@ async fn a_machine_is_made_listed_stopped_started_kept_across_a_restart_and_dele
         (json!({"name": "box", "image": "-x"}), "image"),
         (json!({"name": "Box", "image": IMAGE}), "name"),
         (
-            json!({"name": "box", "image": IMAGE, "network": "filtered"}),
+            json!({"name": "box", "image": IMAGE, "network": "bridge"}),
             "network",
+        ),
+        (
+            json!({"name": "box", "image": IMAGE, "network": "filtered"}),
+            "allow",
         ),
     ] {
         let (st, v) = post(&d, "/v1/machines", body.clone()).await;
@@ -809,4 +813,193 @@ async fn bench_a_session_start_in_a_warm_machine_against_a_fresh_launch() {
         )
         .await;
     assert_eq!(st, 204);
+}
+
+/// A plain HTTP server on the host's every address (a machine's proxy reaches the host as
+/// host.containers.internal): answers `reached` to each request and counts them.
+async fn host_server() -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let l = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
+    let port = l.local_addr().unwrap().port();
+    let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = hits.clone();
+    tokio::spawn(async move {
+        while let Ok((mut c, _)) = l.accept().await {
+            let seen = seen.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 2048];
+                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match c.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let _ = c
+                    .write_all(
+                        b"HTTP/1.1 200 OK\r\nContent-Length: 7\r\nConnection: close\r\n\r\nreached",
+                    )
+                    .await;
+            });
+        }
+    });
+    (port, hits)
+}
+
+/// Decision 0153 through handlerd: a machine made `filtered` with its allow-list (the list
+/// refused with another network, and required without agents) gets its own proxy container
+/// beside it, labelled with it; `handler machine exec` in it reaches the allowed host and is
+/// refused another; the record names the list. Made for an agent whose key would go behind a
+/// phantom, a filtered machine is refused naming the injections (a machine's processes share
+/// its proxy); so is that agent's disposable machine, at its session's start. Deleted, the
+/// proxy goes with the machine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_filtered_machine_has_its_own_proxy_and_reaches_only_its_allowed_hosts() {
+    let Some(d) = daemon("filt").await else {
+        return;
+    };
+    crate::daemon_acp_sandbox::ensure_network_filter(&d.user);
+    leftover(&d, "handler-m-fbox");
+    leftover(&d, "handler-m-fbox-egress");
+    let (port, hits) = host_server().await;
+    let allowed = format!("host.containers.internal:{port}");
+    for (body, status) in [
+        (
+            json!({"name": "fbox", "image": IMAGE, "network": "open", "allow": [allowed]}),
+            400,
+        ),
+        (
+            json!({"name": "fbox", "image": IMAGE, "network": "filtered"}),
+            400,
+        ),
+        // An entry that is not HOST:PORT: the document itself is refused (422), naming it.
+        (
+            json!({"name": "fbox", "image": IMAGE, "network": "filtered", "allow": ["no-port"]}),
+            422,
+        ),
+    ] {
+        let field = "allow";
+        let (st, v) = post(&d, "/v1/machines", body.clone()).await;
+        assert_eq!(st, status, "{body}: {v}");
+        assert!(
+            v["detail"].as_str().unwrap_or_default().contains(field),
+            "{body}: {v}"
+        );
+    }
+    let (code, out, err) = handler(
+        &d,
+        &[
+            "machine",
+            "create",
+            "fbox",
+            "--image",
+            IMAGE,
+            "--network",
+            "filtered",
+            "--allow",
+            &allowed,
+        ],
+    );
+    assert_eq!(code, 0, "{out}{err}\n{}", d.log());
+    let (_, m) = get(&d, "/v1/machines/fbox").await;
+    assert_eq!(m["request"]["network"], "filtered", "{m}");
+    assert_eq!(m["request"]["allow"], json!([allowed]), "{m}");
+    assert_eq!(
+        containers(&d, "handler.machine-proxy=fbox"),
+        ["handler-m-fbox-egress"],
+        "the machine's own proxy, labelled with it"
+    );
+    // Events are followed for the exec's life: it waits a second after its request.
+    // (busybox's wget -T crashes: no timeout flag.)
+    let wget = |url: String| {
+        let bin = d.root.join("bin/handler");
+        let script = format!("wget -q -O - {url}; rc=$?; sleep 1; exit $rc");
+        let o = d
+            .user
+            .cmd(
+                bin.to_str().unwrap(),
+                &["machine", "exec", "fbox", "--", "sh", "-c", &script],
+                &d.env,
+            )
+            .output()
+            .unwrap();
+        (
+            o.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let (code, out, err) = wget(format!("http://{allowed}/ok"));
+    assert_eq!((code, out.as_str()), (0, "reached"), "{err}\n{}", d.log());
+    assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 1);
+    let (code, out, err) = wget("http://denied.example.org/".into());
+    assert_ne!(code, 0, "the proxy let it through: {out}{err}");
+    assert!(
+        err.contains("denied.example.org:80") && err.contains("denied"),
+        "its egress event on the exec's stderr: {err}"
+    );
+    // An agent whose key goes behind a phantom (the fake login's host): no filtered machine.
+    account(&d).await;
+    let (st, a) = post(
+        &d,
+        "/v1/agents",
+        json!({"models": [{"account": "perso"}], "scope": d.scope, "network": "filtered",
+            "allow": [allowed], "permissions": "bypass", "confirmRisks": true}),
+    )
+    .await;
+    assert_eq!(st, 201, "{a}");
+    let agent = a["id"].as_str().unwrap().to_string();
+    let (st, v) = post(
+        &d,
+        "/v1/machines",
+        json!({"name": "fagent", "agents": [agent], "network": "filtered"}),
+    )
+    .await;
+    assert_eq!(st, 400, "{v}");
+    assert!(
+        v["detail"].as_str().unwrap().contains("injected")
+            && v["detail"]
+                .as_str()
+                .unwrap()
+                .contains("accounts/perso/token"),
+        "{v}"
+    );
+    assert!(!d.root.join("data/machines/fagent").exists());
+    let (st, v) = d
+        .call(
+            reqwest::Method::PUT,
+            &format!("/v1/agents/{agent}"),
+            Some(json!({"models": [{"account": "perso"}], "scope": d.scope,
+                "network": "filtered", "allow": [allowed], "permissions": "bypass",
+                "confirmRisks": true, "machine": "disposable"})),
+        )
+        .await;
+    assert_eq!(st, 200, "{v}");
+    let (st, v) = post(
+        &d,
+        "/v1/sessions",
+        json!({"agentId": agent, "origin": "ui", "prompt": "hello"}),
+    )
+    .await;
+    let said_why = format!("{st} {v}");
+    let refused = st >= 400
+        || (v["state"] != "running"
+            && v["error"].as_str().unwrap_or_default().contains("injected"));
+    assert!(
+        refused,
+        "a disposable filtered machine holding a key: {said_why}"
+    );
+    // Deleted: the proxy goes with it.
+    let (code, out, err) = handler(&d, &["machine", "rm", "fbox"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(containers(&d, "handler.machine-proxy=fbox").is_empty());
+    let (st, _) = d
+        .call(
+            reqwest::Method::DELETE,
+            &format!("/v1/agents/{agent}"),
+            None,
+        )
+        .await;
+    assert!(st == 200 || st == 204, "{st}");
 }

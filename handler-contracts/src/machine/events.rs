@@ -78,6 +78,7 @@ mod tests {
                 memory: None,
                 workdir: None,
                 network: None,
+                allow: None,
             },
             state,
             container_id: format!("c-{id}"),

@@ -64,9 +64,15 @@ pub struct MachineRequest {
     /// Where commands start, its own folder kept across restarts (default `/work`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workdir: Option<String>,
-    /// `none` (default) or `open`; `filtered` is not built yet.
+    /// `none` (default), `open`, or `filtered`: through the machine's own egress proxy to the
+    /// hosts `allow` lists (decision 0153).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<String>,
+    /// A filtered machine's allow-list, each `HOST:PORT` (`*.example.com:443` for subdomains);
+    /// only with `network: filtered`. Left out with `agents`: what every one of its agents' own
+    /// sandboxes allows (its record then names the list it was made with).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow: Option<Vec<crate::allow::AllowEntry>>,
 }
 
 /// What a machine is now: the runtime's state of its container.

@@ -6,8 +6,9 @@
 
 use std::collections::BTreeMap;
 
+use handler_contracts::allow::AllowEntry;
 use handler_contracts::machine::{ExecSpec, container_name};
-use handler_contracts::sandbox::{NetworkPolicy, Resources, SandboxSpec};
+use handler_contracts::sandbox::{Enforcement, NetworkPolicy, Resources, SandboxSpec};
 
 /// The label listing the agents a machine was made for (the seed's `ahpd.agents`).
 pub const AGENTS_LABEL: &str = "handler.agents";
@@ -25,10 +26,10 @@ pub enum Unfit {
         /// Its agents, comma-separated.
         for_: String,
     },
-    /// The agent's model access puts secrets behind phantoms: a machine has no proxy of its own
-    /// yet to swap them.
+    /// The agent's model access puts secrets behind phantoms: a machine's proxy cannot keep
+    /// one agent's keys from another agent in it (decision 0153).
     #[error(
-        "agent {agent:?}: its model access needs its secrets injected by an egress proxy ({names}); a machine has no egress proxy of its own yet: run this agent outside a machine"
+        "agent {agent:?}: its model access needs its secrets injected by an egress proxy ({names}), and a machine's proxy cannot keep them from its other processes (decision 0153): run this agent outside a machine"
     )]
     Injections {
         /// The agent.
@@ -48,11 +49,24 @@ pub enum Unfit {
         /// The agent's mode.
         agent_net: &'static str,
     },
-    /// A filtered machine: its proxy is not built yet.
+    /// The machine's filter allows a destination the agent's own sandbox would not.
     #[error(
-        "network: a filtered machine needs an egress proxy as long-lived as it, which is not built yet: use none or open"
+        "network: the machine allows {entry}, which agent {agent:?}'s own sandbox does not: make the machine with an allow-list its agents all have"
     )]
-    Filtered,
+    Allow {
+        /// The agent.
+        agent: String,
+        /// The machine's entry.
+        entry: String,
+    },
+    /// The machine's filter only reports what the agent's would refuse.
+    #[error(
+        "network: the machine's filter is log-only and agent {agent:?}'s enforces: set the machine's egress to enforce"
+    )]
+    Enforcement {
+        /// The agent.
+        agent: String,
+    },
     /// The agent's plan mounts something the machine does not have as the plan says.
     #[error(
         "mounts: agent {agent:?} needs {host} at {target}{ro} and the machine {has}: make the machine again for its agents"
@@ -123,10 +137,9 @@ fn rank(n: &NetworkPolicy) -> (u8, &'static str) {
     }
 }
 
+/// Whether machine network `machine` is no wider than the plan's: none < filtered < open, and
+/// a filtered machine's every entry covered by one of a filtered plan's, enforcing if it does.
 fn check_network(agent: &str, machine: &NetworkPolicy, plan: &NetworkPolicy) -> Result<(), Unfit> {
-    if matches!(machine, NetworkPolicy::Filtered { .. }) {
-        return Err(Unfit::Filtered);
-    }
     let (m, mn) = rank(machine);
     let (p, pn) = rank(plan);
     if m > p {
@@ -136,7 +149,64 @@ fn check_network(agent: &str, machine: &NetworkPolicy, plan: &NetworkPolicy) -> 
             agent_net: pn,
         });
     }
+    if let (
+        NetworkPolicy::Filtered {
+            allow: m_allow,
+            enforcement: m_enf,
+        },
+        NetworkPolicy::Filtered {
+            allow: p_allow,
+            enforcement: p_enf,
+        },
+    ) = (machine, plan)
+    {
+        if let Some(e) = m_allow
+            .iter()
+            .find(|e| !p_allow.iter().any(|p| p.target().covers(&e.target())))
+        {
+            return Err(Unfit::Allow {
+                agent: agent.into(),
+                entry: e.to_string(),
+            });
+        }
+        if *m_enf == Enforcement::LogOnly && *p_enf == Enforcement::Enforce {
+            return Err(Unfit::Enforcement {
+                agent: agent.into(),
+            });
+        }
+    }
     Ok(())
+}
+
+/// The filter a machine made for `plans` has when its request names none: each entry of a
+/// filtered plan that every filtered plan covers (an open plan allows all; each entry once),
+/// log-only only when every filtered plan is — so it allows no agent more than its own
+/// sandbox would.
+pub fn common_filter(plans: &[(&str, &SandboxSpec)]) -> NetworkPolicy {
+    let filters: Vec<(&Vec<AllowEntry>, Enforcement)> = plans
+        .iter()
+        .filter_map(|(_, p)| match &p.network {
+            NetworkPolicy::Filtered { allow, enforcement } => Some((allow, *enforcement)),
+            _ => None,
+        })
+        .collect();
+    let enforcement =
+        if !filters.is_empty() && filters.iter().all(|(_, e)| *e == Enforcement::LogOnly) {
+            Enforcement::LogOnly
+        } else {
+            Enforcement::Enforce
+        };
+    let filters: Vec<&Vec<AllowEntry>> = filters.into_iter().map(|(f, _)| f).collect();
+    let mut allow: Vec<AllowEntry> = Vec::new();
+    for e in filters.iter().flat_map(|f| f.iter()) {
+        let everyone = filters
+            .iter()
+            .all(|f| f.iter().any(|p| p.target().covers(&e.target())));
+        if everyone && !allow.contains(e) {
+            allow.push(e.clone());
+        }
+    }
+    NetworkPolicy::Filtered { allow, enforcement }
 }
 
 fn check_injections(agent: &str, plan: &SandboxSpec) -> Result<(), Unfit> {
@@ -518,6 +588,86 @@ mod tests {
                 .starts_with("mounts: agent \"a_two\"")
         );
         assert_eq!(for_agents(&base(), &[]).unwrap_err(), Unfit::NoAgents);
+    }
+
+    fn filtered(entries: &[&str], enforcement: Enforcement) -> NetworkPolicy {
+        NetworkPolicy::Filtered {
+            allow: entries
+                .iter()
+                .map(|e| AllowEntry::parse(e).unwrap())
+                .collect(),
+            enforcement,
+        }
+    }
+
+    #[test]
+    fn a_filtered_machine_allows_no_agent_more_than_its_own_sandbox() {
+        let mut a = plan("handler-a-one-m", "/home/u/app", "/d/state/a_one");
+        a.network = filtered(
+            &["*.example.com:443", "models.local:8080"],
+            Enforcement::Enforce,
+        );
+        let mut b = plan("handler-a-two-m", "/home/u/app", "/d/state/a_two");
+        b.mounts[1].target = "/home/agent/.other".into();
+        b.files.clear();
+        b.network = filtered(&["api.example.com:443"], Enforcement::Enforce);
+        // Left out of the request: what both allow, enforced.
+        let common = common_filter(&[("a_one", &a), ("a_two", &b)]);
+        assert_eq!(
+            common,
+            filtered(&["api.example.com:443"], Enforcement::Enforce)
+        );
+        let mut fb = base();
+        fb.network = common;
+        let m = for_agents(&fb, &[("a_one", &a), ("a_two", &b)]).unwrap();
+        assert!(plan_session("box", &m, "a_one", &a).is_ok());
+        assert!(plan_session("box", &m, "a_two", &b).is_ok());
+        // An open agent fits a filtered machine; one with no network does not.
+        let mut open = a.clone();
+        open.network = NetworkPolicy::Open;
+        assert!(plan_session("box", &m, "a_one", &open).is_ok());
+        let mut none = a.clone();
+        none.network = NetworkPolicy::None;
+        assert_eq!(
+            plan_session("box", &m, "a_one", &none)
+                .unwrap_err()
+                .to_string(),
+            r#"network: the machine's network (filtered) is wider than agent "a_one"'s (none)"#
+        );
+        // A machine entry no entry of the agent's covers, and a log-only machine.
+        fb.network = filtered(&["models.local:8080"], Enforcement::Enforce);
+        assert_eq!(
+            for_agents(&fb, &[("a_one", &a), ("a_two", &b)])
+                .unwrap_err()
+                .to_string(),
+            r#"network: the machine allows models.local:8080, which agent "a_two"'s own sandbox does not: make the machine with an allow-list its agents all have"#
+        );
+        fb.network = filtered(&["api.example.com:443"], Enforcement::LogOnly);
+        assert_eq!(
+            for_agents(&fb, &[("a_one", &a)]).unwrap_err(),
+            Unfit::Enforcement {
+                agent: "a_one".into()
+            }
+        );
+        // No filtered agent: a filtered machine of its own allows nothing.
+        let plain = plan("handler-a-one-m", "/home/u/app", "/d/state/a_one");
+        let mut wide = plain.clone();
+        wide.network = NetworkPolicy::Open;
+        assert_eq!(
+            common_filter(&[("a_one", &wide)]),
+            filtered(&[], Enforcement::Enforce)
+        );
+        // Log-only only when every filtered agent is.
+        let mut learn = a.clone();
+        learn.network = filtered(&["api.example.com:443"], Enforcement::LogOnly);
+        assert_eq!(
+            common_filter(&[("a_one", &learn), ("a_two", &wide)]),
+            filtered(&["api.example.com:443"], Enforcement::LogOnly)
+        );
+        assert_eq!(
+            common_filter(&[("a_one", &learn), ("a_two", &b)]),
+            filtered(&["api.example.com:443"], Enforcement::Enforce)
+        );
     }
 
     #[test]

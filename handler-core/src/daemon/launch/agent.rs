@@ -368,13 +368,14 @@ pub fn machine_of(agent: &crate::daemon::store::StoredAgent, session: &str) -> O
 /// Runs session `conn` of `agent` in machine `machine` by `exec` (decision 0147: resolve's plan
 /// `prepared` made into an exec by `handler_sandbox::machine::session::plan_session`), wired as
 /// [`start`] wires a launch; registered under the machine's container name. Not kept: the exec
-/// ends with this daemon, the machine does not.
+/// ends with this daemon, the machine does not. No live allow-list is registered: a filtered
+/// machine's list is the machine's, made from all its agents' (decision 0153), so one agent's
+/// "allow" never switches it for the others — it is saved for that agent's next sandbox.
 pub fn start_in_machine(
     app: &AppState,
     (agent, conn): (&str, &str),
     (machine, exec): (&str, &handler_contracts::machine::ExecSpec),
     prepared: &Prepared,
-    allow: Option<LiveAllow>,
     on_egress: impl Fn(&EgressEvent) + Send + Sync + 'static,
 ) -> Result<Running, LauncherError> {
     let mut instance = app.launcher.machine_exec(machine, exec)?;
@@ -384,7 +385,7 @@ pub fn start_in_machine(
         (agent, conn),
         instance,
         prepared,
-        allow,
+        None,
         on_egress,
     ))
 }

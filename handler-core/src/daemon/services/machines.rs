@@ -95,21 +95,39 @@ fn refused(e: LauncherError) -> ApiError {
     }
 }
 
-/// A request's network (a 400 naming `network`).
-fn network_of(req: &MachineRequest) -> ApiResult<NetworkPolicy> {
-    Ok(match req.network.as_deref().unwrap_or("none") {
+/// A request's network (a 400 naming `network` or `allow`): `filtered` through the machine's
+/// own proxy (decision 0153) to the hosts `allow` lists, enforced; `common` is what a filtered
+/// machine made for agents allows when `allow` is left out (their common list), else none.
+fn network_of(req: &MachineRequest, common: Option<NetworkPolicy>) -> ApiResult<NetworkPolicy> {
+    let mode = req.network.as_deref().unwrap_or("none");
+    if req.allow.is_some() && mode != "filtered" {
+        return Err(ApiError::bad_request(
+            "invalid machine",
+            format!(
+                "allow: only a filtered machine has an allow-list (network is {mode:?}): set network to filtered, or leave allow out"
+            ),
+        ));
+    }
+    Ok(match mode {
         "none" => NetworkPolicy::None,
         "open" => NetworkPolicy::Open,
-        "filtered" => {
-            return Err(ApiError::bad_request(
-                "invalid machine",
-                "network: a filtered machine needs an egress proxy as long-lived as it, which is not built yet: use none or open",
-            ));
-        }
+        "filtered" => match (&req.allow, common) {
+            (Some(allow), _) => NetworkPolicy::Filtered {
+                allow: allow.clone(),
+                enforcement: handler_contracts::sandbox::Enforcement::Enforce,
+            },
+            (None, Some(common)) => common,
+            (None, None) => {
+                return Err(ApiError::bad_request(
+                    "invalid machine",
+                    "allow: a filtered machine names the hosts it may reach (allow: [\"HOST:PORT\", ...]); use [] for none",
+                ));
+            }
+        },
         other => {
             return Err(ApiError::bad_request(
                 "invalid machine",
-                format!("network: {other:?} is not none or open"),
+                format!("network: {other:?} is not none, filtered or open"),
             ));
         }
     })
@@ -117,7 +135,7 @@ fn network_of(req: &MachineRequest) -> ApiResult<NetworkPolicy> {
 
 /// The MachineSpec of `req` (checked; an image it names) for machine folder `work`.
 fn spec_of(req: &MachineRequest, image: &str, work: &str) -> ApiResult<SandboxSpec> {
-    let network = network_of(req)?;
+    let network = network_of(req, None)?;
     let workdir = req.workdir.clone().unwrap_or_else(|| "/work".into());
     let doc = serde_json::json!({
         "apiVersion": "handler.sandbox/v1",
@@ -237,6 +255,10 @@ async fn make(
     };
     let mut req = req;
     req.image = Some(spec.image.clone());
+    if let NetworkPolicy::Filtered { allow, .. } = &spec.network {
+        // The record names the list the machine was made with (its agents' common one).
+        req.allow = Some(allow.clone());
+    }
     let doc = serde_json::to_vec(&spec).map_err(ApiError::internal)?;
     let out = app
         .launcher
@@ -303,13 +325,17 @@ async fn for_agents(
         start_path::make(app, &place, &prepared).await?;
         plans.push((a.clone(), prepared.spec));
     }
+    let refs: Vec<(&str, &SandboxSpec)> = plans.iter().map(|(a, p)| (a.as_str(), p)).collect();
+    // Filtered with no list of its own: what every one of its agents' sandboxes allows.
+    let common = (req.network.as_deref() == Some("filtered") && req.allow.is_none())
+        .then(|| session::common_filter(&refs));
     let base = MachineBase {
         id: req.name.clone(),
         image: req.image.clone(),
         argv: IDLE.iter().map(|a| (*a).to_string()).collect(),
         workdir: req.workdir.clone().unwrap_or_else(|| "/work".into()),
         work: work.to_string(),
-        network: network_of(req)?,
+        network: network_of(req, common)?,
         resources: (req.cpus.is_some() || req.memory.is_some()).then(|| Resources {
             memory: req.memory.clone(),
             cpus: req.cpus.clone(),
@@ -328,7 +354,6 @@ async fn for_agents(
         }))
         .collect(),
     };
-    let refs: Vec<(&str, &SandboxSpec)> = plans.iter().map(|(a, p)| (a.as_str(), p)).collect();
     session::for_agents(&base, &refs)
         .map_err(|e| ApiError::bad_request("machine refused", e.to_string()))
 }
@@ -585,7 +610,7 @@ pub fn session_ended(app: &AppState, session: &str) {
 
 /// Session `session`'s disposable machine made, unless it has one already (a resumed session
 /// within the delay finds it again), when `agent`'s machine is `disposable` (decision 0148):
-/// made for this agent, with its network (none or open), labelled with the session; its delay
+/// made for this agent, with its network (none, open, or filtered by its own proxy), labelled with the session; its delay
 /// put off while the session starts. None for another agent.
 pub async fn disposable(
     app: &AppState,
@@ -604,15 +629,12 @@ pub async fn disposable(
             return Ok(Some(id));
         }
     }
+    // Filtered (the default): the machine's own proxy allows what the agent's sandbox would
+    // (decision 0153); an agent whose access puts keys behind phantoms is refused by the plan.
     let network = match agent.options.network {
         Some(handler_contracts::control::NetworkMode::None) => "none",
         Some(handler_contracts::control::NetworkMode::Open) => "open",
-        _ => {
-            return Err(ApiError::conflict(
-                "the machine cannot run this session",
-                "machine: a disposable machine for an agent whose network is filtered needs the machine's own egress proxy, not built yet: set its network to none or open, or leave machine out",
-            ));
-        }
+        _ => "filtered",
     };
     let req = MachineRequest {
         name: id.clone(),
@@ -622,6 +644,7 @@ pub async fn disposable(
         memory: None,
         workdir: None,
         network: Some(network.into()),
+        allow: None,
     };
     let d = Disposable {
         session: session.to_string(),

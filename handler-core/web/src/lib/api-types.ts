@@ -3241,8 +3241,17 @@ export interface components {
             memory?: string | null;
             /** @description Where commands start, its own folder kept across restarts (default `/work`). */
             workdir?: string | null;
-            /** @description `none` (default) or `open`; `filtered` is not built yet. */
+            /**
+             * @description `none` (default), `open`, or `filtered`: through the machine's own egress proxy to the
+             *     hosts `allow` lists (decision 0153).
+             */
             network?: string | null;
+            /**
+             * @description A filtered machine's allow-list, each `HOST:PORT` (`*.example.com:443` for subdomains);
+             *     only with `network: filtered`. Left out with `agents`: what every one of its agents' own
+             *     sandboxes allows (its record then names the list it was made with).
+             */
+            allow?: components["schemas"]["AllowEntry"][] | null;
         };
         /** @description A machine as the API shows it. */
         MachineInfo: {

@@ -154,14 +154,7 @@ async fn launch(
                 crate::daemon::services::machines::session_exec(app, &m, &agent.id, &prepared.spec)
                     .await
                     .map_err(|e| e.detail.unwrap_or(e.title))?;
-            start_path::start_in_machine(
-                app,
-                (&agent.id, id),
-                (&m, &exec),
-                &prepared,
-                allow,
-                on_egress,
-            )
+            start_path::start_in_machine(app, (&agent.id, id), (&m, &exec), &prepared, on_egress)
         }
         None => start_path::start_kept(app, &agent.id, id, &prepared, allow, on_egress).await,
     }
