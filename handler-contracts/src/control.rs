@@ -612,6 +612,10 @@ pub struct AgentOptions {
     /// Its sandboxes get the host's Wayland display (A.6).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub display: bool,
+    /// "Start from my own settings" (issue 30 item 4, decision 0154): its state is seeded once
+    /// from the person's own harness settings (never a login), a later change offered.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub seed_state: bool,
     /// What a run takes and gives back; its sessions are then unattended (D.18).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interface: Option<AgentInterface>,
@@ -775,6 +779,9 @@ pub struct Agent {
     /// Its sandboxes get the host's Wayland display.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub display: bool,
+    /// Its state is seeded from the person's own settings (decision 0154).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub seed_state: bool,
     /// What a run takes and gives back (D.18).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interface: Option<AgentInterface>,
@@ -1205,4 +1212,36 @@ pub struct Problem {
 
 fn about_blank() -> String {
     "about:blank".to_string()
+}
+
+/// One seed of an agent's state as it stands (decision 0154): `GET /v1/agents/{id}/seed`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SeedInfo {
+    /// The harness and the account or provider whose state it is (`claude-code@perso`).
+    pub state: String,
+    /// The state slot.
+    pub slot: String,
+    /// The person's file or folder (`~/…`).
+    pub source: String,
+    /// `seeded` (as copied), `changed` (the host's differs since: offered, never forced),
+    /// `absent` (not on this host: skipped), `new` (not seeded yet).
+    pub status: SeedStatus,
+    /// When it was last copied (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seeded_at: Option<String>,
+}
+
+/// Where a seed stands (decision 0154).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SeedStatus {
+    /// Copied, and the host's is as it was.
+    Seeded,
+    /// The host's changed since it was copied.
+    Changed,
+    /// Not on this host.
+    Absent,
+    /// Not copied yet (the agent's next session seeds it).
+    New,
 }

@@ -70,6 +70,52 @@ pub struct StateSlot {
     /// The content a new file slot starts with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub initial: Option<String>,
+    /// The person's own files that start it, for an agent that asks to "start from my own
+    /// settings" (issue 30 item 4, decision 0154): copied once, a later change offered.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub seed: Vec<StateSeed>,
+}
+
+/// One of the person's own files or folders that seeds a state slot (issue 30 item 4, the
+/// second seed's "Agent state"). Never a login or credential file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StateSeed {
+    /// On the host, `~/…`: the person's home (a link there is followed).
+    #[schemars(regex(pattern = crate::patterns::HOME_PATH))]
+    pub source: String,
+    /// Where it goes, relative to a folder slot (default: the source's name); a file slot's
+    /// seed is the slot itself and names none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = crate::patterns::RELATIVE_PATH))]
+    pub target: Option<String>,
+    /// A JSON or TOML file: only these top-level keys are kept (merged into a file slot's own).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub keep: Vec<String>,
+    /// A JSON or TOML file: each dotted path removed (after `keep`; a `*` step is every key).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub drop: Vec<String>,
+}
+
+/// The names of login and credential files, which no seed is and no seeded folder carries
+/// (compared without case): Claude's, Codex's, Gemini's, the generic ones.
+pub const CREDENTIAL_NAMES: &[&str] = &[
+    ".credentials.json",
+    "credentials.json",
+    "auth.json",
+    "oauth_creds.json",
+    "google_accounts.json",
+    ".netrc",
+    ".env",
+    "id_rsa",
+    "id_ed25519",
+];
+
+/// Whether file name `name` is a login or credential file's ([`CREDENTIAL_NAMES`], or a key:
+/// `*.pem`, `*.key`).
+pub fn is_credential_name(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    CREDENTIAL_NAMES.contains(&lower.as_str()) || lower.ends_with(".pem") || lower.ends_with(".key")
 }
 
 /// A folder or a file.

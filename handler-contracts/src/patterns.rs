@@ -39,6 +39,9 @@ macro_rules! component {
 /// A relative, normalized path: no leading `/`, no `.`, `..` or empty component.
 pub const RELATIVE_PATH: &str = concat!("^", component!(), "(/", component!(), ")*$");
 
+/// A normalized path in the person's home (`~/.claude/settings.json`, a folder `~/x/`).
+pub const HOME_PATH: &str = concat!("^~/", component!(), "(/", component!(), ")*/?$");
+
 /// A relative, normalized path inside at least one directory (`server/main.ts`).
 pub const RELATIVE_PATH_IN_DIR: &str = concat!("^(", component!(), "/)+", component!(), "$");
 

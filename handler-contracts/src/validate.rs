@@ -533,6 +533,86 @@ pub fn expand_home(field: &str, path: &str, home: &str) -> Result<String> {
     Ok(expanded)
 }
 
+/// A state slot's seeds (decision 0154): from the person's home, to a normalized place in a
+/// folder slot (a file slot's seed is the slot), filters only on JSON or TOML, never a credential.
+fn validate_seeds(name: &str, s: &crate::harness::StateSlot) -> Result {
+    use crate::harness::is_credential_name;
+    if !s.seed.is_empty() && (s.credential || s.per_session) {
+        return err(
+            format!("stateSlots.{name}.seed"),
+            "a credential or per-session slot is never seeded",
+        );
+    }
+    if s.kind == SlotKind::File && s.seed.len() > 1 {
+        return err(
+            format!("stateSlots.{name}.seed"),
+            "a file slot has at most one seed",
+        );
+    }
+    let normal = |p: &str| {
+        !p.is_empty()
+            && !p.starts_with('/')
+            && p.split('/').all(|c| !c.is_empty() && c != "." && c != "..")
+    };
+    for (i, seed) in s.seed.iter().enumerate() {
+        let field = format!("stateSlots.{name}.seed[{i}]");
+        match seed.source.strip_prefix("~/") {
+            Some(rest) if normal(rest.trim_end_matches('/')) => {}
+            _ => {
+                return err(
+                    format!("{field}.source"),
+                    format!(
+                        "{:?} is not a path in the person's home (~/…, without . or ..)",
+                        seed.source
+                    ),
+                );
+            }
+        }
+        let file_name = seed
+            .source
+            .trim_end_matches('/')
+            .rsplit('/')
+            .next()
+            .unwrap_or_default();
+        if is_credential_name(file_name) {
+            return err(
+                format!("{field}.source"),
+                format!("{file_name:?} is a login or credential file, which is never seeded"),
+            );
+        }
+        match (&seed.target, s.kind) {
+            (Some(_), SlotKind::File) => {
+                return err(
+                    format!("{field}.target"),
+                    "a file slot's seed is the slot itself",
+                );
+            }
+            (Some(t), SlotKind::Dir) if !normal(t) => {
+                return err(
+                    format!("{field}.target"),
+                    format!("{t:?} is not a relative path without . or .."),
+                );
+            }
+            (Some(t), SlotKind::Dir) if is_credential_name(t.rsplit('/').next().unwrap_or(t)) => {
+                return err(
+                    format!("{field}.target"),
+                    format!("{t:?} is a credential file's name"),
+                );
+            }
+            _ => {}
+        }
+        let filtered = !seed.keep.is_empty() || !seed.drop.is_empty();
+        let structured = file_name.ends_with(".json") || file_name.ends_with(".toml");
+        if filtered && !structured {
+            return err(
+                field,
+                format!("keep and drop filter a .json or .toml file, not {file_name:?}"),
+            );
+        }
+    }
+    Ok(())
+}
+
 /// A descriptor's own consistency (B.1).
 pub fn validate_descriptor(d: &HarnessDescriptor) -> Result {
     if d.permissions.is_empty() {
@@ -560,6 +640,7 @@ pub fn validate_descriptor(d: &HarnessDescriptor) -> Result {
                 "a credential slot is a file, not per-session",
             );
         }
+        validate_seeds(name, s)?;
     }
     if let Some(login) = &d.login {
         match (&login.token, &login.file) {

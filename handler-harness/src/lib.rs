@@ -8,6 +8,7 @@ pub mod error;
 pub mod paths;
 pub mod providers;
 pub mod render;
+pub mod seed;
 
 pub use descriptors::{
     SANDBOX_ENV_PATH, SANDBOX_ENV_SCRIPT, builtin, builtin_names, containerfile,

@@ -53,6 +53,15 @@ pub enum AgentCommand {
         #[arg(long, value_name = "HOST:PORT")]
         disallow: Vec<String>,
     },
+    /// Its state's seeds from your own settings (decision 0154): each seeded, changed on this
+    /// host since, absent or new; `--apply` copies the new and the changed ones now.
+    Seed {
+        /// The agent's id.
+        id: String,
+        /// Copy what is new or changed (the agent's next sessions see it).
+        #[arg(long)]
+        apply: bool,
+    },
     /// The built-in agents (the skill reviewer, the skill creator) and whether each is set up.
     Builtin,
     /// Start a run of an agent with an interface, wait for it, print its result.
@@ -140,6 +149,13 @@ pub struct Settings {
     /// Its starting permission mode: ask, accept-edits or bypass.
     #[arg(long, value_parser = ["ask", "accept-edits", "bypass"])]
     pub permissions: Option<String>,
+    /// Start from my own settings: its state seeded once from your own harness settings
+    /// (never a login); `handler agent seed ID` shows later changes and applies them.
+    #[arg(long, conflicts_with = "no_seed_state")]
+    pub seed_state: bool,
+    /// Its state is not seeded from your settings (what was copied stays).
+    #[arg(long)]
+    pub no_seed_state: bool,
 }
 
 impl NetworkArgs {
@@ -228,6 +244,9 @@ impl Settings {
         if self.no_display {
             body.insert("display".into(), json!(false));
         }
+        if self.seed_state || self.no_seed_state {
+            body.insert("seedState".into(), json!(self.seed_state));
+        }
         if let Some(p) = &self.permissions {
             if p == "bypass" {
                 eprintln!("handler: --permissions bypass: it acts without asking you first");
@@ -252,6 +271,12 @@ const REQUEST_KEYS: &[&str] = &[
     "bindings",
     "knowledge",
     "display",
+    "seedState",
+    "askDeniedHosts",
+    "gitGuard",
+    "sessionTree",
+    "machine",
+    "disposableDelayMs",
     "interface",
     "name",
     "description",
@@ -313,6 +338,26 @@ pub(crate) async fn run(cmd: AgentCommand, json: bool) -> anyhow::Result<i32> {
             ctx.show(&v, show);
         }
         AgentCommand::New(a) => new(&ctx, a).await?,
+        AgentCommand::Seed { id, apply } => {
+            let path = format!("/v1/agents/{}/seed", seg(&id));
+            let v = if apply {
+                ctx.api.post(&path, &json!({})).await?
+            } else {
+                ctx.api.get(&path).await?
+            };
+            ctx.show(&v, human_seeds);
+            let changed = v
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|s| s["status"] == "changed" || s["status"] == "new")
+                .count();
+            if !apply && changed > 0 {
+                eprintln!(
+                    "handler: {changed} seed(s) new or changed on this host: `handler agent seed {id} --apply` copies them"
+                );
+            }
+        }
         AgentCommand::Edit { id, settings } => {
             let path = format!("/v1/agents/{}", seg(&id));
             let mut body = request_of(&ctx.api.get(&path).await?);
@@ -601,6 +646,21 @@ fn show_network(a: &Value) {
     }
 }
 
+/// The seeds as a table: state, slot, source, status, when copied.
+fn human_seeds(v: &Value) {
+    print_table(
+        v,
+        &["state", "slot", "source", "status", "seeded"],
+        |s| {
+            ["state", "slot", "source", "status", "seededAt"]
+                .iter()
+                .map(|k| s[*k].as_str().unwrap_or("-").to_string())
+                .collect()
+        },
+        "no seed: its harnesses seed nothing",
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::Settings;
@@ -624,5 +684,39 @@ mod tests {
         let mut untouched = Map::new();
         Settings::default().apply(&mut untouched);
         assert!(!untouched.contains_key("display"));
+    }
+
+    #[test]
+    fn seed_state_is_given_and_taken_back_and_an_edit_keeps_what_it_does_not_name() {
+        let mut body = Map::new();
+        Settings {
+            seed_state: true,
+            ..Default::default()
+        }
+        .apply(&mut body);
+        assert_eq!(body.get("seedState"), Some(&json!(true)));
+        Settings {
+            no_seed_state: true,
+            ..Default::default()
+        }
+        .apply(&mut body);
+        assert_eq!(body.get("seedState"), Some(&json!(false)));
+        // An agent's fields the flags do not name come back in the PUT an edit sends.
+        let agent = json!({"id": "a_1", "models": [{"account": "perso", "harness": "x"}],
+            "network": "none", "seedState": true, "machine": "box", "gitGuard": "open",
+            "sessionTree": "copy", "askDeniedHosts": false, "disposableDelayMs": 5000,
+            "connections": [], "warnings": []});
+        let req = super::request_of(&agent);
+        for k in [
+            "seedState",
+            "machine",
+            "gitGuard",
+            "sessionTree",
+            "askDeniedHosts",
+            "disposableDelayMs",
+        ] {
+            assert_eq!(req.get(k), Some(&agent[k]), "{k}");
+        }
+        assert!(!req.contains_key("connections") && !req.contains_key("id"));
     }
 }

@@ -55,6 +55,11 @@ pub struct AgentFlags {
     /// With `--machine disposable`: seconds a session's machine is kept after it (300).
     #[arg(long, value_name = "SECONDS")]
     pub disposable_delay: Option<u64>,
+    /// Start from my own settings: its state seeded once from your own harness settings
+    /// (Claude's settings.json, CLAUDE.md, skills…; Codex's config.toml, AGENTS.md…), never a
+    /// login (`handler agent seed ID` shows and applies later changes).
+    #[arg(long)]
+    pub seed_state: bool,
 }
 
 /// What the flags that widen an agent give, one line each: typing them is the confirmation
@@ -411,6 +416,7 @@ pub fn options_of(a: &Agent) -> AgentOptions {
         bindings: a.bindings.clone(),
         knowledge: a.knowledge.clone(),
         display: a.display,
+        seed_state: a.seed_state,
         interface: a.interface.clone(),
         ask_denied_hosts: a.ask_denied_hosts,
         git_guard: a.git_guard,
@@ -465,6 +471,9 @@ fn apply(f: &AgentFlags, o: &mut AgentOptions) {
     }
     if let Some(s) = f.disposable_delay {
         o.disposable_delay_ms = Some(s.saturating_mul(1000));
+    }
+    if f.seed_state {
+        o.seed_state = true;
     }
 }
 

@@ -68,6 +68,14 @@ const BOTH_REFUSE: &[(&str, &str)] = &[
     ("harness-descriptor/no-permission-mode.toml", "permissions"),
     ("harness-descriptor/plans-without-plan-env.toml", "login"),
     ("harness-descriptor/terms-not-https.toml", "login.terms"),
+    (
+        "harness-descriptor/seed-outside-home.toml",
+        "stateSlots.config_dir.seed[0].source",
+    ),
+    (
+        "harness-descriptor/seed-target-escapes.toml",
+        "stateSlots.config_dir.seed[0].target",
+    ),
     ("miniapp/entry-absolute.toml", "server.entry"),
     ("miniapp/entry-not-in-a-folder.toml", "server.entry"),
     ("miniapp/file-path-empty.toml", "needs.files[0].path"),
@@ -108,6 +116,16 @@ const BOTH_REFUSE: &[(&str, &str)] = &[
 
 /// Refused by Rust only, with why JSON Schema cannot say it: (fixture, field, reason).
 const RUST_ONLY: &[(&str, &str, &str)] = &[
+    (
+        "harness-descriptor/seed-a-credential.toml",
+        "stateSlots.config_dir.seed[0].source",
+        "a list of names no path may end with: a regular expression without look-ahead cannot refuse them",
+    ),
+    (
+        "harness-descriptor/seed-filter-not-json.toml",
+        "stateSlots.config_dir.seed[0]",
+        "between fields: keep and drop only where `source` ends in .json or .toml",
+    ),
     (
         "account/plan-unknown.toml",
         "plan",

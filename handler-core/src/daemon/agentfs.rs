@@ -44,6 +44,8 @@ pub const ALL_READERS: &[&str] = &[
     "skills::import",
     // The Files pane: its own walk under the same rules (session_files/open.rs).
     "session_files",
+    // A file state slot's own content, which a seed is merged over (launch/seed.rs).
+    "seed::file_slot",
 ];
 
 /// Why an agent-writable path was not read.

@@ -143,6 +143,13 @@ try {
     await page.getByRole("button", { name: "Save", exact: true }).click();
     await page.getByText("permissions: bypass").waitFor();
     assert.equal((await api("GET", `/v1/agents/${shown.id}`)).display ?? false, false);
+    // Decision 0154: "Start from my own settings" saved with what it copies said.
+    await page.getByRole("link", { name: "Edit" }).click();
+    await page.getByLabel("Start from my own settings").check();
+    await page.getByRole("note").getByText("never a login or a key").waitFor();
+    await page.getByRole("button", { name: "Save", exact: true }).click();
+    await page.getByText("permissions: bypass").waitFor();
+    assert.equal((await api("GET", `/v1/agents/${shown.id}`)).seedState, true);
   });
 
   let firstRenderMs = 0;

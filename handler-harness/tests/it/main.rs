@@ -15,3 +15,4 @@ mod descriptors;
 mod example;
 mod render_matrix;
 mod render_rules;
+mod seed;

@@ -3,7 +3,7 @@
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use handler_contracts::control::{AdHocAgentRequest, Agent, EgressRecord};
+use handler_contracts::control::{AdHocAgentRequest, Agent, EgressRecord, SeedInfo};
 
 use super::routes::{MODEL_QUERY, Route, r, s};
 use crate::daemon::problem::{ApiJson, ApiResult};
@@ -143,6 +143,22 @@ pub(super) fn routes() -> Vec<Route> {
             (200, Some(s::<Vec<EgressRecord>>)),
             routing::get(super::acp::egress_events),
         ),
+        r(
+            "GET",
+            "/v1/agents/{id}/seed",
+            "Its state's seeds from your own settings: seeded, changed on the host since, absent, new (decision 0154)",
+            None,
+            (200, Some(s::<Vec<SeedInfo>>)),
+            routing::get(seeds),
+        ),
+        r(
+            "POST",
+            "/v1/agents/{id}/seed",
+            "Copy every seed not copied yet or changed since (an agent with seedState; 409 otherwise)",
+            None,
+            (200, Some(s::<Vec<SeedInfo>>)),
+            routing::post(seed_now),
+        ),
         Route {
             query: MODEL_QUERY,
             upgrade: true,
@@ -156,4 +172,24 @@ pub(super) fn routes() -> Vec<Route> {
             )
         },
     ]
+}
+
+/// GET /v1/agents/{id}/seed
+async fn seeds(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Vec<SeedInfo>>> {
+    Ok(Json(
+        crate::daemon::services::seeds::seeds(&app, &id, false).await?,
+    ))
+}
+
+/// POST /v1/agents/{id}/seed
+async fn seed_now(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Vec<SeedInfo>>> {
+    Ok(Json(
+        crate::daemon::services::seeds::seeds(&app, &id, true).await?,
+    ))
 }

@@ -149,6 +149,8 @@ pub(crate) fn gather(
     let (credential, who) = credential(app, &*catalog, &d, access)?;
     let data_dir = app.config.data_dir.display().to_string();
     make_state(&resolve::state_slots(&data_dir, &agent.id, &d, &who))?;
+    // Decision 0154: "start from my own settings", once per seed.
+    super::seed::at_launch(app, agent, &d, &who);
     let display = if agent.options.display {
         Some(
             wayland_socket()

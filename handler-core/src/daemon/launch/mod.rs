@@ -14,4 +14,5 @@ pub mod launcher;
 pub mod prepare;
 pub mod records;
 pub mod resolve;
+pub mod seed;
 pub mod sources;

@@ -150,6 +150,29 @@ fn case(reader: &str, root: &Path) -> Case {
                 }),
             )
         }
+        "seed::file_slot" => {
+            let home = root.join("home");
+            std::fs::create_dir_all(&home).unwrap();
+            std::fs::write(home.join(".h.json"), r#"{"mcpServers": {}}"#).unwrap();
+            let base = root.join("state");
+            std::fs::create_dir_all(&base).unwrap();
+            let slot: handler_contracts::harness::StateSlot = toml::from_str(
+                "target = \"~/.h.json\"\nkind = \"file\"\nrequired = true\n[[seed]]\nsource = \"~/.h.json\"\nkeep = [\"mcpServers\"]\n",
+            )
+            .unwrap();
+            (
+                vec![base.join("settings")],
+                Box::new(move || {
+                    crate::daemon::launch::seed::copy_seed(
+                        &home,
+                        &base,
+                        ("settings", &slot),
+                        &slot.seed[0],
+                    )
+                    .map_err(|e| e.to_string())
+                }),
+            )
+        }
         other => panic!("agentfs::ALL_READERS names {other:?}, which has no case here: add one"),
     }
 }

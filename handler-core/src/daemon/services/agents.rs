@@ -138,6 +138,7 @@ pub fn view(app: &AppState, snap: &Snapshot, a: &StoredAgent) -> Agent {
         bindings: a.options.bindings.clone(),
         knowledge: a.options.knowledge.clone(),
         display: a.options.display,
+        seed_state: a.options.seed_state,
         interface: a.options.interface.clone(),
         ask_denied_hosts: a.options.ask_denied_hosts,
         git_guard: a.options.git_guard,

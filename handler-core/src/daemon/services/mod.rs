@@ -27,6 +27,7 @@ pub mod providers;
 pub mod remote;
 pub mod running;
 pub mod secrets;
+pub mod seeds;
 pub mod session_files;
 pub mod sessions;
 pub mod skills;

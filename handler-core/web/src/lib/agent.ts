@@ -21,6 +21,8 @@ export function requestOf(a: Agent): Record<string, unknown> {
     ...(a.display ? { display: a.display } : {}),
     // Kept as they are: a PUT that left them out would reset them (gitGuard to the guard).
     ...(a.gitGuard ? { gitGuard: a.gitGuard } : {}),
+    ...(a.sessionTree ? { sessionTree: a.sessionTree } : {}),
+    ...(a.seedState ? { seedState: a.seedState } : {}),
     ...(a.machine ? { machine: a.machine } : {}),
     ...(a.disposableDelayMs != null ? { disposableDelayMs: a.disposableDelayMs } : {}),
     ...(a.askDeniedHosts != null ? { askDeniedHosts: a.askDeniedHosts } : {}),

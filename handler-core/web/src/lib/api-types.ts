@@ -483,6 +483,24 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/agents/{id}/seed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Its state's seeds from your own settings: seeded, changed on the host since, absent, new (decision 0154) */
+        get: operations["GET /v1/agents/{id}/seed"];
+        put?: never;
+        /** Copy every seed not copied yet or changed since (an agent with seedState; 409 otherwise) */
+        post: operations["POST /v1/agents/{id}/seed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/agents/{id}/acp": {
         parameters: {
             query?: never;
@@ -2118,6 +2136,8 @@ export interface components {
             knowledge: string[];
             /** @description Its sandboxes get the host's Wayland display. */
             display?: boolean;
+            /** @description Its state is seeded from the person's own settings (decision 0154). */
+            seedState?: boolean;
             /** @description What a run takes and gives back (D.18). */
             interface?: components["schemas"]["AgentInterface"] | (null);
             /** @description Filtered only: whether a denied host is asked about in its sessions (left out: yes). */
@@ -2279,6 +2299,11 @@ export interface components {
             knowledge?: string[];
             /** @description Its sandboxes get the host's Wayland display (A.6). */
             display?: boolean;
+            /**
+             * @description "Start from my own settings" (issue 30 item 4, decision 0154): its state is seeded once
+             *     from the person's own harness settings (never a login), a later change offered.
+             */
+            seedState?: boolean;
             /** @description What a run takes and gives back; its sessions are then unattended (D.18). */
             interface?: components["schemas"]["AgentInterface"] | (null);
             /**
@@ -2381,6 +2406,24 @@ export interface components {
         };
         /** @description What an egress event says happened (A.3). */
         EgressDecision: "allowed" | "denied" | "unlisted" | "injected" | "leak";
+        /** @description One seed of an agent's state as it stands (decision 0154): `GET /v1/agents/{id}/seed`. */
+        SeedInfo: {
+            /** @description The harness and the account or provider whose state it is (`claude-code@perso`). */
+            state: string;
+            /** @description The state slot. */
+            slot: string;
+            /** @description The person's file or folder (`~/…`). */
+            source: string;
+            /**
+             * @description `seeded` (as copied), `changed` (the host's differs since: offered, never forced),
+             *     `absent` (not on this host: skipped), `new` (not seeded yet).
+             */
+            status: components["schemas"]["SeedStatus"];
+            /** @description When it was last copied (RFC 3339). */
+            seededAt?: string | null;
+        };
+        /** @description Where a seed stands (decision 0154). */
+        SeedStatus: "seeded" | "changed" | "absent" | "new";
         /** @description A project (D.8). Stored in `<state>/projects.json`: unknown fields kept. */
         Project: {
             /** @description "p_" + 10 hex. */
@@ -2463,6 +2506,11 @@ export interface components {
             knowledge?: string[];
             /** @description Its sandboxes get the host's Wayland display (A.6). */
             display?: boolean;
+            /**
+             * @description "Start from my own settings" (issue 30 item 4, decision 0154): its state is seeded once
+             *     from the person's own harness settings (never a login), a later change offered.
+             */
+            seedState?: boolean;
             /** @description What a run takes and gives back; its sessions are then unattended (D.18). */
             interface?: components["schemas"]["AgentInterface"] | (null);
             /**
@@ -4947,6 +4995,68 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["EgressRecord"][];
+                };
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "GET /v1/agents/{id}/seed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SeedInfo"][];
+                };
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "POST /v1/agents/{id}/seed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SeedInfo"][];
                 };
             };
             /** @description an error (RFC 9457) */
