@@ -49,6 +49,7 @@ fn run_machine(verb: MachineVerb) -> i32 {
         MachineVerb::Start { id } => machine::state("start", &id),
         MachineVerb::Stop { id } => machine::state("stop", &id),
         MachineVerb::Restart { id } => machine::state("restart", &id),
+        MachineVerb::Ls => machine::ls(),
         MachineVerb::Status { id } => machine::status(&id),
         MachineVerb::Stats { id } => machine::stats(&id),
         MachineVerb::Rm { id } => machine::rm(&id),

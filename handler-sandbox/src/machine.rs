@@ -4,6 +4,7 @@
 //! `engine exec` with the ExecSpec's variables by name; `machine stats` reads the engine's
 //! one-shot stats into the seed's Stats. Pure.
 
+pub mod adopt;
 pub mod session;
 
 use std::collections::BTreeMap;

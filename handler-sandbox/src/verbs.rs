@@ -96,6 +96,9 @@ pub enum MachineVerb {
         /// The machine.
         id: String,
     },
+    /// The engine's records of every container labelled as a machine (a JSON array): what a
+    /// daemon that lost its own records adopts back (decision 0155).
+    Ls,
     /// The runtime's record of a machine (JSON).
     Status {
         /// The machine.
@@ -480,6 +483,7 @@ impl MachineVerb {
     fn words(&self, w: Words) -> Words {
         match self {
             Self::Create => w.verb("create"),
+            Self::Ls => w.verb("ls"),
             Self::Start { id } => w.verb("start").pos(&[id]),
             Self::Stop { id } => w.verb("stop").pos(&[id]),
             Self::Restart { id } => w.verb("restart").pos(&[id]),
@@ -630,6 +634,7 @@ mod tests {
                 dir: PathBuf::from("/run/x"),
             }),
             Verb::Machine(MachineVerb::Create),
+            Verb::Machine(MachineVerb::Ls),
             Verb::Machine(MachineVerb::Start { id: s("-box") }),
             Verb::Machine(MachineVerb::Stop { id: s("box") }),
             Verb::Machine(MachineVerb::Restart { id: s("box") }),

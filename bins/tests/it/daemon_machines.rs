@@ -1,7 +1,8 @@
 //! `/v1/machines` (issue 29 item 2) through handlerd as the test user, on real rootless Podman:
 //! a machine made from an allowed image (others refused, the field named), listed with its
 //! state, its stats and status, stopped and started; still there and running after handlerd is
-//! SIGKILLed and restarted; shown `missing` once its container is removed outside Handler;
+//! SIGKILLed and restarted, and adopted by its labels when its record is gone (another
+//! daemon's never); shown `missing` once its container is removed outside Handler;
 //! deleted. The change channel (item 3) follows all of it, over a real WebSocket and through
 //! `handler machine ls --watch`. Sessions in a machine made for their agent (item 4) and in a
 //! disposable machine of their own (item 6).
@@ -99,6 +100,7 @@ async fn a_machine_is_made_listed_stopped_started_kept_across_a_restart_and_dele
     let Some(mut d) = daemon("api").await else {
         return;
     };
+    leftover(&d, "handler-m-box");
     // Without the channel's subprotocol, or without the token: refused before any upgrade.
     {
         use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
@@ -201,6 +203,70 @@ async fn a_machine_is_made_listed_stopped_started_kept_across_a_restart_and_dele
     d.kill_and_start(&bin).await;
     let (_, m) = get(&d, "/v1/machines/box").await;
     assert_eq!(m["state"], "running", "{m}: {}", d.log());
+    // Decision 0155: its record lost (and a stranger's machine beside it, another daemon's),
+    // the next daemon adopts it by its labels — and only it.
+    let (_, before) = get(&d, "/v1/machines/box").await;
+    leftover(&d, "handler-m-stranger");
+    let o = d
+        .user
+        .cmd(
+            "podman",
+            &[
+                "run",
+                "-d",
+                "--name",
+                "handler-m-stranger",
+                "--label",
+                "handler.machine=stranger",
+                "--label",
+                "handler.machine.data=0000000000000000",
+                IMAGE,
+                "sleep",
+                "600",
+            ],
+            &[("HOME", d.user.home())],
+        )
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    std::fs::remove_file(d.root.join("data/machines/box.json")).unwrap();
+    d.kill_and_start(&bin).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    let m = loop {
+        let (st, m) = get(&d, "/v1/machines/box").await;
+        if st == 200 {
+            break m;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not adopted: {m}\n{}",
+            d.log()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(m["state"], "running", "{m}");
+    assert_eq!(m["containerId"], before["containerId"], "{m}");
+    // The engine's name of the image (with its tag).
+    assert_eq!(
+        m["request"]["image"],
+        format!("{}:latest", before["request"]["image"].as_str().unwrap()),
+        "{m}"
+    );
+    assert_eq!(m["request"]["network"], "none", "{m}");
+    assert!(
+        d.log().contains("machine adopted by its labels"),
+        "{}",
+        d.log()
+    );
+    let (_, all) = get(&d, "/v1/machines").await;
+    let names: Vec<&str> = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["box"], "another daemon's machine is never adopted");
+    leftover(&d, "handler-m-stranger");
     let mut ws = watcher(&d).await;
     let ev = next(&mut ws).await;
     assert_eq!(ev["type"], "snapshot", "{ev}");

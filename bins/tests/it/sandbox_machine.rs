@@ -90,6 +90,19 @@ fn a_machine_is_made_reached_by_exec_kept_across_a_restart_and_removed(e: &Env) 
     assert_eq!(st["State"]["Running"], true, "{st}");
     assert_eq!(st["HostConfig"]["ReadonlyRootfs"], true);
     assert_eq!(st["Config"]["Labels"]["handler.machine"], id.as_str());
+    // `machine ls` (decision 0155): the engine's record of every machine, this one with its
+    // labels, on both engines alike.
+    let o = out(&mut machine(e, &["ls"], None));
+    assert!(o.status.success(), "{}", text(&o));
+    let ls: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let mine = ls
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["Config"]["Labels"]["handler.machine"] == id.as_str())
+        .unwrap_or_else(|| panic!("{id} not in {ls}"));
+    assert_eq!(mine["Config"]["Labels"]["handler.test"], "machine");
+    assert_eq!(mine["Id"], st["Id"]);
     let caps = st["HostConfig"]["CapDrop"].to_string().to_lowercase();
     // Every capability the engine would give is dropped (podman lists them).
     for c in ["cap_setuid", "cap_net_raw", "cap_chown"] {

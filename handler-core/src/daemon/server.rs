@@ -272,7 +272,12 @@ pub async fn serve(
     ));
     // Disposable machines (decision 0148): the last daemon's taken back, each removed after its
     // delay once no session runs in it.
-    tokio::spawn(crate::daemon::services::machines::dispose(state.clone()));
+    // Machines whose record is gone are adopted by their labels first (decision 0155).
+    let st = state.clone();
+    tokio::spawn(async move {
+        crate::daemon::services::machines::adopt(&st).await;
+        crate::daemon::services::machines::dispose(st).await;
+    });
     let app = routes::router(state.clone());
     let (stopping, mut stopped) = tokio::sync::watch::channel(false);
     // Remote control's connector (D.7): outbound to the gateway only, ended with the daemon.

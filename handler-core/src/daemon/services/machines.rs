@@ -4,8 +4,10 @@
 //! and created by the runtime's `machine create`; its record in `<data>/machines/<id>.json`.
 //! The state is always the runtime's: a machine whose container is gone is shown `missing`,
 //! never made again; machines outlive handlerd (they are the person's) and a restarted daemon
-//! lists them from its records.
+//! lists them from its records, adopting by their labels those whose record is gone (decision
+//! 0155).
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use handler_contracts::SandboxSpec;
@@ -23,6 +25,7 @@ use crate::daemon::launch::launcher::LauncherError;
 use crate::daemon::launch::prepare::{Purpose, prepare};
 use crate::daemon::problem::{ApiError, ApiResult};
 use crate::daemon::state::AppState;
+use handler_sandbox::machine::adopt;
 use handler_sandbox::machine::session::{self, MachineBase};
 
 /// The runtime's exit code for "no machine of that id" (`runtime::sandbox::machine`).
@@ -133,8 +136,36 @@ fn network_of(req: &MachineRequest, common: Option<NetworkPolicy>) -> ApiResult<
     })
 }
 
+/// The labels every machine of this daemon carries (decision 0155): made by handlerd, the
+/// daemon's data folder's digest, its network as requested — what adoption reads back.
+fn own_labels(app: &AppState, req: &MachineRequest) -> BTreeMap<String, String> {
+    [
+        ("handler.machine.made-by", "handlerd".to_string()),
+        (adopt::DATA_LABEL, data_key(app)),
+        (
+            adopt::NETWORK_LABEL,
+            req.network.clone().unwrap_or_else(|| "none".into()),
+        ),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
+/// This daemon's mark on its machines: the first 16 hex digits of its data folder's sha256.
+fn data_key(app: &AppState) -> String {
+    use sha2::Digest as _;
+    let d = sha2::Sha256::digest(app.config.data_dir.as_os_str().as_encoded_bytes());
+    d.iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
 /// The MachineSpec of `req` (checked; an image it names) for machine folder `work`.
-fn spec_of(req: &MachineRequest, image: &str, work: &str) -> ApiResult<SandboxSpec> {
+fn spec_of(
+    app: &AppState,
+    req: &MachineRequest,
+    image: &str,
+    work: &str,
+) -> ApiResult<SandboxSpec> {
     let network = network_of(req, None)?;
     let workdir = req.workdir.clone().unwrap_or_else(|| "/work".into());
     let doc = serde_json::json!({
@@ -149,7 +180,7 @@ fn spec_of(req: &MachineRequest, image: &str, work: &str) -> ApiResult<SandboxSp
         "files": [],
         "writablePaths": [],
         "network": {"mode": "none"},
-        "labels": {"handler.machine.made-by": "handlerd"},
+        "labels": own_labels(app, req),
     });
     let mut spec: SandboxSpec = serde_json::from_value(doc).map_err(ApiError::internal)?;
     spec.network = network;
@@ -243,7 +274,7 @@ async fn make(
         _ if !req.agents.is_empty() => {
             for_agents(app, &req, &work.display().to_string(), disposable.as_ref()).await
         }
-        Some(image) => spec_of(&req, image, &work.display().to_string()),
+        Some(image) => spec_of(app, &req, image, &work.display().to_string()),
         None => unreachable!("refused above"),
     };
     let spec = match made {
@@ -340,19 +371,16 @@ async fn for_agents(
             memory: req.memory.clone(),
             cpus: req.cpus.clone(),
         }),
-        labels: [(
-            "handler.machine.made-by".to_string(),
-            "handlerd".to_string(),
-        )]
-        .into_iter()
-        .chain(disposable.into_iter().flat_map(|d| {
-            // Decision 0148: a disposable machine says so, and for which session.
-            [
-                ("handler.disposable".to_string(), "true".to_string()),
-                ("handler.session".to_string(), d.session.clone()),
-            ]
-        }))
-        .collect(),
+        labels: own_labels(app, req)
+            .into_iter()
+            .chain(disposable.into_iter().flat_map(|d| {
+                // Decision 0148: a disposable machine says so, and for which session.
+                [
+                    (adopt::DISPOSABLE_LABEL.to_string(), "true".to_string()),
+                    (adopt::SESSION_LABEL.to_string(), d.session.clone()),
+                ]
+            }))
+            .collect(),
     };
     session::for_agents(&base, &refs)
         .map_err(|e| ApiError::bad_request("machine refused", e.to_string()))
@@ -395,6 +423,15 @@ pub fn session_plan(
     plan: &SandboxSpec,
 ) -> ApiResult<handler_contracts::machine::ExecSpec> {
     let r = read(app, id)?;
+    if r.spec.is_none() && !r.request.agents.is_empty() {
+        // Decision 0155: adopted by its labels, the plan its agents' sessions are held to is gone.
+        return Err(ApiError::conflict(
+            "the machine cannot run this session",
+            format!(
+                "machine {id:?} was adopted by its labels without the plan it was made with: make it again for its agents (handler machine rm {id}, then handler machine create {id} --agent …)"
+            ),
+        ));
+    }
     let spec = r.spec.clone().unwrap_or_else(|| SandboxSpec {
         labels: Default::default(),
         ..plan.clone()
@@ -656,6 +693,54 @@ pub async fn disposable(
     make(app, req, Some(d)).await?;
     tracing::info!(machine = %id, session, "disposable machine made for its session");
     Ok(Some(id))
+}
+
+/// Machines adopted by their labels (issue 29 item 5, decision 0155), once at the daemon's
+/// start: every container the engine lists as a machine of this daemon's data folder whose
+/// record is gone gets one again (its request as its labels tell it; made for agents, it has no
+/// plan to check their sessions against, so they are refused until it is made again). Never a
+/// machine made again: only what the engine has is recorded.
+pub async fn adopt(app: &AppState) {
+    let listed = match app.launcher.machine(&MachineVerb::Ls, None).await {
+        Ok(out) => out,
+        Err(e) => {
+            tracing::warn!(error = %e, "machines: the engine's list cannot be read; none adopted");
+            return;
+        }
+    };
+    let Ok(inspect) = serde_json::from_str::<serde_json::Value>(listed.trim()) else {
+        tracing::warn!("machines: the engine's list is not JSON; none adopted");
+        return;
+    };
+    let _making = app.machine_make.lock().await;
+    let known = ids(app);
+    let mut adopted = 0;
+    for a in adopt::adoptable(&inspect, &data_key(app), &known) {
+        let id = a.request.name.clone();
+        let r = Record {
+            request: a.request,
+            container_id: a.container_id,
+            created_at: a.created_at,
+            spec: None,
+            disposable: a.disposable,
+        };
+        let written = serde_json::to_vec_pretty(&r)
+            .map_err(std::io::Error::other)
+            .and_then(|b| {
+                fsutil::create_dir_private(&dir(app))?;
+                fsutil::write_atomic(&record_path(app, &id), &b, 0o600)
+            });
+        match written {
+            Ok(()) => {
+                adopted += 1;
+                tracing::info!(machine = %id, agents = ?r.request.agents, "machine adopted by its labels (its record was gone)");
+            }
+            Err(e) => tracing::warn!(machine = %id, error = %e, "machine not adopted"),
+        }
+    }
+    if adopted > 0 {
+        super::machine_events::poke(app);
+    }
 }
 
 /// The disposable machines' keeper (decision 0148), for the daemon's life: every half second,

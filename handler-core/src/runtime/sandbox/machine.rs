@@ -332,6 +332,42 @@ fn container_exists(name: &str) -> bool {
     .is_ok_and(|o| o.status.success())
 }
 
+/// `machine ls`: the engine's records (`inspect`) of every container labelled as a machine, a
+/// JSON array (`[]` when none). The proxies of filtered machines carry another label.
+pub fn ls() -> i32 {
+    let listed = podman::run(&[
+        "ps",
+        "-a",
+        "--filter",
+        &format!("label={MACHINE_LABEL}"),
+        "--format",
+        "{{.ID}}",
+    ]);
+    let ids: Vec<String> = match listed {
+        Ok(out) => out.split_whitespace().map(String::from).collect(),
+        Err(e) => {
+            eprintln!("machine ls: {e}");
+            return 1;
+        }
+    };
+    if ids.is_empty() {
+        println!("[]");
+        return 0;
+    }
+    let mut args = vec!["inspect", "--type", "container"];
+    args.extend(ids.iter().map(String::as_str));
+    match podman::json(&args) {
+        Ok(v) => {
+            println!("{v}");
+            0
+        }
+        Err(e) => {
+            eprintln!("machine ls: {e}");
+            1
+        }
+    }
+}
+
 /// `machine status ID`: the runtime's record (JSON).
 pub fn status(id: &str) -> i32 {
     verb("status", id, |name| {
