@@ -36,6 +36,7 @@ schemas! {
     "machine-request" => crate::machine::MachineRequest,
     "machine-info" => crate::machine::MachineInfo,
     "machine-event" => crate::machine::events::MachineEvent,
+    "profiles" => crate::machine::profile::Profiles,
     "exec-end" => crate::machine::exec_channel::ExecEnd,
     // D.7 (docs/remote.md)
     "remote-envelope" => crate::remote::envelope::Envelope,

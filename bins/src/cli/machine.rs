@@ -13,6 +13,65 @@ use serde_json::{Value, json};
 
 use super::out::{Ctx, print_table, seg, text};
 
+/// `handler profile …` (decision 0156).
+#[derive(Subcommand, Debug)]
+pub enum ProfileCommand {
+    /// The daemon's machine profiles (profiles.toml in its configuration folder).
+    #[command(visible_alias = "list")]
+    Ls,
+    /// One profile's settings.
+    Show {
+        /// The profile.
+        name: String,
+    },
+}
+
+/// Runs `handler profile …`; returns the exit code.
+pub(crate) async fn run_profile(cmd: ProfileCommand, json: bool) -> anyhow::Result<i32> {
+    let ctx = Ctx::new(json)?;
+    match cmd {
+        ProfileCommand::Ls => {
+            let v = ctx.api.get("/v1/profiles").await?;
+            ctx.show(&v, |v| {
+                print_table(
+                    v,
+                    &["profile", "title", "image", "cpus", "memory", "network", "made"],
+                    |p| {
+                        let f = |k: &str| p["profile"][k].as_str().unwrap_or("-").to_string();
+                        vec![
+                            text(p, "name"),
+                            f("title"),
+                            f("image"),
+                            f("cpus"),
+                            f("memory"),
+                            f("network"),
+                            if p["profile"]["disposable"] == true {
+                                "per session".into()
+                            } else {
+                                "ahead".into()
+                            },
+                        ]
+                    },
+                    "no profile: add [profiles.NAME] to profiles.toml in handlerd's configuration folder",
+                );
+            });
+        }
+        ProfileCommand::Show { name } => {
+            let v = ctx.api.get(&format!("/v1/profiles/{}", seg(&name))).await?;
+            ctx.show(&v, |v| {
+                println!("profile {}", text(v, "name"));
+                if let Some(o) = v["profile"].as_object() {
+                    for (k, val) in o {
+                        let shown = val.as_str().map_or_else(|| val.to_string(), String::from);
+                        println!("  {k:<16} {shown}");
+                    }
+                }
+            });
+        }
+    }
+    Ok(0)
+}
+
 /// `handler machine …`.
 #[derive(Subcommand, Debug)]
 pub enum MachineCommand {
@@ -21,8 +80,9 @@ pub enum MachineCommand {
     Create {
         /// Its id: a lowercase DNS label.
         name: String,
-        /// The image it runs (with --agent: default, the first agent's harness image).
-        #[arg(long, required_unless_present = "agent")]
+        /// The image it runs (with --agent: default, the first agent's harness image; with
+        /// --profile: default, the profile's).
+        #[arg(long, required_unless_present_any = ["agent", "profile"])]
         image: Option<String>,
         /// An agent it is made for (repeatable): its sandbox's mounts are planned into the
         /// machine; set the agent's machine to run its sessions there.
@@ -44,6 +104,9 @@ pub enum MachineCommand {
         /// A host a filtered machine may reach, HOST:PORT or *.DOMAIN:PORT (repeatable).
         #[arg(long = "allow", value_name = "HOST:PORT")]
         allow: Vec<String>,
+        /// A profile of the daemon's (`handler profile ls`): what these flags leave out.
+        #[arg(long)]
+        profile: Option<String>,
     },
     /// List the machines with their state.
     #[command(visible_alias = "list")]
@@ -267,6 +330,7 @@ fn create_body(cmd: MachineCommand) -> (String, Value) {
         workdir,
         network,
         allow,
+        profile,
     } = cmd
     else {
         unreachable!("create_body takes a create")
@@ -286,6 +350,7 @@ fn create_body(cmd: MachineCommand) -> (String, Value) {
         ("memory", memory),
         ("workdir", workdir),
         ("network", network),
+        ("profile", profile),
     ] {
         if let Some(v) = v {
             body[k] = json!(v);

@@ -128,6 +128,9 @@ pub enum Command {
     /// Machines: sandboxes that outlive every session (make, list, stats, start, stop, remove).
     #[command(subcommand)]
     Machine(machine::MachineCommand),
+    /// Profiles: the daemon's named machine settings (profiles.toml).
+    #[command(subcommand)]
+    Profile(machine::ProfileCommand),
     /// Remote control: a gateway, paired devices, the light (D.7).
     #[command(subcommand)]
     Remote(remote::RemoteCommand),
@@ -186,6 +189,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Skill(c) => skills::run(c, json).await,
         Command::Addon(c) => addon::run(c, json).await,
         Command::Machine(c) => machine::run(c, json).await,
+        Command::Profile(c) => machine::run_profile(c, json).await,
         Command::Remote(c) => remote::run(c, json).await,
         Command::Setup(a) => setup::run(a).await,
         Command::Daemon(c) => daemon::run(c, json).await,

@@ -1069,3 +1069,135 @@ async fn a_filtered_machine_has_its_own_proxy_and_reaches_only_its_allowed_hosts
         .await;
     assert!(st == 200 || st == 204, "{st}");
 }
+
+/// The engine's working folder of container `name`. (A memory limit would be the obvious
+/// field, but rootless Podman here cannot enforce one, and a machine that asks is refused.)
+fn workdir_of(d: &TempDaemon, name: &str) -> String {
+    let o = d
+        .user
+        .cmd(
+            "podman",
+            &["inspect", "--format", "{{.Config.WorkingDir}}", name],
+            &[("HOME", d.user.home())],
+        )
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+/// Decision 0156 (issue 30 item 3): the daemon's profiles (profiles.toml) listed; a machine
+/// made from one has what its request leaves out (its image, its working folder); an unknown profile is
+/// refused naming the known ones, a disposable one is never made ahead of time; an agent's
+/// `disposable:<profile>` gives each session a machine from that profile (its folder, its
+/// delay), removed after it; a profile the daemon cannot keep (an OCI runtime) is refused
+/// naming the field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn profiles_fill_a_machine_and_a_disposable_one_makes_each_sessions() {
+    let Some(d) = daemon("prof").await else {
+        return;
+    };
+    leftover(&d, "handler-m-pbox");
+    let file = d.root.join("config/profiles.toml");
+    let write = |text: &str| {
+        std::fs::write(&file, text).unwrap();
+        d.user.give(&file);
+    };
+    write(&format!(
+        "[profiles.small]\ntitle = \"Small\"\nimage = \"{IMAGE}\"\nworkdir = \"/srv/small\"\n\
+         parts = [\"codex\"]\n\
+         [profiles.scratch]\ntitle = \"Scratch\"\ndisposable = true\ndisposableDelay = 2000\n\
+         workdir = \"/scratch\"\n"
+    ));
+    let (st, v) = get(&d, "/v1/profiles").await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v[0]["name"], "scratch", "{v}");
+    assert_eq!(v[1]["profile"]["workdir"], "/srv/small", "{v}");
+    let (code, out, err) = handler(&d, &["profile", "ls"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("scratch") && out.contains("per session"),
+        "{out}"
+    );
+    // Refused: a profile it does not have (the known named), a disposable one ahead of time.
+    let (st, v) = post(
+        &d,
+        "/v1/machines",
+        json!({"name": "pbox", "profile": "nope"}),
+    )
+    .await;
+    assert_eq!(st, 400, "{v}");
+    let detail = v["detail"].as_str().unwrap();
+    assert!(
+        detail.starts_with("profile") && detail.contains("scratch, small"),
+        "{v}"
+    );
+    let (st, v) = post(
+        &d,
+        "/v1/machines",
+        json!({"name": "pbox", "profile": "scratch"}),
+    )
+    .await;
+    assert_eq!(st, 400, "{v}");
+    assert!(v["detail"].as_str().unwrap().contains("disposable"), "{v}");
+    // Made from a profile: its image and folder; the record names the profile.
+    let (code, out, err) = handler(&d, &["machine", "create", "pbox", "--profile", "small"]);
+    assert_eq!(code, 0, "{out}{err}\n{}", d.log());
+    let (_, m) = get(&d, "/v1/machines/pbox").await;
+    assert_eq!(m["request"]["profile"], "small", "{m}");
+    assert_eq!(m["request"]["workdir"], "/srv/small", "{m}");
+    assert_eq!(workdir_of(&d, "handler-m-pbox"), "/srv/small");
+    assert!(d.log().contains("part left out"), "{}", d.log());
+    let (code, out, err) = handler(&d, &["machine", "rm", "pbox"]);
+    assert_eq!(code, 0, "{out}{err}");
+
+    // An agent's machine per session from a disposable profile.
+    account(&d).await;
+    let body = |machine: &str| {
+        json!({"models": [{"account": "perso"}], "scope": d.scope, "network": "none",
+            "permissions": "bypass", "confirmRisks": true, "machine": machine})
+    };
+    let (st, v) = post(&d, "/v1/agents", body("disposable:small")).await;
+    assert_eq!(st, 400, "not disposable: {v}");
+    assert!(v["detail"].as_str().unwrap().starts_with("machine"), "{v}");
+    let (st, a) = post(&d, "/v1/agents", body("disposable:scratch")).await;
+    assert_eq!(st, 201, "{a}");
+    let agent = a["id"].as_str().unwrap().to_string();
+    let one = session(&d, &agent, "sh: echo in-scratch").await;
+    said(&d, &one, "exit 0\\nin-scratch").await;
+    let id = format!("d-{}", one.trim_start_matches("s_"));
+    let (st, info) = get(&d, &format!("/v1/machines/{id}")).await;
+    assert_eq!(st, 200, "{info}: {}", d.log());
+    assert_eq!(info["request"]["profile"], "scratch", "{info}");
+    assert_eq!(info["disposable"]["delayMs"], 2000, "{info}");
+    assert_eq!(workdir_of(&d, &format!("handler-m-{id}")), "/scratch");
+    let (st, _) = post(&d, &format!("/v1/sessions/{one}/stop"), json!({})).await;
+    assert!(st == 200 || st == 204, "{st}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while get(&d, &format!("/v1/machines/{id}")).await.0 != 404 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the session's machine outlived its delay: {}",
+            d.log()
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    // A profile the daemon cannot keep: refused naming the field.
+    write("[profiles.gvisor]\nociRuntime = \"runsc\"\n");
+    let (st, v) = get(&d, "/v1/profiles").await;
+    assert_eq!(st, 422, "{v}");
+    assert!(
+        v["detail"]
+            .as_str()
+            .unwrap()
+            .contains("profiles.gvisor.ociRuntime"),
+        "{v}"
+    );
+    let (st, _) = d
+        .call(
+            reqwest::Method::DELETE,
+            &format!("/v1/agents/{agent}"),
+            None,
+        )
+        .await;
+    assert!(st == 200 || st == 204, "{st}");
+}

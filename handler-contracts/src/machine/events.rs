@@ -79,6 +79,7 @@ mod tests {
                 workdir: None,
                 network: None,
                 allow: None,
+                profile: None,
             },
             state,
             container_id: format!("c-{id}"),

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 pub mod events;
 pub mod exec_channel;
 pub mod images;
+pub mod profile;
 
 /// The SandboxSpec a machine is made from (see the module's text).
 pub type MachineSpec = crate::sandbox::SandboxSpec;
@@ -73,6 +74,10 @@ pub struct MachineRequest {
     /// sandboxes allows (its record then names the list it was made with).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allow: Option<Vec<crate::allow::AllowEntry>>,
+    /// A profile of the daemon's (`<config>/profiles.toml`, decision 0156): what this request
+    /// leaves out comes from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
 }
 
 /// What a machine is now: the runtime's state of its container.

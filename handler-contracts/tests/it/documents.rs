@@ -181,6 +181,11 @@ fn miniapps() {
 }
 
 #[test]
+fn machine_profiles() {
+    toml_roundtrip::<handler_contracts::machine::profile::Profiles>("profiles", "profiles");
+}
+
+#[test]
 fn toolbox_manifests() {
     toml_roundtrip::<ToolboxManifest>("toolbox-manifest", "toolbox-manifest");
 }

@@ -86,6 +86,7 @@ pub fn adoptable(inspect: &serde_json::Value, data: &str, known: &[String]) -> V
                         .map(String::from),
                     network: labels.get(NETWORK_LABEL).cloned(),
                     allow: None,
+                    profile: None,
                 },
                 container_id: c["Id"].as_str().unwrap_or_default().to_string(),
                 created_at: c["Created"].as_str().unwrap_or_default().to_string(),

@@ -9,6 +9,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing;
 use handler_contracts::machine::events::{MachineEvent, SUBPROTOCOL_MACHINES};
 use handler_contracts::machine::exec_channel::{ExecEnd, SUBPROTOCOL_EXEC};
+use handler_contracts::machine::profile::ProfileInfo;
 use handler_contracts::machine::{MachineInfo, MachineRequest, MachineStats};
 
 use super::auth::{header_token_ok, offered_protocols};
@@ -171,6 +172,30 @@ fn channel() -> Route {
     }
 }
 
+/// GET /v1/profiles
+async fn profiles(State(app): State<AppState>) -> ApiResult<Json<Vec<ProfileInfo>>> {
+    Ok(Json(
+        service::profiles(&app)?
+            .profiles
+            .into_iter()
+            .map(|(name, profile)| ProfileInfo { name, profile })
+            .collect(),
+    ))
+}
+
+/// GET /v1/profiles/{name}
+async fn one_profile(
+    State(app): State<AppState>,
+    Path(name): Path<String>,
+) -> ApiResult<Json<ProfileInfo>> {
+    let mut all = service::profiles(&app)?;
+    let profile = all
+        .profiles
+        .remove(&name)
+        .ok_or_else(|| ApiError::not_found(format!("profile {name:?}")))?;
+    Ok(Json(ProfileInfo { name, profile }))
+}
+
 /// The machines routes, in the order /openapi.json lists them.
 #[expect(
     clippy::too_many_lines,
@@ -178,6 +203,22 @@ fn channel() -> Route {
 )]
 pub(super) fn routes() -> Vec<Route> {
     let mut v = vec![
+        r(
+            "GET",
+            "/v1/profiles",
+            "The daemon's machine profiles (profiles.toml, decision 0156)",
+            None,
+            (200, Some(s::<Vec<ProfileInfo>>)),
+            routing::get(profiles),
+        ),
+        r(
+            "GET",
+            "/v1/profiles/{name}",
+            "One profile",
+            None,
+            (200, Some(s::<ProfileInfo>)),
+            routing::get(one_profile),
+        ),
         r(
             "POST",
             "/v1/machines",

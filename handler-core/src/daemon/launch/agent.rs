@@ -354,10 +354,13 @@ pub fn start(
 }
 
 /// The machine session `session` of `agent` runs in (decisions 0147, 0148): its agent's
-/// `machine`, or for `disposable` the session's own (`d-<hex>`); None: a sandbox of its own.
+/// `machine`, or for `disposable` (`disposable:<profile>`) the session's own (`d-<hex>`); None:
+/// a sandbox of its own.
 pub fn machine_of(agent: &crate::daemon::store::StoredAgent, session: &str) -> Option<String> {
     agent.options.machine.as_deref().map(|m| {
-        if m == handler_contracts::machine::DISPOSABLE {
+        if m == handler_contracts::machine::DISPOSABLE
+            || m.starts_with(handler_contracts::machine::profile::DISPOSABLE_PREFIX)
+        {
             handler_contracts::machine::disposable_id(session)
         } else {
             m.to_string()

@@ -184,10 +184,15 @@ fn sorted_unique<T: Ord + Clone>(v: &[T]) -> Vec<T> {
 /// Decision 0148: `disposable` is a machine per session; a disposable machine is its session's
 /// alone; `disposableDelayMs` only with `disposable`, at least a second.
 fn check_machine(app: &AppState, o: &AgentOptions) -> ApiResult<()> {
+    use handler_contracts::machine::profile::DISPOSABLE_PREFIX;
     use handler_contracts::machine::{DISPOSABLE, is_disposable_id};
     let bad = |detail: String| Err(ApiError::bad_request("invalid machine", detail));
     match &o.machine {
         Some(m) if m == DISPOSABLE => {}
+        Some(m) if m.starts_with(DISPOSABLE_PREFIX) => {
+            // Decision 0156: a disposable profile's machine per session.
+            super::machines::disposable_profile(app, &m[DISPOSABLE_PREFIX.len()..])?;
+        }
         Some(m) if is_disposable_id(m) => {
             return bad(format!(
                 "machine: {m:?} is a session's disposable machine, only that session runs in it; use \"disposable\" for one of each session's own"
@@ -197,16 +202,21 @@ fn check_machine(app: &AppState, o: &AgentOptions) -> ApiResult<()> {
             return Err(ApiError::bad_request(
                 "no such machine",
                 format!(
-                    "machine: {m:?} is not one of this daemon's machines (handler machine ls), nor \"disposable\""
+                    "machine: {m:?} is not one of this daemon's machines (handler machine ls), nor \"disposable\" or \"disposable:<profile>\""
                 ),
             ));
         }
         _ => {}
     }
+    let disposable = o
+        .machine
+        .as_deref()
+        .is_some_and(|m| m == DISPOSABLE || m.starts_with(DISPOSABLE_PREFIX));
     match o.disposable_delay_ms {
-        Some(_) if o.machine.as_deref() != Some(DISPOSABLE) => {
-            bad("disposableDelayMs: only with machine \"disposable\"".into())
-        }
+        Some(_) if !disposable => bad(
+            "disposableDelayMs: only with machine \"disposable\" or \"disposable:<profile>\""
+                .into(),
+        ),
         Some(d) if d < 1000 => bad(format!(
             "disposableDelayMs: {d} is less than 1000 (a second)"
         )),

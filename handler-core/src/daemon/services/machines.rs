@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use handler_contracts::SandboxSpec;
+use handler_contracts::machine::profile::{self, Profile, Profiles};
 use handler_contracts::machine::{
     DISPOSABLE, DISPOSABLE_DELAY_MS, Disposable, MachineInfo, MachineRequest, MachineState,
     MachineStats, container_name, disposable_id, is_disposable_id, valid_id,
@@ -199,8 +200,62 @@ fn spec_of(
     Ok(spec)
 }
 
+/// The daemon's profiles (decision 0156): `<config>/profiles.toml`, none when it is missing; a
+/// document that does not read or validate is a 422 naming the file and the field.
+pub fn profiles(app: &AppState) -> ApiResult<Profiles> {
+    let path = app.config.config_dir.join("profiles.toml");
+    let Some(text) = fsutil::read_optional(&path).map_err(ApiError::internal)? else {
+        return Ok(Profiles::default());
+    };
+    let bad = |e: String| {
+        ApiError::unprocessable("profiles unusable", format!("{}: {e}", path.display()))
+    };
+    let doc: Profiles = toml::from_str(&text).map_err(|e| bad(e.message().to_string()))?;
+    doc.validate().map_err(|e| bad(e.to_string()))?;
+    Ok(doc)
+}
+
+/// Profile `name` (400 naming `profile` and the known ones).
+fn profile(app: &AppState, name: &str, field: &str) -> ApiResult<Profile> {
+    let all = profiles(app)?;
+    all.profiles.get(name).cloned().ok_or_else(|| {
+        ApiError::bad_request(
+            "no such profile",
+            format!(
+                "{field}: no profile {name:?} (profiles: {}; in profiles.toml)",
+                all.names()
+            ),
+        )
+    })
+}
+
+/// Profile `name` for `disposable:<name>` (decision 0156): it exists and is disposable (400
+/// naming `machine` otherwise).
+pub fn disposable_profile(app: &AppState, name: &str) -> ApiResult<Profile> {
+    let p = profile(app, name, "machine")?;
+    if !p.disposable {
+        return Err(ApiError::bad_request(
+            "invalid machine",
+            format!(
+                "machine: profile {name:?} is not disposable (disposable = true in profiles.toml), so no session makes one of it"
+            ),
+        ));
+    }
+    Ok(p)
+}
+
 /// POST /v1/machines: made and started (201).
 pub async fn create(app: &AppState, req: MachineRequest) -> ApiResult<MachineInfo> {
+    if let Some(name) = &req.profile
+        && profile(app, name, "profile")?.disposable
+    {
+        return Err(ApiError::bad_request(
+            "invalid machine",
+            format!(
+                "profile: {name:?} is disposable: its machines are made at a session's start (an agent's machine \"disposable:{name}\"), never ahead of time"
+            ),
+        ));
+    }
     if is_disposable_id(&req.name) {
         return Err(ApiError::bad_request(
             "invalid machine",
@@ -249,6 +304,17 @@ async fn make(
     req: MachineRequest,
     disposable: Option<Disposable>,
 ) -> ApiResult<MachineInfo> {
+    // Decision 0156: what the request leaves out, from its profile.
+    let req = match &req.profile {
+        Some(name) => {
+            let p = profile(app, name, "profile")?;
+            for part in &p.parts {
+                tracing::info!(profile = %name, part, "part left out: no part of that id is built");
+            }
+            profile::apply(&req, &p)
+        }
+        None => req,
+    };
     check_request(app, &req)?;
     let _making = app.machine_make.lock().await;
     let kept = ids(app).len();
@@ -654,9 +720,14 @@ pub async fn disposable(
     agent: &crate::daemon::store::StoredAgent,
     session: &str,
 ) -> ApiResult<Option<String>> {
-    if agent.options.machine.as_deref() != Some(DISPOSABLE) {
-        return Ok(None);
-    }
+    let from = match agent.options.machine.as_deref() {
+        Some(DISPOSABLE) => None,
+        Some(m) if m.starts_with(profile::DISPOSABLE_PREFIX) => {
+            let name = &m[profile::DISPOSABLE_PREFIX.len()..];
+            Some((name.to_string(), disposable_profile(app, name)?))
+        }
+        _ => return Ok(None),
+    };
     let id = disposable_id(session);
     {
         // Under `machine_make`, as the keeper's removal: found and put off, or gone and made.
@@ -673,6 +744,8 @@ pub async fn disposable(
         Some(handler_contracts::control::NetworkMode::Open) => "open",
         _ => "filtered",
     };
+    // A profile's network, when it names one, else the agent's; its other settings fill in
+    // (`make` applies it), its delay before the agent's.
     let req = MachineRequest {
         name: id.clone(),
         image: None,
@@ -680,14 +753,19 @@ pub async fn disposable(
         cpus: None,
         memory: None,
         workdir: None,
-        network: Some(network.into()),
+        network: from
+            .as_ref()
+            .and_then(|(_, p)| p.network.clone())
+            .or_else(|| Some(network.into())),
         allow: None,
+        profile: from.as_ref().map(|(n, _)| n.clone()),
     };
     let d = Disposable {
         session: session.to_string(),
-        delay_ms: agent
-            .options
-            .disposable_delay_ms
+        delay_ms: from
+            .as_ref()
+            .and_then(|(_, p)| p.disposable_delay)
+            .or(agent.options.disposable_delay_ms)
             .unwrap_or(DISPOSABLE_DELAY_MS),
     };
     make(app, req, Some(d)).await?;

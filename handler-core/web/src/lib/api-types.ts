@@ -1214,18 +1214,34 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/v1/machines": {
+    "/v1/profiles": {
         parameters: {
             query?: never;
             header?: never;
             path?: never;
             cookie?: never;
         };
-        /** The machines this daemon made, each with its state now */
-        get: operations["GET /v1/machines"];
+        /** The daemon's machine profiles (profiles.toml, decision 0156) */
+        get: operations["GET /v1/profiles"];
         put?: never;
-        /** Make a machine: a sandbox that outlives every session, from an allowed image (issue 29) */
-        post: operations["POST /v1/machines"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/profiles/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One profile */
+        get: operations["GET /v1/profiles/{name}"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -1243,6 +1259,24 @@ export interface paths {
         get: operations["GET /v1/machines/events"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/machines": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The machines this daemon made, each with its state now */
+        get: operations["GET /v1/machines"];
+        put?: never;
+        /** Make a machine: a sandbox that outlives every session, from an allowed image (issue 29) */
+        post: operations["POST /v1/machines"];
         delete?: never;
         options?: never;
         head?: never;
@@ -3267,6 +3301,94 @@ export interface components {
             /** @description One cache; none: every cache of the location. */
             name?: string | null;
         };
+        /** @description A profile as the API lists it. */
+        ProfileInfo: {
+            /** @description Its name. */
+            name: string;
+            /** @description Its settings. */
+            profile: components["schemas"]["Profile"];
+        };
+        /** @description One profile: what a machine made from it has unless its request says otherwise. */
+        Profile: {
+            /** @description Shown in pickers. */
+            title?: string | null;
+            /** @description What it is for. */
+            description?: string | null;
+            /** @description Its image (still checked against the daemon's allowed images). */
+            image?: string | null;
+            /** @description A CPU limit. */
+            cpus?: string | null;
+            /** @description A memory limit. */
+            memory?: string | null;
+            /** @description Where commands start. */
+            workdir?: string | null;
+            /** @description `none`, `filtered` or `open`. */
+            network?: string | null;
+            /** @description A filtered machine's allow-list. */
+            allow?: components["schemas"]["AllowEntry"][] | null;
+            /**
+             * @description The agents a machine from it is made for (not with `disposable`: that machine takes the
+             *     session's agent).
+             */
+            agents?: string[];
+            /**
+             * @description Parts every machine from it carries (agent CLIs as read-only mounts); an id no built
+             *     part has is left out with a log line, the rest of the profile standing.
+             */
+            parts?: string[];
+            /** @description Made per session, never ahead of time (`disposable:<name>` as an agent's machine). */
+            disposable?: boolean;
+            /**
+             * Format: uint64
+             * @description With `disposable`: milliseconds its machine is kept after its session (default 300000).
+             */
+            disposableDelay?: number | null;
+            /**
+             * @description The OCI runtime its machines run under (the seed's `ociRuntime`, e.g. `runsc`): refused
+             *     until Handler's runtimes pass one (decision 0156), never silently ignored.
+             */
+            ociRuntime?: string | null;
+        };
+        /** @description One message of the channel. */
+        MachineEvent: {
+            /** @enum {string} */
+            type: "snapshot";
+            /** @description The machines. */
+            machines: components["schemas"]["MachineInfo"][];
+        } | {
+            /** @enum {string} */
+            type: "added";
+            /** @description It. */
+            machine: components["schemas"]["MachineInfo"];
+        } | {
+            /** @enum {string} */
+            type: "changed";
+            /** @description It, now. */
+            machine: components["schemas"]["MachineInfo"];
+        } | {
+            /** @enum {string} */
+            type: "removed";
+            /** @description Its id. */
+            id: string;
+        };
+        /** @description A machine as the API shows it. */
+        MachineInfo: {
+            /** @description Its id. */
+            id: string;
+            /** @description What it was made from. */
+            request: components["schemas"]["MachineRequest"];
+            /** @description Now. */
+            state: components["schemas"]["MachineState"];
+            /** @description The runtime's container id. */
+            containerId: string;
+            /** @description RFC 3339. */
+            createdAt: string;
+            /**
+             * @description Made for one session and removed after its delay once no session runs in it (issue 29
+             *     item 6, decision 0148); left out: a machine the person keeps.
+             */
+            disposable?: components["schemas"]["Disposable"] | (null);
+        };
         /** @description `POST /v1/machines` (issue 29): a machine to make. `name` is required, and `image` or `agents`. */
         MachineRequest: {
             /** @description Its id: a lowercase DNS label of at most 40 characters. */
@@ -3300,24 +3422,11 @@ export interface components {
              *     sandboxes allows (its record then names the list it was made with).
              */
             allow?: components["schemas"]["AllowEntry"][] | null;
-        };
-        /** @description A machine as the API shows it. */
-        MachineInfo: {
-            /** @description Its id. */
-            id: string;
-            /** @description What it was made from. */
-            request: components["schemas"]["MachineRequest"];
-            /** @description Now. */
-            state: components["schemas"]["MachineState"];
-            /** @description The runtime's container id. */
-            containerId: string;
-            /** @description RFC 3339. */
-            createdAt: string;
             /**
-             * @description Made for one session and removed after its delay once no session runs in it (issue 29
-             *     item 6, decision 0148); left out: a machine the person keeps.
+             * @description A profile of the daemon's (`<config>/profiles.toml`, decision 0156): what this request
+             *     leaves out comes from it.
              */
-            disposable?: components["schemas"]["Disposable"] | (null);
+            profile?: string | null;
         };
         /** @description What a machine is now: the runtime's state of its container. */
         MachineState: "running" | "stopped" | "missing";
@@ -3330,28 +3439,6 @@ export interface components {
              * @description Milliseconds after the last session in it has ended before it is removed.
              */
             delayMs: number;
-        };
-        /** @description One message of the channel. */
-        MachineEvent: {
-            /** @enum {string} */
-            type: "snapshot";
-            /** @description The machines. */
-            machines: components["schemas"]["MachineInfo"][];
-        } | {
-            /** @enum {string} */
-            type: "added";
-            /** @description It. */
-            machine: components["schemas"]["MachineInfo"];
-        } | {
-            /** @enum {string} */
-            type: "changed";
-            /** @description It, now. */
-            machine: components["schemas"]["MachineInfo"];
-        } | {
-            /** @enum {string} */
-            type: "removed";
-            /** @description Its id. */
-            id: string;
         };
         /**
          * @description `machine stats` (the seed's Stats): sizes in bytes; `cpu.percent` is of one core, so it can
@@ -6895,6 +6982,95 @@ export interface operations {
             };
         };
     };
+    "GET /v1/profiles": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProfileInfo"][];
+                };
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "GET /v1/profiles/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProfileInfo"];
+                };
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "GET /v1/machines/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            101: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MachineEvent"];
+                };
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     "GET /v1/machines": {
         parameters: {
             query?: never;
@@ -6944,35 +7120,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["MachineInfo"];
-                };
-            };
-            /** @description an error (RFC 9457) */
-            default: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-        };
-    };
-    "GET /v1/machines/events": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description success */
-            101: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["MachineEvent"];
                 };
             };
             /** @description an error (RFC 9457) */

@@ -1,0 +1,266 @@
+//! Profiles (issue 30 item 3, the second seed's "Profiles", decision 0156): named machine
+//! settings in the daemon's configuration, `<config>/profiles.toml` (`[profiles.<name>]`). A
+//! machine request names one with `profile`; its own fields win, then the profile's, then the
+//! daemon's defaults ([`apply`]). A profile with `disposable = true` is never made ahead of
+//! time: an agent's `machine = "disposable:<profile>"` makes one per session from it.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{MachineRequest, valid_id};
+use crate::ValidationError;
+use crate::allow::AllowEntry;
+
+/// The prefix of an agent's `machine` that names a disposable profile.
+pub const DISPOSABLE_PREFIX: &str = "disposable:";
+
+/// The document `<config>/profiles.toml`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Profiles {
+    /// Each profile by its name (a machine id's form: a lowercase DNS label).
+    #[serde(default)]
+    pub profiles: BTreeMap<String, Profile>,
+}
+
+/// One profile: what a machine made from it has unless its request says otherwise.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Profile {
+    /// Shown in pickers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// What it is for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Its image (still checked against the daemon's allowed images).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// A CPU limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<String>,
+    /// A memory limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<String>,
+    /// Where commands start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workdir: Option<String>,
+    /// `none`, `filtered` or `open`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<String>,
+    /// A filtered machine's allow-list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow: Option<Vec<AllowEntry>>,
+    /// The agents a machine from it is made for (not with `disposable`: that machine takes the
+    /// session's agent).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub agents: Vec<String>,
+    /// Parts every machine from it carries (agent CLIs as read-only mounts); an id no built
+    /// part has is left out with a log line, the rest of the profile standing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<String>,
+    /// Made per session, never ahead of time (`disposable:<name>` as an agent's machine).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub disposable: bool,
+    /// With `disposable`: milliseconds its machine is kept after its session (default 300000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disposable_delay: Option<u64>,
+    /// The OCI runtime its machines run under (the seed's `ociRuntime`, e.g. `runsc`): refused
+    /// until Handler's runtimes pass one (decision 0156), never silently ignored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oci_runtime: Option<String>,
+}
+
+/// A profile as the API lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProfileInfo {
+    /// Its name.
+    pub name: String,
+    /// Its settings.
+    pub profile: Profile,
+}
+
+fn invalid(path: String, message: impl Into<String>) -> ValidationError {
+    ValidationError::new(path, message)
+}
+
+impl Profiles {
+    /// Each profile's own consistency: its name a machine id's form, a network the machines
+    /// have, an allow-list only when filtered, a disposable profile naming no agents and a
+    /// delay of at least a second, the delay only with `disposable`.
+    pub fn validate(&self) -> Result<(), ValidationError> {
+        for (name, p) in &self.profiles {
+            let at = |f: &str| format!("profiles.{name}.{f}");
+            if !valid_id(name) {
+                return Err(invalid(
+                    format!("profiles.{name}"),
+                    "a profile's name is a lowercase DNS label of at most 40 characters",
+                ));
+            }
+            if let Some(n) = &p.network
+                && !["none", "filtered", "open"].contains(&n.as_str())
+            {
+                return Err(invalid(
+                    at("network"),
+                    format!("{n:?} is not none, filtered or open"),
+                ));
+            }
+            if p.allow.is_some() && p.network.as_deref() != Some("filtered") {
+                return Err(invalid(
+                    at("allow"),
+                    "only a filtered profile has an allow-list",
+                ));
+            }
+            if p.disposable && !p.agents.is_empty() {
+                return Err(invalid(
+                    at("agents"),
+                    "a disposable profile's machine takes its session's agent: name none",
+                ));
+            }
+            if p.oci_runtime.is_some() {
+                return Err(invalid(
+                    at("ociRuntime"),
+                    "Handler's runtimes do not start a machine under another OCI runtime yet: remove it (a machine would not get the boundary it names)",
+                ));
+            }
+            match (p.disposable, p.disposable_delay) {
+                (false, Some(_)) => {
+                    return Err(invalid(
+                        at("disposableDelay"),
+                        "only with disposable = true",
+                    ));
+                }
+                (true, Some(ms)) if ms < 1000 => {
+                    return Err(invalid(at("disposableDelay"), "at least 1000 ms"));
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// The names, for a message listing them.
+    pub fn names(&self) -> String {
+        if self.profiles.is_empty() {
+            "none".into()
+        } else {
+            self.profiles.keys().cloned().collect::<Vec<_>>().join(", ")
+        }
+    }
+}
+
+/// `req` with what it leaves out taken from `p` (the request's own fields win; a list the
+/// request gives replaces the profile's). The daemon's defaults apply after.
+pub fn apply(req: &MachineRequest, p: &Profile) -> MachineRequest {
+    let or = |mine: &Option<String>, theirs: &Option<String>| mine.clone().or(theirs.clone());
+    let network = or(&req.network, &p.network);
+    // A request that names its own network does not inherit another network's list.
+    let allow = match (&req.allow, &req.network) {
+        (Some(a), _) => Some(a.clone()),
+        (None, Some(_)) if req.network != p.network => None,
+        (None, _) => p.allow.clone(),
+    };
+    MachineRequest {
+        name: req.name.clone(),
+        image: or(&req.image, &p.image),
+        agents: if req.agents.is_empty() {
+            p.agents.clone()
+        } else {
+            req.agents.clone()
+        },
+        cpus: or(&req.cpus, &p.cpus),
+        memory: or(&req.memory, &p.memory),
+        workdir: or(&req.workdir, &p.workdir),
+        network,
+        allow,
+        profile: req.profile.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc(text: &str) -> Profiles {
+        toml::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn the_request_wins_then_the_profile() {
+        let p = doc(
+            "[profiles.small]\nimage = \"img\"\ncpus = \"1\"\nmemory = \"256m\"\nnetwork = \"filtered\"\nallow = [\"a.example:443\"]\nagents = [\"a_1\"]\n",
+        );
+        let small = &p.profiles["small"];
+        let bare = MachineRequest {
+            name: "box".into(),
+            image: None,
+            agents: vec![],
+            cpus: None,
+            memory: None,
+            workdir: None,
+            network: None,
+            allow: None,
+            profile: Some("small".into()),
+        };
+        let got = apply(&bare, small);
+        assert_eq!(got.image.as_deref(), Some("img"));
+        assert_eq!(got.cpus.as_deref(), Some("1"));
+        assert_eq!(got.memory.as_deref(), Some("256m"));
+        assert_eq!(got.network.as_deref(), Some("filtered"));
+        assert_eq!(got.allow.as_ref().map(Vec::len), Some(1));
+        assert_eq!(got.agents, ["a_1"]);
+        let mine = MachineRequest {
+            memory: Some("2g".into()),
+            network: Some("none".into()),
+            agents: vec!["a_2".into()],
+            ..bare.clone()
+        };
+        let got = apply(&mine, small);
+        assert_eq!(got.memory.as_deref(), Some("2g"));
+        assert_eq!(got.network.as_deref(), Some("none"));
+        assert_eq!(got.allow, None, "another network's list is not inherited");
+        assert_eq!(got.agents, ["a_2"]);
+        assert_eq!(got.cpus.as_deref(), Some("1"));
+    }
+
+    #[test]
+    fn a_profile_is_refused_naming_its_field() {
+        for (text, path) in [
+            ("[profiles.Big]\n", "profiles.Big"),
+            ("[profiles.p]\nnetwork = \"bridge\"\n", "profiles.p.network"),
+            (
+                "[profiles.p]\nallow = [\"a.example:443\"]\n",
+                "profiles.p.allow",
+            ),
+            (
+                "[profiles.p]\ndisposable = true\nagents = [\"a_1\"]\n",
+                "profiles.p.agents",
+            ),
+            (
+                "[profiles.p]\ndisposableDelay = 5000\n",
+                "profiles.p.disposableDelay",
+            ),
+            (
+                "[profiles.p]\ndisposable = true\ndisposableDelay = 10\n",
+                "profiles.p.disposableDelay",
+            ),
+        ] {
+            let e = doc(text).validate().unwrap_err();
+            assert_eq!(e.path, path, "{text}");
+        }
+        assert_eq!(
+            doc("[profiles.p]\nociRuntime = \"runsc\"\n")
+                .validate()
+                .unwrap_err()
+                .path,
+            "profiles.p.ociRuntime"
+        );
+        assert!(toml::from_str::<Profiles>("[profiles.p]\nnope = 1\n").is_err());
+        doc("[profiles.scratch]\ndisposable = true\ndisposableDelay = 3000\n")
+            .validate()
+            .unwrap();
+    }
+}
