@@ -881,38 +881,6 @@ async fn bench_a_session_start_in_a_warm_machine_against_a_fresh_launch() {
     assert_eq!(st, 204);
 }
 
-/// A plain HTTP server on the host's every address (a machine's proxy reaches the host as
-/// host.containers.internal): answers `reached` to each request and counts them.
-async fn host_server() -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
-    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-    let l = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
-    let port = l.local_addr().unwrap().port();
-    let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let seen = hits.clone();
-    tokio::spawn(async move {
-        while let Ok((mut c, _)) = l.accept().await {
-            let seen = seen.clone();
-            tokio::spawn(async move {
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 2048];
-                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match c.read(&mut chunk).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                    }
-                }
-                seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                let _ = c
-                    .write_all(
-                        b"HTTP/1.1 200 OK\r\nContent-Length: 7\r\nConnection: close\r\n\r\nreached",
-                    )
-                    .await;
-            });
-        }
-    });
-    (port, hits)
-}
-
 /// Decision 0153 through handlerd: a machine made `filtered` with its allow-list (the list
 /// refused with another network, and required without agents) gets its own proxy container
 /// beside it, labelled with it; `handler machine exec` in it reaches the allowed host and is
@@ -928,7 +896,7 @@ async fn a_filtered_machine_has_its_own_proxy_and_reaches_only_its_allowed_hosts
     crate::daemon_acp_sandbox::ensure_network_filter(&d.user);
     leftover(&d, "handler-m-fbox");
     leftover(&d, "handler-m-fbox-egress");
-    let (port, hits) = host_server().await;
+    let (port, hits) = crate::temp_daemon::http_ok_server().await;
     let allowed = format!("host.containers.internal:{port}");
     for (body, status) in [
         (
@@ -997,7 +965,7 @@ async fn a_filtered_machine_has_its_own_proxy_and_reaches_only_its_allowed_hosts
         )
     };
     let (code, out, err) = wget(format!("http://{allowed}/ok"));
-    assert_eq!((code, out.as_str()), (0, "reached"), "{err}\n{}", d.log());
+    assert_eq!((code, out.as_str()), (0, "ok"), "{err}\n{}", d.log());
     assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 1);
     let (code, out, err) = wget("http://denied.example.org/".into());
     assert_ne!(code, 0, "the proxy let it through: {out}{err}");

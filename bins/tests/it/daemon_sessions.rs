@@ -693,34 +693,6 @@ async fn handlerd_and_the_agents_keeper_killed_mid_turn_restart_with_the_session
     assert_eq!(d.containers(&id).len(), 1);
 }
 
-/// A plain HTTP server on the host (all addresses: a sandbox reaches it through the host's
-/// address, as host.containers.internal) answering 200 "ok" to every request.
-async fn http_ok_server() -> u16 {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let l = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
-    let port = l.local_addr().unwrap().port();
-    tokio::spawn(async move {
-        while let Ok((mut c, _)) = l.accept().await {
-            tokio::spawn(async move {
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 4096];
-                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match c.read(&mut chunk).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                    }
-                }
-                let _ = c
-                    .write_all(
-                        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok",
-                    )
-                    .await;
-            });
-        }
-    });
-    port
-}
-
 /// The daemon's network question about `host`.
 async fn question(c: &mut Acp, host: &str) -> Value {
     let title = format!("Network access: `{host}`");
@@ -749,7 +721,10 @@ async fn a_denied_host_becomes_a_question_that_allows_it() {
             "CARGO_BIN_EXE_handler-sandbox-podman"
         )));
     }
-    let (always, once) = (http_ok_server().await, http_ok_server().await);
+    let (always, once) = (
+        crate::temp_daemon::http_ok_server().await.0,
+        crate::temp_daemon::http_ok_server().await.0,
+    );
     let always = format!("host.containers.internal:{always}");
     let once = format!("host.containers.internal:{once}");
     let d = start(u, "net", &[]).await;
