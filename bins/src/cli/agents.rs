@@ -156,6 +156,14 @@ pub struct Settings {
     /// Its state is not seeded from your settings (what was copied stays).
     #[arg(long)]
     pub no_seed_state: bool,
+    /// Where its sessions run: a machine made for it (`handler machine create NAME --agent
+    /// ID`), `disposable` or `disposable:PROFILE` (a machine of each session's own), or `none`
+    /// (a sandbox each).
+    #[arg(long, value_name = "NAME|disposable|disposable:PROFILE|none")]
+    pub machine: Option<String>,
+    /// With a disposable machine: seconds it is kept after its session (300).
+    #[arg(long, value_name = "SECONDS")]
+    pub disposable_delay: Option<u64>,
 }
 
 impl NetworkArgs {
@@ -246,6 +254,22 @@ impl Settings {
         }
         if self.seed_state || self.no_seed_state {
             body.insert("seedState".into(), json!(self.seed_state));
+        }
+        match self.machine.as_deref() {
+            Some("none") => {
+                body.remove("machine");
+                body.remove("disposableDelayMs");
+            }
+            Some(m) => {
+                body.insert("machine".into(), json!(m));
+                if !m.starts_with("disposable") {
+                    body.remove("disposableDelayMs");
+                }
+            }
+            None => {}
+        }
+        if let Some(s) = self.disposable_delay {
+            body.insert("disposableDelayMs".into(), json!(s.saturating_mul(1000)));
         }
         if let Some(p) = &self.permissions {
             if p == "bypass" {
@@ -718,5 +742,31 @@ mod tests {
             assert_eq!(req.get(k), Some(&agent[k]), "{k}");
         }
         assert!(!req.contains_key("connections") && !req.contains_key("id"));
+    }
+
+    #[test]
+    fn machine_is_given_and_taken_back_by_its_flags() {
+        let mut body = Map::new();
+        Settings {
+            machine: Some("disposable:scratch".into()),
+            disposable_delay: Some(60),
+            ..Default::default()
+        }
+        .apply(&mut body);
+        assert_eq!(body.get("machine"), Some(&json!("disposable:scratch")));
+        assert_eq!(body.get("disposableDelayMs"), Some(&json!(60_000)));
+        Settings {
+            machine: Some("box".into()),
+            ..Default::default()
+        }
+        .apply(&mut body);
+        assert_eq!(body.get("machine"), Some(&json!("box")));
+        assert!(!body.contains_key("disposableDelayMs"));
+        Settings {
+            machine: Some("none".into()),
+            ..Default::default()
+        }
+        .apply(&mut body);
+        assert!(!body.contains_key("machine"));
     }
 }
