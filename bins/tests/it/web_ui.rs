@@ -230,6 +230,15 @@ async fn the_web_ui_in_a_real_browser() {
         format!("roots = [\"{}\"]\n", home.join("code").display()),
     )
     .unwrap();
+    // Decision 0156: a profile made ahead of time, and a disposable one.
+    std::fs::write(
+        root.0.join("config/profiles.toml"),
+        format!(
+            "[profiles.plain]\ntitle = \"Plain\"\nimage = \"{IMAGE}\"\n\
+             [profiles.scratch]\ntitle = \"Scratch\"\ndisposable = true\n"
+        ),
+    )
+    .unwrap();
     std::fs::set_permissions(&root.0, std::fs::Permissions::from_mode(0o755)).unwrap();
     give(&user, &root.0);
     let port = free_port();

@@ -746,6 +746,15 @@ try {
     await page.getByText("No machines yet.").waitFor();
     assert.deepEqual(await api("GET", "/v1/machines"), []);
     assert.ok(wsUrls.some((u) => u.endsWith("/v1/machines/events")), `WebSockets: ${wsUrls}`);
+    // Decision 0156: made from a profile (its image), shown with its badge.
+    await form.getByLabel("Name").fill("pbox");
+    await form.getByLabel("Profile").selectOption({ label: "Plain" });
+    await form.getByLabel("Image").fill("");
+    await form.getByRole("button", { name: "Make" }).click();
+    await page.getByRole("status").filter({ hasText: "Made pbox" }).waitFor();
+    await page.getByRole("listitem", { name: "Machine pbox" }).getByText("profile plain").waitFor();
+    assert.equal((await api("GET", "/v1/machines/pbox")).request.profile, "plain");
+    await api("DELETE", "/v1/machines/pbox");
   });
 
   await step("a machine made for an agent, picked in the agent's form, deleted with its session stopped; a disposable machine per session", async () => {
@@ -797,6 +806,12 @@ try {
     await own.getByText(`disposable, session ${s2.id}`).waitFor({ timeout: T });
     await api("POST", `/v1/sessions/${s2.id}/stop`, {});
     await own.waitFor({ state: "detached", timeout: T });
+    // Decision 0156: a disposable profile is a row of its own, saved as disposable:<profile>.
+    await page.goto(`${URL_}/#/projects/${project.id}/agents/${boxed.id}`);
+    await page.getByLabel("Machine", { exact: true }).selectOption({ label: "A machine from profile Scratch for each session" });
+    await page.getByRole("button", { name: "Save", exact: true }).click();
+    await page.getByRole("heading", { name: "Past sessions" }).waitFor();
+    assert.equal((await api("GET", `/v1/agents/${boxed.id}`)).machine, "disposable:scratch");
     await api("DELETE", `/v1/agents/${boxed.id}`);
   });
 
