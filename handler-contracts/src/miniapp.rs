@@ -126,3 +126,219 @@ impl MiniAppManifest {
         self.ui.as_ref().map_or("ui/dist", |u| u.dir.as_str())
     }
 }
+
+/// A mini app's backend's state (H.5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum AppState {
+    /// Not running (never started, idle-stopped, stopped, or an app without a backend).
+    Stopped,
+    /// Started by a request, not yet healthy.
+    Starting,
+    /// Healthy and serving.
+    Running,
+    /// Did not start, or exited on its own: the next request tries again.
+    Failed,
+}
+
+/// One deployed version of an app (H.6).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AppVersion {
+    /// The manifest's version.
+    pub version: String,
+    /// When it was deployed (RFC 3339).
+    pub deployed_at: String,
+    /// The runtime image it was deployed with (its tag); none for an app without a backend.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<String>,
+    /// Whether it has a backend (its server entry's folder was there at deploy).
+    pub backend: bool,
+}
+
+/// A secret an app's version declares (H.2): whether a value is set, never the value.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AppSecretInfo {
+    /// The variable's name.
+    pub name: String,
+    /// Whether the store holds a value for it (`apps/<app>/<name>`).
+    pub set: bool,
+}
+
+/// The registered folder as it is now (H.2, H.6): what a deploy would install.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AppSource {
+    /// The folder (absolute).
+    pub folder: String,
+    /// The folder's `app.toml` version, when it reads and is valid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// Why the folder's `app.toml` does not read or is not valid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// What a deploy of it adds to the deployed version's needs (`egress host:port`,
+    /// `secret NAME`, `file PATH (mode)`, `notify`): a client asks the person first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub added_needs: Vec<String>,
+}
+
+/// `GET /v1/apps/{name}` (H.6).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AppInfo {
+    /// The app's name (its manifest's).
+    pub name: String,
+    /// What it does (the deployed version's, else the folder's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Where it is served: `http://<name>.localhost:<port>/`.
+    pub url: String,
+    /// Its backend's state.
+    pub state: AppState,
+    /// The version served now, if one is deployed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployed: Option<String>,
+    /// Every version deployed, oldest first (a rollback picks one).
+    #[serde(default)]
+    pub versions: Vec<AppVersion>,
+    /// The deployed version's needs.
+    #[serde(default)]
+    pub needs: MiniAppNeeds,
+    /// The secrets the deployed version (else the folder's) declares.
+    #[serde(default)]
+    pub secrets: Vec<AppSecretInfo>,
+    /// The registered folder now.
+    pub source: AppSource,
+}
+
+/// `POST /v1/apps`: register a folder an agent wrote (H.6).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AppRegisterRequest {
+    /// The app's folder (absolute; `app.toml` at its root).
+    #[schemars(length(min = 1))]
+    pub folder: String,
+}
+
+/// `POST /v1/apps/{name}/deploy` (H.2, H.6).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AppDeployRequest {
+    /// The person saw and accepts what the deploy adds to the needs (`source.addedNeeds`);
+    /// without it a deploy that adds any is refused (409).
+    #[serde(default)]
+    pub confirm_added_needs: bool,
+}
+
+/// `POST /v1/apps/{name}/rollback` (H.6).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AppRollbackRequest {
+    /// A version deployed before.
+    #[schemars(regex(pattern = crate::patterns::SEMVER))]
+    pub version: String,
+}
+
+/// `PUT /v1/apps/{name}/secrets/{NAME}` (H.2): the value, which no answer ever shows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AppSecretRequest {
+    /// The value.
+    #[schemars(length(min = 1))]
+    pub value: String,
+}
+
+/// `POST /v1/apps/{name}/login`: a one-time address that logs the browser in to the app's
+/// origin (H.4; decision 0157).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AppLogin {
+    /// Open it once, within a minute.
+    pub url: String,
+}
+
+/// A need as a deploy shows it (`egress host:port`, `secret NAME`, `file PATH (ro|rw)`,
+/// `notify`).
+fn need_lines(n: &MiniAppNeeds) -> Vec<String> {
+    let mut out: Vec<String> = n.egress.iter().map(|e| format!("egress {e}")).collect();
+    out.extend(n.secrets.iter().map(|s| format!("secret {s}")));
+    out.extend(n.files.iter().map(|f| {
+        let mode = match f.mode.unwrap_or_default() {
+            FileAccess::Ro => "ro",
+            FileAccess::Rw => "rw",
+        };
+        format!("file {} ({mode})", f.path)
+    }));
+    if n.notify {
+        out.push("notify".into());
+    }
+    out
+}
+
+/// What `new` needs that `old` did not (H.2's `addedNeeds`), in the manifest's order; a file
+/// once read-only now read-write counts as added, the other way not.
+pub fn added_needs(old: Option<&MiniAppNeeds>, new: &MiniAppNeeds) -> Vec<String> {
+    let empty = MiniAppNeeds::default();
+    let old = old.unwrap_or(&empty);
+    let before = need_lines(old);
+    let had_file = |path: &str, rw: bool| {
+        old.files
+            .iter()
+            .any(|f| f.path == path && (!rw || f.mode == Some(FileAccess::Rw)))
+    };
+    let mut out: Vec<String> = need_lines(&MiniAppNeeds {
+        files: Vec::new(),
+        ..new.clone()
+    })
+    .into_iter()
+    .filter(|l| !before.contains(l))
+    .collect();
+    let notify = out.iter().position(|l| l == "notify");
+    let notify = notify.map(|i| out.remove(i));
+    for f in &new.files {
+        let rw = f.mode == Some(FileAccess::Rw);
+        if !had_file(&f.path, rw) {
+            out.extend(need_lines(&MiniAppNeeds {
+                files: vec![f.clone()],
+                ..MiniAppNeeds::default()
+            }));
+        }
+    }
+    out.extend(notify);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn needs(toml: &str) -> MiniAppNeeds {
+        toml::from_str(toml).unwrap()
+    }
+
+    #[test]
+    fn added_needs_are_what_the_new_version_asks_beyond_the_old() {
+        let old = needs(
+            "egress = [\"api.example.com:443\"]\nsecrets = [\"KEY\"]\nfiles = [{path = \"~/runs.csv\"}]",
+        );
+        let new = needs(
+            "egress = [\"api.example.com:443\", \"other.example:443\"]\nsecrets = [\"KEY\", \"MORE\"]\nfiles = [{path = \"~/runs.csv\", mode = \"rw\"}]\nnotify = true",
+        );
+        assert_eq!(
+            added_needs(Some(&old), &new),
+            [
+                "egress other.example:443",
+                "secret MORE",
+                "file ~/runs.csv (rw)",
+                "notify"
+            ]
+        );
+        assert!(
+            added_needs(Some(&new), &old).is_empty(),
+            "fewer needs add none"
+        );
+        assert_eq!(added_needs(None, &old).len(), 3, "a first deploy adds all");
+    }
+}

@@ -102,6 +102,12 @@ schemas! {
     "binding" => Binding,
     // H
     "miniapp" => MiniAppManifest,
+    "app-info" => AppInfo,
+    "app-register-request" => AppRegisterRequest,
+    "app-deploy-request" => AppDeployRequest,
+    "app-rollback-request" => AppRollbackRequest,
+    "app-secret-request" => AppSecretRequest,
+    "app-login" => AppLogin,
 }
 
 /// Rules the schemas state beyond what the types say, for the derive's `transform` attributes:

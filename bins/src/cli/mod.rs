@@ -4,6 +4,7 @@
 mod accounts;
 mod addon;
 mod agents;
+mod app;
 mod attach;
 mod builds;
 pub mod chat;
@@ -131,6 +132,9 @@ pub enum Command {
     /// Profiles: the daemon's named machine settings (profiles.toml).
     #[command(subcommand)]
     Profile(machine::ProfileCommand),
+    /// Mini apps: folders an agent wrote, deployed and served at <name>.localhost (H).
+    #[command(subcommand)]
+    App(app::AppCommand),
     /// Remote control: a gateway, paired devices, the light (D.7).
     #[command(subcommand)]
     Remote(remote::RemoteCommand),
@@ -190,6 +194,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Addon(c) => addon::run(c, json).await,
         Command::Machine(c) => machine::run(c, json).await,
         Command::Profile(c) => machine::run_profile(c, json).await,
+        Command::App(c) => app::run(c, json).await,
         Command::Remote(c) => remote::run(c, json).await,
         Command::Setup(a) => setup::run(a).await,
         Command::Daemon(c) => daemon::run(c, json).await,

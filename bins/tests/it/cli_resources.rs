@@ -636,3 +636,86 @@ async fn an_addon_is_shown_with_its_bindings_from_the_command_line() {
     let e = d.fails(&["addon", "show", "nope"], "", 1);
     assert!(e.contains("nope"), "{e}");
 }
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        if e.path().is_dir() {
+            copy_tree(&e.path(), &to.join(e.file_name()));
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+#[tokio::test]
+async fn mini_apps_from_the_command_line() {
+    let d = start().await;
+    let folder = d.dir.path().join("work/hello");
+    copy_tree(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/miniapps/hello"),
+        &folder,
+    );
+    let f = folder.display().to_string();
+    let out = d.ok(&["app", "register", &f]);
+    assert!(out.contains("registered hello"), "{out}");
+    let list = d.json(&["app", "ls"]);
+    assert_eq!(list[0]["name"], "hello");
+    assert!(list[0]["deployed"].is_null(), "{list}");
+    let out = d.ok(&["app", "deploy", "hello"]);
+    assert_eq!(
+        out.trim(),
+        format!("deployed hello 1.0.0 at http://hello.localhost:{}/", d.port)
+    );
+    d.snap("app_ls", &d.ok(&["app", "ls"]));
+
+    // A version that needs a secret: shown, not deployed without the person's yes.
+    let m = std::fs::read_to_string(folder.join("app.toml")).unwrap();
+    std::fs::write(
+        folder.join("app.toml"),
+        m.replace("version = \"1.0.0\"", "version = \"1.1.0\"")
+            + "[needs]\nsecrets = [\"API_KEY\"]\n",
+    )
+    .unwrap();
+    let show = d.ok(&["app", "show", "hello"]);
+    assert!(show.contains("a deploy adds  secret API_KEY"), "{show}");
+    let line = d.fails(&["app", "deploy", "hello"], "", 2);
+    assert!(line.contains("--yes"), "{line}");
+    let line = d.fails(&["app", "deploy", "hello", "--yes"], "", 1);
+    assert!(
+        line.contains("handler app secret set hello API_KEY"),
+        "{line}"
+    );
+    let value = "sk-app-cli-Secret0Value";
+    let r = d.run_in(
+        &["app", "secret", "set", "hello", "API_KEY"],
+        &format!("{value}\n"),
+    );
+    assert_eq!(r.code, 0, "{}", r.err);
+    assert!(!r.out.contains(value) && !r.err.contains(value));
+    d.ok(&["app", "deploy", "hello", "--yes"]);
+    let shown = d.ok(&["app", "show", "hello"]);
+    assert!(shown.contains("secret    API_KEY (set)"), "{shown}");
+    assert!(!shown.contains(value), "{shown}");
+    d.snap("app_show", &shown);
+    let out = d.ok(&["app", "rollback", "hello", "1.0.0"]);
+    assert!(out.contains("serves 1.0.0 again"), "{out}");
+    let log = d.ok(&["app", "logs", "hello"]);
+    assert!(
+        log.contains("deployed 1.1.0") && log.contains("rolled back to 1.0.0"),
+        "{log}"
+    );
+    let url = d.ok(&["app", "open", "hello", "--print"]);
+    assert!(
+        url.trim().starts_with(&format!(
+            "http://hello.localhost:{}/_handler/login?code=",
+            d.port
+        )),
+        "{url}"
+    );
+    let line = d.fails(&["app", "logs", "nothing"], "", 1);
+    assert!(line.contains("no mini app named \"nothing\""), "{line}");
+    d.ok(&["app", "rm", "hello"]);
+    assert_eq!(d.json(&["app", "ls"]), serde_json::json!([]));
+    assert!(folder.join("app.toml").is_file());
+}

@@ -181,6 +181,17 @@ fn miniapps() {
 }
 
 #[test]
+fn miniapp_api_bodies() {
+    use handler_contracts::miniapp::*;
+    json_roundtrip::<AppInfo>("app-info", "app-info");
+    json_roundtrip::<AppRegisterRequest>("app-register-request", "app-register-request");
+    json_roundtrip::<AppDeployRequest>("app-deploy-request", "app-deploy-request");
+    json_roundtrip::<AppRollbackRequest>("app-rollback-request", "app-rollback-request");
+    json_roundtrip::<AppSecretRequest>("app-secret-request", "app-secret-request");
+    json_roundtrip::<AppLogin>("app-login", "app-login");
+}
+
+#[test]
 fn machine_profiles() {
     toml_roundtrip::<handler_contracts::machine::profile::Profiles>("profiles", "profiles");
 }

@@ -46,6 +46,8 @@ pub const ALL_READERS: &[&str] = &[
     "session_files",
     // A file state slot's own content, which a seed is merged over (launch/seed.rs).
     "seed::file_slot",
+    // A mini app's folder: its app.toml at register, what a deploy copies (decision 0157).
+    "apps::folder",
 ];
 
 /// Why an agent-writable path was not read.

@@ -115,6 +115,7 @@ pub fn build(
         sessions: SessionStore::open(&config.state_dir),
         live_sessions: Default::default(),
         ui_codes: Default::default(),
+        apps: Default::default(),
         accounts: TomlDocs::new(&config.accounts_dir),
         providers: TomlDocs::new(&config.providers_dir),
         bindings: TomlDocs::new(&config.bindings_dir),

@@ -22,6 +22,7 @@ use crate::daemon::store::secrets::SecretStore;
 use crate::daemon::store::sessions::SessionStore;
 use handler_contracts::control::EgressRecord;
 
+pub mod apps;
 pub mod remote;
 pub mod sessions;
 
@@ -58,6 +59,8 @@ pub struct App {
     pub token: std::sync::RwLock<String>,
     /// The web UI's one-time codes (`POST /v1/ui/code`) and when each stops being valid.
     pub ui_codes: std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>,
+    /// The mini apps' login codes, browser sessions and locks (decision 0157).
+    pub apps: apps::AppsLive,
     /// The secret store (D.14).
     pub secrets: SecretStore,
     /// The agents and projects (D.8).

@@ -182,7 +182,8 @@ async fn a_foreign_host_is_421_before_the_token_on_every_route() {
         "evil.example".to_string(),
         "127.0.0.1".to_string(),
         format!("127.0.0.1:{}", port.wrapping_add(1)),
-        format!("app.localhost:{port}"),
+        format!("app.localhost:{}", port.wrapping_add(1)),
+        format!("a.b.localhost:{port}"),
         format!("127.0.0.2:{port}"),
     ];
     for r in table() {
@@ -204,6 +205,19 @@ async fn a_foreign_host_is_421_before_the_token_on_every_route() {
                 );
                 assert_eq!(res.headers()["content-type"], "application/problem+json");
             }
+            // `<name>.localhost` with the port is a mini app's origin (decision 0157): never
+            // Handler's API, even with the token; no app has that name here.
+            let mut req = d
+                .http
+                .request(m.clone(), &url)
+                .header("host", format!("app.localhost:{port}"))
+                .bearer_auth(&d.token);
+            if r.method != "GET" {
+                req = req.header("origin", format!("http://app.localhost:{port}"));
+            }
+            let res = req.send().await.unwrap();
+            assert_eq!(res.status().as_u16(), 404, "{} {}", r.method, r.path);
+            assert!(res.headers().contains_key("content-security-policy"));
         }
     }
     for host in [

@@ -9,6 +9,7 @@ mod acp_endpoint;
 mod acp_python_client;
 mod addon_install;
 mod api_control;
+mod apps_api;
 mod builtin_upstream;
 mod caches_api;
 mod daemon_addons;

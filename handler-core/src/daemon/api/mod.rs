@@ -7,6 +7,8 @@ pub mod acp;
 pub mod addons;
 pub mod agents;
 pub mod api_md;
+pub mod app_origin;
+pub mod apps;
 pub mod auth;
 pub mod builds;
 pub mod builtin_agents;

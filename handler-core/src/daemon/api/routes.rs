@@ -13,6 +13,7 @@ use super::terminals;
 use super::token;
 use super::ui;
 use super::{accounts, addons, agents, contexts, folders, harnesses, projects, providers, secrets};
+use super::{app_origin, apps};
 use super::{auth, openapi};
 use super::{builds, images};
 use super::{builtin_agents, knowledge, skills};
@@ -98,6 +99,7 @@ pub fn table() -> Vec<Route> {
         builtin_agents::routes(),
         caches::routes(),
         machines::routes(),
+        apps::routes(),
         remote::routes(),
         token::routes(),
     ]
@@ -108,7 +110,8 @@ pub fn table() -> Vec<Route> {
 
 /// The router: every route of the table behind the Host and Origin checks and the token check
 /// (the subprotocol token only on the routes marked `upgrade`), problems for unknown routes and
-/// methods; the web UI's files (`ui`) behind the Host and Origin checks only.
+/// methods; the web UI's files (`ui`) behind the Host and Origin checks only; a mini app's
+/// origin (`<name>.localhost:<port>`) dispatched before all of them, to the app alone.
 pub fn router(state: AppState) -> Router {
     let mut by_path: Vec<(&'static str, MethodRouter<AppState>)> = Vec::new();
     let mut upgrades = std::collections::HashSet::new();
@@ -135,6 +138,10 @@ pub fn router(state: AppState) -> Router {
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::check_host_and_origin,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            app_origin::dispatch,
         ))
         .layer(axum::middleware::from_fn(log_request))
         .with_state(state)

@@ -173,6 +173,35 @@ fn case(reader: &str, root: &Path) -> Case {
                 }),
             )
         }
+        "apps::folder" => {
+            let app = root.join("app");
+            std::fs::create_dir_all(app.join("ui/dist/assets")).unwrap();
+            std::fs::write(
+                app.join("app.toml"),
+                "apiVersion = \"handler.miniapp/v1\"\nname = \"probe\"\nversion = \"1.0.0\"\n",
+            )
+            .unwrap();
+            std::fs::write(app.join("ui/dist/index.html"), "<p>hi</p>").unwrap();
+            std::fs::write(app.join("ui/dist/assets/app.js"), "1").unwrap();
+            let to = root.join("copy");
+            let targets = vec![
+                app.join("app.toml"),
+                app.join("ui/dist/index.html"),
+                app.join("ui/dist/assets/app.js"),
+            ];
+            (
+                targets,
+                Box::new(move || {
+                    use super::apps::folder;
+                    let dir = folder::open(&app).map_err(|e| format!("{e:?}"))?.unwrap();
+                    let text = folder::manifest_text(&dir, &app).map_err(|e| format!("{e:?}"))?;
+                    let m = folder::parse_manifest(&text).map_err(|e| format!("{e:?}"))?;
+                    folder::install(&dir, &app, &m, &text, &to)
+                        .map(|_| ())
+                        .map_err(|e| format!("{e:?}"))
+                }),
+            )
+        }
         other => panic!("agentfs::ALL_READERS names {other:?}, which has no case here: add one"),
     }
 }

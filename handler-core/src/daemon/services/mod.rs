@@ -9,6 +9,7 @@ pub mod addons;
 #[cfg(test)]
 mod agent_writable_reads;
 pub mod agents;
+pub mod apps;
 pub mod builtin_agents;
 pub mod caches;
 pub mod connections;

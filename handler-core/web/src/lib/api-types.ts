@@ -1403,6 +1403,128 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/apps": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** list the mini apps */
+        get: operations["GET /v1/apps"];
+        put?: never;
+        /** register a mini app's folder (H.6) */
+        post: operations["POST /v1/apps"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/apps/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** one mini app, with its folder as it is now */
+        get: operations["GET /v1/apps/{name}"];
+        put?: never;
+        post?: never;
+        /** remove a mini app: its versions, data, log and secrets (never its folder) */
+        delete: operations["DELETE /v1/apps/{name}"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/apps/{name}/deploy": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** deploy the version in the app's folder (H.2: added needs confirmed) */
+        post: operations["POST /v1/apps/{name}/deploy"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/apps/{name}/rollback": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** serve a version deployed before */
+        post: operations["POST /v1/apps/{name}/rollback"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/apps/{name}/secrets/{secret}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /** set a mini app's secret (H.2; the value is never answered) */
+        put: operations["PUT /v1/apps/{name}/secrets/{secret}"];
+        post?: never;
+        /** remove a mini app's secret */
+        delete: operations["DELETE /v1/apps/{name}/secrets/{secret}"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/apps/{name}/login": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** a one-time address that logs a browser in to the app's origin (H.4) */
+        post: operations["POST /v1/apps/{name}/login"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/apps/{name}/logs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** the app's log (text) */
+        get: operations["GET /v1/apps/{name}/logs"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/remote": {
         parameters: {
             query?: never;
@@ -3527,6 +3649,122 @@ export interface components {
             exit?: number | null;
             /** @description Why it did not run (the field named) or how it was ended. */
             error?: string | null;
+        };
+        /** @description `POST /v1/apps`: register a folder an agent wrote (H.6). */
+        AppRegisterRequest: {
+            /** @description The app's folder (absolute; `app.toml` at its root). */
+            folder: string;
+        };
+        /** @description `GET /v1/apps/{name}` (H.6). */
+        AppInfo: {
+            /** @description The app's name (its manifest's). */
+            name: string;
+            /** @description What it does (the deployed version's, else the folder's). */
+            description?: string | null;
+            /** @description Where it is served: `http://<name>.localhost:<port>/`. */
+            url: string;
+            /** @description Its backend's state. */
+            state: components["schemas"]["AppState"];
+            /** @description The version served now, if one is deployed. */
+            deployed?: string | null;
+            /**
+             * @description Every version deployed, oldest first (a rollback picks one).
+             * @default []
+             */
+            versions: components["schemas"]["AppVersion"][];
+            /**
+             * @description The deployed version's needs.
+             * @default {}
+             */
+            needs: components["schemas"]["MiniAppNeeds"];
+            /**
+             * @description The secrets the deployed version (else the folder's) declares.
+             * @default []
+             */
+            secrets: components["schemas"]["AppSecretInfo"][];
+            /** @description The registered folder now. */
+            source: components["schemas"]["AppSource"];
+        };
+        /** @description A mini app's backend's state (H.5). */
+        AppState: "stopped" | "starting" | "running" | "failed";
+        /** @description One deployed version of an app (H.6). */
+        AppVersion: {
+            /** @description The manifest's version. */
+            version: string;
+            /** @description When it was deployed (RFC 3339). */
+            deployedAt: string;
+            /** @description The runtime image it was deployed with (its tag); none for an app without a backend. */
+            runtime?: string | null;
+            /** @description Whether it has a backend (its server entry's folder was there at deploy). */
+            backend: boolean;
+        };
+        /** @description What an app may reach beyond its data (H.2). */
+        MiniAppNeeds: {
+            /** @description The hosts the backend may reach. */
+            egress?: components["schemas"]["AllowEntry"][];
+            /** @description The secrets it is given, by the variable names it reads them from (H.2). */
+            secrets?: string[];
+            /** @description Host files or folders it is given (at most 10). */
+            files?: components["schemas"]["MiniAppFileNeed"][];
+            /** @description Whether it may send the person notifications. */
+            notify?: boolean;
+        };
+        /** @description A host file or folder a mini app needs (H.9). */
+        MiniAppFileNeed: {
+            /** @description The host path (`~/` allowed). */
+            path: string;
+            /** @description Read only (the default) or read-write. */
+            mode?: components["schemas"]["FileAccess"] | (null);
+        };
+        /** @description Access to a host file or folder (H.9). */
+        FileAccess: "ro" | "rw";
+        /** @description A secret an app's version declares (H.2): whether a value is set, never the value. */
+        AppSecretInfo: {
+            /** @description The variable's name. */
+            name: string;
+            /** @description Whether the store holds a value for it (`apps/<app>/<name>`). */
+            set: boolean;
+        };
+        /** @description The registered folder as it is now (H.2, H.6): what a deploy would install. */
+        AppSource: {
+            /** @description The folder (absolute). */
+            folder: string;
+            /** @description The folder's `app.toml` version, when it reads and is valid. */
+            version?: string | null;
+            /** @description Why the folder's `app.toml` does not read or is not valid. */
+            error?: string | null;
+            /**
+             * @description What a deploy of it adds to the deployed version's needs (`egress host:port`,
+             *     `secret NAME`, `file PATH (mode)`, `notify`): a client asks the person first.
+             */
+            addedNeeds?: string[];
+        };
+        /** @description `POST /v1/apps/{name}/deploy` (H.2, H.6). */
+        AppDeployRequest: {
+            /**
+             * @description The person saw and accepts what the deploy adds to the needs (`source.addedNeeds`);
+             *     without it a deploy that adds any is refused (409).
+             * @default false
+             */
+            confirmAddedNeeds: boolean;
+        };
+        /** @description `POST /v1/apps/{name}/rollback` (H.6). */
+        AppRollbackRequest: {
+            /** @description A version deployed before. */
+            version: string;
+        };
+        /** @description `PUT /v1/apps/{name}/secrets/{NAME}` (H.2): the value, which no answer ever shows. */
+        AppSecretRequest: {
+            /** @description The value. */
+            value: string;
+        };
+        /**
+         * @description `POST /v1/apps/{name}/login`: a one-time address that logs the browser in to the app's
+         *     origin (H.4; decision 0157).
+         */
+        AppLogin: {
+            /** @description Open it once, within a minute. */
+            url: string;
         };
         /** @description `GET /v1/remote`. */
         RemoteStatus: {
@@ -7362,6 +7600,322 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["ExecEnd"];
                 };
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "GET /v1/apps": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AppInfo"][];
+                };
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "POST /v1/apps": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AppRegisterRequest"];
+            };
+        };
+        responses: {
+            /** @description success */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AppInfo"];
+                };
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "GET /v1/apps/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AppInfo"];
+                };
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "DELETE /v1/apps/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "POST /v1/apps/{name}/deploy": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AppDeployRequest"];
+            };
+        };
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AppInfo"];
+                };
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "POST /v1/apps/{name}/rollback": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AppRollbackRequest"];
+            };
+        };
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AppInfo"];
+                };
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "PUT /v1/apps/{name}/secrets/{secret}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+                secret: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AppSecretRequest"];
+            };
+        };
+        responses: {
+            /** @description success */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "DELETE /v1/apps/{name}/secrets/{secret}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+                secret: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "POST /v1/apps/{name}/login": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AppLogin"];
+                };
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "GET /v1/apps/{name}/logs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description an error (RFC 9457) */
             default: {

@@ -1,0 +1,460 @@
+//! Mini apps (H, decision 0157): a folder an agent wrote, registered by the person, deployed as
+//! a copy into `<data>/apps/<name>/versions/<version>/`, served at `<name>.localhost:<port>`
+//! (`api::app_origin`). The record is `<data>/apps/<name>/app.json`; `data/` is the app's data,
+//! kept across versions; `app.log` its log. Deploy, rollback and delete of one app are
+//! serialized by its lock.
+
+pub mod folder;
+
+use std::path::PathBuf;
+
+use handler_contracts::miniapp::{
+    AppDeployRequest, AppInfo, AppRegisterRequest, AppSecretInfo, AppSource, AppState, AppVersion,
+    MiniAppManifest, MiniAppNeeds, added_needs,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::daemon::fsutil;
+use crate::daemon::problem::{ApiError, ApiResult};
+use crate::daemon::state::AppState as Daemon;
+
+/// The record of a registered app (`app.json`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Record {
+    /// The registered folder.
+    pub folder: PathBuf,
+    /// The version served.
+    #[serde(default)]
+    pub deployed: Option<String>,
+    /// Every version deployed, oldest first.
+    #[serde(default)]
+    pub versions: Vec<AppVersion>,
+}
+
+/// Where the apps live.
+pub fn apps_dir(d: &Daemon) -> PathBuf {
+    d.config.data_dir.join("apps")
+}
+
+/// An app's folder in the store.
+pub fn app_dir(d: &Daemon, name: &str) -> PathBuf {
+    apps_dir(d).join(name)
+}
+
+/// A deployed version's copy.
+pub fn version_dir(d: &Daemon, name: &str, version: &str) -> PathBuf {
+    app_dir(d, name).join("versions").join(version)
+}
+
+/// Where `name` is served.
+pub fn url_of(d: &Daemon, name: &str) -> String {
+    format!("http://{name}.localhost:{}/", d.port())
+}
+
+fn not_found(name: &str) -> ApiError {
+    ApiError::not_found(format!(
+        "no mini app named {name:?} (handler app register FOLDER)"
+    ))
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> ApiResult<T> + Send + 'static,
+) -> ApiResult<T> {
+    tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        tokio::task::spawn_blocking(f),
+    )
+    .await
+    .map_err(|_| ApiError::internal("reading the app's folder took over 60 s"))?
+    .map_err(ApiError::internal)?
+}
+
+/// The record of `name` (`None`: not registered). The name is checked first: it names a path.
+pub fn record(d: &Daemon, name: &str) -> ApiResult<Option<Record>> {
+    if handler_contracts::validate::validate_miniapp_name(name).is_err() {
+        return Ok(None);
+    }
+    let Some(text) =
+        fsutil::read_optional(&app_dir(d, name).join("app.json")).map_err(ApiError::internal)?
+    else {
+        return Ok(None);
+    };
+    serde_json::from_str(&text)
+        .map(Some)
+        .map_err(ApiError::internal)
+}
+
+fn save(d: &Daemon, name: &str, r: &Record) -> ApiResult<()> {
+    let bytes = serde_json::to_vec_pretty(r).map_err(ApiError::internal)?;
+    fsutil::write_atomic(&app_dir(d, name).join("app.json"), &bytes, 0o600)
+        .map_err(ApiError::internal)
+}
+
+/// Appends a line to the app's log.
+pub fn log(d: &Daemon, name: &str, line: &str) {
+    use std::io::Write as _;
+    let path = app_dir(d, name).join("app.log");
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        let _ = writeln!(f, "{} {line}", fsutil::now_rfc3339());
+    }
+}
+
+/// The manifest of a deployed version (Handler's own copy).
+fn deployed_manifest(d: &Daemon, name: &str, version: &str) -> ApiResult<MiniAppManifest> {
+    let path = version_dir(d, name, version).join(folder::MANIFEST);
+    let text = fsutil::read_optional(&path)
+        .map_err(ApiError::internal)?
+        .ok_or_else(|| ApiError::internal(format!("{}: missing", path.display())))?;
+    folder::parse_manifest(&text)
+}
+
+/// What the API shows of an app: the record, the deployed version's needs and secrets, the
+/// folder as it is now.
+fn info(d: &Daemon, name: &str, r: &Record) -> AppInfo {
+    let deployed = r
+        .deployed
+        .as_deref()
+        .and_then(|v| deployed_manifest(d, name, v).ok());
+    let source = folder::read_manifest(&r.folder);
+    let needs_now = deployed
+        .as_ref()
+        .and_then(|m| m.needs.clone())
+        .unwrap_or_default();
+    let declared = deployed
+        .as_ref()
+        .or(source.as_ref().ok())
+        .and_then(|m| m.needs.as_ref())
+        .map(|n| n.secrets.clone())
+        .unwrap_or_default();
+    AppInfo {
+        name: name.to_string(),
+        description: deployed
+            .as_ref()
+            .or(source.as_ref().ok())
+            .and_then(|m| m.description.clone()),
+        url: url_of(d, name),
+        state: AppState::Stopped,
+        deployed: r.deployed.clone(),
+        versions: r.versions.clone(),
+        secrets: declared
+            .into_iter()
+            .map(|s| AppSecretInfo {
+                set: d.secrets.is_set(&secret_path(name, &s)),
+                name: s,
+            })
+            .collect(),
+        source: AppSource {
+            folder: r.folder.display().to_string(),
+            version: source.as_ref().ok().map(|m| m.version.clone()),
+            error: source
+                .as_ref()
+                .err()
+                .map(|e| e.detail.clone().unwrap_or_else(|| e.title.clone())),
+            added_needs: source
+                .as_ref()
+                .ok()
+                .map(|m| {
+                    added_needs(
+                        deployed.as_ref().map(|_| &needs_now),
+                        &m.needs.clone().unwrap_or_default(),
+                    )
+                })
+                .unwrap_or_default(),
+        },
+        needs: needs_now,
+    }
+}
+
+/// The secret store's path of an app's secret (H.2).
+pub fn secret_path(app: &str, name: &str) -> String {
+    format!("apps/{app}/{name}")
+}
+
+/// The rules behind `POST /v1/apps`: the folder's manifest read and validated, the app named
+/// after it. `true` when it is new (201).
+pub async fn register(d: &Daemon, req: AppRegisterRequest) -> ApiResult<(bool, AppInfo)> {
+    let folder = PathBuf::from(&req.folder);
+    if !folder.is_absolute() {
+        return Err(ApiError::bad_request(
+            "invalid folder",
+            format!("folder: {:?} is not an absolute path", req.folder),
+        ));
+    }
+    let f = folder.clone();
+    let m = blocking(move || folder::read_manifest(&f)).await?;
+    let lock = d.apps.lock_of(&m.name);
+    let _g = lock.lock().await;
+    if let Some(r) = record(d, &m.name)? {
+        if r.folder == folder {
+            let d2 = d.clone();
+            let name = m.name.clone();
+            return Ok((false, blocking(move || Ok(info(&d2, &name, &r))).await?));
+        }
+        return Err(ApiError::conflict(
+            "name taken",
+            format!(
+                "name: a mini app named {:?} is registered from {} (rename it in app.toml, or handler app rm {})",
+                m.name,
+                r.folder.display(),
+                m.name
+            ),
+        ));
+    }
+    let dir = app_dir(d, &m.name);
+    fsutil::create_dir_private(&apps_dir(d)).map_err(ApiError::internal)?;
+    fsutil::create_dir_private(&dir).map_err(ApiError::internal)?;
+    fsutil::create_dir_private(&dir.join("data")).map_err(ApiError::internal)?;
+    let r = Record {
+        folder,
+        ..Record::default()
+    };
+    save(d, &m.name, &r)?;
+    log(
+        d,
+        &m.name,
+        &format!("registered from {}", r.folder.display()),
+    );
+    Ok((true, get(d, &m.name).await?))
+}
+
+/// `GET /v1/apps`.
+pub async fn list(d: &Daemon) -> ApiResult<Vec<AppInfo>> {
+    let d = d.clone();
+    blocking(move || {
+        let mut out = Vec::new();
+        let Ok(entries) = std::fs::read_dir(apps_dir(&d)) else {
+            return Ok(out);
+        };
+        let mut names: Vec<String> = entries
+            .flatten()
+            .filter_map(|e| e.file_name().to_str().map(str::to_string))
+            .collect();
+        names.sort();
+        for name in names {
+            if let Some(r) = record(&d, &name)? {
+                out.push(info(&d, &name, &r));
+            }
+        }
+        Ok(out)
+    })
+    .await
+}
+
+/// `GET /v1/apps/{name}`.
+pub async fn get(d: &Daemon, name: &str) -> ApiResult<AppInfo> {
+    let r = record(d, name)?.ok_or_else(|| not_found(name))?;
+    let (d, name) = (d.clone(), name.to_string());
+    blocking(move || Ok(info(&d, &name, &r))).await
+}
+
+/// `DELETE /v1/apps/{name}`: its versions, data, log and secrets; never its folder.
+pub async fn delete(d: &Daemon, name: &str) -> ApiResult<()> {
+    let lock = d.apps.lock_of(name);
+    let _g = lock.lock().await;
+    record(d, name)?.ok_or_else(|| not_found(name))?;
+    d.apps.forget(name);
+    let dir = app_dir(d, name);
+    blocking(move || std::fs::remove_dir_all(dir).map_err(ApiError::internal)).await?;
+    d.secrets
+        .remove_under(&format!("apps/{name}"))
+        .map_err(ApiError::internal)?;
+    Ok(())
+}
+
+/// The secrets `needs` declares that have no value: 409 naming the first.
+fn check_secrets(
+    d: &Daemon,
+    name: &str,
+    needs: Option<&MiniAppNeeds>,
+    what: &str,
+) -> ApiResult<()> {
+    for s in needs.map(|n| n.secrets.as_slice()).unwrap_or_default() {
+        if !d.secrets.is_set(&secret_path(name, s)) {
+            return Err(ApiError::conflict(
+                "secret not set",
+                format!(
+                    "needs.secrets: {s} has no value: set it before the {what} (handler app secret set {name} {s})"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The rules behind `POST /v1/apps/{name}/deploy` (H.2, H.6; decision 0157).
+pub async fn deploy(d: &Daemon, name: &str, req: AppDeployRequest) -> ApiResult<AppInfo> {
+    let lock = d.apps.lock_of(name);
+    let _g = lock.lock().await;
+    let mut r = record(d, name)?.ok_or_else(|| not_found(name))?;
+    let (d2, n2, r2) = (d.clone(), name.to_string(), r.clone());
+    let version = blocking(move || install(&d2, &n2, &r2, req.confirm_added_needs)).await?;
+    r.versions.push(version.clone());
+    r.deployed = Some(version.version.clone());
+    save(d, name, &r)?;
+    log(d, name, &format!("deployed {}", version.version));
+    get(d, name).await
+}
+
+/// Reads the folder, checks it against the served version and copies it (staged, then renamed
+/// into `versions/<version>`).
+fn install(d: &Daemon, name: &str, r: &Record, confirmed: bool) -> ApiResult<AppVersion> {
+    let dir = folder::open(&r.folder)?.ok_or_else(|| {
+        ApiError::conflict(
+            "folder gone",
+            format!("folder: {} no longer exists", r.folder.display()),
+        )
+    })?;
+    let text = folder::manifest_text(&dir, &r.folder)?;
+    let m = folder::parse_manifest(&text)?;
+    if m.name != name {
+        return Err(ApiError::conflict(
+            "name changed",
+            format!(
+                "name: app.toml now names {:?}, registered as {name:?} (register the folder again under its new name)",
+                m.name
+            ),
+        ));
+    }
+    if r.versions.iter().any(|v| v.version == m.version) {
+        return Err(ApiError::conflict(
+            "version deployed",
+            format!(
+                "version: {} is deployed already (raise version in app.toml)",
+                m.version
+            ),
+        ));
+    }
+    let old = match &r.deployed {
+        Some(v) => deployed_manifest(d, name, v)?.needs,
+        None => None,
+    };
+    let added = added_needs(
+        r.deployed
+            .as_ref()
+            .map(|_| old.clone().unwrap_or_default())
+            .as_ref(),
+        &m.needs.clone().unwrap_or_default(),
+    );
+    if !added.is_empty() && !confirmed {
+        return Err(ApiError::conflict(
+            "needs added",
+            format!(
+                "the deploy adds {}: ask the person, then deploy with confirmAddedNeeds",
+                added.join(", ")
+            ),
+        ));
+    }
+    check_secrets(d, name, m.needs.as_ref(), "deploy")?;
+    if folder::has_backend(&dir, &r.folder, &m)? {
+        return Err(ApiError::new(
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            "no runtime",
+            format!(
+                "{}: this Handler serves a mini app's UI only; its backend runtime is not available yet (decision 0157)",
+                r.folder.join(folder::server_dir(&m)).display()
+            ),
+        ));
+    }
+    let versions = app_dir(d, name).join("versions");
+    fsutil::create_dir_private(&versions).map_err(ApiError::internal)?;
+    let staged = tempfile::Builder::new()
+        .prefix(".deploy-")
+        .tempdir_in(&versions)
+        .map_err(ApiError::internal)?;
+    let installed = folder::install(&dir, &r.folder, &m, &text, staged.path())?;
+    let to = versions.join(&m.version);
+    std::fs::rename(staged.path(), &to).map_err(ApiError::internal)?;
+    Ok(AppVersion {
+        version: m.version.clone(),
+        deployed_at: fsutil::now_rfc3339(),
+        runtime: None,
+        backend: installed.backend,
+    })
+}
+
+/// The rules behind `POST /v1/apps/{name}/rollback`: an earlier version served again, its
+/// secrets set.
+pub async fn rollback(d: &Daemon, name: &str, version: &str) -> ApiResult<AppInfo> {
+    let lock = d.apps.lock_of(name);
+    let _g = lock.lock().await;
+    let mut r = record(d, name)?.ok_or_else(|| not_found(name))?;
+    if !r.versions.iter().any(|v| v.version == version) {
+        return Err(ApiError::not_found(format!(
+            "version: {name} {version} was never deployed (GET /v1/apps/{name} lists its versions)"
+        )));
+    }
+    let m = deployed_manifest(d, name, version)?;
+    check_secrets(d, name, m.needs.as_ref(), "rollback")?;
+    r.deployed = Some(version.to_string());
+    save(d, name, &r)?;
+    log(d, name, &format!("rolled back to {version}"));
+    get(d, name).await
+}
+
+/// `PUT /v1/apps/{name}/secrets/{NAME}`.
+pub fn set_secret(d: &Daemon, name: &str, secret: &str, value: &str) -> ApiResult<()> {
+    record(d, name)?.ok_or_else(|| not_found(name))?;
+    handler_contracts::validate::validate_miniapp_secret_name("name", secret)
+        .map_err(|e| ApiError::bad_request("invalid secret name", e.to_string()))?;
+    d.secrets
+        .set(
+            &secret_path(name, secret),
+            value,
+            Some(format!("mini app {name}'s {secret}")),
+            Vec::new(),
+        )
+        .map_err(|e| ApiError::bad_request("secret refused", e.to_string()))
+}
+
+/// `DELETE /v1/apps/{name}/secrets/{NAME}` (404 when it had no value).
+pub fn remove_secret(d: &Daemon, name: &str, secret: &str) -> ApiResult<()> {
+    record(d, name)?.ok_or_else(|| not_found(name))?;
+    let had = d
+        .secrets
+        .remove(&secret_path(name, secret))
+        .map_err(ApiError::internal)?;
+    if had {
+        Ok(())
+    } else {
+        Err(ApiError::not_found(format!(
+            "{name} has no secret {secret}"
+        )))
+    }
+}
+
+/// `POST /v1/apps/{name}/login`: a one-time address on the app's origin.
+pub fn login(d: &Daemon, name: &str) -> ApiResult<String> {
+    record(d, name)?.ok_or_else(|| not_found(name))?;
+    let code = d.apps.new_code(name, std::time::Instant::now());
+    Ok(format!("{}_handler/login?code={code}", url_of(d, name)))
+}
+
+/// `GET /v1/apps/{name}/logs`: the app's log (Handler's own file).
+pub fn logs(d: &Daemon, name: &str) -> ApiResult<String> {
+    record(d, name)?.ok_or_else(|| not_found(name))?;
+    Ok(fsutil::read_optional(&app_dir(d, name).join("app.log"))
+        .map_err(ApiError::internal)?
+        .unwrap_or_default())
+}
+
+/// The UI folder of the version `name` serves now (`None`: nothing deployed).
+pub fn served_ui(d: &Daemon, name: &str) -> ApiResult<Option<PathBuf>> {
+    let Some(r) = record(d, name)? else {
+        return Ok(None);
+    };
+    let Some(v) = r.deployed else {
+        return Ok(None);
+    };
+    let m = deployed_manifest(d, name, &v)?;
+    Ok(Some(version_dir(d, name, &v).join(m.ui_dir())))
+}
+
+/// Whether `name` is a registered app.
+pub fn exists(d: &Daemon, name: &str) -> bool {
+    matches!(record(d, name), Ok(Some(_)))
+}

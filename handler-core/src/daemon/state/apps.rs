@@ -1,0 +1,113 @@
+//! The mini apps' live side (decision 0157): one-time login codes, the browsers' sessions on
+//! each app's origin (in memory: a restart logs them out), and one lock per app that
+//! serializes its deploy, rollback and delete.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+/// How long a login code stays valid.
+pub const CODE_TTL: Duration = Duration::from_secs(60);
+
+/// The apps' live state.
+#[derive(Debug, Default)]
+pub struct AppsLive {
+    /// Login codes: code → (app, valid until).
+    codes: Mutex<HashMap<String, (String, Instant)>>,
+    /// Browser sessions: cookie value → app.
+    sessions: Mutex<HashMap<String, String>>,
+    /// One lock per app.
+    locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+/// 32 random bytes, hex.
+fn secret() -> String {
+    let b: [u8; 32] = rand::random();
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+impl AppsLive {
+    /// A new login code for `app`, valid once for [`CODE_TTL`] from `now`.
+    pub fn new_code(&self, app: &str, now: Instant) -> String {
+        let code = secret();
+        let mut codes = self.codes.lock().unwrap_or_else(PoisonError::into_inner);
+        codes.retain(|_, (_, until)| *until > now);
+        codes.insert(code.clone(), (app.to_string(), now + CODE_TTL));
+        code
+    }
+
+    /// Takes `code` for `app` (once): a new session's cookie value, or `None`.
+    pub fn redeem(&self, app: &str, code: &str, now: Instant) -> Option<String> {
+        let mut codes = self.codes.lock().unwrap_or_else(PoisonError::into_inner);
+        let (owner, until) = codes.remove(code)?;
+        if owner != app || until <= now {
+            return None;
+        }
+        drop(codes);
+        let cookie = secret();
+        self.sessions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(cookie.clone(), app.to_string());
+        Some(cookie)
+    }
+
+    /// Whether `cookie` is a session on `app`'s origin.
+    pub fn session_ok(&self, app: &str, cookie: &str) -> bool {
+        self.sessions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(cookie)
+            .is_some_and(|a| a == app)
+    }
+
+    /// Ends every session and code of `app` (it was deleted).
+    pub fn forget(&self, app: &str) {
+        self.sessions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|_, a| a != app);
+        self.codes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|_, (a, _)| a != app);
+    }
+
+    /// The lock of `app`.
+    pub fn lock_of(&self, app: &str) -> Arc<tokio::sync::Mutex<()>> {
+        self.locks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(app.to_string())
+            .or_default()
+            .clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_code_logs_in_once_for_its_app_within_its_minute() {
+        let live = AppsLive::default();
+        let t0 = Instant::now();
+        let code = live.new_code("counter", t0);
+        assert!(live.redeem("other", &code, t0).is_none(), "another app's");
+        let code = live.new_code("counter", t0);
+        let cookie = live.redeem("counter", &code, t0).unwrap();
+        assert!(live.redeem("counter", &code, t0).is_none(), "used once");
+        assert!(live.session_ok("counter", &cookie));
+        assert!(!live.session_ok("other", &cookie), "scoped to its app");
+        let late = live.new_code("counter", t0);
+        assert!(
+            live.redeem("counter", &late, t0 + CODE_TTL).is_none(),
+            "expired"
+        );
+        live.forget("counter");
+        assert!(
+            !live.session_ok("counter", &cookie),
+            "deleting the app ends it"
+        );
+    }
+}
