@@ -4,6 +4,7 @@
 
 #![warn(missing_docs)]
 
+pub mod app;
 pub mod compose;
 pub mod copytree;
 pub mod egress;

@@ -12,6 +12,7 @@ mod cli_setup;
 mod cli_transport;
 mod daemon_acp_sandbox;
 mod daemon_addon_images;
+mod daemon_apps;
 mod daemon_git_guard;
 mod daemon_images;
 mod daemon_listings;

@@ -92,6 +92,9 @@ pub struct DaemonConfig {
     /// How long a session's agent outlives its daemon waiting for the next one
     /// (`HANDLER_KEEP_TIMEOUT`, seconds; default 600; 0: agents do not outlive it, issue 28).
     pub keep_timeout: std::time::Duration,
+    /// How long a mini app's backend runs without a request before it is stopped
+    /// (`HANDLER_APP_IDLE_TIMEOUT`, seconds; default 600; H.5).
+    pub app_idle_timeout: std::time::Duration,
     /// How long an image's facts and the runtime's check are answered from memory without
     /// being read again behind the answer (`HANDLER_IMAGE_FACTS_TTL`, seconds; default 5; 0:
     /// read again after every answer; decisions 0145, 0149).
@@ -168,6 +171,9 @@ fn session_settings(c: &mut DaemonConfig) -> Result<(), ConfigError> {
     }
     if let Some(t) = seconds("HANDLER_KEEP_TIMEOUT", 86_400)? {
         c.keep_timeout = t;
+    }
+    if let Some(t) = seconds("HANDLER_APP_IDLE_TIMEOUT", 86_400)? {
+        c.app_idle_timeout = t.max(std::time::Duration::from_secs(1));
     }
     Ok(())
 }
@@ -261,6 +267,7 @@ impl DaemonConfig {
             session_idle_timeout: std::time::Duration::from_secs(1800),
             session_max_attach: 8,
             keep_timeout: std::time::Duration::from_secs(600),
+            app_idle_timeout: std::time::Duration::from_secs(600),
             image_facts_ttl: std::time::Duration::from_secs(5),
             machine_images: handler_contracts::machine::images::AllowedImages::default(),
             machine_max: 32,

@@ -170,10 +170,20 @@ async fn serve(app: &AppState, name: &str, req: Request) -> Response {
         );
     }
     if is_api {
-        return page(
-            StatusCode::NOT_FOUND,
-            &format!("{name} has no backend: /api is not served."),
-        );
+        if !apps::serves_backend(app, name) {
+            return page(
+                StatusCode::NOT_FOUND,
+                &format!("{name} has no backend: /api is not served."),
+            );
+        }
+        return match apps::backend::ensure(app, name).await {
+            Ok(h) => apps::proxy::forward(&h, req).await,
+            Err(e) => page(
+                e.status,
+                &e.detail
+                    .unwrap_or_else(|| "the backend is not available".into()),
+            ),
+        };
     }
     if !matches!(*req.method(), Method::GET | Method::HEAD) {
         return page(

@@ -74,7 +74,7 @@ pub async fn put_secret(
     Path((name, secret)): Path<(String, String)>,
     ApiJson(req): ApiJson<AppSecretRequest>,
 ) -> ApiResult<StatusCode> {
-    service::set_secret(&app, &name, &secret, &req.value)?;
+    service::set_secret(&app, &name, &secret, &req.value).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -83,7 +83,7 @@ pub async fn delete_secret(
     State(app): State<AppState>,
     Path((name, secret)): Path<(String, String)>,
 ) -> ApiResult<StatusCode> {
-    service::remove_secret(&app, &name, &secret)?;
+    service::remove_secret(&app, &name, &secret).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

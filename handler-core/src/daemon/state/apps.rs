@@ -1,10 +1,13 @@
-//! The mini apps' live side (decision 0157): one-time login codes, the browsers' sessions on
-//! each app's origin (in memory: a restart logs them out), and one lock per app that
-//! serializes its deploy, rollback and delete.
+//! The mini apps' live side (decisions 0157, 0158): one-time login codes, the browsers' sessions
+//! on each app's origin (in memory: a restart logs them out), one lock per app that serializes
+//! its deploy, rollback and delete, and each backend's slot (the one start, the running
+//! sandbox) with the state the API shows.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
+
+use handler_contracts::miniapp::AppState as Phase;
 
 /// How long a login code stays valid.
 pub const CODE_TTL: Duration = Duration::from_secs(60);
@@ -18,6 +21,33 @@ pub struct AppsLive {
     sessions: Mutex<HashMap<String, String>>,
     /// One lock per app.
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Each backend's slot.
+    slots: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Slot>>>>,
+    /// Each backend's state as the API shows it.
+    phases: Mutex<HashMap<String, Phase>>,
+}
+
+/// A backend's slot: held while it starts or stops, so concurrent first requests wait on one
+/// start.
+#[derive(Debug, Default)]
+pub struct Slot {
+    /// The running backend.
+    pub running: Option<Running>,
+    /// Bumped at each start and stop: an idle watcher of an older one does nothing.
+    pub generation: u64,
+}
+
+/// A running backend.
+#[derive(Debug)]
+pub struct Running {
+    /// The launcher process.
+    pub child: tokio::process::Child,
+    /// Its HTTP socket on the host.
+    pub socket: std::path::PathBuf,
+    /// When it was last used.
+    pub last_used: Arc<Mutex<Instant>>,
+    /// Answers being streamed now.
+    pub streams: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// 32 random bytes, hex.
@@ -71,6 +101,34 @@ impl AppsLive {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .retain(|_, (a, _)| a != app);
+    }
+
+    /// The slot of `app`'s backend.
+    pub fn slot(&self, app: &str) -> Arc<tokio::sync::Mutex<Slot>> {
+        self.slots
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(app.to_string())
+            .or_default()
+            .clone()
+    }
+
+    /// `app`'s backend's state (stopped when never started).
+    pub fn phase(&self, app: &str) -> Phase {
+        self.phases
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(app)
+            .copied()
+            .unwrap_or(Phase::Stopped)
+    }
+
+    /// Sets `app`'s backend's state.
+    pub fn set_phase(&self, app: &str, p: Phase) {
+        self.phases
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(app.to_string(), p);
     }
 
     /// The lock of `app`.

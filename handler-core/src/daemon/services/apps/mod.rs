@@ -4,12 +4,15 @@
 //! kept across versions; `app.log` its log. Deploy, rollback and delete of one app are
 //! serialized by its lock.
 
+pub mod backend;
 pub mod folder;
+pub mod proxy;
+pub mod testrun;
 
 use std::path::PathBuf;
 
 use handler_contracts::miniapp::{
-    AppDeployRequest, AppInfo, AppRegisterRequest, AppSecretInfo, AppSource, AppState, AppVersion,
+    AppDeployRequest, AppInfo, AppRegisterRequest, AppSecretInfo, AppSource, AppVersion,
     MiniAppManifest, MiniAppNeeds, added_needs,
 };
 use serde::{Deserialize, Serialize};
@@ -138,7 +141,7 @@ fn info(d: &Daemon, name: &str, r: &Record) -> AppInfo {
             .or(source.as_ref().ok())
             .and_then(|m| m.description.clone()),
         url: url_of(d, name),
-        state: AppState::Stopped,
+        state: backend::phase(d, name),
         deployed: r.deployed.clone(),
         versions: r.versions.clone(),
         secrets: declared
@@ -257,6 +260,7 @@ pub async fn delete(d: &Daemon, name: &str) -> ApiResult<()> {
     let lock = d.apps.lock_of(name);
     let _g = lock.lock().await;
     record(d, name)?.ok_or_else(|| not_found(name))?;
+    backend::stop(d, name, "the app is removed").await;
     d.apps.forget(name);
     let dir = app_dir(d, name);
     blocking(move || std::fs::remove_dir_all(dir).map_err(ApiError::internal)).await?;
@@ -286,23 +290,50 @@ fn check_secrets(
     Ok(())
 }
 
-/// The rules behind `POST /v1/apps/{name}/deploy` (H.2, H.6; decision 0157).
+/// The rules behind `POST /v1/apps/{name}/deploy` (H.2, H.6; decision 0157): the folder
+/// checked and copied, a backend's tests run on the copy (decision 0158), then the copy put in
+/// place and served; a running backend of the version before is stopped.
 pub async fn deploy(d: &Daemon, name: &str, req: AppDeployRequest) -> ApiResult<AppInfo> {
     let lock = d.apps.lock_of(name);
     let _g = lock.lock().await;
     let mut r = record(d, name)?.ok_or_else(|| not_found(name))?;
     let (d2, n2, r2) = (d.clone(), name.to_string(), r.clone());
-    let version = blocking(move || install(&d2, &n2, &r2, req.confirm_added_needs)).await?;
-    r.versions.push(version.clone());
-    r.deployed = Some(version.version.clone());
+    let staged = blocking(move || stage(&d2, &n2, &r2, req.confirm_added_needs)).await?;
+    if staged.backend {
+        backend::require_runtime(d).await?;
+        testrun::run_tests(d, name, staged.dir.path(), &staged.manifest).await?;
+    }
+    let version = staged.manifest.version.clone();
+    let to = app_dir(d, name).join("versions").join(&version);
+    std::fs::rename(staged.dir.path(), &to).map_err(ApiError::internal)?;
+    r.versions.push(AppVersion {
+        version: version.clone(),
+        deployed_at: fsutil::now_rfc3339(),
+        runtime: staged.backend.then(|| {
+            format!(
+                "deno {}",
+                crate::daemon::services::images::app_runtime::DENO_VERSION
+            )
+        }),
+        backend: staged.backend,
+    });
+    r.deployed = Some(version.clone());
     save(d, name, &r)?;
-    log(d, name, &format!("deployed {}", version.version));
+    log(d, name, &format!("deployed {version}"));
+    backend::stop(d, name, &format!("{version} deployed")).await;
     get(d, name).await
 }
 
-/// Reads the folder, checks it against the served version and copies it (staged, then renamed
-/// into `versions/<version>`).
-fn install(d: &Daemon, name: &str, r: &Record, confirmed: bool) -> ApiResult<AppVersion> {
+/// A version copied from the folder, not yet in place.
+struct Staged {
+    dir: tempfile::TempDir,
+    manifest: MiniAppManifest,
+    backend: bool,
+}
+
+/// Reads the folder, checks it against the served version and copies it into a staging folder
+/// of `versions/`.
+fn stage(d: &Daemon, name: &str, r: &Record, confirmed: bool) -> ApiResult<Staged> {
     let dir = folder::open(&r.folder)?.ok_or_else(|| {
         ApiError::conflict(
             "folder gone",
@@ -350,14 +381,14 @@ fn install(d: &Daemon, name: &str, r: &Record, confirmed: bool) -> ApiResult<App
         ));
     }
     check_secrets(d, name, m.needs.as_ref(), "deploy")?;
-    if folder::has_backend(&dir, &r.folder, &m)? {
+    if m.needs
+        .as_ref()
+        .is_some_and(|n| !n.files.is_empty() || n.notify)
+    {
         return Err(ApiError::new(
-            axum::http::StatusCode::SERVICE_UNAVAILABLE,
-            "no runtime",
-            format!(
-                "{}: this Handler serves a mini app's UI only; its backend runtime is not available yet (decision 0157)",
-                r.folder.join(folder::server_dir(&m)).display()
-            ),
+            axum::http::StatusCode::NOT_IMPLEMENTED,
+            "need not served",
+            "needs.files and needs.notify (H.9) are not given to a backend yet: remove them from app.toml",
         ));
     }
     let versions = app_dir(d, name).join("versions");
@@ -367,12 +398,9 @@ fn install(d: &Daemon, name: &str, r: &Record, confirmed: bool) -> ApiResult<App
         .tempdir_in(&versions)
         .map_err(ApiError::internal)?;
     let installed = folder::install(&dir, &r.folder, &m, &text, staged.path())?;
-    let to = versions.join(&m.version);
-    std::fs::rename(staged.path(), &to).map_err(ApiError::internal)?;
-    Ok(AppVersion {
-        version: m.version.clone(),
-        deployed_at: fsutil::now_rfc3339(),
-        runtime: None,
+    Ok(Staged {
+        dir: staged,
+        manifest: installed.manifest,
         backend: installed.backend,
     })
 }
@@ -393,11 +421,13 @@ pub async fn rollback(d: &Daemon, name: &str, version: &str) -> ApiResult<AppInf
     r.deployed = Some(version.to_string());
     save(d, name, &r)?;
     log(d, name, &format!("rolled back to {version}"));
+    backend::stop(d, name, &format!("rolled back to {version}")).await;
     get(d, name).await
 }
 
-/// `PUT /v1/apps/{name}/secrets/{NAME}`.
-pub fn set_secret(d: &Daemon, name: &str, secret: &str, value: &str) -> ApiResult<()> {
+/// `PUT /v1/apps/{name}/secrets/{NAME}`: a running backend stops (H.2), the next request
+/// starts it with the new value.
+pub async fn set_secret(d: &Daemon, name: &str, secret: &str, value: &str) -> ApiResult<()> {
     record(d, name)?.ok_or_else(|| not_found(name))?;
     handler_contracts::validate::validate_miniapp_secret_name("name", secret)
         .map_err(|e| ApiError::bad_request("invalid secret name", e.to_string()))?;
@@ -408,17 +438,20 @@ pub fn set_secret(d: &Daemon, name: &str, secret: &str, value: &str) -> ApiResul
             Some(format!("mini app {name}'s {secret}")),
             Vec::new(),
         )
-        .map_err(|e| ApiError::bad_request("secret refused", e.to_string()))
+        .map_err(|e| ApiError::bad_request("secret refused", e.to_string()))?;
+    backend::stop(d, name, &format!("{secret} changed")).await;
+    Ok(())
 }
 
 /// `DELETE /v1/apps/{name}/secrets/{NAME}` (404 when it had no value).
-pub fn remove_secret(d: &Daemon, name: &str, secret: &str) -> ApiResult<()> {
+pub async fn remove_secret(d: &Daemon, name: &str, secret: &str) -> ApiResult<()> {
     record(d, name)?.ok_or_else(|| not_found(name))?;
     let had = d
         .secrets
         .remove(&secret_path(name, secret))
         .map_err(ApiError::internal)?;
     if had {
+        backend::stop(d, name, &format!("{secret} removed")).await;
         Ok(())
     } else {
         Err(ApiError::not_found(format!(
@@ -452,6 +485,15 @@ pub fn served_ui(d: &Daemon, name: &str) -> ApiResult<Option<PathBuf>> {
     };
     let m = deployed_manifest(d, name, &v)?;
     Ok(Some(version_dir(d, name, &v).join(m.ui_dir())))
+}
+
+/// Whether the version `name` serves has a backend.
+pub fn serves_backend(d: &Daemon, name: &str) -> bool {
+    record(d, name).ok().flatten().is_some_and(|r| {
+        r.versions
+            .iter()
+            .any(|v| Some(&v.version) == r.deployed.as_ref() && v.backend)
+    })
 }
 
 /// Whether `name` is a registered app.

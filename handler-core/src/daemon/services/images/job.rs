@@ -126,6 +126,9 @@ async fn target(app: &AppState, id: &str, cancel: &Arc<Notify>) -> Outcome {
     if b.target == TOOLBOX {
         return toolbox(app, id, cancel).await;
     }
+    if b.target == super::app_runtime::TARGET {
+        return super::app_runtime::run(app, id, cancel).await;
+    }
     if let Some(name) = b.target.strip_prefix(super::target::ADDON_PREFIX) {
         return super::addon_job::run(app, id, name, cancel).await;
     }

@@ -5,6 +5,7 @@
 
 pub mod addon_job;
 pub mod addon_verdict;
+pub mod app_runtime;
 pub mod base;
 pub mod ca;
 pub mod check;

@@ -17,6 +17,8 @@ pub enum Target {
     NetworkFilter,
     /// The toolbox, then every harness and addon image already built.
     Toolbox,
+    /// The mini apps' runtime (H.3, decision 0158).
+    AppRuntime,
     /// A harness's image.
     Harness {
         /// The harness's name.
@@ -52,6 +54,9 @@ pub fn decide(text: &str, known: &Known) -> Result<Target, String> {
     if t == TOOLBOX {
         return Ok(Target::Toolbox);
     }
+    if t == super::app_runtime::TARGET {
+        return Ok(Target::AppRuntime);
+    }
     if let Some(name) = t.strip_prefix(ADDON_PREFIX) {
         return match known.addons.get(name) {
             None => Err(format!("target {t:?}: no such addon {name:?}")),
@@ -71,7 +76,7 @@ pub fn decide(text: &str, known: &Known) -> Result<Target, String> {
         });
     }
     Err(format!(
-        "target {t:?}: no such harness (or toolbox, network-filter, addon:<name>)"
+        "target {t:?}: no such harness (or toolbox, network-filter, app-runtime, addon:<name>)"
     ))
 }
 
@@ -96,6 +101,7 @@ mod tests {
         let all: Vec<(&str, Result<Target, String>)> = [
             "network-filter",
             "toolbox",
+            "app-runtime",
             " codex ",
             "addon:gh",
             "addon:nope",

@@ -338,6 +338,28 @@ pub async fn from_url(
     install(app, files, &q).await
 }
 
+/// handlerd's client for the outside: https only (through redirects too), the system's roots, the
+/// bundled ones and `$HANDLER_BUILD_CA_BUNDLE`'s, `timeout` in all.
+pub(crate) fn https_client(
+    app: &AppState,
+    timeout: std::time::Duration,
+) -> ApiResult<reqwest::Client> {
+    let mut b = reqwest::Client::builder()
+        .https_only(true)
+        .connect_timeout(std::time::Duration::from_secs(20))
+        .timeout(timeout)
+        .redirect(reqwest::redirect::Policy::limited(5))
+        .user_agent(concat!("handlerd/", env!("CARGO_PKG_VERSION")));
+    if let Some(ca) = &app.config.build_ca_bundle {
+        let pem =
+            std::fs::read(ca).map_err(|e| ApiError::internal(format!("{}: {e}", ca.display())))?;
+        for c in reqwest::Certificate::from_pem_bundle(&pem).map_err(ApiError::internal)? {
+            b = b.add_root_certificate(c);
+        }
+    }
+    b.build().map_err(ApiError::internal)
+}
+
 /// GETs `url` over TLS (the system's roots and `$HANDLER_BUILD_CA_BUNDLE`'s), https only even
 /// through redirects, at most 32 MiB (more: `too_large`'s error, the caller's status: a skill's
 /// 400, an addon's 422). 502 `fetch failed` when it cannot. Also the addons' fetch of an
@@ -354,20 +376,7 @@ pub(crate) async fn fetch(
             format!("url: {d}"),
         )
     };
-    let mut b = reqwest::Client::builder()
-        .https_only(true)
-        .connect_timeout(std::time::Duration::from_secs(20))
-        .timeout(std::time::Duration::from_secs(120))
-        .redirect(reqwest::redirect::Policy::limited(5))
-        .user_agent(concat!("handlerd/", env!("CARGO_PKG_VERSION")));
-    if let Some(ca) = &app.config.build_ca_bundle {
-        let pem =
-            std::fs::read(ca).map_err(|e| ApiError::internal(format!("{}: {e}", ca.display())))?;
-        for c in reqwest::Certificate::from_pem_bundle(&pem).map_err(ApiError::internal)? {
-            b = b.add_root_certificate(c);
-        }
-    }
-    let client = b.build().map_err(ApiError::internal)?;
+    let client = https_client(app, std::time::Duration::from_secs(120))?;
     let mut res = client
         .get(url)
         .send()

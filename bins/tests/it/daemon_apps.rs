@@ -1,0 +1,342 @@
+//! Mini apps for real (issue 31, decisions 0157–0158): handlerd as the test user builds the
+//! runtime image (Deno from the npm registry, its sha512 as pinned, checked in a sandbox), then
+//! the sample counter (`fixtures/miniapps/counter`) is registered, tested, deployed and used over
+//! HTTP through `counter.localhost`: its backend cold-started in a real rootless sandbox by the
+//! first `/api` request, a streamed answer passed through, its secret in its log only as
+//! `[secret GREETING]`, stopped when idle and started again by the next request with its data
+//! kept, kept across a redeploy and a rollback; a version whose tests fail is not deployed, one
+//! that never becomes healthy is `failed` with its log and tried again by the next request.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::temp_daemon::{IMAGE, Layout, TempDaemon};
+
+const GREETING: &str = "hello-Secret0Value-4471";
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        if e.path().is_dir() {
+            copy_tree(&e.path(), &to.join(e.file_name()));
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+fn set_version(folder: &Path, from: &str, to: &str) {
+    let m = std::fs::read_to_string(folder.join("app.toml")).unwrap();
+    std::fs::write(
+        folder.join("app.toml"),
+        m.replace(
+            &format!("version = \"{from}\""),
+            &format!("version = \"{to}\""),
+        ),
+    )
+    .unwrap();
+}
+
+async fn wait_build(d: &TempDaemon, id: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(600);
+    loop {
+        let (_, b) = d
+            .call(reqwest::Method::GET, &format!("/v1/builds/{id}"), None)
+            .await;
+        if b["state"] != "running" {
+            return b;
+        }
+        assert!(Instant::now() < deadline, "the build did not end: {b}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+async fn app_state(d: &TempDaemon) -> Value {
+    d.call(reqwest::Method::GET, "/v1/apps/counter", None)
+        .await
+        .1
+}
+
+struct Browser {
+    client: reqwest::Client,
+    origin: String,
+    cookie: String,
+}
+
+impl Browser {
+    async fn login(d: &TempDaemon) -> Browser {
+        let client = reqwest::Client::builder()
+            .resolve(
+                "counter.localhost",
+                std::net::SocketAddr::from(([127, 0, 0, 1], d.port)),
+            )
+            .build()
+            .unwrap();
+        let (s, l) = d
+            .call(
+                reqwest::Method::POST,
+                "/v1/apps/counter/login",
+                Some(json!({})),
+            )
+            .await;
+        assert_eq!(s, 200, "{l}");
+        let res = client.get(l["url"].as_str().unwrap()).send().await.unwrap();
+        let cookie = res.headers()["set-cookie"]
+            .to_str()
+            .unwrap()
+            .split(';')
+            .next()
+            .unwrap()
+            .to_string();
+        Browser {
+            client,
+            origin: format!("http://counter.localhost:{}", d.port),
+            cookie,
+        }
+    }
+
+    async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+    ) -> (u16, String, reqwest::header::HeaderMap) {
+        let res = self
+            .client
+            .request(method, format!("{}{path}", self.origin))
+            .header("cookie", &self.cookie)
+            .header("origin", &self.origin)
+            .send()
+            .await
+            .unwrap();
+        let (s, h) = (res.status().as_u16(), res.headers().clone());
+        (s, res.text().await.unwrap(), h)
+    }
+
+    async fn checkin(&self) -> u64 {
+        let (s, b, _) = self.call(reqwest::Method::POST, "/api/checkin").await;
+        assert_eq!(s, 200, "{b}");
+        serde_json::from_str::<Value>(&b).unwrap()["count"]
+            .as_u64()
+            .unwrap()
+    }
+
+    async fn count(&self) -> Value {
+        let (s, b, _) = self.call(reqwest::Method::GET, "/api/count").await;
+        assert_eq!(s, 200, "{b}");
+        serde_json::from_str(&b).unwrap()
+    }
+}
+
+async fn deploy(d: &TempDaemon) -> (u16, Value) {
+    d.call(
+        reqwest::Method::POST,
+        "/v1/apps/counter/deploy",
+        Some(json!({"confirmAddedNeeds": true})),
+    )
+    .await
+}
+
+async fn logs(d: &TempDaemon) -> String {
+    d.http
+        .get(format!("http://127.0.0.1:{}/v1/apps/counter/logs", d.port))
+        .bearer_auth(&d.token)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn the_sample_app_is_tested_deployed_cold_started_idle_stopped_and_keeps_its_data() {
+    let Some(u) = test_support::user::podman_user(IMAGE, "the mini app tests") else {
+        return;
+    };
+    // Built by this test from nothing, every run.
+    let _ = u
+        .cmd(
+            "podman",
+            &["rmi", "--force", "localhost/handler-app-runtime:latest"],
+            &[("HOME", u.home())],
+        )
+        .output();
+    let l = Layout::new(&format!("hda-{}", std::process::id()), false);
+    l.fake_harness("");
+    let folder = l.home.join("code/counter");
+    copy_tree(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/miniapps/counter"),
+        &folder,
+    );
+    let d = l
+        .spawn(u, &[("HANDLER_APP_IDLE_TIMEOUT", "3".to_string())])
+        .await;
+
+    // Registered; its deploy needs the runtime, then its secret.
+    let (s, a) = d
+        .call(
+            reqwest::Method::POST,
+            "/v1/apps",
+            Some(json!({"folder": folder.display().to_string()})),
+        )
+        .await;
+    assert_eq!(s, 201, "{a}");
+    let (s, p) = deploy(&d).await;
+    assert_eq!((s, &p["title"]), (409, &json!("secret not set")), "{p}");
+    let (s, _) = d
+        .call(
+            reqwest::Method::PUT,
+            "/v1/apps/counter/secrets/GREETING",
+            Some(json!({"value": GREETING})),
+        )
+        .await;
+    assert_eq!(s, 204);
+    let (s, p) = deploy(&d).await;
+    assert_eq!((s, &p["title"]), (503, &json!("no runtime")), "{p}");
+
+    let (s, b) = d
+        .call(
+            reqwest::Method::POST,
+            "/v1/builds",
+            Some(json!({"target": "app-runtime"})),
+        )
+        .await;
+    assert_eq!(s, 202, "{b}");
+    let b = wait_build(&d, b["id"].as_str().unwrap()).await;
+    assert_eq!(b["state"], "succeeded", "{b}");
+    assert_eq!(b["versions"]["deno"], "2.9.6", "{b}");
+
+    let (s, a) = deploy(&d).await;
+    assert_eq!(s, 200, "{a}");
+    assert_eq!(a["versions"][0]["runtime"], "deno 2.9.6");
+    assert_eq!(a["versions"][0]["backend"], true);
+    assert_eq!(a["state"], "stopped", "not started before a request");
+    assert!(logs(&d).await.contains("the tests of 1.0.0 passed"));
+
+    // The first request starts it; concurrent first requests wait on the one start.
+    let web = Browser::login(&d).await;
+    let (s, b, _) = web.call(reqwest::Method::GET, "/api/health").await;
+    assert_eq!(s, 200, "{b}: {}", logs(&d).await);
+    let (first, second) = tokio::join!(web.checkin(), web.count());
+    assert_eq!(first, 1);
+    assert!(second["count"].as_u64().unwrap() <= 1, "{second}");
+    assert_eq!(second["greeting"], "set");
+    assert_eq!(app_state(&d).await["state"], "running");
+    assert_eq!(
+        logs(&d).await.matches("starting 1.0.0").count(),
+        1,
+        "one start"
+    );
+
+    // A streamed answer comes through as it is made, under H.4's policy, not the backend's.
+    let res = web
+        .client
+        .get(format!("{}/api/events", web.origin))
+        .header("cookie", &web.cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.headers()["content-type"], "text/event-stream");
+    assert!(
+        res.headers()["content-security-policy"]
+            .to_str()
+            .unwrap()
+            .starts_with("default-src 'self'")
+    );
+    let body = res.text().await.unwrap();
+    assert_eq!(body.matches("data: tick").count(), 3, "{body}");
+
+    // Its secret reaches it, and its log only by name.
+    let (s, _, _) = web.call(reqwest::Method::GET, "/api/greet").await;
+    assert_eq!(s, 200);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let log = logs(&d).await;
+    assert!(log.contains("greeting with [secret GREETING]"), "{log}");
+    assert!(!log.contains(GREETING), "{log}");
+
+    // No network: the backend reaches nothing.
+    let (s, b, _) = web
+        .call(reqwest::Method::GET, "/api/reach?url=http://example.com/")
+        .await;
+    assert_eq!(s, 502, "{b}");
+
+    // Idle: stopped; the next request starts it again, its data kept.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while app_state(&d).await["state"] != "stopped" {
+        assert!(Instant::now() < deadline, "never stopped when idle");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    assert!(logs(&d).await.contains("the backend stopped: idle for 3 s"));
+    assert_eq!(web.checkin().await, 2);
+
+    // A redeploy keeps the data; a rollback too.
+    set_version(&folder, "1.0.0", "1.1.0");
+    let (s, a) = deploy(&d).await;
+    assert_eq!(s, 200, "{a}");
+    assert_eq!(
+        app_state(&d).await["state"],
+        "stopped",
+        "the old version's backend stopped"
+    );
+    assert_eq!(web.checkin().await, 3);
+    assert_eq!(web.count().await["version"], "1.1.0");
+    let (s, a) = d
+        .call(
+            reqwest::Method::POST,
+            "/v1/apps/counter/rollback",
+            Some(json!({"version": "1.0.0"})),
+        )
+        .await;
+    assert_eq!(s, 200, "{a}");
+    let c = web.count().await;
+    assert_eq!((&c["version"], &c["count"]), (&json!("1.0.0"), &json!(3)));
+
+    // Tests that fail: not deployed.
+    set_version(&folder, "1.1.0", "1.2.0");
+    std::fs::write(
+        folder.join("server/broken_test.ts"),
+        "Deno.test(\"fails\", () => { throw new Error(\"on purpose\"); });\n",
+    )
+    .unwrap();
+    let (s, p) = deploy(&d).await;
+    assert_eq!((s, &p["title"]), (422, &json!("tests failed")), "{p}");
+    assert!(p["detail"].as_str().unwrap().contains("broken_test.ts"), "{p}");
+    assert_eq!(app_state(&d).await["deployed"], "1.0.0");
+    std::fs::remove_file(folder.join("server/broken_test.ts")).unwrap();
+
+    // A backend that never becomes healthy: failed, with its log; the next request tries again.
+    set_version(&folder, "1.2.0", "1.3.0");
+    let main = folder.join("server/main.ts");
+    let text = std::fs::read_to_string(&main).unwrap();
+    std::fs::write(
+        &main,
+        text.replace(
+            "if (import.meta.main) {",
+            "if (import.meta.main) {\n  console.log(\"broken start\");\n  Deno.exit(3);",
+        ),
+    )
+    .unwrap();
+    let (s, a) = deploy(&d).await;
+    assert_eq!(s, 200, "{a}");
+    let (s, b, _) = web.call(reqwest::Method::GET, "/api/count").await;
+    assert_eq!(s, 502, "{b}");
+    assert_eq!(app_state(&d).await["state"], "failed");
+    let (s, _, _) = web.call(reqwest::Method::GET, "/api/count").await;
+    assert_eq!(s, 502);
+    let log = logs(&d).await;
+    assert!(log.contains("broken start"), "{log}");
+    assert_eq!(
+        log.matches("starting 1.3.0").count(),
+        2,
+        "tried again: {log}"
+    );
+
+    // Removing it stops nothing left behind and keeps the folder.
+    let (s, _) = d
+        .call(reqwest::Method::DELETE, "/v1/apps/counter", None)
+        .await;
+    assert_eq!(s, 204);
+    assert!(folder.join("app.toml").is_file());
+}
