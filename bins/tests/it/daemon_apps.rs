@@ -163,6 +163,7 @@ async fn the_sample_app_is_tested_deployed_cold_started_idle_stopped_and_keeps_i
             &[("HOME", u.home())],
         )
         .output();
+    crate::daemon_acp_sandbox::ensure_network_filter(&u);
     let l = Layout::new(&format!("hda-{}", std::process::id()), false);
     l.fake_harness("");
     let folder = l.home.join("code/counter");
@@ -293,8 +294,46 @@ async fn the_sample_app_is_tested_deployed_cold_started_idle_stopped_and_keeps_i
     let c = web.count().await;
     assert_eq!((&c["version"], &c["count"]), (&json!("1.0.0"), &json!(3)));
 
-    // Tests that fail: not deployed.
+    // Egress: exactly `needs.egress`, through the filter and Deno's own permission.
+    let (port, hits) = crate::temp_daemon::http_ok_server().await;
+    let allowed = format!("host.containers.internal:{port}");
     set_version(&folder, "1.1.0", "1.2.0");
+    let manifest = std::fs::read_to_string(folder.join("app.toml")).unwrap();
+    std::fs::write(
+        folder.join("app.toml"),
+        manifest.replace(
+            "secrets = [\"GREETING\"]",
+            &format!("secrets = [\"GREETING\"]\negress = [\"{allowed}\"]"),
+        ),
+    )
+    .unwrap();
+    let (_, a) = d.call(reqwest::Method::GET, "/v1/apps/counter", None).await;
+    assert_eq!(
+        a["source"]["addedNeeds"],
+        json!([format!("egress {allowed}")]),
+        "{a}"
+    );
+    let (s, a) = deploy(&d).await;
+    assert_eq!(s, 200, "{a}");
+    let (s, b, _) = web
+        .call(
+            reqwest::Method::GET,
+            &format!("/api/reach?url=http://{allowed}/ok"),
+        )
+        .await;
+    assert_eq!((s, b.as_str()), (200, "reached 200"), "{}", logs(&d).await);
+    assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 1);
+    let (s, b, _) = web
+        .call(
+            reqwest::Method::GET,
+            "/api/reach?url=http://denied.example.org/",
+        )
+        .await;
+    assert_eq!(s, 502, "{b}");
+    assert_eq!(web.count().await["count"], 3, "data kept across versions");
+
+    // Tests that fail: not deployed.
+    set_version(&folder, "1.2.0", "1.3.0");
     std::fs::write(
         folder.join("server/broken_test.ts"),
         "Deno.test(\"fails\", () => { throw new Error(\"on purpose\"); });\n",
@@ -302,12 +341,15 @@ async fn the_sample_app_is_tested_deployed_cold_started_idle_stopped_and_keeps_i
     .unwrap();
     let (s, p) = deploy(&d).await;
     assert_eq!((s, &p["title"]), (422, &json!("tests failed")), "{p}");
-    assert!(p["detail"].as_str().unwrap().contains("broken_test.ts"), "{p}");
-    assert_eq!(app_state(&d).await["deployed"], "1.0.0");
+    assert!(
+        p["detail"].as_str().unwrap().contains("broken_test.ts"),
+        "{p}"
+    );
+    assert_eq!(app_state(&d).await["deployed"], "1.2.0");
     std::fs::remove_file(folder.join("server/broken_test.ts")).unwrap();
 
     // A backend that never becomes healthy: failed, with its log; the next request tries again.
-    set_version(&folder, "1.2.0", "1.3.0");
+    set_version(&folder, "1.3.0", "1.4.0");
     let main = folder.join("server/main.ts");
     let text = std::fs::read_to_string(&main).unwrap();
     std::fs::write(
@@ -328,7 +370,7 @@ async fn the_sample_app_is_tested_deployed_cold_started_idle_stopped_and_keeps_i
     let log = logs(&d).await;
     assert!(log.contains("broken start"), "{log}");
     assert_eq!(
-        log.matches("starting 1.3.0").count(),
+        log.matches("starting 1.4.0").count(),
         2,
         "tried again: {log}"
     );
