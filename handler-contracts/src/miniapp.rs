@@ -206,7 +206,7 @@ pub struct AppInfo {
     /// The deployed version's needs.
     #[serde(default)]
     pub needs: MiniAppNeeds,
-    /// The secrets the deployed version (else the folder's) declares.
+    /// The secrets the deployed version declares, then those the folder's adds.
     #[serde(default)]
     pub secrets: Vec<AppSecretInfo>,
     /// The registered folder now.

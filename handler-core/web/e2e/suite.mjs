@@ -815,6 +815,81 @@ try {
     await api("DELETE", `/v1/agents/${boxed.id}`);
   });
 
+  await step("apps: a folder registered, deployed, its added needs and secret asked first, rolled back, opened at its own origin, deleted", async () => {
+    // The sample UI-only app, written where an agent would, owned by the daemon's user.
+    const owner = statSync(SCOPE);
+    const folder = join(dirname(SCOPE), "hello-app");
+    const from = new URL("../../../fixtures/miniapps/hello/", import.meta.url).pathname;
+    const copy = (src, dst) => {
+      mkdirSync(dst, { recursive: true });
+      chownSync(dst, owner.uid, owner.gid);
+      for (const e of readdirSync(src, { withFileTypes: true })) {
+        if (e.isDirectory()) copy(join(src, e.name), join(dst, e.name));
+        else {
+          writeFileSync(join(dst, e.name), readFileSync(join(src, e.name)));
+          chownSync(join(dst, e.name), owner.uid, owner.gid);
+        }
+      }
+    };
+    copy(from, folder);
+    await page.goto(`${URL_}/#/apps`);
+    await page.getByRole("heading", { name: "Apps" }).waitFor();
+    await page.getByText("No apps yet.").waitFor();
+    const form = page.getByRole("form", { name: "Register an app" });
+    await form.getByLabel("Folder").fill(folder);
+    await form.getByRole("button", { name: "Register" }).click();
+    await page.getByRole("status").filter({ hasText: "Registered hello" }).waitFor();
+    const card = page.getByRole("listitem", { name: "App hello" });
+    await card.getByLabel("Version of hello").filter({ hasText: "not deployed" }).waitFor();
+    await card.getByRole("button", { name: "Deploy 1.0.0" }).click();
+    await card.getByLabel("Version of hello").filter({ hasText: "serves 1.0.0" }).waitFor();
+    // The agent writes a version that reaches a host and needs a secret: shown, asked first.
+    const manifest = readFileSync(join(folder, "app.toml"), "utf8")
+      .replace('version = "1.0.0"', 'version = "1.1.0"') + '[needs]\negress = ["api.example.com:443"]\nsecrets = ["API_KEY"]\n';
+    writeFileSync(join(folder, "app.toml"), manifest);
+    const adds = card.getByRole("note", { name: "What deploying hello adds" });
+    await adds.getByText("egress api.example.com:443").waitFor();
+    await adds.getByText("secret API_KEY").waitFor();
+    await card.getByRole("button", { name: "Deploy 1.1.0" }).click();
+    const allow = card.getByRole("group", { name: "Confirm what deploying hello adds" });
+    await allow.getByRole("button", { name: "Allow and deploy 1.1.0" }).click();
+    await page.getByRole("alert").filter({ hasText: "API_KEY has no value" }).waitFor();
+    const secret = card.getByRole("form", { name: "Secret API_KEY of hello" });
+    await secret.getByLabel(/API_KEY/).fill("sk-ui-app-Secret0");
+    await secret.getByRole("button", { name: "Set" }).click();
+    await page.getByRole("status").filter({ hasText: "Set hello's API_KEY" }).waitFor();
+    await secret.getByText("API_KEY (set)").waitFor();
+    await card.getByRole("button", { name: "Deploy 1.1.0" }).click();
+    await allow.getByRole("button", { name: "Allow and deploy 1.1.0" }).click();
+    await card.getByLabel("Version of hello").filter({ hasText: "serves 1.1.0" }).waitFor();
+    await card.getByLabel("Needs of hello").filter({ hasText: "api.example.com:443" }).waitFor();
+    assert.ok(!(await page.content()).includes("sk-ui-app-Secret0"), "the secret is never shown");
+    await shot(page, "apps");
+    await card.getByRole("button", { name: "Roll back to 1.0.0" }).click();
+    await card.getByLabel("Version of hello").filter({ hasText: "serves 1.0.0" }).waitFor();
+    // Open: a one-time login to the app's own origin, in a new tab.
+    const [tab] = await Promise.all([ctx.waitForEvent("page"), card.getByRole("button", { name: "Open hello" }).click()]);
+    await tab.getByRole("heading", { name: "Hello from version 1" }).waitFor();
+    const appUrl = new URL(tab.url());
+    assert.equal(appUrl.hostname, "hello.localhost");
+    assert.equal(appUrl.pathname, "/");
+    // Its script ran under the app's policy (no inline script); Handler's API is not there.
+    await tab.locator("#greeting[data-ready='yes']").waitFor();
+    const v1 = await tab.evaluate(async () => {
+      const r = await fetch("/v1/apps");
+      return `${r.status} ${r.headers.get("content-type")}`;
+    });
+    assert.equal(v1, "200 text/html", "the app's own page, never Handler's API");
+    await tab.close();
+    await card.getByRole("button", { name: "Log" }).click();
+    await card.getByLabel("Log of hello").filter({ hasText: "rolled back to 1.0.0" }).waitFor();
+    await card.getByRole("button", { name: "Delete hello" }).click();
+    await card.getByRole("group", { name: "Confirm deleting hello" }).getByRole("button", { name: "Delete hello, its data and secrets" }).click();
+    await card.waitFor({ state: "detached" });
+    assert.deepEqual(await api("GET", "/v1/apps"), []);
+    assert.ok(readFileSync(join(folder, "app.toml"), "utf8").includes("1.1.0"), "the folder stays");
+  });
+
   await step("remote control: a session shared by its switch, a gateway set up, a phone paired from the QR code's page, attached and prompting", async () => {
     const id = sessionUrl.split("/sessions/")[1];
     await page.goto(sessionUrl);

@@ -3678,7 +3678,7 @@ export interface components {
              */
             needs: components["schemas"]["MiniAppNeeds"];
             /**
-             * @description The secrets the deployed version (else the folder's) declares.
+             * @description The secrets the deployed version declares, then those the folder's adds.
              * @default []
              */
             secrets: components["schemas"]["AppSecretInfo"][];

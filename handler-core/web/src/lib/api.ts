@@ -41,6 +41,22 @@ export async function call<T>(method: string, path: string, body?: unknown): Pro
 }
 
 export const get = <T>(path: string) => call<T>("GET", path);
+
+/** A GET whose answer is text (a log); a problem as `Problem`. */
+export async function getText(path: string): Promise<string> {
+  const t = token();
+  const res = await fetch(path, {
+    headers: t ? { Authorization: `Bearer ${t}` } : {},
+    credentials: "omit",
+    cache: "no-store",
+  });
+  const text = await res.text();
+  if (!res.ok) {
+    const json = text.startsWith("{") ? JSON.parse(text) : null;
+    throw new Problem(res.status, json?.title ?? res.statusText, json?.detail ?? "");
+  }
+  return text;
+}
 export const post = <T>(path: string, body?: unknown) => call<T>("POST", path, body ?? {});
 export const put = <T>(path: string, body: unknown) => call<T>("PUT", path, body);
 export const patch = <T>(path: string, body: unknown) => call<T>("PATCH", path, body);

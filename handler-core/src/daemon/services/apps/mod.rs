@@ -128,12 +128,15 @@ fn info(d: &Daemon, name: &str, r: &Record) -> AppInfo {
         .as_ref()
         .and_then(|m| m.needs.clone())
         .unwrap_or_default();
-    let declared = deployed
-        .as_ref()
-        .or(source.as_ref().ok())
-        .and_then(|m| m.needs.as_ref())
-        .map(|n| n.secrets.clone())
-        .unwrap_or_default();
+    // The served version's, then those the folder's adds: set before its deploy.
+    let mut declared: Vec<String> = Vec::new();
+    for m in [deployed.as_ref(), source.as_ref().ok()].into_iter().flatten() {
+        for s in m.needs.iter().flat_map(|n| n.secrets.iter()) {
+            if !declared.contains(s) {
+                declared.push(s.clone());
+            }
+        }
+    }
     AppInfo {
         name: name.to_string(),
         description: deployed
