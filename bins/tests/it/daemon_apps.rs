@@ -171,7 +171,7 @@ async fn the_sample_app_is_tested_deployed_cold_started_idle_stopped_and_keeps_i
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/miniapps/counter"),
         &folder,
     );
-    let d = l
+    let mut d = l
         .spawn(u, &[("HANDLER_APP_IDLE_TIMEOUT", "3".to_string())])
         .await;
 
@@ -374,6 +374,53 @@ async fn the_sample_app_is_tested_deployed_cold_started_idle_stopped_and_keeps_i
         2,
         "tried again: {log}"
     );
+
+    // Queued routes (H.10): answered at once while the backend cannot start, kept across a
+    // SIGKILL of handlerd, delivered in order and once each when a version runs.
+    let mut ids = Vec::new();
+    for note in ["one", "two", "three"] {
+        let res = web
+            .client
+            .post(format!("{}/api/visit", web.origin))
+            .header("cookie", &web.cookie)
+            .header("origin", &web.origin)
+            .body(note)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 202);
+        let v: Value = res.json().await.unwrap();
+        ids.push(v["queued"].as_str().unwrap().to_string());
+    }
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+    let bin = d.root.join("bin/handlerd");
+    d.kill_and_start(&bin).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !logs(&d).await.contains("resuming the queue's delivery") {
+        assert!(Instant::now() < deadline, "{}", logs(&d).await);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    std::fs::write(&main, &text).unwrap();
+    set_version(&folder, "1.4.0", "1.5.0");
+    let (s, a) = deploy(&d).await;
+    assert_eq!(s, 200, "{a}");
+    let web = Browser::login(&d).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let c = web.count().await;
+        if c["visits"] == json!(["one", "two", "three"]) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{c}\n{}", logs(&d).await);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let log = logs(&d).await;
+    for id in &ids {
+        assert!(
+            log.contains(&format!("delivered {id} (200 OK)")),
+            "{id}: {log}"
+        );
+    }
 
     // Removing it stops nothing left behind and keeps the folder.
     let (s, _) = d

@@ -274,6 +274,8 @@ pub async fn serve(
     // Disposable machines (decision 0148): the last daemon's taken back, each removed after its
     // delay once no session runs in it.
     // Machines whose record is gone are adopted by their labels first (decision 0155).
+    // Mini apps' queued requests the last daemon left (H.10): delivered in order.
+    crate::daemon::services::apps::queue::resume_all(&state);
     let st = state.clone();
     tokio::spawn(async move {
         crate::daemon::services::machines::adopt(&st).await;

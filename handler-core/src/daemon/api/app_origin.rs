@@ -176,6 +176,9 @@ async fn serve(app: &AppState, name: &str, req: Request) -> Response {
                 &format!("{name} has no backend: /api is not served."),
             );
         }
+        if apps::queue::is_queued(app, name, req.method().as_str(), &path) {
+            return apps::queue::enqueue(app, name, req).await;
+        }
         return match apps::backend::ensure(app, name).await {
             Ok(h) => apps::proxy::forward(&h, req).await,
             Err(e) => page(

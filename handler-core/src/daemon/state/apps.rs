@@ -25,6 +25,10 @@ pub struct AppsLive {
     slots: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Slot>>>>,
     /// Each backend's state as the API shows it.
     phases: Mutex<HashMap<String, Phase>>,
+    /// The apps whose queue a deliverer runs for (H.10).
+    delivering: Mutex<std::collections::HashSet<String>>,
+    /// Wakes an app's deliverer waiting to try again (a deploy, a rollback, a secret set).
+    wakers: Mutex<HashMap<String, Arc<tokio::sync::Notify>>>,
 }
 
 /// A backend's slot: held while it starts or stops, so concurrent first requests wait on one
@@ -129,6 +133,39 @@ impl AppsLive {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(app.to_string(), p);
+    }
+
+    /// Marks `app`'s queue as delivered: `true` when no deliverer ran (start one).
+    pub fn start_delivering(&self, app: &str) -> bool {
+        self.delivering
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(app.to_string())
+    }
+
+    /// Ends `app`'s deliverer if `done()` holds, checked under the mark's lock (an item queued
+    /// meanwhile is delivered by it rather than left behind): whether it ended.
+    pub fn stop_delivering(&self, app: &str, done: impl FnOnce() -> bool) -> bool {
+        let mut set = self
+            .delivering
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if done() {
+            set.remove(app);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// What wakes `app`'s deliverer.
+    pub fn waker(&self, app: &str) -> Arc<tokio::sync::Notify> {
+        self.wakers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(app.to_string())
+            .or_default()
+            .clone()
     }
 
     /// The lock of `app`.

@@ -122,6 +122,8 @@ pub async fn stop(d: &Daemon, name: &str, why: &str) {
         log(d, name, &format!("the backend stopped: {why}"));
     }
     d.apps.set_phase(name, Phase::Stopped);
+    // What stopped it may let a waiting queue through now (a new version, a secret).
+    d.apps.waker(name).notify_one();
 }
 
 /// Stops the backend once it has not been used for the idle timeout (no answer streaming).

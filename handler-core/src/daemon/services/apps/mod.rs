@@ -7,6 +7,7 @@
 pub mod backend;
 pub mod folder;
 pub mod proxy;
+pub mod queue;
 pub mod testrun;
 
 use std::path::PathBuf;
@@ -130,7 +131,10 @@ fn info(d: &Daemon, name: &str, r: &Record) -> AppInfo {
         .unwrap_or_default();
     // The served version's, then those the folder's adds: set before its deploy.
     let mut declared: Vec<String> = Vec::new();
-    for m in [deployed.as_ref(), source.as_ref().ok()].into_iter().flatten() {
+    for m in [deployed.as_ref(), source.as_ref().ok()]
+        .into_iter()
+        .flatten()
+    {
         for s in m.needs.iter().flat_map(|n| n.secrets.iter()) {
             if !declared.contains(s) {
                 declared.push(s.clone());
