@@ -1,6 +1,7 @@
 //! `handler app …` (H.6, decision 0157): mini apps over `/v1/apps` — register a folder an agent
-//! wrote, list, show, deploy (what it adds to its needs asked first), roll back, set a secret
-//! (the value from stdin or a silent prompt, never argv), read the log, remove, open.
+//! wrote, list, show, deploy (what it adds to its needs asked first), roll back, start or stop
+//! its backend, set a secret (the value from stdin or a silent prompt, never argv), read the
+//! log, remove, open.
 
 use std::io::IsTerminal as _;
 
@@ -40,6 +41,16 @@ pub enum AppCommand {
         name: String,
         /// The version.
         version: String,
+    },
+    /// Start the app's backend now (as its first request would).
+    Start {
+        /// The app.
+        name: String,
+    },
+    /// Stop the app's backend (the next request starts it again).
+    Stop {
+        /// The app.
+        name: String,
     },
     /// An app's secrets (the value is read from stdin or a prompt, never the command line).
     #[command(subcommand)]
@@ -172,6 +183,17 @@ pub(crate) async fn run(cmd: AppCommand, json: bool) -> anyhow::Result<i32> {
             eprintln!("removed {app}'s {name}");
         }
         AppCommand::Logs { name } => logs(&ctx, &name).await?,
+        AppCommand::Start { name } => {
+            let v = ctx.api.post(&path(&name, "/start"), &json!({})).await?;
+            ctx.done(
+                &v,
+                &format!("{name}'s backend runs ({})", text(&v, "state")),
+            );
+        }
+        AppCommand::Stop { name } => {
+            ctx.api.post(&path(&name, "/stop"), &json!({})).await?;
+            eprintln!("stopped {name}'s backend");
+        }
         AppCommand::Rm { name } => {
             ctx.api.delete(&path(&name, "")).await?;
             eprintln!("removed {name} (its folder is untouched)");

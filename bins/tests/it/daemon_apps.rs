@@ -429,3 +429,104 @@ async fn the_sample_app_is_tested_deployed_cold_started_idle_stopped_and_keeps_i
     assert_eq!(s, 204);
     assert!(folder.join("app.toml").is_file());
 }
+
+/// The median of `v` (milliseconds).
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// `GET path` over the unix socket at `socket`, straight to the backend: its time in ms.
+async fn direct(socket: &Path, path: &str) -> f64 {
+    let t = Instant::now();
+    let stream = tokio::net::UnixStream::connect(socket).await.unwrap();
+    let (mut tx, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .unwrap();
+    tokio::spawn(conn);
+    let req = hyper::Request::get(path)
+        .header("host", "counter.localhost")
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .unwrap();
+    let res = tx.send_request(req).await.unwrap();
+    assert_eq!(res.status(), 200);
+    let _ = http_body_util::BodyExt::collect(res.into_body())
+        .await
+        .unwrap();
+    t.elapsed().as_secs_f64() * 1000.0
+}
+
+/// bench/apps.sh: a backend's cold start (the first `/api` answer after a stop) and a warm
+/// request through handlerd's app origin, against the same request on the backend's own socket,
+/// in the same run. Prints one JSON line.
+#[tokio::test]
+#[ignore = "a benchmark: bench/apps.sh"]
+async fn bench_an_apps_cold_start_and_warm_requests_against_its_own_socket() {
+    let Some(u) = test_support::user::podman_user(IMAGE, "the mini app benchmark") else {
+        return;
+    };
+    let l = Layout::new(&format!("hdab-{}", std::process::id()), false);
+    l.fake_harness("");
+    let folder = l.home.join("code/counter");
+    copy_tree(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/miniapps/counter"),
+        &folder,
+    );
+    let root = l.root.clone();
+    let d = l.spawn(u, &[]).await;
+    let (s, b) = d
+        .call(
+            reqwest::Method::POST,
+            "/v1/builds",
+            Some(json!({"target": "app-runtime"})),
+        )
+        .await;
+    assert_eq!(s, 202, "{b}");
+    assert_eq!(
+        wait_build(&d, b["id"].as_str().unwrap()).await["state"],
+        "succeeded"
+    );
+    let path = folder.display().to_string();
+    d.call(
+        reqwest::Method::POST,
+        "/v1/apps",
+        Some(json!({"folder": path})),
+    )
+    .await;
+    d.call(
+        reqwest::Method::PUT,
+        "/v1/apps/counter/secrets/GREETING",
+        Some(json!({"value": GREETING})),
+    )
+    .await;
+    let (s, a) = deploy(&d).await;
+    assert_eq!(s, 200, "{a}");
+    let web = Browser::login(&d).await;
+    let mut cold = Vec::new();
+    for _ in 0..5 {
+        let (s, _) = d
+            .call(reqwest::Method::POST, "/v1/apps/counter/stop", None)
+            .await;
+        assert_eq!(s, 204);
+        let t = Instant::now();
+        let (s, b, _) = web.call(reqwest::Method::GET, "/api/health").await;
+        assert_eq!(s, 200, "{b}");
+        cold.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    let socket = root.join("state/apps/counter/http.sock");
+    assert!(socket.exists(), "{}", socket.display());
+    let (mut through, mut own) = (Vec::new(), Vec::new());
+    for _ in 0..200 {
+        let t = Instant::now();
+        let (s, _, _) = web.call(reqwest::Method::GET, "/api/count").await;
+        assert_eq!(s, 200);
+        through.push(t.elapsed().as_secs_f64() * 1000.0);
+        own.push(direct(&socket, "/api/count").await);
+    }
+    let (c, t, o) = (median(cold), median(through), median(own));
+    println!(
+        "{}",
+        json!({"coldStartMs": c, "warmThroughHandlerdMs": t, "warmOwnSocketMs": o, "ratio": t / o})
+    );
+}

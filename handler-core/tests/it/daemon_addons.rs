@@ -150,6 +150,15 @@ async fn addons_and_bindings_through_the_api() {
     assert_eq!(notes["builtin"], false);
     assert!(notes.get("error").is_none(), "{notes}");
     assert_eq!(by("tools")["commands"], json!(["tool"]));
+    // The built-in `miniapp` addon (G.1, issue 31 item 7): Deno and its two tools, its skill.
+    let miniapp = by("miniapp");
+    assert_eq!(miniapp["builtin"], true, "{miniapp}");
+    assert_eq!(
+        miniapp["commands"],
+        json!(["deno", "miniapp-new", "miniapp-test"])
+    );
+    assert_eq!(miniapp["skills"], json!(["miniapp"]));
+    assert!(miniapp.get("error").is_none(), "{miniapp}");
     assert!(
         by("broken")["error"].as_str().unwrap().contains("PATH"),
         "{list}"

@@ -97,6 +97,22 @@ pub async fn login(
     }))
 }
 
+/// POST /v1/apps/{name}/start: its backend started now, as a first request would (200 with
+/// the app once it is healthy).
+pub async fn start(
+    State(app): State<AppState>,
+    Path(name): Path<String>,
+) -> ApiResult<Json<AppInfo>> {
+    service::start(&app, &name).await?;
+    Ok(Json(service::get(&app, &name).await?))
+}
+
+/// POST /v1/apps/{name}/stop (204)
+pub async fn stop(State(app): State<AppState>, Path(name): Path<String>) -> ApiResult<StatusCode> {
+    service::stop(&app, &name).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
 /// GET /v1/apps/{name}/logs (text)
 pub async fn logs(
     State(app): State<AppState>,
@@ -184,6 +200,22 @@ pub fn routes() -> Vec<Route> {
             None,
             (200, Some(s::<AppLogin>)),
             routing::post(login),
+        ),
+        r(
+            "POST",
+            "/v1/apps/{name}/start",
+            "start the app's backend now (as its first request would)",
+            None,
+            (200, Some(s::<AppInfo>)),
+            routing::post(start),
+        ),
+        r(
+            "POST",
+            "/v1/apps/{name}/stop",
+            "stop the app's backend (the next request starts it again)",
+            None,
+            (204, None),
+            routing::post(stop),
         ),
         r(
             "GET",

@@ -474,6 +474,24 @@ pub fn login(d: &Daemon, name: &str) -> ApiResult<String> {
     Ok(format!("{}_handler/login?code={code}", url_of(d, name)))
 }
 
+/// `POST /v1/apps/{name}/start`: 404 an unknown app or one whose served version has no backend.
+pub async fn start(d: &Daemon, name: &str) -> ApiResult<()> {
+    record(d, name)?.ok_or_else(|| not_found(name))?;
+    if !serves_backend(d, name) {
+        return Err(ApiError::not_found(format!(
+            "{name} serves no backend (nothing deployed, or a UI-only version)"
+        )));
+    }
+    backend::ensure(d, name).await.map(|_| ())
+}
+
+/// `POST /v1/apps/{name}/stop`.
+pub async fn stop(d: &Daemon, name: &str) -> ApiResult<()> {
+    record(d, name)?.ok_or_else(|| not_found(name))?;
+    backend::stop(d, name, "stopped through the API").await;
+    Ok(())
+}
+
 /// `GET /v1/apps/{name}/logs`: the app's log (Handler's own file).
 pub fn logs(d: &Daemon, name: &str) -> ApiResult<String> {
     record(d, name)?.ok_or_else(|| not_found(name))?;
