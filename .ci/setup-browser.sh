@@ -5,7 +5,8 @@
 #     Playwright's own browser download cannot work here);
 #   - installs the UI's packages from the npm registry (`npm ci`, package-lock.json);
 #   - rebuilds the UI's API types and its dist/ aside and fails when they differ from the committed
-#     ones (handlerd embeds dist/: it must be exactly what the sources build).
+#     ones (handlerd embeds dist/: it must be exactly what the sources build);
+#   - type-checks the UI (svelte-check) and runs the unit tests of src/lib (vitest).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 log() { echo "setup-browser: $*" >&2; }
@@ -42,4 +43,8 @@ if ! diff -r "$web/dist" "$aside/dist" >&2; then
     log "dist/ is not what the sources build: run npm run build in $web and commit dist/"
     exit 1
 fi
+log "the UI's types (svelte-check) and the unit tests of src/lib (vitest)"
+(cd "$web" && npx svelte-check --tsconfig ./tsconfig.json --fail-on-warnings --output machine >/dev/null) \
+    || { (cd "$web" && npx svelte-check --tsconfig ./tsconfig.json --fail-on-warnings) >&2; exit 1; }
+(cd "$web" && npx vitest run --reporter=dot >&2)
 log "ok"

@@ -1,0 +1,23 @@
+import { describe, expect, test } from "vitest";
+import { lineDiff } from "./diff";
+
+describe("lineDiff", () => {
+  test("kept, removed and added lines in order", () => {
+    expect(lineDiff("a\nb\nc", "a\nc\nd")).toEqual([
+      { kind: "same", text: "a" },
+      { kind: "removed", text: "b" },
+      { kind: "same", text: "c" },
+      { kind: "added", text: "d" },
+    ]);
+  });
+  test("identical texts are all the same", () => {
+    expect(lineDiff("x\ny", "x\ny").every((l) => l.kind === "same")).toBe(true);
+  });
+  test("beyond 2000 lines a side, both whole: removed then added", () => {
+    const big = Array.from({ length: 2001 }, (_, i) => `l${i}`).join("\n");
+    const out = lineDiff(big, "new");
+    expect(out).toHaveLength(2002);
+    expect(out[0]).toEqual({ kind: "removed", text: "l0" });
+    expect(out[2001]).toEqual({ kind: "added", text: "new" });
+  });
+});
