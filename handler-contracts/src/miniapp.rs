@@ -226,10 +226,11 @@ pub struct AppRegisterRequest {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AppDeployRequest {
-    /// The person saw and accepts what the deploy adds to the needs (`source.addedNeeds`);
-    /// without it a deploy that adds any is refused (409).
-    #[serde(default)]
-    pub confirm_added_needs: bool,
+    /// What the deploy adds to the needs as the person saw and accepted it (`source.addedNeeds`,
+    /// each line as given there). A deploy that adds anything not listed is refused (409): a
+    /// folder changed after the person looked is not deployed with needs nobody saw.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub confirm_added_needs: Vec<String>,
 }
 
 /// `POST /v1/apps/{name}/rollback` (H.6).

@@ -263,10 +263,7 @@ async fn deploy(ctx: &Ctx, name: &str, yes: bool) -> anyhow::Result<i32> {
     }
     let v = ctx
         .api
-        .post(
-            &path(name, "/deploy"),
-            &json!({"confirmAddedNeeds": !added.is_empty()}),
-        )
+        .post(&path(name, "/deploy"), &json!({"confirmAddedNeeds": added}))
         .await?;
     ctx.done(
         &v,

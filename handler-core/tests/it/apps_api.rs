@@ -335,9 +335,21 @@ async fn a_hostile_or_wrong_folder_is_refused_naming_what_and_added_needs_wait_f
         p["detail"].as_str().unwrap().contains("secret API_KEY"),
         "{p}"
     );
+    // What the person saw is what is accepted: a need added since is refused, naming it.
     let (s, p) = d
-        .post("/v1/apps/hello/deploy", json!({"confirmAddedNeeds": true}))
+        .post(
+            "/v1/apps/hello/deploy",
+            json!({"confirmAddedNeeds": ["egress api.example.com:443"]}),
+        )
         .await;
+    assert_problem(s, &p, 409, "needs added");
+    let detail = p["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("secret API_KEY") && !detail.contains("egress"),
+        "{p}"
+    );
+    let seen = json!({"confirmAddedNeeds": ["egress api.example.com:443", "secret API_KEY"]});
+    let (s, p) = d.post("/v1/apps/hello/deploy", seen.clone()).await;
     assert_problem(s, &p, 409, "secret not set");
     assert!(p["detail"].as_str().unwrap().contains("API_KEY"), "{p}");
     let (s, p) = d
@@ -349,9 +361,7 @@ async fn a_hostile_or_wrong_folder_is_refused_naming_what_and_added_needs_wait_f
         .put("/v1/apps/hello/secrets/API_KEY", json!({"value": value}))
         .await;
     assert_eq!(s, 204);
-    let (s, a) = d
-        .post("/v1/apps/hello/deploy", json!({"confirmAddedNeeds": true}))
-        .await;
+    let (s, a) = d.post("/v1/apps/hello/deploy", seen).await;
     assert_eq!(s, 200, "{a}");
     assert_eq!(a["secrets"], json!([{"name": "API_KEY", "set": true}]));
     assert_eq!(a["needs"]["egress"], json!(["api.example.com:443"]));

@@ -3776,11 +3776,11 @@ export interface components {
         /** @description `POST /v1/apps/{name}/deploy` (H.2, H.6). */
         AppDeployRequest: {
             /**
-             * @description The person saw and accepts what the deploy adds to the needs (`source.addedNeeds`);
-             *     without it a deploy that adds any is refused (409).
-             * @default false
+             * @description What the deploy adds to the needs as the person saw and accepted it (`source.addedNeeds`,
+             *     each line as given there). A deploy that adds anything not listed is refused (409): a
+             *     folder changed after the person looked is not deployed with needs nobody saw.
              */
-            confirmAddedNeeds: boolean;
+            confirmAddedNeeds?: string[];
         };
         /** @description `POST /v1/apps/{name}/rollback` (H.6). */
         AppRollbackRequest: {

@@ -305,7 +305,7 @@ pub async fn deploy(d: &Daemon, name: &str, req: AppDeployRequest) -> ApiResult<
     let _g = lock.lock().await;
     let mut r = record(d, name)?.ok_or_else(|| not_found(name))?;
     let (d2, n2, r2) = (d.clone(), name.to_string(), r.clone());
-    let staged = blocking(move || stage(&d2, &n2, &r2, req.confirm_added_needs)).await?;
+    let staged = blocking(move || stage(&d2, &n2, &r2, &req.confirm_added_needs)).await?;
     if staged.backend {
         backend::require_runtime(d).await?;
         testrun::run_tests(d, name, staged.dir.path(), &staged.manifest).await?;
@@ -340,7 +340,7 @@ struct Staged {
 
 /// Reads the folder, checks it against the served version and copies it into a staging folder
 /// of `versions/`.
-fn stage(d: &Daemon, name: &str, r: &Record, confirmed: bool) -> ApiResult<Staged> {
+fn stage(d: &Daemon, name: &str, r: &Record, confirmed: &[String]) -> ApiResult<Staged> {
     let dir = folder::open(&r.folder)?.ok_or_else(|| {
         ApiError::conflict(
             "folder gone",
@@ -378,12 +378,14 @@ fn stage(d: &Daemon, name: &str, r: &Record, confirmed: bool) -> ApiResult<Stage
             .as_ref(),
         &m.needs.clone().unwrap_or_default(),
     );
-    if !added.is_empty() && !confirmed {
+    let unseen: Vec<&String> = added.iter().filter(|a| !confirmed.contains(a)).collect();
+    if !unseen.is_empty() {
+        let unseen: Vec<&str> = unseen.iter().map(|s| s.as_str()).collect();
         return Err(ApiError::conflict(
             "needs added",
             format!(
-                "the deploy adds {}: ask the person, then deploy with confirmAddedNeeds",
-                added.join(", ")
+                "the deploy adds {}: show them to the person, then deploy with confirmAddedNeeds listing what they accepted",
+                unseen.join(", ")
             ),
         ));
     }
