@@ -132,7 +132,7 @@ pub enum Command {
     /// Profiles: the daemon's named machine settings (profiles.toml).
     #[command(subcommand)]
     Profile(machine::ProfileCommand),
-    /// Mini apps: folders an agent wrote, deployed and served at <name>.localhost (H).
+    /// Mini apps: folders an agent wrote, deployed and served at NAME.localhost (H).
     #[command(subcommand)]
     App(app::AppCommand),
     /// Remote control: a gateway, paired devices, the light (D.7).
