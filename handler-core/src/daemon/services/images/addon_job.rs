@@ -212,7 +212,7 @@ fn probe_spec(
 }
 
 /// Runs the probe's sandbox to its end; what it printed (the launcher's lines to `say`).
-async fn probe(
+pub(super) async fn probe(
     app: &AppState,
     spec: &SandboxSpec,
     say: &(dyn Fn(&str) + Sync),

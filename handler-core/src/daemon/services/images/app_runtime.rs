@@ -18,7 +18,6 @@ use super::job::{Outcome, built, cancelled, log_line, remove, stage, switch};
 use super::{ca, verbs};
 use crate::daemon::fsutil;
 use crate::daemon::launch::image_verbs::BuildArgs;
-use crate::daemon::launch::launcher::{self, Instance};
 use crate::daemon::state::AppState;
 
 /// The target's name.
@@ -230,7 +229,6 @@ pub(super) async fn run(app: &AppState, id: &str, cancel: &Arc<Notify>) -> Outco
 /// The check: a strict sandbox of `image` with no network runs `deno eval` of a sum; its output
 /// must be the sum.
 async fn check(app: &AppState, id: &str, image: &str) -> Result<(), String> {
-    use tokio::io::AsyncReadExt as _;
     let mut spec = handler_sandbox::app::app_sandbox_spec(&handler_sandbox::app::AppSandboxInput {
         name: format!("handler-check-{}", id.replace('_', "-")),
         app: "check".into(),
@@ -250,28 +248,8 @@ async fn check(app: &AppState, id: &str, image: &str) -> Result<(), String> {
         "eval".into(),
         "console.log('handler-app-runtime', 20 + 22)".into(),
     ];
-    let Instance {
-        mut child,
-        stdin,
-        mut stdout,
-        stderr,
-        ..
-    } = app
-        .launcher
-        .launch(&spec)
-        .map_err(|e| format!("the sandbox did not start: {e}"))?;
-    drop(stdin);
-    let tail = launcher::StderrTail::collect(stderr, 50);
-    let mut out = String::new();
-    let read = tokio::time::timeout(Duration::from_secs(60), stdout.read_to_string(&mut out)).await;
-    launcher::stop_and_sweep(&*app.launcher, &mut child, Duration::from_secs(10)).await;
-    let said = tail.finish(Duration::from_secs(5)).await;
-    for l in &said {
-        log_line(app, id, &format!("check app-runtime: sandbox: {l}"));
-    }
-    if read.is_err() {
-        return Err("deno eval did not end within 60 s".into());
-    }
+    let say = |l: &str| log_line(app, id, &format!("check app-runtime: {l}"));
+    let out = super::addon_job::probe(app, &spec, &say).await?;
     if out.trim() == "handler-app-runtime 42" {
         log_line(app, id, "check app-runtime: deno eval answered 42: passed");
         Ok(())
