@@ -251,6 +251,94 @@ pub struct AppSecretRequest {
     pub value: String,
 }
 
+/// What a backend with `needs.notify` sends on `HANDLER_APP_NOTIFY`, one JSON object a line
+/// (H.9, decision 0160). Plain text; hostile data to handlerd, checked by [`AppNotifyMessage::parse`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AppNotifyMessage {
+    /// 1–80 characters.
+    pub title: String,
+    /// At most 500 characters.
+    #[serde(default)]
+    pub body: String,
+}
+
+/// The longest notification line read, newline excluded.
+pub const NOTIFY_LINE_MAX: usize = 4096;
+/// The longest title, in characters.
+pub const NOTIFY_TITLE_MAX: usize = 80;
+/// The longest body, in characters.
+pub const NOTIFY_BODY_MAX: usize = 500;
+
+/// Why a notification line was dropped.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotifyRefusal {
+    /// Not the JSON object of [`AppNotifyMessage`].
+    #[error("not a notification ({0})")]
+    NotJson(String),
+    /// A field too long, empty or with control characters.
+    #[error("{field}: {why}")]
+    Field {
+        /// `title` or `body`.
+        field: &'static str,
+        /// What is wrong with it.
+        why: String,
+    },
+}
+
+impl AppNotifyMessage {
+    /// Reads one line the backend sent (its newline removed): the JSON object, its title 1–80
+    /// and body at most 500 characters, neither with control characters.
+    pub fn parse(line: &str) -> Result<Self, NotifyRefusal> {
+        let m: Self = serde_json::from_str(line).map_err(|e| {
+            // serde's message names the field or position, never echoes the whole line.
+            NotifyRefusal::NotJson(e.to_string().chars().take(120).collect())
+        })?;
+        let check = |field: &'static str, v: &str, min: usize, max: usize| {
+            let n = v.chars().count();
+            if n < min || n > max {
+                return Err(NotifyRefusal::Field {
+                    field,
+                    why: format!("{n} characters, {min} to {max} allowed"),
+                });
+            }
+            if v.chars().any(char::is_control) {
+                return Err(NotifyRefusal::Field {
+                    field,
+                    why: "control characters are not allowed".into(),
+                });
+            }
+            Ok(())
+        };
+        check("title", &m.title, 1, NOTIFY_TITLE_MAX)?;
+        check("body", &m.body, 0, NOTIFY_BODY_MAX)?;
+        Ok(m)
+    }
+}
+
+/// A notification an app sent the person (H.9): `GET /v1/apps/{name}/notifications`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AppNotification {
+    /// When handlerd took it (RFC 3339).
+    pub at: String,
+    /// The version whose backend sent it.
+    pub version: String,
+    /// Its title.
+    pub title: String,
+    /// Its text (may be empty).
+    #[serde(default)]
+    pub body: String,
+}
+
+/// `GET /v1/apps/{name}/notifications`: the last 50, oldest first.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AppNotifications {
+    /// Oldest first.
+    pub notifications: Vec<AppNotification>,
+}
+
 /// `POST /v1/apps/{name}/login`: a one-time address that logs the browser in to the app's
 /// origin (H.4; decision 0157).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -313,6 +401,35 @@ pub fn added_needs(old: Option<&MiniAppNeeds>, new: &MiniAppNeeds) -> Vec<String
 
 #[cfg(test)]
 mod tests {
+    use super::AppNotifyMessage;
+
+    #[test]
+    fn a_notification_line_is_checked_as_hostile_data() {
+        let ok = AppNotifyMessage::parse(r#"{"title": "Build red", "body": "main failed"}"#);
+        assert_eq!(ok.unwrap().body, "main failed");
+        assert!(AppNotifyMessage::parse(r#"{"title": "No body"}"#).is_ok());
+        let refused = |l: &str| AppNotifyMessage::parse(l).unwrap_err().to_string();
+        assert!(refused("not json").starts_with("not a notification"));
+        assert!(refused(r#"{"title": "x", "url": "http://a"}"#).contains("unknown field"));
+        assert_eq!(
+            refused(r#"{"title": ""}"#),
+            "title: 0 characters, 1 to 80 allowed"
+        );
+        let long = "é".repeat(81);
+        assert_eq!(
+            refused(&format!(r#"{{"title": "{long}"}}"#)),
+            "title: 81 characters, 1 to 80 allowed"
+        );
+        assert_eq!(
+            refused(r#"{"title": "a", "body": "bell\u0007"}"#),
+            "body: control characters are not allowed"
+        );
+        let body = "b".repeat(501);
+        assert!(
+            refused(&format!(r#"{{"title": "t", "body": "{body}"}}"#)).starts_with("body: 501")
+        );
+    }
+
     use super::*;
 
     fn needs(toml: &str) -> MiniAppNeeds {

@@ -108,6 +108,7 @@ schemas! {
     "app-rollback-request" => AppRollbackRequest,
     "app-secret-request" => AppSecretRequest,
     "app-login" => AppLogin,
+    "app-notifications" => AppNotifications,
 }
 
 /// Rules the schemas state beyond what the types say, for the derive's `transform` attributes:

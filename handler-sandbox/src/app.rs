@@ -4,7 +4,10 @@
 //! read-write at `/data` (`HANDLER_APP_DATA`), a folder of its own at `/run/app` for the HTTP
 //! socket (`HANDLER_APP_SOCKET`); no network, or the filter with `needs.egress` — the same list
 //! given to Deno's `--allow-net`, so both the proxy and the runtime refuse anything else.
-//! Secrets are environment values of the spec (fd 3, never argv). Pure: no I/O.
+//! Secrets are environment values of the spec (fd 3, never argv). Host files (`needs.files`,
+//! H.9, decision 0160) at their own resolved paths, read-only unless `rw`, in Deno's permissions
+//! too; the notification socket's folder (`needs.notify`) read-only. Neither reaches the tests.
+//! Pure: no I/O.
 
 use std::collections::BTreeMap;
 
@@ -25,6 +28,21 @@ pub const RUN_DIR: &str = "/run/app";
 pub const SOCKET_NAME: &str = "http.sock";
 /// Where Deno keeps what it compiles (a tmpfs, gone with the sandbox).
 const DENO_DIR: &str = "/tmp/deno";
+/// Where the notification socket's folder is (`needs.notify`, read-only).
+pub const NOTIFY_DIR: &str = "/run/handler-notify";
+/// The notification socket's name in it.
+pub const NOTIFY_SOCKET: &str = "notify.sock";
+
+/// A host file or folder given to the backend (`needs.files`, H.9).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppFile {
+    /// The path as `app.toml` writes it (`~/…` or absolute): the key in `HANDLER_APP_FILES`.
+    pub written: String,
+    /// Its resolved host path, checked by the caller: the mount's source and target.
+    pub path: String,
+    /// Read-write (`mode = "rw"`) rather than read-only.
+    pub read_write: bool,
+}
 
 /// What a backend's sandbox is made of.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,8 +69,24 @@ pub struct AppSandboxInput {
     pub secrets: BTreeMap<String, String>,
     /// Memory and CPU limits.
     pub resources: Option<Resources>,
+    /// `needs.files`, resolved (none for the tests).
+    pub files: Vec<AppFile>,
+    /// The host folder of the notification socket, when `needs.notify` (none for the tests).
+    pub notify_dir: Option<String>,
     /// Run the app's tests (`deno test` on the server folder) rather than the server.
     pub test: bool,
+}
+
+impl AppSandboxInput {
+    /// The files it is given: none to its tests (decision 0160).
+    fn given_files(&self) -> &[AppFile] {
+        if self.test { &[] } else { &self.files }
+    }
+
+    /// The notification socket's folder it is given: none to its tests.
+    fn given_notify(&self) -> Option<&str> {
+        self.notify_dir.as_deref().filter(|_| !self.test)
+    }
 }
 
 /// Deno's command line: read the app and its data, write its data and socket folder, listen on
@@ -67,13 +101,31 @@ pub fn deno_argv(i: &AppSandboxInput) -> Vec<String> {
         // A server folder without tests passes.
         argv.push("--permit-no-files".to_string());
     }
+    let mut read = vec![APP_DIR.to_string(), DATA_DIR.into(), RUN_DIR.into()];
+    let mut write = vec![DATA_DIR.to_string(), RUN_DIR.into()];
+    for f in i.given_files() {
+        read.push(f.path.clone());
+        if f.read_write {
+            write.push(f.path.clone());
+        }
+    }
+    if i.given_notify().is_some() {
+        // Deno asks for both to connect to a unix socket; its mount is read-only.
+        let socket = format!("{NOTIFY_DIR}/{NOTIFY_SOCKET}");
+        read.push(socket.clone());
+        write.push(socket);
+    }
     argv.extend([
-        format!("--allow-read={APP_DIR},{DATA_DIR},{RUN_DIR}"),
-        format!("--allow-write={DATA_DIR},{RUN_DIR}"),
+        format!("--allow-read={}", read.join(",")),
+        format!("--allow-write={}", write.join(",")),
         "--allow-env".to_string(),
     ]);
     // Its own socket (Deno counts listening on it as net access), then `needs.egress`.
     let mut net = vec![format!("unix:{RUN_DIR}/{SOCKET_NAME}")];
+    if i.given_notify().is_some() {
+        // Deno 2 counts connecting to a unix socket as net access too.
+        net.push(format!("unix:{NOTIFY_DIR}/{NOTIFY_SOCKET}"));
+    }
     net.extend(i.egress.iter().map(ToString::to_string));
     argv.push(format!("--allow-net={}", net.join(",")));
     let entry = format!("{APP_DIR}/{}", i.entry);
@@ -86,8 +138,9 @@ pub fn deno_argv(i: &AppSandboxInput) -> Vec<String> {
     argv
 }
 
-/// The backend's SandboxSpec (H.3).
-pub fn app_sandbox_spec(i: &AppSandboxInput) -> SandboxSpec {
+/// The backend's environment: its places, its name and version, Deno's settings, then its
+/// secrets, files and notification socket (none of the three for its tests).
+fn app_env(i: &AppSandboxInput) -> BTreeMap<String, String> {
     let mut env = BTreeMap::new();
     env.insert("HANDLER_APP_DATA".into(), DATA_DIR.to_string());
     env.insert(
@@ -103,6 +156,28 @@ pub fn app_sandbox_spec(i: &AppSandboxInput) -> SandboxSpec {
         // H.2: never given to its tests.
         env.extend(i.secrets.clone());
     }
+    if !i.given_files().is_empty() {
+        let map: serde_json::Map<String, serde_json::Value> = i
+            .given_files()
+            .iter()
+            .map(|f| (f.written.clone(), f.path.clone().into()))
+            .collect();
+        env.insert(
+            "HANDLER_APP_FILES".into(),
+            serde_json::Value::Object(map).to_string(),
+        );
+    }
+    if i.given_notify().is_some() {
+        env.insert(
+            "HANDLER_APP_NOTIFY".into(),
+            format!("{NOTIFY_DIR}/{NOTIFY_SOCKET}"),
+        );
+    }
+    env
+}
+
+/// The backend's SandboxSpec (H.3).
+pub fn app_sandbox_spec(i: &AppSandboxInput) -> SandboxSpec {
     let mount = |source: &str, target: &str, read_only: bool| Mount {
         source: source.to_string(),
         target: target.to_string(),
@@ -117,17 +192,25 @@ pub fn app_sandbox_spec(i: &AppSandboxInput) -> SandboxSpec {
         confinement: Confinement::Strict,
         image: i.image.clone(),
         argv: deno_argv(i),
-        env,
+        env: app_env(i),
         workdir: DATA_DIR.into(),
         user: SandboxUser {
             mode: UserMode::HostUser,
             home: "/tmp".into(),
         },
-        mounts: vec![
+        mounts: [
             mount(&i.version_dir, APP_DIR, true),
             mount(&i.data_dir, DATA_DIR, false),
             mount(&i.run_dir, RUN_DIR, false),
-        ],
+        ]
+        .into_iter()
+        .chain(
+            i.given_files()
+                .iter()
+                .map(|f| mount(&f.path, &f.path, !f.read_write)),
+        )
+        .chain(i.given_notify().map(|n| mount(n, NOTIFY_DIR, true)))
+        .collect(),
         image_mounts: Vec::new(),
         path_append: Vec::new(),
         files: Vec::new(),
@@ -169,8 +252,87 @@ mod tests {
                 memory: Some("512m".into()),
                 cpus: None,
             }),
+            files: Vec::new(),
+            notify_dir: None,
             test: false,
         }
+    }
+
+    fn with_files_and_notify() -> AppSandboxInput {
+        AppSandboxInput {
+            files: vec![
+                AppFile {
+                    written: "~/code/runs.csv".into(),
+                    path: "/home/me/code/runs.csv".into(),
+                    read_write: false,
+                },
+                AppFile {
+                    written: "/home/me/code/out".into(),
+                    path: "/home/me/code/out".into(),
+                    read_write: true,
+                },
+            ],
+            notify_dir: Some("/home/me/.local/state/handler-ai/apps/counter/notify".into()),
+            ..input()
+        }
+    }
+
+    #[test]
+    fn files_are_mounted_at_their_own_paths_and_in_denos_permissions_with_the_notify_socket() {
+        let spec = app_sandbox_spec(&with_files_and_notify());
+        crate::validate_spec(&spec).expect("a valid spec");
+        let m: Vec<(&str, &str, bool)> = spec
+            .mounts
+            .iter()
+            .skip(3)
+            .map(|m| (m.source.as_str(), m.target.as_str(), m.read_only))
+            .collect();
+        assert_eq!(
+            m,
+            [
+                ("/home/me/code/runs.csv", "/home/me/code/runs.csv", true),
+                ("/home/me/code/out", "/home/me/code/out", false),
+                (
+                    "/home/me/.local/state/handler-ai/apps/counter/notify",
+                    NOTIFY_DIR,
+                    true
+                ),
+            ]
+        );
+        assert!(spec.argv.contains(
+            &"--allow-read=/app,/data,/run/app,/home/me/code/runs.csv,/home/me/code/out,/run/handler-notify/notify.sock"
+                .to_string()
+        ));
+        assert!(
+            spec.argv.contains(
+                &"--allow-write=/data,/run/app,/home/me/code/out,/run/handler-notify/notify.sock"
+                    .to_string()
+            )
+        );
+        assert_eq!(
+            spec.env["HANDLER_APP_FILES"],
+            r#"{"~/code/runs.csv":"/home/me/code/runs.csv","/home/me/code/out":"/home/me/code/out"}"#
+        );
+        assert_eq!(
+            spec.env["HANDLER_APP_NOTIFY"],
+            "/run/handler-notify/notify.sock"
+        );
+        assert!(!spec.git_writable, "a rw folder's .git stays read-only");
+    }
+
+    #[test]
+    fn its_tests_get_neither_files_nor_the_notify_socket() {
+        let spec = app_sandbox_spec(&AppSandboxInput {
+            test: true,
+            ..with_files_and_notify()
+        });
+        assert_eq!(spec.mounts.len(), 3);
+        assert!(!spec.env.contains_key("HANDLER_APP_FILES"));
+        assert!(!spec.env.contains_key("HANDLER_APP_NOTIFY"));
+        assert!(
+            spec.argv
+                .contains(&"--allow-read=/app,/data,/run/app".to_string())
+        );
     }
 
     #[test]

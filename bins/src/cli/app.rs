@@ -1,7 +1,7 @@
 //! `handler app …` (H.6, decision 0157): mini apps over `/v1/apps` — register a folder an agent
 //! wrote, list, show, deploy (what it adds to its needs asked first), roll back, start or stop
 //! its backend, set a secret (the value from stdin or a silent prompt, never argv), read the
-//! log, remove, open.
+//! log and the notifications, remove, open.
 
 use std::io::IsTerminal as _;
 
@@ -57,6 +57,11 @@ pub enum AppCommand {
     Secret(AppSecretCommand),
     /// The app's log.
     Logs {
+        /// The app.
+        name: String,
+    },
+    /// The last notifications the app's backend sent (needs.notify), oldest first.
+    Notifications {
         /// The app.
         name: String,
     },
@@ -183,6 +188,7 @@ pub(crate) async fn run(cmd: AppCommand, json: bool) -> anyhow::Result<i32> {
             eprintln!("removed {app}'s {name}");
         }
         AppCommand::Logs { name } => logs(&ctx, &name).await?,
+        AppCommand::Notifications { name } => notifications(&ctx, &name).await?,
         AppCommand::Start { name } => {
             let v = ctx.api.post(&path(&name, "/start"), &json!({})).await?;
             ctx.done(
@@ -222,6 +228,26 @@ async fn list(ctx: &Ctx) -> anyhow::Result<()> {
                 ]
             },
             "no mini app: handler app register FOLDER",
+        );
+    });
+    Ok(())
+}
+
+async fn notifications(ctx: &Ctx, name: &str) -> anyhow::Result<()> {
+    let v = ctx.api.get(&path(name, "/notifications")).await?;
+    ctx.show(&v["notifications"], |v| {
+        print_table(
+            v,
+            &["at", "version", "title", "body"],
+            |n| {
+                vec![
+                    text(n, "at"),
+                    text(n, "version"),
+                    text(n, "title"),
+                    text(n, "body"),
+                ]
+            },
+            &format!("no notification from {name} (its app.toml needs notify = true)"),
         );
     });
     Ok(())

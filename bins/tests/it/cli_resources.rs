@@ -705,6 +705,22 @@ async fn mini_apps_from_the_command_line() {
         log.contains("deployed 1.1.0") && log.contains("rolled back to 1.0.0"),
         "{log}"
     );
+    let none = d.ok(&["app", "notifications", "hello"]);
+    assert!(none.contains("no notification from hello"), "{none}");
+    // What the notify socket's keeper writes (services::apps::notify, tested for real in
+    // daemon_apps): the command prints it as a table, and as it is with --json.
+    std::fs::write(
+        d.dir.path().join("data/apps/hello/notifications.json"),
+        r#"{"notifications":[{"at":"2026-12-06T03:40:00Z","version":"1.0.0","title":"Run logged","body":"5 km"}]}"#,
+    )
+    .unwrap();
+    let table = d.ok(&["app", "notifications", "hello"]);
+    assert!(
+        table.contains("Run logged") && table.contains("5 km") && table.contains("1.0.0"),
+        "{table}"
+    );
+    let listed = d.json(&["app", "notifications", "hello"]);
+    assert_eq!(listed[0]["title"], "Run logged", "{listed}");
     let url = d.ok(&["app", "open", "hello", "--print"]);
     assert!(
         url.trim().starts_with(&format!(

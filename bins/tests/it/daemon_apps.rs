@@ -178,6 +178,7 @@ async fn the_sample_app_is_tested_deployed_cold_started_idle_stopped_and_keeps_i
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/miniapps/counter"),
         &folder,
     );
+    let home = l.home.clone();
     let mut d = l
         .spawn(u, &[("HANDLER_APP_IDLE_TIMEOUT", "3".to_string())])
         .await;
@@ -429,12 +430,152 @@ async fn the_sample_app_is_tested_deployed_cold_started_idle_stopped_and_keeps_i
         );
     }
 
+    files_and_notifications(&d, &web, &home, &folder).await;
+
     // Removing it stops nothing left behind and keeps the folder.
     let (s, _) = d
         .call(reqwest::Method::DELETE, "/v1/apps/counter", None)
         .await;
     assert_eq!(s, 204);
     assert!(folder.join("app.toml").is_file());
+}
+
+/// H.9 (decision 0160): host files inside a work folder at their own paths, read-only unless
+/// `rw`, and nothing outside one; notifications on the socket, hostile lines dropped, kept for
+/// the API.
+async fn files_and_notifications(d: &TempDaemon, web: &Browser, home: &Path, folder: &Path) {
+    // Absolute paths: handlerd's HOME is the test user's, not this layout's (`~/…` is
+    // expanded by the unit tests of `check_app_file` and `app_sandbox_spec`).
+    let code = home.join("code");
+    let (notes, out) = (code.join("notes.txt"), code.join("out"));
+    std::fs::write(&notes, "hello notes").unwrap();
+    std::fs::create_dir_all(&out).unwrap();
+    d.user.give(&notes);
+    d.user.give(&out);
+    let outside = home.join("outside.txt");
+    std::fs::write(&outside, "not for apps").unwrap();
+    let (notes_s, out_s) = (notes.display().to_string(), out.display().to_string());
+    set_version(folder, "1.5.0", "1.6.0");
+    let manifest = std::fs::read_to_string(folder.join("app.toml")).unwrap();
+    let with = |files: &str| {
+        std::fs::write(
+            folder.join("app.toml"),
+            manifest.replace(
+                "secrets = [\"GREETING\"]",
+                &format!("secrets = [\"GREETING\"]\nnotify = true\nfiles = [{files}]"),
+            ),
+        )
+        .unwrap();
+    };
+    with(&format!("{{path = \"{}\"}}", outside.display()));
+    let (s, p) = deploy(d).await;
+    assert_eq!(
+        (s, &p["title"]),
+        (400, &json!("file outside work folders")),
+        "{p}"
+    );
+    assert!(
+        p["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("needs.files[0].path: "),
+        "{p}"
+    );
+    with(&format!(
+        "{{path = \"{notes_s}\"}}, {{path = \"{out_s}\", mode = \"rw\"}}"
+    ));
+    let (_, a) = d.call(reqwest::Method::GET, "/v1/apps/counter", None).await;
+    assert_eq!(
+        a["source"]["addedNeeds"],
+        json!([
+            format!("file {notes_s} (ro)"),
+            format!("file {out_s} (rw)"),
+            "notify"
+        ]),
+        "{a}"
+    );
+    let (s, a) = deploy(d).await;
+    assert_eq!(s, 200, "{a}");
+
+    let (s, b, _) = web
+        .call(
+            reqwest::Method::GET,
+            &format!("/api/files?ro={notes_s}&rw={out_s}"),
+        )
+        .await;
+    assert_eq!(s, 200, "{b}: {}", logs(d).await);
+    let v: Value = serde_json::from_str(&b).unwrap();
+    assert_eq!(v["notes"], "hello notes");
+    assert_ne!(v["readOnly"], "writable", "{v}");
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "hello notes");
+    assert_eq!(
+        std::fs::read_to_string(out.join("copy.txt")).unwrap(),
+        "hello notes"
+    );
+
+    // Two good lines, one with an unknown key, one too long: two kept, two dropped.
+    let lines = format!(
+        "{}\n{}\n{}\n{}\n",
+        json!({"title": "Run logged", "body": "5 km"}),
+        json!({"title": "x", "href": "http://evil.example/"}),
+        json!({"title": "t".repeat(81)}),
+        json!({"title": "Streak", "body": "3 days"}),
+    );
+    let res = web
+        .client
+        .post(format!("{}/api/notify", web.origin))
+        .header("cookie", &web.cookie)
+        .header("origin", &web.origin)
+        .body(lines)
+        .send()
+        .await
+        .unwrap();
+    let (s, b) = (res.status(), res.text().await.unwrap());
+    assert_eq!(s, 200, "{b}\n{}", logs(d).await);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let n = loop {
+        let (s, n) = d
+            .call(reqwest::Method::GET, "/v1/apps/counter/notifications", None)
+            .await;
+        assert_eq!(s, 200, "{n}");
+        if n["notifications"].as_array().unwrap().len() >= 2 {
+            break n;
+        }
+        assert!(Instant::now() < deadline, "{n}\n{}", logs(d).await);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let got: Vec<(&str, &str, &str)> = n["notifications"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| {
+            (
+                n["title"].as_str().unwrap(),
+                n["body"].as_str().unwrap(),
+                n["version"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("Run logged", "5 km", "1.6.0"),
+            ("Streak", "3 days", "1.6.0")
+        ]
+    );
+    let log = logs(d).await;
+    assert!(
+        log.contains("notify: dropped: not a notification (unknown field `href`"),
+        "{log}"
+    );
+    assert!(
+        log.contains("notify: dropped: title: 81 characters"),
+        "{log}"
+    );
+    assert!(
+        !log.contains("evil.example"),
+        "a dropped line is never echoed: {log}"
+    );
 }
 
 /// The median of `v` (milliseconds).

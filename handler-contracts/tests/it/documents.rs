@@ -189,6 +189,7 @@ fn miniapp_api_bodies() {
     json_roundtrip::<AppRollbackRequest>("app-rollback-request", "app-rollback-request");
     json_roundtrip::<AppSecretRequest>("app-secret-request", "app-secret-request");
     json_roundtrip::<AppLogin>("app-login", "app-login");
+    json_roundtrip::<AppNotifications>("app-notifications", "app-notifications");
 }
 
 #[test]

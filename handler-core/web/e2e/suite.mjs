@@ -845,7 +845,7 @@ try {
     await card.getByLabel("Version of hello").filter({ hasText: "serves 1.0.0" }).waitFor();
     // The agent writes a version that reaches a host and needs a secret: shown, asked first.
     const manifest = readFileSync(join(folder, "app.toml"), "utf8")
-      .replace('version = "1.0.0"', 'version = "1.1.0"') + '[needs]\negress = ["api.example.com:443"]\nsecrets = ["API_KEY"]\n';
+      .replace('version = "1.0.0"', 'version = "1.1.0"') + '[needs]\negress = ["api.example.com:443"]\nsecrets = ["API_KEY"]\nnotify = true\n';
     writeFileSync(join(folder, "app.toml"), manifest);
     const adds = card.getByRole("note", { name: "What deploying hello adds" });
     await adds.getByText("egress api.example.com:443").waitFor();
@@ -864,6 +864,31 @@ try {
     await card.getByLabel("Version of hello").filter({ hasText: "serves 1.1.0" }).waitFor();
     await card.getByLabel("Needs of hello").filter({ hasText: "api.example.com:443" }).waitFor();
     assert.ok(!(await page.content()).includes("sk-ui-app-Secret0"), "the secret is never shown");
+    await adds.waitFor({ state: "detached" });
+    await card.getByLabel("Needs of hello").filter({ hasText: "may notify you" }).waitFor();
+    // Notifications (H.9): the page lists the app's last ones, and one that arrives while it is
+    // open is raised through the browser's Notification (recorded here: headless Chromium shows
+    // none). The list is what handlerd's notify keeper writes (daemon_apps sends them for real).
+    const tab2 = await ctx.newPage();
+    await tab2.addInitScript(() => {
+      window.__raised = [];
+      window.Notification = class {
+        static permission = "granted";
+        static requestPermission = async () => "granted";
+        constructor(title, o) { window.__raised.push(`${title} | ${o?.body ?? ""}`); }
+      };
+    });
+    await tab2.goto(`${URL_}/#token=${TOKEN}`);
+    await tab2.getByRole("heading", { name: "Projects" }).waitFor();
+    await tab2.goto(`${URL_}/#/apps`);
+    const notes = tab2.getByRole("region", { name: "Notifications of hello" });
+    await notes.getByText("No notification yet.").waitFor();
+    const kept = join(dirname(process.env.HANDLER_SECRETS_FILE), "apps/hello/notifications.json");
+    writeFileSync(kept, JSON.stringify({ notifications: [{ at: new Date().toISOString(), version: "1.1.0", title: "Run logged", body: "5 km" }] }));
+    await notes.getByText("Run logged").waitFor();
+    const raised = await tab2.waitForFunction(() => window.__raised.length > 0 && window.__raised);
+    assert.deepEqual(await raised.jsonValue(), ["hello: Run logged | 5 km"]);
+    await tab2.close();
     await shot(page, "apps");
     await card.getByRole("button", { name: "Roll back to 1.0.0" }).click();
     await card.getByLabel("Version of hello").filter({ hasText: "serves 1.0.0" }).waitFor();

@@ -6,7 +6,8 @@ use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing;
 use handler_contracts::miniapp::{
-    AppDeployRequest, AppInfo, AppLogin, AppRegisterRequest, AppRollbackRequest, AppSecretRequest,
+    AppDeployRequest, AppInfo, AppLogin, AppNotifications, AppRegisterRequest, AppRollbackRequest,
+    AppSecretRequest,
 };
 
 use super::routes::{Route, r, s};
@@ -122,6 +123,14 @@ pub async fn logs(
     Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text))
 }
 
+/// GET /v1/apps/{name}/notifications
+pub async fn notifications(
+    State(app): State<AppState>,
+    Path(name): Path<String>,
+) -> ApiResult<Json<AppNotifications>> {
+    Ok(Json(service::notifications(&app, &name).await?))
+}
+
 /// The routes.
 #[expect(
     clippy::too_many_lines,
@@ -224,6 +233,14 @@ pub fn routes() -> Vec<Route> {
             None,
             (200, None),
             routing::get(logs),
+        ),
+        r(
+            "GET",
+            "/v1/apps/{name}/notifications",
+            "the last 50 notifications the app's backend sent (H.9, needs.notify), oldest first",
+            None,
+            (200, Some(s::<AppNotifications>)),
+            routing::get(notifications),
         ),
     ]
 }

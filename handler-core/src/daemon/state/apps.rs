@@ -52,6 +52,18 @@ pub struct Running {
     pub last_used: Arc<Mutex<Instant>>,
     /// Answers being streamed now.
     pub streams: Arc<std::sync::atomic::AtomicUsize>,
+    /// Its notification socket's listener (`needs.notify`), stopped with it.
+    pub notify: Option<AbortOnDrop>,
+}
+
+/// A task aborted when this is dropped (a listener that lives as long as a backend).
+#[derive(Debug)]
+pub struct AbortOnDrop(pub tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// 32 random bytes, hex.

@@ -125,6 +125,53 @@ pub fn check_scope(config: &DaemonConfig, field: &str, scope: &str) -> ApiResult
     }
 }
 
+/// H.9, decision 0160: a mini app's `needs.files` entry — absolute or `~/…`, resolved now,
+/// a regular file or a folder (never a socket, device or pipe), inside a work folder and clear
+/// of Handler's own folders, as a scope is. Returns it canonical; 400 naming the field otherwise.
+pub fn check_app_file(config: &DaemonConfig, field: &str, path: &str) -> ApiResult<PathBuf> {
+    let bad = |title: &str, d: String| ApiError::bad_request(title, format!("{field}: {d}"));
+    let home = config.home.to_string_lossy().into_owned();
+    let expanded = expand_home(field, path, &home)
+        .map_err(|e| ApiError::bad_request("file invalid", e.to_string()))?;
+    if !Path::new(&expanded).is_absolute() {
+        return Err(bad(
+            "file invalid",
+            format!("{path} is neither absolute nor ~/…"),
+        ));
+    }
+    let canon = std::fs::canonicalize(&expanded)
+        .map_err(|e| bad("file invalid", format!("{expanded}: {e}")))?;
+    let kind = std::fs::metadata(&canon)
+        .map_err(|e| bad("file invalid", format!("{expanded}: {e}")))?
+        .file_type();
+    if !kind.is_file() && !kind.is_dir() {
+        return Err(bad(
+            "file invalid",
+            format!(
+                "{expanded} is neither a regular file nor a folder (a socket, device or pipe never reaches an app)"
+            ),
+        ));
+    }
+    let roots_now: Vec<String> = resolved_roots(config)
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    match check_scope_placement(&canon.display().to_string(), &roots_now, &reserved(config)) {
+        Ok(()) => Ok(canon),
+        Err(e @ handler_sandbox::validate::PlacementError::OutsideWorkFolders { .. }) => Err(bad(
+            "file outside work folders",
+            format!(
+                "{e} ({}); move it into one, or add a work folder in Settings → Folders (PUT /v1/folders)",
+                roots(config).join(", ")
+            ),
+        )),
+        Err(e) => Err(bad(
+            "file is Handler's",
+            format!("{e}: Handler's own folders never reach a sandbox"),
+        )),
+    }
+}
+
 /// F.2, decision 0111: a folderless agent's session works in its session folder's `work/`.
 /// It is checked as a scope is, except that it lies in Handler's state folder: its canonical
 /// path must be exactly the session folder's canonical path + `work` (a link put in its place
@@ -186,5 +233,93 @@ pub fn work_folder(session_folder: &Path) -> Result<PathBuf, WorkFolderError> {
             Ok(()) => Ok(work),
             Err(source) => Err(WorkFolderError::Create { path: work, source }),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> (tempfile::TempDir, DaemonConfig) {
+        let t = tempfile::tempdir().unwrap();
+        let c = DaemonConfig::with_home(t.path());
+        std::fs::create_dir_all(t.path().join("code/out")).unwrap();
+        std::fs::write(t.path().join("code/runs.csv"), "1,2\n").unwrap();
+        std::fs::write(t.path().join("outside.txt"), "x").unwrap();
+        std::fs::create_dir_all(&c.config_dir).unwrap();
+        (t, c)
+    }
+
+    #[test]
+    fn an_apps_file_is_a_file_or_folder_in_a_work_folder() {
+        let (t, c) = config();
+        let canon = std::fs::canonicalize(t.path()).unwrap();
+        assert_eq!(
+            check_app_file(&c, "needs.files[0].path", "~/code/runs.csv").unwrap(),
+            canon.join("code/runs.csv")
+        );
+        let out = t.path().join("code/out").display().to_string();
+        assert_eq!(
+            check_app_file(&c, "needs.files[1].path", &out).unwrap(),
+            canon.join("code/out")
+        );
+    }
+
+    #[test]
+    fn outside_work_folders_missing_relative_or_a_link_out_is_refused_naming_the_field() {
+        let (t, c) = config();
+        let e = check_app_file(&c, "needs.files[0].path", "~/outside.txt").unwrap_err();
+        assert_eq!(e.status, axum::http::StatusCode::BAD_REQUEST);
+        assert_eq!(e.title, "file outside work folders");
+        assert!(
+            e.detail
+                .as_deref()
+                .unwrap_or("")
+                .starts_with("needs.files[0].path: "),
+            "{:?}",
+            e.detail
+        );
+        let e = check_app_file(&c, "needs.files[1].path", "~/code/nothing").unwrap_err();
+        assert_eq!(e.title, "file invalid");
+        assert!(
+            e.detail
+                .as_deref()
+                .unwrap_or("")
+                .starts_with("needs.files[1].path: "),
+            "{:?}",
+            e.detail
+        );
+        let e = check_app_file(&c, "needs.files[2].path", "code/runs.csv").unwrap_err();
+        assert_eq!(e.title, "file invalid");
+        std::os::unix::fs::symlink(t.path().join("outside.txt"), t.path().join("code/link"))
+            .unwrap();
+        let e = check_app_file(&c, "needs.files[3].path", "~/code/link").unwrap_err();
+        assert_eq!(e.title, "file outside work folders", "resolved now");
+    }
+
+    #[test]
+    fn handlers_own_folders_and_sockets_are_refused() {
+        let (t, mut c) = config();
+        // A work folder that holds Handler's own: the config folder inside it is still refused.
+        c.config_dir = t.path().join("code/handler-config");
+        std::fs::create_dir_all(&c.config_dir).unwrap();
+        std::fs::write(
+            c.config_dir.join("folders.toml"),
+            format!("roots = [\"{}\"]\n", t.path().join("code").display()),
+        )
+        .unwrap();
+        let e = check_app_file(&c, "needs.files[0].path", "~/code/handler-config").unwrap_err();
+        assert_eq!(e.title, "file is Handler's", "{:?}", e.detail);
+        let sock = t.path().join("code/engine.sock");
+        let _l = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        let e = check_app_file(&c, "needs.files[1].path", "~/code/engine.sock").unwrap_err();
+        assert!(
+            e.detail
+                .as_deref()
+                .unwrap_or("")
+                .contains("neither a regular file nor a folder"),
+            "{:?}",
+            e.detail
+        );
     }
 }

@@ -1559,6 +1559,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/apps/{name}/notifications": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** the last 50 notifications the app's backend sent (H.9, needs.notify), oldest first */
+        get: operations["GET /v1/apps/{name}/notifications"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/remote": {
         parameters: {
             query?: never;
@@ -3799,6 +3816,25 @@ export interface components {
         AppLogin: {
             /** @description Open it once, within a minute. */
             url: string;
+        };
+        /** @description `GET /v1/apps/{name}/notifications`: the last 50, oldest first. */
+        AppNotifications: {
+            /** @description Oldest first. */
+            notifications: components["schemas"]["AppNotification"][];
+        };
+        /** @description A notification an app sent the person (H.9): `GET /v1/apps/{name}/notifications`. */
+        AppNotification: {
+            /** @description When handlerd took it (RFC 3339). */
+            at: string;
+            /** @description The version whose backend sent it. */
+            version: string;
+            /** @description Its title. */
+            title: string;
+            /**
+             * @description Its text (may be empty).
+             * @default
+             */
+            body: string;
         };
         /** @description `GET /v1/remote`. */
         RemoteStatus: {
@@ -8010,6 +8046,37 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "GET /v1/apps/{name}/notifications": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AppNotifications"];
+                };
             };
             /** @description an error (RFC 9457) */
             default: {

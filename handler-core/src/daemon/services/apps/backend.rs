@@ -226,7 +226,9 @@ pub(super) async fn resources(
     }
 }
 
-async fn start(d: &Daemon, name: &str) -> ApiResult<Running> {
+/// The version `name` serves, if it has a backend: 503 when nothing is deployed, 404 when the
+/// version has no backend.
+fn deployed_backend(d: &Daemon, name: &str) -> ApiResult<String> {
     let r = record(d, name)?.ok_or_else(|| ApiError::not_found(format!("no mini app {name:?}")))?;
     let version = r.deployed.clone().ok_or_else(|| {
         ApiError::new(
@@ -240,10 +242,21 @@ async fn start(d: &Daemon, name: &str) -> ApiResult<Running> {
             "{name} {version} has no backend"
         )));
     }
+    Ok(version)
+}
+
+async fn start(d: &Daemon, name: &str) -> ApiResult<Running> {
+    let version = deployed_backend(d, name)?;
     let m = deployed_manifest(d, name, &version)?;
     let needs = m.needs.clone().unwrap_or_default();
     let secrets = secret_values(d, name, &needs.secrets)?;
+    let files = super::app_files(d, Some(&needs))?;
     require_runtime(d).await?;
+    let notify = if needs.notify {
+        Some(super::notify::listen(d, name, &version)?)
+    } else {
+        None
+    };
     let image = format!("{}:latest", app_runtime::IMAGE);
     let run = run_dir(d, name);
     crate::daemon::fsutil::create_dir_private(&run).map_err(ApiError::internal)?;
@@ -262,6 +275,8 @@ async fn start(d: &Daemon, name: &str) -> ApiResult<Running> {
         egress: needs.egress.clone(),
         secrets: secrets.clone(),
         resources: resources(d, name, m.resources.clone()).await,
+        files,
+        notify_dir: notify.as_ref().map(|(dir, _)| dir.display().to_string()),
         test: false,
     });
     images::require_network_filter(d, &spec)?;
@@ -297,6 +312,7 @@ async fn start(d: &Daemon, name: &str) -> ApiResult<Running> {
         socket,
         last_used: Arc::new(std::sync::Mutex::new(Instant::now())),
         streams: Arc::new(AtomicUsize::new(0)),
+        notify: notify.map(|(_, guard)| guard),
     })
 }
 

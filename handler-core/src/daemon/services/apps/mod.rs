@@ -6,6 +6,7 @@
 
 pub mod backend;
 pub mod folder;
+pub mod notify;
 pub mod proxy;
 pub mod queue;
 pub mod testrun;
@@ -270,11 +271,22 @@ pub async fn delete(d: &Daemon, name: &str) -> ApiResult<()> {
     backend::stop(d, name, "the app is removed").await;
     d.apps.forget(name);
     let dir = app_dir(d, name);
+    let _ = std::fs::remove_dir_all(notify::notify_dir(d, name));
     blocking(move || std::fs::remove_dir_all(dir).map_err(ApiError::internal)).await?;
     d.secrets
         .remove_under(&format!("apps/{name}"))
         .map_err(ApiError::internal)?;
     Ok(())
+}
+
+/// `GET /v1/apps/{name}/notifications` (H.9): the last ones its backends sent, oldest first.
+pub async fn notifications(
+    d: &Daemon,
+    name: &str,
+) -> ApiResult<handler_contracts::miniapp::AppNotifications> {
+    record(d, name)?.ok_or_else(|| not_found(name))?;
+    let (d2, n2) = (d.clone(), name.to_string());
+    blocking(move || notify::list(&d2, &n2)).await
 }
 
 /// The secrets `needs` declares that have no value: 409 naming the first.
@@ -295,6 +307,30 @@ fn check_secrets(
         }
     }
     Ok(())
+}
+
+/// `needs.files` resolved and checked (decision 0160): at every deploy and every start.
+pub(super) fn app_files(
+    d: &Daemon,
+    needs: Option<&MiniAppNeeds>,
+) -> ApiResult<Vec<handler_sandbox::app::AppFile>> {
+    let files = needs.map(|n| n.files.as_slice()).unwrap_or_default();
+    files
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let path = crate::daemon::store::folders::check_app_file(
+                &d.config,
+                &format!("needs.files[{i}].path"),
+                &f.path,
+            )?;
+            Ok(handler_sandbox::app::AppFile {
+                written: f.path.clone(),
+                path: path.display().to_string(),
+                read_write: f.mode == Some(handler_contracts::miniapp::FileAccess::Rw),
+            })
+        })
+        .collect()
 }
 
 /// The rules behind `POST /v1/apps/{name}/deploy` (H.2, H.6; decision 0157): the folder
@@ -390,16 +426,7 @@ fn stage(d: &Daemon, name: &str, r: &Record, confirmed: &[String]) -> ApiResult<
         ));
     }
     check_secrets(d, name, m.needs.as_ref(), "deploy")?;
-    if m.needs
-        .as_ref()
-        .is_some_and(|n| !n.files.is_empty() || n.notify)
-    {
-        return Err(ApiError::new(
-            axum::http::StatusCode::NOT_IMPLEMENTED,
-            "need not served",
-            "needs.files and needs.notify (H.9) are not given to a backend yet: remove them from app.toml",
-        ));
-    }
+    app_files(d, m.needs.as_ref())?;
     let versions = app_dir(d, name).join("versions");
     fsutil::create_dir_private(&versions).map_err(ApiError::internal)?;
     let staged = tempfile::Builder::new()

@@ -124,6 +124,8 @@ async fn spec(
         egress: needs.egress,
         secrets: BTreeMap::new(),
         resources: resources(d, name, m.resources.clone()).await,
+        files: Vec::new(),
+        notify_dir: None,
         test: true,
     })
 }

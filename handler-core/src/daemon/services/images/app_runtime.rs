@@ -241,6 +241,8 @@ async fn check(app: &AppState, id: &str, image: &str) -> Result<(), String> {
         egress: Vec::new(),
         secrets: Default::default(),
         resources: None,
+        files: Vec::new(),
+        notify_dir: None,
         test: false,
     });
     spec.argv = vec![
