@@ -1,7 +1,8 @@
 //! The mini apps' live side (decisions 0157, 0158): one-time login codes, the browsers' sessions
 //! on each app's origin (in memory: a restart logs them out), one lock per app that serializes
-//! its deploy, rollback and delete, and each backend's slot (the one start, the running
-//! sandbox) with the state the API shows.
+//! its deploy, rollback and delete, each backend's slot (the one start, the running
+//! sandbox) with the state the API shows, and what each app serves (read from its record once,
+//! forgotten at every write of it: the app origin's requests read no file).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -29,6 +30,21 @@ pub struct AppsLive {
     delivering: Mutex<std::collections::HashSet<String>>,
     /// Wakes an app's deliverer waiting to try again (a deploy, a rollback, a secret set).
     wakers: Mutex<HashMap<String, Arc<tokio::sync::Notify>>>,
+    /// What each registered app serves, as its record and deployed manifest said when read;
+    /// with a count of the forgets, so a read that began before a write is not kept after it.
+    served: Mutex<(u64, HashMap<String, Arc<Served>>)>,
+}
+
+/// What an app's origin needs of its record on every request (its deployed version, whether it
+/// has a backend, its queued routes): kept in memory between writes of the record.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Served {
+    /// The version served, if one is deployed.
+    pub deployed: Option<String>,
+    /// Whether that version has a backend.
+    pub backend: bool,
+    /// Its routes marked `queued` (H.10), as `METHOD /path`.
+    pub queued: std::collections::BTreeSet<String>,
 }
 
 /// A backend's slot: held while it starts or stops, so concurrent first requests wait on one
@@ -105,6 +121,29 @@ impl AppsLive {
             .unwrap_or_else(PoisonError::into_inner)
             .get(cookie)
             .is_some_and(|a| a == app)
+    }
+
+    /// What `app` serves, if it was read since its record was last written; else the count to
+    /// give [`AppsLive::keep_served`] with what the caller reads now.
+    pub fn served(&self, app: &str) -> Result<Arc<Served>, u64> {
+        let g = self.served.lock().unwrap_or_else(PoisonError::into_inner);
+        g.1.get(app).cloned().ok_or(g.0)
+    }
+
+    /// Keeps what `app` serves, read after [`AppsLive::served`] answered `count`: dropped if a
+    /// record was written since (the read may be older than the write).
+    pub fn keep_served(&self, app: &str, s: Arc<Served>, count: u64) {
+        let mut g = self.served.lock().unwrap_or_else(PoisonError::into_inner);
+        if g.0 == count {
+            g.1.insert(app.to_string(), s);
+        }
+    }
+
+    /// Forgets what `app` serves: its record is being written.
+    pub fn forget_served(&self, app: &str) {
+        let mut g = self.served.lock().unwrap_or_else(PoisonError::into_inner);
+        g.0 += 1;
+        g.1.remove(app);
     }
 
     /// Ends every session and code of `app` (it was deleted).
@@ -193,6 +232,25 @@ impl AppsLive {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn what_an_app_serves_is_kept_until_its_record_is_written_and_a_read_from_before_is_dropped() {
+        let live = AppsLive::default();
+        let s = Arc::new(Served {
+            deployed: Some("1.0.0".into()),
+            backend: true,
+            queued: Default::default(),
+        });
+        let count = live.served("counter").unwrap_err();
+        live.keep_served("counter", s.clone(), count);
+        assert_eq!(live.served("counter").unwrap(), s);
+        live.forget_served("counter");
+        let before = live.served("counter").unwrap_err();
+        // A read that began before another write: not kept.
+        live.forget_served("counter");
+        live.keep_served("counter", s.clone(), before);
+        assert!(live.served("counter").is_err());
+    }
+
     use super::*;
 
     #[test]

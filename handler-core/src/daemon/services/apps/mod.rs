@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use crate::daemon::fsutil;
 use crate::daemon::problem::{ApiError, ApiResult};
 use crate::daemon::state::AppState as Daemon;
+use crate::daemon::state::apps::Served;
 
 /// The record of a registered app (`app.json`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -92,8 +93,44 @@ pub fn record(d: &Daemon, name: &str) -> ApiResult<Option<Record>> {
 
 fn save(d: &Daemon, name: &str, r: &Record) -> ApiResult<()> {
     let bytes = serde_json::to_vec_pretty(r).map_err(ApiError::internal)?;
-    fsutil::write_atomic(&app_dir(d, name).join("app.json"), &bytes, 0o600)
-        .map_err(ApiError::internal)
+    let saved = fsutil::write_atomic(&app_dir(d, name).join("app.json"), &bytes, 0o600)
+        .map_err(ApiError::internal);
+    // After the write: a read that began before it is not kept (AppsLive::keep_served).
+    d.apps.forget_served(name);
+    saved
+}
+
+/// What `name` serves: kept in memory since its record was last written, else read (its record
+/// and its deployed version's manifest) and kept. None for an app not registered.
+pub fn served(d: &Daemon, name: &str) -> Option<std::sync::Arc<Served>> {
+    let count = match d.apps.served(name) {
+        Ok(s) => return Some(s),
+        Err(count) => count,
+    };
+    let r = record(d, name).ok().flatten()?;
+    let backend = r
+        .versions
+        .iter()
+        .any(|v| Some(&v.version) == r.deployed.as_ref() && v.backend);
+    let queued = r
+        .deployed
+        .as_ref()
+        .and_then(|v| deployed_manifest(d, name, v).ok())
+        .map(|m| {
+            m.routes
+                .iter()
+                .filter(|(_, mode)| **mode == handler_contracts::miniapp::RouteMode::Queued)
+                .map(|(route, _)| route.clone())
+                .collect()
+        })
+        .unwrap_or_default();
+    let s = std::sync::Arc::new(Served {
+        deployed: r.deployed,
+        backend,
+        queued,
+    });
+    d.apps.keep_served(name, s.clone(), count);
+    Some(s)
 }
 
 /// Appends a line to the app's log.
@@ -270,6 +307,7 @@ pub async fn delete(d: &Daemon, name: &str) -> ApiResult<()> {
     record(d, name)?.ok_or_else(|| not_found(name))?;
     backend::stop(d, name, "the app is removed").await;
     d.apps.forget(name);
+    d.apps.forget_served(name);
     let dir = app_dir(d, name);
     let _ = std::fs::remove_dir_all(notify::notify_dir(d, name));
     blocking(move || std::fs::remove_dir_all(dir).map_err(ApiError::internal)).await?;
@@ -543,14 +581,10 @@ pub fn served_ui(d: &Daemon, name: &str) -> ApiResult<Option<PathBuf>> {
 
 /// Whether the version `name` serves has a backend.
 pub fn serves_backend(d: &Daemon, name: &str) -> bool {
-    record(d, name).ok().flatten().is_some_and(|r| {
-        r.versions
-            .iter()
-            .any(|v| Some(&v.version) == r.deployed.as_ref() && v.backend)
-    })
+    served(d, name).is_some_and(|s| s.backend)
 }
 
 /// Whether `name` is a registered app.
 pub fn exists(d: &Daemon, name: &str) -> bool {
-    matches!(record(d, name), Ok(Some(_)))
+    served(d, name).is_some()
 }

@@ -65,14 +65,7 @@ fn waiting(d: &Daemon, name: &str) -> Vec<PathBuf> {
 
 /// Whether `method path` is one of the served version's queued routes.
 pub fn is_queued(d: &Daemon, name: &str, method: &str, path: &str) -> bool {
-    let Ok(Some(r)) = record(d, name) else {
-        return false;
-    };
-    let Some(v) = r.deployed else { return false };
-    super::deployed_manifest(d, name, &v).is_ok_and(|m| {
-        m.routes.get(&format!("{method} {path}"))
-            == Some(&handler_contracts::miniapp::RouteMode::Queued)
-    })
+    super::served(d, name).is_some_and(|s| s.queued.contains(&format!("{method} {path}")))
 }
 
 fn answer(status: StatusCode, body: serde_json::Value) -> Response<Body> {
