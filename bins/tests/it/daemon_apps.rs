@@ -53,6 +53,19 @@ async fn wait_build(d: &TempDaemon, id: &str) -> Value {
     }
 }
 
+/// Starts a build of `target` and waits for its end.
+async fn build(d: &TempDaemon, target: &str) -> Value {
+    let (s, b) = d
+        .call(
+            reqwest::Method::POST,
+            "/v1/builds",
+            Some(json!({"target": target})),
+        )
+        .await;
+    assert_eq!(s, 202, "{b}");
+    wait_build(d, b["id"].as_str().unwrap()).await
+}
+
 async fn app_state(d: &TempDaemon) -> Value {
     d.call(reqwest::Method::GET, "/v1/apps/counter", None)
         .await
@@ -171,6 +184,18 @@ async fn the_sample_app_is_tested_deployed_cold_started_idle_stopped_and_keeps_i
         )
         .output();
     crate::daemon_acp_sandbox::ensure_network_filter(&u);
+    // A toolbox for the built-in miniapp addon's build: the test image under a name of its own.
+    let toolbox = "localhost/handler-test-apps-toolbox";
+    assert!(
+        u.cmd(
+            "podman",
+            &["tag", IMAGE, &format!("{toolbox}:latest")],
+            &[("HOME", u.home())],
+        )
+        .status()
+        .unwrap()
+        .success()
+    );
     let l = Layout::new(&format!("hda-{}", std::process::id()), false);
     l.fake_harness("");
     let folder = l.home.join("code/counter");
@@ -180,7 +205,13 @@ async fn the_sample_app_is_tested_deployed_cold_started_idle_stopped_and_keeps_i
     );
     let home = l.home.clone();
     let mut d = l
-        .spawn(u, &[("HANDLER_APP_IDLE_TIMEOUT", "3".to_string())])
+        .spawn(
+            u,
+            &[
+                ("HANDLER_APP_IDLE_TIMEOUT", "3".to_string()),
+                ("HANDLER_TOOLBOX_IMAGE", toolbox.to_string()),
+            ],
+        )
         .await;
 
     // Registered; its deploy needs the runtime, then its secret.
@@ -204,6 +235,16 @@ async fn the_sample_app_is_tested_deployed_cold_started_idle_stopped_and_keeps_i
     assert_eq!(s, 204);
     let (s, p) = deploy(&d).await;
     assert_eq!((s, &p["title"]), (503, &json!("no runtime")), "{p}");
+    // The built-in miniapp addon takes its Deno from the runtime (decision 0160): not before.
+    let miniapp = build(&d, "addon:miniapp").await;
+    assert_eq!(miniapp["state"], "failed", "{miniapp}");
+    assert!(
+        miniapp["error"]
+            .as_str()
+            .unwrap()
+            .contains("handler build start app-runtime"),
+        "{miniapp}"
+    );
 
     let (s, b) = d
         .call(
@@ -216,6 +257,13 @@ async fn the_sample_app_is_tested_deployed_cold_started_idle_stopped_and_keeps_i
     let b = wait_build(&d, b["id"].as_str().unwrap()).await;
     assert_eq!(b["state"], "succeeded", "{b}");
     assert_eq!(b["versions"]["deno"], "2.9.6", "{b}");
+    // Now it builds (no network: its Deno is the runtime's), its check passes, it is switched.
+    let miniapp = build(&d, "addon:miniapp").await;
+    assert_eq!(miniapp["state"], "succeeded", "{miniapp}");
+    assert_eq!(
+        miniapp["versions"]["addon:miniapp"], "deno 2.9.6",
+        "{miniapp}"
+    );
 
     let (s, a) = deploy(&d).await;
     assert_eq!(s, 200, "{a}");

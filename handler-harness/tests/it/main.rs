@@ -10,6 +10,7 @@
     reason = "tests read fixtures and run examples: the I/O is outside the pure library"
 )]
 
+mod addon_images;
 mod common;
 mod descriptors;
 mod example;

@@ -116,14 +116,41 @@ pub(super) async fn build(
     cancel: &Arc<Notify>,
 ) -> Result<String, Outcome> {
     stage(app, id, &format!("build addon:{}", a.name));
+    let mut build_args = vec![format!("TOOLBOX_IMAGE={toolbox}")];
+    build_args.extend(
+        runtime_arg(app, a)
+            .await
+            .map_err(|e| Outcome::Failed(e.clone()))?,
+    );
     let args = BuildArgs {
         context: a.dir.display().to_string(),
         file: None,
-        build_args: vec![format!("TOOLBOX_IMAGE={toolbox}")],
+        build_args,
         no_cache: true,
         ca_bundle: ca::for_build(app, id).map_err(|e| Outcome::Failed(e.to_string()))?,
     };
     built(app, id, &args, cancel).await
+}
+
+/// The build argument `APP_RUNTIME_IMAGE` for an addon whose Containerfile declares it (the
+/// built-in `miniapp`: its Deno is the mini app runtime's, verified once, decision 0160): the
+/// runtime's `:latest`, which must be built; none for the others.
+async fn runtime_arg(app: &AppState, a: &AddonBuild) -> Result<Option<String>, String> {
+    const ARG: &str = "APP_RUNTIME_IMAGE";
+    let text = crate::daemon::agentfs::read_in(&a.dir, Path::new("Containerfile"), 256 * 1024)
+        .map_err(|e| format!("addon {}: its Containerfile: {e}", a.name))?
+        .unwrap_or_default();
+    if !super::base::declares_arg(&String::from_utf8_lossy(&text), ARG) {
+        return Ok(None);
+    }
+    let image = format!("{}:latest", super::app_runtime::IMAGE);
+    if verbs(app).exists(&image).await != Some(true) {
+        return Err(format!(
+            "addon {} is built from the mini app runtime, which is not built yet: handler build start app-runtime, then build the addon again",
+            a.name
+        ));
+    }
+    Ok(Some(format!("{ARG}={image}")))
 }
 
 /// `:latest` of `a` moved to `new`; its version recorded as `addon:<name>`.

@@ -72,6 +72,25 @@ pub fn from_image(text: &str, args: &BTreeMap<String, String>) -> Option<String>
     None
 }
 
+/// Whether the Containerfile `text` declares `ARG name` (with or without a default) before its
+/// first `FROM`: a global argument its stages can take.
+pub fn declares_arg(text: &str, name: &str) -> bool {
+    for line in text.lines().map(str::trim) {
+        let mut words = line.split_whitespace();
+        match words.next().map(str::to_ascii_uppercase).as_deref() {
+            Some("ARG") => {
+                let decl = words.next().unwrap_or_default();
+                if decl.split_once('=').map_or(decl, |(n, _)| n) == name {
+                    return true;
+                }
+            }
+            Some("FROM") => return false,
+            _ => {}
+        }
+    }
+    false
+}
+
 /// `${NAME}` and `$NAME` in `word` replaced from `vars`; none when one is unknown or empty.
 fn substitute(word: &str, vars: &BTreeMap<String, String>) -> Option<String> {
     let mut out = String::new();
@@ -198,6 +217,18 @@ pub fn plan(from: &str, present: bool, pull: &Pull) -> Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_global_arg_is_one_declared_before_the_first_from() {
+        let text = "# x\nARG TOOLBOX_IMAGE\nARG APP_RUNTIME_IMAGE=localhost/r\nFROM ${TOOLBOX_IMAGE}\nARG LATE\n";
+        assert!(declares_arg(text, "APP_RUNTIME_IMAGE"));
+        assert!(declares_arg(text, "TOOLBOX_IMAGE"));
+        assert!(
+            !declares_arg(text, "LATE"),
+            "a stage's own ARG is not global"
+        );
+        assert!(!declares_arg(text, "APP_RUNTIME"));
+    }
 
     fn args(kv: &[(&str, &str)]) -> BTreeMap<String, String> {
         kv.iter()
