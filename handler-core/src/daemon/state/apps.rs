@@ -70,7 +70,14 @@ pub struct Running {
     pub streams: Arc<std::sync::atomic::AtomicUsize>,
     /// Its notification socket's listener (`needs.notify`), stopped with it.
     pub notify: Option<AbortOnDrop>,
+    /// Its idle connections (closed with it).
+    pub pool: IdleConnections,
 }
+
+/// A backend's idle HTTP/1.1 connections to its socket (`services::apps::proxy` takes and gives
+/// them back).
+pub type IdleConnections =
+    Arc<Mutex<Vec<hyper::client::conn::http1::SendRequest<axum::body::Body>>>>;
 
 /// A task aborted when this is dropped (a listener that lives as long as a backend).
 #[derive(Debug)]

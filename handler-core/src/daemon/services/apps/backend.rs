@@ -38,6 +38,8 @@ pub struct Handle {
     pub last_used: Arc<std::sync::Mutex<Instant>>,
     /// Answers being streamed now.
     pub streams: Arc<AtomicUsize>,
+    /// Its idle connections.
+    pub pool: crate::daemon::state::apps::IdleConnections,
 }
 
 impl Handle {
@@ -55,6 +57,7 @@ fn handle(r: &Running) -> Handle {
         socket: r.socket.clone(),
         last_used: r.last_used.clone(),
         streams: r.streams.clone(),
+        pool: r.pool.clone(),
     }
 }
 
@@ -313,6 +316,7 @@ async fn start(d: &Daemon, name: &str) -> ApiResult<Running> {
         last_used: Arc::new(std::sync::Mutex::new(Instant::now())),
         streams: Arc::new(AtomicUsize::new(0)),
         notify: notify.map(|(_, guard)| guard),
+        pool: Default::default(),
     })
 }
 
