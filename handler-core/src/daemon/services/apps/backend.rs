@@ -253,7 +253,9 @@ async fn start(d: &Daemon, name: &str) -> ApiResult<Running> {
     let m = deployed_manifest(d, name, &version)?;
     let needs = m.needs.clone().unwrap_or_default();
     let secrets = secret_values(d, name, &needs.secrets)?;
-    let files = super::app_files(d, Some(&needs))?;
+    // Paths in work folders, which agents write: resolved off the async task, within a bound.
+    let (d2, needs2) = (d.clone(), needs.clone());
+    let files = super::blocking(move || super::app_files(&d2, Some(&needs2))).await?;
     require_runtime(d).await?;
     let notify = if needs.notify {
         Some(super::notify::listen(d, name, &version)?)

@@ -64,7 +64,7 @@ fn not_found(name: &str) -> ApiError {
     ))
 }
 
-async fn blocking<T: Send + 'static>(
+pub(super) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> ApiResult<T> + Send + 'static,
 ) -> ApiResult<T> {
     tokio::time::timeout(
