@@ -64,6 +64,7 @@ fn not_found(name: &str) -> ApiError {
     ))
 }
 
+/// `f` on a blocking thread, within 60 s (the apps room's reads of folders and records).
 pub(super) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> ApiResult<T> + Send + 'static,
 ) -> ApiResult<T> {
