@@ -61,6 +61,26 @@ fn handle(r: &Running) -> Handle {
     }
 }
 
+/// The longest path a unix socket may have (`sun_path` holds 108 bytes with its final NUL).
+const SOCKET_PATH_MAX: usize = 107;
+
+/// Whether `path` fits a unix socket address: a clear error naming how to fix it, not the
+/// system's, when it does not.
+pub(super) fn socket_path_ok(path: &Path) -> ApiResult<()> {
+    let n = path.as_os_str().len();
+    if n > SOCKET_PATH_MAX {
+        return Err(ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "socket path too long",
+            format!(
+                "{} is {n} bytes, over the {SOCKET_PATH_MAX} a unix socket's path may have: set HANDLER_STATE_DIR to a shorter folder",
+                path.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// The backend's folder for its socket, on the host.
 pub fn run_dir(d: &Daemon, name: &str) -> PathBuf {
     d.config.state_dir.join("apps").join(name)
@@ -266,6 +286,7 @@ async fn start(d: &Daemon, name: &str) -> ApiResult<Running> {
     let run = run_dir(d, name);
     crate::daemon::fsutil::create_dir_private(&run).map_err(ApiError::internal)?;
     let socket = run.join(SOCKET_NAME);
+    socket_path_ok(&socket)?;
     let _ = std::fs::remove_file(&socket);
     let suffix: u32 = rand::random();
     let spec = app_sandbox_spec(&AppSandboxInput {
@@ -382,6 +403,21 @@ pub async fn require_runtime(d: &Daemon) -> ApiResult<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_socket_path_over_107_bytes_is_refused_saying_how_to_fix_it() {
+        assert!(
+            socket_path_ok(Path::new(
+                "/home/me/.local/state/handler-ai/apps/x/http.sock"
+            ))
+            .is_ok()
+        );
+        let long = format!("/{}/http.sock", "s".repeat(100));
+        let e = socket_path_ok(Path::new(&long)).unwrap_err();
+        assert_eq!(e.title, "socket path too long");
+        assert!(e.detail.unwrap().contains("HANDLER_STATE_DIR"));
+        assert!(socket_path_ok(Path::new(&format!("/{}", "s".repeat(106)))).is_ok());
+    }
 
     #[test]
     fn every_secret_value_is_replaced_by_its_name() {

@@ -54,6 +54,7 @@ pub fn listen(d: &Daemon, name: &str, version: &str) -> ApiResult<(PathBuf, Abor
     let dir = notify_dir(d, name);
     fsutil::create_dir_private(&dir).map_err(ApiError::internal)?;
     let socket = dir.join(handler_sandbox::app::NOTIFY_SOCKET);
+    super::backend::socket_path_ok(&socket)?;
     let _ = std::fs::remove_file(&socket);
     let listener = tokio::net::UnixListener::bind(&socket).map_err(ApiError::internal)?;
     std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600))
