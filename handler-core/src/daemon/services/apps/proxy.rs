@@ -197,8 +197,9 @@ mod tests {
     use std::sync::Arc;
     use std::sync::atomic::AtomicUsize;
 
-    /// A backend on a unix socket answering "ok" to every request; counts its connections.
-    async fn backend(socket: &Path) -> Arc<AtomicUsize> {
+    /// A backend on a unix socket answering "ok" to every request (closing each connection
+    /// after one answer unless `keep_alive`); counts its connections.
+    async fn backend(socket: &Path, keep_alive: bool) -> Arc<AtomicUsize> {
         let listener = tokio::net::UnixListener::bind(socket).unwrap();
         let accepted = Arc::new(AtomicUsize::new(0));
         let count = accepted.clone();
@@ -212,6 +213,7 @@ mod tests {
                         ))
                     });
                     let _ = hyper::server::conn::http1::Builder::new()
+                        .keep_alive(keep_alive)
                         .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
                         .await;
                 });
@@ -246,7 +248,7 @@ mod tests {
     async fn a_connection_whose_answer_was_read_whole_carries_the_next_request() {
         let t = tempfile::tempdir().unwrap();
         let socket = t.path().join("http.sock");
-        let accepted = backend(&socket).await;
+        let accepted = backend(&socket, true).await;
         let h = handle(&socket);
         for _ in 0..5 {
             assert_eq!(get(&h, true).await, StatusCode::OK);
@@ -270,25 +272,7 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let socket = t.path().join("http.sock");
         // A backend that answers one request per connection, then closes it.
-        let listener = tokio::net::UnixListener::bind(&socket).unwrap();
-        let accepted = Arc::new(AtomicUsize::new(0));
-        let count = accepted.clone();
-        tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                count.fetch_add(1, Ordering::SeqCst);
-                tokio::spawn(async move {
-                    let svc = hyper::service::service_fn(|_req| async {
-                        Ok::<_, std::convert::Infallible>(hyper::Response::new(
-                            http_body_util::Full::new(bytes::Bytes::from_static(b"ok")),
-                        ))
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .keep_alive(false)
-                        .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
-                        .await;
-                });
-            }
-        });
+        let accepted = backend(&socket, false).await;
         let h = handle(&socket);
         for _ in 0..3 {
             assert_eq!(get(&h, true).await, StatusCode::OK);
