@@ -31,3 +31,14 @@ for b in handlerd handler handler-sandbox-podman; do
 done
 install -m 755 "$proxy" "$dest/handler-egress-proxy"
 echo "install: $dest: $(cd "$dest" && ls handlerd handler handler-sandbox-podman handler-egress-proxy | tr '\n' ' ')" >&2
+# The Dev Container CLI (decision 0161), pinned in .ci/devcontainer-cli.txt, beside the runtime
+# (handler-sandbox-podman looks for `devcontainer` there first). Without npm, dev container
+# machines are refused saying so; everything else works.
+if command -v npm >/dev/null 2>&1; then
+    npm install --silent --no-audit --no-fund --prefix "$dest/lib/devcontainer-cli" \
+        "$(cat .ci/devcontainer-cli.txt)" >&2
+    ln -sf lib/devcontainer-cli/node_modules/.bin/devcontainer "$dest/devcontainer"
+    echo "install: $dest/devcontainer: the Dev Container CLI $("$dest/devcontainer" --version)" >&2
+else
+    echo "install: npm is missing: dev container machines need the Dev Container CLI (apt install npm, then run me again)" >&2
+fi

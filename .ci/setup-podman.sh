@@ -32,6 +32,15 @@ if [ "${#missing[@]}" -gt 0 ]; then
     apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
+# 1b. The Dev Container CLI (decision 0161) for the dev container tests, pinned in
+# .ci/devcontainer-cli.txt; installed as root (the registry's TLS proxy is trusted there).
+want="$(cat "$(dirname "$0")/devcontainer-cli.txt")"
+if [ "$(devcontainer --version 2>/dev/null)" != "${want##*@}" ]; then
+    command -v npm >/dev/null || { log "npm is missing (the machine's Node.js 20 and npm)"; exit 1; }
+    log "installing $want"
+    npm install -g --silent --no-audit --no-fund "$want"
+fi
+
 # 2. Devices: rootless networking (slirp4netns) needs /dev/net/tun, nested confinement /dev/fuse.
 if [ ! -e /dev/net/tun ]; then
     mkdir -p /dev/net

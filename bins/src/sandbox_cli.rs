@@ -6,7 +6,7 @@ use clap::{CommandFactory, FromArgMatches};
 use handler_core::runtime::sandbox::engine::{self, Kind};
 use handler_core::runtime::sandbox::{
     attach, cache, check, egress_verbs, git_bundle, image, image_base, keep, launch, machine,
-    sweep, watchdog,
+    machine_up, sweep, watchdog,
 };
 use handler_sandbox::verbs::{CacheVerb, ImageVerb, MachineVerb, SandboxCli, Verb};
 
@@ -46,6 +46,7 @@ fn run(kind: Kind, verb: Verb) -> i32 {
 fn run_machine(verb: MachineVerb) -> i32 {
     match verb {
         MachineVerb::Create => machine::create(),
+        MachineVerb::Up => machine_up::up(),
         MachineVerb::Start { id } => machine::state("start", &id),
         MachineVerb::Stop { id } => machine::state("stop", &id),
         MachineVerb::Restart { id } => machine::state("restart", &id),

@@ -5,6 +5,7 @@
 //! one-shot stats into the seed's Stats. Pure.
 
 pub mod adopt;
+pub mod devcontainer;
 pub mod session;
 
 use std::collections::BTreeMap;

@@ -81,6 +81,9 @@ pub enum Verb {
 pub enum MachineVerb {
     /// Create (and start) a machine from the MachineSpec on fd 3; prints its container id.
     Create,
+    /// Make (and start) a dev container machine from the DevcontainerSpec on fd 3 with the Dev
+    /// Container CLI (decision 0161); prints what it found (a DevcontainerUp, JSON).
+    Up,
     /// Start a stopped machine.
     Start {
         /// The machine.
@@ -483,6 +486,7 @@ impl MachineVerb {
     fn words(&self, w: Words) -> Words {
         match self {
             Self::Create => w.verb("create"),
+            Self::Up => w.verb("up"),
             Self::Ls => w.verb("ls"),
             Self::Start { id } => w.verb("start").pos(&[id]),
             Self::Stop { id } => w.verb("stop").pos(&[id]),
@@ -634,6 +638,7 @@ mod tests {
                 dir: PathBuf::from("/run/x"),
             }),
             Verb::Machine(MachineVerb::Create),
+            Verb::Machine(MachineVerb::Up),
             Verb::Machine(MachineVerb::Ls),
             Verb::Machine(MachineVerb::Start { id: s("-box") }),
             Verb::Machine(MachineVerb::Stop { id: s("box") }),

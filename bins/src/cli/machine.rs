@@ -82,8 +82,13 @@ pub enum MachineCommand {
         name: String,
         /// The image it runs (with --agent: default, the first agent's harness image; with
         /// --profile: default, the profile's).
-        #[arg(long, required_unless_present_any = ["agent", "profile"])]
+        #[arg(long, required_unless_present_any = ["agent", "profile", "devcontainer"], conflicts_with = "devcontainer")]
         image: Option<String>,
+        /// Instead of --image: a folder whose .devcontainer/devcontainer.json (or
+        /// .devcontainer.json) the Dev Container CLI makes into the machine; each exec then runs
+        /// as its remoteUser in the folder as mounted inside.
+        #[arg(long, value_name = "DIR", conflicts_with = "agent")]
+        devcontainer: Option<std::path::PathBuf>,
         /// An agent it is made for (repeatable): its sandbox's mounts are planned into the
         /// machine; set the agent's machine to run its sessions there.
         #[arg(long = "agent")]
@@ -190,6 +195,17 @@ fn human_stats(v: &Value) {
     );
 }
 
+/// What a machine is made from: its image, or `devcontainer DIR`.
+fn made_from(m: &Value) -> String {
+    match m["devcontainer"]["folder"].as_str() {
+        Some(f) => format!("devcontainer {f}"),
+        None => m["request"]["image"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+    }
+}
+
 fn human_list(v: &Value) {
     print_table(
         v,
@@ -197,10 +213,7 @@ fn human_list(v: &Value) {
         |m| {
             vec![
                 text(m, "id"),
-                m["request"]["image"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string(),
+                made_from(m),
                 text(m, "state"),
                 text(m, "createdAt"),
             ]
@@ -224,10 +237,7 @@ fn watch_line(ev: &Value, states: &mut BTreeMap<String, String>) -> Option<Strin
         }
         "added" => {
             states.insert(id.clone(), state.clone());
-            Some(format!(
-                "+ {id}  {}  {state}",
-                m["request"]["image"].as_str().unwrap_or_default()
-            ))
+            Some(format!("+ {id}  {}  {state}", made_from(m)))
         }
         "changed" => {
             let was = states.insert(id.clone(), state.clone()).unwrap_or_default();
@@ -324,6 +334,7 @@ fn create_body(cmd: MachineCommand) -> (String, Value) {
     let MachineCommand::Create {
         name,
         image,
+        devcontainer,
         agent,
         cpus,
         memory,
@@ -341,6 +352,12 @@ fn create_body(cmd: MachineCommand) -> (String, Value) {
     }
     if let Some(i) = image {
         body["image"] = json!(i);
+    }
+    if let Some(d) = devcontainer {
+        // The daemon resolves it: a relative folder is the caller's, made absolute here.
+        let d = std::path::absolute(&d).unwrap_or(d);
+        body["source"] = json!("devcontainer");
+        body["devcontainer"] = json!(d.display().to_string());
     }
     if !agent.is_empty() {
         body["agents"] = json!(agent);
@@ -377,10 +394,12 @@ pub(crate) async fn run(cmd: MachineCommand, json: bool) -> anyhow::Result<i32> 
             let v = ctx.api.get(&one(&name)).await?;
             ctx.show(&v, |v| {
                 println!("machine {}", text(v, "id"));
-                println!(
-                    "  image    {}",
-                    v["request"]["image"].as_str().unwrap_or_default()
-                );
+                println!("  from     {}", made_from(v));
+                if let Some(d) = v["devcontainer"].as_object() {
+                    let f = |k: &str| d.get(k).and_then(Value::as_str).unwrap_or("-").to_string();
+                    println!("  user     {}", f("remoteUser"));
+                    println!("  inside   {}", f("remoteWorkspaceFolder"));
+                }
                 println!("  state    {}", text(v, "state"));
                 println!("  created  {}", text(v, "createdAt"));
             });

@@ -1169,3 +1169,222 @@ async fn profiles_fill_a_machine_and_a_disposable_one_makes_each_sessions() {
         .await;
     assert!(st == 200 || st == 204, "{st}");
 }
+
+/// Writes a repository for a dev container: `.devcontainer/devcontainer.json` (`file`) and a
+/// local feature that installs a marker file and a variable; given to the daemon's user.
+fn dev_repo(d: &TempDaemon, name: &str, file: &str) -> std::path::PathBuf {
+    let repo = d.root.join(name);
+    let feat = repo.join(".devcontainer/feat");
+    std::fs::create_dir_all(&feat).unwrap();
+    std::fs::write(repo.join(".devcontainer/devcontainer.json"), file).unwrap();
+    std::fs::write(
+        feat.join("devcontainer-feature.json"),
+        r#"{"id": "feat", "version": "1.0.0", "name": "feat", "containerEnv": {"FEAT": "on"}}"#,
+    )
+    .unwrap();
+    let install = feat.join("install.sh");
+    std::fs::write(&install, "#!/bin/sh\necho feature-installed > /feat-ok\n").unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&install, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(repo.join("README"), "mine\n").unwrap();
+    d.user.give(&repo);
+    repo
+}
+
+/// Decision 0161 (issue 30 item 1): a folder's devcontainer.json (JSON with comments) made into
+/// a machine by the real Dev Container CLI on rootless Podman — a local image and a local
+/// feature — with Handler's hardening (no capability, no network, the host user); `handler
+/// machine exec` runs as its remote user in the folder as mounted inside, with the container's,
+/// the feature's and the file's remoteEnv variables, and writes the person's folder. What reaches
+/// the host or widens the container is refused naming the key, before the CLI runs (an
+/// `initializeCommand` never runs); a link for the file is never followed; removing the
+/// machine removes its container and never the folder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dev_container_is_made_by_the_cli_from_a_folders_file_and_reached_as_its_user() {
+    let Some(d) = daemon("dev").await else {
+        return;
+    };
+    assert!(
+        std::process::Command::new("devcontainer")
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success()),
+        "the Dev Container CLI is missing: .ci/setup-podman.sh installs @devcontainers/cli"
+    );
+    leftover(&d, "handler-m-devbox");
+    let marker = d.root.join("init-ran");
+    let file = format!(
+        "// the project's own\n{{\n  \"image\": \"{IMAGE}\",\n  \"features\": {{\"./feat\": {{}}}},\n  \"containerEnv\": {{\"CE\": \"cont\"}},\n  \"remoteEnv\": {{\"RE\": \"remote\"}},\n}}\n"
+    );
+    let repo = dev_repo(&d, "app", &file);
+    // Refusals before the CLI runs: each names its key.
+    for (name, body, key) in [
+        (
+            "priv",
+            format!("{{\"image\": \"{IMAGE}\", \"privileged\": true}}"),
+            "privileged",
+        ),
+        (
+            "init",
+            format!(
+                "{{\"image\": \"{IMAGE}\", \"initializeCommand\": \"touch {}\"}}",
+                marker.display()
+            ),
+            "initializeCommand",
+        ),
+        (
+            "netw",
+            format!("{{\"image\": \"{IMAGE}\", \"runArgs\": [\"--network=host\"]}}"),
+            "runArgs[0]",
+        ),
+        (
+            "bind",
+            format!(
+                "{{\"image\": \"{IMAGE}\", \"mounts\": [\"source=/etc,target=/e,type=bind\"]}}"
+            ),
+            "mounts[0]",
+        ),
+    ] {
+        let r = dev_repo(&d, &format!("bad-{name}"), &body);
+        let (st, v) = post(
+            &d,
+            "/v1/machines",
+            json!({"name": format!("bad-{name}"), "source": "devcontainer", "devcontainer": r}),
+        )
+        .await;
+        assert_eq!(st, 422, "{name}: {v}");
+        let detail = v["detail"].as_str().unwrap_or_default();
+        assert!(
+            detail.contains(&format!("devcontainer.json: {key}:")),
+            "{name}: {v}"
+        );
+    }
+    assert!(!marker.exists(), "initializeCommand ran on the host");
+    // No file, a link for the file, another source: 400s naming what.
+    let empty = d.root.join("no-file");
+    std::fs::create_dir_all(&empty).unwrap();
+    let linked = d.root.join("linked");
+    std::fs::create_dir_all(linked.join(".devcontainer")).unwrap();
+    std::os::unix::fs::symlink(
+        repo.join(".devcontainer/devcontainer.json"),
+        linked.join(".devcontainer/devcontainer.json"),
+    )
+    .unwrap();
+    d.user.give(&empty);
+    d.user.give(&linked);
+    for (body, says) in [
+        (
+            json!({"name": "x", "source": "devcontainer", "devcontainer": empty}),
+            "has no .devcontainer/devcontainer.json",
+        ),
+        (
+            json!({"name": "x", "source": "devcontainer", "devcontainer": linked}),
+            "symbolic link",
+        ),
+        (
+            json!({"name": "x", "source": "devcontainer"}),
+            "devcontainer:",
+        ),
+        (
+            json!({"name": "x", "source": "compose", "image": IMAGE}),
+            "source:",
+        ),
+    ] {
+        let (st, v) = post(&d, "/v1/machines", body.clone()).await;
+        assert_eq!(st, 400, "{body}: {v}");
+        assert!(
+            v["detail"].as_str().unwrap_or_default().contains(says),
+            "{body}: {v}"
+        );
+    }
+    // Made through the CLI (`handler machine create --devcontainer`).
+    let (code, out, err) = handler(
+        &d,
+        &[
+            "machine",
+            "create",
+            "devbox",
+            "--devcontainer",
+            repo.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    let (st, m) = get(&d, "/v1/machines/devbox").await;
+    assert_eq!(st, 200, "{m}");
+    assert_eq!(m["state"], "running", "{m}");
+    assert_eq!(m["request"]["source"], "devcontainer", "{m}");
+    assert_eq!(
+        m["devcontainer"]["remoteWorkspaceFolder"], "/workspaces/app",
+        "{m}"
+    );
+    assert!(
+        m["devcontainer"]["env"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("RE")),
+        "{m}"
+    );
+    let inspect = |format: &str| {
+        let o = d
+            .user
+            .cmd(
+                "podman",
+                &["inspect", "--format", format, "handler-m-devbox"],
+                &[("HOME", d.user.home())],
+            )
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    };
+    assert_eq!(inspect("{{.HostConfig.NetworkMode}}"), "none");
+    assert!(inspect("{{.HostConfig.CapDrop}}").contains("CAP_SYS_CHROOT"));
+    assert_eq!(
+        inspect("{{index .Config.Labels \"handler.devcontainer.folder\"}}"),
+        repo.display().to_string()
+    );
+    assert_eq!(inspect("{{.Id}}"), m["containerId"].as_str().unwrap());
+    let (code, out, err) = handler(
+        &d,
+        &[
+            "machine",
+            "exec",
+            "devbox",
+            "--",
+            "sh",
+            "-c",
+            "id -u; pwd; echo $CE $FEAT $RE; cat /feat-ok; echo inside > made-inside",
+        ],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            d.user.uid.to_string().as_str(),
+            "/workspaces/app",
+            "cont on remote",
+            "feature-installed",
+        ],
+        "{out}{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.join("made-inside")).unwrap(),
+        "inside\n"
+    );
+    let (code, out, _) = handler(&d, &["machine", "ls"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains(&format!("devcontainer {}", repo.display())),
+        "{out}"
+    );
+    let (st, v) = d
+        .call(reqwest::Method::DELETE, "/v1/machines/devbox", None)
+        .await;
+    assert_eq!(st, 204, "{v}");
+    assert_eq!(inspect("{{.Id}}"), "", "its container is removed");
+    assert_eq!(
+        std::fs::read_to_string(repo.join("README")).unwrap(),
+        "mine\n"
+    );
+    assert!(repo.join(".devcontainer/devcontainer.json").exists());
+}

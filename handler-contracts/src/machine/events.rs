@@ -72,6 +72,8 @@ mod tests {
             id: id.into(),
             request: MachineRequest {
                 name: id.into(),
+                source: None,
+                devcontainer: None,
                 image: Some("debian:bookworm-slim".into()),
                 agents: Vec::new(),
                 cpus: None,
@@ -85,6 +87,7 @@ mod tests {
             container_id: format!("c-{id}"),
             created_at: "2026-12-03T14:00:00Z".into(),
             disposable: None,
+            devcontainer: None,
         }
     }
 

@@ -46,6 +46,16 @@ pub fn valid_id(id: &str) -> bool {
 pub struct MachineRequest {
     /// Its id: a lowercase DNS label of at most 40 characters.
     pub name: String,
+    /// What makes it: `image` (the default) or `devcontainer` (the folder `devcontainer`
+    /// names, its `.devcontainer/devcontainer.json` or `.devcontainer.json` made by the Dev
+    /// Container CLI, decision 0161). Any other value is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// With `source: devcontainer`: the absolute host folder whose dev container it is (it
+    /// must be allowed by the daemon's `HANDLER_DEVCONTAINER_FOLDERS`). Removing the machine
+    /// never touches it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub devcontainer: Option<String>,
     /// The image it runs (allowed by the daemon's `HANDLER_MACHINE_IMAGES` patterns); left out
     /// with `agents`: the first agent's harness image (Handler's own, checked). Its record
     /// always names the image it was made of.
@@ -110,6 +120,69 @@ pub struct MachineInfo {
     /// item 6, decision 0148); left out: a machine the person keeps.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disposable: Option<Disposable>,
+    /// A dev container's user, folder and variables' names (decision 0161); left out: a
+    /// machine made from an image.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub devcontainer: Option<DevcontainerInfo>,
+}
+
+/// What a dev container's `machine up` found (decision 0161): every exec in it runs as
+/// `remoteUser` in `remoteWorkspaceFolder` with `env` (the file's `remoteEnv` over what its
+/// user's login shell held when it was made, less what the container itself holds).
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DevcontainerUp {
+    /// The container `devcontainer up` answered with: the only handle.
+    pub container_id: String,
+    /// The user each exec runs as.
+    pub remote_user: String,
+    /// Where each exec starts: the folder as mounted inside.
+    pub remote_workspace_folder: String,
+    /// The variables each exec is given, by name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+}
+
+impl std::fmt::Debug for DevcontainerUp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DevcontainerUp")
+            .field("container_id", &self.container_id)
+            .field("remote_user", &self.remote_user)
+            .field("remote_workspace_folder", &self.remote_workspace_folder)
+            .field("env", &self.env.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+/// A dev container as the API shows it: its folder, user and where it starts, and the names
+/// (never the values) of the variables its execs get.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DevcontainerInfo {
+    /// The host folder it was made from.
+    pub folder: String,
+    /// The user each exec runs as.
+    pub remote_user: String,
+    /// Where each exec starts.
+    pub remote_workspace_folder: String,
+    /// The names of the variables each exec is given.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<String>,
+}
+
+/// `machine up`'s input on fd 3 (decision 0161): the MachineSpec whose hardening, network and
+/// labels the dev container gets, the folder it is made from, and the folder where Handler
+/// staged the checked copy of its `.devcontainer` (the CLI reads that copy, never the
+/// repository's own file).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DevcontainerSpec {
+    /// The machine's hardening, network, resources and labels.
+    pub spec: MachineSpec,
+    /// The absolute host folder (the workspace the CLI mounts).
+    pub folder: String,
+    /// The staged folder holding `.devcontainer/devcontainer.json` (checked) and its files.
+    pub config_dir: String,
 }
 
 /// A disposable machine's session and delay (decision 0148).

@@ -38,6 +38,10 @@ pub struct Profile {
     /// Its image (still checked against the daemon's allowed images).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
+    /// Instead of `image`: the absolute host folder whose dev container its machines are
+    /// (decision 0161), made by the Dev Container CLI.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub devcontainer: Option<String>,
     /// A CPU limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpus: Option<String>,
@@ -108,6 +112,20 @@ impl Profiles {
                     format!("{n:?} is not none, filtered or open"),
                 ));
             }
+            if let Some(d) = &p.devcontainer {
+                if p.image.is_some() {
+                    return Err(invalid(
+                        at("devcontainer"),
+                        "a profile names an image or a dev container's folder, not both",
+                    ));
+                }
+                if !d.starts_with('/') {
+                    return Err(invalid(
+                        at("devcontainer"),
+                        format!("{d:?} is not an absolute path"),
+                    ));
+                }
+            }
             if p.allow.is_some() && p.network.as_deref() != Some("filtered") {
                 return Err(invalid(
                     at("allow"),
@@ -163,9 +181,21 @@ pub fn apply(req: &MachineRequest, p: &Profile) -> MachineRequest {
         (None, Some(_)) if req.network != p.network => None,
         (None, _) => p.allow.clone(),
     };
+    // A request that names its image or its source takes neither of the profile's.
+    let own_source = req.image.is_some() || req.source.is_some();
+    let (source, devcontainer) = match (&p.devcontainer, own_source) {
+        (Some(d), false) => (Some("devcontainer".to_string()), Some(d.clone())),
+        _ => (req.source.clone(), req.devcontainer.clone()),
+    };
     MachineRequest {
         name: req.name.clone(),
-        image: or(&req.image, &p.image),
+        source,
+        devcontainer,
+        image: if own_source || p.devcontainer.is_none() {
+            or(&req.image, &p.image)
+        } else {
+            None
+        },
         agents: if req.agents.is_empty() {
             p.agents.clone()
         } else {
@@ -196,6 +226,8 @@ mod tests {
         let small = &p.profiles["small"];
         let bare = MachineRequest {
             name: "box".into(),
+            source: None,
+            devcontainer: None,
             image: None,
             agents: vec![],
             cpus: None,

@@ -17,7 +17,7 @@ const PURE_CRATES: [&str; 4] = [
 ];
 
 /// Crates a pure crate may depend on (normal dependencies).
-const ALLOWED_DEPS: [&str; 20] = [
+const ALLOWED_DEPS: [&str; 21] = [
     "handler-contracts",
     "serde",
     "serde_json",
@@ -37,6 +37,8 @@ const ALLOWED_DEPS: [&str; 20] = [
     // JSON Schema (D.18 interfaces), default features off: no retriever, so no file or
     // network I/O; a remote `$ref` is refused (decision 0113).
     "jsonschema",
+    // devcontainer.json's JSON with comments (decision 0161): parses a string it is given.
+    "jsonc-parser",
     // The sandbox executable's verbs as one type (handler-sandbox::verbs): it parses words it
     // is given (`try_parse_from`); reading the process's argv stays in the binaries.
     "clap",

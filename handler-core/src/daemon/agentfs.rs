@@ -48,6 +48,9 @@ pub const ALL_READERS: &[&str] = &[
     "seed::file_slot",
     // A mini app's folder: its app.toml at register, what a deploy copies (decision 0157).
     "apps::folder",
+    // A dev container's folder: its devcontainer.json and what `.devcontainer` holds, staged
+    // for the Dev Container CLI (decision 0161).
+    "machines::devcontainer",
 ];
 
 /// Why an agent-writable path was not read.

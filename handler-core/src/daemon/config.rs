@@ -89,6 +89,10 @@ pub struct DaemonConfig {
     /// The most machines this daemon keeps, disposable ones counted (`HANDLER_MACHINE_MAX`,
     /// default 32, decision 0148): a create past it is a 409.
     pub machine_max: usize,
+    /// `$HANDLER_DEVCONTAINER_FOLDERS`: the folders a dev container may be made of (decision
+    /// 0161), colon-separated absolute paths compared resolved; `off` makes none; unset: any
+    /// folder (one person's host).
+    pub devcontainer_folders: DevcontainerFolders,
     /// How long a session's agent outlives its daemon waiting for the next one
     /// (`HANDLER_KEEP_TIMEOUT`, seconds; default 600; 0: agents do not outlive it, issue 28).
     pub keep_timeout: std::time::Duration,
@@ -164,6 +168,13 @@ fn session_settings(c: &mut DaemonConfig) -> Result<(), ConfigError> {
             .map_err(|e| ConfigError::Invalid {
                 var: "HANDLER_MACHINE_IMAGES",
                 message: e.to_string(),
+            })?;
+    }
+    if let Ok(list) = std::env::var("HANDLER_DEVCONTAINER_FOLDERS") {
+        c.devcontainer_folders =
+            DevcontainerFolders::parse(&list).map_err(|message| ConfigError::Invalid {
+                var: "HANDLER_DEVCONTAINER_FOLDERS",
+                message,
             })?;
     }
     if let Some(t) = seconds("HANDLER_IMAGE_FACTS_TTL", 3600)? {
@@ -271,6 +282,7 @@ impl DaemonConfig {
             image_facts_ttl: std::time::Duration::from_secs(5),
             machine_images: handler_contracts::machine::images::AllowedImages::default(),
             machine_max: 32,
+            devcontainer_folders: DevcontainerFolders::Any,
             session_queue: 10_000,
             build_ca_bundle: None,
             debian_mirror: "http://deb.debian.org/debian".to_string(),
@@ -464,6 +476,28 @@ fn default_origins(port: u16) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn dev_container_folders_are_absolute_compared_resolved_or_off() {
+        let d = tempfile::tempdir().unwrap();
+        let real = d.path().join("repo");
+        std::fs::create_dir(&real).unwrap();
+        std::os::unix::fs::symlink(&real, d.path().join("link")).unwrap();
+        let resolved = std::fs::canonicalize(&real).unwrap();
+        // An entry named through a link allows the folder it resolves to.
+        let list =
+            DevcontainerFolders::parse(&format!("{}:", d.path().join("link").display())).unwrap();
+        assert!(list.allows(&resolved));
+        assert!(!list.allows(&std::fs::canonicalize(d.path()).unwrap()));
+        assert!(
+            DevcontainerFolders::parse("rel/dir")
+                .unwrap_err()
+                .contains("rel/dir")
+        );
+        assert!(!DevcontainerFolders::parse("off").unwrap().allows(&resolved));
+        assert!(DevcontainerFolders::Any.allows(&resolved));
+    }
+
     use super::*;
 
     #[test]
@@ -479,5 +513,47 @@ mod tests {
         );
         let e = runtime_executable(Some("lxc")).unwrap_err().to_string();
         assert!(e.contains("HANDLER_RUNTIME") && e.contains("lxc"), "{e}");
+    }
+}
+
+/// The folders a dev container may be made of (decision 0161, the seed's `devcontainer.folders`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DevcontainerFolders {
+    /// Any folder (unset: one person's host).
+    Any,
+    /// None at all (`off`).
+    Off,
+    /// These absolute paths, compared resolved.
+    Only(Vec<PathBuf>),
+}
+
+impl DevcontainerFolders {
+    /// `off`, or colon-separated absolute paths (a relative one means something else wherever
+    /// the daemon starts: refused, naming it).
+    pub fn parse(list: &str) -> Result<Self, String> {
+        if list.trim() == "off" {
+            return Ok(Self::Off);
+        }
+        let mut out = Vec::new();
+        for p in list.split(':').map(str::trim).filter(|p| !p.is_empty()) {
+            if !p.starts_with('/') {
+                return Err(format!("{p:?} is not an absolute path"));
+            }
+            out.push(PathBuf::from(p));
+        }
+        Ok(Self::Only(out))
+    }
+
+    /// Whether the resolved folder `folder` may be made into a dev container: each entry is
+    /// resolved now (an entry that does not exist allows nothing).
+    pub fn allows(&self, folder: &std::path::Path) -> bool {
+        match self {
+            Self::Any => true,
+            Self::Off => false,
+            Self::Only(list) => list
+                .iter()
+                .filter_map(|p| std::fs::canonicalize(p).ok())
+                .any(|p| p == folder),
+        }
     }
 }

@@ -76,6 +76,8 @@ pub fn adoptable(inspect: &serde_json::Value, data: &str, known: &[String]) -> V
             Some(Adopted {
                 request: MachineRequest {
                     name: id,
+                    source: None,
+                    devcontainer: None,
                     image: c["Config"]["Image"].as_str().map(String::from),
                     agents,
                     cpus: None,

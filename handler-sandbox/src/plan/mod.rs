@@ -502,6 +502,33 @@ fn check_host(engine: Engine<'_>, facts: &HostFacts) -> Result {
     engine::check_engine(engine, facts)
 }
 
+/// The options of the spec's resources (A1: refused where rootless podman would ignore them).
+pub fn resource_args(spec: &SandboxSpec, facts: &HostFacts) -> Result<Vec<String>> {
+    let mut a = Vec::new();
+    let Some(r) = &spec.resources else {
+        return Ok(a);
+    };
+    if let Some(m) = &r.memory {
+        if !facts.cgroup_memory {
+            return Err(SpecError::unenforceable(
+                "resources.memory",
+                "rootless podman cannot limit memory here (needs cgroups v2 with the memory controller delegated)",
+            ));
+        }
+        push(&mut a, &["--memory", m]);
+    }
+    if let Some(c) = &r.cpus {
+        if !facts.cgroup_cpu {
+            return Err(SpecError::unenforceable(
+                "resources.cpus",
+                "rootless podman cannot limit cpus here (needs cgroups v2 with the cpu controller delegated)",
+            ));
+        }
+        push(&mut a, &["--cpus", c]);
+    }
+    Ok(a)
+}
+
 /// The verb and the options every sandbox has: its name, keep-id as the host user, the
 /// workdir, the process limit, no proxy variables from podman, a read-only root, no entrypoint.
 fn base_args(
@@ -650,27 +677,8 @@ impl Draft<'_> {
 
     /// Resources (A1: refused where rootless podman would ignore them).
     fn resources(&mut self) -> Result {
-        let Some(r) = &self.spec.resources else {
-            return Ok(());
-        };
-        if let Some(m) = &r.memory {
-            if !self.facts.cgroup_memory {
-                return Err(SpecError::unenforceable(
-                    "resources.memory",
-                    "rootless podman cannot limit memory here (needs cgroups v2 with the memory controller delegated)",
-                ));
-            }
-            push(&mut self.args, &["--memory", m]);
-        }
-        if let Some(c) = &r.cpus {
-            if !self.facts.cgroup_cpu {
-                return Err(SpecError::unenforceable(
-                    "resources.cpus",
-                    "rootless podman cannot limit cpus here (needs cgroups v2 with the cpu controller delegated)",
-                ));
-            }
-            push(&mut self.args, &["--cpus", c]);
-        }
+        let r = resource_args(self.spec, self.facts)?;
+        self.args.extend(r);
         Ok(())
     }
 

@@ -202,6 +202,28 @@ fn case(reader: &str, root: &Path) -> Case {
                 }),
             )
         }
+        "machines::devcontainer" => {
+            let repo = root.join("repo");
+            std::fs::create_dir_all(repo.join(".devcontainer")).unwrap();
+            std::fs::write(
+                repo.join(".devcontainer/devcontainer.json"),
+                r#"{"build": {"dockerfile": "Dockerfile"}}"#,
+            )
+            .unwrap();
+            std::fs::write(repo.join(".devcontainer/Dockerfile"), "FROM scratch\n").unwrap();
+            let stage = root.join("stage");
+            let targets = vec![
+                repo.join(".devcontainer/devcontainer.json"),
+                repo.join(".devcontainer/Dockerfile"),
+            ];
+            (
+                targets,
+                Box::new(move || {
+                    let _ = std::fs::remove_dir_all(&stage);
+                    super::machine_devcontainer::stage(&repo, &stage).map_err(|e| format!("{e:?}"))
+                }),
+            )
+        }
         other => panic!("agentfs::ALL_READERS names {other:?}, which has no case here: add one"),
     }
 }

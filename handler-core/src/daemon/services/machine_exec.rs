@@ -76,7 +76,8 @@ fn pump(mut r: impl AsyncRead + Unpin + Send + 'static, stream: u8, tx: mpsc::Se
 /// Serves one exec in machine `id`.
 pub async fn serve(app: AppState, id: String, mut socket: WebSocket) {
     let spec = match read_spec(&mut socket).await {
-        Ok(s) => s,
+        // A dev container's user, folder and variables under the exec's own (decision 0161).
+        Ok(s) => super::machines::exec_defaults(&app, &id, s),
         Err(why) => return refuse(socket, why).await,
     };
     let Instance {

@@ -53,6 +53,9 @@ struct Record {
     /// A disposable machine's session and delay (decision 0148).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     disposable: Option<Disposable>,
+    /// A dev container's folder and what `machine up` found (decision 0161).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    devcontainer: Option<super::machine_devcontainer::Kept>,
 }
 
 fn dir(app: &AppState) -> PathBuf {
@@ -279,6 +282,22 @@ fn check_request(app: &AppState, req: &MachineRequest) -> ApiResult<()> {
             ),
         ));
     }
+    match req.source.as_deref() {
+        None | Some("image") => {}
+        Some("devcontainer") if !req.agents.is_empty() => {
+            return Err(ApiError::bad_request(
+                "invalid machine",
+                "agents: a dev container is made for no agent yet (an agent's CLI reaches it as a part, not built yet): leave agents out",
+            ));
+        }
+        Some("devcontainer") => return Ok(()),
+        Some(other) => {
+            return Err(ApiError::bad_request(
+                "invalid machine",
+                format!("source: {other:?} is not image or devcontainer"),
+            ));
+        }
+    }
     match &req.image {
         Some(image) => {
             app.config
@@ -297,15 +316,9 @@ fn check_request(app: &AppState, req: &MachineRequest) -> ApiResult<()> {
     Ok(())
 }
 
-/// Makes machine `req` (checked here), `disposable` for a session's own, counted and made under
-/// `machine_make` (409 past `HANDLER_MACHINE_MAX`).
-async fn make(
-    app: &AppState,
-    req: MachineRequest,
-    disposable: Option<Disposable>,
-) -> ApiResult<MachineInfo> {
-    // Decision 0156: what the request leaves out, from its profile.
-    let req = match &req.profile {
+/// Decision 0156: what the request leaves out, from its profile.
+fn with_profile(app: &AppState, req: MachineRequest) -> ApiResult<MachineRequest> {
+    Ok(match &req.profile {
         Some(name) => {
             let p = profile(app, name, "profile")?;
             for part in &p.parts {
@@ -314,7 +327,17 @@ async fn make(
             profile::apply(&req, &p)
         }
         None => req,
-    };
+    })
+}
+
+/// Makes machine `req` (checked here), `disposable` for a session's own, counted and made under
+/// `machine_make` (409 past `HANDLER_MACHINE_MAX`).
+async fn make(
+    app: &AppState,
+    req: MachineRequest,
+    disposable: Option<Disposable>,
+) -> ApiResult<MachineInfo> {
+    let req = with_profile(app, req)?;
     check_request(app, &req)?;
     let _making = app.machine_make.lock().await;
     let kept = ids(app).len();
@@ -333,6 +356,9 @@ async fn make(
             "machine exists",
             format!("name: a machine {:?} exists already", req.name),
         ));
+    }
+    if req.source.as_deref() == Some("devcontainer") {
+        return make_devcontainer(app, req).await;
     }
     let work = dir(app).join(&req.name).join("work");
     fsutil::create_dir_private(&work).map_err(ApiError::internal)?;
@@ -375,10 +401,77 @@ async fn make(
         created_at: fsutil::now_rfc3339(),
         spec: Some(spec),
         disposable,
+        devcontainer: None,
     };
     let bytes = serde_json::to_vec_pretty(&r).map_err(ApiError::internal)?;
     fsutil::write_atomic(&path, &bytes, 0o600).map_err(ApiError::internal)?;
     tracing::info!(machine = %r.request.name, image = %r.request.image.as_deref().unwrap_or_default(), agents = ?r.request.agents, "machine made");
+    super::machine_events::poke(app);
+    Ok(info(r, MachineState::Running))
+}
+
+/// Makes dev container machine `req` (decision 0161; under `machine_make`, counted): its folder
+/// allowed, its file read, checked and staged off the async task, then `machine up`.
+async fn make_devcontainer(app: &AppState, mut req: MachineRequest) -> ApiResult<MachineInfo> {
+    use super::machine_devcontainer as dc;
+    let network = network_of(&req, None)?;
+    let at = dir(app).join(&req.name);
+    let stage = at.join("devcontainer");
+    let folder = {
+        let (app2, req2, stage) = (app.clone(), req.clone(), stage.clone());
+        let read = tokio::task::spawn_blocking(move || {
+            let folder = dc::folder_of(&app2, &req2)?;
+            fsutil::create_dir_private(&stage).map_err(ApiError::internal)?;
+            dc::stage(&folder, &stage).map(|()| folder)
+        });
+        match tokio::time::timeout(std::time::Duration::from_secs(60), read).await {
+            Ok(Ok(Ok(f))) => f,
+            Ok(Ok(Err(e))) => {
+                let _ = std::fs::remove_dir_all(&at);
+                return Err(e);
+            }
+            Ok(Err(e)) => return Err(ApiError::internal(e)),
+            Err(_) => {
+                return Err(ApiError::internal(
+                    "reading the dev container's folder took over 60 s",
+                ));
+            }
+        }
+    };
+    req.image = None;
+    req.devcontainer = Some(folder.display().to_string());
+    let mut labels = own_labels(app, &req);
+    labels.insert("handler.machine.source".into(), "devcontainer".into());
+    let spec = dc::spec_of(&req, &folder, network, labels)?;
+    let doc = dc::up_doc(spec, &folder, &stage)?;
+    let out = app
+        .launcher
+        .machine(&MachineVerb::Up, Some(doc))
+        .await
+        .map_err(refused);
+    let up: handler_contracts::machine::DevcontainerUp =
+        match out.and_then(|o| serde_json::from_str(o.trim()).map_err(ApiError::internal)) {
+            Ok(u) => u,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&at);
+                return Err(e);
+            }
+        };
+    let r = Record {
+        request: req,
+        container_id: up.container_id.clone(),
+        created_at: fsutil::now_rfc3339(),
+        spec: None,
+        disposable: None,
+        devcontainer: Some(dc::Kept {
+            folder: folder.display().to_string(),
+            up,
+        }),
+    };
+    let bytes = serde_json::to_vec_pretty(&r).map_err(ApiError::internal)?;
+    fsutil::write_atomic(&record_path(app, &r.request.name), &bytes, 0o600)
+        .map_err(ApiError::internal)?;
+    tracing::info!(machine = %r.request.name, folder = %folder.display(), "dev container machine made");
     super::machine_events::poke(app);
     Ok(info(r, MachineState::Running))
 }
@@ -533,7 +626,36 @@ fn info(r: Record, state: MachineState) -> MachineInfo {
         container_id: r.container_id,
         created_at: r.created_at,
         disposable: r.disposable,
+        devcontainer: r
+            .devcontainer
+            .map(|d| handler_contracts::machine::DevcontainerInfo {
+                folder: d.folder,
+                remote_user: d.up.remote_user,
+                remote_workspace_folder: d.up.remote_workspace_folder,
+                env: d.up.env.into_keys().collect(),
+            }),
     }
+}
+
+/// The exec defaults of machine `id`: a dev container's user, folder inside and variables
+/// (decision 0161), under what the exec names itself. Other machines: `exec` as it is.
+pub fn exec_defaults(
+    app: &AppState,
+    id: &str,
+    mut exec: handler_contracts::machine::ExecSpec,
+) -> handler_contracts::machine::ExecSpec {
+    if let Ok(Record {
+        devcontainer: Some(d),
+        ..
+    }) = read(app, id)
+    {
+        exec.user.get_or_insert(d.up.remote_user);
+        exec.cwd.get_or_insert(d.up.remote_workspace_folder);
+        for (k, v) in d.up.env {
+            exec.env.entry(k).or_insert(v);
+        }
+    }
+    exec
 }
 
 /// The runtime's record of machine `id` (None: its container is gone).
@@ -748,6 +870,8 @@ pub async fn disposable(
     // (`make` applies it), its delay before the agent's.
     let req = MachineRequest {
         name: id.clone(),
+        source: None,
+        devcontainer: None,
         image: None,
         agents: vec![agent.id.clone()],
         cpus: None,
@@ -801,6 +925,7 @@ pub async fn adopt(app: &AppState) {
             created_at: a.created_at,
             spec: None,
             disposable: a.disposable,
+            devcontainer: None,
         };
         let written = serde_json::to_vec_pretty(&r)
             .map_err(std::io::Error::other)

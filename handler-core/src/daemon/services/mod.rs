@@ -20,6 +20,7 @@ pub mod harnesses;
 pub mod images;
 pub mod knowledge;
 pub mod login_window;
+pub mod machine_devcontainer;
 pub mod machine_events;
 pub mod machine_exec;
 pub mod machines;

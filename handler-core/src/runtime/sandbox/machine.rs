@@ -46,7 +46,7 @@ pub(super) fn machines_dir() -> Result<PathBuf, String> {
     Ok(dir)
 }
 
-fn read_fd3(what: &str) -> Result<String, (i32, String)> {
+pub(super) fn read_fd3(what: &str) -> Result<String, (i32, String)> {
     let mut text = String::new();
     super::launch::take_spec_fd()
         .and_then(|mut f| f.read_to_string(&mut text))
@@ -289,7 +289,7 @@ pub fn state(what: &str, id: &str) -> i32 {
 
 /// The engine's words to remove container `name` at once (an engine difference: Docker's `rm`
 /// has no `--time`).
-fn remove_args(name: &str) -> Vec<&str> {
+pub(super) fn remove_args(name: &str) -> Vec<&str> {
     match engine::current() {
         engine::Kind::Podman => vec!["rm", "-f", "--time", "0", name],
         engine::Kind::Docker => vec!["rm", "-f", name],
@@ -320,7 +320,7 @@ pub fn rm(id: &str) -> i32 {
 }
 
 /// Whether the engine has a container named `name` (anyone's).
-fn container_exists(name: &str) -> bool {
+pub(super) fn container_exists(name: &str) -> bool {
     podman::output(&[
         "inspect",
         "--type",

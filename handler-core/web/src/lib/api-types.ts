@@ -3489,6 +3489,11 @@ export interface components {
             description?: string | null;
             /** @description Its image (still checked against the daemon's allowed images). */
             image?: string | null;
+            /**
+             * @description Instead of `image`: the absolute host folder whose dev container its machines are
+             *     (decision 0161), made by the Dev Container CLI.
+             */
+            devcontainer?: string | null;
             /** @description A CPU limit. */
             cpus?: string | null;
             /** @description A memory limit. */
@@ -3561,11 +3566,28 @@ export interface components {
              *     item 6, decision 0148); left out: a machine the person keeps.
              */
             disposable?: components["schemas"]["Disposable"] | (null);
+            /**
+             * @description A dev container's user, folder and variables' names (decision 0161); left out: a
+             *     machine made from an image.
+             */
+            devcontainer?: components["schemas"]["DevcontainerInfo"] | (null);
         };
         /** @description `POST /v1/machines` (issue 29): a machine to make. `name` is required, and `image` or `agents`. */
         MachineRequest: {
             /** @description Its id: a lowercase DNS label of at most 40 characters. */
             name: string;
+            /**
+             * @description What makes it: `image` (the default) or `devcontainer` (the folder `devcontainer`
+             *     names, its `.devcontainer/devcontainer.json` or `.devcontainer.json` made by the Dev
+             *     Container CLI, decision 0161). Any other value is refused.
+             */
+            source?: string | null;
+            /**
+             * @description With `source: devcontainer`: the absolute host folder whose dev container it is (it
+             *     must be allowed by the daemon's `HANDLER_DEVCONTAINER_FOLDERS`). Removing the machine
+             *     never touches it.
+             */
+            devcontainer?: string | null;
             /**
              * @description The image it runs (allowed by the daemon's `HANDLER_MACHINE_IMAGES` patterns); left out
              *     with `agents`: the first agent's harness image (Handler's own, checked). Its record
@@ -3612,6 +3634,20 @@ export interface components {
              * @description Milliseconds after the last session in it has ended before it is removed.
              */
             delayMs: number;
+        };
+        /**
+         * @description A dev container as the API shows it: its folder, user and where it starts, and the names
+         *     (never the values) of the variables its execs get.
+         */
+        DevcontainerInfo: {
+            /** @description The host folder it was made from. */
+            folder: string;
+            /** @description The user each exec runs as. */
+            remoteUser: string;
+            /** @description Where each exec starts. */
+            remoteWorkspaceFolder: string;
+            /** @description The names of the variables each exec is given. */
+            env?: string[];
         };
         /**
          * @description `machine stats` (the seed's Stats): sizes in bytes; `cpu.percent` is of one core, so it can

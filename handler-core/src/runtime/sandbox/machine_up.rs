@@ -1,0 +1,238 @@
+//! `machine up` (issue 30 item 1, decision 0161): a dev container machine made by the Dev
+//! Container CLI from the DevcontainerSpec on fd 3. The CLI reads only the checked copy Handler
+//! staged (`--override-config`; the repository's own file is never its input), with Handler's
+//! hardening and network as its `runArgs` (`handler_sandbox::machine::devcontainer`), on this
+//! executable's engine (`--docker-path`), labelled as the machine. What the engine made is then
+//! judged again (a feature brings its own settings) and removed when it is wider; the user's
+//! login shell is probed once for the variables each exec gets. Prints a DevcontainerUp.
+
+use std::process::{Command, Stdio};
+
+use handler_contracts::machine::{DevcontainerSpec, DevcontainerUp};
+use handler_contracts::parse::from_json;
+use handler_contracts::sandbox::exit;
+use handler_sandbox::machine::devcontainer::{self, CONFIG_DIR, CONFIG_FILE, Layout};
+use handler_sandbox::machine::machine_id;
+use handler_sandbox::plan::Engine;
+use handler_sandbox::validate_spec;
+
+use super::machine::{container_exists, machines_dir, read_fd3, remove_args};
+use super::{engine, host, log, podman};
+
+/// The setting naming the Dev Container CLI (else `devcontainer` beside this executable, where
+/// `.ci/install.sh` puts it, else on PATH).
+pub const CLI_VAR: &str = "HANDLER_DEVCONTAINER_CLI";
+
+fn cli_program() -> String {
+    if let Ok(c) = std::env::var(CLI_VAR) {
+        return c;
+    }
+    std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(|d| d.join("devcontainer")))
+        .filter(|p| p.exists())
+        .map_or_else(|| "devcontainer".into(), |p| p.display().to_string())
+}
+
+type Failed = (i32, String);
+
+/// `machine up`: its code (0: made and started; a DevcontainerUp on stdout).
+pub fn up() -> i32 {
+    match try_up() {
+        Ok(up) => {
+            println!(
+                "{}",
+                serde_json::to_string(&up).expect("a DevcontainerUp serializes")
+            );
+            0
+        }
+        Err((code, msg)) => {
+            log(&format!("machine up: {msg}"));
+            code
+        }
+    }
+}
+
+fn setup(e: impl std::fmt::Display) -> Failed {
+    (exit::SETUP_FAILED, format!("setup failed: {e}"))
+}
+
+fn try_up() -> Result<DevcontainerUp, Failed> {
+    let doc: DevcontainerSpec = from_json("DevcontainerSpec", &read_fd3("DevcontainerSpec")?)
+        .map_err(|e| (exit::INVALID_SPEC, format!("invalid spec: {e}")))?;
+    let spec = &doc.spec;
+    let valid = validate_spec(spec).map_err(|e| (e.exit_code(), e.to_string()))?;
+    let id = machine_id(&spec.name).map_err(|e| (e.exit_code(), e.to_string()))?;
+    if nix::unistd::geteuid().is_root() {
+        return Err((
+            exit::UNENFORCEABLE,
+            "refusing to run as root: machines run rootless as the host user (A3)".into(),
+        ));
+    }
+    let dir = machines_dir().map_err(setup)?.join(&spec.name);
+    let facts = host::gather(
+        spec,
+        dir.to_string_lossy().into_owned(),
+        host::launcher_self(),
+    )
+    .map_err(setup)?;
+    let refused = |e: handler_sandbox::SpecError| (e.exit_code(), e.to_string());
+    let args = match engine::current() {
+        engine::Kind::Podman => {
+            devcontainer::run_args(Engine::Podman, &valid, &facts).map_err(refused)?
+        }
+        engine::Kind::Docker => {
+            let d = super::docker::facts(spec, &facts.instance_dir).map_err(setup)?;
+            devcontainer::run_args(Engine::Docker(&d), &valid, &facts).map_err(refused)?
+        }
+    };
+    // The staged copy is Handler's own file; it is checked again all the same.
+    let config = std::path::Path::new(&doc.config_dir)
+        .join(CONFIG_DIR)
+        .join(CONFIG_FILE);
+    let text = std::fs::read_to_string(&config)
+        .map_err(|e| setup(format!("{}: {e}", config.display())))?;
+    let file = config.display().to_string();
+    let checked = devcontainer::parse(&file, &text)
+        .and_then(|m| devcontainer::check(&m, Layout::Folder, &doc.folder))
+        .map_err(|e| (exit::UNENFORCEABLE, e.to_string()))?;
+    let over = devcontainer::override_config(&checked, &doc.folder, &args);
+    std::fs::write(
+        &config,
+        serde_json::to_vec_pretty(&over).expect("a JSON object serializes"),
+    )
+    .map_err(|e| setup(format!("{}: {e}", config.display())))?;
+    if container_exists(&spec.name) {
+        return Err((
+            exit::SETUP_FAILED,
+            format!("a container named {} exists already", spec.name),
+        ));
+    }
+    let labels = devcontainer::labels(spec, id, &doc.folder);
+    let made = engine_for_cli(&dir)
+        .and_then(|engine| run_cli(&doc.folder, &file, &engine, &labels))
+        .and_then(|up| {
+            let inspect = inspect(&up.container_id)?;
+            devcontainer::post_check(&inspect, &doc.folder, &spec.network)
+                .map_err(|e| (exit::UNENFORCEABLE, e.to_string()))?;
+            Ok(DevcontainerUp {
+                env: probe(&up, &inspect),
+                container_id: up.container_id,
+                remote_user: up.remote_user,
+                remote_workspace_folder: up.remote_workspace_folder,
+            })
+        });
+    if made.is_err() {
+        let _ = podman::output(&remove_args(&spec.name));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    made
+}
+
+/// Writes the engine script the CLI is given (`devcontainer::engine_script`) into the machine's
+/// staged folder (made 0700 here): its events replay from a second before now.
+fn engine_for_cli(dir: &std::path::Path) -> Result<String, Failed> {
+    use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| setup(format!("{}: {e}", dir.display())))?;
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs().saturating_sub(1));
+    let path = dir.join("engine");
+    let _ = std::fs::remove_file(&path);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o700)
+        .open(&path)
+        .map_err(|e| setup(format!("{}: {e}", path.display())))?;
+    std::io::Write::write_all(
+        &mut f,
+        devcontainer::engine_script(&engine::current().program(), since).as_bytes(),
+    )
+    .map_err(|e| setup(format!("{}: {e}", path.display())))?;
+    Ok(path.display().to_string())
+}
+
+/// Runs `devcontainer up` on `engine`: what it answered, or its own message.
+fn run_cli(
+    folder: &str,
+    config: &str,
+    engine: &str,
+    labels: &std::collections::BTreeMap<String, String>,
+) -> Result<devcontainer::Up, Failed> {
+    let cli = cli_program();
+    let argv = devcontainer::up_argv(folder, config, engine, labels);
+    let out = Command::new(&cli)
+        .args(&argv)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .map_err(|e| {
+            (
+                exit::SETUP_FAILED,
+                if e.kind() == std::io::ErrorKind::NotFound {
+                    format!(
+                        "the Dev Container CLI ({cli}) is not installed: run Handler's install.sh, which installs @devcontainers/cli, or set {CLI_VAR}"
+                    )
+                } else {
+                    format!("{cli}: {e}")
+                },
+            )
+        })?;
+    devcontainer::parse_up(&String::from_utf8_lossy(&out.stdout)).map_err(|m| {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let tail: Vec<&str> = stderr.lines().rev().take(3).collect();
+        (
+            exit::SETUP_FAILED,
+            format!(
+                "devcontainer up failed: {m} ({})",
+                tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
+            ),
+        )
+    })
+}
+
+fn inspect(container: &str) -> Result<serde_json::Value, Failed> {
+    let text = podman::run(&["inspect", "--type", "container", container]).map_err(setup)?;
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(setup)?;
+    Ok(v.get(0).cloned().unwrap_or(v))
+}
+
+/// The variables each exec gets: one probe of the user's login shell (none when it cannot
+/// run: the file's `remoteEnv` alone).
+fn probe(
+    up: &devcontainer::Up,
+    inspect: &serde_json::Value,
+) -> std::collections::BTreeMap<String, String> {
+    let environ = podman::output(&[
+        "exec",
+        "--user",
+        &up.remote_user,
+        &up.container_id,
+        "/bin/sh",
+        "-lc",
+        "cat /proc/self/environ",
+    ])
+    .ok()
+    .filter(|o| o.status.success())
+    .map(|o| o.stdout)
+    .unwrap_or_else(|| {
+        log("machine up: the login shell could not be probed; its variables are the file's remoteEnv alone");
+        Vec::new()
+    });
+    let container_env: Vec<String> = inspect["Config"]["Env"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.as_str().map(String::from))
+        .collect();
+    let metadata = inspect["Config"]["Labels"]["devcontainer.metadata"]
+        .as_str()
+        .unwrap_or("[]");
+    devcontainer::probe_env(&environ, &container_env, metadata)
+}

@@ -1,0 +1,369 @@
+//! The dev container's checks, its run arguments and its probe (decision 0161).
+
+use super::*;
+use crate::facts::PathKind;
+use crate::plan::DockerFacts;
+use crate::validate_spec;
+use serde_json::json;
+
+const FOLDER: &str = "/home/u/app";
+
+fn obj(v: Value) -> Map<String, Value> {
+    v.as_object().cloned().unwrap()
+}
+
+fn key_of(v: Value, layout: Layout) -> String {
+    match check(&obj(v), layout, FOLDER) {
+        Err(DevcontainerError::Refused { key, .. }) => key,
+        other => panic!("not refused: {other:?}"),
+    }
+}
+
+#[test]
+fn each_key_that_reaches_the_host_or_widens_the_container_is_refused_by_name() {
+    let img = |extra: Value| {
+        let mut m = obj(json!({"image": "localhost/base:1"}));
+        m.extend(obj(extra));
+        Value::Object(m)
+    };
+    for (extra, key) in [
+        (
+            json!({"initializeCommand": "touch /tmp/x"}),
+            "initializeCommand",
+        ),
+        (json!({"privileged": true}), "privileged"),
+        (json!({"capAdd": ["SYS_ADMIN"]}), "capAdd"),
+        (
+            json!({"securityOpt": ["seccomp=unconfined"]}),
+            "securityOpt",
+        ),
+        (
+            json!({"workspaceMount": "source=/,target=/w,type=bind"}),
+            "workspaceMount",
+        ),
+        (json!({"appPort": [3000]}), "appPort"),
+        (json!({"dockerComposeFile": "c.yml"}), "dockerComposeFile"),
+        (json!({"somethingNew": 1}), "somethingNew"),
+        (
+            json!({"runArgs": ["--env", "A=1", "--network=host"]}),
+            "runArgs[2]",
+        ),
+        (json!({"runArgs": ["--privileged"]}), "runArgs[0]"),
+        (json!({"runArgs": ["-v", "/:/host"]}), "runArgs[0]"),
+        (json!({"runArgs": ["--env"]}), "runArgs[0]"),
+        (
+            json!({"mounts": ["type=volume,source=v,target=/v", "source=/home/u/.ssh,target=/s,type=bind"]}),
+            "mounts[1]",
+        ),
+        (
+            json!({"mounts": [{"type": "bind", "source": "/etc", "target": "/e"}]}),
+            "mounts[0]",
+        ),
+        (
+            json!({"mounts": ["type=volume,source=x,target=/x,volume-opt=device=/etc"]}),
+            "mounts[0]",
+        ),
+        (
+            json!({"mounts": ["type=volume,source=handler-filter-abc,target=/f"]}),
+            "mounts[0]",
+        ),
+        (
+            json!({"containerEnv": {"K": "${localEnv:ANTHROPIC_API_KEY}"}}),
+            "containerEnv.K",
+        ),
+        (
+            json!({"remoteEnv": {"P": "${localEnv:PATH}"}}),
+            "remoteEnv.P",
+        ),
+        (
+            json!({"features": {"../../escape": {}}}),
+            "features.../../escape",
+        ),
+    ] {
+        assert_eq!(key_of(img(extra.clone()), Layout::Folder), key, "{extra}");
+    }
+}
+
+#[test]
+fn a_builds_own_ways_out_are_refused_by_name() {
+    for (build, key) in [
+        (
+            json!({"dockerfile": "../../Dockerfile"}),
+            "build.dockerfile",
+        ),
+        (
+            json!({"dockerfile": "Dockerfile", "context": "../.."}),
+            "build.context",
+        ),
+        (
+            json!({"dockerfile": "Dockerfile", "options": ["--volume=/:/h"]}),
+            "build.options",
+        ),
+        (json!({"context": ".."}), "build.dockerfile"),
+    ] {
+        assert_eq!(
+            key_of(json!({ "build": build }), Layout::Folder),
+            key,
+            "{build}"
+        );
+    }
+    // A file at the folder's root brings no other file.
+    assert_eq!(
+        key_of(json!({"build": {"dockerfile": "Dockerfile"}}), Layout::Root),
+        "build.dockerfile"
+    );
+    assert_eq!(
+        key_of(json!({"image": "i", "features": {"./f": {}}}), Layout::Root),
+        "features../f"
+    );
+    assert_eq!(key_of(json!({"name": "no image"}), Layout::Folder), "image");
+}
+
+#[test]
+fn what_only_shapes_the_container_is_kept_and_the_build_context_made_absolute() {
+    let file = json!({
+        "name": "app",
+        "build": {"dockerfile": "Dockerfile", "context": "..", "args": {"V": "1"}},
+        "features": {"./local-feature": {"x": true}, "ghcr.io/devcontainers/features/node:1": {}},
+        "containerEnv": {"CE": "1"},
+        "remoteEnv": {"PATH": "${containerEnv:PATH}:/x"},
+        "remoteUser": "vscode",
+        "runArgs": ["--env", "A=1", "--label=x=y", "--hostname", "box"],
+        "mounts": ["source=app-cache,target=/cache,type=volume", {"type": "tmpfs", "target": "/t"}],
+        "privileged": false,
+        "capAdd": [],
+        "postCreateCommand": "npm ci",
+    });
+    let out = check(&obj(file), Layout::Folder, FOLDER).unwrap();
+    assert_eq!(out["build"]["context"], "/home/u/app");
+    assert_eq!(out["build"]["dockerfile"], "Dockerfile");
+    assert!(!out.contains_key("privileged") && !out.contains_key("capAdd"));
+    assert_eq!(out["postCreateCommand"], "npm ci");
+    // No context: the file's folder, absolute.
+    let out = check(
+        &obj(json!({"build": {"dockerfile": "Dockerfile"}})),
+        Layout::Folder,
+        FOLDER,
+    )
+    .unwrap();
+    assert_eq!(out["build"]["context"], "/home/u/app/.devcontainer");
+}
+
+#[test]
+fn the_file_reads_with_comments_and_trailing_commas() {
+    let m = parse("f", "// c\n{ /* x */ \"image\": \"a\", }\n").unwrap();
+    assert_eq!(m["image"], "a");
+    assert!(matches!(
+        parse("f", "[1]"),
+        Err(DevcontainerError::Parse { .. })
+    ));
+    assert!(matches!(
+        parse("f", "{\"image\": "),
+        Err(DevcontainerError::Parse { .. })
+    ));
+}
+
+fn facts() -> HostFacts {
+    HostFacts {
+        uid: 1000,
+        gid: 1000,
+        subuid_count: None,
+        subgid_count: None,
+        has_fuse: false,
+        has_tun: false,
+        cgroup_memory: false,
+        cgroup_cpu: false,
+        paths: [(FOLDER.to_string(), PathKind::Directory)]
+            .into_iter()
+            .collect(),
+        image_path: None,
+        image_ids: Default::default(),
+        instance_dir: "/d/handler-sandbox/machines/handler-m-dev".into(),
+        launcher: crate::LauncherId {
+            pid: 1,
+            start: 2,
+            boot: "b".into(),
+        },
+        git: Vec::new(),
+        canonical_sources: Default::default(),
+        nproc_hard: Some(2048),
+        cgroup_pids: true,
+        containers_conf: Default::default(),
+        host_addresses: Vec::new(),
+    }
+}
+
+fn spec(network: &str) -> SandboxSpec {
+    serde_json::from_value(json!({
+        "apiVersion": "handler.sandbox/v1",
+        "name": "handler-m-dev",
+        "image": "devcontainer",
+        "argv": ["sh"],
+        "env": {},
+        "workdir": "/workspaces/app",
+        "user": {"mode": "host-user", "home": "/home/handler"},
+        "mounts": [{"source": FOLDER, "target": "/workspaces/app", "readOnly": false, "kind": "state"}],
+        "files": [],
+        "writablePaths": [],
+        "network": {"mode": network},
+        "labels": {"handler.machine.made-by": "handlerd"},
+    }))
+    .unwrap()
+}
+
+#[test]
+fn handlers_run_arguments_on_each_engine() {
+    let s = spec("none");
+    let v = validate_spec(&s).unwrap();
+    let podman = run_args(Engine::Podman, &v, &facts()).unwrap();
+    let d = DockerFacts {
+        rootless: true,
+        ..DockerFacts::default()
+    };
+    let s_open = spec("open");
+    let v_open = validate_spec(&s_open).unwrap();
+    let docker = run_args(Engine::Docker(&d), &v_open, &facts()).unwrap();
+    insta::assert_debug_snapshot!((&podman, &docker));
+    for a in [&podman, &docker] {
+        let line = a.join(" ");
+        assert!(
+            line.contains("--cap-drop all --security-opt no-new-privileges"),
+            "{line}"
+        );
+        assert!(line.contains("--name handler-m-dev --init"), "{line}");
+    }
+    assert!(podman.join(" ").contains("--network none"), "{podman:?}");
+    let mut filtered = spec("none");
+    filtered.network = NetworkPolicy::Filtered {
+        allow: Vec::new(),
+        enforcement: handler_contracts::sandbox::Enforcement::Enforce,
+    };
+    let v = validate_spec(&filtered).unwrap();
+    let e = run_args(Engine::Podman, &v, &facts()).unwrap_err();
+    assert_eq!((e.exit_code(), e.field()), (64, "network"));
+}
+
+#[test]
+fn the_override_mounts_the_folder_itself_and_puts_handlers_arguments_last() {
+    let checked = obj(json!({"image": "i", "runArgs": ["--env", "A=1"]}));
+    let o = override_config(&checked, FOLDER, &["--cap-drop".into(), "all".into()]);
+    assert_eq!(
+        o["workspaceMount"],
+        "type=bind,source=/home/u/app,target=/workspaces/app"
+    );
+    assert_eq!(o["workspaceFolder"], "/workspaces/app");
+    assert_eq!(o["runArgs"], json!(["--env", "A=1", "--cap-drop", "all"]));
+    let l = labels(&spec("none"), "dev", FOLDER);
+    let argv = up_argv(FOLDER, "/s/devcontainer.json", "podman", &l);
+    insta::assert_debug_snapshot!(argv);
+}
+
+#[test]
+fn what_the_engine_made_is_judged_again() {
+    let ok = json!({
+        "HostConfig": {"Privileged": false, "CapAdd": null, "SecurityOpt": ["no-new-privileges", "label=disable"],
+            "NetworkMode": "none", "Devices": []},
+        "Mounts": [
+            {"Type": "bind", "Source": FOLDER, "Destination": "/workspaces/app"},
+            {"Type": "bind", "Source": "/home/u/app/.git", "Destination": "/workspaces/app/.git"},
+            {"Type": "volume", "Name": "app-cache", "Source": "/v", "Destination": "/cache"},
+        ],
+    });
+    assert_eq!(post_check(&ok, FOLDER, &NetworkPolicy::None), Ok(()));
+    let with = |path: &[&str], v: Value| {
+        let mut x = ok.clone();
+        let mut at = &mut x;
+        for p in path {
+            at = &mut at[*p];
+        }
+        *at = v;
+        x
+    };
+    for (bad, what) in [
+        (
+            with(&["HostConfig", "Privileged"], json!(true)),
+            "privileged",
+        ),
+        (
+            with(&["HostConfig", "CapAdd"], json!(["SYS_ADMIN"])),
+            "capabilities",
+        ),
+        (
+            with(
+                &["HostConfig", "SecurityOpt"],
+                json!(["seccomp=unconfined"]),
+            ),
+            "security option",
+        ),
+        (with(&["HostConfig", "PidMode"], json!("host")), "PidMode"),
+        (
+            with(&["HostConfig", "NetworkMode"], json!("slirp4netns")),
+            "network",
+        ),
+        (
+            with(
+                &["HostConfig", "Devices"],
+                json!([{"PathOnHost": "/dev/kvm"}]),
+            ),
+            "devices",
+        ),
+        (
+            with(
+                &["Mounts"],
+                json!([{"Type": "bind", "Source": "/home/u/app-other", "Destination": "/x"}]),
+            ),
+            "mounts bind",
+        ),
+        (
+            with(
+                &["Mounts"],
+                json!([{"Type": "volume", "Name": "handler-filter-1", "Destination": "/x"}]),
+            ),
+            "mounts volume",
+        ),
+    ] {
+        let e = post_check(&bad, FOLDER, &NetworkPolicy::None).unwrap_err();
+        assert!(e.to_string().contains(what), "{what}: {e}");
+    }
+    let host = with(&["HostConfig", "NetworkMode"], json!("host"));
+    assert!(post_check(&host, FOLDER, &NetworkPolicy::Open).is_err());
+}
+
+#[test]
+fn each_exec_gets_the_login_shells_variables_and_the_files_remote_env() {
+    let environ =
+        b"PATH=/usr/local/bin:/usr/bin\0HOME=/root\0PWD=/\0SHLVL=1\0NVM_DIR=/n\0CE=cont\0";
+    let container = vec!["PATH=/usr/bin".to_string(), "CE=cont".to_string()];
+    let meta = r#"[{"id":"./f"},{"remoteEnv":{"RE":"r","P2":"${containerEnv:PATH}:/x","GONE":null}},{"remoteEnv":{"NVM_DIR":null}}]"#;
+    let env = probe_env(environ, &container, meta);
+    assert_eq!(
+        env,
+        BTreeMap::from([
+            ("P2".to_string(), "/usr/local/bin:/usr/bin:/x".to_string()),
+            ("PATH".to_string(), "/usr/local/bin:/usr/bin".to_string()),
+            ("RE".to_string(), "r".to_string()),
+        ])
+    );
+    // A hostile value never loops the filling.
+    let meta = r#"[{"remoteEnv":{"X":"${containerEnv:Y}${containerEnv:Y}"}}]"#;
+    let env = probe_env(b"Y=${containerEnv:Y}\0", &[], meta);
+    assert_eq!(env["X"], "${containerEnv:Y}${containerEnv:Y}");
+    assert_eq!(
+        parse_up("log\n{\"outcome\":\"error\",\"message\":\"m\",\"description\":\"d\"}"),
+        Err("m: d".into())
+    );
+    let up = parse_up("{\"outcome\":\"success\",\"containerId\":\"c1\",\"remoteUser\":\"vscode\",\"remoteWorkspaceFolder\":\"/workspaces/app\"}").unwrap();
+    assert_eq!(
+        (up.container_id.as_str(), up.remote_user.as_str()),
+        ("c1", "vscode")
+    );
+}
+
+#[test]
+fn the_engine_the_cli_is_given_replays_events_from_the_start_of_up() {
+    let s = engine_script("/usr/bin/pod'man", 1_796_539_222);
+    assert_eq!(
+        s,
+        "#!/bin/sh\n# Handler's engine for the Dev Container CLI (decision 0161).\nif [ \"$1\" = events ]; then exec '/usr/bin/pod'\\''man' \"$@\" --since 1796539222; fi\nexec '/usr/bin/pod'\\''man' \"$@\"\n"
+    );
+}
