@@ -302,7 +302,114 @@ fn bench_exec_against_the_engines_exec(e: &Env) {
     );
 }
 
+/// Decision 0161: `machine up` makes a dev container with the real Dev Container CLI from a
+/// staged, checked copy of the folder's file (a local image and a local feature), with
+/// Handler's hardening; it answers the user, the folder inside and the variables each exec gets,
+/// and exec with them runs as that user in the folder with the container's, the feature's and
+/// the file's variables. A staged copy that asks for `privileged` is refused (64) and nothing is
+/// made.
+fn a_dev_container_is_made_by_the_cli_and_reached_as_its_user(e: &Env) {
+    let id = id("dc", e);
+    let repo = e.tempdir("dc-repo");
+    let stage = e.tempdir("dc-stage");
+    let write = |p: std::path::PathBuf, text: &str| {
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, text).unwrap();
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        for a in p
+            .ancestors()
+            .take_while(|a| a.starts_with(&stage) || a.starts_with(&repo))
+        {
+            e.give(a);
+        }
+    };
+    write(repo.join("README"), "mine\n");
+    let file = json!({"image": IMAGE, "features": {"./feat": {}},
+        "containerEnv": {"CE": "cont"}, "remoteEnv": {"RE": "remote"}});
+    write(
+        stage.join(".devcontainer/devcontainer.json"),
+        &file.to_string(),
+    );
+    write(
+        stage.join(".devcontainer/feat/devcontainer-feature.json"),
+        r#"{"id": "feat", "version": "1.0.0", "name": "feat", "containerEnv": {"FEAT": "on"}}"#,
+    );
+    write(
+        stage.join(".devcontainer/feat/install.sh"),
+        "#!/bin/sh\necho feature-installed > /feat-ok\n",
+    );
+    let folder = repo.display().to_string();
+    let target = format!(
+        "/workspaces/{}",
+        repo.file_name().unwrap().to_str().unwrap()
+    );
+    let doc = |config: &std::path::Path| {
+        json!({"spec": {
+            "apiVersion": "handler.sandbox/v1", "name": format!("handler-m-{id}"), "image": "devcontainer",
+            "argv": ["sh"], "env": {}, "workdir": target,
+            "user": {"mode": "host-user", "home": e.home},
+            "mounts": [{"source": folder, "target": target, "readOnly": false, "kind": "state"}],
+            "files": [], "writablePaths": [], "network": {"mode": "none"}, "injections": [],
+            "labels": {}
+        }, "folder": folder, "configDir": config.display().to_string()})
+    };
+    let _gone = Removed(e, id.clone());
+    let o = out(&mut machine(e, &["up"], Some(&doc(&stage))));
+    assert!(o.status.success(), "{}", text(&o));
+    let up: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(up["remoteWorkspaceFolder"], target.as_str(), "{up}");
+    assert_eq!(up["env"]["RE"], "remote", "{up}");
+    let o = exec(
+        e,
+        &id,
+        json!({"argv": ["sh", "-c", "pwd; echo $CE $FEAT $RE; cat /feat-ok; echo in > made-inside"],
+            "user": up["remoteUser"], "cwd": up["remoteWorkspaceFolder"], "env": up["env"]}),
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        format!("{target}\ncont on remote\nfeature-installed\n"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.join("made-inside")).unwrap(),
+        "in\n"
+    );
+    let o = out(&mut machine(e, &["stats", &id], None));
+    assert!(o.status.success(), "{}", text(&o));
+    // Refused before the CLI runs: nothing is made.
+    let bad = e.tempdir("dc-bad");
+    std::fs::create_dir_all(bad.join(".devcontainer")).unwrap();
+    std::fs::write(
+        bad.join(".devcontainer/devcontainer.json"),
+        json!({"image": IMAGE, "privileged": true}).to_string(),
+    )
+    .unwrap();
+    e.give(&bad.join(".devcontainer"));
+    e.give(&bad.join(".devcontainer/devcontainer.json"));
+    let mut d = doc(&bad);
+    d["spec"]["name"] = json!(format!("handler-m-{id}x"));
+    let o = out(&mut machine(e, &["up"], Some(&d)));
+    assert_eq!(o.status.code(), Some(64), "{}", text(&o));
+    assert!(text(&o).contains("privileged"), "{}", text(&o));
+    assert!(
+        e.cli(&["inspect", &format!("handler-m-{id}x")])
+            .status
+            .code()
+            != Some(0)
+    );
+}
+
 mod podman {
+    #[test]
+    fn a_dev_container_is_made_by_the_cli_and_reached_as_its_user() {
+        super::with_env(
+            super::Runtime::Podman,
+            super::a_dev_container_is_made_by_the_cli_and_reached_as_its_user,
+        );
+    }
     #[test]
     #[ignore = "a benchmark: bench/machine-exec.sh"]
     fn bench_exec_against_the_engines_exec() {
@@ -328,6 +435,13 @@ mod podman {
 }
 
 mod docker {
+    #[test]
+    fn a_dev_container_is_made_by_the_cli_and_reached_as_its_user() {
+        super::with_env(
+            super::Runtime::Docker,
+            super::a_dev_container_is_made_by_the_cli_and_reached_as_its_user,
+        );
+    }
     #[test]
     #[ignore = "a benchmark: bench/machine-exec.sh"]
     fn bench_exec_against_the_engines_exec() {

@@ -5,7 +5,7 @@
 //! the container — `initializeCommand` (it runs on the host), `privileged`, `capAdd`,
 //! `securityOpt`, host binds, `runArgs` beyond a few harmless flags, `${localEnv:…}`.
 //! [`run_args`] is Handler's hardening and network for the CLI's own `run`, [`override_config`]
-//! the one document the CLI reads (never the repository's file), [`up_argv`] its words, and
+//! the one document the CLI reads (never the repository's file, nor its folder), [`up_argv`] its words, and
 //! [`post_check`] the engine's record of what was made, judged again after features added
 //! their own. [`probe_env`] is what each exec is given. Pure.
 
@@ -175,6 +175,7 @@ pub fn check(
     folder: &str,
 ) -> Result<Map<String, Value>, DevcontainerError> {
     let mut out = Map::new();
+    let config = &with_folder(config, folder);
     for (key, value) in config {
         if let Some((_, why)) = REFUSED.iter().find(|(k, _)| k == key) {
             return Err(refused(key.as_str(), *why));
@@ -224,6 +225,32 @@ pub fn check(
         ));
     }
     Ok(out)
+}
+
+/// The file with `${localWorkspaceFolder}` and `${localWorkspaceFolderBasename}` written out:
+/// the CLI is given the staged folder as its workspace, so it would fill in that one.
+fn with_folder(config: &Map<String, Value>, folder: &str) -> Map<String, Value> {
+    fn fill(v: &Value, folder: &str, base: &str) -> Value {
+        match v {
+            Value::String(s) => Value::String(
+                s.replace("${localWorkspaceFolderBasename}", base)
+                    .replace("${localWorkspaceFolder}", folder),
+            ),
+            Value::Array(a) => Value::Array(a.iter().map(|x| fill(x, folder, base)).collect()),
+            Value::Object(m) => Value::Object(
+                m.iter()
+                    .map(|(k, x)| (k.clone(), fill(x, folder, base)))
+                    .collect(),
+            ),
+            other => other.clone(),
+        }
+    }
+    let folder = folder.trim_end_matches('/');
+    let base = folder.rsplit('/').next().unwrap_or_default();
+    config
+        .iter()
+        .map(|(k, v)| (k.clone(), fill(v, folder, base)))
+        .collect()
 }
 
 fn empty(v: &Value) -> bool {
@@ -534,7 +561,7 @@ pub fn run_args(
     Ok(a)
 }
 
-/// The one document the CLI reads (`--override-config`): the checked file, the folder mounted
+/// The one document the CLI reads (`--config`, in the staged folder): the checked file, the folder mounted
 /// by Handler at [`workspace_target`] (`workspaceFolder` there unless the file names one), and
 /// `runArgs` with Handler's after the file's.
 pub fn override_config(
@@ -569,20 +596,25 @@ pub fn labels(spec: &SandboxSpec, id: &str, folder: &str) -> BTreeMap<String, St
     l
 }
 
-/// The CLI's words (after its program): `up` for `folder` with the override at `config`, on the
-/// engine `docker_path`, labelled; the folder's own git root never mounted in its place.
+/// The CLI's words (after its program): `up` with the staged folder `stage` as its workspace
+/// and its copy `<stage>/.devcontainer/devcontainer.json` as its file, on the engine
+/// `docker_path`, labelled. The CLI resolves a local feature only inside its *workspace's*
+/// `.devcontainer` and reads a Dockerfile beside its file, so it is given the staged folder: the
+/// repository is never read by it (with `--override-config` it read the repository's features).
+/// The real folder reaches the container only as the file's `workspaceMount`, which Handler
+/// writes ([`override_config`]); its git root is never mounted in its place.
 pub fn up_argv(
-    folder: &str,
-    config: &str,
+    stage: &str,
     docker_path: &str,
     labels: &BTreeMap<String, String>,
 ) -> Vec<String> {
+    let config = format!("{}/{CONFIG_DIR}/{CONFIG_FILE}", stage.trim_end_matches('/'));
     let mut a: Vec<String> = [
         "up",
         "--workspace-folder",
-        folder,
-        "--override-config",
-        config,
+        stage,
+        "--config",
+        &config,
         "--docker-path",
         docker_path,
         "--mount-workspace-git-root",

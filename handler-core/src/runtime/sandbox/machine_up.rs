@@ -1,6 +1,6 @@
 //! `machine up` (issue 30 item 1, decision 0161): a dev container machine made by the Dev
 //! Container CLI from the DevcontainerSpec on fd 3. The CLI reads only the checked copy Handler
-//! staged (`--override-config`; the repository's own file is never its input), with Handler's
+//! staged (its workspace and its file: neither the repository's file nor its `.devcontainer` is its input), with Handler's
 //! hardening and network as its `runArgs` (`handler_sandbox::machine::devcontainer`), on this
 //! executable's engine (`--docker-path`), labelled as the machine. What the engine made is then
 //! judged again (a feature brings its own settings) and removed when it is wider; the user's
@@ -110,7 +110,7 @@ fn try_up() -> Result<DevcontainerUp, Failed> {
     }
     let labels = devcontainer::labels(spec, id, &doc.folder);
     let made = engine_for_cli(&dir)
-        .and_then(|engine| run_cli(&doc.folder, &file, &engine, &labels))
+        .and_then(|engine| run_cli(&doc.config_dir, &engine, &labels))
         .and_then(|up| {
             let inspect = inspect(&up.container_id)?;
             devcontainer::post_check(&inspect, &doc.folder, &spec.network)
@@ -159,13 +159,12 @@ fn engine_for_cli(dir: &std::path::Path) -> Result<String, Failed> {
 
 /// Runs `devcontainer up` on `engine`: what it answered, or its own message.
 fn run_cli(
-    folder: &str,
-    config: &str,
+    stage: &str,
     engine: &str,
     labels: &std::collections::BTreeMap<String, String>,
 ) -> Result<devcontainer::Up, Failed> {
     let cli = cli_program();
-    let argv = devcontainer::up_argv(folder, config, engine, labels);
+    let argv = devcontainer::up_argv(stage, engine, labels);
     let out = Command::new(&cli)
         .args(&argv)
         .stdin(Stdio::null())

@@ -126,7 +126,7 @@ fn what_only_shapes_the_container_is_kept_and_the_build_context_made_absolute() 
         "build": {"dockerfile": "Dockerfile", "context": "..", "args": {"V": "1"}},
         "features": {"./local-feature": {"x": true}, "ghcr.io/devcontainers/features/node:1": {}},
         "containerEnv": {"CE": "1"},
-        "remoteEnv": {"PATH": "${containerEnv:PATH}:/x"},
+        "remoteEnv": {"PATH": "${containerEnv:PATH}:/x", "W": "${localWorkspaceFolder}/${localWorkspaceFolderBasename}"},
         "remoteUser": "vscode",
         "runArgs": ["--env", "A=1", "--label=x=y", "--hostname", "box"],
         "mounts": ["source=app-cache,target=/cache,type=volume", {"type": "tmpfs", "target": "/t"}],
@@ -139,6 +139,8 @@ fn what_only_shapes_the_container_is_kept_and_the_build_context_made_absolute() 
     assert_eq!(out["build"]["dockerfile"], "Dockerfile");
     assert!(!out.contains_key("privileged") && !out.contains_key("capAdd"));
     assert_eq!(out["postCreateCommand"], "npm ci");
+    // The folder is written out: the CLI would fill in its staged copy's.
+    assert_eq!(out["remoteEnv"]["W"], "/home/u/app/app");
     // No context: the file's folder, absolute.
     let out = check(
         &obj(json!({"build": {"dockerfile": "Dockerfile"}})),
@@ -254,7 +256,7 @@ fn the_override_mounts_the_folder_itself_and_puts_handlers_arguments_last() {
     assert_eq!(o["workspaceFolder"], "/workspaces/app");
     assert_eq!(o["runArgs"], json!(["--env", "A=1", "--cap-drop", "all"]));
     let l = labels(&spec("none"), "dev", FOLDER);
-    let argv = up_argv(FOLDER, "/s/devcontainer.json", "podman", &l);
+    let argv = up_argv("/d/machines/dev/devcontainer", "podman", &l);
     insta::assert_debug_snapshot!(argv);
 }
 
