@@ -1388,3 +1388,78 @@ async fn a_dev_container_is_made_by_the_cli_from_a_folders_file_and_reached_as_i
     );
     assert!(repo.join(".devcontainer/devcontainer.json").exists());
 }
+
+/// Decision 0161: a filtered dev container has the machine's own proxy (decision 0153) and
+/// Handler's forwarder feature: an exec reaches the allowed host and is refused another, and
+/// still after a restart (the forwarder starts with the container). One folder makes one dev
+/// container: a second machine for it is a 409 naming the first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_filtered_dev_container_reaches_only_its_allowed_hosts_through_its_own_proxy() {
+    let Some(d) = daemon("devf").await else {
+        return;
+    };
+    crate::daemon_acp_sandbox::ensure_network_filter(&d.user);
+    leftover(&d, "handler-m-devf");
+    leftover(&d, "handler-m-devf-egress");
+    let (port, hits) = crate::temp_daemon::http_ok_server().await;
+    let allowed = format!("host.containers.internal:{port}");
+    let repo = dev_repo(&d, "site", &format!("{{\"image\": \"{IMAGE}\"}}"));
+    let (st, m) = post(
+        &d,
+        "/v1/machines",
+        json!({"name": "devf", "source": "devcontainer", "devcontainer": repo,
+            "network": "filtered", "allow": [allowed]}),
+    )
+    .await;
+    assert_eq!(st, 201, "{m}\n{}", d.log());
+    assert_eq!(
+        containers(&d, "handler.machine-proxy=devf"),
+        ["handler-m-devf-egress"],
+        "the machine's own proxy"
+    );
+    let (st, v) = post(
+        &d,
+        "/v1/machines",
+        json!({"name": "devf2", "source": "devcontainer", "devcontainer": repo}),
+    )
+    .await;
+    assert_eq!(st, 409, "{v}");
+    assert!(v["detail"].as_str().unwrap().contains("\"devf\""), "{v}");
+    let wget = |url: String| {
+        let bin = d.root.join("bin/handler");
+        let script = format!("wget -q -O - {url}; rc=$?; sleep 1; exit $rc");
+        let o = d
+            .user
+            .cmd(
+                bin.to_str().unwrap(),
+                &["machine", "exec", "devf", "--", "sh", "-c", &script],
+                &d.env,
+            )
+            .output()
+            .unwrap();
+        (
+            o.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let (code, out, err) = wget(format!("http://{allowed}/ok"));
+    assert_eq!((code, out.as_str()), (0, "ok"), "{err}\n{}", d.log());
+    let (code, out, err) = wget("http://denied.example.org/".into());
+    assert_ne!(code, 0, "the proxy let it through: {out}{err}");
+    let (st, v) = post(&d, "/v1/machines/devf/restart", json!({})).await;
+    assert!(st < 300, "{v}");
+    let (code, out, err) = wget(format!("http://{allowed}/again"));
+    assert_eq!(
+        (code, out.as_str()),
+        (0, "ok"),
+        "after a restart: {err}\n{}",
+        d.log()
+    );
+    assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 2);
+    let (st, v) = d
+        .call(reqwest::Method::DELETE, "/v1/machines/devf", None)
+        .await;
+    assert_eq!(st, 204, "{v}");
+    assert!(containers(&d, "handler.machine-proxy=devf").is_empty());
+}

@@ -517,16 +517,37 @@ pub fn workspace_target(folder: &str) -> String {
     format!("{WORKSPACES}/{name}")
 }
 
-/// Handler's options for the CLI's `run` (decision 0161): its name, `--init`, the host user
-/// (keep-id on Podman), the process limit, no capability and no-new-privileges, the network
-/// (`none` or `open`; `filtered` is refused, 64, until a dev container gets its proxy), the
-/// resources the engine can enforce here (A1), and the folder's git directory read-only over
-/// itself (the git guard, as for every sandbox). `spec.mounts[0]` is the folder's own mount.
-pub fn run_args(
+/// What `machine up` does around the CLI (decision 0161): Handler's options for the CLI's `run`,
+/// and for a filtered dev container the forwarder's entrypoint, the machine's kept proxy and the
+/// volumes Docker fills first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UpPlan {
+    /// Appended to the file's `runArgs`.
+    pub run_args: Vec<String>,
+    /// Filtered: the shell line of the feature Handler adds (`./handler-egress`): the forwarder
+    /// started before anything else in the container runs, the container ended (66) when the
+    /// proxy never answers (A1).
+    pub egress_entrypoint: Option<String>,
+    /// Filtered: the machine's own proxy, started before the CLI (decision 0153).
+    pub proxy: Option<crate::plan::ProxyPlan>,
+    /// Docker: the volumes to fill from images first (the network filter's).
+    pub image_volumes: Vec<crate::plan::ImageVolume>,
+}
+
+/// The name of the feature Handler adds to a filtered dev container.
+pub const EGRESS_FEATURE: &str = "handler-egress";
+
+/// Handler's options for the CLI's `run`: its name, `--init`, the host user (keep-id on
+/// Podman), the process limit, no capability and no-new-privileges, the network (`none`;
+/// `open`; `filtered`: no route but the forwarder's to the machine's own proxy, whose variables
+/// it gets), the resources the engine can enforce here (A1), and the folder's git directory
+/// read-only over itself (the git guard, as for every sandbox). `spec.mounts[0]` is the folder's
+/// own mount.
+pub fn plan_up(
     engine: Engine<'_>,
     spec: &ValidSpec<'_>,
     facts: &HostFacts,
-) -> Result<Vec<String>, SpecError> {
+) -> Result<UpPlan, SpecError> {
     let s = spec.spec();
     let pids = facts
         .nproc_hard
@@ -544,32 +565,110 @@ pub fn run_args(
             .iter()
             .map(ToString::to_string),
     );
+    let mut up = UpPlan {
+        run_args: Vec::new(),
+        egress_entrypoint: None,
+        proxy: None,
+        image_volumes: Vec::new(),
+    };
     match &s.network {
         NetworkPolicy::None => a.extend(["--network".into(), "none".into()]),
         NetworkPolicy::Open => a.extend(engine::open_network_args(engine)),
         NetworkPolicy::Filtered { .. } => {
-            return Err(SpecError::unenforceable(
-                "network",
-                "a dev container's filtered network is not built yet (its proxy would need the CLI's own entrypoint): use none or open",
-            ));
+            // The machine's plan gives the sandbox's side of its proxy and the kept proxy.
+            let lp = super::plan_create(engine, spec, facts)?;
+            a.extend(lp.network.podman_args.iter().cloned());
+            for (k, v) in &lp.network.env {
+                a.extend(["--env".into(), format!("{k}={v}")]);
+            }
+            let words: Vec<String> = lp
+                .network
+                .argv_prefix
+                .iter()
+                .chain(std::iter::once(&"true".to_string()))
+                .map(|w| quote(w))
+                .collect();
+            up.egress_entrypoint = Some(format!("{} || exit 66", words.join(" ")));
+            up.proxy = lp.proxy;
+            up.image_volumes = lp.image_volumes;
         }
     }
     a.extend(plan::resource_args(s, facts)?);
     for m in plan::git_read_only(s, facts)? {
         a.extend(["--mount".into(), m]);
     }
-    Ok(a)
+    up.run_args = a;
+    Ok(up)
+}
+
+/// `w` as one shell word.
+fn quote(w: &str) -> String {
+    if !w.is_empty()
+        && w.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/._-:=,".contains(&b))
+    {
+        w.to_string()
+    } else {
+        format!("'{}'", w.replace('\'', "'\\''"))
+    }
+}
+
+impl UpPlan {
+    /// The mounts Handler itself gives (each `--mount` of its run arguments): `(source,
+    /// destination)` — what [`post_check`] accepts beside the folder's.
+    pub fn own_mounts(&self) -> Vec<(String, String)> {
+        self.run_args
+            .windows(2)
+            .filter(|w| w[0] == "--mount")
+            .filter_map(|w| {
+                let o = mount_options(&Value::String(w[1].clone()))?;
+                let source = o.get("source").or_else(|| o.get("src"))?.clone();
+                let dest = o
+                    .get("destination")
+                    .or_else(|| o.get("target"))
+                    .or_else(|| o.get("dst"))?
+                    .clone();
+                Some((source, dest))
+            })
+            .collect()
+    }
+}
+
+/// The feature Handler adds to a filtered dev container (`.devcontainer/handler-egress`): its
+/// `devcontainer-feature.json` (the entrypoint) and its `install.sh` (nothing to install).
+pub fn egress_feature(entrypoint: &str) -> (String, String) {
+    let json = serde_json::json!({
+        "id": EGRESS_FEATURE,
+        "version": "1.0.0",
+        "name": "Handler's egress forwarder",
+        "description": "Starts the forwarder to the machine's own egress proxy before anything else runs (decision 0161).",
+        "entrypoint": entrypoint,
+    });
+    (
+        serde_json::to_string_pretty(&json).expect("a JSON object serializes"),
+        "#!/bin/sh\nexit 0\n".to_string(),
+    )
 }
 
 /// The one document the CLI reads (`--config`, in the staged folder): the checked file, the folder mounted
-/// by Handler at [`workspace_target`] (`workspaceFolder` there unless the file names one), and
-/// `runArgs` with Handler's after the file's.
+/// by Handler at [`workspace_target`] (`workspaceFolder` there unless the file names one),
+/// `runArgs` with Handler's after the file's, and Handler's egress feature when `up` has one.
 pub fn override_config(
     checked: &Map<String, Value>,
     folder: &str,
-    handler_args: &[String],
+    up: &UpPlan,
 ) -> Map<String, Value> {
+    let handler_args = &up.run_args;
     let mut out = checked.clone();
+    if up.egress_entrypoint.is_some() {
+        let mut features = out
+            .get("features")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        features.insert(format!("./{EGRESS_FEATURE}"), Value::Object(Map::new()));
+        out.insert("features".into(), Value::Object(features));
+    }
     let target = workspace_target(folder);
     out.insert(
         "workspaceMount".into(),
@@ -603,11 +702,7 @@ pub fn labels(spec: &SandboxSpec, id: &str, folder: &str) -> BTreeMap<String, St
 /// repository is never read by it (with `--override-config` it read the repository's features).
 /// The real folder reaches the container only as the file's `workspaceMount`, which Handler
 /// writes ([`override_config`]); its git root is never mounted in its place.
-pub fn up_argv(
-    stage: &str,
-    docker_path: &str,
-    labels: &BTreeMap<String, String>,
-) -> Vec<String> {
+pub fn up_argv(stage: &str, docker_path: &str, labels: &BTreeMap<String, String>) -> Vec<String> {
     let config = format!("{}/{CONFIG_DIR}/{CONFIG_FILE}", stage.trim_end_matches('/'));
     let mut a: Vec<String> = [
         "up",
@@ -690,6 +785,7 @@ pub fn post_check(
     inspect: &Value,
     folder: &str,
     network: &NetworkPolicy,
+    own: &[(String, String)],
 ) -> Result<(), DevcontainerError> {
     let widened = |what: String| DevcontainerError::Widened { what };
     let h = &inspect["HostConfig"];
@@ -727,12 +823,17 @@ pub fn post_check(
         let kind = m["Type"].as_str().unwrap_or_default();
         let source = m["Source"].as_str().unwrap_or_default();
         let name = m["Name"].as_str().unwrap_or_default();
-        let ok = match kind {
-            "bind" => source == folder || source.starts_with(&format!("{folder}/")),
-            "volume" => !name.starts_with("handler"),
-            "tmpfs" => true,
-            _ => false,
-        };
+        let dest = m["Destination"].as_str().unwrap_or_default();
+        // At a destination of Handler's own (Podman shows an image mount twice there: as the
+        // image and as a bind of its storage): the engine allows one mount per destination.
+        let handlers = own.iter().any(|(_, d)| d == dest);
+        let ok = handlers
+            || match kind {
+                "bind" => source == folder || source.starts_with(&format!("{folder}/")),
+                "volume" => !name.starts_with("handler"),
+                "tmpfs" => true,
+                _ => false,
+            };
         if !ok {
             return Err(widened(format!(
                 "mounts {kind} {} at {}",

@@ -438,8 +438,22 @@ async fn make_devcontainer(app: &AppState, mut req: MachineRequest) -> ApiResult
             }
         }
     };
+    // One folder makes one dev container (the second seed's rule).
+    let shown = folder.display().to_string();
+    if let Some(other) = ids(app)
+        .into_iter()
+        .find(|id| read(app, id).is_ok_and(|r| r.devcontainer.is_some_and(|d| d.folder == shown)))
+    {
+        let _ = std::fs::remove_dir_all(&at);
+        return Err(ApiError::conflict(
+            "folder has a dev container",
+            format!(
+                "devcontainer: {shown} is machine {other:?}'s already: use it (handler machine exec {other} -- …) or delete it first"
+            ),
+        ));
+    }
     req.image = None;
-    req.devcontainer = Some(folder.display().to_string());
+    req.devcontainer = Some(shown);
     let mut labels = own_labels(app, &req);
     labels.insert("handler.machine.source".into(), "devcontainer".into());
     let spec = dc::spec_of(&req, &folder, network, labels)?;

@@ -181,7 +181,7 @@ fn proxy_of(id: &str) -> Option<String> {
 const PROXY_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Stages and runs a new machine's proxy (`run --detach`), then waits for it.
-fn run_proxy(
+pub(super) fn run_proxy(
     machine: &str,
     dir: &std::path::Path,
     p: &handler_sandbox::plan::ProxyPlan,

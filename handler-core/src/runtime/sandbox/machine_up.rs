@@ -77,31 +77,16 @@ fn try_up() -> Result<DevcontainerUp, Failed> {
     )
     .map_err(setup)?;
     let refused = |e: handler_sandbox::SpecError| (e.exit_code(), e.to_string());
-    let args = match engine::current() {
+    let up_plan = match engine::current() {
         engine::Kind::Podman => {
-            devcontainer::run_args(Engine::Podman, &valid, &facts).map_err(refused)?
+            devcontainer::plan_up(Engine::Podman, &valid, &facts).map_err(refused)?
         }
         engine::Kind::Docker => {
             let d = super::docker::facts(spec, &facts.instance_dir).map_err(setup)?;
-            devcontainer::run_args(Engine::Docker(&d), &valid, &facts).map_err(refused)?
+            devcontainer::plan_up(Engine::Docker(&d), &valid, &facts).map_err(refused)?
         }
     };
-    // The staged copy is Handler's own file; it is checked again all the same.
-    let config = std::path::Path::new(&doc.config_dir)
-        .join(CONFIG_DIR)
-        .join(CONFIG_FILE);
-    let text = std::fs::read_to_string(&config)
-        .map_err(|e| setup(format!("{}: {e}", config.display())))?;
-    let file = config.display().to_string();
-    let checked = devcontainer::parse(&file, &text)
-        .and_then(|m| devcontainer::check(&m, Layout::Folder, &doc.folder))
-        .map_err(|e| (exit::UNENFORCEABLE, e.to_string()))?;
-    let over = devcontainer::override_config(&checked, &doc.folder, &args);
-    std::fs::write(
-        &config,
-        serde_json::to_vec_pretty(&over).expect("a JSON object serializes"),
-    )
-    .map_err(|e| setup(format!("{}: {e}", config.display())))?;
+    write_config(&doc, &up_plan)?;
     if container_exists(&spec.name) {
         return Err((
             exit::SETUP_FAILED,
@@ -109,11 +94,21 @@ fn try_up() -> Result<DevcontainerUp, Failed> {
         ));
     }
     let labels = devcontainer::labels(spec, id, &doc.folder);
+    let own = up_plan.own_mounts();
     let made = engine_for_cli(&dir)
+        .and_then(|engine| {
+            // A filtered dev container's own proxy first (decision 0153), and the filter's
+            // volume on Docker: the forwarder waits for it.
+            if let Some(p) = &up_plan.proxy {
+                super::machine::run_proxy(&spec.name, &dir, p)?;
+            }
+            super::docker::fill_image_volumes(&up_plan.image_volumes).map_err(setup)?;
+            Ok(engine)
+        })
         .and_then(|engine| run_cli(&doc.config_dir, &engine, &labels))
         .and_then(|up| {
             let inspect = inspect(&up.container_id)?;
-            devcontainer::post_check(&inspect, &doc.folder, &spec.network)
+            devcontainer::post_check(&inspect, &doc.folder, &spec.network, &own)
                 .map_err(|e| (exit::UNENFORCEABLE, e.to_string()))?;
             Ok(DevcontainerUp {
                 env: probe(&up, &inspect),
@@ -124,9 +119,39 @@ fn try_up() -> Result<DevcontainerUp, Failed> {
         });
     if made.is_err() {
         let _ = podman::output(&remove_args(&spec.name));
+        let _ = podman::output(&remove_args(&format!("{}-egress", spec.name)));
         let _ = std::fs::remove_dir_all(&dir);
     }
     made
+}
+
+/// Checks the staged copy again (it is Handler's own file, checked all the same) and writes the
+/// document the CLI reads over it, with Handler's egress feature beside it when filtered.
+fn write_config(doc: &DevcontainerSpec, up_plan: &devcontainer::UpPlan) -> Result<(), Failed> {
+    let staged = std::path::Path::new(&doc.config_dir).join(CONFIG_DIR);
+    let config = staged.join(CONFIG_FILE);
+    let text = std::fs::read_to_string(&config)
+        .map_err(|e| setup(format!("{}: {e}", config.display())))?;
+    let checked = devcontainer::parse(&config.display().to_string(), &text)
+        .and_then(|m| devcontainer::check(&m, Layout::Folder, &doc.folder))
+        .map_err(|e| (exit::UNENFORCEABLE, e.to_string()))?;
+    let over = devcontainer::override_config(&checked, &doc.folder, up_plan);
+    if let Some(entry) = &up_plan.egress_entrypoint {
+        let feat = staged.join(devcontainer::EGRESS_FEATURE);
+        let (json, install) = devcontainer::egress_feature(entry);
+        let _ = std::fs::remove_dir_all(&feat);
+        std::fs::create_dir_all(&feat).map_err(setup)?;
+        std::fs::write(feat.join("devcontainer-feature.json"), json).map_err(setup)?;
+        let sh = feat.join("install.sh");
+        std::fs::write(&sh, install).map_err(setup)?;
+        std::fs::set_permissions(&sh, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .map_err(setup)?;
+    }
+    std::fs::write(
+        &config,
+        serde_json::to_vec_pretty(&over).expect("a JSON object serializes"),
+    )
+    .map_err(|e| setup(format!("{}: {e}", config.display())))
 }
 
 /// Writes the engine script the CLI is given (`devcontainer::engine_script`) into the machine's

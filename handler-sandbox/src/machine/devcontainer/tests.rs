@@ -217,14 +217,16 @@ fn spec(network: &str) -> SandboxSpec {
 fn handlers_run_arguments_on_each_engine() {
     let s = spec("none");
     let v = validate_spec(&s).unwrap();
-    let podman = run_args(Engine::Podman, &v, &facts()).unwrap();
+    let podman = plan_up(Engine::Podman, &v, &facts()).unwrap().run_args;
     let d = DockerFacts {
         rootless: true,
         ..DockerFacts::default()
     };
     let s_open = spec("open");
     let v_open = validate_spec(&s_open).unwrap();
-    let docker = run_args(Engine::Docker(&d), &v_open, &facts()).unwrap();
+    let docker = plan_up(Engine::Docker(&d), &v_open, &facts())
+        .unwrap()
+        .run_args;
     insta::assert_debug_snapshot!((&podman, &docker));
     for a in [&podman, &docker] {
         let line = a.join(" ");
@@ -235,20 +237,71 @@ fn handlers_run_arguments_on_each_engine() {
         assert!(line.contains("--name handler-m-dev --init"), "{line}");
     }
     assert!(podman.join(" ").contains("--network none"), "{podman:?}");
+}
+
+/// Filtered: no route, the proxy's variables, the forwarder as the entrypoint of Handler's own
+/// feature (the container ends, 66, when its proxy never answers), the machine's kept proxy.
+#[test]
+fn a_filtered_dev_container_gets_the_forwarder_and_its_machines_own_proxy() {
     let mut filtered = spec("none");
     filtered.network = NetworkPolicy::Filtered {
-        allow: Vec::new(),
+        allow: serde_json::from_value(json!(["api.example.com:443"])).unwrap(),
         enforcement: handler_contracts::sandbox::Enforcement::Enforce,
     };
     let v = validate_spec(&filtered).unwrap();
-    let e = run_args(Engine::Podman, &v, &facts()).unwrap_err();
-    assert_eq!((e.exit_code(), e.field()), (64, "network"));
+    let up = plan_up(Engine::Podman, &v, &facts()).unwrap();
+    let line = up.run_args.join(" ");
+    assert!(line.contains("--network none"), "{line}");
+    assert!(
+        line.contains("--env HTTPS_PROXY=http://127.0.0.1:"),
+        "{line}"
+    );
+    let entry = up.egress_entrypoint.clone().unwrap();
+    assert!(
+        entry.contains(" shim --listen 127.0.0.1:") && entry.ends_with(" -- true || exit 66"),
+        "{entry}"
+    );
+    assert!(
+        up.own_mounts()
+            .iter()
+            .any(|(s, d)| s == "localhost/handler-network-filter:latest"
+                && d.starts_with("/run/handler")),
+        "{:?}",
+        up.own_mounts()
+    );
+    let proxy = up.proxy.as_ref().expect("the machine's own proxy");
+    assert!(
+        proxy.args.join(" ").contains("handler-m-dev-egress"),
+        "{:?}",
+        proxy.args
+    );
+    let (json, install) = egress_feature(&entry);
+    let j: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(j["entrypoint"], entry.as_str());
+    assert!(install.starts_with("#!/bin/sh"));
+    let o = override_config(
+        &obj(json!({"image": "i", "features": {"./f": {}}})),
+        FOLDER,
+        &up,
+    );
+    assert_eq!(
+        o["features"],
+        json!({"./f": {}, "./handler-egress": {}}),
+        "Handler's feature beside the file's"
+    );
 }
 
 #[test]
 fn the_override_mounts_the_folder_itself_and_puts_handlers_arguments_last() {
     let checked = obj(json!({"image": "i", "runArgs": ["--env", "A=1"]}));
-    let o = override_config(&checked, FOLDER, &["--cap-drop".into(), "all".into()]);
+    let up = UpPlan {
+        run_args: vec!["--cap-drop".into(), "all".into()],
+        egress_entrypoint: None,
+        proxy: None,
+        image_volumes: Vec::new(),
+    };
+    let o = override_config(&checked, FOLDER, &up);
+    assert!(!o.contains_key("features"));
     assert_eq!(
         o["workspaceMount"],
         "type=bind,source=/home/u/app,target=/workspaces/app"
@@ -271,7 +324,7 @@ fn what_the_engine_made_is_judged_again() {
             {"Type": "volume", "Name": "app-cache", "Source": "/v", "Destination": "/cache"},
         ],
     });
-    assert_eq!(post_check(&ok, FOLDER, &NetworkPolicy::None), Ok(()));
+    assert_eq!(post_check(&ok, FOLDER, &NetworkPolicy::None, &[]), Ok(()));
     let with = |path: &[&str], v: Value| {
         let mut x = ok.clone();
         let mut at = &mut x;
@@ -324,11 +377,47 @@ fn what_the_engine_made_is_judged_again() {
             "mounts volume",
         ),
     ] {
-        let e = post_check(&bad, FOLDER, &NetworkPolicy::None).unwrap_err();
+        let e = post_check(&bad, FOLDER, &NetworkPolicy::None, &[]).unwrap_err();
         assert!(e.to_string().contains(what), "{what}: {e}");
     }
+}
+
+/// Handler's own mounts (the filter, the proxy's socket) are accepted where it put them.
+#[test]
+fn handlers_own_mounts_are_accepted_at_their_destinations_only() {
+    let ok = json!({
+        "HostConfig": {"Privileged": false, "NetworkMode": "none"},
+        "Mounts": [],
+    });
+    let with = |path: &[&str], v: Value| {
+        let mut x = ok.clone();
+        let mut at = &mut x;
+        for p in path {
+            at = &mut at[*p];
+        }
+        *at = v;
+        x
+    };
+    let filter = with(
+        &["Mounts"],
+        json!([{"Type": "image", "Source": "localhost/handler-network-filter:latest", "Destination": "/run/handler/filter"}]),
+    );
+    let own = [(
+        "localhost/handler-network-filter:latest".to_string(),
+        "/run/handler/filter".to_string(),
+    )];
+    assert_eq!(
+        post_check(&filter, FOLDER, &NetworkPolicy::None, &own),
+        Ok(())
+    );
+    assert!(post_check(&filter, FOLDER, &NetworkPolicy::None, &[]).is_err());
+    let elsewhere = with(
+        &["Mounts"],
+        json!([{"Type": "bind", "Source": "/etc", "Destination": "/run/other"}]),
+    );
+    assert!(post_check(&elsewhere, FOLDER, &NetworkPolicy::None, &own).is_err());
     let host = with(&["HostConfig", "NetworkMode"], json!("host"));
-    assert!(post_check(&host, FOLDER, &NetworkPolicy::Open).is_err());
+    assert!(post_check(&host, FOLDER, &NetworkPolicy::Open, &own).is_err());
 }
 
 #[test]
