@@ -755,6 +755,27 @@ try {
     await page.getByRole("listitem", { name: "Machine pbox" }).getByText("profile plain").waitFor();
     assert.equal((await api("GET", "/v1/machines/pbox")).request.profile, "plain");
     await api("DELETE", "/v1/machines/pbox");
+    // Decision 0161: made from a folder's dev container by the Dev Container CLI, shown with its
+    // folder and the user and folder its execs run as and in.
+    const owner = statSync(SCOPE);
+    const repo = join(dirname(SCOPE), "dc-app");
+    mkdirSync(join(repo, ".devcontainer"), { recursive: true });
+    writeFileSync(join(repo, ".devcontainer/devcontainer.json"), `// the project's own\n${JSON.stringify({ image: process.env.HANDLER_MACHINE_IMAGE, remoteEnv: { RE: "r" } })}\n`);
+    for (const p of [repo, join(repo, ".devcontainer"), join(repo, ".devcontainer/devcontainer.json")]) chownSync(p, owner.uid, owner.gid);
+    await form.getByLabel("Name").fill("devbox");
+    await form.getByLabel("Made from").selectOption({ label: "a folder's dev container" });
+    await form.getByLabel("Folder").fill(repo);
+    await form.getByRole("button", { name: "Make" }).click();
+    await page.getByRole("status").filter({ hasText: "Made devbox" }).waitFor({ timeout: T });
+    const dc = page.getByRole("listitem", { name: "Machine devbox" });
+    await dc.getByText(`devcontainer ${repo}`).waitFor();
+    await dc.getByText("in /workspaces/dc-app").waitFor();
+    await shot(page, "machines-devcontainer");
+    const made = await api("GET", "/v1/machines/devbox");
+    assert.equal(made.request.source, "devcontainer");
+    assert.deepEqual(made.devcontainer.env, ["RE"]);
+    await api("DELETE", "/v1/machines/devbox");
+    await form.getByLabel("Made from").selectOption({ label: "an image" });
   });
 
   await step("a machine made for an agent, picked in the agent's form, deleted with its session stopped; a disposable machine per session", async () => {
