@@ -47,6 +47,7 @@ fn run_machine(verb: MachineVerb) -> i32 {
     match verb {
         MachineVerb::Create => machine::create(),
         MachineVerb::Up => machine_up::up(),
+        MachineVerb::Adopt => machine_up::adopt(),
         MachineVerb::Start { id } => machine::state("start", &id),
         MachineVerb::Stop { id } => machine::state("stop", &id),
         MachineVerb::Restart { id } => machine::state("restart", &id),

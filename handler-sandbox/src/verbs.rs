@@ -84,6 +84,10 @@ pub enum MachineVerb {
     /// Make (and start) a dev container machine from the DevcontainerSpec on fd 3 with the Dev
     /// Container CLI (decision 0161); prints what it found (a DevcontainerUp, JSON).
     Up,
+    /// Adopt the container someone made by hand with `devcontainer up` for the folder the
+    /// DevcontainerSpec on fd 3 names, as that machine (decision 0161); prints a
+    /// DevcontainerUp. Exit 3: there is none.
+    Adopt,
     /// Start a stopped machine.
     Start {
         /// The machine.
@@ -487,6 +491,7 @@ impl MachineVerb {
         match self {
             Self::Create => w.verb("create"),
             Self::Up => w.verb("up"),
+            Self::Adopt => w.verb("adopt"),
             Self::Ls => w.verb("ls"),
             Self::Start { id } => w.verb("start").pos(&[id]),
             Self::Stop { id } => w.verb("stop").pos(&[id]),
@@ -639,6 +644,7 @@ mod tests {
             }),
             Verb::Machine(MachineVerb::Create),
             Verb::Machine(MachineVerb::Up),
+            Verb::Machine(MachineVerb::Adopt),
             Verb::Machine(MachineVerb::Ls),
             Verb::Machine(MachineVerb::Start { id: s("-box") }),
             Verb::Machine(MachineVerb::Stop { id: s("box") }),

@@ -1387,6 +1387,94 @@ async fn a_dev_container_is_made_by_the_cli_from_a_folders_file_and_reached_as_i
         "mine\n"
     );
     assert!(repo.join(".devcontainer/devcontainer.json").exists());
+    adopts_a_container_made_by_hand(&d).await;
+}
+
+/// A container someone made by hand for a folder (the CLI's own `devcontainer.local_folder`
+/// label) is adopted by a request for that folder, never duplicated: only with the network it
+/// has (open), reached as its file's user where the folder is mounted; removed with the machine.
+async fn adopts_a_container_made_by_hand(d: &TempDaemon) {
+    let hand = dev_repo(d, "hand", &format!("{{\"image\": \"{IMAGE}\"}}"));
+    leftover(d, "hand-made");
+    leftover(d, "handler-m-handy");
+    let podman = |args: &[&str]| {
+        let o = d
+            .user
+            .cmd("podman", args, &[("HOME", d.user.home())])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    };
+    let folder_label = format!("devcontainer.local_folder={}", hand.display());
+    let made = podman(&[
+        "run",
+        "-d",
+        "--name",
+        "hand-made",
+        "-l",
+        &folder_label,
+        "-l",
+        r#"devcontainer.metadata=[{"remoteEnv":{"RE":"hand"}}]"#,
+        "--mount",
+        &format!(
+            "type=bind,source={},target=/workspaces/hand",
+            hand.display()
+        ),
+        IMAGE,
+        "sleep",
+        "3600",
+    ]);
+    assert!(!made.is_empty(), "the container made by hand");
+    let body = |network: &str| json!({"name": "handy", "source": "devcontainer", "devcontainer": hand, "network": network});
+    let (st, v) = post(d, "/v1/machines", body("none")).await;
+    assert_eq!(st, 422, "{v}");
+    let detail = v["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.contains("made by hand") && detail.contains("network"),
+        "{v}"
+    );
+    let (st, m) = post(d, "/v1/machines", body("open")).await;
+    assert_eq!(st, 201, "{m}\n{}", d.log());
+    assert_eq!(m["devcontainer"]["adopted"], true, "{m}");
+    assert_eq!(m["containerId"].as_str().unwrap(), made, "{m}");
+    assert_eq!(
+        m["devcontainer"]["remoteWorkspaceFolder"], "/workspaces/hand",
+        "{m}"
+    );
+    let names = || {
+        podman(&[
+            "ps",
+            "-a",
+            "--filter",
+            &format!("label={folder_label}"),
+            "--format",
+            "{{.Names}}",
+        ])
+    };
+    assert_eq!(names(), "handler-m-handy", "adopted, not duplicated");
+    let (code, out, err) = handler(
+        d,
+        &[
+            "machine",
+            "exec",
+            "handy",
+            "--",
+            "sh",
+            "-c",
+            "echo $RE; pwd",
+        ],
+    );
+    assert_eq!(
+        (code, out.as_str()),
+        (0, "hand\n/workspaces/hand\n"),
+        "{err}"
+    );
+    let (st, v) = d
+        .call(reqwest::Method::DELETE, "/v1/machines/handy", None)
+        .await;
+    assert_eq!(st, 204, "{v}");
+    assert_eq!(names(), "", "removed with the machine");
+    assert!(hand.join(".devcontainer/devcontainer.json").exists());
 }
 
 /// Decision 0161: a filtered dev container has the machine's own proxy (decision 0153) and

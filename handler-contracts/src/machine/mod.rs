@@ -168,6 +168,10 @@ pub struct DevcontainerInfo {
     /// The names of the variables each exec is given.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub env: Vec<String>,
+    /// Made by hand with `devcontainer up` and adopted by a request for its folder: it has the
+    /// hardening its maker gave it, not Handler's (decision 0161).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub adopted: bool,
 }
 
 /// `machine up`'s input on fd 3 (decision 0161): the MachineSpec whose hardening, network and

@@ -845,6 +845,36 @@ pub fn post_check(
     Ok(())
 }
 
+/// The file in a machine's staged folder naming the container it adopted (its full id): what
+/// lets the machine verbs touch a container that carries none of Handler's labels.
+pub const ADOPTED_FILE: &str = "adopted";
+
+/// The user and the folder inside of a container someone made by hand with `devcontainer up`
+/// (decision 0161): the last `remoteUser` of its `devcontainer.metadata` label, else its
+/// container's user, else `root`; where `folder` is mounted, else `/workspaces/<its name>`.
+pub fn adopted_user_and_folder(inspect: &Value, folder: &str) -> (String, String) {
+    let meta: Vec<Value> = inspect["Config"]["Labels"]["devcontainer.metadata"]
+        .as_str()
+        .and_then(|m| serde_json::from_str(m).ok())
+        .unwrap_or_default();
+    let user = meta
+        .iter()
+        .rev()
+        .find_map(|e| e["remoteUser"].as_str())
+        .or_else(|| inspect["Config"]["User"].as_str().filter(|u| !u.is_empty()))
+        .unwrap_or("root")
+        .to_string();
+    let folder = folder.trim_end_matches('/');
+    let inside = inspect["Mounts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|m| m["Source"].as_str() == Some(folder))
+        .and_then(|m| m["Destination"].as_str())
+        .map_or_else(|| workspace_target(folder), String::from);
+    (user, inside)
+}
+
 /// The variables every exec in the dev container is given (decision 0161): what its user's
 /// login shell held when it was made (`environ`, NUL-separated), less what the container holds
 /// itself (`container_env`, `NAME=value`) and a shell's own (`PWD`, `SHLVL`, …), with the

@@ -31,8 +31,11 @@ const FILE_MAX: u64 = 256 << 10;
 pub struct Kept {
     /// The folder, resolved.
     pub folder: String,
-    /// What `machine up` answered.
+    /// What `machine up` (or `machine adopt`) answered.
     pub up: DevcontainerUp,
+    /// Made by hand with `devcontainer up` and adopted (decision 0161).
+    #[serde(default)]
+    pub adopted: bool,
 }
 
 fn invalid(detail: impl Into<String>) -> ApiError {

@@ -410,6 +410,29 @@ async fn make(
     Ok(info(r, MachineState::Running))
 }
 
+/// The request's folder allowed and its file read, checked and staged in `stage`, off the async
+/// task and within 60 s (decision 0161).
+async fn staged(
+    app: &AppState,
+    req: &MachineRequest,
+    stage: &std::path::Path,
+) -> ApiResult<std::path::PathBuf> {
+    use super::machine_devcontainer as dc;
+    let (app2, req2, stage) = (app.clone(), req.clone(), stage.to_path_buf());
+    let read = tokio::task::spawn_blocking(move || {
+        let folder = dc::folder_of(&app2, &req2)?;
+        fsutil::create_dir_private(&stage).map_err(ApiError::internal)?;
+        dc::stage(&folder, &stage).map(|()| folder)
+    });
+    match tokio::time::timeout(std::time::Duration::from_secs(60), read).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => Err(ApiError::internal(e)),
+        Err(_) => Err(ApiError::internal(
+            "reading the dev container's folder took over 60 s",
+        )),
+    }
+}
+
 /// Makes dev container machine `req` (decision 0161; under `machine_make`, counted): its folder
 /// allowed, its file read, checked and staged off the async task, then `machine up`.
 async fn make_devcontainer(app: &AppState, mut req: MachineRequest) -> ApiResult<MachineInfo> {
@@ -417,25 +440,11 @@ async fn make_devcontainer(app: &AppState, mut req: MachineRequest) -> ApiResult
     let network = network_of(&req, None)?;
     let at = dir(app).join(&req.name);
     let stage = at.join("devcontainer");
-    let folder = {
-        let (app2, req2, stage) = (app.clone(), req.clone(), stage.clone());
-        let read = tokio::task::spawn_blocking(move || {
-            let folder = dc::folder_of(&app2, &req2)?;
-            fsutil::create_dir_private(&stage).map_err(ApiError::internal)?;
-            dc::stage(&folder, &stage).map(|()| folder)
-        });
-        match tokio::time::timeout(std::time::Duration::from_secs(60), read).await {
-            Ok(Ok(Ok(f))) => f,
-            Ok(Ok(Err(e))) => {
-                let _ = std::fs::remove_dir_all(&at);
-                return Err(e);
-            }
-            Ok(Err(e)) => return Err(ApiError::internal(e)),
-            Err(_) => {
-                return Err(ApiError::internal(
-                    "reading the dev container's folder took over 60 s",
-                ));
-            }
+    let folder = match staged(app, &req, &stage).await {
+        Ok(f) => f,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&at);
+            return Err(e);
         }
     };
     // One folder makes one dev container (the second seed's rule).
@@ -458,11 +467,22 @@ async fn make_devcontainer(app: &AppState, mut req: MachineRequest) -> ApiResult
     labels.insert("handler.machine.source".into(), "devcontainer".into());
     let spec = dc::spec_of(&req, &folder, network, labels)?;
     let doc = dc::up_doc(spec, &folder, &stage)?;
-    let out = app
+    // A container someone made by hand for the folder is adopted, never duplicated (the seed's
+    // connect); none (3): made.
+    let mut adopted = true;
+    let mut out = app
         .launcher
-        .machine(&MachineVerb::Up, Some(doc))
-        .await
-        .map_err(refused);
+        .machine(&MachineVerb::Adopt, Some(doc.clone()))
+        .await;
+    if let Err(LauncherError::Verb {
+        code: Some(NO_MACHINE),
+        ..
+    }) = &out
+    {
+        adopted = false;
+        out = app.launcher.machine(&MachineVerb::Up, Some(doc)).await;
+    }
+    let out = out.map_err(refused);
     let up: handler_contracts::machine::DevcontainerUp =
         match out.and_then(|o| serde_json::from_str(o.trim()).map_err(ApiError::internal)) {
             Ok(u) => u,
@@ -480,12 +500,13 @@ async fn make_devcontainer(app: &AppState, mut req: MachineRequest) -> ApiResult
         devcontainer: Some(dc::Kept {
             folder: folder.display().to_string(),
             up,
+            adopted,
         }),
     };
     let bytes = serde_json::to_vec_pretty(&r).map_err(ApiError::internal)?;
     fsutil::write_atomic(&record_path(app, &r.request.name), &bytes, 0o600)
         .map_err(ApiError::internal)?;
-    tracing::info!(machine = %r.request.name, folder = %folder.display(), "dev container machine made");
+    tracing::info!(machine = %r.request.name, folder = %folder.display(), adopted, "dev container machine made");
     super::machine_events::poke(app);
     Ok(info(r, MachineState::Running))
 }
@@ -647,6 +668,7 @@ fn info(r: Record, state: MachineState) -> MachineInfo {
                 remote_user: d.up.remote_user,
                 remote_workspace_folder: d.up.remote_workspace_folder,
                 env: d.up.env.into_keys().collect(),
+                adopted: d.adopted,
             }),
     }
 }

@@ -155,11 +155,28 @@ fn machine(id: &str) -> Result<String, (i32, String)> {
         return Err((exit::INVALID_SPEC, format!("{id:?} is not a machine id")));
     }
     let name = container_name(id);
-    let format = format!("{{{{index .Config.Labels \"{MACHINE_LABEL}\"}}}}");
+    let format = format!("{{{{index .Config.Labels \"{MACHINE_LABEL}\"}}}}|{{{{.Id}}}}");
     match podman::run(&["inspect", "--type", "container", "--format", &format, &name]) {
-        Ok(l) if l.trim() == id => Ok(name),
+        Ok(l) if l.trim().split('|').next() == Some(id) => Ok(name),
+        // A dev container someone made by hand, adopted (decision 0161): named so by Handler,
+        // and that very container is the one its staged folder records.
+        Ok(l) if adopted(&name).is_some_and(|c| l.trim().split('|').nth(1) == Some(c.as_str())) => {
+            Ok(name)
+        }
         _ => Err((NO_MACHINE, format!("no machine {id:?}"))),
     }
+}
+
+/// The container id machine container `name` adopted, as its staged folder records it.
+fn adopted(name: &str) -> Option<String> {
+    let f = machines_dir()
+        .ok()?
+        .join(name)
+        .join(handler_sandbox::machine::devcontainer::ADOPTED_FILE);
+    fs::read_to_string(f)
+        .ok()
+        .map(|c| c.trim().to_string())
+        .filter(|c| !c.is_empty())
 }
 
 /// The proxy container's name of machine container `name` (decision 0153).

@@ -36,6 +36,97 @@ fn cli_program() -> String {
 
 type Failed = (i32, String);
 
+/// `machine adopt`: its code (0: adopted; a DevcontainerUp on stdout; 3: none to adopt).
+pub fn adopt() -> i32 {
+    match try_adopt() {
+        Ok(up) => {
+            println!(
+                "{}",
+                serde_json::to_string(&up).expect("a DevcontainerUp serializes")
+            );
+            0
+        }
+        Err((code, msg)) => {
+            log(&format!("machine adopt: {msg}"));
+            code
+        }
+    }
+}
+
+/// The one container made by hand for `folder` (the CLI's own label, none of Handler's).
+fn made_by_hand(folder: &str) -> Result<serde_json::Value, Failed> {
+    let label = format!("label={}={folder}", devcontainer::LOCAL_FOLDER_LABEL);
+    let listed =
+        podman::run(&["ps", "-a", "--filter", &label, "--format", "{{.ID}}"]).map_err(setup)?;
+    let mut found = Vec::new();
+    for c in listed.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let i = inspect(c)?;
+        if i["Config"]["Labels"][handler_contracts::machine::MACHINE_LABEL].is_null() {
+            found.push(i);
+        }
+    }
+    match found.len() {
+        0 => Err((
+            super::machine::NO_MACHINE,
+            format!("no container was made by hand for {folder}"),
+        )),
+        1 => Ok(found.remove(0)),
+        n => Err((
+            exit::SETUP_FAILED,
+            format!("{n} containers were made by hand for {folder}: remove all but one"),
+        )),
+    }
+}
+
+fn try_adopt() -> Result<DevcontainerUp, Failed> {
+    let doc: DevcontainerSpec = from_json("DevcontainerSpec", &read_fd3("DevcontainerSpec")?)
+        .map_err(|e| (exit::INVALID_SPEC, format!("invalid spec: {e}")))?;
+    let spec = &doc.spec;
+    machine_id(&spec.name).map_err(|e| (e.exit_code(), e.to_string()))?;
+    let c = made_by_hand(&doc.folder)?;
+    let cid = c["Id"].as_str().unwrap_or_default().to_string();
+    // What was made by hand is held to what Handler would have made, but for its network: the
+    // request's says which (none or filtered cannot be given to it afterwards).
+    devcontainer::post_check(&c, &doc.folder, &spec.network, &[]).map_err(|e| {
+        (
+            exit::UNENFORCEABLE,
+            format!(
+                "the container made by hand for {} ({}) is not adopted: {e} (remove it to have Handler make one, or, when only its network differs, ask for the network it has)",
+                doc.folder,
+                &cid[..cid.len().min(12)]
+            )
+            .replace(": it was removed", ""),
+        )
+    })?;
+    if container_exists(&spec.name) {
+        return Err((
+            exit::SETUP_FAILED,
+            format!("a container named {} exists already", spec.name),
+        ));
+    }
+    // Handler's record of it first, then its name: the machine verbs know it by both.
+    let dir = machines_dir().map_err(setup)?.join(&spec.name);
+    std::fs::create_dir_all(&dir).map_err(setup)?;
+    std::fs::write(dir.join(devcontainer::ADOPTED_FILE), &cid).map_err(setup)?;
+    podman::run(&["rename", &cid, &spec.name]).map_err(setup)?;
+    if c["State"]["Running"] != true {
+        podman::run(&["start", &spec.name]).map_err(setup)?;
+    }
+    let (remote_user, remote_workspace_folder) =
+        devcontainer::adopted_user_and_folder(&c, &doc.folder);
+    let up = devcontainer::Up {
+        container_id: cid,
+        remote_user,
+        remote_workspace_folder,
+    };
+    Ok(DevcontainerUp {
+        env: probe(&up, &c),
+        container_id: up.container_id,
+        remote_user: up.remote_user,
+        remote_workspace_folder: up.remote_workspace_folder,
+    })
+}
+
 /// `machine up`: its code (0: made and started; a DevcontainerUp on stdout).
 pub fn up() -> i32 {
     match try_up() {

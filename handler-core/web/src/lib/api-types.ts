@@ -3648,6 +3648,11 @@ export interface components {
             remoteWorkspaceFolder: string;
             /** @description The names of the variables each exec is given. */
             env?: string[];
+            /**
+             * @description Made by hand with `devcontainer up` and adopted by a request for its folder: it has the
+             *     hardening its maker gave it, not Handler's (decision 0161).
+             */
+            adopted?: boolean;
         };
         /**
          * @description `machine stats` (the seed's Stats): sizes in bytes; `cpu.percent` is of one core, so it can

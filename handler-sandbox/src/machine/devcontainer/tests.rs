@@ -458,3 +458,20 @@ fn the_engine_the_cli_is_given_replays_events_from_the_start_of_up() {
         "#!/bin/sh\n# Handler's engine for the Dev Container CLI (decision 0161).\nif [ \"$1\" = events ]; then exec '/usr/bin/pod'\\''man' \"$@\" --since 1796539222; fi\nexec '/usr/bin/pod'\\''man' \"$@\"\n"
     );
 }
+
+#[test]
+fn a_container_made_by_hand_is_reached_as_its_files_user_where_the_folder_is_mounted() {
+    let c = json!({
+        "Config": {"User": "1000", "Labels": {"devcontainer.metadata": r#"[{"remoteUser":"node"},{"remoteUser":"vscode"}]"#}},
+        "Mounts": [{"Type": "bind", "Source": FOLDER, "Destination": "/workspaces/mine"}],
+    });
+    assert_eq!(
+        adopted_user_and_folder(&c, FOLDER),
+        ("vscode".to_string(), "/workspaces/mine".to_string())
+    );
+    let bare = json!({"Config": {"User": ""}, "Mounts": []});
+    assert_eq!(
+        adopted_user_and_folder(&bare, FOLDER),
+        ("root".to_string(), "/workspaces/app".to_string())
+    );
+}
