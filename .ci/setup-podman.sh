@@ -20,7 +20,7 @@ fi
 log() { echo "setup-podman: $*" >&2; }
 
 # 1. Packages.
-PKGS=(podman runc uidmap slirp4netns fuse-overlayfs catatonit busybox-static util-linux git debootstrap)
+PKGS=(podman runc uidmap slirp4netns fuse-overlayfs catatonit busybox-static util-linux git debootstrap runsc)
 missing=()
 for p in "${PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

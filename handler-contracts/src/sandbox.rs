@@ -375,6 +375,11 @@ pub struct SandboxSpec {
     /// 0031). Left out: false, every writable scope's git read-only.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub git_writable: bool,
+    /// The OCI runtime the engine starts it under (a machine profile's `ociRuntime`, e.g.
+    /// `runsc`: gVisor's kernel in user space), a name or an absolute path; absent: the
+    /// engine's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oci_runtime: Option<String>,
 }
 
 /// One item of a host check (A.8).
@@ -458,6 +463,21 @@ pub mod exit {
     pub const INVALID_SPEC: i32 = 65;
     /// Setup failed.
     pub const SETUP_FAILED: i32 = 66;
+}
+
+/// Whether `r` can name an OCI runtime: a name (letters, digits, `.`, `_`, `-`, not starting
+/// with `-`) or an absolute path of such names — never an option an engine would read.
+pub fn is_oci_runtime(r: &str) -> bool {
+    let name_ok = |n: &str| {
+        !n.is_empty()
+            && !n.starts_with('-')
+            && n.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+    };
+    match r.strip_prefix('/') {
+        Some(path) => path.split('/').all(|n| name_ok(n) && n != ".."),
+        None => name_ok(r) && r.len() <= 64,
+    }
 }
 
 /// The line a tty launch prints on stderr once it waits for `attach` (A).

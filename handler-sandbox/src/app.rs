@@ -229,6 +229,7 @@ pub fn app_sandbox_spec(i: &AppSandboxInput) -> SandboxSpec {
         tty: false,
         injections: Vec::new(),
         git_writable: false,
+        oci_runtime: None,
     }
 }
 

@@ -161,6 +161,7 @@ pub fn compose(launch: &HarnessLaunch, input: &ComposeInput) -> Result<SandboxSp
         tty: false,
         injections,
         git_writable: false,
+        oci_runtime: None,
     })
 }
 

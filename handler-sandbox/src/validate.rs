@@ -188,6 +188,14 @@ fn check_identity(spec: &SandboxSpec) -> Result {
             return invalid(format!("argv[{i}]"), "holds a NUL byte");
         }
     }
+    if let Some(r) = &spec.oci_runtime
+        && !handler_contracts::sandbox::is_oci_runtime(r)
+    {
+        return invalid(
+            "ociRuntime",
+            format!("{r:?} is not an OCI runtime's name or absolute path"),
+        );
+    }
     check_abs_path("workdir", &spec.workdir)?;
     check_abs_path("user.home", &spec.user.home)?;
     if spec.user.home == "/" {

@@ -71,8 +71,9 @@ pub struct Profile {
     /// With `disposable`: milliseconds its machine is kept after its session (default 300000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disposable_delay: Option<u64>,
-    /// The OCI runtime its machines run under (the seed's `ociRuntime`, e.g. `runsc`): refused
-    /// until Handler's runtimes pass one (decision 0156), never silently ignored.
+    /// The OCI runtime its machines run under (the seed's `ociRuntime`, e.g. `runsc`: gVisor),
+    /// a name or an absolute path, passed to the engine as given (decision 0162). Never in a
+    /// request: the boundary a machine is given is the operator's to choose.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oci_runtime: Option<String>,
 }
@@ -138,11 +139,19 @@ impl Profiles {
                     "a disposable profile's machine takes its session's agent: name none",
                 ));
             }
-            if p.oci_runtime.is_some() {
-                return Err(invalid(
-                    at("ociRuntime"),
-                    "Handler's runtimes do not start a machine under another OCI runtime yet: remove it (a machine would not get the boundary it names)",
-                ));
+            if let Some(r) = &p.oci_runtime {
+                if !crate::sandbox::is_oci_runtime(r) {
+                    return Err(invalid(
+                        at("ociRuntime"),
+                        format!("{r:?} is not an OCI runtime's name or absolute path"),
+                    ));
+                }
+                if p.devcontainer.is_some() {
+                    return Err(invalid(
+                        at("ociRuntime"),
+                        "a dev container is made by the Dev Container CLI, which takes no OCI runtime: remove one of them",
+                    ));
+                }
             }
             match (p.disposable, p.disposable_delay) {
                 (false, Some(_)) => {
@@ -283,13 +292,24 @@ mod tests {
             let e = doc(text).validate().unwrap_err();
             assert_eq!(e.path, path, "{text}");
         }
-        assert_eq!(
-            doc("[profiles.p]\nociRuntime = \"runsc\"\n")
-                .validate()
-                .unwrap_err()
-                .path,
-            "profiles.p.ociRuntime"
-        );
+        for bad in [
+            "[profiles.p]\nociRuntime = \"--privileged\"\n",
+            "[profiles.p]\nociRuntime = \"run sc\"\n",
+            "[profiles.p]\nociRuntime = \"/usr/../bin/runsc\"\n",
+            "[profiles.p]\nociRuntime = \"runsc\"\ndevcontainer = \"/srv/app\"\n",
+        ] {
+            assert_eq!(
+                doc(bad).validate().unwrap_err().path,
+                "profiles.p.ociRuntime",
+                "{bad}"
+            );
+        }
+        doc("[profiles.p]\nociRuntime = \"runsc\"\n")
+            .validate()
+            .unwrap();
+        doc("[profiles.p]\nociRuntime = \"/usr/bin/runsc\"\n")
+            .validate()
+            .unwrap();
         assert!(toml::from_str::<Profiles>("[profiles.p]\nnope = 1\n").is_err());
         doc("[profiles.scratch]\ndisposable = true\ndisposableDelay = 3000\n")
             .validate()

@@ -4,7 +4,7 @@
 //! commands, which run inside) and refuses, naming the key, what would reach the host or widen
 //! the container — `initializeCommand` (it runs on the host), `privileged`, `capAdd`,
 //! `securityOpt`, host binds, `runArgs` beyond a few harmless flags, `${localEnv:…}`.
-//! [`run_args`] is Handler's hardening and network for the CLI's own `run`, [`override_config`]
+//! [`plan_up`] is Handler's hardening and network for the CLI's own `run`, [`override_config`]
 //! the one document the CLI reads (never the repository's file, nor its folder), [`up_argv`] its words, and
 //! [`post_check`] the engine's record of what was made, judged again after features added
 //! their own. [`probe_env`] is what each exec is given. Pure.
@@ -309,10 +309,22 @@ fn check_run_args(v: &Value) -> Result<(), DevcontainerError> {
                 ),
             ));
         }
-        if !inline {
+        let value = if inline {
+            word.split_once('=').map_or("", |(_, v)| v)
+        } else {
             i += 1;
-            if args.get(i).and_then(Value::as_str).is_none() {
-                return Err(refused(at, format!("{word:?} has no value after it")));
+            args.get(i)
+                .and_then(Value::as_str)
+                .ok_or_else(|| refused(&at, format!("{word:?} has no value after it")))?
+        };
+        // Handler's labels (and the CLI's) say what a container is to Handler: never the file's.
+        if ["-l", "--label"].contains(&flag) {
+            let key = value.split('=').next().unwrap_or_default();
+            if key.starts_with("handler.") || key.starts_with("devcontainer.") {
+                return Err(refused(
+                    at,
+                    format!("the label {key:?} is Handler's or the Dev Container CLI's own"),
+                ));
             }
         }
         i += 1;
@@ -559,7 +571,13 @@ pub fn plan_up(
     if facts.cgroup_pids {
         a.extend(["--pids-limit".into(), pids.to_string()]);
     }
-    a.extend(engine::oci_runtime_args(engine));
+    if s.oci_runtime.is_some() {
+        return Err(SpecError::unenforceable(
+            "ociRuntime",
+            "a dev container is made by the Dev Container CLI, which takes no OCI runtime",
+        ));
+    }
+    a.extend(engine::oci_runtime_args(engine, s));
     a.extend(
         ["--cap-drop", "all", "--security-opt", "no-new-privileges"]
             .iter()
@@ -890,16 +908,28 @@ pub fn probe_env(
         .iter()
         .filter_map(|e| e.split_once('='))
         .collect();
+    // Only names an exec can be given (anything else would refuse every exec).
+    let name_ok = |n: &str| {
+        let mut cs = n.chars();
+        cs.next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && cs.all(|c| c.is_ascii_alphanumeric() || c == '_')
+    };
     let mut env: BTreeMap<String, String> = environ
         .split(|b| *b == 0)
         .filter_map(|e| std::str::from_utf8(e).ok())
         .filter_map(|e| e.split_once('='))
-        .filter(|(k, v)| !SHELL_OWN.contains(k) && container.get(k) != Some(v))
+        .filter(|(k, v)| name_ok(k) && !SHELL_OWN.contains(k) && container.get(k) != Some(v))
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
     let entries: Vec<Value> = serde_json::from_str(metadata).unwrap_or_default();
     for e in &entries {
-        for (k, v) in e["remoteEnv"].as_object().into_iter().flatten() {
+        for (k, v) in e["remoteEnv"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter(|(k, _)| name_ok(k))
+        {
             match v.as_str() {
                 Some(v) => {
                     let mut value = String::new();

@@ -5,6 +5,8 @@
 //! network, the OCI runtime, and what each engine refuses up front. Everything else of a plan —
 //! validation, mounts, files, the egress topology, the proxy's configuration — is shared.
 
+use handler_contracts::sandbox::SandboxSpec;
+
 use crate::error::SpecError;
 use crate::facts::HostFacts;
 use crate::network::SLIRP_HOST_LOOPBACK;
@@ -299,16 +301,78 @@ pub fn no_route_args(engine: Engine<'_>) -> Vec<String> {
     a
 }
 
-/// `--runtime <ociRuntime>` when the setting names one (Docker; passed as given, so a host
-/// without it refuses with docker's own message).
-pub fn oci_runtime_args(engine: Engine<'_>) -> Vec<String> {
-    match engine {
+/// `--runtime <ociRuntime>`: the spec's (a machine profile's, decision 0162), else Docker's
+/// daemon-wide setting; passed as given, so a host without it refuses with the engine's own
+/// message. gVisor (`runsc`) under rootless Podman runs through [`runsc_wrapper`]:
+/// [`runsc_refusal`] keeps a spec from asking for what that loses.
+pub fn oci_runtime_args(engine: Engine<'_>, spec: &SandboxSpec) -> Vec<String> {
+    let named = spec.oci_runtime.clone().or_else(|| match engine {
         Engine::Docker(DockerFacts {
             oci_runtime: Some(r),
             ..
-        }) => vec!["--runtime".into(), r.clone()],
-        _ => Vec::new(),
+        }) => Some(r.clone()),
+        _ => None,
+    });
+    let Some(r) = named else {
+        return Vec::new();
+    };
+    if matches!(engine, Engine::Podman) && is_runsc(&r) {
+        // Podman passes `--runtime-flag` to the runtime only in the command it is given with
+        // (`create`), not at a later `start` or `exec`: the runtime is a wrapper that always
+        // adds them ([`runsc_wrapper`]), written by the runtime executable where [`RUNTIME_SLOT`]
+        // is.
+        return vec!["--runtime".to_string(), RUNTIME_SLOT.to_string()];
     }
+    vec!["--runtime".to_string(), r]
+}
+
+/// The word a plan holds where the path of the runtime's wrapper goes (gVisor on Podman).
+pub const RUNTIME_SLOT: &str = "<oci-runtime>";
+
+/// The wrapper gVisor runs through on rootless Podman (decision 0162): `runsc` (at `path`)
+/// told to leave cgroups alone (the user has none delegated) and to give the sandbox no network
+/// (it cannot join the rootless network namespace), at every call Podman makes.
+pub fn runsc_wrapper(path: &str) -> String {
+    format!(
+        "#!/bin/sh\n# Handler's gVisor for rootless Podman (decision 0162).\nexec '{}' --ignore-cgroups --network=none \"$@\"\n",
+        path.replace('\'', "'\\''")
+    )
+}
+
+/// Whether runtime `r` is gVisor's `runsc` (by its name or its path's last name).
+pub fn is_runsc(r: &str) -> bool {
+    r.rsplit('/').next() == Some("runsc")
+}
+
+/// What a spec under gVisor cannot have on rootless Podman (A1: refused, 64, never weakened):
+/// a network (runsc gives it none there), resource limits (runsc leaves cgroups alone there).
+pub fn runsc_refusal(engine: Engine<'_>, spec: &SandboxSpec) -> Option<SpecError> {
+    let r = spec.oci_runtime.as_deref()?;
+    if !(matches!(engine, Engine::Podman) && is_runsc(r)) {
+        return None;
+    }
+    if !spec.name.starts_with("handler-m-") {
+        return Some(SpecError::unenforceable(
+            "ociRuntime",
+            "gVisor on rootless Podman is given to machines (a profile's ociRuntime), whose staged folder keeps its wrapper",
+        ));
+    }
+    if !matches!(
+        spec.network,
+        handler_contracts::sandbox::NetworkPolicy::None
+    ) {
+        return Some(SpecError::unenforceable(
+            "network",
+            "under runsc, rootless Podman gives a sandbox no network of its own (gVisor cannot join the rootless network namespace): use network none, or another OCI runtime",
+        ));
+    }
+    if spec.resources.is_some() {
+        return Some(SpecError::unenforceable(
+            "resources",
+            "under runsc, rootless Podman leaves cgroups alone (none are delegated here), so no limit would hold: leave cpus and memory out",
+        ));
+    }
+    None
 }
 
 /// Whether `nested` confinement (A.5: rootless podman inside) can be given: not on Docker,
@@ -440,13 +504,59 @@ mod tests {
         assert_eq!(host_alias(e), "host.docker.internal");
         assert!(nested_refusal(Engine::Podman).is_none());
         assert_eq!(nested_refusal(e).unwrap().exit_code(), 64);
-        assert!(oci_runtime_args(e).is_empty());
+        let plain: SandboxSpec = serde_json::from_value(serde_json::json!({
+            "apiVersion": "handler.sandbox/v1", "name": "s", "image": "i", "argv": ["sh"],
+            "workdir": "/w", "user": {"mode": "host-user", "home": "/h"},
+            "network": {"mode": "none"}
+        }))
+        .unwrap();
+        assert!(oci_runtime_args(e, &plain).is_empty());
         let g = DockerFacts {
             oci_runtime: Some("runsc".into()),
             ..d.clone()
         };
-        assert_eq!(oci_runtime_args(Engine::Docker(&g)), ["--runtime", "runsc"]);
-        assert!(oci_runtime_args(Engine::Podman).is_empty());
+        assert_eq!(
+            oci_runtime_args(Engine::Docker(&g), &plain),
+            ["--runtime", "runsc"]
+        );
+        assert!(oci_runtime_args(Engine::Podman, &plain).is_empty());
+        // A profile's runtime: as given; gVisor on rootless Podman with what it needs there.
+        let gvisor = SandboxSpec {
+            name: "handler-m-g".into(),
+            oci_runtime: Some("/usr/bin/runsc".into()),
+            ..plain.clone()
+        };
+        assert_eq!(
+            oci_runtime_args(Engine::Podman, &gvisor),
+            ["--runtime", RUNTIME_SLOT]
+        );
+        assert_eq!(
+            runsc_wrapper("/usr/bin/runsc"),
+            "#!/bin/sh\n# Handler's gVisor for rootless Podman (decision 0162).\nexec '/usr/bin/runsc' --ignore-cgroups --network=none \"$@\"\n"
+        );
+        assert_eq!(
+            oci_runtime_args(Engine::Docker(&g), &gvisor),
+            ["--runtime", "/usr/bin/runsc"]
+        );
+        assert!(runsc_refusal(Engine::Podman, &gvisor).is_none());
+        // A launch is not a machine: its instance folder would not keep the wrapper.
+        let launch = SandboxSpec {
+            name: "handler-a-1".into(),
+            ..gvisor.clone()
+        };
+        assert_eq!(
+            runsc_refusal(Engine::Podman, &launch).map(|e| e.field().to_string()),
+            Some("ociRuntime".to_string())
+        );
+        let open = SandboxSpec {
+            network: handler_contracts::sandbox::NetworkPolicy::Open,
+            ..gvisor.clone()
+        };
+        assert_eq!(
+            runsc_refusal(Engine::Podman, &open).map(|e| (e.exit_code(), e.field().to_string())),
+            Some((64, "network".to_string()))
+        );
+        assert!(runsc_refusal(Engine::Docker(&g), &open).is_none());
     }
 
     #[test]

@@ -447,6 +447,10 @@ pub(crate) fn plan_on(
 ) -> Result<LaunchPlan> {
     let spec = spec.spec();
     check_host(engine, facts)?;
+    // What the spec's OCI runtime cannot keep here (decision 0162).
+    if let Some(e) = engine::runsc_refusal(engine, spec) {
+        return Err(e);
+    }
     let inst = facts.instance_dir.trim_end_matches('/').to_string();
     mount_path_ok("instance folder", &inst)?;
     let (network, filter_volume) = plan_network_on(engine, spec, &inst)?;
@@ -551,7 +555,17 @@ fn base_args(
         );
     }
     push(&mut args, &["--name", &spec.name, "--pull=never", "--init"]);
-    args.extend(engine::user_args(engine, facts)?);
+    // gVisor on rootless Podman (decision 0162): keep-id with a read-only root does not start
+    // under runsc, so the sandbox runs as container root, which rootless Podman maps to the
+    // host user — the mapping rootless Docker gives every sandbox (capabilities dropped,
+    // no-new-privileges, as always).
+    let runsc = matches!(engine, Engine::Podman)
+        && spec.oci_runtime.as_deref().is_some_and(engine::is_runsc);
+    if runsc {
+        push(&mut args, &["--user", "0:0"]);
+    } else {
+        args.extend(engine::user_args(engine, facts)?);
+    }
     push(
         &mut args,
         &[
@@ -563,10 +577,11 @@ fn base_args(
     );
     args.extend(engine::proxy_variables_off(engine).map(String::from));
     push(&mut args, &["--read-only"]);
-    if facts.cgroup_pids {
+    // gVisor on rootless Podman leaves cgroups alone: the nproc rlimit above still holds.
+    if facts.cgroup_pids && !runsc {
         push(&mut args, &["--pids-limit", &pids.to_string()]);
     }
-    args.extend(engine::oci_runtime_args(engine));
+    args.extend(engine::oci_runtime_args(engine, spec));
     push(&mut args, &engine::no_entrypoint(engine));
     Ok(args)
 }

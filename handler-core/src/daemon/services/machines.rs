@@ -316,6 +316,14 @@ fn check_request(app: &AppState, req: &MachineRequest) -> ApiResult<()> {
     Ok(())
 }
 
+/// The OCI runtime of `req`'s profile (decision 0162: the seed's profile-only `ociRuntime`).
+fn oci_runtime_of(app: &AppState, req: &MachineRequest) -> ApiResult<Option<String>> {
+    match &req.profile {
+        Some(name) => Ok(profile(app, name, "profile")?.oci_runtime),
+        None => Ok(None),
+    }
+}
+
 /// Decision 0156: what the request leaves out, from its profile.
 fn with_profile(app: &AppState, req: MachineRequest) -> ApiResult<MachineRequest> {
     Ok(match &req.profile {
@@ -369,8 +377,11 @@ async fn make(
         Some(image) => spec_of(app, &req, image, &work.display().to_string()),
         None => unreachable!("refused above"),
     };
-    let spec = match made {
-        Ok(s) => s,
+    let spec = match made.and_then(|s| Ok((s, oci_runtime_of(app, &req)?))) {
+        Ok((s, runtime)) => SandboxSpec {
+            oci_runtime: runtime,
+            ..s
+        },
         Err(e) => {
             let _ = std::fs::remove_dir_all(dir(app).join(&req.name));
             return Err(e);
@@ -410,6 +421,13 @@ async fn make(
     Ok(info(r, MachineState::Running))
 }
 
+/// The machine made from folder `shown`, if one was.
+fn dev_container_of(app: &AppState, shown: &str) -> Option<String> {
+    ids(app)
+        .into_iter()
+        .find(|id| read(app, id).is_ok_and(|r| r.devcontainer.is_some_and(|d| d.folder == shown)))
+}
+
 /// The request's folder allowed and its file read, checked and staged in `stage`, off the async
 /// task and within 60 s (decision 0161).
 async fn staged(
@@ -437,6 +455,15 @@ async fn staged(
 /// allowed, its file read, checked and staged off the async task, then `machine up`.
 async fn make_devcontainer(app: &AppState, mut req: MachineRequest) -> ApiResult<MachineInfo> {
     use super::machine_devcontainer as dc;
+    if oci_runtime_of(app, &req)?.is_some() {
+        return Err(ApiError::bad_request(
+            "invalid machine",
+            format!(
+                "profiles.{}.ociRuntime: a dev container is made by the Dev Container CLI, which takes no OCI runtime",
+                req.profile.as_deref().unwrap_or_default()
+            ),
+        ));
+    }
     let network = network_of(&req, None)?;
     let at = dir(app).join(&req.name);
     let stage = at.join("devcontainer");
@@ -449,10 +476,7 @@ async fn make_devcontainer(app: &AppState, mut req: MachineRequest) -> ApiResult
     };
     // One folder makes one dev container (the second seed's rule).
     let shown = folder.display().to_string();
-    if let Some(other) = ids(app)
-        .into_iter()
-        .find(|id| read(app, id).is_ok_and(|r| r.devcontainer.is_some_and(|d| d.folder == shown)))
-    {
+    if let Some(other) = dev_container_of(app, &shown) {
         let _ = std::fs::remove_dir_all(&at);
         return Err(ApiError::conflict(
             "folder has a dev container",

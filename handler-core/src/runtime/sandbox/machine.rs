@@ -114,6 +114,11 @@ fn try_create() -> Result<String, (i32, String)> {
         .mode(0o700)
         .create(&dir)
         .map_err(|e| setup(format!("{}: {e}", dir.display())))?;
+    let mut plan = plan;
+    if let Err(e) = fill_runtime_slot(&mut plan.args, &dir, spec.oci_runtime.as_deref()) {
+        let _ = fs::remove_dir_all(&dir);
+        return Err(e);
+    }
     let made = super::launch::stage(&plan.stage)
         .map_err(|e| setup(format!("staging {}: {e}", dir.display())))
         .and_then(|()| match &plan.proxy {
@@ -147,6 +152,52 @@ fn try_create() -> Result<String, (i32, String)> {
         let _ = fs::remove_dir_all(&dir);
     }
     made
+}
+
+/// Writes gVisor's wrapper (decision 0162) in the machine's staged folder, which lives as long
+/// as the machine (every later `start` and `exec` goes through it too), and puts its path where
+/// the plan holds its slot; `runsc` is found on PATH now (a clear error when it is missing).
+fn fill_runtime_slot(
+    args: &mut [String],
+    dir: &std::path::Path,
+    runtime: Option<&str>,
+) -> Result<(), (i32, String)> {
+    use handler_sandbox::plan::engine::{RUNTIME_SLOT, runsc_wrapper};
+    let Some(slot) = args.iter_mut().find(|a| *a == RUNTIME_SLOT) else {
+        return Ok(());
+    };
+    let named = runtime.unwrap_or("runsc");
+    let found = if named.starts_with('/') {
+        Some(PathBuf::from(named))
+    } else {
+        std::env::var_os("PATH").and_then(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join(named))
+                .find(|f| f.is_file())
+        })
+    };
+    let Some(found) = found.filter(|f| f.is_file()) else {
+        return Err((
+            exit::UNENFORCEABLE,
+            format!("ociRuntime: {named} is not installed here (Debian: apt install runsc)"),
+        ));
+    };
+    let path = dir.join("oci-runtime");
+    let _ = fs::remove_file(&path);
+    fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o700)
+        .open(&path)
+        .and_then(|mut f| {
+            std::io::Write::write_all(
+                &mut f,
+                runsc_wrapper(&found.display().to_string()).as_bytes(),
+            )
+        })
+        .map_err(|e| (exit::SETUP_FAILED, format!("{}: {e}", path.display())))?;
+    *slot = path.display().to_string();
+    Ok(())
 }
 
 /// The container of machine `id`, once it is known to be that machine (its label).

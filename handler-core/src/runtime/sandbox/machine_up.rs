@@ -318,25 +318,58 @@ fn inspect(container: &str) -> Result<serde_json::Value, Failed> {
     Ok(v.get(0).cloned().unwrap_or(v))
 }
 
+/// The probe's bounds: its output is cut at 1 MiB, and it is given 10 s (the user's login
+/// shell is the image's, so the repository's: it may print, or never end).
+const PROBE_MAX: u64 = 1 << 20;
+const PROBE_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
+/// What the probe prints before the environment: whatever a profile printed comes before it.
+const PROBE_MARK: &[u8] = b"HANDLER-PROBED-ENVIRONMENT:";
+
+/// The environment of the user's login shell, as `/proc/self/environ` (NUL-separated).
+fn probe_output(up: &devcontainer::Up) -> Option<Vec<u8>> {
+    use std::io::Read as _;
+    let script = format!(
+        "printf '%s' '{}'; cat /proc/self/environ",
+        String::from_utf8_lossy(PROBE_MARK)
+    );
+    let mut child = podman::command([
+        "exec",
+        "--user",
+        up.remote_user.as_str(),
+        up.container_id.as_str(),
+        "/bin/sh",
+        "-lc",
+        script.as_str(),
+    ])
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::null())
+    .spawn()
+    .ok()?;
+    let out = child.stdout.take()?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = out.take(PROBE_MAX).read_to_end(&mut buf);
+        let _ = tx.send(buf);
+    });
+    let got = rx.recv_timeout(PROBE_WITHIN).ok();
+    let _ = child.kill();
+    let _ = child.wait();
+    let got = got?;
+    let at = got
+        .windows(PROBE_MARK.len())
+        .position(|w| w == PROBE_MARK)?;
+    Some(got[at + PROBE_MARK.len()..].to_vec())
+}
+
 /// The variables each exec gets: one probe of the user's login shell (none when it cannot
 /// run: the file's `remoteEnv` alone).
 fn probe(
     up: &devcontainer::Up,
     inspect: &serde_json::Value,
 ) -> std::collections::BTreeMap<String, String> {
-    let environ = podman::output(&[
-        "exec",
-        "--user",
-        &up.remote_user,
-        &up.container_id,
-        "/bin/sh",
-        "-lc",
-        "cat /proc/self/environ",
-    ])
-    .ok()
-    .filter(|o| o.status.success())
-    .map(|o| o.stdout)
-    .unwrap_or_else(|| {
+    let environ = probe_output(up).unwrap_or_else(|| {
         log("machine up: the login shell could not be probed; its variables are the file's remoteEnv alone");
         Vec::new()
     });

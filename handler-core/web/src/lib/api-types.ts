@@ -3522,8 +3522,9 @@ export interface components {
              */
             disposableDelay?: number | null;
             /**
-             * @description The OCI runtime its machines run under (the seed's `ociRuntime`, e.g. `runsc`): refused
-             *     until Handler's runtimes pass one (decision 0156), never silently ignored.
+             * @description The OCI runtime its machines run under (the seed's `ociRuntime`, e.g. `runsc`: gVisor),
+             *     a name or an absolute path, passed to the engine as given (decision 0162). Never in a
+             *     request: the boundary a machine is given is the operator's to choose.
              */
             ociRuntime?: string | null;
         };

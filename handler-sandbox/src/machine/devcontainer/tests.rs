@@ -52,6 +52,14 @@ fn each_key_that_reaches_the_host_or_widens_the_container_is_refused_by_name() {
         (json!({"runArgs": ["-v", "/:/host"]}), "runArgs[0]"),
         (json!({"runArgs": ["--env"]}), "runArgs[0]"),
         (
+            json!({"runArgs": ["--label", "ok=1", "-l", "handler.machine=other"]}),
+            "runArgs[2]",
+        ),
+        (
+            json!({"runArgs": ["--label=devcontainer.local_folder=/x"]}),
+            "runArgs[0]",
+        ),
+        (
             json!({"mounts": ["type=volume,source=v,target=/v", "source=/home/u/.ssh,target=/s,type=bind"]}),
             "mounts[1]",
         ),
