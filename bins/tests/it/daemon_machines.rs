@@ -1617,3 +1617,59 @@ async fn a_filtered_dev_container_reaches_only_its_allowed_hosts_through_its_own
     assert_eq!(st, 204, "{v}");
     assert!(containers(&d, "handler.machine-proxy=devf").is_empty());
 }
+
+/// Decision 0161's cost: `POST /v1/machines` of a dev container (the Dev Container CLI on a
+/// staged copy of a file naming the busybox image, no feature: the CLI's own work, the check
+/// after, the probe) ÷ of a machine from the same image, each deleted after, alternated, medians
+/// of `HANDLER_BENCH_ROUNDS` (default 9) after a warm-up pair. Prints `BENCH`.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "a benchmark: bench/devcontainer-create.sh"]
+async fn bench_a_dev_container_create_against_an_image_machine_create() {
+    let Some(d) = daemon("dcbench").await else {
+        return;
+    };
+    leftover(&d, "handler-m-bdev");
+    leftover(&d, "handler-m-bimg");
+    let rounds: usize = std::env::var("HANDLER_BENCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(9);
+    let repo = dev_repo(&d, "bench", &format!("{{\"image\": \"{IMAGE}\"}}"));
+    let once = |body: Value| {
+        let d = &d;
+        async move {
+            let name = body["name"].as_str().unwrap().to_string();
+            let t = std::time::Instant::now();
+            let (st, m) = post(d, "/v1/machines", body).await;
+            let took = t.elapsed();
+            assert_eq!(st, 201, "{m}\n{}", d.log());
+            let (st, _) = d
+                .call(
+                    reqwest::Method::DELETE,
+                    &format!("/v1/machines/{name}"),
+                    None,
+                )
+                .await;
+            assert_eq!(st, 204);
+            took
+        }
+    };
+    let (mut dev, mut img) = (Vec::new(), Vec::new());
+    for round in 0..=rounds {
+        let i = once(json!({"name": "bimg", "image": IMAGE})).await;
+        let v = once(json!({"name": "bdev", "source": "devcontainer", "devcontainer": repo})).await;
+        if round > 0 {
+            img.push(i);
+            dev.push(v);
+        }
+    }
+    dev.sort();
+    img.sort();
+    let (v, i) = (dev[dev.len() / 2], img[img.len() / 2]);
+    println!(
+        "BENCH machine create rounds={rounds} image={:.1}ms devcontainer={:.1}ms ratio={:.2}x",
+        i.as_secs_f64() * 1e3,
+        v.as_secs_f64() * 1e3,
+        v.as_secs_f64() / i.as_secs_f64()
+    );
+}
