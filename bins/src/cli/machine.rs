@@ -99,9 +99,13 @@ pub enum MachineCommand {
         /// A memory limit, e.g. 2g.
         #[arg(long)]
         memory: Option<String>,
-        /// Where commands start (default /work, kept across restarts).
+        /// Where commands start (default /work, kept across restarts; with --folder, that folder).
         #[arg(long)]
         workdir: Option<String>,
+        /// A folder of yours mounted at the same path inside (inside a work folder, as an
+        /// agent's scope; its .git read-only).
+        #[arg(long, value_name = "DIR", conflicts_with_all = ["agent", "devcontainer"])]
+        folder: Option<std::path::PathBuf>,
         /// none (default), open, or filtered: only to the --allow hosts, through the
         /// machine's own egress proxy (with --agent and no --allow: what its agents all allow).
         #[arg(long)]
@@ -339,6 +343,7 @@ fn create_body(cmd: MachineCommand) -> (String, Value) {
         cpus,
         memory,
         workdir,
+        folder,
         network,
         allow,
         profile,
@@ -352,6 +357,10 @@ fn create_body(cmd: MachineCommand) -> (String, Value) {
     }
     if let Some(i) = image {
         body["image"] = json!(i);
+    }
+    if let Some(f) = folder {
+        let f = std::path::absolute(&f).unwrap_or(f);
+        body["folder"] = json!(f.display().to_string());
     }
     if let Some(d) = devcontainer {
         // The daemon resolves it: a relative folder is the caller's, made absolute here.

@@ -1673,3 +1673,81 @@ async fn bench_a_dev_container_create_against_an_image_machine_create() {
         v.as_secs_f64() / i.as_secs_f64()
     );
 }
+
+/// Decision 0163: a machine made with a folder of the person's (inside a work folder) has it at
+/// its own path, commands start there, and what an exec writes is in the folder; its `.git`
+/// is read-only inside (the git guard). A folder outside the work folders, one of Handler's own,
+/// or with agents is refused naming `folder`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_machine_mounts_a_folder_of_the_persons_at_its_own_path() {
+    let Some(d) = daemon("fold").await else {
+        return;
+    };
+    leftover(&d, "handler-m-fbox2");
+    let scope = std::path::PathBuf::from(&d.scope);
+    std::fs::create_dir_all(scope.join(".git/hooks")).unwrap();
+    std::fs::write(scope.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+    std::fs::write(scope.join(".git/config"), "[core]\n").unwrap();
+    d.user.give(&scope.join(".git"));
+    for (body, says) in [
+        (
+            json!({"name": "fbox2", "image": IMAGE, "folder": "/etc"}),
+            "folder:",
+        ),
+        (
+            json!({"name": "fbox2", "image": IMAGE, "folder": d.root.join("config")}),
+            "folder:",
+        ),
+        (
+            json!({"name": "fbox2", "source": "devcontainer", "devcontainer": d.scope, "folder": d.scope}),
+            "folder:",
+        ),
+    ] {
+        let (st, v) = post(&d, "/v1/machines", body.clone()).await;
+        assert_eq!(st, 400, "{body}: {v}");
+        assert!(
+            v["detail"].as_str().unwrap_or_default().starts_with(says),
+            "{body}: {v}"
+        );
+    }
+    let (code, out, err) = handler(
+        &d,
+        &[
+            "machine", "create", "fbox2", "--image", IMAGE, "--folder", &d.scope,
+        ],
+    );
+    assert_eq!(code, 0, "{out}{err}\n{}", d.log());
+    let (_, m) = get(&d, "/v1/machines/fbox2").await;
+    let canon = std::fs::canonicalize(&scope).unwrap().display().to_string();
+    assert_eq!(m["request"]["folder"], canon.as_str(), "{m}");
+    let (code, out, err) = handler(
+        &d,
+        &[
+            "machine",
+            "exec",
+            "fbox2",
+            "--",
+            "sh",
+            "-c",
+            "pwd; echo made > from-machine; echo x >> .git/config && echo git-writable || echo git-read-only",
+        ],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(out, format!("{canon}\ngit-read-only\n"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(scope.join("from-machine")).unwrap(),
+        "made\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(scope.join(".git/config")).unwrap(),
+        "[core]\n"
+    );
+    let (st, v) = d
+        .call(reqwest::Method::DELETE, "/v1/machines/fbox2", None)
+        .await;
+    assert_eq!(st, 204, "{v}");
+    assert!(
+        scope.join("from-machine").exists(),
+        "the folder is the person's: kept"
+    );
+}

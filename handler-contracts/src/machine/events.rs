@@ -79,6 +79,7 @@ mod tests {
                 cpus: None,
                 memory: None,
                 workdir: None,
+                folder: None,
                 network: None,
                 allow: None,
                 profile: None,

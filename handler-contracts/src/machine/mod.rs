@@ -72,9 +72,15 @@ pub struct MachineRequest {
     /// A memory limit, e.g. `2g`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<String>,
-    /// Where commands start, its own folder kept across restarts (default `/work`).
+    /// Where commands start, its own folder kept across restarts (default `/work`; with
+    /// `folder`, that folder).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workdir: Option<String>,
+    /// A host folder mounted at the same path inside (the seed's `folder`, decision 0163): a
+    /// folder inside one of Handler's work folders, never one of Handler's own, as an agent's
+    /// scope; its `.git` read-only (the git guard). Not with `agents` or `source: devcontainer`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub folder: Option<String>,
     /// `none` (default), `open`, or `filtered`: through the machine's own egress proxy to the
     /// hosts `allow` lists (decision 0153).
     #[serde(default, skip_serializing_if = "Option::is_none")]

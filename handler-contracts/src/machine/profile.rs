@@ -51,6 +51,9 @@ pub struct Profile {
     /// Where commands start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workdir: Option<String>,
+    /// A host folder mounted at the same path (decision 0163), held to a request's rules.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub folder: Option<String>,
     /// `none`, `filtered` or `open`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<String>,
@@ -213,6 +216,7 @@ pub fn apply(req: &MachineRequest, p: &Profile) -> MachineRequest {
         cpus: or(&req.cpus, &p.cpus),
         memory: or(&req.memory, &p.memory),
         workdir: or(&req.workdir, &p.workdir),
+        folder: or(&req.folder, &p.folder),
         network,
         allow,
         profile: req.profile.clone(),
@@ -230,13 +234,14 @@ mod tests {
     #[test]
     fn the_request_wins_then_the_profile() {
         let p = doc(
-            "[profiles.small]\nimage = \"img\"\ncpus = \"1\"\nmemory = \"256m\"\nnetwork = \"filtered\"\nallow = [\"a.example:443\"]\nagents = [\"a_1\"]\n",
+            "[profiles.small]\nimage = \"img\"\ncpus = \"1\"\nmemory = \"256m\"\nnetwork = \"filtered\"\nallow = [\"a.example:443\"]\nagents = [\"a_1\"]\nfolder = \"/srv/p\"\n",
         );
         let small = &p.profiles["small"];
         let bare = MachineRequest {
             name: "box".into(),
             source: None,
             devcontainer: None,
+            folder: None,
             image: None,
             agents: vec![],
             cpus: None,
@@ -253,6 +258,7 @@ mod tests {
         assert_eq!(got.network.as_deref(), Some("filtered"));
         assert_eq!(got.allow.as_ref().map(Vec::len), Some(1));
         assert_eq!(got.agents, ["a_1"]);
+        assert_eq!(got.folder.as_deref(), Some("/srv/p"));
         let mine = MachineRequest {
             memory: Some("2g".into()),
             network: Some("none".into()),

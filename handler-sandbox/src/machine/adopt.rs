@@ -86,6 +86,7 @@ pub fn adoptable(inspect: &serde_json::Value, data: &str, known: &[String]) -> V
                         .as_str()
                         .filter(|w| !w.is_empty())
                         .map(String::from),
+                    folder: None,
                     network: labels.get(NETWORK_LABEL).cloned(),
                     allow: None,
                     profile: None,

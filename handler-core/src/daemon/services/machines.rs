@@ -171,7 +171,19 @@ fn spec_of(
     work: &str,
 ) -> ApiResult<SandboxSpec> {
     let network = network_of(req, None)?;
-    let workdir = req.workdir.clone().unwrap_or_else(|| "/work".into());
+    // Decision 0163: with a folder, commands start in it unless the request says where, and
+    // the machine's own folder stays at /work.
+    let folder = req.folder.as_deref();
+    let workdir = req
+        .workdir
+        .clone()
+        .or_else(|| folder.map(String::from))
+        .unwrap_or_else(|| "/work".into());
+    let work_at = match (&req.workdir, folder) {
+        (Some(w), Some(f)) if w != f => w.clone(),
+        (_, Some(_)) => "/work".to_string(),
+        (w, None) => w.clone().unwrap_or_else(|| "/work".into()),
+    };
     let doc = serde_json::json!({
         "apiVersion": "handler.sandbox/v1",
         "name": container_name(&req.name),
@@ -190,10 +202,18 @@ fn spec_of(
     spec.network = network;
     spec.mounts = vec![Mount {
         source: work.to_string(),
-        target: spec.workdir.clone(),
+        target: work_at,
         read_only: false,
         kind: MountKind::State,
     }];
+    if let Some(f) = folder {
+        spec.mounts.push(Mount {
+            source: f.to_string(),
+            target: f.to_string(),
+            read_only: false,
+            kind: MountKind::Scope,
+        });
+    }
     if req.cpus.is_some() || req.memory.is_some() {
         spec.resources = Some(Resources {
             memory: req.memory.clone(),
@@ -284,6 +304,12 @@ fn check_request(app: &AppState, req: &MachineRequest) -> ApiResult<()> {
     }
     match req.source.as_deref() {
         None | Some("image") => {}
+        Some("devcontainer") if req.folder.is_some() => {
+            return Err(ApiError::bad_request(
+                "invalid machine",
+                "folder: a dev container is mounted its own folder (devcontainer): leave folder out",
+            ));
+        }
         Some("devcontainer") if !req.agents.is_empty() => {
             return Err(ApiError::bad_request(
                 "invalid machine",
@@ -297,6 +323,12 @@ fn check_request(app: &AppState, req: &MachineRequest) -> ApiResult<()> {
                 format!("source: {other:?} is not image or devcontainer"),
             ));
         }
+    }
+    if req.folder.is_some() && !req.agents.is_empty() {
+        return Err(ApiError::bad_request(
+            "invalid machine",
+            "folder: a machine made for agents mounts their scopes: leave folder out",
+        ));
     }
     match &req.image {
         Some(image) => {
@@ -345,8 +377,14 @@ async fn make(
     req: MachineRequest,
     disposable: Option<Disposable>,
 ) -> ApiResult<MachineInfo> {
-    let req = with_profile(app, req)?;
+    let mut req = with_profile(app, req)?;
     check_request(app, &req)?;
+    // Decision 0163: a folder inside a work folder, never Handler's own (an agent's scope's
+    // rule), resolved now; the record keeps it resolved.
+    if let Some(f) = &req.folder {
+        let canon = crate::daemon::store::folders::check_scope(&app.config, "folder", f)?;
+        req.folder = Some(canon.display().to_string());
+    }
     let _making = app.machine_make.lock().await;
     let kept = ids(app).len();
     if kept >= app.config.machine_max {
@@ -387,7 +425,6 @@ async fn make(
             return Err(e);
         }
     };
-    let mut req = req;
     req.image = Some(spec.image.clone());
     if let NetworkPolicy::Filtered { allow, .. } = &spec.network {
         // The record names the list the machine was made with (its agents' common one).
@@ -937,6 +974,7 @@ pub async fn disposable(
         cpus: None,
         memory: None,
         workdir: None,
+        folder: None,
         network: from
             .as_ref()
             .and_then(|(_, p)| p.network.clone())

@@ -3500,6 +3500,8 @@ export interface components {
             memory?: string | null;
             /** @description Where commands start. */
             workdir?: string | null;
+            /** @description A host folder mounted at the same path (decision 0163), held to a request's rules. */
+            folder?: string | null;
             /** @description `none`, `filtered` or `open`. */
             network?: string | null;
             /** @description A filtered machine's allow-list. */
@@ -3605,8 +3607,17 @@ export interface components {
             cpus?: string | null;
             /** @description A memory limit, e.g. `2g`. */
             memory?: string | null;
-            /** @description Where commands start, its own folder kept across restarts (default `/work`). */
+            /**
+             * @description Where commands start, its own folder kept across restarts (default `/work`; with
+             *     `folder`, that folder).
+             */
             workdir?: string | null;
+            /**
+             * @description A host folder mounted at the same path inside (the seed's `folder`, decision 0163): a
+             *     folder inside one of Handler's work folders, never one of Handler's own, as an agent's
+             *     scope; its `.git` read-only (the git guard). Not with `agents` or `source: devcontainer`.
+             */
+            folder?: string | null;
             /**
              * @description `none` (default), `open`, or `filtered`: through the machine's own egress proxy to the
              *     hosts `allow` lists (decision 0153).
