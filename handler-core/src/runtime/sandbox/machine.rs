@@ -429,9 +429,21 @@ pub fn ls() -> i32 {
             println!("{v}");
             0
         }
+        // One was removed between the list and the inspect (another's `rm`): the engine
+        // refuses the whole inspect, so each is read alone and a gone one left out.
         Err(e) => {
-            eprintln!("machine ls: {e}");
-            1
+            let each: Vec<serde_json::Value> = ids
+                .iter()
+                .filter_map(|id| podman::json(&["inspect", "--type", "container", id]).ok())
+                .filter_map(|v| v.as_array().and_then(|a| a.first().cloned()))
+                .collect();
+            if each.is_empty() {
+                // None could be read: not a race, the engine's own failure.
+                eprintln!("machine ls: {e}");
+                return 1;
+            }
+            println!("{}", serde_json::Value::Array(each));
+            0
         }
     }
 }
