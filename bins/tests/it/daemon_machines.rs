@@ -438,6 +438,14 @@ async fn session(d: &TempDaemon, agent: &str, prompt: &str) -> String {
     v["id"].as_str().unwrap().to_string()
 }
 
+/// `wget URL` in machine `machine` through `handler machine exec`: (exit code, stdout, stderr).
+/// Events are followed for the exec's life: it waits a second after its request (busybox's
+/// `wget -T` crashes: no timeout flag).
+fn wget_in(d: &TempDaemon, machine: &str, url: &str) -> (i32, String, String) {
+    let script = format!("wget -q -O - {url}; rc=$?; sleep 1; exit $rc");
+    handler(d, &["machine", "exec", machine, "--", "sh", "-c", &script])
+}
+
 /// Removes container `name` an earlier run that failed may have left.
 fn leftover(d: &TempDaemon, name: &str) {
     let _ = d
@@ -946,24 +954,7 @@ async fn a_filtered_machine_has_its_own_proxy_and_reaches_only_its_allowed_hosts
     );
     // Events are followed for the exec's life: it waits a second after its request.
     // (busybox's wget -T crashes: no timeout flag.)
-    let wget = |url: String| {
-        let bin = d.root.join("bin/handler");
-        let script = format!("wget -q -O - {url}; rc=$?; sleep 1; exit $rc");
-        let o = d
-            .user
-            .cmd(
-                bin.to_str().unwrap(),
-                &["machine", "exec", "fbox", "--", "sh", "-c", &script],
-                &d.env,
-            )
-            .output()
-            .unwrap();
-        (
-            o.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&o.stdout).into_owned(),
-            String::from_utf8_lossy(&o.stderr).into_owned(),
-        )
-    };
+    let wget = |url: String| wget_in(&d, "fbox", &url);
     let (code, out, err) = wget(format!("http://{allowed}/ok"));
     assert_eq!((code, out.as_str()), (0, "ok"), "{err}\n{}", d.log());
     assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 1);
@@ -1579,24 +1570,7 @@ async fn a_filtered_dev_container_reaches_only_its_allowed_hosts_through_its_own
     .await;
     assert_eq!(st, 409, "{v}");
     assert!(v["detail"].as_str().unwrap().contains("\"devf\""), "{v}");
-    let wget = |url: String| {
-        let bin = d.root.join("bin/handler");
-        let script = format!("wget -q -O - {url}; rc=$?; sleep 1; exit $rc");
-        let o = d
-            .user
-            .cmd(
-                bin.to_str().unwrap(),
-                &["machine", "exec", "devf", "--", "sh", "-c", &script],
-                &d.env,
-            )
-            .output()
-            .unwrap();
-        (
-            o.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&o.stdout).into_owned(),
-            String::from_utf8_lossy(&o.stderr).into_owned(),
-        )
-    };
+    let wget = |url: String| wget_in(&d, "devf", &url);
     let (code, out, err) = wget(format!("http://{allowed}/ok"));
     assert_eq!((code, out.as_str()), (0, "ok"), "{err}\n{}", d.log());
     let (code, out, err) = wget("http://denied.example.org/".into());
