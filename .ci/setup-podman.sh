@@ -7,7 +7,9 @@
 #     ranges, configures its podman to use runc (crun refuses cgroups in hybrid mode here);
 #   - builds the local test images as that user (rootless image stores are per user):
 #       localhost/handler-test-busybox:latest   a busybox-static root filesystem, imported;
-#       localhost/handler-test-git:latest       the same with the host's git (the git guard's tests).
+#       localhost/handler-test-git:latest       the same with the host's git (the git guard's tests);
+#       localhost/handler-test-node:latest      the same with the host's node and patchelf (a toolbox
+#                                               Node's part is built from, decision 0164).
 set -euo pipefail
 
 USER_NAME="${HANDLER_TEST_USER:-handler-test}"
@@ -20,7 +22,7 @@ fi
 log() { echo "setup-podman: $*" >&2; }
 
 # 1. Packages.
-PKGS=(podman runc uidmap slirp4netns fuse-overlayfs catatonit busybox-static util-linux git debootstrap runsc)
+PKGS=(podman runc uidmap slirp4netns fuse-overlayfs catatonit busybox-static util-linux git debootstrap runsc patchelf)
 missing=()
 for p in "${PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -100,65 +102,69 @@ EOF
 as_user podman system migrate >/dev/null 2>&1 || true
 
 # 5. Test images, built as the user.
-build_busybox() {
-    local tmp
-    tmp="$(mktemp -d)"
-    mkdir -p "$tmp/rootfs/bin" "$tmp/rootfs/etc" "$tmp/rootfs/tmp" "$tmp/rootfs/home" \
-        "$tmp/rootfs/proc" "$tmp/rootfs/sys" "$tmp/rootfs/dev" "$tmp/rootfs/run"
-    cp /bin/busybox "$tmp/rootfs/bin/busybox"
+
+# A busybox root filesystem in $1 with each program of the rest and the libraries it links.
+busybox_with() {
+    local root="$1" prog lib
+    shift
+    mkdir -p "$root/bin" "$root/etc" "$root/tmp" "$root/home" "$root/proc" "$root/sys" \
+        "$root/dev" "$root/run" "$root/usr/lib"
+    cp /bin/busybox "$root/bin/busybox"
     for applet in $(/bin/busybox --list); do
-        [ "$applet" = busybox ] || ln -sf busybox "$tmp/rootfs/bin/$applet"
+        [ "$applet" = busybox ] || ln -sf busybox "$root/bin/$applet"
     done
-    mkdir -p "$tmp/rootfs/usr"
-    ln -s ../bin "$tmp/rootfs/usr/bin"
-    ln -s bin "$tmp/rootfs/sbin"
-    echo "root:x:0:0:root:/root:/bin/sh" >"$tmp/rootfs/etc/passwd"
-    echo "root:x:0:" >"$tmp/rootfs/etc/group"
-    tar -C "$tmp/rootfs" -cf "$tmp/rootfs.tar" .
-    chmod -R a+rX "$tmp"
+    ln -s ../bin "$root/usr/bin"
+    ln -s bin "$root/sbin"
+    for prog in "$@"; do
+        cp "$prog" "$root/bin/$(basename "$prog")"
+        for lib in $(ldd "$prog" | grep -o '/[^ ]*'); do
+            mkdir -p "$root$(dirname "$lib")"
+            cp -L "$lib" "$root$lib"
+        done
+    done
+    echo "root:x:0:0:root:/root:/bin/sh" >"$root/etc/passwd"
+    echo "root:x:0:" >"$root/etc/group"
+}
+
+# The root filesystem in folder $1 imported as image $2 (as the test user).
+import_rootfs() {
+    tar -C "$1" -cf "$1.tar" .
+    chmod -R a+rX "$(dirname "$1")"
     as_user podman import \
         --change 'ENV PATH=/usr/local/bin:/usr/bin:/bin' \
         --change 'CMD ["/bin/sh"]' \
-        "$tmp/rootfs.tar" localhost/handler-test-busybox:latest >/dev/null
-    rm -rf "$tmp"
+        "$1.tar" "$2" >/dev/null
 }
+
 if ! as_user podman image exists localhost/handler-test-busybox:latest; then
     log "building localhost/handler-test-busybox:latest"
-    build_busybox
+    tmp="$(mktemp -d)"
+    busybox_with "$tmp/rootfs"
+    import_rootfs "$tmp/rootfs" localhost/handler-test-busybox:latest
+    rm -rf "$tmp"
 fi
 
 # The busybox root filesystem with this host's git, its exec path and the libraries it links
 # (the git guard's bring-back runs git in the sandbox's image, issue 14).
-build_git_image() {
-    local tmp lib
-    tmp="$(mktemp -d)"
-    mkdir -p "$tmp/rootfs/bin" "$tmp/rootfs/etc" "$tmp/rootfs/tmp" "$tmp/rootfs/home" \
-        "$tmp/rootfs/proc" "$tmp/rootfs/sys" "$tmp/rootfs/dev" "$tmp/rootfs/run" "$tmp/rootfs/usr/lib"
-    cp /bin/busybox "$tmp/rootfs/bin/busybox"
-    for applet in $(/bin/busybox --list); do
-        [ "$applet" = busybox ] || ln -sf busybox "$tmp/rootfs/bin/$applet"
-    done
-    ln -s ../bin "$tmp/rootfs/usr/bin"
-    ln -s bin "$tmp/rootfs/sbin"
-    cp /usr/bin/git "$tmp/rootfs/bin/git"
-    cp -a /usr/lib/git-core "$tmp/rootfs/usr/lib/git-core"
-    for lib in $(ldd /usr/bin/git | grep -o '/[^ ]*'); do
-        mkdir -p "$tmp/rootfs$(dirname "$lib")"
-        cp -L "$lib" "$tmp/rootfs$lib"
-    done
-    echo "root:x:0:0:root:/root:/bin/sh" >"$tmp/rootfs/etc/passwd"
-    echo "root:x:0:" >"$tmp/rootfs/etc/group"
-    tar -C "$tmp/rootfs" -cf "$tmp/rootfs.tar" .
-    chmod -R a+rX "$tmp"
-    as_user podman import \
-        --change 'ENV PATH=/usr/local/bin:/usr/bin:/bin' \
-        --change 'CMD ["/bin/sh"]' \
-        "$tmp/rootfs.tar" localhost/handler-test-git:latest >/dev/null
-    rm -rf "$tmp"
-}
 if ! as_user podman image exists localhost/handler-test-git:latest; then
     log "building localhost/handler-test-git:latest"
-    build_git_image
+    tmp="$(mktemp -d)"
+    busybox_with "$tmp/rootfs" /usr/bin/git
+    cp -a /usr/lib/git-core "$tmp/rootfs/usr/lib/git-core"
+    import_rootfs "$tmp/rootfs" localhost/handler-test-git:latest
+    rm -rf "$tmp"
+fi
+
+# The busybox root filesystem with this host's node and patchelf: the toolbox a part of Node is
+# built from in the parts' tests (decision 0164). Without node on this machine, none: those
+# cases then say why they skip.
+node_bin="$(command -v node || true)"
+if [ -n "$node_bin" ] && ! as_user podman image exists localhost/handler-test-node:latest; then
+    log "building localhost/handler-test-node:latest"
+    tmp="$(mktemp -d)"
+    busybox_with "$tmp/rootfs" "$(readlink -f "$node_bin")" /usr/bin/patchelf
+    import_rootfs "$tmp/rootfs" localhost/handler-test-node:latest
+    rm -rf "$tmp"
 fi
 
 # 6. A quick proof that a rootless keep-id container starts.

@@ -348,6 +348,27 @@ pub struct HarnessDescriptor {
     /// Its own terminal program, for a person to use directly (D.16).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub terminal: Option<TerminalProgram>,
+    /// Its CLI as a part, for a machine of another image (issue 30 item 2); none: it runs
+    /// only from its own image.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub part: Option<PartRecipe>,
+}
+
+/// A harness's CLI as a part (issue 30 item 2, decision 0164): what of its checked image a
+/// machine gets, read-only, at `/opt/handler/parts/<name>`, with `bin/` first on its PATH.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PartRecipe {
+    /// The commands it puts on the PATH, each found on the image's PATH when the part is built
+    /// (a link into a copied package stays a link; anything else is copied).
+    #[schemars(length(min = 1))]
+    pub bin: Vec<String>,
+    /// npm packages copied whole from the image's global root (`npm root -g`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub packages: Vec<String>,
+    /// The parts it runs on (`node` for an npm CLI), mounted with it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requires: Vec<String>,
 }
 
 /// What a harness is configured with, whatever the harness (B.2).

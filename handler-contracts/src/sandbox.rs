@@ -344,6 +344,10 @@ pub struct SandboxSpec {
     /// Read-only image filesystems (A6).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub image_mounts: Vec<ImageMount>,
+    /// Folders put before the image's PATH, in order: a machine's parts' `bin` (issue 30
+    /// item 2), found before anything of the image's own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub path_prepend: Vec<String>,
     /// Folders appended to the image's PATH.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub path_append: Vec<String>,

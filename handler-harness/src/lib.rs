@@ -5,6 +5,7 @@
 
 pub mod descriptors;
 pub mod error;
+pub mod parts;
 pub mod paths;
 pub mod providers;
 pub mod render;

@@ -212,6 +212,7 @@ pub fn app_sandbox_spec(i: &AppSandboxInput) -> SandboxSpec {
         .chain(i.given_notify().map(|n| mount(n, NOTIFY_DIR, true)))
         .collect(),
         image_mounts: Vec::new(),
+        path_prepend: Vec::new(),
         path_append: Vec::new(),
         files: Vec::new(),
         writable_paths: vec!["/tmp".into()],

@@ -148,6 +148,7 @@ pub fn compose(launch: &HarnessLaunch, input: &ComposeInput) -> Result<SandboxSp
         },
         mounts: mounts.list,
         image_mounts: addons.image_mounts,
+        path_prepend: Vec::new(),
         path_append: addons.path_append,
         files,
         writable_paths,

@@ -209,8 +209,10 @@ fn check_env(spec: &SandboxSpec) -> Result {
     for (name, value) in &spec.env {
         check_env_var(spec, name, value)?;
     }
-    for (i, p) in spec.path_append.iter().enumerate() {
-        let field = format!("pathAppend[{i}]");
+    let prepend = spec.path_prepend.iter().map(|p| ("pathPrepend", p));
+    let append = spec.path_append.iter().map(|p| ("pathAppend", p));
+    for (i, (name, p)) in prepend.chain(append).enumerate() {
+        let field = format!("{name}[{i}]");
         check_abs_path(&field, p)?;
         if p.contains(':') {
             return invalid(field, format!("{p:?}: a PATH entry cannot hold ':'"));
@@ -235,10 +237,10 @@ fn check_env_var(spec: &SandboxSpec, name: &str, value: &str) -> Result {
     if name == "HOME" {
         return invalid(field, "HOME is user.home (A3): the env must not set it");
     }
-    if name == "PATH" && !spec.path_append.is_empty() {
+    if name == "PATH" && !(spec.path_append.is_empty() && spec.path_prepend.is_empty()) {
         return invalid(
             field,
-            "with pathAppend the runtime sets PATH (A6): the env must not",
+            "with pathAppend or pathPrepend the runtime sets PATH (A6): the env must not",
         );
     }
     if name == "DISPLAY" || name == "WAYLAND_DISPLAY" {

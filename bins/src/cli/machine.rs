@@ -72,6 +72,95 @@ pub(crate) async fn run_profile(cmd: ProfileCommand, json: bool) -> anyhow::Resu
     Ok(0)
 }
 
+/// `handler part …` (decision 0164).
+#[derive(Subcommand, Debug)]
+pub enum PartCommand {
+    /// The parts Handler can build, and the version built from each one's source now.
+    #[command(visible_alias = "list")]
+    Ls,
+    /// Build parts ahead of the machines that carry them (each with what it requires);
+    /// one already built for its source's version is not built again.
+    Build {
+        /// The parts (`handler part ls`).
+        #[arg(required = true, value_name = "ID")]
+        ids: Vec<String>,
+    },
+}
+
+/// Runs `handler part …`; returns the exit code: 1 when a part was left out.
+pub(crate) async fn run_part(cmd: PartCommand, json: bool) -> anyhow::Result<i32> {
+    let ctx = Ctx::new(json)?;
+    match cmd {
+        PartCommand::Ls => {
+            let v = ctx.api.get("/v1/parts").await?;
+            ctx.show(&v, |v| {
+                print_table(
+                    v,
+                    &["part", "from", "requires", "commands", "built"],
+                    |p| {
+                        let list = |k: &str| {
+                            let l: Vec<&str> = p[k]
+                                .as_array()
+                                .into_iter()
+                                .flatten()
+                                .filter_map(Value::as_str)
+                                .collect();
+                            if l.is_empty() {
+                                "-".into()
+                            } else {
+                                l.join(",")
+                            }
+                        };
+                        vec![
+                            text(p, "id"),
+                            text(p, "source"),
+                            list("requires"),
+                            list("bin"),
+                            p["built"]["version"]
+                                .as_str()
+                                .unwrap_or("not built")
+                                .to_string(),
+                        ]
+                    },
+                    "no part",
+                );
+            });
+            Ok(0)
+        }
+        PartCommand::Build { ids } => {
+            let spin = (!ctx.json && std::io::stderr().is_terminal()).then(|| {
+                let p = ProgressBar::new_spinner();
+                p.set_style(
+                    ProgressStyle::with_template("{spinner} {msg} {elapsed}").expect("template"),
+                );
+                p.enable_steady_tick(Duration::from_millis(120));
+                p.set_message(format!(
+                    "building parts {} (handler build ls shows each build)",
+                    ids.join(", ")
+                ));
+                p
+            });
+            let v = ctx.api.post("/v1/parts/build", &json!({"ids": ids})).await;
+            if let Some(p) = spin {
+                p.finish_and_clear();
+            }
+            let v = v?;
+            ctx.show(&v, |v| {
+                for p in v["ready"].as_array().into_iter().flatten() {
+                    let how = if p["built"] == true { "built" } else { "there" };
+                    println!("✓ {} {} ({how})", text(p, "image"), text(p, "version"));
+                }
+                for p in v["leftOut"].as_array().into_iter().flatten() {
+                    println!("✗ {}: {}", text(p, "id"), text(p, "reason"));
+                }
+            });
+            Ok(i32::from(
+                v["leftOut"].as_array().is_some_and(|l| !l.is_empty()),
+            ))
+        }
+    }
+}
+
 /// `handler machine …`.
 #[derive(Subcommand, Debug)]
 pub enum MachineCommand {
@@ -116,6 +205,10 @@ pub enum MachineCommand {
         /// A profile of the daemon's (`handler profile ls`): what these flags leave out.
         #[arg(long)]
         profile: Option<String>,
+        /// A part it carries (repeatable; `handler part ls`): an agent's CLI or node, built
+        /// once per version, mounted read-only with its commands first on the PATH.
+        #[arg(long = "part", value_name = "ID")]
+        part: Vec<String>,
     },
     /// List the machines with their state.
     #[command(visible_alias = "list")]
@@ -320,7 +413,7 @@ async fn create(ctx: &Ctx, name: &str, body: &Value) -> anyhow::Result<()> {
         p.set_style(ProgressStyle::with_template("{spinner} {msg} {elapsed}").expect("template"));
         p.enable_steady_tick(Duration::from_millis(120));
         p.set_message(format!(
-            "making machine {name} (pulling its image if needed)"
+            "making machine {name} (pulling its image and building its parts if needed)"
         ));
         p
     });
@@ -330,6 +423,11 @@ async fn create(ctx: &Ctx, name: &str, body: &Value) -> anyhow::Result<()> {
     }
     let v = v?;
     ctx.done(&v, &format!("machine {name} made ({})", text(&v, "state")));
+    if !ctx.json {
+        for p in v["partsLeftOut"].as_array().into_iter().flatten() {
+            eprintln!("part {} left out: {}", text(p, "id"), text(p, "reason"));
+        }
+    }
     Ok(())
 }
 
@@ -347,6 +445,7 @@ fn create_body(cmd: MachineCommand) -> (String, Value) {
         network,
         allow,
         profile,
+        part,
     } = cmd
     else {
         unreachable!("create_body takes a create")
@@ -370,6 +469,9 @@ fn create_body(cmd: MachineCommand) -> (String, Value) {
     }
     if !agent.is_empty() {
         body["agents"] = json!(agent);
+    }
+    if !part.is_empty() {
+        body["parts"] = json!(part);
     }
     for (k, v) in [
         ("cpus", cpus),
@@ -408,6 +510,12 @@ pub(crate) async fn run(cmd: MachineCommand, json: bool) -> anyhow::Result<i32> 
                     let f = |k: &str| d.get(k).and_then(Value::as_str).unwrap_or("-").to_string();
                     println!("  user     {}", f("remoteUser"));
                     println!("  inside   {}", f("remoteWorkspaceFolder"));
+                }
+                for p in v["parts"].as_array().into_iter().flatten() {
+                    println!("  part     {} {}", text(p, "id"), text(p, "version"));
+                }
+                for p in v["partsLeftOut"].as_array().into_iter().flatten() {
+                    println!("  left out {}: {}", text(p, "id"), text(p, "reason"));
                 }
                 println!("  state    {}", text(v, "state"));
                 println!("  created  {}", text(v, "createdAt"));

@@ -132,6 +132,9 @@ pub enum Command {
     /// Profiles: the daemon's named machine settings (profiles.toml).
     #[command(subcommand)]
     Profile(machine::ProfileCommand),
+    /// Parts: agent CLIs and Node as read-only mounts for machines (list, build ahead).
+    #[command(subcommand)]
+    Part(machine::PartCommand),
     /// Mini apps: folders an agent wrote, deployed and served at NAME.localhost (H).
     #[command(subcommand)]
     App(app::AppCommand),
@@ -194,6 +197,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Addon(c) => addon::run(c, json).await,
         Command::Machine(c) => machine::run(c, json).await,
         Command::Profile(c) => machine::run_profile(c, json).await,
+        Command::Part(c) => machine::run_part(c, json).await,
         Command::App(c) => app::run(c, json).await,
         Command::Remote(c) => remote::run(c, json).await,
         Command::Setup(a) => setup::run(a).await,

@@ -18,6 +18,7 @@ mod daemon_images;
 mod daemon_listings;
 mod daemon_login_cli;
 mod daemon_machines;
+mod daemon_parts;
 mod daemon_runs;
 mod daemon_seed;
 mod daemon_session_tree;

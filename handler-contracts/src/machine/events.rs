@@ -83,12 +83,15 @@ mod tests {
                 network: None,
                 allow: None,
                 profile: None,
+                parts: Vec::new(),
             },
             state,
             container_id: format!("c-{id}"),
             created_at: "2026-12-03T14:00:00Z".into(),
             disposable: None,
             devcontainer: None,
+            parts: Vec::new(),
+            parts_left_out: Vec::new(),
         }
     }
 

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 pub mod events;
 pub mod exec_channel;
 pub mod images;
+pub mod parts;
 pub mod profile;
 
 /// The SandboxSpec a machine is made from (see the module's text).
@@ -94,6 +95,12 @@ pub struct MachineRequest {
     /// leaves out comes from it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<String>,
+    /// The parts it carries (issue 30 item 2, decision 0164): harnesses' CLIs by the
+    /// harness's name, and `node`; each built (with what it requires) before the machine is
+    /// made, mounted read-only at `/opt/handler/parts/<id>`, its `bin` first on the PATH. One
+    /// that cannot be built is left out, named in the machine's `partsLeftOut`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<String>,
 }
 
 /// What a machine is now: the runtime's state of its container.
@@ -130,6 +137,12 @@ pub struct MachineInfo {
     /// machine made from an image.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub devcontainer: Option<DevcontainerInfo>,
+    /// The parts it was made with (decision 0164), requirements first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<parts::MountedPart>,
+    /// The parts asked for and left out, each with why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts_left_out: Vec<parts::PartLeftOut>,
 }
 
 /// What a dev container's `machine up` found (decision 0161): every exec in it runs as

@@ -183,7 +183,8 @@ impl Profiles {
 }
 
 /// `req` with what it leaves out taken from `p` (the request's own fields win; a list the
-/// request gives replaces the profile's). The daemon's defaults apply after.
+/// request gives replaces the profile's, but for `parts`: the profile's and the request's).
+/// The daemon's defaults apply after.
 pub fn apply(req: &MachineRequest, p: &Profile) -> MachineRequest {
     let or = |mine: &Option<String>, theirs: &Option<String>| mine.clone().or(theirs.clone());
     let network = or(&req.network, &p.network);
@@ -220,6 +221,16 @@ pub fn apply(req: &MachineRequest, p: &Profile) -> MachineRequest {
         network,
         allow,
         profile: req.profile.clone(),
+        parts: {
+            // The profile's parts and the request's own: a machine carries both.
+            let mut parts = p.parts.clone();
+            for id in &req.parts {
+                if !parts.contains(id) {
+                    parts.push(id.clone());
+                }
+            }
+            parts
+        },
     }
 }
 
@@ -234,7 +245,7 @@ mod tests {
     #[test]
     fn the_request_wins_then_the_profile() {
         let p = doc(
-            "[profiles.small]\nimage = \"img\"\ncpus = \"1\"\nmemory = \"256m\"\nnetwork = \"filtered\"\nallow = [\"a.example:443\"]\nagents = [\"a_1\"]\nfolder = \"/srv/p\"\n",
+            "[profiles.small]\nimage = \"img\"\ncpus = \"1\"\nmemory = \"256m\"\nnetwork = \"filtered\"\nallow = [\"a.example:443\"]\nagents = [\"a_1\"]\nfolder = \"/srv/p\"\nparts = [\"node\", \"codex\"]\n",
         );
         let small = &p.profiles["small"];
         let bare = MachineRequest {
@@ -250,6 +261,7 @@ mod tests {
             network: None,
             allow: None,
             profile: Some("small".into()),
+            parts: vec!["gemini".into(), "codex".into()],
         };
         let got = apply(&bare, small);
         assert_eq!(got.image.as_deref(), Some("img"));
@@ -259,6 +271,11 @@ mod tests {
         assert_eq!(got.allow.as_ref().map(Vec::len), Some(1));
         assert_eq!(got.agents, ["a_1"]);
         assert_eq!(got.folder.as_deref(), Some("/srv/p"));
+        assert_eq!(
+            got.parts,
+            ["node", "codex", "gemini"],
+            "the profile's parts and the request's, each once"
+        );
         let mine = MachineRequest {
             memory: Some("2g".into()),
             network: Some("none".into()),

@@ -90,6 +90,16 @@ pub fn adoptable(inspect: &serde_json::Value, data: &str, known: &[String]) -> V
                     network: labels.get(NETWORK_LABEL).cloned(),
                     allow: None,
                     profile: None,
+                    parts: labels
+                        .get(handler_contracts::machine::parts::PARTS_LABEL)
+                        .map(|l| {
+                            l.split(',')
+                                .filter_map(|p| p.split('@').next())
+                                .filter(|p| !p.is_empty())
+                                .map(String::from)
+                                .collect()
+                        })
+                        .unwrap_or_default(),
                 },
                 container_id: c["Id"].as_str().unwrap_or_default().to_string(),
                 created_at: c["Created"].as_str().unwrap_or_default().to_string(),

@@ -262,6 +262,7 @@ pub fn for_agents(
     spec.files = Vec::new();
     spec.image_mounts = Vec::new();
     spec.path_append = Vec::new();
+    spec.path_prepend = Vec::new();
     spec.writable_paths = Vec::new();
     spec.git_writable = false;
     let mut labels = base.labels.clone();

@@ -884,16 +884,24 @@ impl Draft<'_> {
         Ok(())
     }
 
-    /// The runtime's variables: HOME (A3), PATH with `pathAppend` (A6).
+    /// The runtime's variables: HOME (A3), PATH with `pathPrepend` and `pathAppend` (A6).
     fn environment(&mut self) {
         let spec = self.spec;
         self.literal.insert("HOME".into(), spec.user.home.clone());
-        if !spec.path_append.is_empty() || !spec.image_mounts.is_empty() {
-            let mut path = self
+        if !spec.path_append.is_empty()
+            || !spec.path_prepend.is_empty()
+            || !spec.image_mounts.is_empty()
+        {
+            let image = self
                 .facts
                 .image_path
                 .clone()
                 .unwrap_or_else(|| DEFAULT_PATH.to_string());
+            let mut path = spec.path_prepend.join(":");
+            if !path.is_empty() {
+                path.push(':');
+            }
+            path.push_str(&image);
             for p in &spec.path_append {
                 path.push(':');
                 path.push_str(p);

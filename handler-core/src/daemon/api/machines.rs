@@ -9,6 +9,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing;
 use handler_contracts::machine::events::{MachineEvent, SUBPROTOCOL_MACHINES};
 use handler_contracts::machine::exec_channel::{ExecEnd, SUBPROTOCOL_EXEC};
+use handler_contracts::machine::parts::{PartInfo, PartsBuildRequest, PartsOutcome};
 use handler_contracts::machine::profile::ProfileInfo;
 use handler_contracts::machine::{MachineInfo, MachineRequest, MachineStats};
 
@@ -17,7 +18,7 @@ use super::routes::{Route, r, s};
 use super::upgrade::upgrade;
 use crate::daemon::problem::{ApiError, ApiJson, ApiResult};
 use crate::daemon::services::machines as service;
-use crate::daemon::services::{machine_events, machine_exec};
+use crate::daemon::services::{machine_events, machine_exec, parts};
 use crate::daemon::state::AppState;
 
 /// POST /v1/machines (201)
@@ -26,6 +27,25 @@ pub async fn create(
     ApiJson(req): ApiJson<MachineRequest>,
 ) -> ApiResult<(StatusCode, Json<MachineInfo>)> {
     Ok((StatusCode::CREATED, Json(service::create(&app, req).await?)))
+}
+
+/// GET /v1/parts
+async fn parts_list(State(app): State<AppState>) -> ApiResult<Json<Vec<PartInfo>>> {
+    Ok(Json(parts::list(&app).await?))
+}
+
+/// POST /v1/parts/build
+async fn parts_build(
+    State(app): State<AppState>,
+    ApiJson(req): ApiJson<PartsBuildRequest>,
+) -> ApiResult<Json<PartsOutcome>> {
+    if req.ids.is_empty() {
+        return Err(ApiError::bad_request(
+            "invalid parts",
+            "ids: name at least one part (GET /v1/parts lists them)",
+        ));
+    }
+    Ok(Json(parts::ensure(&app, &req.ids).await?))
 }
 
 /// GET /v1/machines
@@ -203,6 +223,22 @@ async fn one_profile(
 )]
 pub(super) fn routes() -> Vec<Route> {
     let mut v = vec![
+        r(
+            "GET",
+            "/v1/parts",
+            "The parts Handler can build (agent CLIs and Node for machines, decision 0164), each with the image built from its source's current image",
+            None,
+            (200, Some(s::<Vec<PartInfo>>)),
+            routing::get(parts_list),
+        ),
+        r(
+            "POST",
+            "/v1/parts/build",
+            "Make parts ready: each built once per version (with what it requires), one that fails left out by name",
+            Some(s::<PartsBuildRequest>),
+            (200, Some(s::<PartsOutcome>)),
+            routing::post(parts_build),
+        ),
         r(
             "GET",
             "/v1/profiles",

@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use handler_contracts::SandboxSpec;
+use handler_contracts::machine::parts::{MountedPart, PartLeftOut, PartsOutcome};
 use handler_contracts::machine::profile::{self, Profile, Profiles};
 use handler_contracts::machine::{
     DISPOSABLE, DISPOSABLE_DELAY_MS, Disposable, MachineInfo, MachineRequest, MachineState,
@@ -56,6 +57,12 @@ struct Record {
     /// A dev container's folder and what `machine up` found (decision 0161).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     devcontainer: Option<super::machine_devcontainer::Kept>,
+    /// The parts it was made with (decision 0164).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    parts: Vec<MountedPart>,
+    /// The parts asked for and left out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    parts_left_out: Vec<PartLeftOut>,
 }
 
 fn dir(app: &AppState) -> PathBuf {
@@ -316,6 +323,12 @@ fn check_request(app: &AppState, req: &MachineRequest) -> ApiResult<()> {
                 "agents: a dev container is made for no agent yet (an agent's CLI reaches it as a part, not built yet): leave agents out",
             ));
         }
+        Some("devcontainer") if !req.parts.is_empty() => {
+            return Err(ApiError::bad_request(
+                "invalid machine",
+                "parts: a dev container is made without parts yet (decision 0164): leave parts out",
+            ));
+        }
         Some("devcontainer") => return Ok(()),
         Some(other) => {
             return Err(ApiError::bad_request(
@@ -372,20 +385,22 @@ fn with_profile(app: &AppState, req: MachineRequest) -> ApiResult<MachineRequest
 
 /// Makes machine `req` (checked here), `disposable` for a session's own, counted and made under
 /// `machine_make` (409 past `HANDLER_MACHINE_MAX`).
-async fn make(
-    app: &AppState,
-    req: MachineRequest,
-    disposable: Option<Disposable>,
-) -> ApiResult<MachineInfo> {
+/// `req` with its profile's settings, checked (a 400 naming the field), its folder resolved
+/// (decision 0163: inside a work folder, never Handler's own — an agent's scope's rule; the
+/// record keeps it resolved).
+fn checked(app: &AppState, req: MachineRequest) -> ApiResult<MachineRequest> {
     let mut req = with_profile(app, req)?;
     check_request(app, &req)?;
-    // Decision 0163: a folder inside a work folder, never Handler's own (an agent's scope's
-    // rule), resolved now; the record keeps it resolved.
     if let Some(f) = &req.folder {
         let canon = crate::daemon::store::folders::check_scope(&app.config, "folder", f)?;
         req.folder = Some(canon.display().to_string());
     }
-    let _making = app.machine_make.lock().await;
+    Ok(req)
+}
+
+/// The record's path of a new machine `name`: 409 when the daemon keeps its most machines or
+/// one of that name exists. Called under `machine_make`.
+fn room_for(app: &AppState, name: &str) -> ApiResult<PathBuf> {
     let kept = ids(app).len();
     if kept >= app.config.machine_max {
         return Err(ApiError::conflict(
@@ -396,13 +411,31 @@ async fn make(
             ),
         ));
     }
-    let path = record_path(app, &req.name);
+    let path = record_path(app, name);
     if path.exists() {
         return Err(ApiError::conflict(
             "machine exists",
-            format!("name: a machine {:?} exists already", req.name),
+            format!("name: a machine {name:?} exists already"),
         ));
     }
+    Ok(path)
+}
+
+async fn make(
+    app: &AppState,
+    req: MachineRequest,
+    disposable: Option<Disposable>,
+) -> ApiResult<MachineInfo> {
+    let mut req = checked(app, req)?;
+    // Decision 0164: its parts ready before it is made (built now if need be), one that
+    // cannot be built left out by name; not held under the lock that makes machines.
+    let parts = if req.parts.is_empty() {
+        PartsOutcome::default()
+    } else {
+        super::parts::ensure(app, &req.parts).await?
+    };
+    let _making = app.machine_make.lock().await;
+    let path = room_for(app, &req.name)?;
     if req.source.as_deref() == Some("devcontainer") {
         return make_devcontainer(app, req).await;
     }
@@ -415,6 +448,11 @@ async fn make(
         Some(image) => spec_of(app, &req, image, &work.display().to_string()),
         None => unreachable!("refused above"),
     };
+    let mounted: Vec<MountedPart> = parts.ready.iter().map(|r| r.part.clone()).collect();
+    let made = made.and_then(|s| {
+        handler_sandbox::machine::parts::with_parts(s, &mounted)
+            .map_err(|e| ApiError::bad_request("invalid machine", e.to_string()))
+    });
     let spec = match made.and_then(|s| Ok((s, oci_runtime_of(app, &req)?))) {
         Ok((s, runtime)) => SandboxSpec {
             oci_runtime: runtime,
@@ -450,6 +488,8 @@ async fn make(
         spec: Some(spec),
         disposable,
         devcontainer: None,
+        parts: mounted,
+        parts_left_out: parts.left_out,
     };
     let bytes = serde_json::to_vec_pretty(&r).map_err(ApiError::internal)?;
     fsutil::write_atomic(&path, &bytes, 0o600).map_err(ApiError::internal)?;
@@ -563,6 +603,8 @@ async fn make_devcontainer(app: &AppState, mut req: MachineRequest) -> ApiResult
             up,
             adopted,
         }),
+        parts: Vec::new(),
+        parts_left_out: Vec::new(),
     };
     let bytes = serde_json::to_vec_pretty(&r).map_err(ApiError::internal)?;
     fsutil::write_atomic(&record_path(app, &r.request.name), &bytes, 0o600)
@@ -731,6 +773,8 @@ fn info(r: Record, state: MachineState) -> MachineInfo {
                 env: d.up.env.into_keys().collect(),
                 adopted: d.adopted,
             }),
+        parts: r.parts,
+        parts_left_out: r.parts_left_out,
     }
 }
 
@@ -981,6 +1025,7 @@ pub async fn disposable(
             .or_else(|| Some(network.into())),
         allow: None,
         profile: from.as_ref().map(|(n, _)| n.clone()),
+        parts: Vec::new(),
     };
     let d = Disposable {
         session: session.to_string(),
@@ -1024,6 +1069,8 @@ pub async fn adopt(app: &AppState) {
             spec: None,
             disposable: a.disposable,
             devcontainer: None,
+            parts: Vec::new(),
+            parts_left_out: Vec::new(),
         };
         let written = serde_json::to_vec_pretty(&r)
             .map_err(std::io::Error::other)

@@ -24,6 +24,7 @@ pub mod machine_devcontainer;
 pub mod machine_events;
 pub mod machine_exec;
 pub mod machines;
+pub mod parts;
 pub mod projects;
 pub mod providers;
 pub mod remote;

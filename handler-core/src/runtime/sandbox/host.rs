@@ -523,7 +523,10 @@ pub fn gather(
         })?;
         image_ids.insert(im.image.clone(), id);
     }
-    let image_path = if spec.path_append.is_empty() && spec.image_mounts.is_empty() {
+    let image_path = if spec.path_append.is_empty()
+        && spec.path_prepend.is_empty()
+        && spec.image_mounts.is_empty()
+    {
         None
     } else {
         image_path(&spec.image).map_err(|source| HostError::Image {

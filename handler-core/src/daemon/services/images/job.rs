@@ -132,6 +132,9 @@ async fn target(app: &AppState, id: &str, cancel: &Arc<Notify>) -> Outcome {
     if let Some(name) = b.target.strip_prefix(super::target::ADDON_PREFIX) {
         return super::addon_job::run(app, id, name, cancel).await;
     }
+    if let Some(part) = b.target.strip_prefix(super::target::PART_PREFIX) {
+        return super::part_job::run(app, id, part, cancel).await;
+    }
     let Some(d) = app.snapshot().descriptors.get(&b.target).cloned() else {
         return Outcome::Failed(format!("harness {:?} is gone", b.target));
     };

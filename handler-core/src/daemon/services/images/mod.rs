@@ -12,6 +12,7 @@ pub mod check;
 pub mod job;
 pub mod lineage;
 pub mod local_base;
+pub mod part_job;
 pub mod progress;
 pub mod schedule;
 pub mod target;
@@ -58,6 +59,9 @@ fn known(app: &AppState) -> target::Known {
             .into_iter()
             .map(|(n, a)| (n, a.manifest.map(|m| m.image)))
             .collect(),
+        parts: part_job::catalog(app)
+            .map(|c| c.into_keys().collect())
+            .unwrap_or_default(),
     }
 }
 

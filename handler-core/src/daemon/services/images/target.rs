@@ -1,6 +1,6 @@
-//! Pure: what a build's target means (D.4, G.4): the network filter, the toolbox, a harness, or
-//! `addon:<name>` — an addon that is valid and has an image. Anything else is refused (422) with
-//! the reason naming it.
+//! Pure: what a build's target means (D.4, G.4): the network filter, the toolbox, a harness,
+//! `addon:<name>` — an addon that is valid and has an image — or `part:<id>` (decision 0164).
+//! Anything else is refused (422) with the reason naming it.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -8,6 +8,9 @@ use super::{NETWORK_FILTER, TOOLBOX};
 
 /// The prefix of an addon's target.
 pub const ADDON_PREFIX: &str = "addon:";
+
+/// The prefix of a part's target.
+pub const PART_PREFIX: &str = "part:";
 
 /// What a build builds.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -31,6 +34,11 @@ pub enum Target {
         /// Its image repository (no tag).
         image: String,
     },
+    /// A part's image, with the parts it requires (decision 0164).
+    Part {
+        /// The part's id.
+        id: String,
+    },
 }
 
 /// An addon as a target sees it: its image (none: no tool), or why it is invalid.
@@ -43,6 +51,8 @@ pub struct Known {
     pub harnesses: BTreeSet<String>,
     /// The addons: their image, or why they are invalid.
     pub addons: BTreeMap<String, AddonImage>,
+    /// The parts' ids.
+    pub parts: BTreeSet<String>,
 }
 
 /// The target `text` (trimmed) means, or why it is refused.
@@ -70,13 +80,23 @@ pub fn decide(text: &str, known: &Known) -> Result<Target, String> {
             }),
         };
     }
+    if let Some(id) = t.strip_prefix(PART_PREFIX) {
+        return if known.parts.contains(id) {
+            Ok(Target::Part { id: id.to_string() })
+        } else {
+            Err(format!(
+                "target {t:?}: no such part {id:?} (there are: {})",
+                known.parts.iter().cloned().collect::<Vec<_>>().join(", ")
+            ))
+        };
+    }
     if known.harnesses.contains(t) {
         return Ok(Target::Harness {
             name: t.to_string(),
         });
     }
     Err(format!(
-        "target {t:?}: no such harness (or toolbox, network-filter, app-runtime, addon:<name>)"
+        "target {t:?}: no such harness (or toolbox, network-filter, app-runtime, addon:<name>, part:<id>)"
     ))
 }
 
@@ -92,6 +112,7 @@ mod tests {
         k.addons.insert("notes".into(), Ok(None));
         k.addons
             .insert("broken".into(), Err("addons/broken/addon.toml: bad".into()));
+        k.parts.extend(["node".to_string(), "codex".to_string()]);
         k
     }
 
@@ -108,6 +129,8 @@ mod tests {
             "addon:notes",
             "addon:broken",
             "addon:",
+            "part:codex",
+            "part:goose",
             "nope",
         ]
         .into_iter()

@@ -1,0 +1,326 @@
+//! Parts (issue 30 item 2, decision 0164) through handlerd as the test user, on real rootless
+//! Podman: harnesses' CLIs and Node built once per version into images of their own (FROM
+//! scratch), mounted read-only into a busybox machine with their commands first on its PATH —
+//! Node from a toolbox runs there, with no libc in the image; a part whose build fails left out
+//! by name while the rest stand; a second machine takes the same images without a build; a
+//! new version of a source makes a new tag; `handler part ls|build`, `machine show`.
+
+use serde_json::{Value, json};
+
+use crate::temp_daemon::{IMAGE, Layout, TempDaemon};
+
+/// The toolbox with node and patchelf .ci/setup-podman.sh builds (none without node).
+const NODE_TOOLBOX: &str = "localhost/handler-test-node";
+
+/// Each test harness: its name, its source image's Containerfile lines after FROM, its part.
+const HARNESSES: [(&str, &str, &str); 3] = [
+    (
+        "fakeh",
+        "COPY fake-acp-agent /usr/local/bin/fake-acp-agent\n",
+        "bin = [\"fake-acp-agent\"]\n",
+    ),
+    (
+        "greet",
+        "RUN mkdir -p /usr/local/bin && printf '#!/bin/sh\\necho \"greet: $(command -v fake-acp-agent)\"\\n' > /usr/local/bin/greet && chmod 755 /usr/local/bin/greet\n",
+        "bin = [\"greet\"]\nrequires = [\"fakeh\"]\n",
+    ),
+    ("broken", "", "bin = [\"no-such-tool\"]\n"),
+];
+
+fn source_image(name: &str) -> String {
+    format!("localhost/handler-test-part-src-{name}")
+}
+
+fn podman(d: &TempDaemon, args: &[&str]) -> (bool, String) {
+    let o = d
+        .user
+        .cmd("podman", args, &[("HOME", d.user.home())])
+        .output()
+        .unwrap();
+    (
+        o.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        ),
+    )
+}
+
+/// Harness `name`'s source image, built as the user at `version` (its
+/// `/usr/share/handler/version`).
+fn build_source(d: &TempDaemon, name: &str, version: &str) {
+    let (_, lines, _) = HARNESSES.iter().find(|h| h.0 == name).unwrap();
+    let ctx = d.root.join(format!("src-{name}"));
+    std::fs::create_dir_all(&ctx).unwrap();
+    std::fs::copy(
+        &test_support::static_build::fakes().agent,
+        ctx.join("fake-acp-agent"),
+    )
+    .unwrap();
+    std::fs::write(
+        ctx.join("Containerfile"),
+        format!(
+            "FROM {IMAGE}\n{lines}RUN mkdir -p /usr/share/handler && echo '{version}' > /usr/share/handler/version\n"
+        ),
+    )
+    .unwrap();
+    d.user.give(&ctx);
+    let tag = format!("{}:latest", source_image(name));
+    let (ok, out) = podman(d, &["build", "-q", "-t", &tag, ctx.to_str().unwrap()]);
+    assert!(ok, "building {tag}: {out}");
+}
+
+fn handler(d: &TempDaemon, args: &[&str]) -> (i32, String, String) {
+    let o = d
+        .user
+        .cmd(d.root.join("bin/handler").to_str().unwrap(), args, &d.env)
+        .output()
+        .unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// The builds of parts so far, by target.
+async fn part_builds(d: &TempDaemon) -> Vec<String> {
+    let (_, v) = d.call(reqwest::Method::GET, "/v1/builds", None).await;
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|b| b["target"].as_str())
+        .filter(|t| t.starts_with("part:"))
+        .map(String::from)
+        .collect()
+}
+
+fn ids(v: &Value) -> Vec<&str> {
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p["id"].as_str())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parts_are_built_once_mounted_read_only_left_out_by_name_and_bumped() {
+    let Some(u) = test_support::user::podman_user(IMAGE, "the parts tests") else {
+        return;
+    };
+    let l = Layout::new(&format!("hdp-{}", std::process::id()), true);
+    l.fake_harness("");
+    for (name, _, part) in HARNESSES {
+        let dir = l.home.join("harnesses").join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let descriptor = test_support::descriptor::sandbox_fake(
+            name,
+            &source_image(name),
+            "\"fake-acp-agent\"",
+            "api.fake.test:443",
+        )
+        .replace("name = \"fake\"", &format!("name = \"{name}\""));
+        std::fs::write(
+            dir.join("harness.toml"),
+            format!("{descriptor}[part]\n{part}"),
+        )
+        .unwrap();
+    }
+    let d = l
+        .spawn(
+            u,
+            &[
+                (
+                    "HANDLER_MACHINE_IMAGES",
+                    "localhost/handler-test-busybox:*".to_string(),
+                ),
+                ("HANDLER_TOOLBOX_IMAGE", NODE_TOOLBOX.to_string()),
+            ],
+        )
+        .await;
+    for name in ["pbox", "pbox2"] {
+        podman(&d, &["rm", "-f", "-t", "0", &format!("handler-m-{name}")]);
+    }
+    for (name, _, _) in HARNESSES {
+        build_source(&d, name, &format!("{name} 1.0"));
+    }
+    let node = podman(&d, &["image", "exists", NODE_TOOLBOX]).0;
+    if !node {
+        eprintln!(
+            "parts: {NODE_TOOLBOX} is not built (no node on this machine): Node's part skipped"
+        );
+    }
+
+    let (st, v) = d.call(reqwest::Method::GET, "/v1/parts", None).await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(
+        ids(&v),
+        [
+            "broken",
+            "claude-code",
+            "codex",
+            "fakeh",
+            "gemini",
+            "greet",
+            "node"
+        ],
+        "the built-in npm CLIs and the test's; the fake harness has no part: {v}"
+    );
+    let greet = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["id"] == "greet")
+        .unwrap();
+    assert_eq!(greet["requires"], json!(["fakeh"]), "{v}");
+    assert!(
+        v.as_array().unwrap().iter().all(|p| p["built"].is_null()),
+        "{v}"
+    );
+
+    // An id no part has: refused before anything is built.
+    let (st, v) = d
+        .call(
+            reqwest::Method::POST,
+            "/v1/machines",
+            Some(json!({"name": "pbox", "image": IMAGE, "parts": ["goose"]})),
+        )
+        .await;
+    assert_eq!(st, 422, "{v}");
+    assert!(v["detail"].as_str().unwrap().contains("\"goose\""), "{v}");
+
+    let mut asked = vec!["greet", "broken"];
+    if node {
+        asked.push("node");
+    }
+    let (st, m) = d
+        .call(
+            reqwest::Method::POST,
+            "/v1/machines",
+            Some(json!({"name": "pbox", "image": IMAGE, "parts": asked})),
+        )
+        .await;
+    assert_eq!(st, 201, "{m}\n{}", d.log());
+    let mut want = vec!["fakeh", "greet"];
+    if node {
+        want.push("node");
+    }
+    assert_eq!(ids(&m["parts"]), want, "requirements first: {m}");
+    assert_eq!(m["parts"][0]["version"], "fakeh 1.0", "{m}");
+    let image = m["parts"][0]["image"].as_str().unwrap().to_string();
+    assert!(
+        image.starts_with("localhost/handler-part-fakeh:1.0-"),
+        "{image}"
+    );
+    assert_eq!(ids(&m["partsLeftOut"]), ["broken"], "{m}");
+    let why = m["partsLeftOut"][0]["reason"].as_str().unwrap();
+    assert!(why.contains("no command no-such-tool"), "{why}");
+    let built = part_builds(&d).await;
+    assert_eq!(built.len(), want.len() + 1, "one build per part: {built:?}");
+
+    let script = format!(
+        "greet; {}echo \"$PATH\"; touch /opt/handler/parts/greet/x 2>/dev/null && echo writable || echo read-only",
+        if node {
+            "node -e 'console.log(6*7)'; "
+        } else {
+            ""
+        }
+    );
+    let (code, out, err) = handler(&d, &["machine", "exec", "pbox", "--", "sh", "-c", &script]);
+    assert_eq!(code, 0, "{out}{err}");
+    let path: Vec<String> = want
+        .iter()
+        .map(|p| format!("/opt/handler/parts/{p}/bin"))
+        .collect();
+    assert_eq!(
+        out,
+        format!(
+            "greet: /opt/handler/parts/fakeh/bin/fake-acp-agent\n{}{}:/usr/local/bin:/usr/bin:/bin\nread-only\n",
+            if node { "42\n" } else { "" },
+            path.join(":")
+        ),
+        "{err}"
+    );
+    let (_, label) = podman(
+        &d,
+        &[
+            "inspect",
+            "handler-m-pbox",
+            "--format",
+            "{{index .Config.Labels \"handler.parts\"}}",
+        ],
+    );
+    assert!(
+        label.starts_with("fakeh@fakeh 1.0,greet@greet 1.0"),
+        "{label}"
+    );
+    let (code, out, err) = handler(&d, &["machine", "show", "pbox"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("  part     greet greet 1.0\n"), "{out}");
+    assert!(out.contains("  left out broken: "), "{out}");
+
+    // A second machine takes the same images: nothing is built.
+    let (st, m2) = d
+        .call(
+            reqwest::Method::POST,
+            "/v1/machines",
+            Some(json!({"name": "pbox2", "image": IMAGE, "parts": ["greet"]})),
+        )
+        .await;
+    assert_eq!(st, 201, "{m2}");
+    assert_eq!(m2["parts"][0]["image"], image.as_str(), "{m2}");
+    assert_eq!(
+        part_builds(&d).await,
+        built,
+        "no build for the second machine"
+    );
+
+    // A new version of the source: a new tag, built once.
+    build_source(&d, "fakeh", "fakeh 1.1");
+    let (code, out, err) = handler(&d, &["part", "build", "fakeh"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.starts_with("✓ localhost/handler-part-fakeh:1.1-")
+            && out.ends_with(" fakeh 1.1 (built)\n"),
+        "{out}"
+    );
+    let (code, again, _) = handler(&d, &["part", "build", "fakeh"]);
+    assert_eq!(code, 0);
+    assert!(again.ends_with("(there)\n"), "{again}");
+    let (code, out, err) = handler(&d, &["part", "build", "broken"]);
+    assert_eq!(code, 1, "a part left out: exit 1\n{out}{err}");
+    assert!(out.contains("✗ broken: "), "{out}");
+    let (code, out, _) = handler(&d, &["--json", "part", "ls"]);
+    assert_eq!(code, 0);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let fakeh = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["id"] == "fakeh")
+        .unwrap();
+    assert_eq!(fakeh["built"]["version"], "fakeh 1.1", "{v}");
+    assert_ne!(fakeh["built"]["image"], image.as_str());
+
+    for name in ["pbox", "pbox2"] {
+        let (st, v) = d
+            .call(
+                reqwest::Method::DELETE,
+                &format!("/v1/machines/{name}"),
+                None,
+            )
+            .await;
+        assert_eq!(st, 204, "{v}");
+    }
+    // What this test built, removed: its tags are its own.
+    let (_, list) = podman(&d, &["images", "--format", "{{.Repository}}:{{.Tag}}"]);
+    for i in list.lines().filter(|i| {
+        ["fakeh", "greet", "broken"].iter().any(|p| {
+            i.starts_with(&format!("localhost/handler-part-{p}:"))
+                || i.starts_with(&source_image(p))
+        })
+    }) {
+        podman(&d, &["rmi", "-f", i]);
+    }
+}
