@@ -755,6 +755,23 @@ try {
     await page.getByRole("listitem", { name: "Machine pbox" }).getByText("profile plain").waitFor();
     assert.equal((await api("GET", "/v1/machines/pbox")).request.profile, "plain");
     await api("DELETE", "/v1/machines/pbox");
+    // Decision 0164: parts picked in the form, each with the version built now. This daemon's
+    // toolbox is not built, so Node's part cannot be: the machine is made without it, the
+    // card naming it left out with the build's reason.
+    const partsBox = form.getByRole("group", { name: "Parts" });
+    await partsBox.getByText("not built").first().waitFor();
+    await form.getByLabel("Name").fill("partbox");
+    await form.getByLabel("Image").fill(process.env.HANDLER_MACHINE_IMAGE);
+    await partsBox.getByLabel("node").check();
+    await form.getByRole("button", { name: "Make" }).click();
+    await page.getByRole("status").filter({ hasText: "Made partbox without node" }).waitFor({ timeout: T });
+    const left = page.getByRole("listitem", { name: "Machine partbox" }).getByText("node left out");
+    await left.waitFor();
+    assert.match(await left.getAttribute("title"), /toolbox|node/);
+    const pm = await api("GET", "/v1/machines/partbox");
+    assert.deepEqual(pm.partsLeftOut.map((p) => p.id), ["node"]);
+    assert.deepEqual(pm.request.parts, ["node"]);
+    await api("DELETE", "/v1/machines/partbox");
     // Decision 0161: made from a folder's dev container by the Dev Container CLI, shown with its
     // folder and the user and folder its execs run as and in.
     const owner = statSync(SCOPE);

@@ -1214,6 +1214,57 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/parts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The parts Handler can build (agent CLIs and Node for machines, decision 0164), each with the image built from its source's current image */
+        get: operations["GET /v1/parts"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/parts/build": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Make parts ready: each built once per version (with what it requires), one that fails left out by name */
+        post: operations["POST /v1/parts/build"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/machines/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The change channel (WebSocket, subprotocols handler.machines.v1 and bearer.<token>): a snapshot, then added/changed/removed */
+        get: operations["GET /v1/machines/events"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/profiles": {
         parameters: {
             query?: never;
@@ -1240,23 +1291,6 @@ export interface paths {
         };
         /** One profile */
         get: operations["GET /v1/profiles/{name}"];
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/v1/machines/events": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** The change channel (WebSocket, subprotocols handler.machines.v1 and bearer.<token>): a snapshot, then added/changed/removed */
-        get: operations["GET /v1/machines/events"];
         put?: never;
         post?: never;
         delete?: never;
@@ -3474,61 +3508,57 @@ export interface components {
             /** @description One cache; none: every cache of the location. */
             name?: string | null;
         };
-        /** @description A profile as the API lists it. */
-        ProfileInfo: {
-            /** @description Its name. */
-            name: string;
-            /** @description Its settings. */
-            profile: components["schemas"]["Profile"];
+        /** @description `GET /v1/parts`: a part Handler can build, and the image it has of it now. */
+        PartInfo: {
+            /** @description Its id. */
+            id: string;
+            /** @description What it is built from: `toolbox` (Node) or the harness's name. */
+            source: string;
+            /** @description The parts it runs on. */
+            requires?: string[];
+            /** @description The commands it puts on the PATH. */
+            bin: string[];
+            /** @description The part built from its source's current image, when there is one. */
+            built?: components["schemas"]["MountedPart"] | (null);
         };
-        /** @description One profile: what a machine made from it has unless its request says otherwise. */
-        Profile: {
-            /** @description Shown in pickers. */
-            title?: string | null;
-            /** @description What it is for. */
-            description?: string | null;
-            /** @description Its image (still checked against the daemon's allowed images). */
-            image?: string | null;
-            /**
-             * @description Instead of `image`: the absolute host folder whose dev container its machines are
-             *     (decision 0161), made by the Dev Container CLI.
-             */
-            devcontainer?: string | null;
-            /** @description A CPU limit. */
-            cpus?: string | null;
-            /** @description A memory limit. */
-            memory?: string | null;
-            /** @description Where commands start. */
-            workdir?: string | null;
-            /** @description A host folder mounted at the same path (decision 0163), held to a request's rules. */
-            folder?: string | null;
-            /** @description `none`, `filtered` or `open`. */
-            network?: string | null;
-            /** @description A filtered machine's allow-list. */
-            allow?: components["schemas"]["AllowEntry"][] | null;
-            /**
-             * @description The agents a machine from it is made for (not with `disposable`: that machine takes the
-             *     session's agent).
-             */
-            agents?: string[];
-            /**
-             * @description Parts every machine from it carries (agent CLIs as read-only mounts); an id no built
-             *     part has is left out with a log line, the rest of the profile standing.
-             */
-            parts?: string[];
-            /** @description Made per session, never ahead of time (`disposable:<name>` as an agent's machine). */
-            disposable?: boolean;
-            /**
-             * Format: uint64
-             * @description With `disposable`: milliseconds its machine is kept after its session (default 300000).
-             */
-            disposableDelay?: number | null;
-            /**
-             * @description The OCI runtime its machines run under (the seed's `ociRuntime`, e.g. `runsc`: gVisor),
-             *     a name or an absolute path, passed to the engine as given (decision 0162). Never in a
-             *     request: the boundary a machine is given is the operator's to choose.
-             */
-            ociRuntime?: string | null;
+        /** @description A part a machine carries. */
+        MountedPart: {
+            /** @description Its id: a harness's name, or `node`. */
+            id: string;
+            /** @description The version its checked source installed. */
+            version: string;
+            /** @description Its image, `<repository>:<version>-<recipe hash>`. */
+            image: string;
+        };
+        /** @description `POST /v1/parts/build`: the parts to build now (each with what it requires). */
+        PartsBuildRequest: {
+            /** @description The parts' ids. */
+            ids: string[];
+        };
+        /** @description What `POST /v1/parts/build` did: each part ready (built now or already there) or left out. */
+        PartsOutcome: {
+            /** @description The parts ready, requirements first. */
+            ready: components["schemas"]["ReadyPart"][];
+            /** @description The parts that could not be built. */
+            leftOut?: components["schemas"]["PartLeftOut"][];
+        };
+        /** @description A part ready for machines. */
+        ReadyPart: {
+            /** @description Its id: a harness's name, or `node`. */
+            id: string;
+            /** @description The version its checked source installed. */
+            version: string;
+            /** @description Its image, `<repository>:<version>-<recipe hash>`. */
+            image: string;
+            /** @description Built by this request (false: it was there already). */
+            built: boolean;
+        };
+        /** @description A part asked for and left out, with the reason (its build's, or its requirement's). */
+        PartLeftOut: {
+            /** @description Its id. */
+            id: string;
+            /** @description Why, in one sentence. */
+            reason: string;
         };
         /** @description One message of the channel. */
         MachineEvent: {
@@ -3574,6 +3604,10 @@ export interface components {
              *     machine made from an image.
              */
             devcontainer?: components["schemas"]["DevcontainerInfo"] | (null);
+            /** @description The parts it was made with (decision 0164), requirements first. */
+            parts?: components["schemas"]["MountedPart"][];
+            /** @description The parts asked for and left out, each with why. */
+            partsLeftOut?: components["schemas"]["PartLeftOut"][];
         };
         /** @description `POST /v1/machines` (issue 29): a machine to make. `name` is required, and `image` or `agents`. */
         MachineRequest: {
@@ -3634,6 +3668,13 @@ export interface components {
              *     leaves out comes from it.
              */
             profile?: string | null;
+            /**
+             * @description The parts it carries (issue 30 item 2, decision 0164): harnesses' CLIs by the
+             *     harness's name, and `node`; each built (with what it requires) before the machine is
+             *     made, mounted read-only at `/opt/handler/parts/<id>`, its `bin` first on the PATH. One
+             *     that cannot be built is left out, named in the machine's `partsLeftOut`.
+             */
+            parts?: string[];
         };
         /** @description What a machine is now: the runtime's state of its container. */
         MachineState: "running" | "stopped" | "missing";
@@ -3665,6 +3706,62 @@ export interface components {
              *     hardening its maker gave it, not Handler's (decision 0161).
              */
             adopted?: boolean;
+        };
+        /** @description A profile as the API lists it. */
+        ProfileInfo: {
+            /** @description Its name. */
+            name: string;
+            /** @description Its settings. */
+            profile: components["schemas"]["Profile"];
+        };
+        /** @description One profile: what a machine made from it has unless its request says otherwise. */
+        Profile: {
+            /** @description Shown in pickers. */
+            title?: string | null;
+            /** @description What it is for. */
+            description?: string | null;
+            /** @description Its image (still checked against the daemon's allowed images). */
+            image?: string | null;
+            /**
+             * @description Instead of `image`: the absolute host folder whose dev container its machines are
+             *     (decision 0161), made by the Dev Container CLI.
+             */
+            devcontainer?: string | null;
+            /** @description A CPU limit. */
+            cpus?: string | null;
+            /** @description A memory limit. */
+            memory?: string | null;
+            /** @description Where commands start. */
+            workdir?: string | null;
+            /** @description A host folder mounted at the same path (decision 0163), held to a request's rules. */
+            folder?: string | null;
+            /** @description `none`, `filtered` or `open`. */
+            network?: string | null;
+            /** @description A filtered machine's allow-list. */
+            allow?: components["schemas"]["AllowEntry"][] | null;
+            /**
+             * @description The agents a machine from it is made for (not with `disposable`: that machine takes the
+             *     session's agent).
+             */
+            agents?: string[];
+            /**
+             * @description Parts every machine from it carries (agent CLIs as read-only mounts); an id no built
+             *     part has is left out with a log line, the rest of the profile standing.
+             */
+            parts?: string[];
+            /** @description Made per session, never ahead of time (`disposable:<name>` as an agent's machine). */
+            disposable?: boolean;
+            /**
+             * Format: uint64
+             * @description With `disposable`: milliseconds its machine is kept after its session (default 300000).
+             */
+            disposableDelay?: number | null;
+            /**
+             * @description The OCI runtime its machines run under (the seed's `ociRuntime`, e.g. `runsc`: gVisor),
+             *     a name or an absolute path, passed to the engine as given (decision 0162). Never in a
+             *     request: the boundary a machine is given is the operator's to choose.
+             */
+            ociRuntime?: string | null;
         };
         /**
          * @description `machine stats` (the seed's Stats): sizes in bytes; `cpu.percent` is of one core, so it can
@@ -7343,6 +7440,97 @@ export interface operations {
             };
         };
     };
+    "GET /v1/parts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PartInfo"][];
+                };
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "POST /v1/parts/build": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PartsBuildRequest"];
+            };
+        };
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PartsOutcome"];
+                };
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "GET /v1/machines/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            101: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MachineEvent"];
+                };
+            };
+            /** @description an error (RFC 9457) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     "GET /v1/profiles": {
         parameters: {
             query?: never;
@@ -7390,35 +7578,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ProfileInfo"];
-                };
-            };
-            /** @description an error (RFC 9457) */
-            default: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-        };
-    };
-    "GET /v1/machines/events": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description success */
-            101: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["MachineEvent"];
                 };
             };
             /** @description an error (RFC 9457) */
