@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prepares a Debian 12 machine for the Docker runtime's tests (handler-sandbox-docker, contract A)
 # against a real ROOTLESS Docker daemon (decision 0080). Run as root after setup-podman.sh
-# (.ci/test runs podman's, then this one, then the browser's: the git image is copied from
+# (.ci/test runs podman's, then this one, then the browser's: the test images are copied from
 # podman's store); idempotent. It:
 #   - installs docker.io (dockerd 20.10), rootlesskit, slirp4netns, uidmap, tini (docker-init)
 #     without letting the package start a system dockerd, and stops one it finds running as root
@@ -111,40 +111,20 @@ if ! as_user docker context inspect rootless >/dev/null 2>&1; then
 fi
 as_user docker context use rootless >/dev/null
 
-# 6. The test image, imported (the same root filesystem as podman's).
-if ! as_user docker image inspect localhost/handler-test-busybox:latest >/dev/null 2>&1; then
-    log "importing localhost/handler-test-busybox:latest"
-    tmp="$(mktemp -d)"
-    mkdir -p "$tmp/rootfs/bin" "$tmp/rootfs/etc" "$tmp/rootfs/tmp" "$tmp/rootfs/home" \
-        "$tmp/rootfs/proc" "$tmp/rootfs/sys" "$tmp/rootfs/dev" "$tmp/rootfs/run" "$tmp/rootfs/usr"
-    cp /bin/busybox "$tmp/rootfs/bin/busybox"
-    for applet in $(/bin/busybox --list); do
-        [ "$applet" = busybox ] || ln -sf busybox "$tmp/rootfs/bin/$applet"
-    done
-    ln -s ../bin "$tmp/rootfs/usr/bin"
-    ln -s bin "$tmp/rootfs/sbin"
-    echo "root:x:0:0:root:/root:/bin/sh" >"$tmp/rootfs/etc/passwd"
-    echo "root:x:0:" >"$tmp/rootfs/etc/group"
-    tar -C "$tmp/rootfs" -cf "$tmp/rootfs.tar" .
-    chmod -R a+rX "$tmp"
-    as_user docker import \
-        --change 'ENV PATH=/usr/local/bin:/usr/bin:/bin' \
-        --change 'CMD ["/bin/sh"]' \
-        "$tmp/rootfs.tar" localhost/handler-test-busybox:latest >/dev/null
-    rm -rf "$tmp"
-fi
-
-# 6b. The busybox image with the host's git (the git guard's and sessionTree's Docker tests),
-#     copied from the user's podman store, which setup-podman.sh filled.
-if ! as_user docker image inspect localhost/handler-test-git:latest >/dev/null 2>&1; then
-    if as_user podman image exists localhost/handler-test-git:latest; then
-        log "copying localhost/handler-test-git:latest from podman"
-        as_user podman save localhost/handler-test-git:latest | as_user docker load >/dev/null
-    else
-        log "no localhost/handler-test-git:latest in podman yet: run setup-podman.sh, then me again"
+# 6. The test images, copied from the user's podman store, which setup-podman.sh filled: busybox,
+#    busybox with the host's git (the git guard's and sessionTree's Docker tests), and busybox
+#    with the host's node and patchelf (the parts' toolbox, decision 0164; none without node).
+for image in handler-test-busybox handler-test-git handler-test-node; do
+    ref="localhost/$image:latest"
+    as_user docker image inspect "$ref" >/dev/null 2>&1 && continue
+    if as_user podman image exists "$ref"; then
+        log "copying $ref from podman"
+        as_user podman save "$ref" | as_user docker load >/dev/null
+    elif [ "$image" != handler-test-node ]; then
+        log "no $ref in podman yet: run setup-podman.sh, then me again"
         exit 1
     fi
-fi
+done
 
 # 7. A quick proof: a strict container runs as the host user (container uid 0 in the daemon's
 #    user namespace) and a file it writes to a bind mount is the host user's.

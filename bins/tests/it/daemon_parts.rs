@@ -1,5 +1,6 @@
 //! Parts (issue 30 item 2, decision 0164) through handlerd as the test user, on real rootless
-//! Podman: harnesses' CLIs and Node built once per version into images of their own (FROM
+//! Podman and Docker (whose 20.10 takes no image mount: a part reaches the machine as a volume
+//! filled from its image): harnesses' CLIs and Node built once per version into images of their own (FROM
 //! scratch), mounted read-only into a busybox machine with their commands first on its PATH —
 //! Node from a toolbox runs there, with no libc in the image; a part whose build fails left out
 //! by name while the rest stand; a second machine takes the same images without a build; a
@@ -31,10 +32,23 @@ fn source_image(name: &str) -> String {
     format!("localhost/handler-test-part-src-{name}")
 }
 
-fn podman(d: &TempDaemon, args: &[&str]) -> (bool, String) {
+/// The daemon's engine: `docker` when it runs on Docker, else `podman`.
+fn cli(d: &TempDaemon) -> &'static str {
+    if d.env
+        .iter()
+        .any(|(k, v)| *k == "HANDLER_RUNTIME" && v == "docker")
+    {
+        "docker"
+    } else {
+        "podman"
+    }
+}
+
+/// The daemon's engine's CLI as its user: whether it succeeded, what it printed.
+fn engine(d: &TempDaemon, args: &[&str]) -> (bool, String) {
     let o = d
         .user
-        .cmd("podman", args, &[("HOME", d.user.home())])
+        .cmd(cli(d), args, &[("HOME", d.user.home())])
         .output()
         .unwrap();
     (
@@ -67,7 +81,18 @@ fn build_source(d: &TempDaemon, name: &str, version: &str) {
     .unwrap();
     d.user.give(&ctx);
     let tag = format!("{}:latest", source_image(name));
-    let (ok, out) = podman(d, &["build", "-q", "-t", &tag, ctx.to_str().unwrap()]);
+    let (ok, out) = engine(
+        d,
+        &[
+            "build",
+            "-q",
+            "-f",
+            ctx.join("Containerfile").to_str().unwrap(),
+            "-t",
+            &tag,
+            ctx.to_str().unwrap(),
+        ],
+    );
     assert!(ok, "building {tag}: {out}");
 }
 
@@ -106,10 +131,23 @@ fn ids(v: &Value) -> Vec<&str> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn parts_are_built_once_mounted_read_only_left_out_by_name_and_bumped() {
+    parts_on(None).await;
+}
+
+/// The same on the Docker runtime: the parts built by Docker, mounted as it takes them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parts_on_docker_are_built_once_mounted_read_only_left_out_by_name_and_bumped() {
+    parts_on(Some("docker")).await;
+}
+
+async fn parts_on(runtime: Option<&str>) {
     let Some(u) = test_support::user::podman_user(IMAGE, "the parts tests") else {
         return;
     };
-    let l = Layout::new(&format!("hdp-{}", std::process::id()), true);
+    let l = Layout::new(
+        &format!("hdp-{}-{}", std::process::id(), runtime.unwrap_or("podman")),
+        true,
+    );
     l.fake_harness("");
     for (name, _, part) in HARNESSES {
         let dir = l.home.join("harnesses").join(name);
@@ -128,7 +166,7 @@ async fn parts_are_built_once_mounted_read_only_left_out_by_name_and_bumped() {
         .unwrap();
     }
     let d = l
-        .spawn(
+        .spawn_on(
             u,
             &[
                 (
@@ -137,15 +175,16 @@ async fn parts_are_built_once_mounted_read_only_left_out_by_name_and_bumped() {
                 ),
                 ("HANDLER_TOOLBOX_IMAGE", NODE_TOOLBOX.to_string()),
             ],
+            runtime,
         )
         .await;
     for name in ["pbox", "pbox2"] {
-        podman(&d, &["rm", "-f", "-t", "0", &format!("handler-m-{name}")]);
+        engine(&d, &["rm", "-f", &format!("handler-m-{name}")]);
     }
     for (name, _, _) in HARNESSES {
         build_source(&d, name, &format!("{name} 1.0"));
     }
-    let node = podman(&d, &["image", "exists", NODE_TOOLBOX]).0;
+    let node = engine(&d, &["image", "inspect", NODE_TOOLBOX]).0;
     if !node {
         eprintln!(
             "parts: {NODE_TOOLBOX} is not built (no node on this machine): Node's part skipped"
@@ -242,7 +281,7 @@ async fn parts_are_built_once_mounted_read_only_left_out_by_name_and_bumped() {
         ),
         "{err}"
     );
-    let (_, label) = podman(
+    let (_, label) = engine(
         &d,
         &[
             "inspect",
@@ -313,14 +352,14 @@ async fn parts_are_built_once_mounted_read_only_left_out_by_name_and_bumped() {
             .await;
         assert_eq!(st, 204, "{v}");
     }
-    // What this test built, removed: its tags are its own.
-    let (_, list) = podman(&d, &["images", "--format", "{{.Repository}}:{{.Tag}}"]);
+    // What this test built, removed: its tags are its own (the other engine's store is another).
+    let (_, list) = engine(&d, &["images", "--format", "{{.Repository}}:{{.Tag}}"]);
     for i in list.lines().filter(|i| {
-        ["fakeh", "greet", "broken"].iter().any(|p| {
+        ["fakeh", "greet", "broken", "node"].iter().any(|p| {
             i.starts_with(&format!("localhost/handler-part-{p}:"))
                 || i.starts_with(&source_image(p))
         })
     }) {
-        podman(&d, &["rmi", "-f", i]);
+        engine(&d, &["rmi", "-f", i]);
     }
 }

@@ -130,10 +130,13 @@ pub fn build(req: &Build) -> i32 {
             return 128 + n;
         }
     };
+    let mut built = None;
     let code = match status {
         Ok(st) if st.success() => match fs::read_to_string(&iid) {
             Ok(id) => {
-                println!("{}", id.trim().trim_start_matches("sha256:"));
+                let id = id.trim().trim_start_matches("sha256:").to_string();
+                println!("{id}");
+                built = Some(id);
                 0
             }
             Err(e) => fail(format!("image build: no image id: {e}")),
@@ -149,7 +152,7 @@ pub fn build(req: &Build) -> i32 {
         )),
     };
     if let Some(before) = dangling_before {
-        remove_new_dangling(&before);
+        remove_new_dangling(&before, built.as_deref());
     }
     let _ = fs::remove_dir_all(&tmp);
     code
@@ -232,10 +235,14 @@ fn dangling_images() -> Vec<String> {
 }
 
 /// `--no-intermediate` on Docker: its classic builder keeps each earlier stage as an untagged
-/// image; those that appeared during the build are removed (their untagged parents with them).
-fn remove_new_dangling(before: &[String]) {
+/// image; those that appeared during the build are removed (their untagged parents with them),
+/// but the image built, untagged too until the daemon tags it (a multi-stage build's last
+/// stage: a part's, decision 0164).
+fn remove_new_dangling(before: &[String], built: Option<&str>) {
     for id in dangling_images() {
+        let short = id.trim_start_matches("sha256:");
         if !before.contains(&id)
+            && built != Some(short)
             && let Err(e) = podman::run(&["rmi", &id])
         {
             log(&format!("image build: an intermediate image stays: {e}"));

@@ -179,15 +179,18 @@ async fn tag_and_record(
     hash: String,
 ) -> Result<MountedPart, Outcome> {
     let v = verbs(app);
-    let version = v
+    let text = v
         .read(new, VERSION_FILE)
         .await
-        .ok()
-        .and_then(|t| t.lines().next().map(|l| l.trim().to_string()))
+        .map_err(|e| Outcome::Failed(format!("part {}: its {VERSION_FILE}: {e}", part.id)))?;
+    let version = text
+        .lines()
+        .next()
+        .map(|l| l.trim().to_string())
         .filter(|l| !l.is_empty())
         .ok_or_else(|| {
             Outcome::Failed(format!(
-                "part {}: the image built has no {VERSION_FILE}",
+                "part {}: the image built has an empty {VERSION_FILE}",
                 part.id
             ))
         })?;
