@@ -1258,7 +1258,17 @@ fn dev_repo(d: &TempDaemon, name: &str, file: &str) -> std::path::PathBuf {
 /// machine removes its container and never the folder.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dev_container_is_made_by_the_cli_from_a_folders_file_and_reached_as_its_user() {
-    let Some(d) = daemon("dev").await else {
+    // Node's part (decision 0164) is built from this toolbox (setup-podman.sh's busybox with
+    // the host's node and patchelf).
+    let Some(d) = daemon_with(
+        "dev",
+        &[(
+            "HANDLER_TOOLBOX_IMAGE",
+            "localhost/handler-test-node".to_string(),
+        )],
+    )
+    .await
+    else {
         return;
     };
     assert!(
@@ -1354,7 +1364,7 @@ async fn a_dev_container_is_made_by_the_cli_from_a_folders_file_and_reached_as_i
             "{body}: {v}"
         );
     }
-    // Made through the CLI (`handler machine create --devcontainer`).
+    // Made through the CLI (`handler machine create --devcontainer`), with Node's part.
     let (code, out, err) = handler(
         &d,
         &[
@@ -1363,11 +1373,19 @@ async fn a_dev_container_is_made_by_the_cli_from_a_folders_file_and_reached_as_i
             "devbox",
             "--devcontainer",
             repo.to_str().unwrap(),
+            "--part",
+            "node",
         ],
     );
     assert_eq!(code, 0, "{out}{err}");
     let (st, m) = get(&d, "/v1/machines/devbox").await;
     assert_eq!(st, 200, "{m}");
+    let node = m["parts"][0]["id"] == "node";
+    if !node {
+        // Only a machine without node has no localhost/handler-test-node: then it is left out.
+        assert_eq!(m["partsLeftOut"][0]["id"], "node", "{m}");
+        eprintln!("dev container: Node's part left out ({m}): its case skipped");
+    }
     assert_eq!(m["state"], "running", "{m}");
     assert_eq!(m["request"]["source"], "devcontainer", "{m}");
     assert_eq!(
@@ -1409,21 +1427,28 @@ async fn a_dev_container_is_made_by_the_cli_from_a_folders_file_and_reached_as_i
             "--",
             "sh",
             "-c",
-            "id -u; pwd; echo $CE $FEAT $RE; cat /feat-ok; echo inside > made-inside",
+            "id -u; pwd; echo $CE $FEAT $RE; cat /feat-ok; echo inside > made-inside; command -v node && node -e 'console.log(6*7)'; echo \"${PATH%%:*}\"",
         ],
     );
     assert_eq!(code, 0, "{out}{err}");
     let lines: Vec<&str> = out.lines().collect();
-    assert_eq!(
-        lines,
-        [
-            d.user.uid.to_string().as_str(),
-            "/workspaces/app",
-            "cont on remote",
-            "feature-installed",
-        ],
-        "{out}{err}"
-    );
+    let mut want = vec![
+        d.user.uid.to_string(),
+        "/workspaces/app".into(),
+        "cont on remote".into(),
+        "feature-installed".into(),
+    ];
+    if node {
+        // The part's node, first on the PATH every exec is given, runs in busybox.
+        want.extend([
+            "/opt/handler/parts/node/bin/node".into(),
+            "42".into(),
+            "/opt/handler/parts/node/bin".into(),
+        ]);
+    } else {
+        want.push(lines.last().unwrap_or(&"").to_string());
+    }
+    assert_eq!(lines, want, "{out}{err}");
     assert_eq!(
         std::fs::read_to_string(repo.join("made-inside")).unwrap(),
         "inside\n"

@@ -615,6 +615,11 @@ pub fn plan_up(
     for m in plan::git_read_only(s, facts)? {
         a.extend(["--mount".into(), m]);
     }
+    // Its parts (decision 0164): image mounts as every launch has them, read-only.
+    for m in plan::image_mounts(engine, s, facts)? {
+        a.extend(["--mount".into(), m.mount]);
+        up.image_volumes.extend(m.volume);
+    }
     up.run_args = a;
     Ok(up)
 }
@@ -891,6 +896,30 @@ pub fn adopted_user_and_folder(inspect: &Value, folder: &str) -> (String, String
         .and_then(|m| m["Destination"].as_str())
         .map_or_else(|| workspace_target(folder), String::from);
     (user, inside)
+}
+
+/// `env` (what [`probe_env`] found) with the parts' `bin` folders (decision 0164) before the
+/// PATH every exec is given: the login shell's when it differs from the container's, else the
+/// container's own, else the runtime's default. No parts: `env` as it is.
+pub fn parts_path(
+    mut env: BTreeMap<String, String>,
+    container_env: &[String],
+    prepend: &[String],
+) -> BTreeMap<String, String> {
+    if prepend.is_empty() {
+        return env;
+    }
+    let base = env
+        .get("PATH")
+        .cloned()
+        .or_else(|| {
+            container_env
+                .iter()
+                .find_map(|e| e.strip_prefix("PATH=").map(String::from))
+        })
+        .unwrap_or_else(|| plan::DEFAULT_PATH.to_string());
+    env.insert("PATH".into(), format!("{}:{base}", prepend.join(":")));
+    env
 }
 
 /// The variables every exec in the dev container is given (decision 0161): what its user's

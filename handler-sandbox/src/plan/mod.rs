@@ -740,26 +740,11 @@ impl Draft<'_> {
                 self.mount(g);
             }
         }
-        for (i, im) in spec.image_mounts.iter().enumerate() {
-            mount_path_ok(&format!("imageMounts[{i}].target"), &im.target)?;
-            if let Some(e) =
-                engine::image_volume_refusal(self.engine, &format!("imageMounts[{i}].image"))
-            {
-                return Err(e);
-            }
-            let Some(id) = facts.image_ids.get(&im.image) else {
-                return Err(SpecError::unenforceable(
-                    format!("imageMounts[{i}].image"),
-                    format!("{:?} was not resolved to an image id", im.image),
-                ));
-            };
-            let (m, volume) = engine::image_mount(self.engine, &im.image, id, &im.target);
-            self.mount(m);
-            self.image_volumes.extend(volume);
-            self.labels.insert(
-                format!("{}{id}", labels::IMAGE_MOUNT_PREFIX),
-                im.image.clone(),
-            );
+        for m in image_mounts(self.engine, spec, facts)? {
+            self.mount(m.mount);
+            self.image_volumes.extend(m.volume);
+            self.labels
+                .insert(format!("{}{}", labels::IMAGE_MOUNT_PREFIX, m.id), m.image);
         }
         Ok(())
     }
@@ -1006,4 +991,49 @@ fn file_mode(i: usize, mode: Option<&str>) -> Result<u32> {
         .map(|m| parse_mode(&format!("files[{i}].mode"), m))
         .transpose()?
         .unwrap_or(0o644))
+}
+
+/// One of a spec's image mounts as the engine takes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedImageMount {
+    /// The `--mount` value.
+    pub mount: String,
+    /// The volume to fill from the image first (Docker without image mounts).
+    pub volume: Option<ImageVolume>,
+    /// The image's id it is pinned to.
+    pub id: String,
+    /// The image as the spec names it.
+    pub image: String,
+}
+
+/// `spec`'s image mounts (A6) on `engine`, each pinned to the id `facts` resolved: a target
+/// that is not a mount path, an image not resolved, or a volume the engine's daemon would own
+/// refused naming `imageMounts[i]`. Shared by launches, machines and dev containers (whose
+/// parts are image mounts, decision 0164).
+pub fn image_mounts(
+    engine: Engine<'_>,
+    spec: &SandboxSpec,
+    facts: &HostFacts,
+) -> Result<Vec<PlannedImageMount>> {
+    let mut out = Vec::new();
+    for (i, im) in spec.image_mounts.iter().enumerate() {
+        mount_path_ok(&format!("imageMounts[{i}].target"), &im.target)?;
+        if let Some(e) = engine::image_volume_refusal(engine, &format!("imageMounts[{i}].image")) {
+            return Err(e);
+        }
+        let Some(id) = facts.image_ids.get(&im.image) else {
+            return Err(SpecError::unenforceable(
+                format!("imageMounts[{i}].image"),
+                format!("{:?} was not resolved to an image id", im.image),
+            ));
+        };
+        let (mount, volume) = engine::image_mount(engine, &im.image, id, &im.target);
+        out.push(PlannedImageMount {
+            mount,
+            volume,
+            id: id.clone(),
+            image: im.image.clone(),
+        });
+    }
+    Ok(out)
 }

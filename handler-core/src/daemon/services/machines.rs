@@ -323,12 +323,6 @@ fn check_request(app: &AppState, req: &MachineRequest) -> ApiResult<()> {
                 "agents: a dev container is made for no agent yet (an agent's CLI reaches it as a part, not built yet): leave agents out",
             ));
         }
-        Some("devcontainer") if !req.parts.is_empty() => {
-            return Err(ApiError::bad_request(
-                "invalid machine",
-                "parts: a dev container is made without parts yet (decision 0164): leave parts out",
-            ));
-        }
         Some("devcontainer") => return Ok(()),
         Some(other) => {
             return Err(ApiError::bad_request(
@@ -437,7 +431,7 @@ async fn make(
     let _making = app.machine_make.lock().await;
     let path = room_for(app, &req.name)?;
     if req.source.as_deref() == Some("devcontainer") {
-        return make_devcontainer(app, req).await;
+        return make_devcontainer(app, req, parts).await;
     }
     let work = dir(app).join(&req.name).join("work");
     fsutil::create_dir_private(&work).map_err(ApiError::internal)?;
@@ -498,6 +492,42 @@ async fn make(
     Ok(info(r, MachineState::Running))
 }
 
+/// A container someone made by hand for the folder adopted, never duplicated (the seed's
+/// connect); none (the runtime's 3): made by `machine up`. What it found, and whether adopted.
+async fn adopt_or_up(
+    app: &AppState,
+    doc: Vec<u8>,
+) -> ApiResult<(handler_contracts::machine::DevcontainerUp, bool)> {
+    let mut adopted = true;
+    let mut out = app
+        .launcher
+        .machine(&MachineVerb::Adopt, Some(doc.clone()))
+        .await;
+    if let Err(LauncherError::Verb {
+        code: Some(NO_MACHINE),
+        ..
+    }) = &out
+    {
+        adopted = false;
+        out = app.launcher.machine(&MachineVerb::Up, Some(doc)).await;
+    }
+    let up = serde_json::from_str(out.map_err(refused)?.trim()).map_err(ApiError::internal)?;
+    Ok((up, adopted))
+}
+
+/// The parts a dev container was asked for and does not have: those left out, and every one
+/// when the container was made by hand and adopted (a running container never gains a part).
+fn adopted_parts(adopted: bool, parts: PartsOutcome) -> Vec<PartLeftOut> {
+    let mut out = parts.left_out;
+    if adopted {
+        out.extend(parts.ready.into_iter().map(|r| PartLeftOut {
+            id: r.part.id,
+            reason: "the dev container was made by hand and adopted: a running container never gains a part (make it again with Handler)".into(),
+        }));
+    }
+    out
+}
+
 /// The machine made from folder `shown`, if one was.
 fn dev_container_of(app: &AppState, shown: &str) -> Option<String> {
     ids(app)
@@ -530,7 +560,11 @@ async fn staged(
 
 /// Makes dev container machine `req` (decision 0161; under `machine_make`, counted): its folder
 /// allowed, its file read, checked and staged off the async task, then `machine up`.
-async fn make_devcontainer(app: &AppState, mut req: MachineRequest) -> ApiResult<MachineInfo> {
+async fn make_devcontainer(
+    app: &AppState,
+    mut req: MachineRequest,
+    parts: PartsOutcome,
+) -> ApiResult<MachineInfo> {
     use super::machine_devcontainer as dc;
     if oci_runtime_of(app, &req)?.is_some() {
         return Err(ApiError::bad_request(
@@ -566,32 +600,25 @@ async fn make_devcontainer(app: &AppState, mut req: MachineRequest) -> ApiResult
     req.devcontainer = Some(shown);
     let mut labels = own_labels(app, &req);
     labels.insert("handler.machine.source".into(), "devcontainer".into());
-    let spec = dc::spec_of(&req, &folder, network, labels)?;
-    let doc = dc::up_doc(spec, &folder, &stage)?;
-    // A container someone made by hand for the folder is adopted, never duplicated (the seed's
-    // connect); none (3): made.
-    let mut adopted = true;
-    let mut out = app
-        .launcher
-        .machine(&MachineVerb::Adopt, Some(doc.clone()))
-        .await;
-    if let Err(LauncherError::Verb {
-        code: Some(NO_MACHINE),
-        ..
-    }) = &out
-    {
-        adopted = false;
-        out = app.launcher.machine(&MachineVerb::Up, Some(doc)).await;
-    }
-    let out = out.map_err(refused);
-    let up: handler_contracts::machine::DevcontainerUp =
-        match out.and_then(|o| serde_json::from_str(o.trim()).map_err(ApiError::internal)) {
-            Ok(u) => u,
-            Err(e) => {
-                let _ = std::fs::remove_dir_all(&at);
-                return Err(e);
-            }
-        };
+    let mounted: Vec<MountedPart> = parts.ready.iter().map(|r| r.part.clone()).collect();
+    let spec = dc::spec_of(&req, &folder, network, labels).and_then(|s| {
+        handler_sandbox::machine::parts::with_parts(s, &mounted)
+            .map_err(|e| ApiError::bad_request("invalid machine", e.to_string()))
+    });
+    let doc = match spec.and_then(|spec| dc::up_doc(spec, &folder, &stage)) {
+        Ok(d) => d,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&at);
+            return Err(e);
+        }
+    };
+    let (up, adopted) = match adopt_or_up(app, doc).await {
+        Ok(u) => u,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&at);
+            return Err(e);
+        }
+    };
     let r = Record {
         request: req,
         container_id: up.container_id.clone(),
@@ -603,8 +630,8 @@ async fn make_devcontainer(app: &AppState, mut req: MachineRequest) -> ApiResult
             up,
             adopted,
         }),
-        parts: Vec::new(),
-        parts_left_out: Vec::new(),
+        parts: if adopted { Vec::new() } else { mounted },
+        parts_left_out: adopted_parts(adopted, parts),
     };
     let bytes = serde_json::to_vec_pretty(&r).map_err(ApiError::internal)?;
     fsutil::write_atomic(&record_path(app, &r.request.name), &bytes, 0o600)

@@ -506,6 +506,25 @@ pub fn gather(
     instance_dir: String,
     launcher: LauncherId,
 ) -> Result<HostFacts, HostError> {
+    gather_for(spec, instance_dir, launcher, true)
+}
+
+/// [`gather`] for a dev container: its image is the CLI's to build, so its PATH is not read
+/// from one (its execs' PATH is the one its login shell's probe found, decision 0161).
+pub fn gather_devcontainer(
+    spec: &SandboxSpec,
+    instance_dir: String,
+    launcher: LauncherId,
+) -> Result<HostFacts, HostError> {
+    gather_for(spec, instance_dir, launcher, false)
+}
+
+fn gather_for(
+    spec: &SandboxSpec,
+    instance_dir: String,
+    launcher: LauncherId,
+    read_image_path: bool,
+) -> Result<HostFacts, HostError> {
     let uid = nix::unistd::getuid().as_raw();
     let gid = nix::unistd::getgid().as_raw();
     let mut paths = BTreeMap::new();
@@ -523,9 +542,10 @@ pub fn gather(
         })?;
         image_ids.insert(im.image.clone(), id);
     }
-    let image_path = if spec.path_append.is_empty()
-        && spec.path_prepend.is_empty()
-        && spec.image_mounts.is_empty()
+    let image_path = if !read_image_path
+        || spec.path_append.is_empty()
+            && spec.path_prepend.is_empty()
+            && spec.image_mounts.is_empty()
     {
         None
     } else {

@@ -120,7 +120,7 @@ fn try_adopt() -> Result<DevcontainerUp, Failed> {
         remote_workspace_folder,
     };
     Ok(DevcontainerUp {
-        env: probe(&up, &c),
+        env: probe(&up, &c, &[]),
         container_id: up.container_id,
         remote_user: up.remote_user,
         remote_workspace_folder: up.remote_workspace_folder,
@@ -161,7 +161,7 @@ fn try_up() -> Result<DevcontainerUp, Failed> {
         ));
     }
     let dir = machines_dir().map_err(setup)?.join(&spec.name);
-    let facts = host::gather(
+    let facts = host::gather_devcontainer(
         spec,
         dir.to_string_lossy().into_owned(),
         host::launcher_self(),
@@ -202,7 +202,7 @@ fn try_up() -> Result<DevcontainerUp, Failed> {
             devcontainer::post_check(&inspect, &doc.folder, &spec.network, &own)
                 .map_err(|e| (exit::UNENFORCEABLE, e.to_string()))?;
             Ok(DevcontainerUp {
-                env: probe(&up, &inspect),
+                env: probe(&up, &inspect, &spec.path_prepend),
                 container_id: up.container_id,
                 remote_user: up.remote_user,
                 remote_workspace_folder: up.remote_workspace_folder,
@@ -364,10 +364,11 @@ fn probe_output(up: &devcontainer::Up) -> Option<Vec<u8>> {
 }
 
 /// The variables each exec gets: one probe of the user's login shell (none when it cannot
-/// run: the file's `remoteEnv` alone).
+/// run: the file's `remoteEnv` alone), its parts' `bin` before its PATH (decision 0164).
 fn probe(
     up: &devcontainer::Up,
     inspect: &serde_json::Value,
+    path_prepend: &[String],
 ) -> std::collections::BTreeMap<String, String> {
     let environ = probe_output(up).unwrap_or_else(|| {
         log("machine up: the login shell could not be probed; its variables are the file's remoteEnv alone");
@@ -382,5 +383,6 @@ fn probe(
     let metadata = inspect["Config"]["Labels"]["devcontainer.metadata"]
         .as_str()
         .unwrap_or("[]");
-    devcontainer::probe_env(&environ, &container_env, metadata)
+    let env = devcontainer::probe_env(&environ, &container_env, metadata);
+    devcontainer::parts_path(env, &container_env, path_prepend)
 }

@@ -483,3 +483,32 @@ fn a_container_made_by_hand_is_reached_as_its_files_user_where_the_folder_is_mou
         ("root".to_string(), "/workspaces/app".to_string())
     );
 }
+
+#[test]
+fn the_parts_bin_folders_go_before_the_path_each_exec_is_given() {
+    let parts = ["/opt/handler/parts/node/bin".to_string()];
+    let container = ["PATH=/usr/bin:/bin".to_string()];
+    let probed = BTreeMap::from([(
+        "PATH".to_string(),
+        "/home/v/.local/bin:/usr/bin".to_string(),
+    )]);
+    assert_eq!(
+        parts_path(probed.clone(), &container, &parts)["PATH"],
+        "/opt/handler/parts/node/bin:/home/v/.local/bin:/usr/bin",
+        "the login shell's PATH when it differs from the container's"
+    );
+    assert_eq!(
+        parts_path(BTreeMap::new(), &container, &parts)["PATH"],
+        "/opt/handler/parts/node/bin:/usr/bin:/bin",
+        "else the container's own"
+    );
+    assert_eq!(
+        parts_path(BTreeMap::new(), &[], &parts)["PATH"],
+        format!("/opt/handler/parts/node/bin:{}", crate::plan::DEFAULT_PATH)
+    );
+    assert_eq!(
+        parts_path(probed.clone(), &container, &[]),
+        probed,
+        "no parts: as it is"
+    );
+}
