@@ -178,7 +178,7 @@ async fn parts_on(runtime: Option<&str>) {
             runtime,
         )
         .await;
-    for name in ["pbox", "pbox2"] {
+    for name in ["pbox", "pbox2", "abox", "nobox"] {
         engine(&d, &["rm", "-f", &format!("handler-m-{name}")]);
     }
     for (name, _, _) in HARNESSES {
@@ -352,6 +352,9 @@ async fn parts_on(runtime: Option<&str>) {
             .await;
         assert_eq!(st, 204, "{v}");
     }
+    if runtime.is_none() {
+        an_agents_cli_reaches_its_machine_as_its_part(&d).await;
+    }
     // What this test built, removed: its tags are its own (the other engine's store is another).
     let (_, list) = engine(&d, &["images", "--format", "{{.Repository}}:{{.Tag}}"]);
     for i in list.lines().filter(|i| {
@@ -361,5 +364,121 @@ async fn parts_on(runtime: Option<&str>) {
         })
     }) {
         engine(&d, &["rmi", "-f", i]);
+    }
+}
+
+const TOKEN: &str = "fk-Parts0Token111aaaa2222bbbb3333cccc";
+
+async fn call(d: &TempDaemon, method: reqwest::Method, path: &str, body: Value) -> (u16, Value) {
+    d.call(method, path, Some(body)).await
+}
+
+/// A session's log so far.
+fn events(d: &TempDaemon, id: &str) -> String {
+    std::fs::read_to_string(d.root.join("state/sessions").join(id).join("events.ndjson"))
+        .unwrap_or_default()
+}
+
+/// An agent on harness `fakeh` (whose image holds its CLI, `fake-acp-agent`) in a busybox
+/// machine made for it: the machine gets the harness's part by itself, and a session's agent is
+/// found on the machine's PATH there. Without the part (its source gone, so its build fails),
+/// the machine is made, naming it left out, and a session in it is refused naming the part.
+async fn an_agents_cli_reaches_its_machine_as_its_part(d: &TempDaemon) {
+    use reqwest::Method;
+    let (st, v) = call(
+        d,
+        Method::POST,
+        "/v1/accounts",
+        json!({"name": "fk", "harness": "fakeh", "token": {"value": TOKEN}}),
+    )
+    .await;
+    assert_eq!(st, 201, "{v}");
+    let body = json!({"models": [{"account": "fk"}], "scope": d.scope, "network": "none",
+        "permissions": "bypass", "confirmRisks": true});
+    let (st, a) = call(d, Method::POST, "/v1/agents", body.clone()).await;
+    assert_eq!(st, 201, "{a}");
+    let agent = a["id"].as_str().unwrap().to_string();
+    let (st, m) = call(
+        d,
+        Method::POST,
+        "/v1/machines",
+        json!({"name": "abox", "image": IMAGE, "agents": [agent]}),
+    )
+    .await;
+    assert_eq!(st, 201, "{m}\n{}", d.log());
+    assert_eq!(ids(&m["parts"]), ["fakeh"], "the agent's own part: {m}");
+    let set = |machine: &str| {
+        let mut b = body.clone();
+        b["machine"] = json!(machine);
+        b
+    };
+    let (st, v) = call(d, Method::PUT, &format!("/v1/agents/{agent}"), set("abox")).await;
+    assert_eq!(st, 200, "{v}");
+    let (st, s) = call(
+        d,
+        Method::POST,
+        "/v1/sessions",
+        json!({"agentId": agent, "origin": "ui", "prompt": "sh: command -v fake-acp-agent"}),
+    )
+    .await;
+    assert_eq!(st, 201, "{s}\n{}", d.log());
+    let id = s["id"].as_str().unwrap().to_string();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !events(d, &id).contains("/opt/handler/parts/fakeh/bin/fake-acp-agent") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the agent's CLI was not the part's: {}\n{}",
+            events(d, &id),
+            d.log()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    let (st, _) = call(
+        d,
+        Method::POST,
+        &format!("/v1/sessions/{id}/stop"),
+        json!({}),
+    )
+    .await;
+    assert!(st == 200 || st == 204, "{st}");
+
+    // Its source gone, the part cannot be built: the machine is made without it, and a session
+    // in it refused, naming the part.
+    engine(
+        d,
+        &["rmi", "-f", &format!("{}:latest", source_image("fakeh"))],
+    );
+    let (st, m) = call(
+        d,
+        Method::POST,
+        "/v1/machines",
+        json!({"name": "nobox", "image": IMAGE, "agents": [agent]}),
+    )
+    .await;
+    assert_eq!(st, 201, "{m}");
+    assert_eq!(ids(&m["partsLeftOut"]), ["fakeh"], "{m}");
+    let (st, v) = call(d, Method::PUT, &format!("/v1/agents/{agent}"), set("nobox")).await;
+    assert_eq!(st, 200, "{v}");
+    let (st, s) = call(
+        d,
+        Method::POST,
+        "/v1/sessions",
+        json!({"agentId": agent, "origin": "ui", "prompt": "sh: true"}),
+    )
+    .await;
+    let said = format!("{s}{}", events(d, s["id"].as_str().unwrap_or_default()));
+    assert!(
+        said.contains("has no part \\\"fakeh\\\", which agent"),
+        "{st}: {said}"
+    );
+    for name in ["abox", "nobox"] {
+        let (st, v) = d
+            .call(
+                Method::DELETE,
+                &format!("/v1/machines/{name}?force=true"),
+                None,
+            )
+            .await;
+        assert_eq!(st, 204, "{v}");
     }
 }

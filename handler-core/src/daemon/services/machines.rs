@@ -423,7 +423,7 @@ async fn make(
     let mut req = checked(app, req)?;
     // Decision 0164: its parts ready before it is made (built now if need be), one that
     // cannot be built left out by name; not held under the lock that makes machines.
-    let parts = if req.parts.is_empty() {
+    let mut parts = if req.parts.is_empty() {
         PartsOutcome::default()
     } else {
         super::parts::ensure(app, &req.parts).await?
@@ -437,7 +437,12 @@ async fn make(
     fsutil::create_dir_private(&work).map_err(ApiError::internal)?;
     let made = match &req.image {
         _ if !req.agents.is_empty() => {
-            for_agents(app, &req, &work.display().to_string(), disposable.as_ref()).await
+            match for_agents(app, &req, &work.display().to_string(), disposable.as_ref()).await {
+                Ok((spec, needs)) => agents_parts(app, &mut parts, &needs, disposable.is_some())
+                    .await
+                    .map(|()| spec),
+                Err(e) => Err(e),
+            }
         }
         Some(image) => spec_of(app, &req, image, &work.display().to_string()),
         None => unreachable!("refused above"),
@@ -645,12 +650,74 @@ async fn make_devcontainer(
 /// a session in this machine (its first model), its slot and git guard made in the machine's
 /// folder, composed by `handler_sandbox::machine::session::for_agents` (a 400 naming what
 /// cannot be kept).
+/// The parts `needs` names (each agent's own, `(agent, part)`) added to `parts`, built now if
+/// need be (under the machine's lock: an agent's harness is known once its plan is). A machine
+/// made for one session (`for_one`, decision 0148) is not made when its agent's part cannot be
+/// built (the seed's rule): 422 naming the part and why.
+async fn agents_parts(
+    app: &AppState,
+    parts: &mut PartsOutcome,
+    needs: &[(String, String)],
+    for_one: bool,
+) -> ApiResult<()> {
+    let missing: Vec<String> = needs
+        .iter()
+        .map(|(_, p)| p.clone())
+        .filter(|p| !parts.ready.iter().any(|r| &r.part.id == p))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let more = super::parts::ensure(app, &missing).await?;
+    if for_one
+        && let Some((agent, l)) = needs
+            .iter()
+            .find_map(|(a, p)| more.left_out.iter().find(|l| &l.id == p).map(|l| (a, l)))
+    {
+        return Err(ApiError::unprocessable(
+            "part not built",
+            format!(
+                "agent {agent:?} runs its CLI from part {:?}, which could not be built: {}",
+                l.id, l.reason
+            ),
+        ));
+    }
+    for r in more.ready {
+        if !parts.ready.iter().any(|x| x.part.id == r.part.id) {
+            parts.ready.push(r);
+        }
+    }
+    parts.left_out.extend(more.left_out);
+    Ok(())
+}
+
+/// Part `harness`'s id, when its agent runs in a machine of `image` (not the harness's own
+/// image, which holds the CLI already) and the harness has a part.
+fn part_need(
+    app: &AppState,
+    harness: &str,
+    image: Option<&str>,
+    plan_image: &str,
+) -> Option<String> {
+    let d = app.snapshot().descriptors.get(harness).cloned()?;
+    d.part.as_ref()?;
+    let own = |i: &str| i == d.image || i.starts_with(&format!("{}:", d.image)) || i == plan_image;
+    match image {
+        Some(i) if !own(i) => Some(harness.to_string()),
+        _ => None,
+    }
+}
+
+/// A machine for `req.agents`: the MachineSpec of their plans, and each agent's part need
+/// (`(agent, part)`: its harness's CLI as a part when the machine runs another image than the
+/// harness's, decision 0164).
 async fn for_agents(
     app: &AppState,
     req: &MachineRequest,
     work: &str,
     disposable: Option<&Disposable>,
-) -> ApiResult<SandboxSpec> {
+) -> ApiResult<(SandboxSpec, Vec<(String, String)>)> {
+    let mut harnesses = Vec::with_capacity(req.agents.len());
     let mut plans = Vec::with_capacity(req.agents.len());
     for (i, a) in req.agents.iter().enumerate() {
         let agent = app.agents.agent(a).ok_or_else(|| {
@@ -678,8 +745,22 @@ async fn for_agents(
             .map_err(ApiError::internal)??
         };
         start_path::make(app, &place, &prepared).await?;
+        harnesses.push(prepared.harness.clone());
         plans.push((a.clone(), prepared.spec));
     }
+    // The machine's image: the request's, else the first agent's harness image; every other
+    // agent whose CLI that image lacks gets it as its part.
+    let image = req
+        .image
+        .clone()
+        .or_else(|| plans.first().map(|(_, p)| p.image.clone()));
+    let needs: Vec<(String, String)> = plans
+        .iter()
+        .zip(&harnesses)
+        .filter_map(|((a, p), h)| {
+            part_need(app, h, image.as_deref(), &p.image).map(|part| (a.clone(), part))
+        })
+        .collect();
     let refs: Vec<(&str, &SandboxSpec)> = plans.iter().map(|(a, p)| (a.as_str(), p)).collect();
     // Filtered with no list of its own: what every one of its agents' sandboxes allows.
     let common = (req.network.as_deref() == Some("filtered") && req.allow.is_none())
@@ -707,6 +788,7 @@ async fn for_agents(
             .collect(),
     };
     session::for_agents(&base, &refs)
+        .map(|spec| (spec, needs))
         .map_err(|e| ApiError::bad_request("machine refused", e.to_string()))
 }
 
@@ -753,6 +835,30 @@ pub fn session_plan(
             "the machine cannot run this session",
             format!(
                 "machine {id:?} was adopted by its labels without the plan it was made with: make it again for its agents (handler machine rm {id}, then handler machine create {id} --agent …)"
+            ),
+        ));
+    }
+    // Decision 0164: an agent whose CLI comes from its part runs only where the part is.
+    let harness = app
+        .snapshot()
+        .descriptors
+        .values()
+        .find(|d| plan.image == d.image || plan.image.starts_with(&format!("{}:", d.image)))
+        .map(|d| d.name.clone());
+    if let Some(p) =
+        harness.and_then(|h| part_need(app, &h, r.request.image.as_deref(), &plan.image))
+        && !r.parts.iter().any(|m| m.id == p)
+    {
+        let why = r
+            .parts_left_out
+            .iter()
+            .find(|l| l.id == p)
+            .map(|l| format!(" (it was left out: {})", l.reason))
+            .unwrap_or_default();
+        return Err(ApiError::conflict(
+            "the machine cannot run this session",
+            format!(
+                "machine {id:?} has no part {p:?}, which agent {agent:?} runs its CLI from{why}: make the machine again with it (handler part build {p}, then handler machine create … --part {p})"
             ),
         ));
     }
