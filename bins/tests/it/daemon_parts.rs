@@ -471,6 +471,41 @@ async fn an_agents_cli_reaches_its_machine_as_its_part(d: &TempDaemon) {
         said.contains("has no part \\\"fakeh\\\", which agent"),
         "{st}: {said}"
     );
+    // A machine made for one session (a disposable profile's) is not made without its agent's
+    // part: the session is refused, naming it, and no container is left.
+    std::fs::write(
+        d.root.join("config/profiles.toml"),
+        format!("[profiles.scratch]\nimage = \"{IMAGE}\"\ndisposable = true\n"),
+    )
+    .unwrap();
+    let (st, v) = call(
+        d,
+        Method::PUT,
+        &format!("/v1/agents/{agent}"),
+        set("disposable:scratch"),
+    )
+    .await;
+    assert_eq!(st, 200, "{v}");
+    let (st, s) = call(
+        d,
+        Method::POST,
+        "/v1/sessions",
+        json!({"agentId": agent, "origin": "ui", "prompt": "sh: true"}),
+    )
+    .await;
+    let said = format!("{s}{}", events(d, s["id"].as_str().unwrap_or_default()));
+    assert!(
+        said.contains("runs its CLI from part \\\"fakeh\\\", which could not be built"),
+        "{st}: {said}"
+    );
+    let (_, all) = d.call(Method::GET, "/v1/machines", None).await;
+    let mut machines = ids(&all);
+    machines.sort_unstable();
+    assert_eq!(
+        machines,
+        ["abox", "nobox"],
+        "no disposable machine was made: {all}"
+    );
     for name in ["abox", "nobox"] {
         let (st, v) = d
             .call(
