@@ -311,6 +311,23 @@ pub fn recipe_hash(containerfile: &str) -> String {
     d.iter().take(6).map(|b| format!("{b:02x}")).collect()
 }
 
+/// The version a part's `/version` holds, as labels and the API show it: its first line,
+/// trimmed, without control characters, `,` and `@` (the `handler.parts` label's separators),
+/// at most 120 characters; none when that leaves nothing. The file comes out of an image
+/// built from a CLI's package: it is not trusted to be short or plain.
+pub fn version_line(text: &str) -> Option<String> {
+    let line: String = text
+        .lines()
+        .next()?
+        .chars()
+        .filter(|c| !c.is_control())
+        .map(|c| if matches!(c, ',' | '@') { ' ' } else { c })
+        .take(120)
+        .collect();
+    let line = line.trim();
+    (!line.is_empty()).then(|| line.to_string())
+}
+
 /// A version line as a tag's words: every word that starts with a digit (a leading `v`
 /// dropped), joined by `-` — `Codex 0.5.1 (codex-acp 0.3.2)` is `0.5.1-0.3.2`,
 /// `v20.19.2` is `20.19.2`; none: `unversioned`.

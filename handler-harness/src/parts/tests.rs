@@ -136,3 +136,20 @@ fn a_tag_is_the_version_and_the_recipes_hash() {
         "another recipe, another hash"
     );
 }
+
+#[test]
+fn a_parts_version_line_is_one_plain_short_line() {
+    assert_eq!(version_line("v20.19.2\n").as_deref(), Some("v20.19.2"));
+    assert_eq!(
+        version_line("Codex 0.5.1 (codex-acp 0.3.2)\nmore\n").as_deref(),
+        Some("Codex 0.5.1 (codex-acp 0.3.2)")
+    );
+    assert_eq!(
+        version_line("a,b@c\u{1b}[31m").as_deref(),
+        Some("a b c[31m"),
+        "no label separator, no escape"
+    );
+    assert_eq!(version_line(&"9".repeat(5000)).map(|v| v.len()), Some(120));
+    assert_eq!(version_line("  \n"), None);
+    assert_eq!(version_line(""), None);
+}

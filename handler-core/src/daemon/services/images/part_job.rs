@@ -183,17 +183,12 @@ async fn tag_and_record(
         .read(new, VERSION_FILE)
         .await
         .map_err(|e| Outcome::Failed(format!("part {}: its {VERSION_FILE}: {e}", part.id)))?;
-    let version = text
-        .lines()
-        .next()
-        .map(|l| l.trim().to_string())
-        .filter(|l| !l.is_empty())
-        .ok_or_else(|| {
-            Outcome::Failed(format!(
-                "part {}: the image built has an empty {VERSION_FILE}",
-                part.id
-            ))
-        })?;
+    let version = pure::version_line(&text).ok_or_else(|| {
+        Outcome::Failed(format!(
+            "part {}: the image built has an empty {VERSION_FILE}",
+            part.id
+        ))
+    })?;
     let image = pure::tag(&part.id, &version, &hash);
     v.tag(new, &image)
         .await
