@@ -82,9 +82,50 @@ pub enum PartCommand {
     /// one already built for its source's version is not built again.
     Build {
         /// The parts (`handler part ls`).
-        #[arg(required = true, value_name = "ID")]
+        #[arg(
+            required_unless_present = "all",
+            conflicts_with = "all",
+            value_name = "ID"
+        )]
         ids: Vec<String>,
+        /// Every part there is (each one whose source is not built is left out, named).
+        #[arg(long)]
+        all: bool,
     },
+}
+
+/// `handler part ls`'s table.
+fn human_parts(v: &Value) {
+    print_table(
+        v,
+        &["part", "from", "requires", "commands", "built"],
+        |p| {
+            let list = |k: &str| {
+                let l: Vec<&str> = p[k]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .collect();
+                if l.is_empty() {
+                    "-".into()
+                } else {
+                    l.join(",")
+                }
+            };
+            vec![
+                text(p, "id"),
+                text(p, "source"),
+                list("requires"),
+                list("bin"),
+                p["built"]["version"]
+                    .as_str()
+                    .unwrap_or("not built")
+                    .to_string(),
+            ]
+        },
+        "no part",
+    );
 }
 
 /// Runs `handler part …`; returns the exit code: 1 when a part was left out.
@@ -93,41 +134,22 @@ pub(crate) async fn run_part(cmd: PartCommand, json: bool) -> anyhow::Result<i32
     match cmd {
         PartCommand::Ls => {
             let v = ctx.api.get("/v1/parts").await?;
-            ctx.show(&v, |v| {
-                print_table(
-                    v,
-                    &["part", "from", "requires", "commands", "built"],
-                    |p| {
-                        let list = |k: &str| {
-                            let l: Vec<&str> = p[k]
-                                .as_array()
-                                .into_iter()
-                                .flatten()
-                                .filter_map(Value::as_str)
-                                .collect();
-                            if l.is_empty() {
-                                "-".into()
-                            } else {
-                                l.join(",")
-                            }
-                        };
-                        vec![
-                            text(p, "id"),
-                            text(p, "source"),
-                            list("requires"),
-                            list("bin"),
-                            p["built"]["version"]
-                                .as_str()
-                                .unwrap_or("not built")
-                                .to_string(),
-                        ]
-                    },
-                    "no part",
-                );
-            });
+            ctx.show(&v, human_parts);
             Ok(0)
         }
-        PartCommand::Build { ids } => {
+        PartCommand::Build { ids, all } => {
+            let ids = if all {
+                ctx.api
+                    .get("/v1/parts")
+                    .await?
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|p| p["id"].as_str().map(String::from))
+                    .collect()
+            } else {
+                ids
+            };
             let spin = (!ctx.json && std::io::stderr().is_terminal()).then(|| {
                 let p = ProgressBar::new_spinner();
                 p.set_style(
@@ -405,19 +427,34 @@ async fn set_state(ctx: &Ctx, name: &str, verb: &str, done: &str) -> anyhow::Res
     Ok(())
 }
 
-/// `POST /v1/machines` with a spinner on a terminal while the daemon makes it (the image pulled
-/// when the engine lacks it, the container made and started).
+/// `POST /v1/machines`, on a terminal with a spinner while the daemon makes it, which becomes
+/// a progress bar while it pulls the image or builds a part (the builds it starts: their stage
+/// and step, read from `/v1/builds` every half second).
 async fn create(ctx: &Ctx, name: &str, body: &Value) -> anyhow::Result<()> {
     let spin = (!ctx.json && std::io::stderr().is_terminal()).then(|| {
         let p = ProgressBar::new_spinner();
         p.set_style(ProgressStyle::with_template("{spinner} {msg} {elapsed}").expect("template"));
         p.enable_steady_tick(Duration::from_millis(120));
-        p.set_message(format!(
-            "making machine {name} (pulling its image and building its parts if needed)"
-        ));
+        p.set_message(format!("making machine {name}"));
         p
     });
-    let v = ctx.api.post("/v1/machines", body).await;
+    // The builds there are before: only the ones this request starts are shown.
+    let before: Vec<String> = match &spin {
+        Some(_) => build_ids(&ctx.api.get("/v1/builds").await.unwrap_or_default()),
+        None => Vec::new(),
+    };
+    let post = ctx.api.post("/v1/machines", body);
+    tokio::pin!(post);
+    let v = loop {
+        tokio::select! {
+            v = &mut post => break v,
+            () = tokio::time::sleep(Duration::from_millis(500)), if spin.is_some() => {
+                if let (Some(p), Ok(b)) = (&spin, ctx.api.get("/v1/builds").await) {
+                    show_build(p, name, &b, &before);
+                }
+            }
+        }
+    };
     if let Some(p) = spin {
         p.finish_and_clear();
     }
@@ -429,6 +466,47 @@ async fn create(ctx: &Ctx, name: &str, body: &Value) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+fn build_ids(v: &Value) -> Vec<String> {
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|b| b["id"].as_str().map(String::from))
+        .collect()
+}
+
+/// The bar for the build a machine's making waits on now (a pull or a part's build, started
+/// after `before`), or the spinner's words when there is none.
+fn show_build(p: &ProgressBar, name: &str, builds: &Value, before: &[String]) {
+    let running = builds.as_array().into_iter().flatten().find(|b| {
+        b["state"] == "running"
+            && b["id"]
+                .as_str()
+                .is_some_and(|id| !before.iter().any(|x| x == id))
+            && b["target"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("pull:") || t.starts_with("part:"))
+    });
+    let Some(b) = running else {
+        p.set_message(format!("making machine {name}"));
+        return;
+    };
+    let what = format!("{}: {}", text(b, "target"), text(b, "stage"));
+    match (b["step"].as_u64(), b["steps"].as_u64()) {
+        (Some(step), Some(steps)) if steps > 0 => {
+            p.set_style(
+                ProgressStyle::with_template("{spinner} {msg} [{bar:24}] {pos}/{len} {elapsed}")
+                    .expect("template"),
+            );
+            p.set_length(steps);
+            p.set_position(step);
+        }
+        _ => p.set_style(
+            ProgressStyle::with_template("{spinner} {msg} {elapsed}").expect("template"),
+        ),
+    }
+    p.set_message(what);
 }
 
 /// `handler machine create`'s name and request body (only the flags given).
@@ -556,6 +634,33 @@ pub(crate) async fn run(cmd: MachineCommand, json: bool) -> anyhow::Result<i32> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_bar_follows_the_pull_or_part_build_the_request_started() {
+        let p = ProgressBar::hidden();
+        let builds = json!([
+            {"id": "b_new", "target": "part:node", "state": "running", "stage": "build part:node", "step": 2, "steps": 3},
+            {"id": "b_old", "target": "pull:debian:12", "state": "running", "stage": "pull debian:12"},
+            {"id": "b_tb", "target": "toolbox", "state": "running", "stage": "build toolbox"}
+        ]);
+        show_build(&p, "box", &builds, &["b_old".to_string()]);
+        assert_eq!(p.message(), "part:node: build part:node");
+        assert_eq!((p.position(), p.length()), (2, Some(3)));
+        show_build(
+            &p,
+            "box",
+            &builds,
+            &["b_old".to_string(), "b_new".to_string()],
+        );
+        assert_eq!(
+            p.message(),
+            "making machine box",
+            "a build it did not start is not its"
+        );
+        let pulling = json!([{"id": "b_p", "target": "pull:debian:12", "state": "running", "stage": "pull debian:12"}]);
+        show_build(&p, "box", &pulling, &[]);
+        assert_eq!(p.message(), "pull:debian:12: pull debian:12");
+    }
 
     #[test]
     fn the_watch_lines_say_what_changed_from_what() {
