@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Prepares a Debian 12 machine for the sandbox tests (contract A) against real rootless Podman.
 # Run as root; idempotent. What it does:
-#   - installs podman, runc, uidmap, slirp4netns, fuse-overlayfs, catatonit, busybox-static;
+#   - installs podman, runc, uidmap, slirp4netns, fuse-overlayfs, catatonit, busybox-static,
+#     patchelf and docker-registry (a registry on loopback for the machine pull test);
 #   - makes /dev/net/tun and /dev/fuse usable by unprivileged users (0666; created if missing);
 #   - creates the unprivileged user $HANDLER_TEST_USER (default handler-test) with subuid/subgid
 #     ranges, configures its podman to use runc (crun refuses cgroups in hybrid mode here);
@@ -22,7 +23,7 @@ fi
 log() { echo "setup-podman: $*" >&2; }
 
 # 1. Packages.
-PKGS=(podman runc uidmap slirp4netns fuse-overlayfs catatonit busybox-static util-linux git debootstrap runsc patchelf)
+PKGS=(podman runc uidmap slirp4netns fuse-overlayfs catatonit busybox-static util-linux git debootstrap runsc patchelf docker-registry)
 missing=()
 for p in "${PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -17,6 +17,7 @@ mod daemon_git_guard;
 mod daemon_images;
 mod daemon_listings;
 mod daemon_login_cli;
+mod daemon_machine_pull;
 mod daemon_machines;
 mod daemon_parts;
 mod daemon_runs;

@@ -379,6 +379,25 @@ fn with_profile(app: &AppState, req: MachineRequest) -> ApiResult<MachineRequest
 
 /// Makes machine `req` (checked here), `disposable` for a session's own, counted and made under
 /// `machine_make` (409 past `HANDLER_MACHINE_MAX`).
+/// `image` on the engine: pulled now (the build `pull:<image>`, its progress under
+/// `/v1/builds`) when the engine says it has none; 422 naming it when the pull fails.
+async fn pulled(app: &AppState, image: &str) -> ApiResult<()> {
+    if super::images::verbs(app).exists(image).await != Some(false) {
+        return Ok(());
+    }
+    super::images::run_to_end(
+        app,
+        format!("{}{image}", super::images::target::PULL_PREFIX),
+    )
+    .await
+    .map_err(|e| {
+        ApiError::unprocessable(
+            "image not pulled",
+            format!("image: {image} is not on this machine and could not be pulled: {e}"),
+        )
+    })
+}
+
 /// `req` with its profile's settings, checked (a 400 naming the field), its folder resolved
 /// (decision 0163: inside a work folder, never Handler's own — an agent's scope's rule; the
 /// record keeps it resolved).
@@ -421,6 +440,12 @@ async fn make(
     disposable: Option<Disposable>,
 ) -> ApiResult<MachineInfo> {
     let mut req = checked(app, req)?;
+    // Decision 0165: an image the engine does not have is pulled first, as a build.
+    if req.source.as_deref() != Some("devcontainer")
+        && let Some(image) = &req.image
+    {
+        pulled(app, image).await?;
+    }
     // Decision 0164: its parts ready before it is made (built now if need be), one that
     // cannot be built left out by name; not held under the lock that makes machines.
     let mut parts = if req.parts.is_empty() {

@@ -6,7 +6,6 @@
 
 use std::collections::BTreeSet;
 
-use handler_contracts::control::{BuildRequest, BuildState};
 use handler_contracts::machine::parts::{PartInfo, PartLeftOut, PartsOutcome, ReadyPart};
 use handler_harness::parts as pure;
 
@@ -82,25 +81,5 @@ fn left_out(out: &mut PartsOutcome, failed: &mut BTreeSet<String>, p: &pure::Par
 
 /// Starts the build `part:<id>` and waits for its end: its error when it did not succeed.
 async fn build(app: &AppState, id: &str) -> Result<(), String> {
-    let b = images::start(
-        app,
-        BuildRequest {
-            target: format!("{}{id}", images::target::PART_PREFIX),
-        },
-    )
-    .await
-    .map_err(|e| e.to_string())?;
-    loop {
-        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
-        let now = images::get(app, &b.id).await.map_err(|e| e.to_string())?;
-        match now.state {
-            BuildState::Running => {}
-            BuildState::Succeeded => return Ok(()),
-            s => {
-                return Err(now.error.unwrap_or_else(|| {
-                    format!("build {} {}", b.id, format!("{s:?}").to_lowercase())
-                }));
-            }
-        }
-    }
+    images::run_to_end(app, format!("{}{id}", images::target::PART_PREFIX)).await
 }

@@ -135,6 +135,20 @@ async fn target(app: &AppState, id: &str, cancel: &Arc<Notify>) -> Outcome {
     if let Some(part) = b.target.strip_prefix(super::target::PART_PREFIX) {
         return super::part_job::run(app, id, part, cancel).await;
     }
+    if let Some(image) = b.target.strip_prefix(super::target::PULL_PREFIX) {
+        stage(app, id, &format!("pull {image}"));
+        return match verbs(app)
+            .pull(image, |l| log_line(app, id, &l), cancel.clone())
+            .await
+        {
+            Ok(i) => {
+                log_line(app, id, &format!("pulled {i}"));
+                Outcome::Succeeded
+            }
+            Err(ImageError::Cancelled) => Outcome::Cancelled,
+            Err(e) => Outcome::Failed(e.to_string()),
+        };
+    }
     let Some(d) = app.snapshot().descriptors.get(&b.target).cloned() else {
         return Outcome::Failed(format!("harness {:?} is gone", b.target));
     };

@@ -62,6 +62,7 @@ fn known(app: &AppState) -> target::Known {
         parts: part_job::catalog(app)
             .map(|c| c.into_keys().collect())
             .unwrap_or_default(),
+        machine_images: app.config.machine_images.clone(),
     }
 }
 
@@ -94,6 +95,27 @@ pub async fn start(app: &AppState, req: BuildRequest) -> ApiResult<Build> {
     let (a, id) = (app.clone(), b.id.clone());
     tokio::spawn(async move { job::run(a, id, cancel).await });
     Ok(b)
+}
+
+/// Starts the build of `target` and waits for its end (one at a time with every other build,
+/// its log under `/v1/builds`): its error when it did not succeed.
+pub async fn run_to_end(app: &AppState, target: String) -> Result<(), String> {
+    let b = start(app, BuildRequest { target })
+        .await
+        .map_err(|e| e.to_string())?;
+    loop {
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+        let now = get(app, &b.id).await.map_err(|e| e.to_string())?;
+        match now.state {
+            BuildState::Running => {}
+            BuildState::Succeeded => return Ok(()),
+            s => {
+                return Err(now.error.unwrap_or_else(|| {
+                    format!("build {} {}", b.id, format!("{s:?}").to_lowercase())
+                }));
+            }
+        }
+    }
 }
 
 /// The rules behind GET /v1/builds: every build, newest first.

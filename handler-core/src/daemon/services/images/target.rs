@@ -1,6 +1,7 @@
 //! Pure: what a build's target means (D.4, G.4): the network filter, the toolbox, a harness,
-//! `addon:<name>` — an addon that is valid and has an image — or `part:<id>` (decision 0164).
-//! Anything else is refused (422) with the reason naming it.
+//! `addon:<name>` — an addon that is valid and has an image —, `part:<id>` (decision 0164), or
+//! `pull:<image>` — an image the daemon's machines may run, pulled (decision 0165). Anything
+//! else is refused (422) with the reason naming it.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -11,6 +12,9 @@ pub const ADDON_PREFIX: &str = "addon:";
 
 /// The prefix of a part's target.
 pub const PART_PREFIX: &str = "part:";
+
+/// The prefix of a pull's target.
+pub const PULL_PREFIX: &str = "pull:";
 
 /// What a build builds.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -39,6 +43,11 @@ pub enum Target {
         /// The part's id.
         id: String,
     },
+    /// An image machines may run, pulled (decision 0165).
+    Pull {
+        /// The image as given.
+        image: String,
+    },
 }
 
 /// An addon as a target sees it: its image (none: no tool), or why it is invalid.
@@ -53,6 +62,8 @@ pub struct Known {
     pub addons: BTreeMap<String, AddonImage>,
     /// The parts' ids.
     pub parts: BTreeSet<String>,
+    /// The images machines may run (`HANDLER_MACHINE_IMAGES`): the ones a pull may fetch.
+    pub machine_images: handler_contracts::machine::images::AllowedImages,
 }
 
 /// The target `text` (trimmed) means, or why it is refused.
@@ -80,6 +91,15 @@ pub fn decide(text: &str, known: &Known) -> Result<Target, String> {
             }),
         };
     }
+    if let Some(image) = t.strip_prefix(PULL_PREFIX) {
+        return known
+            .machine_images
+            .check(image)
+            .map(|_| Target::Pull {
+                image: image.to_string(),
+            })
+            .map_err(|e| format!("target {t:?}: image: {e}"));
+    }
     if let Some(id) = t.strip_prefix(PART_PREFIX) {
         return if known.parts.contains(id) {
             Ok(Target::Part { id: id.to_string() })
@@ -96,7 +116,7 @@ pub fn decide(text: &str, known: &Known) -> Result<Target, String> {
         });
     }
     Err(format!(
-        "target {t:?}: no such harness (or toolbox, network-filter, app-runtime, addon:<name>, part:<id>)"
+        "target {t:?}: no such harness (or toolbox, network-filter, app-runtime, addon:<name>, part:<id>, pull:<image>)"
     ))
 }
 
@@ -113,6 +133,9 @@ mod tests {
         k.addons
             .insert("broken".into(), Err("addons/broken/addon.toml: bad".into()));
         k.parts.extend(["node".to_string(), "codex".to_string()]);
+        k.machine_images =
+            handler_contracts::machine::images::AllowedImages::parse(&["debian:*".to_string()])
+                .unwrap();
         k
     }
 
@@ -131,6 +154,9 @@ mod tests {
             "addon:",
             "part:codex",
             "part:goose",
+            "pull:debian:bookworm-slim",
+            "pull:node:22",
+            "pull:-x",
             "nope",
         ]
         .into_iter()
