@@ -614,6 +614,12 @@ async fn sessions_run_in_a_machine_made_for_their_agent_and_share_it() {
     d.kill_and_start(&bin).await;
     let (_, m) = get(&d, "/v1/machines/agentbox").await;
     assert_eq!(m["state"], "running", "{m}: {}", d.log());
+    // Stopped (no session in it now): the next session's exec starts it again.
+    let (st, v) = post(&d, &format!("/v1/sessions/{two}/stop"), json!({})).await;
+    assert!(st == 200 || st == 204, "{st}: {v}");
+    let (st, v) = post(&d, "/v1/machines/agentbox/stop", json!({})).await;
+    assert!(st == 200 || st == 204, "{st}: {v}");
+    assert_eq!(get(&d, "/v1/machines/agentbox").await.1["state"], "stopped");
     let three = session(&d, &agent, "sh: cat /work/from-one; echo three-ran").await;
     said(&d, &three, "one-was-here\\nthree-ran").await;
     // Deleted with force: the session is stopped first, then the machine and its folder go.

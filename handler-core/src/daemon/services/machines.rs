@@ -818,31 +818,18 @@ async fn for_agents(
 }
 
 /// The exec that runs a session of `agent` planned as `plan` in machine `id` (decision 0147):
-/// 404 no such machine; 409 its container is gone, or the machine cannot give the session
-/// what its own sandbox would have had (named); a stopped machine is started first.
+/// 404 no such machine; 409 the machine cannot give the session what its own sandbox would
+/// have had (named). The runtime's exec starts a stopped machine first and names one whose
+/// container is gone (one inspect, no call from here: issue 29's warm start).
 pub async fn session_exec(
     app: &AppState,
     id: &str,
     agent: &str,
     plan: &SandboxSpec,
 ) -> ApiResult<handler_contracts::machine::ExecSpec> {
-    let exec = session_plan(app, id, agent, plan)?;
-    match state_of(runtime_record(app, id).await?.as_ref()) {
-        MachineState::Running => {}
-        MachineState::Stopped => {
-            tracing::info!(machine = %id, "starting a stopped machine for a session");
-            set_state(app, id, "start").await?;
-        }
-        MachineState::Missing => {
-            return Err(ApiError::conflict(
-                "the machine is missing",
-                format!(
-                    "machine {id:?}: its container was removed outside Handler; delete the machine and make it again"
-                ),
-            ));
-        }
-    }
-    Ok(exec)
+    // No engine call here (issue 29's warm start): the runtime's exec checks the machine, starts
+    // it when stopped and names it when its container is gone, in one inspect.
+    session_plan(app, id, agent, plan)
 }
 
 /// [`session_exec`] without asking the runtime: the machine's record only (a session's create

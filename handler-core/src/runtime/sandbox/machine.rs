@@ -202,20 +202,45 @@ fn fill_runtime_slot(
 
 /// The container of machine `id`, once it is known to be that machine (its label).
 fn machine(id: &str) -> Result<String, (i32, String)> {
+    facts(id).map(|f| f.name)
+}
+
+/// What one inspect tells of machine `id`'s container: its name, whether it runs, and whether
+/// it may have a proxy of its own (its network label says filtered, or it has none: made
+/// before the label).
+struct Facts {
+    name: String,
+    running: bool,
+    proxied: bool,
+}
+
+/// Machine `id`'s container, checked to be that machine by its label (or, a dev container made
+/// by hand and adopted, by the id its staged folder records: decision 0161), in one inspect
+/// with its state and network (issue 29's warm start: one engine call before the exec).
+fn facts(id: &str) -> Result<Facts, (i32, String)> {
     if !valid_id(id) {
         return Err((exit::INVALID_SPEC, format!("{id:?} is not a machine id")));
     }
     let name = container_name(id);
-    let format = format!("{{{{index .Config.Labels \"{MACHINE_LABEL}\"}}}}|{{{{.Id}}}}");
-    match podman::run(&["inspect", "--type", "container", "--format", &format, &name]) {
-        Ok(l) if l.trim().split('|').next() == Some(id) => Ok(name),
-        // A dev container someone made by hand, adopted (decision 0161): named so by Handler,
-        // and that very container is the one its staged folder records.
-        Ok(l) if adopted(&name).is_some_and(|c| l.trim().split('|').nth(1) == Some(c.as_str())) => {
-            Ok(name)
-        }
-        _ => Err((NO_MACHINE, format!("no machine {id:?}"))),
+    let format = format!(
+        "{{{{index .Config.Labels \"{MACHINE_LABEL}\"}}}}|{{{{.Id}}}}|{{{{.State.Running}}}}|{{{{index .Config.Labels \"{}\"}}}}",
+        handler_sandbox::machine::adopt::NETWORK_LABEL
+    );
+    let line = podman::run(&["inspect", "--type", "container", "--format", &format, &name])
+        .map_err(|_| (NO_MACHINE, format!("no machine {id:?}")))?;
+    let f: Vec<&str> = line.trim().split('|').collect();
+    let labelled = f.first() == Some(&id);
+    // A dev container someone made by hand, adopted (decision 0161): named so by Handler, and
+    // that very container is the one its staged folder records.
+    let adopted = || adopted(&name).is_some_and(|c| f.get(1) == Some(&c.as_str()));
+    if !labelled && !adopted() {
+        return Err((NO_MACHINE, format!("no machine {id:?}")));
     }
+    Ok(Facts {
+        running: f.get(2) == Some(&"true"),
+        proxied: matches!(f.get(3), Some(&"filtered" | &"<no value>" | &"")),
+        name,
+    })
 }
 
 /// The container id machine container `name` adopted, as its staged folder records it.
@@ -611,13 +636,23 @@ pub fn exec(id: &str) -> i32 {
             return code;
         }
     };
-    let name = match machine(id) {
-        Ok(n) => n,
+    let f = match facts(id) {
+        Ok(f) => f,
         Err((code, msg)) => {
-            log(&format!("machine exec {id}: {msg}"));
+            log(&format!(
+                "machine exec {id}: {msg} (a container removed outside Handler: delete the machine and make it again)"
+            ));
             return code;
         }
     };
+    // A stopped machine is started for the exec (its proxy first), as a session's start did.
+    if !f.running
+        && let Err((code, msg)) =
+            start_proxy(id, &f.name).and_then(|()| engine_call(&["start", &f.name]).map(|_| ()))
+    {
+        log(&format!("machine exec {id}: starting it: {msg}"));
+        return code;
+    }
     let plan = match engine::current() {
         engine::Kind::Podman => plan_exec(Engine::Podman, id, &spec),
         engine::Kind::Docker => {
@@ -625,10 +660,9 @@ pub fn exec(id: &str) -> i32 {
             plan_exec(Engine::Docker(&d), id, &spec)
         }
     };
-    let _ = name;
     // A filtered machine's egress events, from now on, on this exec's stderr (where a launch's
     // are): the proxy's log, followed for as long as the exec runs.
-    let events = proxy_of(id).and_then(|p| {
+    let events = f.proxied.then(|| proxy_of(id)).flatten().and_then(|p| {
         let since = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs().to_string())
