@@ -768,6 +768,7 @@ try {
     const left = page.getByRole("listitem", { name: "Machine partbox" }).getByText("node left out");
     await left.waitFor();
     assert.match(await left.getAttribute("title"), /toolbox|node/);
+    await shot(page, "machines-parts");
     const pm = await api("GET", "/v1/machines/partbox");
     assert.deepEqual(pm.partsLeftOut.map((p) => p.id), ["node"]);
     assert.deepEqual(pm.request.parts, ["node"]);
