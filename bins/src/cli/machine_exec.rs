@@ -34,6 +34,7 @@ pub(crate) fn spec(
         env,
         user,
         tty: false,
+        start_stopped: false,
     })
 }
 

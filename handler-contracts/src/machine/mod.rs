@@ -264,6 +264,10 @@ pub struct ExecSpec {
     /// A terminal (the caller's) instead of pipes.
     #[serde(default)]
     pub tty: bool,
+    /// Start the machine first when it is stopped (a session's exec: its start costs no
+    /// engine call before the exec); without it, an exec in a stopped machine is refused.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub start_stopped: bool,
 }
 
 /// An [`ExecSpec`] that cannot be run.

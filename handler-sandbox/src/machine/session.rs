@@ -486,6 +486,8 @@ pub fn plan_session(
         env: plan.env.clone(),
         user: None,
         tty: false,
+        // A session reaches its machine whatever its state: started when stopped.
+        start_stopped: true,
     })
 }
 

@@ -819,8 +819,9 @@ async fn for_agents(
 
 /// The exec that runs a session of `agent` planned as `plan` in machine `id` (decision 0147):
 /// 404 no such machine; 409 the machine cannot give the session what its own sandbox would
-/// have had (named). The runtime's exec starts a stopped machine first and names one whose
-/// container is gone (one inspect, no call from here: issue 29's warm start).
+/// have had (named). The runtime's exec starts a stopped machine first (the exec asks it to:
+/// `startStopped`) and names one whose container is gone (one inspect, no call from here:
+/// issue 29's warm start).
 pub async fn session_exec(
     app: &AppState,
     id: &str,

@@ -645,8 +645,10 @@ pub fn exec(id: &str) -> i32 {
             return code;
         }
     };
-    // A stopped machine is started for the exec (its proxy first), as a session's start did.
+    // A stopped machine is started for an exec that asks for it (a session's: its proxy first);
+    // another's exec in it is refused by the engine, as before.
     if !f.running
+        && spec.start_stopped
         && let Err((code, msg)) =
             start_proxy(id, &f.name).and_then(|()| engine_call(&["start", &f.name]).map(|_| ()))
     {
