@@ -25,25 +25,10 @@ impl Drop for Registry {
 }
 
 fn podman(d: &TempDaemon, conf: &str, args: &[&str]) -> (bool, String) {
-    let o = d
-        .user
-        .cmd(
-            "podman",
-            args,
-            &[
-                ("HOME", d.user.home()),
-                ("CONTAINERS_REGISTRIES_CONF", conf.to_string()),
-            ],
-        )
-        .output()
-        .unwrap();
-    (
-        o.status.success(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        ),
+    d.engine_cli(
+        "podman",
+        args,
+        &[("CONTAINERS_REGISTRIES_CONF", conf.to_string())],
     )
 }
 
@@ -128,22 +113,7 @@ async fn a_machines_image_is_pulled_once_as_a_build_and_a_missing_one_is_named()
     podman(&d, &conf, &["rm", "-f", "handler-m-pulled"]);
 
     // An allowed image the engine does not have: pulled, as a build, then made.
-    let (code, out, err) = {
-        let o = d
-            .user
-            .cmd(
-                d.root.join("bin/handler").to_str().unwrap(),
-                &["machine", "create", "pulled", "--image", &image],
-                &d.env,
-            )
-            .output()
-            .unwrap();
-        (
-            o.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&o.stdout).into_owned(),
-            String::from_utf8_lossy(&o.stderr).into_owned(),
-        )
-    };
+    let (code, out, err) = d.handler(&["machine", "create", "pulled", "--image", &image]);
     assert_eq!(code, 0, "{out}{err}\n{}", d.log());
     let p = pulls(&d).await;
     assert_eq!(p.len(), 1, "{p:?}");

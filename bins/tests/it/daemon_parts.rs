@@ -46,19 +46,7 @@ fn cli(d: &TempDaemon) -> &'static str {
 
 /// The daemon's engine's CLI as its user: whether it succeeded, what it printed.
 fn engine(d: &TempDaemon, args: &[&str]) -> (bool, String) {
-    let o = d
-        .user
-        .cmd(cli(d), args, &[("HOME", d.user.home())])
-        .output()
-        .unwrap();
-    (
-        o.status.success(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        ),
-    )
+    d.engine_cli(cli(d), args, &[])
 }
 
 /// Harness `name`'s source image, built as the user at `version` (its
@@ -94,19 +82,6 @@ fn build_source(d: &TempDaemon, name: &str, version: &str) {
         ],
     );
     assert!(ok, "building {tag}: {out}");
-}
-
-fn handler(d: &TempDaemon, args: &[&str]) -> (i32, String, String) {
-    let o = d
-        .user
-        .cmd(d.root.join("bin/handler").to_str().unwrap(), args, &d.env)
-        .output()
-        .unwrap();
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
 }
 
 /// The builds of parts so far, by target.
@@ -266,7 +241,7 @@ async fn parts_on(runtime: Option<&str>) {
             ""
         }
     );
-    let (code, out, err) = handler(&d, &["machine", "exec", "pbox", "--", "sh", "-c", &script]);
+    let (code, out, err) = d.handler(&["machine", "exec", "pbox", "--", "sh", "-c", &script]);
     assert_eq!(code, 0, "{out}{err}");
     let path: Vec<String> = want
         .iter()
@@ -294,7 +269,7 @@ async fn parts_on(runtime: Option<&str>) {
         label.starts_with("fakeh@fakeh 1.0,greet@greet 1.0"),
         "{label}"
     );
-    let (code, out, err) = handler(&d, &["machine", "show", "pbox"]);
+    let (code, out, err) = d.handler(&["machine", "show", "pbox"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("  part     greet greet 1.0\n"), "{out}");
     assert!(out.contains("  left out broken: "), "{out}");
@@ -317,20 +292,20 @@ async fn parts_on(runtime: Option<&str>) {
 
     // A new version of the source: a new tag, built once.
     build_source(&d, "fakeh", "fakeh 1.1");
-    let (code, out, err) = handler(&d, &["part", "build", "fakeh"]);
+    let (code, out, err) = d.handler(&["part", "build", "fakeh"]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(
         out.starts_with("✓ localhost/handler-part-fakeh:1.1-")
             && out.ends_with(" fakeh 1.1 (built)\n"),
         "{out}"
     );
-    let (code, again, _) = handler(&d, &["part", "build", "fakeh"]);
+    let (code, again, _) = d.handler(&["part", "build", "fakeh"]);
     assert_eq!(code, 0);
     assert!(again.ends_with("(there)\n"), "{again}");
-    let (code, out, err) = handler(&d, &["part", "build", "broken"]);
+    let (code, out, err) = d.handler(&["part", "build", "broken"]);
     assert_eq!(code, 1, "a part left out: exit 1\n{out}{err}");
     assert!(out.contains("✗ broken: "), "{out}");
-    let (code, out, _) = handler(&d, &["--json", "part", "ls"]);
+    let (code, out, _) = d.handler(&["--json", "part", "ls"]);
     assert_eq!(code, 0);
     let v: Value = serde_json::from_str(&out).unwrap();
     let fakeh = v
@@ -377,6 +352,21 @@ async fn call(d: &TempDaemon, method: reqwest::Method, path: &str, body: Value) 
 fn events(d: &TempDaemon, id: &str) -> String {
     std::fs::read_to_string(d.root.join("state/sessions").join(id).join("events.ndjson"))
         .unwrap_or_default()
+}
+
+/// A session of `agent` asked for: the status, and its answer with its log so far.
+async fn session_answer(d: &TempDaemon, agent: &str) -> (u16, String) {
+    let (st, s) = call(
+        d,
+        reqwest::Method::POST,
+        "/v1/sessions",
+        json!({"agentId": agent, "origin": "ui", "prompt": "sh: true"}),
+    )
+    .await;
+    (
+        st,
+        format!("{s}{}", events(d, s["id"].as_str().unwrap_or_default())),
+    )
 }
 
 /// An agent on harness `fakeh` (whose image holds its CLI, `fake-acp-agent`) in a busybox
@@ -459,14 +449,7 @@ async fn an_agents_cli_reaches_its_machine_as_its_part(d: &TempDaemon) {
     assert_eq!(ids(&m["partsLeftOut"]), ["fakeh"], "{m}");
     let (st, v) = call(d, Method::PUT, &format!("/v1/agents/{agent}"), set("nobox")).await;
     assert_eq!(st, 200, "{v}");
-    let (st, s) = call(
-        d,
-        Method::POST,
-        "/v1/sessions",
-        json!({"agentId": agent, "origin": "ui", "prompt": "sh: true"}),
-    )
-    .await;
-    let said = format!("{s}{}", events(d, s["id"].as_str().unwrap_or_default()));
+    let (st, said) = session_answer(d, &agent).await;
     assert!(
         said.contains("has no part \\\"fakeh\\\", which agent"),
         "{st}: {said}"
@@ -486,14 +469,7 @@ async fn an_agents_cli_reaches_its_machine_as_its_part(d: &TempDaemon) {
     )
     .await;
     assert_eq!(st, 200, "{v}");
-    let (st, s) = call(
-        d,
-        Method::POST,
-        "/v1/sessions",
-        json!({"agentId": agent, "origin": "ui", "prompt": "sh: true"}),
-    )
-    .await;
-    let said = format!("{s}{}", events(d, s["id"].as_str().unwrap_or_default()));
+    let (st, said) = session_answer(d, &agent).await;
     assert!(
         said.contains("runs its CLI from part \\\"fakeh\\\", which could not be built"),
         "{st}: {said}"

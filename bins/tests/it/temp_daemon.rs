@@ -196,6 +196,45 @@ impl TempDaemon {
         (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
     }
 
+    /// `handler ARGS` as the daemon's user, with its settings: (exit code, stdout, stderr).
+    pub(crate) fn handler(&self, args: &[&str]) -> (i32, String, String) {
+        let o = self
+            .user
+            .cmd(
+                self.root.join("bin/handler").to_str().unwrap(),
+                args,
+                &self.env,
+            )
+            .output()
+            .unwrap();
+        (
+            o.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    }
+
+    /// The engine's CLI `cli` (`podman`, `docker`) as the daemon's user, its HOME and `env`:
+    /// whether it succeeded, and what it printed (stdout, then stderr).
+    pub(crate) fn engine_cli(
+        &self,
+        cli: &str,
+        args: &[&str],
+        env: &[(&str, String)],
+    ) -> (bool, String) {
+        let mut all = vec![("HOME", self.user.home())];
+        all.extend(env.iter().cloned());
+        let o = self.user.cmd(cli, args, &all).output().unwrap();
+        (
+            o.status.success(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            ),
+        )
+    }
+
     /// handlerd's log so far.
     pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(self.root.join("handlerd.log")).unwrap_or_default()
