@@ -47,12 +47,7 @@ pub async fn ensure(app: &AppState, asked: &[String]) -> ApiResult<PartsOutcome>
     for p in order.iter().map(|i| &cat[i]) {
         if let Some(r) = pure::blocked_by(p, &failed) {
             let reason = format!("it requires part {r:?}, which could not be built");
-            tracing::warn!(part = %p.id, %reason, "part left out");
-            out.left_out.push(PartLeftOut {
-                id: p.id.clone(),
-                reason,
-            });
-            failed.insert(p.id.clone());
+            left_out(&mut out, &mut failed, p, reason);
             continue;
         }
         if let Some(part) = part_job::ready(app, p).await {
