@@ -320,6 +320,7 @@ async fn bench_tunnel_throughput_and_injected_rps() {
             ("plain.test".to_string(), ip),
         ]
         .into(),
+        control_socket: None,
     };
     let proxy = handler_core::runtime::egress::start(
         config,

@@ -54,6 +54,7 @@ async fn tunnels_through_the_proxy_over_tcp_and_its_unix_socket_are_spliced() {
         injections: vec![],
         host_addresses: vec![],
         resolve: [("plain.test".to_string(), host_ip())].into(),
+        control_socket: None,
     };
     let proxy = handler_core::runtime::egress::start(
         config,

@@ -65,7 +65,10 @@ pub fn plan_create(
     }
     let mut plan = plan_on(Kind::Machine(id), engine, spec, facts)?;
     plan.tty = false;
-    if let (Some(p), Some(topo)) = (plan.proxy.as_mut(), Topology::of(s, &facts.instance_dir)) {
+    if let (Some(p), Some(topo)) = (
+        plan.proxy.as_mut(),
+        Topology::of_machine(s, &facts.instance_dir),
+    ) {
         // Kept with the machine, started again by the engine: its configuration (no secret in
         // it) is a file of its settings folder, not its stdin.
         p.args = topo.machine_proxy_run_args(engine, id);

@@ -31,18 +31,20 @@ pub struct NetworkPlan {
 /// `filtered` (and `open` with injections): the sandbox's side of its proxy (options, variables,
 /// the forwarder); the launcher starts the proxy container (handler-core's `egress::launch`).
 pub fn plan_network(spec: &SandboxSpec, instance_dir: &str) -> Result<NetworkPlan, SpecError> {
-    Ok(plan_network_on(Engine::Podman, spec, instance_dir)?.0)
+    Ok(plan_network_on(Engine::Podman, spec, instance_dir, false)?.0)
 }
 
 /// The network of `spec` on `engine`, and the volume Docker fills from the network filter image
-/// for the forwarder (decision 0081), when there is one.
+/// for the forwarder (decision 0081), when there is one. A `machine`'s trusts its proxy's CA
+/// (decision 0166).
 pub fn plan_network_on(
     engine: Engine<'_>,
     spec: &SandboxSpec,
     instance_dir: &str,
+    machine: bool,
 ) -> Result<(NetworkPlan, Option<ImageVolume>), SpecError> {
     // filtered, or open with injections: the per-sandbox egress proxy (crate::egress::topology).
-    if let Some(topo) = crate::egress::topology::Topology::of(spec, instance_dir) {
+    if let Some(topo) = crate::egress::topology::Topology::of_kind(spec, instance_dir, machine) {
         if let Err(e) = crate::egress::inject::validate_injections(&spec.injections) {
             return Err(SpecError::invalid("injections", e.to_string()));
         }

@@ -35,6 +35,7 @@ pub(crate) fn spec(
         user,
         tty: false,
         start_stopped: false,
+        injections: Vec::new(),
     })
 }
 

@@ -898,20 +898,34 @@ async fn bench_a_session_start_in_a_warm_machine_against_a_fresh_launch() {
 /// Decision 0153 through handlerd: a machine made `filtered` with its allow-list (the list
 /// refused with another network, and required without agents) gets its own proxy container
 /// beside it, labelled with it; `handler machine exec` in it reaches the allowed host and is
-/// refused another; the record names the list. Made for an agent whose key would go behind a
-/// phantom, a filtered machine is refused naming the injections (a machine's processes share
-/// its proxy); so is that agent's disposable machine, at its session's start. Deleted, the
-/// proxy goes with the machine.
+/// refused another; the record names the list. An agent whose key goes behind a phantom (decision
+/// 0166): a machine made for it and another agent is refused naming the secret and the other
+/// agent; made for it alone, its session's requests carry the real key to the key's host while
+/// the agent holds only the phantom. Deleted, the proxy goes with the machine.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_filtered_machine_has_its_own_proxy_and_reaches_only_its_allowed_hosts() {
-    let Some(d) = daemon("filt").await else {
+    let (port, hits, heads) = crate::temp_daemon::http_ok_server_seen().await;
+    let allowed = format!("host.containers.internal:{port}");
+    // The fake login's token goes to that server: an injection towards it.
+    let Some(u) = test_support::user::podman_user(IMAGE, "the machine API tests") else {
         return;
     };
+    let l = Layout::new(&format!("hdm-{}-filt", std::process::id()), true);
+    l.fake_harness_at(IMAGE, &allowed, "");
+    let d = l
+        .spawn(
+            u,
+            &[(
+                "HANDLER_MACHINE_IMAGES",
+                "localhost/handler-test-busybox:*".to_string(),
+            )],
+        )
+        .await;
     crate::daemon_acp_sandbox::ensure_network_filter(&d.user);
     leftover(&d, "handler-m-fbox");
     leftover(&d, "handler-m-fbox-egress");
-    let (port, hits) = crate::temp_daemon::http_ok_server().await;
-    let allowed = format!("host.containers.internal:{port}");
+    leftover(&d, "handler-m-fagent");
+    leftover(&d, "handler-m-fagent-egress");
     for (body, status) in [
         (
             json!({"name": "fbox", "image": IMAGE, "network": "open", "allow": [allowed]}),
@@ -970,69 +984,84 @@ async fn a_filtered_machine_has_its_own_proxy_and_reaches_only_its_allowed_hosts
         err.contains("denied.example.org:80") && err.contains("denied"),
         "its egress event on the exec's stderr: {err}"
     );
-    // An agent whose key goes behind a phantom (the fake login's host): no filtered machine.
-    account(&d).await;
-    let (st, a) = post(
-        &d,
-        "/v1/agents",
-        json!({"models": [{"account": "perso"}], "scope": d.scope, "network": "filtered",
-            "allow": [allowed], "permissions": "bypass", "confirmRisks": true}),
-    )
-    .await;
+    // Deleted: the proxy goes with it.
+    let (code, out, err) = handler(&d, &["machine", "rm", "fbox"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(containers(&d, "handler.machine-proxy=fbox").is_empty());
+    keys_in_a_machine(&d, &allowed, &heads).await;
+}
+
+/// Decision 0166 through handlerd: an agent whose account token goes behind a phantom towards
+/// `allowed`. A machine made for it and a second agent is refused (400) naming the secret and
+/// the other agent, and nothing of it is made; made for it alone, its session's request carries
+/// the real token to that host, and the agent never holds it.
+async fn keys_in_a_machine(d: &TempDaemon, allowed: &str, heads: &crate::temp_daemon::Heads) {
+    account(d).await;
+    let body = json!({"models": [{"account": "perso"}], "scope": d.scope, "network": "filtered",
+        "allow": [allowed], "permissions": "bypass", "confirmRisks": true});
+    let (st, a) = post(d, "/v1/agents", body.clone()).await;
     assert_eq!(st, 201, "{a}");
     let agent = a["id"].as_str().unwrap().to_string();
+    let (st, b) = post(d, "/v1/agents", body).await;
+    assert_eq!(st, 201, "{b}");
+    let other = b["id"].as_str().unwrap().to_string();
     let (st, v) = post(
-        &d,
+        d,
+        "/v1/machines",
+        json!({"name": "fagent", "agents": [agent, other], "network": "filtered"}),
+    )
+    .await;
+    assert_eq!(st, 400, "{v}");
+    let why = v["detail"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("accounts/perso/token") && why.contains(&other) && why.contains("readable"),
+        "{v}"
+    );
+    assert!(!d.root.join("data/machines/fagent").exists());
+    let (st, v) = post(
+        d,
         "/v1/machines",
         json!({"name": "fagent", "agents": [agent], "network": "filtered"}),
     )
     .await;
-    assert_eq!(st, 400, "{v}");
-    assert!(
-        v["detail"].as_str().unwrap().contains("injected")
-            && v["detail"]
-                .as_str()
-                .unwrap()
-                .contains("accounts/perso/token"),
-        "{v}"
-    );
-    assert!(!d.root.join("data/machines/fagent").exists());
+    assert_eq!(st, 201, "{v}: {}", d.log());
     let (st, v) = d
         .call(
             reqwest::Method::PUT,
             &format!("/v1/agents/{agent}"),
             Some(json!({"models": [{"account": "perso"}], "scope": d.scope,
                 "network": "filtered", "allow": [allowed], "permissions": "bypass",
-                "confirmRisks": true, "machine": "disposable"})),
+                "confirmRisks": true, "machine": "fagent"})),
         )
         .await;
     assert_eq!(st, 200, "{v}");
-    let (st, v) = post(
-        &d,
-        "/v1/sessions",
-        json!({"agentId": agent, "origin": "ui", "prompt": "hello"}),
+    heads.lock().unwrap().clear();
+    let s = session(
+        d,
+        &agent,
+        &format!(
+            "sh: wget -q -O - --header \"Authorization: Bearer $FAKE_TOKEN\" http://{allowed}/key && echo; \
+             echo \"held ${{#FAKE_TOKEN}}\"; env | grep -c '{}[{}]{}'",
+            &TOKEN[..4],
+            &TOKEN[4..5],
+            &TOKEN[5..]
+        ),
     )
     .await;
-    let said_why = format!("{st} {v}");
-    let refused = st >= 400
-        || (v["state"] != "running"
-            && v["error"].as_str().unwrap_or_default().contains("injected"));
+    said(d, &s, &format!("ok\\nheld {}\\n0", TOKEN.len())).await;
+    let seen = heads.lock().unwrap().join("\n");
     assert!(
-        refused,
-        "a disposable filtered machine holding a key: {said_why}"
+        seen.contains(&format!("Bearer {TOKEN}")),
+        "the server got the real token: {seen}"
     );
-    // Deleted: the proxy goes with it.
-    let (code, out, err) = handler(&d, &["machine", "rm", "fbox"]);
+    assert!(
+        !events(d, &s).contains(TOKEN),
+        "the agent saw the token: {}",
+        events(d, &s)
+    );
+    let (code, out, err) = handler(d, &["machine", "rm", "--force", "fagent"]);
     assert_eq!(code, 0, "{out}{err}");
-    assert!(containers(&d, "handler.machine-proxy=fbox").is_empty());
-    let (st, _) = d
-        .call(
-            reqwest::Method::DELETE,
-            &format!("/v1/agents/{agent}"),
-            None,
-        )
-        .await;
-    assert!(st == 200 || st == 204, "{st}");
+    assert!(containers(d, "handler.machine-proxy=fagent").is_empty());
 }
 
 /// The engine's working folder of container `name`. (A memory limit would be the obvious

@@ -1278,7 +1278,12 @@ fn machine_verb(args: &[&str], doc: Option<&serde_json::Value>) -> std::process:
     let mut c = Command::new("sh");
     match doc {
         Some(d) => {
-            let path = sh.dir.join(format!("machine-{}.json", std::process::id()));
+            // One file per call: cases run side by side in this process.
+            static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+            let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let path = sh
+                .dir
+                .join(format!("machine-{}-{n}.json", std::process::id()));
             std::fs::write(&path, d.to_string()).unwrap();
             Command::new("chmod")
                 .arg("a+r")
@@ -1391,6 +1396,114 @@ fn a_filtered_machine_keeps_its_proxy_and_reaches_only_its_allowed_hosts() {
     assert_nothing_left(&name);
 }
 
+/// Keys in a machine (issue 29 item 1, decision 0166): an exec's injections, given on fd 3, are
+/// held by the machine's running proxy for as long as the exec runs. Its request to the key's
+/// host carries the value and it reads back the phantom; the phantom towards another allowed host
+/// is refused as a leak; no value is in its environment or any argv; its events are on its
+/// stderr. The next exec, which brings no key, sends the phantom as it is — the first's key left
+/// with it — over a tunnel that is not decrypted.
+fn a_machines_exec_has_its_own_key_injected_only_while_it_runs() {
+    let (inj, inj_seen) = server(Some("egress-test-injected"));
+    let (plain, plain_seen) = server(None);
+    let sh = shared();
+    let id = format!("ek{}{}", std::process::id(), &rt().cli()[..1]);
+    let name = format!("handler-m-{id}");
+    let (hi, hp) = (format!("{HCI}:{inj}"), format!("{HCI}:{plain}"));
+    let phantom = format!("sk-mach-{}", "Ph4nt0m1".repeat(4));
+    let value = format!("sk-mach-{}", "R3alV4lu".repeat(4));
+    let spec = serde_json::json!({
+        "apiVersion": "handler.sandbox/v1", "name": name, "image": "localhost/handler-test-busybox",
+        "argv": ["sh", "-c", "while :; do sleep 3600; done"], "env": {}, "workdir": "/tmp",
+        "user": {"mode": "host-user", "home": "/home/handler-test"},
+        "mounts": [{"source": sh.probe_dir, "target": "/probe", "readOnly": true, "kind": "app"}],
+        "files": [], "writablePaths": [], "network": filtered(&[hi.clone(), hp.clone()], "enforce"),
+        "injections": []
+    });
+    struct Gone(String);
+    impl Drop for Gone {
+        fn drop(&mut self) {
+            let _ = machine_verb(&["rm", &self.0], None);
+        }
+    }
+    let o = machine_verb(&["create"], Some(&spec));
+    let _gone = Gone(id.clone());
+    assert!(o.status.success(), "{}", said(&o));
+    let script = format!(
+        "P=/probe/egress-probe\n\
+         echo '== inject'; $P https://{hi}/echo -H \"x-api-key: $K\"\n\
+         echo '== leak'; $P http://{hp}/echo -H \"x-api-key: $K\"\n\
+         echo '== env'; echo \"SSL_CERT_FILE=$SSL_CERT_FILE\"; \
+         cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | grep -c 'R3al[V]4lu'; echo DONE; sleep 1\n"
+    );
+    let keyed = serde_json::json!({
+        "argv": ["sh", "-c", script], "env": {"K": phantom},
+        "injections": [{"name": "test/machineKey", "phantom": phantom, "value": value, "hosts": [hi]}]
+    });
+    let o = machine_verb(&["exec", &id], Some(&keyed));
+    assert!(o.status.success(), "{}", said(&o));
+    let out: Vec<String> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(String::from)
+        .collect();
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    let all = out.join("\n");
+    assert!(
+        !all.contains(&value) && !err.contains(&value),
+        "{all}\n{err}"
+    );
+    let got = inj_seen.lock().unwrap().join("\n");
+    assert!(got.contains(&format!("x-api-key {value}")), "{got}");
+    assert!(!got.contains(&phantom), "{got}");
+    let inject = section(&out, "== inject", "== leak");
+    assert!(inject.contains(&"STATUS 200"), "{inject:?}");
+    assert!(
+        inject
+            .iter()
+            .any(|l| l.ends_with(&format!("x-api-key {phantom}"))),
+        "the echo comes back as the phantom: {inject:?}"
+    );
+    assert!(
+        inject.contains(&format!("CERT CN={HCI}").as_str()),
+        "decrypted: {inject:?}"
+    );
+    let leak = section(&out, "== leak", "== env");
+    assert!(leak.contains(&"STATUS 403"), "{leak:?}");
+    assert!(
+        plain_seen.lock().unwrap().is_empty(),
+        "the leak reached its server"
+    );
+    assert_eq!(
+        section(&out, "== env", "DONE"),
+        ["SSL_CERT_FILE=/run/handler/ca-bundle.pem", "0"],
+        "the bundle; no value in any process's environment or argv"
+    );
+    assert!(
+        err.contains(&event("injected", &hi, Some("test/machineKey"))),
+        "{err}"
+    );
+    assert!(
+        err.contains(&event("leak", &hp, Some("test/machineKey"))),
+        "{err}"
+    );
+    // The next exec brings no key: the first's left with it.
+    inj_seen.lock().unwrap().clear();
+    let bare = serde_json::json!({
+        "argv": ["sh", "-c", format!("/probe/egress-probe https://{hi}/echo -H 'x-api-key: {phantom}'")]
+    });
+    let o = machine_verb(&["exec", &id], Some(&bare));
+    assert!(o.status.success(), "{}", said(&o));
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(
+        out.contains("CERT CN=egress-test-injected"),
+        "not decrypted: {out}"
+    );
+    let got = inj_seen.lock().unwrap().join("\n");
+    assert!(got.contains(&format!("x-api-key {phantom}")), "{got}");
+    let o = machine_verb(&["rm", &id], None);
+    assert!(o.status.success(), "{}", said(&o));
+    assert_nothing_left(&name);
+}
+
 /// The egress cases, each run against both runtime executables (issue 19): the generated test
 /// sets the thread's runtime, the case runs unchanged.
 macro_rules! egress_cases {
@@ -1414,4 +1527,5 @@ egress_cases! {
     a_proxy_that_cannot_start_fails_the_launch_before_the_process_runs,
     set_allow_closes_the_open_connections_it_no_longer_allows_and_keeps_the_others,
     a_filtered_machine_keeps_its_proxy_and_reaches_only_its_allowed_hosts,
+    a_machines_exec_has_its_own_key_injected_only_while_it_runs,
 }

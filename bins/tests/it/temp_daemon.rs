@@ -77,11 +77,17 @@ impl Layout {
 
     /// The `fake` harness in `image`, with `extra` TOML appended.
     pub(crate) fn fake_harness_in(&self, image: &str, extra: &str) {
+        self.fake_harness_at(image, "api.fake.test:443", extra);
+    }
+
+    /// The `fake` harness in `image` whose login token goes to `login_host` (its injection's
+    /// host), with `extra` TOML appended.
+    pub(crate) fn fake_harness_at(&self, image: &str, login_host: &str, extra: &str) {
         let descriptor = test_support::descriptor::sandbox_fake(
             "Fake ACP agent",
             image,
             &format!("\"{}\"", self.scope.join(".bin/fake-acp-agent").display()),
-            "api.fake.test:443",
+            login_host,
         );
         std::fs::write(
             self.home.join("harnesses/fake/harness.toml"),
@@ -294,14 +300,25 @@ impl HostGit for User {
 /// host as host.containers.internal): answers 200 "ok" to every request; (its port, how many
 /// requests reached it).
 pub(crate) async fn http_ok_server() -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    let (port, hits, _) = http_ok_server_seen().await;
+    (port, hits)
+}
+
+/// Each request's head as [`http_ok_server`]'s received it.
+pub(crate) type Heads = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
+
+/// [`http_ok_server`], keeping each request's head.
+pub(crate) async fn http_ok_server_seen()
+-> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>, Heads) {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
     let l = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
     let port = l.local_addr().unwrap().port();
     let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let seen = hits.clone();
+    let heads = Heads::default();
+    let (seen, kept) = (hits.clone(), heads.clone());
     tokio::spawn(async move {
         while let Ok((mut c, _)) = l.accept().await {
-            let seen = seen.clone();
+            let (seen, kept) = (seen.clone(), kept.clone());
             tokio::spawn(async move {
                 let mut buf = Vec::new();
                 let mut chunk = [0u8; 4096];
@@ -311,6 +328,9 @@ pub(crate) async fn http_ok_server() -> (u16, std::sync::Arc<std::sync::atomic::
                         Ok(n) => buf.extend_from_slice(&chunk[..n]),
                     }
                 }
+                kept.lock()
+                    .unwrap()
+                    .push(String::from_utf8_lossy(&buf).into_owned());
                 seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 let _ = c
                     .write_all(
@@ -320,5 +340,5 @@ pub(crate) async fn http_ok_server() -> (u16, std::sync::Arc<std::sync::atomic::
             });
         }
     });
-    (port, hits)
+    (port, hits, heads)
 }

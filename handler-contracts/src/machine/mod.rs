@@ -268,6 +268,11 @@ pub struct ExecSpec {
     /// engine call before the exec); without it, an exec in a stopped machine is refused.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub start_stopped: bool,
+    /// Secrets this exec's phantoms stand for (decision 0166): given to the machine's running
+    /// proxy for as long as the exec runs, towards their hosts only. Only on fd 3; only in a
+    /// filtered machine.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub injections: Vec<crate::sandbox::Injection>,
 }
 
 /// An [`ExecSpec`] that cannot be run.
@@ -312,6 +317,9 @@ impl ExecSpec {
         };
         if let Some(n) = self.env.keys().find(|n| !name_ok(n)) {
             return Err(field(format!("env.{n}"), "is not a variable name"));
+        }
+        if let Some(i) = self.injections.iter().position(|i| i.hosts.is_empty()) {
+            return Err(field(format!("injections[{i}].hosts"), "names no host"));
         }
         if let Some(u) = &self.user {
             let ok = !u.is_empty()

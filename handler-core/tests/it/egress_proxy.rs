@@ -90,6 +90,7 @@ async fn world_with(
         injections,
         host_addresses: vec![],
         resolve,
+        control_socket: None,
     };
     let running = handler_core::runtime::egress::start(config, events.events())
         .await
@@ -390,6 +391,7 @@ async fn injection_world() -> World {
             .iter()
             .map(|n| (n.to_string(), ip))
             .collect(),
+        control_socket: None,
     };
     let running = handler_core::runtime::egress::start(config, events.events())
         .await
@@ -673,6 +675,7 @@ async fn a_name_resolving_to_loopback_is_refused_unless_the_address_is_listed() 
         injections: vec![],
         host_addresses: vec![],
         resolve: [("loop.test".to_string(), "127.0.0.1".parse().unwrap())].into(),
+        control_socket: None,
     };
     let p = handler_core::runtime::egress::start(config, events.events())
         .await
@@ -728,6 +731,7 @@ async fn a_proxy_with_invalid_settings_does_not_start() {
         injections: vec![],
         host_addresses: vec![],
         resolve: BTreeMap::new(),
+        control_socket: None,
     };
     let e = handler_core::runtime::egress::start(config, Collected::default().events())
         .await
@@ -1154,4 +1158,145 @@ async fn a_websocket_answer_with_an_extension_the_proxy_dropped_is_refused() {
     let got = String::from_utf8_lossy(&got[..n]).to_string();
     assert!(got.starts_with("HTTP/1.1 502"), "{got}");
     assert!(got.contains("x-handler-egress: encoded"), "{got}");
+}
+
+/// A machine's proxy (decision 0166): no injection of its own, a control socket on which each
+/// exec gives it its own.
+async fn machine_world() -> (World, std::path::PathBuf) {
+    let w = world("enforce", &[], vec![]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let roots = dir.path().join("roots.pem");
+    std::fs::write(&roots, &w.ca.pem).unwrap();
+    let settings = dir.path().join("settings.json");
+    let s = handler_sandbox::egress::Settings {
+        enforcement: handler_contracts::sandbox::Enforcement::Enforce,
+        allow: [w.t("api.test"), w.t("other.test")]
+            .iter()
+            .map(|a| AllowEntry::parse(a).unwrap())
+            .collect(),
+    };
+    handler_core::runtime::egress::write_settings(&settings, &s).unwrap();
+    let control = dir.path().join("control.sock");
+    let events = Collected::default();
+    let config = ProxyConfig {
+        mode: ProxyMode::Filter,
+        listen: "127.0.0.1:0".into(),
+        listen_unix: None,
+        settings_file: Some(settings.to_string_lossy().into()),
+        ca_bundle_out: None,
+        roots_files: vec![roots.to_string_lossy().into()],
+        injections: vec![],
+        host_addresses: vec![],
+        resolve: ["api.test", "other.test"]
+            .iter()
+            .map(|n| (n.to_string(), host_ip()))
+            .collect(),
+        control_socket: Some(control.to_string_lossy().into()),
+    };
+    let running = handler_core::runtime::egress::start(config, events.events())
+        .await
+        .unwrap();
+    let w = World {
+        ca: w.ca,
+        https: w.https,
+        http: w.http,
+        proxy: Proxy {
+            running,
+            dir,
+            events,
+        },
+    };
+    (w, control)
+}
+
+/// What the server saw of one request carrying the phantom in a header.
+async fn with_phantom(w: &World, host: &str) -> String {
+    w.https.received.0.lock().unwrap().clear();
+    let (mut s, _) = https_session(
+        w.proxy.addr(),
+        &w.t(host),
+        host,
+        &[w.ca.der(), w.proxy.ca()],
+    )
+    .await
+    .unwrap();
+    let req = Request::get("/k")
+        .header("host", w.t(host))
+        .header("x-api-key", PHANTOM)
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let g = send(&mut s, req).await;
+    assert_eq!(g.status, 200, "{}", g.body);
+    w.https.received.all()
+}
+
+/// Says `line` on the control socket; the answer and the connection (which holds what it gave).
+async fn control(
+    path: &std::path::Path,
+    line: &str,
+) -> (serde_json::Value, tokio::net::UnixStream) {
+    let mut c = tokio::net::UnixStream::connect(path).await.unwrap();
+    c.write_all(line.as_bytes()).await.unwrap();
+    let mut buf = vec![0u8; 4096];
+    let mut got = Vec::new();
+    while !got.ends_with(b"\n") {
+        let n = c.read(&mut buf).await.unwrap();
+        assert!(n > 0, "the proxy closed without answering");
+        got.extend_from_slice(&buf[..n]);
+    }
+    (serde_json::from_slice(&got).unwrap(), c)
+}
+
+#[tokio::test]
+async fn a_machines_proxy_swaps_an_execs_keys_only_while_its_connection_is_open() {
+    let (w, sock) = machine_world().await;
+    // Owner-only: the machine never mounts it, and no other user reaches it.
+    use std::os::unix::fs::PermissionsExt as _;
+    assert_eq!(
+        std::fs::metadata(&sock).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    // No exec holds a key: the phantom goes out as it is (and the tunnel is not decrypted).
+    assert!(with_phantom(&w, "api.test").await.contains(PHANTOM));
+    let req = handler_sandbox::egress::control::ControlRequest {
+        injections: vec![injection(
+            "providers/x/apiKey",
+            PHANTOM,
+            VALUE,
+            &[w.t("api.test")],
+        )],
+    };
+    let line = format!("{}\n", serde_json::to_string(&req).unwrap());
+    let (answer, held) = control(&sock, &line).await;
+    assert_eq!(answer, serde_json::json!({"ok": true}));
+    // Held: swapped towards its host, a leak towards another allowed one.
+    let seen = with_phantom(&w, "api.test").await;
+    assert!(seen.contains(&format!("x-api-key: {VALUE}")), "{seen}");
+    assert!(!seen.contains(PHANTOM), "{seen}");
+    assert!(w.proxy.events.has(&w.secret_event(
+        "injected",
+        &w.t("api.test"),
+        "providers/x/apiKey"
+    )));
+    // The same phantom for another value, while it is held: refused, the value never echoed.
+    let other: String = VALUE.chars().rev().collect();
+    let clash = line.replace(VALUE, &other);
+    let (answer, _c) = control(&sock, &clash).await;
+    assert_eq!(answer["ok"], false, "{answer}");
+    assert!(!answer.to_string().contains(&other), "{answer}");
+    // A line that is not a request is refused without being echoed.
+    let (answer, _c) = control(&sock, &format!("{{\"secret\":\"{VALUE}\"}}\n")).await;
+    assert_eq!(answer["ok"], false);
+    assert!(!answer.to_string().contains(VALUE), "{answer}");
+    // The exec ends (its connection closes): the key is gone with it.
+    drop(held);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let seen = with_phantom(&w, "api.test").await;
+        if seen.contains(PHANTOM) && !seen.contains(VALUE) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "still swapped: {seen}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

@@ -239,6 +239,7 @@ async fn proxy(allow: &[String], injections: Vec<Injection>, roots: Option<&str>
         injections,
         host_addresses: vec![],
         resolve,
+        control_socket: None,
     };
     let running = handler_core::runtime::egress::start(config, events.events())
         .await

@@ -108,6 +108,10 @@ pub struct ProxyConfig {
     /// Fixed name → address answers, consulted before DNS (a hosts file of the proxy's own).
     #[serde(default)]
     pub resolve: BTreeMap<String, IpAddr>,
+    /// A machine's proxy: the socket on which each exec gives it its own injections for as
+    /// long as the exec's connection stays open (decision 0166).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control_socket: Option<String>,
 }
 
 impl ProxyConfig {

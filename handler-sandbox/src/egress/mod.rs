@@ -6,6 +6,7 @@
 
 pub mod authority;
 pub mod config;
+pub mod control;
 pub mod hello;
 pub mod inject;
 pub mod judge;

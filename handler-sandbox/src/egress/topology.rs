@@ -47,6 +47,11 @@ pub const PROXY_NETWORK: &str = "slirp4netns:allow_host_loopback=true";
 pub const MACHINE_PROXY_LABEL: &str = "handler.machine-proxy";
 /// A machine's proxy's configuration file in its settings folder (it holds no secret).
 pub const MACHINE_PROXY_CONFIG: &str = "config.json";
+/// Where a machine's proxy makes its control socket (the instance's `egress-ctl/`, 0700, mounted
+/// into the proxy only: never into the machine). Decision 0166.
+pub const PROXY_CONTROL_DIR: &str = "/run/handler-egress-ctl";
+/// The control socket's file name in that folder.
+pub const CONTROL_SOCKET: &str = "control.sock";
 
 /// The log a machine's proxy keeps of its events (an engine difference: each engine's own
 /// file driver, bounded).
@@ -87,6 +92,9 @@ pub struct Topology {
     pub mode: ProxyMode,
     /// Whether the spec has injections (then the sandbox trusts the proxy's CA).
     pub injections: bool,
+    /// A machine's: the host folder of the proxy's control socket (`egress-ctl/`), through
+    /// which each exec gives the running proxy its own injections (decision 0166).
+    pub control_dir: Option<String>,
 }
 
 impl Topology {
@@ -106,7 +114,37 @@ impl Topology {
             socket_dir: format!("{inst}/egress-sock"),
             mode,
             injections: !spec.injections.is_empty(),
+            control_dir: None,
         })
+    }
+
+    /// A machine's egress resources (decision 0166): a filtered machine's proxy takes each
+    /// exec's injections on its control socket, so the machine trusts the proxy's CA from the
+    /// start (its processes reach an injection's host through it); None unless filtered.
+    pub fn of_machine(spec: &SandboxSpec, instance_dir: &str) -> Option<Topology> {
+        let mut t = Self::of(spec, instance_dir)?;
+        if t.mode != ProxyMode::Filter {
+            return None;
+        }
+        t.injections = true;
+        t.control_dir = Some(format!("{}/egress-ctl", instance_dir.trim_end_matches('/')));
+        Some(t)
+    }
+
+    /// [`Topology::of_machine`] for a machine, [`Topology::of`] for a launch.
+    pub fn of_kind(spec: &SandboxSpec, instance_dir: &str, machine: bool) -> Option<Topology> {
+        if machine {
+            Self::of_machine(spec, instance_dir)
+        } else {
+            Self::of(spec, instance_dir)
+        }
+    }
+
+    /// The control socket on the host, for a machine's proxy.
+    pub fn control_socket(&self) -> Option<String> {
+        self.control_dir
+            .as_ref()
+            .map(|d| format!("{d}/{CONTROL_SOCKET}"))
     }
 
     /// The settings file on the host (what set-egress/set-allow rewrite).
@@ -240,6 +278,12 @@ impl Topology {
             .collect();
         a.extend(kept_log_args(engine));
         let labels = [(MACHINE_PROXY_LABEL.to_string(), id.to_string())];
+        if let Some(d) = &self.control_dir {
+            a.extend([
+                "--mount".into(),
+                format!("type=bind,source={d},destination={PROXY_CONTROL_DIR}"),
+            ]);
+        }
         self.proxy_common_args(engine, &labels, &mut a);
         a.extend([
             "--config".into(),
@@ -315,6 +359,10 @@ impl Topology {
             injections: spec.injections.clone(),
             host_addresses,
             resolve: BTreeMap::new(),
+            control_socket: self
+                .control_dir
+                .as_ref()
+                .map(|_| format!("{PROXY_CONTROL_DIR}/{CONTROL_SOCKET}")),
         }
     }
 }

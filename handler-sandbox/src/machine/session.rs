@@ -26,16 +26,32 @@ pub enum Unfit {
         /// Its agents, comma-separated.
         for_: String,
     },
-    /// The agent's model access puts secrets behind phantoms: a machine's proxy cannot keep
-    /// one agent's keys from another agent in it (decision 0153).
+    /// The agent's model access puts secrets behind phantoms, and the machine has no proxy to
+    /// swap them (it is not filtered).
     #[error(
-        "agent {agent:?}: its model access needs its secrets injected by an egress proxy ({names}), and a machine's proxy cannot keep them from its other processes (decision 0153): run this agent outside a machine"
+        "agent {agent:?}: its model access needs its secrets injected by an egress proxy ({names}), and only a filtered machine has one (decision 0166): make the machine filtered, or run this agent outside a machine"
     )]
     Injections {
         /// The agent.
         agent: String,
         /// The secrets' names.
         names: String,
+    },
+    /// The agent's keys would share a machine with another agent, whose processes can read
+    /// them: a machine holds one agent's keys only when it is made for that agent alone
+    /// (decision 0166).
+    #[error(
+        "agent {agent:?}: its secrets ({names}) would be readable by the other agents of machine {machine:?} ({others}): a machine holds keys only when it is made for one agent — make one for {agent:?} alone"
+    )]
+    SharedKeys {
+        /// The agent.
+        agent: String,
+        /// Its secrets' names.
+        names: String,
+        /// The machine's id.
+        machine: String,
+        /// The other agents, comma-separated.
+        others: String,
     },
     /// The machine's network is wider than the agent's.
     #[error(
@@ -209,15 +225,34 @@ pub fn common_filter(plans: &[(&str, &SandboxSpec)]) -> NetworkPolicy {
     NetworkPolicy::Filtered { allow, enforcement }
 }
 
-fn check_injections(agent: &str, plan: &SandboxSpec) -> Result<(), Unfit> {
+/// Whether machine `id` (network `network`, made for `agents`) can hold `agent`'s keys
+/// (decision 0166): only through a filtered machine's proxy, and only when no other agent's
+/// processes share the machine (they could read the phantoms and use them through the proxy).
+fn check_injections(
+    (id, network, agents): (&str, &NetworkPolicy, &[&str]),
+    agent: &str,
+    plan: &SandboxSpec,
+) -> Result<(), Unfit> {
     if plan.injections.is_empty() {
         return Ok(());
     }
     let names: Vec<&str> = plan.injections.iter().map(|i| i.name.as_str()).collect();
-    Err(Unfit::Injections {
-        agent: agent.into(),
-        names: names.join(", "),
-    })
+    if !matches!(network, NetworkPolicy::Filtered { .. }) {
+        return Err(Unfit::Injections {
+            agent: agent.into(),
+            names: names.join(", "),
+        });
+    }
+    let others: Vec<&str> = agents.iter().copied().filter(|a| *a != agent).collect();
+    if !others.is_empty() {
+        return Err(Unfit::SharedKeys {
+            agent: agent.into(),
+            names: names.join(", "),
+            machine: id.into(),
+            others: others.join(", "),
+        });
+    }
+    Ok(())
 }
 
 fn differs(agent: &str, field: &'static str, why: String) -> Unfit {
@@ -233,7 +268,8 @@ fn differs(agent: &str, field: &'static str, why: String) -> Unfit {
 /// plan's mounts, staged files, image mounts, PATH additions and writable paths (each target
 /// once: two agents wanting different things at one path are refused), the machine's own
 /// folder at its workdir, labelled with its agents — and none of a launch's labels, so no
-/// sweep takes it for a dead launch's (decision 0142). Refused: a plan with injections, one
+/// sweep takes it for a dead launch's (decision 0142). Refused: a plan with injections unless
+/// the machine is filtered and for that agent alone (decision 0166), one
 /// whose network is narrower than the machine's, plans that differ in confinement or user,
 /// a display.
 pub fn for_agents(
@@ -271,22 +307,23 @@ pub fn for_agents(
         plans.iter().map(|(a, _)| *a).collect::<Vec<_>>().join(","),
     );
     spec.labels = labels;
+    let agents: Vec<&str> = plans.iter().map(|(a, _)| *a).collect();
     for (agent, plan) in plans {
+        check_injections((&base.id, &base.network, &agents), agent, plan)?;
         check_plan(base, (first_agent, first), agent, plan)?;
         add_plan(&mut spec, agent, plan)?;
     }
     Ok(spec)
 }
 
-/// What makes `agent`'s plan unfit for a machine whatever else it holds: injections, a network
-/// narrower than the machine's, a display, a confinement or user other than the first plan's.
+/// What makes `agent`'s plan unfit for a machine whatever else it holds: a network narrower
+/// than the machine's, a display, a confinement or user other than the first plan's.
 fn check_plan(
     base: &MachineBase,
     (first_agent, first): (&str, &SandboxSpec),
     agent: &str,
     plan: &SandboxSpec,
 ) -> Result<(), Unfit> {
-    check_injections(agent, plan)?;
     check_network(agent, &base.network, &plan.network)?;
     if plan.display.is_some() {
         return Err(differs(
@@ -419,11 +456,11 @@ pub fn map_cwd(spec: &SandboxSpec, dir: &str) -> String {
 }
 
 /// The exec that runs the session whose launch plan is `plan` (agent `agent`) in machine `id`
-/// made as `machine`: the plan's argv and variables, started in its workdir mapped by
-/// [`map_cwd`]. Refused, naming what differs: an agent the machine was not made for, a plan
-/// with injections, a machine network wider than the plan's, a mount, staged file or image
-/// mount of the plan the machine does not have as the plan says, another confinement or user,
-/// a display — a session never runs with more than its own sandbox would have had.
+/// made as `machine`: the plan's argv, variables and keys (decision 0166), started in its
+/// workdir mapped by [`map_cwd`]. Refused, naming what differs: an agent the machine was not
+/// made for, a plan with injections in a machine not filtered or not for that agent alone, a
+/// machine network wider than the plan's, a mount, staged file or image mount of the plan the
+/// machine does not have as the plan says, another confinement or user, a display — a session never runs with more than its own sandbox would have had.
 pub fn plan_session(
     id: &str,
     machine: &SandboxSpec,
@@ -442,7 +479,8 @@ pub fn plan_session(
             },
         });
     }
-    check_injections(agent, plan)?;
+    let names: Vec<&str> = agents.iter().map(String::as_str).collect();
+    check_injections((id, &machine.network, &names), agent, plan)?;
     check_network(agent, &machine.network, &plan.network)?;
     if plan.display.is_some() {
         return Err(differs(
@@ -488,6 +526,8 @@ pub fn plan_session(
         tty: false,
         // A session reaches its machine whatever its state: started when stopped.
         start_stopped: true,
+        // Its own keys, on fd 3 only: the machine's proxy holds them while it runs (0166).
+        injections: plan.injections.clone(),
     })
 }
 
@@ -591,6 +631,42 @@ mod tests {
                 .starts_with("mounts: agent \"a_two\"")
         );
         assert_eq!(for_agents(&base(), &[]).unwrap_err(), Unfit::NoAgents);
+    }
+
+    #[test]
+    fn a_machine_holds_one_agents_keys_only_filtered_and_for_that_agent_alone() {
+        let net = filtered(&["api.example.com:443"], Enforcement::Enforce);
+        let mut a = plan("handler-a-one-m", "/home/u/app", "/d/state/a_one");
+        a.network = net.clone();
+        a.env
+            .insert("P_API_KEY".into(), "phantom-0000000000".into());
+        a.injections = serde_json::from_value(serde_json::json!([{"name": "providers/p/apiKey",
+            "phantom": "phantom-0000000000", "value": "secret-00000000000", "hosts": ["api.example.com:443"]}])).unwrap();
+        let mut one = base();
+        one.network = net.clone();
+        let m = for_agents(&one, &[("a_one", &a)]).unwrap();
+        // The machine itself holds no secret; the session's exec carries its own, by fd 3.
+        assert!(m.injections.is_empty());
+        let e = plan_session("box", &m, "a_one", &a).unwrap();
+        assert_eq!(e.injections, a.injections);
+        assert_eq!(e.env["P_API_KEY"], "phantom-0000000000");
+        assert!(!format!("{e:?}").contains("secret-0"));
+        // Another agent in the same machine could read the phantom: refused, naming both.
+        let mut b = plan("handler-a-two-m", "/home/u/app", "/d/state/a_two");
+        b.network = net;
+        b.mounts[1].target = "/home/agent/.other".into();
+        b.files.clear();
+        let shared = for_agents(&one, &[("a_one", &a), ("a_two", &b)]).unwrap_err();
+        insta::assert_snapshot!(shared.to_string(), @r#"agent "a_one": its secrets (providers/p/apiKey) would be readable by the other agents of machine "box" (a_two): a machine holds keys only when it is made for one agent — make one for "a_one" alone"#);
+        let mut keyless = a.clone();
+        keyless.injections.clear();
+        let both_made = for_agents(&one, &[("a_one", &keyless), ("a_two", &b)]).unwrap();
+        assert!(matches!(
+            plan_session("box", &both_made, "a_one", &a),
+            Err(Unfit::SharedKeys { .. })
+        ));
+        // A keyless agent beside nobody's keys is as before.
+        assert!(plan_session("box", &both_made, "a_two", &b).is_ok());
     }
 
     fn filtered(entries: &[&str], enforcement: Enforcement) -> NetworkPolicy {

@@ -453,7 +453,8 @@ pub(crate) fn plan_on(
     }
     let inst = facts.instance_dir.trim_end_matches('/').to_string();
     mount_path_ok("instance folder", &inst)?;
-    let (network, filter_volume) = plan_network_on(engine, spec, &inst)?;
+    let machine = matches!(kind, Kind::Machine(_));
+    let (network, filter_volume) = plan_network_on(engine, spec, &inst, machine)?;
     let mut d = Draft {
         spec,
         facts,
@@ -478,7 +479,7 @@ pub(crate) fn plan_on(
     d.display()?;
     d.literal.extend(network.env.clone());
     let podman_env = d.finish_args()?;
-    let proxy = proxy::plan_proxy(engine, spec, facts, &d.inst);
+    let proxy = proxy::plan_proxy(engine, spec, facts, (&d.inst, machine));
     let mut args = d.args;
     args.push(spec.image.clone());
     args.extend(network.argv_prefix.iter().cloned());

@@ -34,14 +34,14 @@ pub struct ProxyPlan {
 }
 
 /// The proxy of `spec` in instance folder `inst` on a host with `facts`, if it needs one
-/// (filtered, or open with injections).
+/// (filtered, or open with injections); a `machine`'s with its control folder (decision 0166).
 pub(super) fn plan_proxy(
     engine: Engine<'_>,
     spec: &SandboxSpec,
     facts: &HostFacts,
-    inst: &str,
+    (inst, machine): (&str, bool),
 ) -> Option<ProxyPlan> {
-    let topo = Topology::of(spec, inst)?;
+    let topo = Topology::of_kind(spec, inst, machine)?;
     let l = &facts.launcher;
     // The instance's and its launcher's labels, for cleanup and sweep.
     let labels: Vec<(String, String)> = vec![
@@ -57,6 +57,13 @@ pub(super) fn plan_proxy(
             mode: 0o755,
         })
         .collect();
+    if let Some(d) = &topo.control_dir {
+        // Only the proxy and the host user reach it: the machine never mounts it.
+        stage.push(Stage::Dir {
+            path: d.clone(),
+            mode: 0o700,
+        });
+    }
     if let Some(s) = initial_settings(spec) {
         stage.push(Stage::File {
             path: topo.settings_file(),

@@ -126,4 +126,22 @@ fn a_filtered_machine_keeps_its_proxy_beside_it() {
     assert_eq!(c["mode"], "filter");
     assert_eq!(c["settingsFile"], "/run/handler-egress/settings.json");
     assert_eq!(c["injections"], json!([]));
+    // Decision 0166: each exec's keys come on the control socket, in a 0700 folder mounted into
+    // the proxy only; the machine trusts the proxy's CA from the start (the bundle it writes).
+    assert_eq!(
+        c["controlSocket"], "/run/handler-egress-ctl/control.sock",
+        "{c}"
+    );
+    assert_eq!(c["caBundleOut"], "/run/handler-ca/ca-bundle.pem", "{c}");
+    assert!(p.stage.iter().any(|st| matches!(st,
+        handler_sandbox::plan::Stage::Dir { path, mode: 0o700 } if path.ends_with("/egress-ctl"))));
+    assert!(
+        !a.iter().any(|x| x.contains("egress-ctl")),
+        "the machine never mounts the control folder: {a:?}"
+    );
+    assert!(
+        a.iter()
+            .any(|x| x.ends_with("destination=/run/handler/ca-bundle.pem,ro=true")),
+        "{a:?}"
+    );
 }

@@ -53,6 +53,13 @@ async fn read_spec(socket: &mut WebSocket) -> Result<ExecSpec, String> {
     if spec.tty {
         return Err("tty: this channel carries pipes, not a terminal (leave tty false)".into());
     }
+    if !spec.injections.is_empty() {
+        // Keys reach a machine only with an agent's session, from its own plan (0166).
+        return Err(
+            "injections: an exec of this channel brings no keys; an agent's session brings its own"
+                .into(),
+        );
+    }
     Ok(spec)
 }
 

@@ -4,6 +4,7 @@
 
 pub mod body;
 pub mod ca;
+pub mod control;
 pub mod events;
 pub mod launch;
 pub mod proxy;
@@ -17,7 +18,7 @@ pub mod ws;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use handler_sandbox::egress::{InjectionSet, ProxyConfig, ProxyMode, RandomSource, rebind};
+use handler_sandbox::egress::{ProxyConfig, ProxyMode, RandomSource, rebind};
 use serde::Serialize;
 use tokio::io::AsyncReadExt as _;
 use tokio::net::TcpListener;
@@ -95,8 +96,10 @@ impl Drop for Running {
 /// Starts a proxy: makes its CA, writes the sandbox's CA bundle, reads the settings (they must
 /// be valid), listens.
 pub async fn start(config: ProxyConfig, events: Events) -> Result<Running, ProxyError> {
-    let injections = InjectionSet::new(config.injections.clone())
-        .map_err(handler_sandbox::egress::SettingsError::from)?;
+    let injections = Arc::new(
+        control::LiveInjections::new(config.injections.clone())
+            .map_err(handler_sandbox::egress::SettingsError::from)?,
+    );
     let ca = ca::Ca::new()?;
     let (roots, roots_pem) = ca::load_roots(&config.roots_files)?;
     let tls = ca::client_config(roots)?;
@@ -135,6 +138,14 @@ pub async fn start(config: ProxyConfig, events: Events) -> Result<Running, Proxy
         listen,
         ca: ca.pem().to_string(),
     };
+    // A machine's control socket before its proxy socket: the latter's presence says ready.
+    let control = match &config.control_socket {
+        Some(path) => Some(bind_unix(path, 0o600)?),
+        None => None,
+    };
+    if let Some(c) = control {
+        tokio::spawn(control::serve_control(c, injections.clone()));
+    }
     let shared = Arc::new(proxy::Shared {
         mode: config.mode,
         live,
@@ -148,7 +159,7 @@ pub async fn start(config: ProxyConfig, events: Events) -> Result<Running, Proxy
     // The unix socket last: its presence says the proxy is ready (the sandbox's forwarder waits
     // for it).
     let unix = match &config.listen_unix {
-        Some(path) => Some(bind_unix(path)?),
+        Some(path) => Some(bind_unix(path, 0o666)?),
         None => None,
     };
     let task = tokio::spawn(async move {
@@ -183,8 +194,9 @@ fn guarded_addresses(config: &ProxyConfig) -> Vec<std::net::IpAddr> {
     host_addresses
 }
 
-/// Listens on a unix socket at `path` (a stale one is replaced), open to the sandbox's user.
-fn bind_unix(path: &str) -> Result<tokio::net::UnixListener, ProxyError> {
+/// Listens on a unix socket at `path` (a stale one is replaced) with `mode`: the proxy's open to
+/// the sandbox's user, a machine's control socket to the host user only.
+fn bind_unix(path: &str, mode: u32) -> Result<tokio::net::UnixListener, ProxyError> {
     use std::os::unix::fs::PermissionsExt as _;
     let err = |source| ProxyError::Listen {
         addr: path.to_string(),
@@ -195,7 +207,7 @@ fn bind_unix(path: &str) -> Result<tokio::net::UnixListener, ProxyError> {
         _ => {}
     }
     let l = tokio::net::UnixListener::bind(path).map_err(err)?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666)).map_err(err)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(err)?;
     Ok(l)
 }
 

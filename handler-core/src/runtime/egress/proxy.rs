@@ -16,7 +16,7 @@ use handler_contracts::sandbox::EgressDecision;
 use handler_sandbox::egress::authority::{self, Authority, Mismatch};
 use handler_sandbox::egress::hello::{self, Start};
 use handler_sandbox::egress::judge::{self, EGRESS_HEADER, Verdict};
-use handler_sandbox::egress::{Hits, InjectionSet, ProxyMode, Rules, rebind};
+use handler_sandbox::egress::{Hits, ProxyMode, Rules, rebind};
 use http_body_util::BodyExt as _;
 use hyper::body::{Body as _, Incoming};
 use hyper::header::{HeaderName, HeaderValue};
@@ -45,8 +45,9 @@ pub struct Shared {
     pub mode: ProxyMode,
     /// The live settings (filter mode), re-read when the file changes.
     pub live: Option<Arc<LiveSettings>>,
-    /// The injections, with their phantoms and values.
-    pub injections: InjectionSet,
+    /// The injections, with their phantoms and values: the configuration's, and a machine's
+    /// live execs' (decision 0166).
+    pub injections: Arc<crate::runtime::egress::control::LiveInjections>,
     /// The proxy's CA, minting leaves for decrypted tunnels.
     pub ca: Ca,
     /// The TLS client configuration towards upstreams (the roots).

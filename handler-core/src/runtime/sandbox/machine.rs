@@ -15,7 +15,10 @@ use std::process::Stdio;
 use handler_contracts::machine::{ExecSpec, MACHINE_LABEL, MachineStats, container_name, valid_id};
 use handler_contracts::parse::from_json;
 use handler_contracts::sandbox::exit;
-use handler_sandbox::egress::topology::{MACHINE_PROXY_LABEL, PROXY_SOCKET, READY_MARKER};
+use handler_sandbox::egress::control::{ControlAnswer, ControlRequest};
+use handler_sandbox::egress::topology::{
+    CONTROL_SOCKET, MACHINE_PROXY_LABEL, PROXY_SOCKET, READY_MARKER,
+};
 use handler_sandbox::machine::{
     ENV_FILE_SLOT, ProcSample, STATS_FORMAT, parse_net_dev, parse_proc_io, parse_proc_stat,
     parse_stats, plan_create, plan_exec, stats_from_proc,
@@ -655,6 +658,14 @@ pub fn exec(id: &str) -> i32 {
         log(&format!("machine exec {id}: starting it: {msg}"));
         return code;
     }
+    // Its keys, held by the machine's proxy until this connection closes (decision 0166).
+    let held = match hold_injections(id, &f, &spec) {
+        Ok(h) => h,
+        Err((code, msg)) => {
+            log(&format!("machine exec {id}: {msg}"));
+            return code;
+        }
+    };
     let plan = match engine::current() {
         engine::Kind::Podman => plan_exec(Engine::Podman, id, &spec),
         engine::Kind::Docker => {
@@ -681,7 +692,79 @@ pub fn exec(id: &str) -> i32 {
         let _ = f.kill();
         let _ = f.wait();
     }
+    drop(held);
     code
+}
+
+/// Gives the machine's running proxy this exec's injections on its control socket (decision
+/// 0166) and answers the connection that holds them: closed when the exec ends — or when this
+/// process dies — which takes them back. None when the exec has none. Refused (64) in a machine
+/// without a proxy or made before its proxy took keys.
+fn hold_injections(
+    id: &str,
+    f: &Facts,
+    spec: &ExecSpec,
+) -> Result<Option<std::os::unix::net::UnixStream>, (i32, String)> {
+    use std::io::{BufRead as _, Write as _};
+    if spec.injections.is_empty() {
+        return Ok(None);
+    }
+    let refused = |why: String| (exit::UNENFORCEABLE, format!("injections: {why}"));
+    if !f.proxied || proxy_of(id).is_none() {
+        return Err(refused(format!(
+            "machine {id:?} is not filtered: it has no egress proxy to swap keys (make it with --network filtered)"
+        )));
+    }
+    let sock = machines_dir()
+        .map_err(|e| (exit::SETUP_FAILED, e))?
+        .join(&f.name)
+        .join("egress-ctl")
+        .join(CONTROL_SOCKET);
+    let mut conn = std::os::unix::net::UnixStream::connect(&sock).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            refused(format!(
+                "machine {id:?} was made before its proxy could take keys: make it again"
+            ))
+        } else {
+            (
+                exit::SETUP_FAILED,
+                format!("its proxy's control socket: {e}"),
+            )
+        }
+    })?;
+    let timeout = Some(std::time::Duration::from_secs(10));
+    let setup = |e: std::io::Error| {
+        (
+            exit::SETUP_FAILED,
+            format!("its proxy's control socket: {e}"),
+        )
+    };
+    conn.set_read_timeout(timeout).map_err(setup)?;
+    conn.set_write_timeout(timeout).map_err(setup)?;
+    let req = ControlRequest {
+        injections: spec.injections.clone(),
+    };
+    let mut line = serde_json::to_vec(&req).map_err(|e| (exit::SETUP_FAILED, e.to_string()))?;
+    line.push(b'\n');
+    conn.write_all(&line).map_err(setup)?;
+    line.fill(0);
+    let mut answer = String::new();
+    std::io::BufReader::new(conn.try_clone().map_err(setup)?)
+        .take(4096)
+        .read_line(&mut answer)
+        .map_err(setup)?;
+    match serde_json::from_str::<ControlAnswer>(&answer) {
+        Ok(a) if a.ok => {
+            // Held for the exec's life: no timeout on a connection nobody reads again.
+            conn.set_read_timeout(None).map_err(setup)?;
+            Ok(Some(conn))
+        }
+        Ok(a) => Err(refused(a.error.unwrap_or_default())),
+        Err(_) => Err((
+            exit::SETUP_FAILED,
+            "its proxy's control socket answered nothing readable".into(),
+        )),
+    }
 }
 
 /// Runs an exec's plan (its env file written 0600 and removed after); its exit code.
