@@ -66,8 +66,9 @@ pub enum Verb {
     #[command(hide = true)]
     Watchdog(Watchdog),
     /// Keep a launch's stdio for whichever daemon connects (issue 28 item 6): runs `launch`
-    /// with the SandboxSpec on fd 3 and serves its stdin, stdout and stderr on SOCKET, so the
-    /// sandbox outlives its daemon; stops it when no daemon connected for TIMEOUT seconds.
+    /// with the SandboxSpec on fd 3 (with --machine, `machine exec ID` with the ExecSpec on
+    /// fd 3) and serves its stdin, stdout and stderr on SOCKET, so the sandbox outlives its
+    /// daemon; stops it when no daemon connected for TIMEOUT seconds.
     Keep(Keep),
     /// Machines (issue 29): sandboxes that outlive every process, created from a MachineSpec
     /// on fd 3, reached by `exec` with an ExecSpec on fd 3.
@@ -145,6 +146,10 @@ pub struct Keep {
     /// the agent waits: nothing is dropped).
     #[arg(long)]
     pub buffer: usize,
+    /// Keep an exec in machine ID (`machine exec ID`, the ExecSpec on fd 3) instead of a
+    /// launch: a session's agent in a machine outlives its daemon too.
+    #[arg(long, value_name = "ID")]
+    pub machine: Option<String>,
 }
 
 /// `image …`.
@@ -480,7 +485,8 @@ impl Verb {
                 .opt("socket", &k.socket.to_string_lossy())
                 .opt("timeout", &k.timeout.to_string())
                 .opt("max-line", &k.max_line.to_string())
-                .opt("buffer", &k.buffer.to_string()),
+                .opt("buffer", &k.buffer.to_string())
+                .opt_some("machine", k.machine.as_ref()),
         }
         .done()
     }
@@ -658,6 +664,7 @@ mod tests {
                 timeout: 600,
                 max_line: 1 << 20,
                 buffer: 16 << 20,
+                machine: Some(s("--box")),
             }),
         ]
     }

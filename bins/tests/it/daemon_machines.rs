@@ -599,8 +599,8 @@ async fn sessions_run_in_a_machine_made_for_their_agent_and_share_it() {
     );
     let (st, _) = post(&d, &format!("/v1/sessions/{one}/stop"), json!({})).await;
     assert!(st == 200 || st == 204, "{st}");
-    let two = session(&d, &agent, "sh: cat /work/from-one").await;
-    said(&d, &two, "exit 0\\none-was-here").await;
+    // Its turn takes a while: the daemon is killed in the middle of it (below).
+    let two = session(&d, &agent, "sh: sleep 8; cat /work/from-one").await;
     // Deleting the machine while a session runs in it: refused, naming the session.
     let (st, v) = d
         .call(reqwest::Method::DELETE, "/v1/machines/agentbox", None)
@@ -609,11 +609,25 @@ async fn sessions_run_in_a_machine_made_for_their_agent_and_share_it() {
     assert!(v["detail"].as_str().unwrap().contains(&two), "{v}");
     assert_eq!(get(&d, "/v1/machines/agentbox").await.1["state"], "running");
 
-    // handlerd SIGKILLed: the machine is the person's, still running; a new session runs in it.
+    // handlerd SIGKILLed mid-turn: the machine is the person's, still running, and the agent's
+    // exec is kept (decision 0167): the next daemon takes the session over and the turn ends
+    // in its log.
     let bin = d.root.join("bin/handlerd");
+    assert!(
+        !events(&d, &two).contains("one-was-here"),
+        "the turn ended too soon"
+    );
     d.kill_and_start(&bin).await;
     let (_, m) = get(&d, "/v1/machines/agentbox").await;
     assert_eq!(m["state"], "running", "{m}: {}", d.log());
+    said(&d, &two, "exit 0\\none-was-here").await;
+    let (_, s2) = get(&d, &format!("/v1/sessions/{two}")).await;
+    assert_eq!(s2["state"], "running", "taken over: {s2}");
+    let (_, view) = get(&d, &format!("/v1/agents/{agent}")).await;
+    assert_eq!(
+        view["connections"][0]["sandbox"], "handler-m-agentbox",
+        "{view}"
+    );
     // Stopped (no session in it now): the next session's exec starts it again.
     let (st, v) = post(&d, &format!("/v1/sessions/{two}/stop"), json!({})).await;
     assert!(st == 200 || st == 204, "{st}: {v}");

@@ -268,6 +268,8 @@ enum Held {
     Kept {
         child: Option<Child>,
         keeper: LauncherPid,
+        /// Its record's name (the sandbox's; a machine session's `<container>.<session>`).
+        record: String,
         acks: watch::Sender<u64>,
         exit: watch::Receiver<Option<i32>>,
     },
@@ -370,8 +372,9 @@ pub fn machine_of(agent: &crate::daemon::store::StoredAgent, session: &str) -> O
 
 /// Runs session `conn` of `agent` in machine `machine` by `exec` (decision 0147: resolve's plan
 /// `prepared` made into an exec by `handler_sandbox::machine::session::plan_session`), wired as
-/// [`start`] wires a launch; registered under the machine's container name. Not kept: the exec
-/// ends with this daemon, the machine does not. No live allow-list is registered: a filtered
+/// [`start`] wires a launch; registered under the machine's container name. Not kept (the exec
+/// ends with this daemon, the machine does not): [`start_kept`] with [`KeptStart::Machine`] is
+/// the kept way, this its fallback. No live allow-list is registered: a filtered
 /// machine's list is the machine's, made from all its agents' (decision 0153), so one agent's
 /// "allow" never switches it for the others — it is saved for that agent's next sandbox.
 pub fn start_in_machine(
@@ -461,35 +464,100 @@ fn keep_buffer(max_line: usize) -> usize {
     (4 * max_line).clamp(16 << 20, 256 << 20)
 }
 
-/// Launches `prepared` for session `session` of `agent` kept (issue 28 item 6): `keep` holds
-/// its stdio on a socket in the daemon's records folder, so the agent outlives this daemon and
-/// the next one takes it over ([`adopt`]). Falls back to [`start`] when agents are not to
-/// outlive the daemon (`HANDLER_KEEP_TIMEOUT=0`) or the launcher cannot keep (it has no
-/// `keep` verb: a usage error, exit 2).
+/// What a keeper runs for a session: its own sandbox's launch, or its agent's exec in a machine
+/// (decision 0167).
+#[derive(Debug, Clone, Copy)]
+pub enum KeptStart<'a> {
+    /// `launch` of the session's plan.
+    Launch,
+    /// `machine exec` of `exec` in machine `id` (its plan made into an exec, decision 0147).
+    Machine {
+        /// The machine's id.
+        id: &'a str,
+        /// The exec.
+        exec: &'a handler_contracts::machine::ExecSpec,
+    },
+}
+
+impl KeptStart<'_> {
+    /// The sandbox the session's agent runs in, as the agent's connections show it.
+    fn sandbox(&self, prepared: &Prepared) -> String {
+        match self {
+            KeptStart::Launch => prepared.spec.name.clone(),
+            KeptStart::Machine { id, .. } => handler_contracts::machine::container_name(id),
+        }
+    }
+
+    /// The keeper's record (one per session: several sessions share a machine).
+    fn record(&self, prepared: &Prepared, session: &str) -> String {
+        match self {
+            KeptStart::Launch => prepared.spec.name.clone(),
+            KeptStart::Machine { id, .. } => {
+                format!(
+                    "{}.{session}",
+                    handler_contracts::machine::container_name(id)
+                )
+            }
+        }
+    }
+
+    /// Started without a keeper: [`start`], or [`start_in_machine`] (no live allow-list).
+    fn unkept(
+        self,
+        app: &AppState,
+        (agent, session): (&str, &str),
+        prepared: &Prepared,
+        allow: Option<LiveAllow>,
+        on_egress: impl Fn(&EgressEvent) + Send + Sync + 'static,
+    ) -> Result<Running, LauncherError> {
+        match self {
+            KeptStart::Launch => start(app, agent, session, prepared, allow, on_egress),
+            KeptStart::Machine { id, exec } => {
+                start_in_machine(app, (agent, session), (id, exec), prepared, on_egress)
+            }
+        }
+    }
+}
+
+/// Starts session `session` of `agent` kept (issue 28 item 6): `keep` runs `what` — `prepared`'s
+/// launch, or its exec in a machine (decision 0167) — and holds its stdio on a socket in the
+/// daemon's records folder, so the agent outlives this daemon and the next one takes it over
+/// ([`adopt`]). Falls back to starting it unkept when agents are not to outlive the daemon
+/// (`HANDLER_KEEP_TIMEOUT=0`) or the launcher cannot keep (it has no `keep` verb: a usage
+/// error, exit 2).
 pub async fn start_kept(
     app: &AppState,
-    agent: &str,
-    session: &str,
-    prepared: &Prepared,
+    (agent, session): (&str, &str),
+    (prepared, what): (&Prepared, KeptStart<'_>),
     allow: Option<LiveAllow>,
     on_egress: impl Fn(&EgressEvent) + Send + Sync + 'static,
 ) -> Result<Running, LauncherError> {
     let state = &app.config.state_dir;
     let dir = records::dir(state);
     if app.config.keep_timeout.is_zero() || fsutil::create_dir_private(&dir).is_err() {
-        return start(app, agent, session, prepared, allow, on_egress);
+        return what.unkept(app, (agent, session), prepared, allow, on_egress);
     }
-    let sandbox = prepared.spec.name.clone();
+    let sandbox = what.sandbox(prepared);
+    let record = what.record(prepared, session);
+    let machine = match what {
+        KeptStart::Launch => None,
+        KeptStart::Machine { id, .. } => Some(id.to_string()),
+    };
     let keep = verbs::Keep {
-        socket: kept::socket_of(&dir, &sandbox),
+        socket: kept::socket_of(&dir, &record),
         timeout: app.config.keep_timeout.as_secs(),
         max_line: app.config.max_message_bytes,
         buffer: keep_buffer(app.config.max_message_bytes),
+        machine: machine.clone(),
     };
-    let mut child = match app.launcher.launch_kept(&prepared.spec, &keep) {
+    let started = match what {
+        KeptStart::Launch => app.launcher.launch_kept(&prepared.spec, &keep),
+        KeptStart::Machine { exec, .. } => app.launcher.machine_exec_kept(exec, &keep),
+    };
+    let mut child = match started {
         Ok(c) => c,
         Err(LauncherError::Verb { .. }) => {
-            return start(app, agent, session, prepared, allow, on_egress);
+            return what.unkept(app, (agent, session), prepared, allow, on_egress);
         }
         Err(e) => return Err(e),
     };
@@ -498,12 +566,13 @@ pub async fn start_kept(
         session: session.to_string(),
         agent: agent.to_string(),
         socket: keep.socket.clone(),
+        machine,
         open: None,
     };
-    let keeper = match records::record_kept(state, &sandbox, pid, kept_record) {
+    let keeper = match records::record_kept(state, &record, pid, kept_record) {
         Ok(r) => r.launcher,
         Err(e) => {
-            tracing::warn!(sandbox = %sandbox, error = %e, "kept launch not recorded: a later handlerd will not take it over");
+            tracing::warn!(sandbox = %record, error = %e, "kept launch not recorded: a later handlerd will not take it over");
             LauncherPid::of(pid).unwrap_or(LauncherPid {
                 pid,
                 start: 0,
@@ -519,12 +588,12 @@ pub async fn start_kept(
         Ok(l) => l,
         Err(e) => {
             let code = child.wait().await.ok().and_then(|s| s.code());
-            records::forget(state, &sandbox);
+            records::forget(state, &record);
             if code == Some(2) {
                 // A sandbox executable without `keep` (an older install, a test double) says
                 // so with a usage error: the agent starts as before, not kept.
                 tracing::info!(sandbox = %sandbox, "the sandbox executable cannot keep agents: started without a keeper");
-                return start(app, agent, session, prepared, allow, on_egress);
+                return what.unkept(app, (agent, session), prepared, allow, on_egress);
             }
             return Err(LauncherError::Verb {
                 verb: "keep".into(),
@@ -533,11 +602,13 @@ pub async fn start_kept(
             });
         }
     };
+    // A machine's session registers no live allow-list (decision 0153).
+    let allow = allow.filter(|_| matches!(what, KeptStart::Launch));
     let registration = Registration::new(app, agent, (session, &sandbox), None, allow);
     Ok(kept_running(
         app,
         link,
-        (sandbox, prepared.policy.secrets.clone()),
+        (sandbox, record, prepared.policy.secrets.clone()),
         (Some(child), keeper),
         registration,
         on_egress,
@@ -564,13 +635,18 @@ pub async fn adopt(
         !keeper.alive() || !socket.exists()
     })
     .await?;
-    let registration = Registration::new(app, &k.agent, (&k.session, &record.name), None, allow);
+    // A machine's session is shown as its machine's container, without a live allow-list.
+    let (sandbox, allow) = match &k.machine {
+        Some(m) => (handler_contracts::machine::container_name(m), None),
+        None => (record.name.clone(), allow),
+    };
+    let registration = Registration::new(app, &k.agent, (&k.session, &sandbox), None, allow);
     let welcome = link.welcome.clone();
     Ok((
         kept_running(
             app,
             link,
-            (record.name.clone(), secrets),
+            (sandbox, record.name.clone(), secrets),
             (None, keeper),
             registration,
             on_egress,
@@ -582,7 +658,7 @@ pub async fn adopt(
 fn kept_running(
     app: &AppState,
     link: kept::Link,
-    (sandbox, secrets): (String, Vec<(String, String)>),
+    (sandbox, record, secrets): (String, String, Vec<(String, String)>),
     (child, keeper): (Option<Child>, LauncherPid),
     registration: Registration,
     on_egress: impl Fn(&EgressEvent) + Send + Sync + 'static,
@@ -602,6 +678,7 @@ fn kept_running(
         held: Held::Kept {
             child,
             keeper,
+            record,
             acks: w.acks,
             exit: w.exit,
         },
@@ -620,6 +697,14 @@ impl Running {
     /// Whether the agent is kept (it outlives this daemon).
     pub fn is_kept(&self) -> bool {
         matches!(self.held, Held::Kept { .. })
+    }
+
+    /// The keeper's record, when the agent is kept.
+    pub fn kept_record(&self) -> Option<&str> {
+        match &self.held {
+            Held::Kept { record, .. } => Some(record),
+            Held::Child(_) => None,
+        }
     }
 
     /// Every agent line up to `n` is processed (its events logged): its keeper may forget them.
@@ -689,6 +774,7 @@ impl Running {
             Held::Kept {
                 child,
                 keeper,
+                record,
                 mut exit,
                 ..
             } => {
@@ -699,7 +785,7 @@ impl Running {
                         tracing::warn!(error = %e, "sweep after a killed keeper failed");
                     }
                 }
-                records::forget(&app.config.state_dir, &sandbox);
+                records::forget(&app.config.state_dir, &record);
                 code
             }
         };

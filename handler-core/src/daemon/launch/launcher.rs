@@ -85,6 +85,16 @@ pub trait Launcher: Send + Sync + std::fmt::Debug {
         let _ = (spec, keep);
         Err(no_verb("keep"))
     }
+    /// Starts `keep --machine ID` with the ExecSpec on fd 3, as [`Launcher::launch_kept`]: a
+    /// session's agent in machine `keep.machine` outlives the daemon (decision 0167).
+    fn machine_exec_kept(
+        &self,
+        exec: &handler_contracts::machine::ExecSpec,
+        keep: &verbs::Keep,
+    ) -> Result<Child, LauncherError> {
+        let _ = (exec, keep);
+        Err(no_verb("keep"))
+    }
     /// Starts a tty `launch` (D.16) out of handlerd's reach: in a session of its own (a
     /// `systemd-run --user --scope` when `in_unit`), stdout and stderr into `log`; answers the
     /// launcher process and the argv that attaches to the sandbox.
@@ -250,6 +260,17 @@ fn spawn_with_doc(mut c: Command, doc: Vec<u8>, program: &str) -> Result<Child, 
 }
 
 impl ProcessLauncher {
+    /// `keep` with `doc` (its SandboxSpec or ExecSpec) on fd 3, its stdio none of handlerd's.
+    fn kept(&self, doc: Vec<u8>, keep: &verbs::Keep) -> Result<Child, LauncherError> {
+        let mut c = self.command(&Verb::Keep(keep.clone()));
+        // Its own process group: a ^C to handlerd's terminal, or handlerd's end, is not its.
+        c.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0);
+        spawn_with_doc(c, doc, &self.command[0])
+    }
+
     /// `verb` with `doc` on fd 3 and its stdio piped, as instance `name`.
     fn piped(&self, verb: &Verb, doc: Vec<u8>, name: &str) -> Result<Instance, LauncherError> {
         let mut c = self.command(verb);
@@ -293,13 +314,16 @@ impl Launcher for ProcessLauncher {
 
     fn launch_kept(&self, spec: &SandboxSpec, keep: &verbs::Keep) -> Result<Child, LauncherError> {
         let json = serde_json::to_vec(spec).map_err(|e| LauncherError::Spec(e.to_string()))?;
-        let mut c = self.command(&Verb::Keep(keep.clone()));
-        // Its own process group: a ^C to handlerd's terminal, or handlerd's end, is not its.
-        c.stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0);
-        spawn_with_doc(c, json, &self.command[0])
+        self.kept(json, keep)
+    }
+
+    fn machine_exec_kept(
+        &self,
+        exec: &handler_contracts::machine::ExecSpec,
+        keep: &verbs::Keep,
+    ) -> Result<Child, LauncherError> {
+        let json = serde_json::to_vec(exec).map_err(|e| LauncherError::Spec(e.to_string()))?;
+        self.kept(json, keep)
     }
 
     fn set_egress<'a>(

@@ -143,6 +143,9 @@ pub struct KeptRecord {
     pub agent: String,
     /// The keeper's socket.
     pub socket: PathBuf,
+    /// The machine its agent runs in by exec (decision 0167); None: a sandbox of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<String>,
     /// What the session's opening learnt, once it is open (None: still starting — a daemon
     /// that finds it so cannot take it over).
     #[serde(default, skip_serializing_if = "Option::is_none")]

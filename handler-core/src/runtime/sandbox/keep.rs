@@ -65,12 +65,21 @@ fn bind(path: &Path) -> Result<UnixListener, String> {
     Ok(l)
 }
 
-/// `launch` with this process's fd 3, its stdio piped; SIGTERM when the keeper dies.
-fn spawn_launch() -> std::io::Result<tokio::process::Child> {
+/// `launch` (or `machine exec ID`, a machine's session) with this process's fd 3, its stdio
+/// piped; SIGTERM when the keeper dies.
+fn spawn_launch(machine: Option<&str>) -> std::io::Result<tokio::process::Child> {
     let exe = std::env::current_exe()?;
     let mut cmd = tokio::process::Command::new(exe);
-    cmd.arg("launch")
-        .stdin(Stdio::piped())
+    match machine {
+        Some(id) => cmd.args(
+            handler_sandbox::verbs::Verb::Machine(handler_sandbox::verbs::MachineVerb::Exec {
+                id: id.to_string(),
+            })
+            .to_args(),
+        ),
+        None => cmd.arg("launch"),
+    };
+    cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let parent = nix::unistd::getpid();
@@ -269,7 +278,7 @@ async fn keep(k: &Keep) -> i32 {
         super::log("keep: setup failed: cannot handle signals");
         return exit::SETUP_FAILED;
     };
-    let mut child = match spawn_launch() {
+    let mut child = match spawn_launch(k.machine.as_deref()) {
         Ok(c) => c,
         Err(e) => {
             super::log(&format!("keep: cannot start launch: {e}"));

@@ -154,9 +154,16 @@ async fn launch(
                 crate::daemon::services::machines::session_exec(app, &m, &agent.id, &prepared.spec)
                     .await
                     .map_err(|e| e.detail.unwrap_or(e.title))?;
-            start_path::start_in_machine(app, (&agent.id, id), (&m, &exec), &prepared, on_egress)
+            let what = start_path::KeptStart::Machine {
+                id: &m,
+                exec: &exec,
+            };
+            start_path::start_kept(app, (&agent.id, id), (&prepared, what), None, on_egress).await
         }
-        None => start_path::start_kept(app, &agent.id, id, &prepared, allow, on_egress).await,
+        None => {
+            let what = start_path::KeptStart::Launch;
+            start_path::start_kept(app, (&agent.id, id), (&prepared, what), allow, on_egress).await
+        }
     }
     .map_err(|e| format!("launch failed: {e}"))?;
     Ok(live(
@@ -207,7 +214,7 @@ fn live(
         prompt,
     );
     hub.git_guard = p.guard;
-    hub.kept = running.is_kept().then(|| running.sandbox.clone());
+    hub.kept = running.kept_record().map(String::from);
     hub.run = run_state(s, agent);
     hub.questions = Questions::new(p.asking);
     Live {
@@ -267,7 +274,11 @@ pub(crate) async fn adopt(app: &AppState, record: records::Record) -> Result<(),
         .agents
         .agent(&s.agent_id)
         .ok_or_else(|| format!("its agent {:?} was deleted", s.agent_id))?;
-    let place = start_path::Place::session(app, &id);
+    // A machine's session (decision 0167) is planned in its machine's place, as it started.
+    let place = match &k.machine {
+        Some(_) => start_path::Place::of_session(app, &id, &agent),
+        None => start_path::Place::session(app, &id),
+    };
     let prepared = plan(app, &s, &agent, &place).await?;
     // What the plan names exists already (the same session's): made again, it is kept.
     let guard = start_path::make(app, &place, &prepared)
@@ -289,7 +300,9 @@ pub(crate) async fn adopt(app: &AppState, record: records::Record) -> Result<(),
     )
     .await
     .map_err(|e| e.to_string())?;
-    network_now(app, &agent, &prepared, &running.sandbox).await;
+    if k.machine.is_none() {
+        network_now(app, &agent, &prepared, &running.sandbox).await;
+    }
     let mut policy = prepared.policy.clone();
     policy.client_session_id = s.acp_session_id.clone();
     let asking = asking(&s, &agent, &prepared, &policy);
