@@ -217,6 +217,11 @@ pub enum MachineCommand {
         /// agent's scope; its .git read-only).
         #[arg(long, value_name = "DIR", conflicts_with_all = ["agent", "devcontainer"])]
         folder: Option<std::path::PathBuf>,
+        /// Another folder of yours, SRC[:TARGET][:ro] as an engine's -v (inside a work
+        /// folder; its .git read-only; repeatable).
+        #[arg(long = "mount", short = 'v', value_name = "SRC[:TARGET][:ro]",
+              value_parser = parse_mount, conflicts_with_all = ["agent", "devcontainer"])]
+        mount: Vec<handler_contracts::machine::MachineMount>,
         /// none (default), open, or filtered: only to the --allow hosts, through the
         /// machine's own egress proxy (with --agent and no --allow: what its agents all allow).
         #[arg(long)]
@@ -509,6 +514,12 @@ fn show_build(p: &ProgressBar, name: &str, builds: &Value, before: &[String]) {
     p.set_message(what);
 }
 
+/// `--mount SRC[:TARGET][:ro]`.
+fn parse_mount(s: &str) -> Result<handler_contracts::machine::MachineMount, String> {
+    handler_contracts::machine::MachineMount::parse(s)
+        .ok_or_else(|| format!("{s:?}: write SRC, SRC:TARGET or SRC:TARGET:ro"))
+}
+
 /// `handler machine create`'s name and request body (only the flags given).
 fn create_body(cmd: MachineCommand) -> (String, Value) {
     let MachineCommand::Create {
@@ -520,6 +531,7 @@ fn create_body(cmd: MachineCommand) -> (String, Value) {
         memory,
         workdir,
         folder,
+        mount,
         network,
         allow,
         profile,
@@ -529,6 +541,23 @@ fn create_body(cmd: MachineCommand) -> (String, Value) {
         unreachable!("create_body takes a create")
     };
     let mut body = json!({"name": name});
+    if !mount.is_empty() {
+        // The daemon resolves them: a relative source is the caller's, made absolute here.
+        let mounts: Vec<_> = mount
+            .into_iter()
+            .map(|mut m| {
+                let same = m.target == m.source;
+                if let Ok(a) = std::path::absolute(std::path::Path::new(&m.source)) {
+                    m.source = a.display().to_string();
+                    if same {
+                        m.target.clone_from(&m.source);
+                    }
+                }
+                m
+            })
+            .collect();
+        body["mounts"] = json!(mounts);
+    }
     if !allow.is_empty() {
         body["allow"] = json!(allow);
     }

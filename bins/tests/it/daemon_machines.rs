@@ -1737,10 +1737,48 @@ async fn a_machine_mounts_a_folder_of_the_persons_at_its_own_path() {
     std::fs::write(scope.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
     std::fs::write(scope.join(".git/config"), "[core]\n").unwrap();
     d.user.give(&scope.join(".git"));
+    // Decision 0168: another folder of the person's, at a target of its own.
+    let data = scope.parent().unwrap().join("shared-data");
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(data.join("f"), "from-the-host\n").unwrap();
+    d.user.give(&data);
+    let data_s = data.display().to_string();
     for (body, says) in [
         (
             json!({"name": "fbox2", "image": IMAGE, "folder": "/etc"}),
             "folder:",
+        ),
+        (
+            json!({"name": "fbox2", "image": IMAGE, "mounts": [{"source": "/etc", "target": "/e"}]}),
+            "mounts[0].source:",
+        ),
+        (
+            json!({"name": "fbox2", "image": IMAGE,
+                "mounts": [{"source": data_s, "target": "/opt/handler/parts/node"}]}),
+            "mounts[0].target:",
+        ),
+        (
+            json!({"name": "fbox2", "image": IMAGE, "mounts": [{"source": data_s, "target": "/opt"}]}),
+            "mounts[0].target:",
+        ),
+        (
+            json!({"name": "fbox2", "image": IMAGE, "folder": d.scope,
+                "mounts": [{"source": data_s, "target": d.scope}]}),
+            "mounts[0].target:",
+        ),
+        (
+            json!({"name": "fbox2", "image": IMAGE,
+                "mounts": [{"source": data_s, "target": "/work"}]}),
+            "mounts[0].target:",
+        ),
+        (
+            json!({"name": "fbox2", "agents": ["a_x"], "mounts": [{"source": data_s, "target": "/d"}]}),
+            "mounts:",
+        ),
+        // Writable elsewhere than its own path: the git guard would not see its repository.
+        (
+            json!({"name": "fbox2", "image": IMAGE, "mounts": [{"source": data_s, "target": "/d"}]}),
+            "mounts[0].target: a writable folder",
         ),
         (
             json!({"name": "fbox2", "image": IMAGE, "folder": d.root.join("config")}),
@@ -1761,13 +1799,41 @@ async fn a_machine_mounts_a_folder_of_the_persons_at_its_own_path() {
     let (code, out, err) = handler(
         &d,
         &[
-            "machine", "create", "fbox2", "--image", IMAGE, "--folder", &d.scope,
+            "machine",
+            "create",
+            "fbox2",
+            "--image",
+            IMAGE,
+            "--folder",
+            &d.scope,
+            "-v",
+            &format!("{data_s}:/data:ro"),
         ],
     );
     assert_eq!(code, 0, "{out}{err}\n{}", d.log());
     let (_, m) = get(&d, "/v1/machines/fbox2").await;
     let canon = std::fs::canonicalize(&scope).unwrap().display().to_string();
     assert_eq!(m["request"]["folder"], canon.as_str(), "{m}");
+    let data_canon = std::fs::canonicalize(&data).unwrap().display().to_string();
+    assert_eq!(
+        m["request"]["mounts"],
+        json!([{"source": data_canon, "target": "/data", "readOnly": true}]),
+        "{m}"
+    );
+    let (code, out, err) = handler(
+        &d,
+        &[
+            "machine",
+            "exec",
+            "fbox2",
+            "--",
+            "sh",
+            "-c",
+            "cat /data/f; touch /data/x 2>/dev/null && echo data-writable || echo data-read-only",
+        ],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(out, "from-the-host\ndata-read-only\n", "{err}");
     let (code, out, err) = handler(
         &d,
         &[

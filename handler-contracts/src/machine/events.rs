@@ -80,6 +80,7 @@ mod tests {
                 memory: None,
                 workdir: None,
                 folder: None,
+                mounts: Vec::new(),
                 network: None,
                 allow: None,
                 profile: None,

@@ -82,6 +82,12 @@ pub struct MachineRequest {
     /// scope; its `.git` read-only (the git guard). Not with `agents` or `source: devcontainer`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub folder: Option<String>,
+    /// More host folders, each at a target of its own (the seed's `mounts`, decision 0168):
+    /// each source held to `folder`'s rule (inside a work folder, none of Handler's own, its
+    /// `.git` read-only), each target absolute and its own. Not with `agents` or
+    /// `source: devcontainer`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mounts: Vec<MachineMount>,
     /// `none` (default), `open`, or `filtered`: through the machine's own egress proxy to the
     /// hosts `allow` lists (decision 0153).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -101,6 +107,81 @@ pub struct MachineRequest {
     /// that cannot be built is left out, named in the machine's `partsLeftOut`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub parts: Vec<String>,
+}
+
+/// A host folder mounted into a machine (decision 0168).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MachineMount {
+    /// The host folder (resolved when the machine is made; the record keeps it resolved).
+    pub source: String,
+    /// Where it is inside: absolute, no `..`, none of Handler's own places.
+    pub target: String,
+    /// Read-only inside.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub read_only: bool,
+}
+
+impl MachineMount {
+    /// Reads `SRC:TARGET[:ro]` (a container engine's `-v`): the target defaults to the source.
+    pub fn parse(s: &str) -> Option<MachineMount> {
+        let mut parts: Vec<&str> = s.split(':').collect();
+        let read_only = match parts.last() {
+            Some(&"ro") if parts.len() > 1 => {
+                parts.pop();
+                true
+            }
+            Some(&"rw") if parts.len() > 1 => {
+                parts.pop();
+                false
+            }
+            _ => false,
+        };
+        let (source, target) = match parts.as_slice() {
+            [s] => (*s, *s),
+            [s, t] => (*s, *t),
+            _ => return None,
+        };
+        (!source.is_empty() && !target.is_empty()).then(|| MachineMount {
+            source: source.to_string(),
+            target: target.to_string(),
+            read_only,
+        })
+    }
+
+    /// Why `target` cannot be a mount's target inside a machine: not absolute, a `..` or `.`
+    /// component, the root, or one of Handler's own places (its parts, its run folder, the
+    /// network filter's).
+    pub fn target_refusal(target: &str) -> Option<&'static str> {
+        if !target.starts_with('/') {
+            return Some("is not an absolute path");
+        }
+        if target
+            .split('/')
+            .any(|c| c == ".." || c == "." || c.contains('\0'))
+        {
+            return Some("has a . or .. component");
+        }
+        let t = target.trim_end_matches('/');
+        if t.is_empty() {
+            return Some("is the machine's root");
+        }
+        let under = |root: &str| t == root || t.starts_with(&format!("{root}/"));
+        if under("/opt/handler")
+            || under("/run/handler")
+            || under("/proc")
+            || under("/sys")
+            || under("/dev")
+        {
+            return Some("is one of Handler's or the system's own places");
+        }
+        if parts::PART_ROOT.starts_with(&format!("{t}/"))
+            || "/run/handler".starts_with(&format!("{t}/"))
+        {
+            return Some("would hide one of Handler's own places");
+        }
+        None
+    }
 }
 
 /// What a machine is now: the runtime's state of its container.
@@ -401,6 +482,34 @@ pub struct BlockStats {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_mount_reads_like_an_engines_and_its_target_is_its_own() {
+        let m = |s: &str| MachineMount::parse(s);
+        assert_eq!(
+            m("/h/a:/w/a:ro"),
+            Some(MachineMount {
+                source: "/h/a".into(),
+                target: "/w/a".into(),
+                read_only: true
+            })
+        );
+        assert_eq!(m("/h/a").unwrap().target, "/h/a");
+        assert!(!m("/h/a:/w:rw").unwrap().read_only);
+        assert_eq!(m("/a:/b:/c"), None);
+        assert_eq!(m(":/b"), None);
+        let refused = MachineMount::target_refusal;
+        assert_eq!(refused("/srv/data"), None);
+        assert_eq!(refused("rel"), Some("is not an absolute path"));
+        assert_eq!(refused("/srv/../etc"), Some("has a . or .. component"));
+        assert_eq!(refused("/"), Some("is the machine's root"));
+        for own in ["/opt/handler/parts/x", "/run/handler", "/proc/self", "/dev"] {
+            assert!(refused(own).is_some(), "{own}");
+        }
+        for hides in ["/opt", "/run", "/opt/handler/"] {
+            assert!(refused(hides).is_some(), "{hides}");
+        }
+    }
 
     #[test]
     fn an_exec_names_the_field_it_breaks() {

@@ -54,6 +54,9 @@ pub struct Profile {
     /// A host folder mounted at the same path (decision 0163), held to a request's rules.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub folder: Option<String>,
+    /// More host folders (decision 0168), held to a request's rules; a request's add to them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mounts: Vec<super::MachineMount>,
     /// `none`, `filtered` or `open`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<String>,
@@ -218,6 +221,16 @@ pub fn apply(req: &MachineRequest, p: &Profile) -> MachineRequest {
         memory: or(&req.memory, &p.memory),
         workdir: or(&req.workdir, &p.workdir),
         folder: or(&req.folder, &p.folder),
+        // The profile's mounts, then the request's (one said twice counts once).
+        mounts: {
+            let mut m = p.mounts.clone();
+            for x in &req.mounts {
+                if !m.contains(x) {
+                    m.push(x.clone());
+                }
+            }
+            m
+        },
         network,
         allow,
         profile: req.profile.clone(),
@@ -253,6 +266,7 @@ mod tests {
             source: None,
             devcontainer: None,
             folder: None,
+            mounts: Vec::new(),
             image: None,
             agents: vec![],
             cpus: None,

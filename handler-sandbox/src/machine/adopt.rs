@@ -87,6 +87,7 @@ pub fn adoptable(inspect: &serde_json::Value, data: &str, known: &[String]) -> V
                         .filter(|w| !w.is_empty())
                         .map(String::from),
                     folder: None,
+                    mounts: Vec::new(),
                     network: labels.get(NETWORK_LABEL).cloned(),
                     allow: None,
                     profile: None,

@@ -14,8 +14,8 @@ use handler_contracts::SandboxSpec;
 use handler_contracts::machine::parts::{MountedPart, PartLeftOut, PartsOutcome};
 use handler_contracts::machine::profile::{self, Profile, Profiles};
 use handler_contracts::machine::{
-    DISPOSABLE, DISPOSABLE_DELAY_MS, Disposable, MachineInfo, MachineRequest, MachineState,
-    MachineStats, container_name, disposable_id, is_disposable_id, valid_id,
+    DISPOSABLE, DISPOSABLE_DELAY_MS, Disposable, MachineInfo, MachineMount, MachineRequest,
+    MachineState, MachineStats, container_name, disposable_id, is_disposable_id, valid_id,
 };
 use handler_contracts::sandbox::{Mount, MountKind, NetworkPolicy, Resources};
 use handler_sandbox::verbs::MachineVerb;
@@ -221,6 +221,34 @@ fn spec_of(
             kind: MountKind::Scope,
         });
     }
+    // Decision 0168: each target its own; a writable one a scope's (its `.git` read-only).
+    for (i, m) in req.mounts.iter().enumerate() {
+        let target = m.target.trim_end_matches('/');
+        if let Some(other) = spec.mounts.iter().find(|x| x.target == target) {
+            return Err(ApiError::bad_request(
+                "invalid machine",
+                format!(
+                    "mounts[{i}].target: {target} is where {} is mounted already: give it another target",
+                    if other.kind == MountKind::State {
+                        "the machine's own folder".to_string()
+                    } else {
+                        other.source.clone()
+                    }
+                ),
+            ));
+        }
+        spec.mounts.push(Mount {
+            source: m.source.clone(),
+            target: target.to_string(),
+            read_only: m.read_only,
+            // Writable: a scope's, at its own path (its repository guarded); read-only elsewhere.
+            kind: if m.read_only {
+                MountKind::Knowledge
+            } else {
+                MountKind::Scope
+            },
+        });
+    }
     if req.cpus.is_some() || req.memory.is_some() {
         spec.resources = Some(Resources {
             memory: req.memory.clone(),
@@ -307,6 +335,25 @@ fn check_request(app: &AppState, req: &MachineRequest) -> ApiResult<()> {
                 "name: {:?} is not a machine id (a lowercase DNS label of at most 40 characters)",
                 req.name
             ),
+        ));
+    }
+    if !req.mounts.is_empty()
+        && (!req.agents.is_empty() || req.source.as_deref() == Some("devcontainer"))
+    {
+        return Err(ApiError::bad_request(
+            "invalid machine",
+            "mounts: a machine made for agents mounts their scopes, a dev container its folder: leave mounts out",
+        ));
+    }
+    if let Some((i, why)) = req
+        .mounts
+        .iter()
+        .enumerate()
+        .find_map(|(i, m)| MachineMount::target_refusal(&m.target).map(|w| (i, w)))
+    {
+        return Err(ApiError::bad_request(
+            "invalid machine",
+            format!("mounts[{i}].target: {:?} {why}", req.mounts[i].target),
         ));
     }
     match req.source.as_deref() {
@@ -407,6 +454,25 @@ fn checked(app: &AppState, req: MachineRequest) -> ApiResult<MachineRequest> {
     if let Some(f) = &req.folder {
         let canon = crate::daemon::store::folders::check_scope(&app.config, "folder", f)?;
         req.folder = Some(canon.display().to_string());
+    }
+    // Decision 0168: each source where a folder may be, resolved for the record.
+    for (i, m) in req.mounts.iter_mut().enumerate() {
+        let field = format!("mounts[{i}].source");
+        let canon = crate::daemon::store::folders::check_scope(&app.config, &field, &m.source)?;
+        let canon = canon.display().to_string();
+        if m.target == m.source {
+            m.target.clone_from(&canon);
+        }
+        m.source = canon;
+        if !m.read_only && m.target.trim_end_matches('/') != m.source {
+            return Err(ApiError::bad_request(
+                "invalid machine",
+                format!(
+                    "mounts[{i}].target: a writable folder is mounted at its own path ({}), where the git guard keeps its .git read-only: leave the target out, or mount it read-only",
+                    m.source
+                ),
+            ));
+        }
     }
     Ok(req)
 }
@@ -1165,6 +1231,7 @@ pub async fn disposable(
         memory: None,
         workdir: None,
         folder: None,
+        mounts: Vec::new(),
         network: from
             .as_ref()
             .and_then(|(_, p)| p.network.clone())

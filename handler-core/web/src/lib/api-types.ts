@@ -3653,6 +3653,13 @@ export interface components {
              */
             folder?: string | null;
             /**
+             * @description More host folders, each at a target of its own (the seed's `mounts`, decision 0168):
+             *     each source held to `folder`'s rule (inside a work folder, none of Handler's own, its
+             *     `.git` read-only), each target absolute and its own. Not with `agents` or
+             *     `source: devcontainer`.
+             */
+            mounts?: components["schemas"]["MachineMount"][];
+            /**
              * @description `none` (default), `open`, or `filtered`: through the machine's own egress proxy to the
              *     hosts `allow` lists (decision 0153).
              */
@@ -3675,6 +3682,15 @@ export interface components {
              *     that cannot be built is left out, named in the machine's `partsLeftOut`.
              */
             parts?: string[];
+        };
+        /** @description A host folder mounted into a machine (decision 0168). */
+        MachineMount: {
+            /** @description The host folder (resolved when the machine is made; the record keeps it resolved). */
+            source: string;
+            /** @description Where it is inside: absolute, no `..`, none of Handler's own places. */
+            target: string;
+            /** @description Read-only inside. */
+            readOnly?: boolean;
         };
         /** @description What a machine is now: the runtime's state of its container. */
         MachineState: "running" | "stopped" | "missing";
@@ -3735,6 +3751,8 @@ export interface components {
             workdir?: string | null;
             /** @description A host folder mounted at the same path (decision 0163), held to a request's rules. */
             folder?: string | null;
+            /** @description More host folders (decision 0168), held to a request's rules; a request's add to them. */
+            mounts?: components["schemas"]["MachineMount"][];
             /** @description `none`, `filtered` or `open`. */
             network?: string | null;
             /** @description A filtered machine's allow-list. */
