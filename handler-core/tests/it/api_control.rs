@@ -1437,6 +1437,17 @@ async fn the_harness_listing_asks_the_runtime_once_per_image() {
     assert_eq!((s, filter(&d)), (200, before + 1), "{}", d.sandbox_log());
     let (s, _) = d.get("/v1/harnesses?fresh=1").await;
     assert_eq!(s, 400);
+    // Parts (decision 0164) are listed from memory too: after a first listing, eight together
+    // ask the runtime nothing.
+    let (s, parts) = d.get("/v1/parts").await;
+    assert_eq!(s, 200, "{parts}");
+    assert!(!parts.as_array().unwrap().is_empty(), "{parts}");
+    let first = settled(&d, inspects).await;
+    let together = (0..8).map(|_| d.get("/v1/parts"));
+    for (s, again) in futures_util::future::join_all(together).await {
+        assert_eq!((s, &again), (200, &parts));
+    }
+    assert_eq!(inspects(&d), first, "{}", d.sandbox_log());
     d.stop().await;
 
     // A TTL of 0: every answer from memory is read again behind it, one read at a time.

@@ -22,7 +22,8 @@ pub async fn list(app: &AppState) -> ApiResult<Vec<PartInfo>> {
     let mut out = Vec::new();
     for p in catalog(app)?.into_values() {
         out.push(PartInfo {
-            built: part_job::ready(app, &p).await,
+            // From memory (decision 0145): a listing never waits on the engine.
+            built: part_job::ready(app, &p, false).await,
             id: p.id,
             source: p.source.name().to_string(),
             requires: p.requires,
@@ -50,12 +51,12 @@ pub async fn ensure(app: &AppState, asked: &[String]) -> ApiResult<PartsOutcome>
             left_out(&mut out, &mut failed, p, reason);
             continue;
         }
-        if let Some(part) = part_job::ready(app, p).await {
+        if let Some(part) = part_job::ready(app, p, true).await {
             out.ready.push(ReadyPart { part, built: false });
             continue;
         }
         match build(app, &p.id).await {
-            Ok(()) => match part_job::ready(app, p).await {
+            Ok(()) => match part_job::ready(app, p, true).await {
                 Some(part) => out.ready.push(ReadyPart { part, built: true }),
                 None => left_out(&mut out, &mut failed, p, "its image is gone".into()),
             },

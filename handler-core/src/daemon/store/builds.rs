@@ -97,6 +97,8 @@ pub struct ImageFacts {
     pub version: Option<String>,
     /// When it was built.
     pub built_at: Option<String>,
+    /// Its image id (a part's record names the source's it was built from).
+    pub id: Option<String>,
 }
 
 /// One image's facts as last read — when, under which [`BuildStore::generation`] — so callers

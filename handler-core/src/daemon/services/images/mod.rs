@@ -177,19 +177,25 @@ pub use crate::daemon::store::builds::ImageFacts;
 /// how late a change made outside Handler, such as `podman rmi`, is seen); callers arriving
 /// together wait for one read; `fresh` asks now.
 pub async fn facts(app: &AppState, repository: &str, fresh: bool) -> ImageFacts {
+    facts_of(app, &format!("{repository}:latest"), fresh).await
+}
+
+/// [`facts`] of image `reference` (a repository and its tag), memoized the same way (a part's
+/// source and its own image, decision 0164).
+pub async fn facts_of(app: &AppState, reference: &str, fresh: bool) -> ImageFacts {
     let slot = app
         .builds
         .facts
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .entry(repository.to_string())
+        .entry(reference.to_string())
         .or_default()
         .clone();
     let generation = app
         .builds
         .generation
         .load(std::sync::atomic::Ordering::SeqCst);
-    let (a, r) = (app.clone(), repository.to_string());
+    let (a, r) = (app.clone(), reference.to_string());
     slot.get(
         generation,
         app.config.image_facts_ttl,
@@ -200,11 +206,11 @@ pub async fn facts(app: &AppState, repository: &str, fresh: bool) -> ImageFacts 
     .0
 }
 
-/// The facts of `<repository>:latest`, asked of the runtime (`image inspect`, `image read`
-/// once per image id).
-async fn read_facts(app: &AppState, repository: &str) -> ImageFacts {
+/// The facts of image `reference`, asked of the runtime (`image inspect`, `image read` once per
+/// image id).
+async fn read_facts(app: &AppState, reference: &str) -> ImageFacts {
     let v = verbs(app);
-    let Some(i) = v.inspect(&format!("{repository}:latest")).await else {
+    let Some(i) = v.inspect(reference).await else {
         return ImageFacts::default();
     };
     let id = i["id"].as_str().unwrap_or_default().to_string();
@@ -229,7 +235,7 @@ async fn read_facts(app: &AppState, repository: &str) -> ImageFacts {
                 .versions
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .insert(id, read.clone());
+                .insert(id.clone(), read.clone());
             read
         }
     };
@@ -237,6 +243,7 @@ async fn read_facts(app: &AppState, repository: &str) -> ImageFacts {
         present: true,
         version,
         built_at,
+        id: Some(id).filter(|i| !i.is_empty()),
     }
 }
 

@@ -75,29 +75,30 @@ fn source_image(app: &AppState, part: &Part) -> Result<(String, String), String>
     }
 }
 
-/// The source image's id now, or why the part cannot be built from it.
-async fn source_id(app: &AppState, part: &Part) -> Result<(String, String), String> {
+/// The source image's id now (asked of the runtime when `fresh`, else from memory as the
+/// listings are, decision 0145), or why the part cannot be built from it.
+async fn source_id(app: &AppState, part: &Part, fresh: bool) -> Result<(String, String), String> {
     let (image, target) = source_image(app, part)?;
-    let info = verbs(app).inspect(&image).await.ok_or_else(|| {
-        format!(
+    let f = super::facts_of(app, &image, fresh).await;
+    if !f.present {
+        return Err(format!(
             "part {}: its source {image} is not built: handler build start {target}",
             part.id
-        )
-    })?;
-    let id = info["id"].as_str().unwrap_or_default().to_string();
-    if id.is_empty() {
-        return Err(format!("part {}: {image} has no id", part.id));
+        ));
     }
+    let id =
+        f.id.ok_or_else(|| format!("part {}: {image} has no id", part.id))?;
     Ok((image, id))
 }
 
 /// `part` as a machine gets it, when the image built from its source's current image by the
-/// current recipe is there; none: it is to be built.
-pub async fn ready(app: &AppState, part: &Part) -> Option<MountedPart> {
-    let (_, id) = source_id(app, part).await.ok()?;
+/// current recipe is there; none: it is to be built. `fresh`: the engine asked now (what is
+/// built or mounted decides on that); else from memory (a listing).
+pub async fn ready(app: &AppState, part: &Part, fresh: bool) -> Option<MountedPart> {
+    let (_, id) = source_id(app, part, fresh).await.ok()?;
     let r = record(app, &part.id)?;
     let hash = pure::recipe_hash(&pure::containerfile(part));
-    if r.source_id != id || r.hash != hash || verbs(app).exists(&r.image).await != Some(true) {
+    if r.source_id != id || r.hash != hash || !super::facts_of(app, &r.image, fresh).await.present {
         return None;
     }
     Some(MountedPart {
@@ -119,7 +120,7 @@ pub(super) async fn run(app: &AppState, bid: &str, id: &str, cancel: &Arc<Notify
         Err(e) => return Outcome::Failed(e.to_string()),
     };
     for p in order.iter().map(|i| &cat[i]) {
-        if let Some(m) = ready(app, p).await {
+        if let Some(m) = ready(app, p, true).await {
             log_line(app, bid, &format!("part {}: {} is there", p.id, m.image));
             continue;
         }
@@ -139,7 +140,7 @@ async fn build_one(
 ) -> Result<MountedPart, Outcome> {
     stage(app, bid, &format!("build part:{}", part.id));
     let failed = |m: String| Outcome::Failed(m);
-    let (image, source) = source_id(app, part).await.map_err(failed)?;
+    let (image, source) = source_id(app, part, true).await.map_err(failed)?;
     let file = pure::containerfile(part);
     let hash = pure::recipe_hash(&file);
     let work = app.builds.work_dir(bid).join(format!("part-{}", part.id));
