@@ -81,7 +81,9 @@ if ! docker_as_user info >/dev/null 2>&1; then
     # The package's dockerd-rootless.sh always passes --disable-host-loopback to rootlesskit;
     # its flags are repeated here without that one (the host's loopback is 10.0.2.2 in the
     # daemon's namespace, as slirp4netns gives podman), and the script runs as rootlesskit's
-    # child (_DOCKERD_ROOTLESS_CHILD=1), which starts dockerd. setsid and closed descriptors:
+    # child (_DOCKERD_ROOTLESS_CHILD=1), which starts dockerd. A registry on the host's
+    # loopback (the machine pull test's, plain HTTP) is declared insecure as 10.0.2.2, where
+    # this namespace sees it. setsid and closed descriptors:
     # the daemon outlives this script in a session of its own.
     as_user env XDG_RUNTIME_DIR="$RUN_DIR" _DOCKERD_ROOTLESS_CHILD=1 \
         setsid rootlesskit --net=slirp4netns --mtu=65520 \
@@ -89,6 +91,7 @@ if ! docker_as_user info >/dev/null 2>&1; then
         --port-driver=builtin --copy-up=/etc --copy-up=/run --propagation=rslave \
         /usr/share/docker.io/contrib/dockerd-rootless.sh \
         --data-root "$USER_HOME/.local/share/docker" \
+        --insecure-registry 10.0.2.2/32 \
         </dev/null >"$RUN_DIR/dockerd.log" 2>&1 &
     for _ in $(seq 1 150); do
         docker_as_user info >/dev/null 2>&1 && break

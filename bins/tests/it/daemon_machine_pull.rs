@@ -4,6 +4,8 @@
 //! insecure to podman by the daemon's `CONTAINERS_REGISTRIES_CONF`): the pull is a build
 //! (`pull:<image>`, its log under `/v1/builds`) and happens once; an image the registry does
 //! not have is refused (422) naming it, with the pull's reason; only allowed images are pulled.
+//! The same on rootless Docker, whose daemon reaches the host's loopback as 10.0.2.2 (declared
+//! insecure by .ci/setup-docker.sh's `--insecure-registry`).
 
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
@@ -44,6 +46,16 @@ async fn pulls(d: &TempDaemon) -> Vec<Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_machines_image_is_pulled_once_as_a_build_and_a_missing_one_is_named() {
+    pull_on(None).await;
+}
+
+/// The same on the Docker runtime (its own pull, its own store).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_machines_image_is_pulled_once_on_docker_and_a_missing_one_is_named() {
+    pull_on(Some("docker")).await;
+}
+
+async fn pull_on(runtime: Option<&str>) {
     let Some(u) = test_support::user::podman_user(IMAGE, "the machine pull test") else {
         return;
     };
@@ -55,7 +67,14 @@ async fn a_machines_image_is_pulled_once_as_a_build_and_a_missing_one_is_named()
     }
     let port = test_support::user::free_port();
     let host = format!("127.0.0.1:{port}");
-    let l = Layout::new(&format!("hdpull-{}", std::process::id()), true);
+    // Where the engine's daemon finds that registry: rootless Docker's namespace sees the host's
+    // loopback as 10.0.2.2 (slirp4netns), Podman pulls from the host itself.
+    let pulled_from = match runtime {
+        Some(_) => format!("10.0.2.2:{port}"),
+        None => host.clone(),
+    };
+    let cli = runtime.unwrap_or("podman");
+    let l = Layout::new(&format!("hdpull-{}-{cli}", std::process::id()), true);
     l.fake_harness("");
     let conf = l.root.join("registries.conf");
     std::fs::write(
@@ -75,15 +94,16 @@ async fn a_machines_image_is_pulled_once_as_a_build_and_a_missing_one_is_named()
     .unwrap();
     let conf = conf.display().to_string();
     let d = l
-        .spawn(
+        .spawn_on(
             u,
             &[
                 (
                     "HANDLER_MACHINE_IMAGES",
-                    format!("localhost/handler-test-busybox:*,{host}/pulled/*"),
+                    format!("localhost/handler-test-busybox:*,{pulled_from}/pulled/*"),
                 ),
                 ("CONTAINERS_REGISTRIES_CONF", conf.clone()),
             ],
+            runtime,
         )
         .await;
     let registry = Registry(
@@ -106,11 +126,25 @@ async fn a_machines_image_is_pulled_once_as_a_build_and_a_missing_one_is_named()
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    let image = format!("{host}/pulled/busybox:1");
-    let (ok, out) = podman(&d, &conf, &["push", &format!("{IMAGE}:latest"), &image]);
+    // Pushed by podman to the registry on the loopback; the engine pulls it as it reaches it.
+    let (ok, out) = podman(
+        &d,
+        &conf,
+        &[
+            "push",
+            &format!("{IMAGE}:latest"),
+            &format!("{host}/pulled/busybox:1"),
+        ],
+    );
     assert!(ok, "push: {out}");
-    podman(&d, &conf, &["rmi", "-f", &image]);
-    podman(&d, &conf, &["rm", "-f", "handler-m-pulled"]);
+    podman(
+        &d,
+        &conf,
+        &["rmi", "-f", &format!("{host}/pulled/busybox:1")],
+    );
+    let image = format!("{pulled_from}/pulled/busybox:1");
+    d.engine_cli(cli, &["rmi", "-f", &image], &[]);
+    d.engine_cli(cli, &["rm", "-f", "handler-m-pulled"], &[]);
 
     // An allowed image the engine does not have: pulled, as a build, then made.
     let (code, out, err) = d.handler(&["machine", "create", "pulled", "--image", &image]);
@@ -149,7 +183,7 @@ async fn a_machines_image_is_pulled_once_as_a_build_and_a_missing_one_is_named()
     assert_eq!(pulls(&d).await.len(), 1, "no second pull");
 
     // One the registry does not have: 422 naming it, with the pull's reason.
-    let missing = format!("{host}/pulled/nope:1");
+    let missing = format!("{pulled_from}/pulled/nope:1");
     let (st, v) = d
         .call(
             reqwest::Method::POST,
@@ -170,7 +204,7 @@ async fn a_machines_image_is_pulled_once_as_a_build_and_a_missing_one_is_named()
         .call(
             reqwest::Method::POST,
             "/v1/machines",
-            Some(json!({"name": "other", "image": format!("{host}/other/busybox:1")})),
+            Some(json!({"name": "other", "image": format!("{pulled_from}/other/busybox:1")})),
         )
         .await;
     assert_eq!(st, 400, "{v}");
@@ -184,6 +218,6 @@ async fn a_machines_image_is_pulled_once_as_a_build_and_a_missing_one_is_named()
         .call(reqwest::Method::DELETE, "/v1/machines/pulled", None)
         .await;
     assert_eq!(st, 204, "{v}");
-    podman(&d, &conf, &["rmi", "-f", &image]);
+    d.engine_cli(cli, &["rmi", "-f", &image], &[]);
     drop(registry);
 }
