@@ -39,18 +39,15 @@ pub struct ControlAnswer {
 }
 
 /// The set of the proxy's own injections (`base`, from its configuration) and each live exec's
-/// (`held`): one injection said twice (same phantom and value: one exec's, or two of one
-/// agent's) counts once; a phantom standing for two values is refused, as in one exec's.
+/// (`held`): one injection said twice (the same in every field) counts once; a phantom said
+/// again with another value or other hosts is refused, as in one exec's.
 pub fn combine<'a>(
     base: &'a [Injection],
     held: impl IntoIterator<Item = &'a [Injection]>,
 ) -> Result<InjectionSet, InjectionError> {
     let mut all: Vec<Injection> = Vec::new();
     for i in base.iter().chain(held.into_iter().flatten()) {
-        if !all
-            .iter()
-            .any(|x| x.phantom == i.phantom && x.value == i.value)
-        {
+        if !all.contains(i) {
             all.push(i.clone());
         }
     }
