@@ -1399,7 +1399,8 @@ fn a_filtered_machine_keeps_its_proxy_and_reaches_only_its_allowed_hosts() {
 /// Keys in a machine (issue 29 item 1, decision 0166): an exec's injections, given on fd 3, are
 /// held by the machine's running proxy for as long as the exec runs. Its request to the key's
 /// host carries the value and it reads back the phantom; the phantom towards another allowed host
-/// is refused as a leak; no value is in its environment or any argv; its events are on its
+/// is refused as a leak; no value is in its environment or any argv, inside or on the host (ps);
+/// its events are on its
 /// stderr. The next exec, which brings no key, sends the phantom as it is — the first's key left
 /// with it — over a tunnel that is not decrypted.
 fn a_machines_exec_has_its_own_key_injected_only_while_it_runs() {
@@ -1439,7 +1440,27 @@ fn a_machines_exec_has_its_own_key_injected_only_while_it_runs() {
         "argv": ["sh", "-c", script], "env": {"K": phantom},
         "injections": [{"name": "test/machineKey", "phantom": phantom, "value": value, "hosts": [hi]}]
     });
+    // The host's process table while the exec runs: no value in any argv (ps).
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = {
+        let (stop, value) = (stop.clone(), value.clone());
+        std::thread::spawn(move || {
+            let mut looks = 0;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                let ps = Command::new("ps").args(["-eo", "args"]).output().unwrap();
+                assert!(
+                    !String::from_utf8_lossy(&ps.stdout).contains(&value),
+                    "a value in an argv"
+                );
+                looks += 1;
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            looks
+        })
+    };
     let o = machine_verb(&["exec", &id], Some(&keyed));
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    assert!(watcher.join().unwrap() > 0, "ps looked");
     assert!(o.status.success(), "{}", said(&o));
     let out: Vec<String> = String::from_utf8_lossy(&o.stdout)
         .lines()
