@@ -1400,9 +1400,8 @@ fn a_filtered_machine_keeps_its_proxy_and_reaches_only_its_allowed_hosts() {
 /// held by the machine's running proxy for as long as the exec runs. Its request to the key's
 /// host carries the value and it reads back the phantom; the phantom towards another allowed host
 /// is refused as a leak; no value is in its environment or any argv, inside or on the host (ps);
-/// its events are on its
-/// stderr. The next exec, which brings no key, sends the phantom as it is — the first's key left
-/// with it — over a tunnel that is not decrypted.
+/// its events are on its stderr. The next exec, which brings no key, sends the phantom as it is
+/// — the first's key left with it — over a tunnel that is not decrypted.
 fn a_machines_exec_has_its_own_key_injected_only_while_it_runs() {
     let (inj, inj_seen) = server(Some("egress-test-injected"));
     let (plain, plain_seen) = server(None);
