@@ -1309,7 +1309,7 @@ fn dev_repo(d: &TempDaemon, name: &str, file: &str) -> std::path::PathBuf {
 async fn a_dev_container_is_made_by_the_cli_from_a_folders_file_and_reached_as_its_user() {
     // Node's part (decision 0164) is built from this toolbox (setup-podman.sh's busybox with
     // the host's node and patchelf).
-    let Some(d) = daemon_with(
+    let Some(mut d) = daemon_with(
         "dev",
         &[(
             "HANDLER_TOOLBOX_IMAGE",
@@ -1448,7 +1448,7 @@ async fn a_dev_container_is_made_by_the_cli_from_a_folders_file_and_reached_as_i
             .contains(&json!("RE")),
         "{m}"
     );
-    let inspect = |format: &str| {
+    let inspect = |d: &TempDaemon, format: &str| {
         let o = d
             .user
             .cmd(
@@ -1460,13 +1460,16 @@ async fn a_dev_container_is_made_by_the_cli_from_a_folders_file_and_reached_as_i
             .unwrap();
         String::from_utf8_lossy(&o.stdout).trim().to_string()
     };
-    assert_eq!(inspect("{{.HostConfig.NetworkMode}}"), "none");
-    assert!(inspect("{{.HostConfig.CapDrop}}").contains("CAP_SYS_CHROOT"));
+    assert_eq!(inspect(&d, "{{.HostConfig.NetworkMode}}"), "none");
+    assert!(inspect(&d, "{{.HostConfig.CapDrop}}").contains("CAP_SYS_CHROOT"));
     assert_eq!(
-        inspect("{{index .Config.Labels \"handler.devcontainer.folder\"}}"),
+        inspect(
+            &d,
+            "{{index .Config.Labels \"handler.devcontainer.folder\"}}"
+        ),
         repo.display().to_string()
     );
-    assert_eq!(inspect("{{.Id}}"), m["containerId"].as_str().unwrap());
+    assert_eq!(inspect(&d, "{{.Id}}"), m["containerId"].as_str().unwrap());
     let (code, out, err) = handler(
         &d,
         &[
@@ -1508,11 +1511,45 @@ async fn a_dev_container_is_made_by_the_cli_from_a_folders_file_and_reached_as_i
         out.contains(&format!("devcontainer {}", repo.display())),
         "{out}"
     );
+    // Its record gone and handlerd started again: adopted by its labels, its user, folder
+    // inside and the file's remoteEnv read back from the engine (decision 0155).
+    std::fs::remove_file(d.root.join("data/machines/devbox.json")).unwrap();
+    let bin = d.root.join("bin/handlerd");
+    d.kill_and_start(&bin).await;
+    let (st, m) = get(&d, "/v1/machines/devbox").await;
+    assert_eq!(st, 200, "{m}: {}", d.log());
+    assert_eq!(
+        m["request"]["devcontainer"],
+        repo.display().to_string(),
+        "{m}"
+    );
+    assert_eq!(
+        m["devcontainer"]["remoteWorkspaceFolder"], "/workspaces/app",
+        "{m}"
+    );
+    let (code, out, err) = handler(
+        &d,
+        &[
+            "machine",
+            "exec",
+            "devbox",
+            "--",
+            "sh",
+            "-c",
+            "id -u; pwd; echo $RE",
+        ],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(
+        out,
+        format!("{}\n/workspaces/app\nremote\n", d.user.uid),
+        "{err}"
+    );
     let (st, v) = d
         .call(reqwest::Method::DELETE, "/v1/machines/devbox", None)
         .await;
     assert_eq!(st, 204, "{v}");
-    assert_eq!(inspect("{{.Id}}"), "", "its container is removed");
+    assert_eq!(inspect(&d, "{{.Id}}"), "", "its container is removed");
     assert_eq!(
         std::fs::read_to_string(repo.join("README")).unwrap(),
         "mine\n"

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use handler_contracts::machine::{
-    DISPOSABLE_DELAY_MS, Disposable, MACHINE_LABEL, MachineRequest, valid_id,
+    DISPOSABLE_DELAY_MS, DevcontainerUp, Disposable, MACHINE_LABEL, MachineRequest, valid_id,
 };
 
 use super::session::AGENTS_LABEL;
@@ -33,6 +33,38 @@ pub struct Adopted {
     pub created_at: String,
     /// A disposable machine's session, with the default delay.
     pub disposable: Option<Disposable>,
+    /// A dev container's folder and how its execs run, as its labels and the engine's record
+    /// tell it ([`devcontainer_up`]).
+    pub devcontainer: Option<(String, DevcontainerUp)>,
+}
+
+/// How the execs of dev container `c` (the engine's record of a machine Handler made from a
+/// folder, labelled [`super::devcontainer::FOLDER_LABEL`]) run, read back from the engine when
+/// its record is gone (decision 0155): its folder; the user and folder inside as a hand-made one
+/// is adopted ([`super::devcontainer::adopted_user_and_folder`]); the variables of its
+/// `devcontainer.metadata` label's `remoteEnv` over nothing (the login shell's, probed when it
+/// was made, are not in the engine's record). None: not a dev container.
+pub fn devcontainer_up(c: &serde_json::Value) -> Option<(String, DevcontainerUp)> {
+    let labels = &c["Config"]["Labels"];
+    let folder = labels[super::devcontainer::FOLDER_LABEL].as_str()?;
+    let (remote_user, remote_workspace_folder) =
+        super::devcontainer::adopted_user_and_folder(c, folder);
+    let container_env: Vec<String> = c["Config"]["Env"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.as_str().map(String::from))
+        .collect();
+    let metadata = labels["devcontainer.metadata"].as_str().unwrap_or("[]");
+    Some((
+        folder.to_string(),
+        DevcontainerUp {
+            container_id: c["Id"].as_str().unwrap_or_default().to_string(),
+            remote_user,
+            remote_workspace_folder,
+            env: super::devcontainer::probe_env(&[], &container_env, metadata),
+        },
+    ))
 }
 
 /// The machines of `inspect` (the engine's records, as `machine ls` prints them) that daemon
@@ -73,11 +105,12 @@ pub fn adoptable(inspect: &serde_json::Value, data: &str, known: &[String]) -> V
                     })
                 })
                 .flatten();
+            let devcontainer = devcontainer_up(c);
             Some(Adopted {
                 request: MachineRequest {
                     name: id,
-                    source: None,
-                    devcontainer: None,
+                    source: devcontainer.as_ref().map(|_| "devcontainer".to_string()),
+                    devcontainer: devcontainer.as_ref().map(|(f, _)| f.clone()),
                     image: c["Config"]["Image"].as_str().map(String::from),
                     agents,
                     cpus: None,
@@ -105,6 +138,7 @@ pub fn adoptable(inspect: &serde_json::Value, data: &str, known: &[String]) -> V
                 container_id: c["Id"].as_str().unwrap_or_default().to_string(),
                 created_at: c["Created"].as_str().unwrap_or_default().to_string(),
                 disposable,
+                devcontainer,
             })
         })
         .collect();
@@ -125,6 +159,38 @@ mod tests {
         }
         json!({"Id": format!("c-{id}"), "Created": "2026-12-05T20:00:00Z",
             "Config": {"Image": "localhost/img:latest", "WorkingDir": "/work", "Labels": labels}})
+    }
+
+    #[test]
+    fn a_dev_container_is_adopted_with_its_user_folder_inside_and_variables() {
+        let mut c = container(
+            "dev",
+            "d1",
+            &[
+                (super::super::devcontainer::FOLDER_LABEL, "/home/u/app"),
+                (
+                    "devcontainer.metadata",
+                    r#"[{"remoteUser":"root"},{"remoteUser":"node","remoteEnv":{"FOO":"${containerEnv:BASE}/x","GONE":null}}]"#,
+                ),
+            ],
+        );
+        c["Config"]["Env"] = json!(["BASE=/opt", "GONE=1"]);
+        c["Mounts"] = json!([{"Source": "/home/u/app", "Destination": "/workspaces/app"}]);
+        let a = adoptable(&json!([c]), "d1", &[]);
+        assert_eq!(a.len(), 1);
+        assert_eq!(a[0].request.source.as_deref(), Some("devcontainer"));
+        assert_eq!(a[0].request.devcontainer.as_deref(), Some("/home/u/app"));
+        let (folder, up) = a[0].devcontainer.clone().unwrap();
+        assert_eq!(folder, "/home/u/app");
+        assert_eq!(up.container_id, "c-dev");
+        assert_eq!(up.remote_user, "node");
+        assert_eq!(up.remote_workspace_folder, "/workspaces/app");
+        assert_eq!(
+            up.env,
+            BTreeMap::from([("FOO".to_string(), "/opt/x".to_string())])
+        );
+        // A machine made from an image is none.
+        assert!(devcontainer_up(&container("img", "d1", &[])).is_none());
     }
 
     #[test]

@@ -1281,7 +1281,14 @@ pub async fn adopt(app: &AppState) {
             created_at: a.created_at,
             spec: None,
             disposable: a.disposable,
-            devcontainer: None,
+            // A dev container's user, folder inside and variables, read back (decision 0155).
+            devcontainer: a
+                .devcontainer
+                .map(|(folder, up)| super::machine_devcontainer::Kept {
+                    folder,
+                    up,
+                    adopted: false,
+                }),
             parts: Vec::new(),
             parts_left_out: Vec::new(),
         };
