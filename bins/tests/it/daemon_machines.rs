@@ -657,7 +657,7 @@ async fn sessions_run_in_a_machine_made_for_their_agent_and_share_it() {
 /// kept for its delay after it stops and found again by the session resumed then (the same
 /// container, its files), removed once the delay passes with no session; a create past
 /// `HANDLER_MACHINE_MAX` refused; handlerd SIGKILLed: the machine the last daemon left is taken
-/// back and removed after its delay.
+/// back with its session's kept agent, kept while that runs and removed after its delay.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_disposable_machine_lives_for_its_session_and_its_delay() {
     const DELAY: Duration = Duration::from_secs(4);
@@ -791,8 +791,9 @@ async fn a_disposable_machine_lives_for_its_session_and_its_delay() {
     assert!(containers(&d, &format!("handler.session={one}")).is_empty());
     assert!(!d.root.join("data/machines").join(&m).exists());
 
-    // handlerd SIGKILLed while a session runs in one: the next daemon takes it back (listed,
-    // running) and removes it after its delay, the session having ended with the last daemon.
+    // handlerd SIGKILLed while a session runs in one: the next daemon takes the machine back
+    // (listed, running) and the session's kept agent over (decision 0167) — the machine is
+    // kept while it runs — then, the session stopped, removes the machine after its delay.
     let two = session(&d, &agent, "sh: echo two").await;
     said(&d, &two, "exit 0\\ntwo").await;
     let m2 = format!("d-{}", two.trim_start_matches("s_"));
@@ -805,6 +806,16 @@ async fn a_disposable_machine_lives_for_its_session_and_its_delay() {
         "{info}: {}",
         d.log()
     );
+    let (_, s2) = get(&d, &format!("/v1/sessions/{two}")).await;
+    assert_eq!(s2["state"], "running", "taken over: {s2}: {}", d.log());
+    tokio::time::sleep(DELAY + Duration::from_secs(1)).await;
+    assert_eq!(
+        get(&d, &format!("/v1/machines/{m2}")).await.0,
+        200,
+        "kept while its session runs"
+    );
+    let (st, _) = post(&d, &format!("/v1/sessions/{two}/stop"), json!({})).await;
+    assert!(st == 200 || st == 204, "{st}");
     let deadline = std::time::Instant::now() + DELAY + Duration::from_secs(15);
     while get(&d, &format!("/v1/machines/{m2}")).await.0 != 404 {
         assert!(
