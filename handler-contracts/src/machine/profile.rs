@@ -258,7 +258,7 @@ mod tests {
     #[test]
     fn the_request_wins_then_the_profile() {
         let p = doc(
-            "[profiles.small]\nimage = \"img\"\ncpus = \"1\"\nmemory = \"256m\"\nnetwork = \"filtered\"\nallow = [\"a.example:443\"]\nagents = [\"a_1\"]\nfolder = \"/srv/p\"\nparts = [\"node\", \"codex\"]\n",
+            "[profiles.small]\nimage = \"img\"\ncpus = \"1\"\nmemory = \"256m\"\nnetwork = \"filtered\"\nallow = [\"a.example:443\"]\nagents = [\"a_1\"]\nfolder = \"/srv/p\"\nparts = [\"node\", \"codex\"]\n[[profiles.small.mounts]]\nsource = \"/srv/data\"\ntarget = \"/data\"\nreadOnly = true\n",
         );
         let small = &p.profiles["small"];
         let bare = MachineRequest {
@@ -266,7 +266,10 @@ mod tests {
             source: None,
             devcontainer: None,
             folder: None,
-            mounts: Vec::new(),
+            mounts: vec![
+                super::super::MachineMount::parse("/srv/data:/data:ro").unwrap(),
+                super::super::MachineMount::parse("/srv/more").unwrap(),
+            ],
             image: None,
             agents: vec![],
             cpus: None,
@@ -290,6 +293,9 @@ mod tests {
             ["node", "codex", "gemini"],
             "the profile's parts and the request's, each once"
         );
+        // Mounts add up: the profile's, then the request's, one said twice counted once.
+        let targets: Vec<&str> = got.mounts.iter().map(|m| m.target.as_str()).collect();
+        assert_eq!(targets, ["/data", "/srv/more"]);
         let mine = MachineRequest {
             memory: Some("2g".into()),
             network: Some("none".into()),
