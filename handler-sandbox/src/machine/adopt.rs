@@ -49,20 +49,13 @@ pub fn devcontainer_up(c: &serde_json::Value) -> Option<(String, DevcontainerUp)
     let folder = labels[super::devcontainer::FOLDER_LABEL].as_str()?;
     let (remote_user, remote_workspace_folder) =
         super::devcontainer::adopted_user_and_folder(c, folder);
-    let container_env: Vec<String> = c["Config"]["Env"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|e| e.as_str().map(String::from))
-        .collect();
-    let metadata = labels["devcontainer.metadata"].as_str().unwrap_or("[]");
     Some((
         folder.to_string(),
         DevcontainerUp {
             container_id: c["Id"].as_str().unwrap_or_default().to_string(),
             remote_user,
             remote_workspace_folder,
-            env: super::devcontainer::probe_env(&[], &container_env, metadata),
+            env: super::devcontainer::inspect_env(&[], c),
         },
     ))
 }

@@ -922,6 +922,25 @@ pub fn parts_path(
     env
 }
 
+/// The container's own variables (`NAME=value`) in the engine's record `inspect`.
+pub fn container_env(inspect: &Value) -> Vec<String> {
+    inspect["Config"]["Env"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.as_str().map(String::from))
+        .collect()
+}
+
+/// [`probe_env`] of the login shell's `environ` and the container whose engine record is
+/// `inspect` (its variables and its `devcontainer.metadata` label).
+pub fn inspect_env(environ: &[u8], inspect: &Value) -> BTreeMap<String, String> {
+    let metadata = inspect["Config"]["Labels"]["devcontainer.metadata"]
+        .as_str()
+        .unwrap_or("[]");
+    probe_env(environ, &container_env(inspect), metadata)
+}
+
 /// The variables every exec in the dev container is given (decision 0161): what its user's
 /// login shell held when it was made (`environ`, NUL-separated), less what the container holds
 /// itself (`container_env`, `NAME=value`) and a shell's own (`PWD`, `SHLVL`, …), with the

@@ -374,15 +374,6 @@ fn probe(
         log("machine up: the login shell could not be probed; its variables are the file's remoteEnv alone");
         Vec::new()
     });
-    let container_env: Vec<String> = inspect["Config"]["Env"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|e| e.as_str().map(String::from))
-        .collect();
-    let metadata = inspect["Config"]["Labels"]["devcontainer.metadata"]
-        .as_str()
-        .unwrap_or("[]");
-    let env = devcontainer::probe_env(&environ, &container_env, metadata);
-    devcontainer::parts_path(env, &container_env, path_prepend)
+    let env = devcontainer::inspect_env(&environ, inspect);
+    devcontainer::parts_path(env, &devcontainer::container_env(inspect), path_prepend)
 }
