@@ -443,7 +443,13 @@ async fn session(d: &TempDaemon, agent: &str, prompt: &str) -> String {
 /// `wget -T` crashes: no timeout flag).
 fn wget_in(d: &TempDaemon, machine: &str, url: &str) -> (i32, String, String) {
     let script = format!("wget -q -O - {url}; rc=$?; sleep 1; exit $rc");
-    handler(d, &["machine", "exec", machine, "--", "sh", "-c", &script])
+    sh_in(d, machine, &script)
+}
+
+/// `sh -c SCRIPT` in machine `machine` through `handler machine exec`: (exit code, stdout,
+/// stderr).
+fn sh_in(d: &TempDaemon, machine: &str, script: &str) -> (i32, String, String) {
+    handler(d, &["machine", "exec", machine, "--", "sh", "-c", script])
 }
 
 /// Removes container `name` an earlier run that failed may have left.
@@ -1141,35 +1147,13 @@ async fn gvisor_profile(d: &TempDaemon, write: &dyn Fn(&str)) {
         eprintln!("SKIPPED: gVisor (runsc) cannot run a machine here: {m}");
         return;
     }
-    let (code, out, err) = handler(
-        d,
-        &[
-            "machine",
-            "exec",
-            "gbox",
-            "--",
-            "sh",
-            "-c",
-            "dmesg | head -1",
-        ],
-    );
+    let (code, out, err) = sh_in(d, "gbox", "dmesg | head -1");
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("gVisor"), "not under gVisor: {out}{err}");
     // Started again (every later call of the engine's goes through the same wrapper).
     let (st, v) = post(d, "/v1/machines/gbox/restart", json!({})).await;
     assert!(st < 300, "{v}");
-    let (code, out, err) = handler(
-        d,
-        &[
-            "machine",
-            "exec",
-            "gbox",
-            "--",
-            "sh",
-            "-c",
-            "dmesg | head -1",
-        ],
-    );
+    let (code, out, err) = sh_in(d, "gbox", "dmesg | head -1");
     assert!(
         code == 0 && out.contains("gVisor"),
         "after a restart: {out}{err}"
@@ -1481,17 +1465,10 @@ async fn a_dev_container_is_made_by_the_cli_from_a_folders_file_and_reached_as_i
         repo.display().to_string()
     );
     assert_eq!(inspect(&d, "{{.Id}}"), m["containerId"].as_str().unwrap());
-    let (code, out, err) = handler(
+    let (code, out, err) = sh_in(
         &d,
-        &[
-            "machine",
-            "exec",
-            "devbox",
-            "--",
-            "sh",
-            "-c",
-            "id -u; pwd; echo $CE $FEAT $RE; cat /feat-ok; echo inside > made-inside; command -v node && node -e 'console.log(6*7)'; echo \"${PATH%%:*}\"",
-        ],
+        "devbox",
+        "id -u; pwd; echo $CE $FEAT $RE; cat /feat-ok; echo inside > made-inside; command -v node && node -e 'console.log(6*7)'; echo \"${PATH%%:*}\"",
     );
     assert_eq!(code, 0, "{out}{err}");
     let lines: Vec<&str> = out.lines().collect();
@@ -1538,18 +1515,7 @@ async fn a_dev_container_is_made_by_the_cli_from_a_folders_file_and_reached_as_i
         m["devcontainer"]["remoteWorkspaceFolder"], "/workspaces/app",
         "{m}"
     );
-    let (code, out, err) = handler(
-        &d,
-        &[
-            "machine",
-            "exec",
-            "devbox",
-            "--",
-            "sh",
-            "-c",
-            "id -u; pwd; echo $RE",
-        ],
-    );
+    let (code, out, err) = sh_in(&d, "devbox", "id -u; pwd; echo $RE");
     assert_eq!(code, 0, "{out}{err}");
     assert_eq!(
         out,
@@ -1631,18 +1597,7 @@ async fn adopts_a_container_made_by_hand(d: &TempDaemon) {
         ])
     };
     assert_eq!(names(), "handler-m-handy", "adopted, not duplicated");
-    let (code, out, err) = handler(
-        d,
-        &[
-            "machine",
-            "exec",
-            "handy",
-            "--",
-            "sh",
-            "-c",
-            "echo $RE; pwd",
-        ],
-    );
+    let (code, out, err) = sh_in(d, "handy", "echo $RE; pwd");
     assert_eq!(
         (code, out.as_str()),
         (0, "hand\n/workspaces/hand\n"),
@@ -1868,31 +1823,17 @@ async fn a_machine_mounts_a_folder_of_the_persons_at_its_own_path() {
         json!([{"source": data_canon, "target": "/data", "readOnly": true}]),
         "{m}"
     );
-    let (code, out, err) = handler(
+    let (code, out, err) = sh_in(
         &d,
-        &[
-            "machine",
-            "exec",
-            "fbox2",
-            "--",
-            "sh",
-            "-c",
-            "cat /data/f; touch /data/x 2>/dev/null && echo data-writable || echo data-read-only",
-        ],
+        "fbox2",
+        "cat /data/f; touch /data/x 2>/dev/null && echo data-writable || echo data-read-only",
     );
     assert_eq!(code, 0, "{out}{err}");
     assert_eq!(out, "from-the-host\ndata-read-only\n", "{err}");
-    let (code, out, err) = handler(
+    let (code, out, err) = sh_in(
         &d,
-        &[
-            "machine",
-            "exec",
-            "fbox2",
-            "--",
-            "sh",
-            "-c",
-            "pwd; echo made > from-machine; echo x >> .git/config && echo git-writable || echo git-read-only",
-        ],
+        "fbox2",
+        "pwd; echo made > from-machine; echo x >> .git/config && echo git-writable || echo git-read-only",
     );
     assert_eq!(code, 0, "{out}{err}");
     assert_eq!(out, format!("{canon}\ngit-read-only\n"), "{err}");

@@ -1308,6 +1308,33 @@ fn said(o: &std::process::Output) -> String {
     )
 }
 
+/// Removes machine `id` when dropped (a case that fails leaves nothing).
+struct MachineGone(String);
+
+impl Drop for MachineGone {
+    fn drop(&mut self) {
+        let _ = machine_verb(&["rm", &self.0], None);
+    }
+}
+
+/// Machine `id` made by the runtime: busybox with the probe mounted, filtered to `allow`,
+/// enforced; removed when the answer drops.
+fn filtered_machine(id: &str, allow: &[String]) -> MachineGone {
+    let spec = serde_json::json!({
+        "apiVersion": "handler.sandbox/v1", "name": format!("handler-m-{id}"),
+        "image": "localhost/handler-test-busybox",
+        "argv": ["sh", "-c", "while :; do sleep 3600; done"], "env": {}, "workdir": "/tmp",
+        "user": {"mode": "host-user", "home": "/home/handler-test"},
+        "mounts": [{"source": shared().probe_dir, "target": "/probe", "readOnly": true, "kind": "app"}],
+        "files": [], "writablePaths": [], "network": filtered(allow, "enforce"),
+        "injections": []
+    });
+    let o = machine_verb(&["create"], Some(&spec));
+    let gone = MachineGone(id.to_string());
+    assert!(o.status.success(), "{}", said(&o));
+    gone
+}
+
 /// A filtered machine (issue 29, decision 0153): its proxy is made with it and lives as long
 /// as it. An exec reaches only the allowed host (no route of its own), its egress events on the
 /// exec's stderr; `set-allow` on the machine decides the next exec's request; the allow-list
@@ -1320,23 +1347,7 @@ fn a_filtered_machine_keeps_its_proxy_and_reaches_only_its_allowed_hosts() {
     let id = format!("eg{}{}", std::process::id(), &rt().cli()[..1]);
     let name = format!("handler-m-{id}");
     let (ha, hb) = (format!("{HCI}:{a}"), format!("{HCI}:{b}"));
-    let spec = serde_json::json!({
-        "apiVersion": "handler.sandbox/v1", "name": name, "image": "localhost/handler-test-busybox",
-        "argv": ["sh", "-c", "while :; do sleep 3600; done"], "env": {}, "workdir": "/tmp",
-        "user": {"mode": "host-user", "home": "/home/handler-test"},
-        "mounts": [{"source": sh.probe_dir, "target": "/probe", "readOnly": true, "kind": "app"}],
-        "files": [], "writablePaths": [], "network": filtered(std::slice::from_ref(&ha), "enforce"),
-        "injections": []
-    });
-    struct Gone(String);
-    impl Drop for Gone {
-        fn drop(&mut self) {
-            let _ = machine_verb(&["rm", &self.0], None);
-        }
-    }
-    let o = machine_verb(&["create"], Some(&spec));
-    let _gone = Gone(id.clone());
-    assert!(o.status.success(), "{}", said(&o));
+    let _gone = filtered_machine(&id, std::slice::from_ref(&ha));
     let probe = |n: u32| {
         let script = format!(
             "/probe/egress-probe http://{ha}/a{n}; /probe/egress-probe http://{hb}/b{n}; \
@@ -1405,29 +1416,12 @@ fn a_filtered_machine_keeps_its_proxy_and_reaches_only_its_allowed_hosts() {
 fn a_machines_exec_has_its_own_key_injected_only_while_it_runs() {
     let (inj, inj_seen) = server(Some("egress-test-injected"));
     let (plain, plain_seen) = server(None);
-    let sh = shared();
     let id = format!("ek{}{}", std::process::id(), &rt().cli()[..1]);
     let name = format!("handler-m-{id}");
     let (hi, hp) = (format!("{HCI}:{inj}"), format!("{HCI}:{plain}"));
     let phantom = format!("sk-mach-{}", "Ph4nt0m1".repeat(4));
     let value = format!("sk-mach-{}", "R3alV4lu".repeat(4));
-    let spec = serde_json::json!({
-        "apiVersion": "handler.sandbox/v1", "name": name, "image": "localhost/handler-test-busybox",
-        "argv": ["sh", "-c", "while :; do sleep 3600; done"], "env": {}, "workdir": "/tmp",
-        "user": {"mode": "host-user", "home": "/home/handler-test"},
-        "mounts": [{"source": sh.probe_dir, "target": "/probe", "readOnly": true, "kind": "app"}],
-        "files": [], "writablePaths": [], "network": filtered(&[hi.clone(), hp.clone()], "enforce"),
-        "injections": []
-    });
-    struct Gone(String);
-    impl Drop for Gone {
-        fn drop(&mut self) {
-            let _ = machine_verb(&["rm", &self.0], None);
-        }
-    }
-    let o = machine_verb(&["create"], Some(&spec));
-    let _gone = Gone(id.clone());
-    assert!(o.status.success(), "{}", said(&o));
+    let _gone = filtered_machine(&id, &[hi.clone(), hp.clone()]);
     let script = format!(
         "P=/probe/egress-probe\n\
          echo '== inject'; $P https://{hi}/echo -H \"x-api-key: $K\"\n\

@@ -364,14 +364,27 @@ async fn injection_world() -> World {
             std::slice::from_ref(&inj),
         ),
     ];
+    let allow = vec![api, inj, w.t("other.test"), w.h("plain.test")];
+    let names = ["api.test", "other.test", "plain.test", "inj.test"];
+    proxy_beside(w, (allow, injections), &names, None).await
+}
+
+/// A proxy of its own beside `w`'s servers (its own is dropped): enforcing `allow`, with
+/// `injections`, resolving `names` to the servers, with a control socket at `control` (a
+/// machine's, decision 0166) when given.
+async fn proxy_beside(
+    w: World,
+    (allow, injections): (Vec<String>, Vec<Injection>),
+    names: &[&str],
+    control: Option<&std::path::Path>,
+) -> World {
     let dir = tempfile::tempdir().unwrap();
     let roots = dir.path().join("roots.pem");
     std::fs::write(&roots, &w.ca.pem).unwrap();
-    let ip = host_ip();
     let settings = dir.path().join("settings.json");
     let s = handler_sandbox::egress::Settings {
         enforcement: handler_contracts::sandbox::Enforcement::Enforce,
-        allow: [api, inj, w.t("other.test"), w.h("plain.test")]
+        allow: allow
             .iter()
             .map(|a| AllowEntry::parse(a).unwrap())
             .collect(),
@@ -387,11 +400,8 @@ async fn injection_world() -> World {
         roots_files: vec![roots.to_string_lossy().into()],
         injections,
         host_addresses: vec![],
-        resolve: ["api.test", "other.test", "plain.test", "inj.test"]
-            .iter()
-            .map(|n| (n.to_string(), ip))
-            .collect(),
-        control_socket: None,
+        resolve: names.iter().map(|n| (n.to_string(), host_ip())).collect(),
+        control_socket: control.map(|c| c.to_string_lossy().into()),
     };
     let running = handler_core::runtime::egress::start(config, events.events())
         .await
@@ -1162,51 +1172,19 @@ async fn a_websocket_answer_with_an_extension_the_proxy_dropped_is_refused() {
 
 /// A machine's proxy (decision 0166): no injection of its own, a control socket on which each
 /// exec gives it its own.
-async fn machine_world() -> (World, std::path::PathBuf) {
+async fn machine_world() -> (World, tempfile::TempDir, std::path::PathBuf) {
     let w = world("enforce", &[], vec![]).await;
-    let dir = tempfile::tempdir().unwrap();
-    let roots = dir.path().join("roots.pem");
-    std::fs::write(&roots, &w.ca.pem).unwrap();
-    let settings = dir.path().join("settings.json");
-    let s = handler_sandbox::egress::Settings {
-        enforcement: handler_contracts::sandbox::Enforcement::Enforce,
-        allow: [w.t("api.test"), w.t("other.test")]
-            .iter()
-            .map(|a| AllowEntry::parse(a).unwrap())
-            .collect(),
-    };
-    handler_core::runtime::egress::write_settings(&settings, &s).unwrap();
-    let control = dir.path().join("control.sock");
-    let events = Collected::default();
-    let config = ProxyConfig {
-        mode: ProxyMode::Filter,
-        listen: "127.0.0.1:0".into(),
-        listen_unix: None,
-        settings_file: Some(settings.to_string_lossy().into()),
-        ca_bundle_out: None,
-        roots_files: vec![roots.to_string_lossy().into()],
-        injections: vec![],
-        host_addresses: vec![],
-        resolve: ["api.test", "other.test"]
-            .iter()
-            .map(|n| (n.to_string(), host_ip()))
-            .collect(),
-        control_socket: Some(control.to_string_lossy().into()),
-    };
-    let running = handler_core::runtime::egress::start(config, events.events())
-        .await
-        .unwrap();
-    let w = World {
-        ca: w.ca,
-        https: w.https,
-        http: w.http,
-        proxy: Proxy {
-            running,
-            dir,
-            events,
-        },
-    };
-    (w, control)
+    let sockets = tempfile::tempdir().unwrap();
+    let control = sockets.path().join("control.sock");
+    let allow = vec![w.t("api.test"), w.t("other.test")];
+    let w = proxy_beside(
+        w,
+        (allow, vec![]),
+        &["api.test", "other.test"],
+        Some(&control),
+    )
+    .await;
+    (w, sockets, control)
 }
 
 /// What the server saw of one request carrying the phantom in a header.
@@ -1249,7 +1227,7 @@ async fn control(
 
 #[tokio::test]
 async fn a_machines_proxy_swaps_an_execs_keys_only_while_its_connection_is_open() {
-    let (w, sock) = machine_world().await;
+    let (w, _dir, sock) = machine_world().await;
     // Owner-only: the machine never mounts it, and no other user reaches it.
     use std::os::unix::fs::PermissionsExt as _;
     assert_eq!(
