@@ -290,9 +290,10 @@ pub fn check_containers_conf(conf: &crate::facts::ContainersConf) -> Result {
     Ok(())
 }
 
-/// Where host path `p` appears in the sandbox when a writable mount holds it: the index of the
-/// innermost such mount and the sandbox path.
-fn in_writable_mount(spec: &SandboxSpec, facts: &HostFacts, p: &str) -> Option<(usize, String)> {
+/// Where host path `p` appears in the sandbox through each writable mount that holds it: the
+/// mount's index and the sandbox path. One folder can be mounted writable at two places (a
+/// dev container's folder and an agent's scope, a scope inside another): each is a way in.
+fn in_writable_mounts(spec: &SandboxSpec, facts: &HostFacts, p: &str) -> Vec<(usize, String)> {
     let source = |m: &handler_contracts::sandbox::Mount| {
         facts
             .canonical_sources
@@ -300,24 +301,25 @@ fn in_writable_mount(spec: &SandboxSpec, facts: &HostFacts, p: &str) -> Option<(
             .cloned()
             .unwrap_or_else(|| m.source.clone())
     };
-    let (i, m, src) = spec
-        .mounts
+    spec.mounts
         .iter()
         .enumerate()
         .filter(|(_, m)| !m.read_only)
         .map(|(i, m)| (i, m, source(m)))
         .filter(|(_, _, src)| is_within(p, src))
-        .max_by_key(|(_, _, src)| src.len())?;
-    let rest = &p[src.trim_end_matches('/').len()..];
-    let target = format!("{}{rest}", m.target.trim_end_matches('/'));
-    Some((
-        i,
-        if target.is_empty() {
-            "/".into()
-        } else {
-            target
-        },
-    ))
+        .map(|(i, m, src)| {
+            let rest = &p[src.trim_end_matches('/').len()..];
+            let target = format!("{}{rest}", m.target.trim_end_matches('/'));
+            (
+                i,
+                if target.is_empty() {
+                    "/".into()
+                } else {
+                    target
+                },
+            )
+        })
+        .collect()
 }
 
 /// Whether sandbox path `target`, seen through writable mount `i`, is hidden by a mount lying
@@ -340,11 +342,13 @@ fn covered(spec: &SandboxSpec, i: usize, target: &str) -> bool {
 /// read that does not exist yet where the sandbox could create it.
 pub fn git_read_only(spec: &SandboxSpec, facts: &HostFacts) -> Result<Vec<String>> {
     let mut ro: Vec<(String, String)> = Vec::new();
-    let mut missing: Vec<(usize, &str, &str)> = Vec::new();
+    // What git would read that does not exist yet: (mount, what, host path, sandbox path).
+    let mut missing: Vec<(usize, &str, &str, String)> = Vec::new();
     for repo in &facts.git {
-        if let Some((i, target)) = in_writable_mount(spec, facts, &repo.entry)
-            && !covered(spec, i, &target)
-        {
+        for (i, target) in in_writable_mounts(spec, facts, &repo.entry) {
+            if covered(spec, i, &target) {
+                continue;
+            }
             match repo.kind {
                 GitEntryKind::Symlink => {
                     return Err(SpecError::unenforceable(
@@ -375,25 +379,27 @@ pub fn git_read_only(spec: &SandboxSpec, facts: &HostFacts) -> Result<Vec<String
                     ),
                 ));
             }
-            if let Some((i, target)) = in_writable_mount(spec, facts, &gp.path)
-                && !covered(spec, i, &target)
-            {
+            for (i, target) in in_writable_mounts(spec, facts, &gp.path) {
+                if covered(spec, i, &target) {
+                    continue;
+                }
                 if gp.exists {
                     ro.push((gp.path.clone(), target));
                 } else {
-                    missing.push((i, &gp.what, &gp.path));
+                    missing.push((i, &gp.what, &gp.path, target));
                 }
             }
         }
     }
     ro.sort();
     ro.dedup();
+    // One read-only mount per place in the sandbox: the outermost of those lying in each other.
     let outermost: Vec<&(String, String)> = ro
         .iter()
-        .filter(|(p, _)| !ro.iter().any(|(q, _)| q != p && is_within(p, q)))
+        .filter(|(_, t)| !ro.iter().any(|(_, u)| u != t && is_within(t, u)))
         .collect();
-    for (i, what, path) in missing {
-        if !outermost.iter().any(|(q, _)| is_within(path, q)) {
+    for (i, what, path, target) in missing {
+        if !outermost.iter().any(|(_, u)| is_within(&target, u)) {
             return Err(SpecError::unenforceable(
                 format!("mounts[{i}].source"),
                 format!(

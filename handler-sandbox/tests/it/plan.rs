@@ -428,6 +428,62 @@ fn a_writable_scopes_git_is_read_only() {
     );
 }
 
+/// Decision 0169: a repository reached through two writable mounts — one folder mounted at two
+/// places (a dev container's folder and an agent's scope), or a scope inside a writable folder mounted
+/// elsewhere — is
+/// read-only through each: guarding the innermost alone left `/outer/proj/.git/hooks`
+/// writable. What git would read that does not exist yet is refused unless it is covered
+/// through every way in.
+#[test]
+fn a_repository_mounted_writable_twice_is_read_only_through_both() {
+    use handler_sandbox::facts::{GitEntryKind, GitRepo};
+    let mut f = facts();
+    f.git = vec![GitRepo {
+        entry: "/home/alice/proj/.git".into(),
+        kind: GitEntryKind::Dir,
+        paths: vec![
+            git_path("gitdir", "/home/alice/proj/.git", true),
+            git_path("hooks", "/home/alice/proj/.git/hooks", true),
+        ],
+    }];
+    let twice = with(json!({
+        "mounts": [
+            {"source": "/home/alice/proj", "target": "/workspaces/proj", "readOnly": false, "kind": "state"},
+            {"source": "/home/alice/proj", "target": "/home/alice/proj", "readOnly": false, "kind": "scope"}
+        ]
+    }));
+    assert_eq!(
+        read_only_binds(&plan_launch(&twice, &f).unwrap()),
+        vec![
+            "type=bind,source=/home/alice/proj/.git,destination=/home/alice/proj/.git,ro=true",
+            "type=bind,source=/home/alice/proj/.git,destination=/workspaces/proj/.git,ro=true",
+        ]
+    );
+    f.paths.insert(
+        "/home/alice".into(),
+        handler_sandbox::facts::PathKind::Directory,
+    );
+    let nested = with(json!({
+        "mounts": [
+            {"source": "/home/alice", "target": "/outer", "readOnly": false, "kind": "state"},
+            {"source": "/home/alice/proj", "target": "/home/alice/proj", "readOnly": false, "kind": "scope"}
+        ]
+    }));
+    assert_eq!(
+        read_only_binds(&plan_launch(&nested, &f).unwrap()),
+        vec![
+            "type=bind,source=/home/alice/proj/.git,destination=/home/alice/proj/.git,ro=true",
+            "type=bind,source=/home/alice/proj/.git,destination=/outer/proj/.git,ro=true",
+        ]
+    );
+    // A hooks path that does not exist yet, outside `.git`: creatable through either mount.
+    f.git[0]
+        .paths
+        .push(git_path("core.hooksPath", "/home/alice/proj/.husky", false));
+    let e = plan_launch(&twice, &f).unwrap_err();
+    assert!(e.to_string().contains(".husky"), "{e}");
+}
+
 /// Issue 14, item 5: `gitWritable` (an agent's `gitGuard = "open"`, confirmed) lifts decision
 /// 0031: no read-only git mount, and a `.git` link is no refusal either.
 #[test]
