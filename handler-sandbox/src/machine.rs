@@ -381,6 +381,15 @@ mod tests {
         assert!(!p.args.iter().any(|a| a.contains("phantom-value")));
         assert_eq!(p.engine_env["ANTHROPIC_API_KEY"], "phantom-value");
         assert_eq!(p.env_file.as_deref(), Some("PATH=/opt/bin:/usr/bin\n"));
+        // An agent's own home in a dev container (decision 0169): podman's own HOME is never
+        // it (its storage's configuration is found under HOME, on the host).
+        e.env.insert("HOME".into(), "/home/agent".into());
+        let p = plan_exec(Engine::Podman, "box", &e);
+        assert!(!p.engine_env.contains_key("HOME"));
+        assert_eq!(
+            p.env_file.as_deref(),
+            Some("HOME=/home/agent\nPATH=/opt/bin:/usr/bin\n")
+        );
     }
 
     #[test]

@@ -197,8 +197,9 @@ pub enum MachineCommand {
         image: Option<String>,
         /// Instead of --image: a folder whose .devcontainer/devcontainer.json (or
         /// .devcontainer.json) the Dev Container CLI makes into the machine; each exec then runs
-        /// as its remoteUser in the folder as mounted inside.
-        #[arg(long, value_name = "DIR", conflicts_with = "agent")]
+        /// as its remoteUser in the folder as mounted inside (with --agent: its sessions too,
+        /// their scopes and state mounted as in their own sandboxes).
+        #[arg(long, value_name = "DIR")]
         devcontainer: Option<std::path::PathBuf>,
         /// An agent it is made for (repeatable): its sandbox's mounts are planned into the
         /// machine; set the agent's machine to run its sessions there.

@@ -1020,6 +1020,151 @@ async fn a_filtered_machine_has_its_own_proxy_and_reaches_only_its_allowed_hosts
     assert_eq!(code, 0, "{out}{err}");
     assert!(containers(&d, "handler.machine-proxy=fbox").is_empty());
     keys_in_a_machine(&d, &allowed, &heads).await;
+    an_agents_session_in_a_dev_container(&d, &allowed, &heads).await;
+}
+
+/// Decision 0169 (issue 30): a dev container made for an agent — a repository whose file builds
+/// FROM the local image with a local feature, made by the Dev Container CLI, filtered through
+/// its own proxy. The agent's session runs in it as its user, with the repository's variables
+/// (the container's, the feature's, the file's remoteEnv) and its own home; it writes the
+/// repository, whose `.git` stays read-only there; its request carries the real token to the
+/// key's host while the agent holds only the phantom. A container made by hand for the folder is
+/// not adopted for agents (it has none of their mounts).
+async fn an_agents_session_in_a_dev_container(
+    d: &TempDaemon,
+    allowed: &str,
+    heads: &crate::temp_daemon::Heads,
+) {
+    leftover(d, "handler-m-devag");
+    leftover(d, "handler-m-devag-egress");
+    let repo = dev_repo(
+        d,
+        "devsite",
+        &format!(
+            "{{\"image\": \"{IMAGE}\", \"features\": {{\"./feat\": {{}}}}, \"containerEnv\": {{\"CE\": \"cont\"}}, \"remoteEnv\": {{\"RE\": \"remote\"}}}}"
+        ),
+    );
+    let git = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .arg(&repo)
+        .status()
+        .unwrap();
+    assert!(git.success());
+    d.user.give(&repo);
+    let body = json!({"models": [{"account": "perso"}], "scope": d.scope, "network": "filtered",
+        "allow": [allowed], "permissions": "bypass", "confirmRisks": true});
+    let (st, a) = post(d, "/v1/agents", body.clone()).await;
+    assert_eq!(st, 201, "{a}");
+    let agent = a["id"].as_str().unwrap().to_string();
+    let (code, out, err) = handler(
+        d,
+        &[
+            "machine",
+            "create",
+            "devag",
+            "--devcontainer",
+            repo.to_str().unwrap(),
+            "--agent",
+            &agent,
+            "--network",
+            "filtered",
+        ],
+    );
+    assert_eq!(code, 0, "{out}{err}\n{}", d.log());
+    let (_, m) = get(d, "/v1/machines/devag").await;
+    assert_eq!(m["request"]["agents"], json!([agent]), "{m}");
+    assert_eq!(
+        m["request"]["allow"],
+        json!([allowed]),
+        "its agent's list: {m}"
+    );
+    let mut put = body.clone();
+    put["machine"] = json!("devag");
+    let (st, v) = d
+        .call(
+            reqwest::Method::PUT,
+            &format!("/v1/agents/{agent}"),
+            Some(put),
+        )
+        .await;
+    assert_eq!(st, 200, "{v}");
+    heads.lock().unwrap().clear();
+    let s = session(
+        d,
+        &agent,
+        &format!(
+            "sh: id -u; echo $CE $FEAT $RE; echo home=$HOME; cat /feat-ok; \
+             echo from-agent > /workspaces/devsite/agent-wrote && echo wrote; \
+             touch /workspaces/devsite/.git/hooks/planted 2>/dev/null || echo hooks-read-only; \
+             wget -q -O - --header \"Authorization: Bearer $FAKE_TOKEN\" http://{allowed}/key && echo; \
+             echo \"held ${{#FAKE_TOKEN}}\""
+        ),
+    )
+    .await;
+    said(
+        d,
+        &s,
+        &format!(
+            "exit 0\\n{}\\ncont on remote\\nhome=/home/agent\\nfeature-installed\\nwrote\\nhooks-read-only\\nok\\nheld {}",
+            d.user.uid,
+            TOKEN.len()
+        ),
+    )
+    .await;
+    let seen = heads.lock().unwrap().join("\n");
+    assert!(
+        seen.contains(&format!("Bearer {TOKEN}")),
+        "the server got the real token: {seen}"
+    );
+    assert!(!events(d, &s).contains(TOKEN), "{}", events(d, &s));
+    assert_eq!(
+        std::fs::read_to_string(repo.join("agent-wrote")).unwrap(),
+        "from-agent\n"
+    );
+    assert!(!repo.join(".git/hooks/planted").exists());
+    let (st, _) = post(d, &format!("/v1/sessions/{s}/stop"), json!({})).await;
+    assert!(st == 200 || st == 204, "{st}");
+    let (code, out, err) = handler(d, &["machine", "rm", "--force", "devag"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(containers(d, "handler.machine-proxy=devag").is_empty());
+    // Made by hand for the folder: never adopted for agents.
+    leftover(d, "hand-devsite");
+    let o = d
+        .user
+        .cmd(
+            "podman",
+            &[
+                "run",
+                "-d",
+                "--name",
+                "hand-devsite",
+                "-l",
+                &format!("devcontainer.local_folder={}", repo.display()),
+                IMAGE,
+                "sleep",
+                "600",
+            ],
+            &[("HOME", d.user.home())],
+        )
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (st, v) = post(
+        d,
+        "/v1/machines",
+        json!({"name": "devag", "source": "devcontainer", "devcontainer": repo,
+            "agents": [agent], "network": "filtered"}),
+    )
+    .await;
+    assert_eq!(st, 422, "{v}");
+    assert!(
+        v["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("made by hand"),
+        "{v}"
+    );
+    leftover(d, "hand-devsite");
 }
 
 /// Decision 0166 through handlerd: an agent whose account token goes behind a phantom towards

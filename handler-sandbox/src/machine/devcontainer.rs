@@ -544,6 +544,9 @@ pub struct UpPlan {
     pub proxy: Option<crate::plan::ProxyPlan>,
     /// Docker: the volumes to fill from images first (the network filter's).
     pub image_volumes: Vec<crate::plan::ImageVolume>,
+    /// Made for agents (decision 0169): their homes and staged files, created under the
+    /// machine's folder before the CLI runs.
+    pub stage: Vec<crate::plan::Stage>,
 }
 
 /// The name of the feature Handler adds to a filtered dev container.
@@ -588,6 +591,7 @@ pub fn plan_up(
         egress_entrypoint: None,
         proxy: None,
         image_volumes: Vec::new(),
+        stage: Vec::new(),
     };
     match &s.network {
         NetworkPolicy::None => a.extend(["--network".into(), "none".into()]),
@@ -612,7 +616,20 @@ pub fn plan_up(
         }
     }
     a.extend(plan::resource_args(s, facts)?);
-    for m in plan::git_read_only(s, facts)? {
+    // Made for agents (decision 0169): their scopes, state, homes and files as their sandboxes
+    // have them.
+    if !super::session::agents_of(s).is_empty() {
+        let m = plan::agent_mounts(engine, s, facts)?;
+        a.extend(m.args);
+        up.stage = m.stage;
+    }
+    // The git guard over every writable mount, the folder's and the agents' (the engine lays
+    // the deeper mount over the other whatever their order).
+    for m in (!s.git_writable)
+        .then(|| plan::git_read_only(s, facts))
+        .transpose()?
+        .unwrap_or_default()
+    {
         a.extend(["--mount".into(), m]);
     }
     // Its parts (decision 0164): image mounts as every launch has them, read-only.

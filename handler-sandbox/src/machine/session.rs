@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use handler_contracts::allow::AllowEntry;
-use handler_contracts::machine::{ExecSpec, container_name};
+use handler_contracts::machine::{DevcontainerUp, ExecSpec, container_name};
 use handler_contracts::sandbox::{Enforcement, NetworkPolicy, Resources, SandboxSpec};
 
 /// The label listing the agents a machine was made for (the seed's `ahpd.agents`).
@@ -531,6 +531,19 @@ pub fn plan_session(
     })
 }
 
+/// Session `exec` (of [`plan_session`]) in a dev container that `machine up` found as `up`
+/// (decision 0169): as its user (`remoteUser`), with its variables (its login shell's, its
+/// parts' PATH) under the agent's own, and the agent's own `home`, where its state slots and
+/// staged files are — the repository's toolchain comes by PATH, the agent's settings by HOME.
+pub fn in_dev_container(mut exec: ExecSpec, up: &DevcontainerUp, home: &str) -> ExecSpec {
+    exec.user = Some(up.remote_user.clone());
+    for (k, v) in &up.env {
+        exec.env.entry(k.clone()).or_insert_with(|| v.clone());
+    }
+    exec.env.insert("HOME".into(), home.into());
+    exec
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -757,5 +770,42 @@ mod tests {
         assert_eq!(map_cwd(&m, "/work/x"), "/work/x");
         assert_eq!(map_cwd(&m, "/home/u/application"), "/work");
         assert_eq!(map_cwd(&m, "/etc"), "/work");
+    }
+
+    /// Decision 0169: a session in a dev container runs as its `remoteUser`, with its
+    /// variables under the agent's own, in the agent's own home and workdir.
+    #[test]
+    fn a_session_in_a_dev_container_runs_as_its_user_with_its_variables_under_the_agents() {
+        let a = plan("handler-a-one-m", "/home/u/app", "/d/state/a_one");
+        let mut dev = base();
+        dev.image = Some("devcontainer".into());
+        dev.workdir = "/workspaces/app".into();
+        dev.work = "/home/u/app".into();
+        let m = for_agents(&dev, &[("a_one", &a)]).unwrap();
+        let up = DevcontainerUp {
+            container_id: "c1".into(),
+            remote_user: "vscode".into(),
+            remote_workspace_folder: "/workspaces/app".into(),
+            env: BTreeMap::from([
+                ("PATH".into(), "/opt/handler/parts/node/bin:/usr/bin".into()),
+                ("FAKE_HOME".into(), "/root/.fake".into()),
+                ("HOME".into(), "/home/vscode".into()),
+                ("RE".into(), "remote".into()),
+            ]),
+        };
+        let e = in_dev_container(
+            plan_session("dev", &m, "a_one", &a).unwrap(),
+            &up,
+            "/home/agent",
+        );
+        assert_eq!(e.user.as_deref(), Some("vscode"));
+        assert_eq!(e.cwd.as_deref(), Some("/home/u/app"));
+        assert_eq!(
+            e.env["FAKE_HOME"], "/home/agent/.fake",
+            "the agent's own wins"
+        );
+        assert_eq!(e.env["HOME"], "/home/agent");
+        assert_eq!(e.env["RE"], "remote");
+        assert_eq!(e.env["PATH"], "/opt/handler/parts/node/bin:/usr/bin");
     }
 }

@@ -146,8 +146,11 @@ pub fn podman_reads(name: &str) -> bool {
         "PODMAN_",
         "BUILDAH_",
     ];
-    const NAMES: [&str; 8] = [
+    const NAMES: [&str; 9] = [
         "PATH",
+        // containers/storage finds its configuration under HOME (a HOME that is not there on
+        // the host: "cannot resolve /home/agent").
+        "HOME",
         "TMPDIR",
         "NOTIFY_SOCKET",
         "DBUS_SESSION_BUS_ADDRESS",
@@ -731,17 +734,7 @@ impl Draft<'_> {
     /// mounts pinned to the id resolved now (A6).
     fn mounts(&mut self) -> Result {
         let (spec, facts) = (self.spec, self.facts);
-        for (i, m) in spec.mounts.iter().enumerate() {
-            mount_path_ok(&format!("mounts[{i}].source"), &m.source)?;
-            mount_path_ok(&format!("mounts[{i}].target"), &m.target)?;
-            if facts.path_kind(&m.source) == PathKind::Missing {
-                return Err(SpecError::invalid(
-                    format!("mounts[{i}].source"),
-                    format!("{:?} does not exist", m.source),
-                ));
-            }
-            self.mount(bind(&m.source, &m.target, m.read_only));
-        }
+        self.binds(0)?;
         if !spec.git_writable {
             for g in git_read_only(spec, facts)? {
                 self.mount(g);
@@ -752,6 +745,23 @@ impl Draft<'_> {
             self.image_volumes.extend(m.volume);
             self.labels
                 .insert(format!("{}{}", labels::IMAGE_MOUNT_PREFIX, m.id), m.image);
+        }
+        Ok(())
+    }
+
+    /// The spec's mounts from number `from` on, exactly as listed (A2): each source exists.
+    fn binds(&mut self, from: usize) -> Result {
+        let (spec, facts) = (self.spec, self.facts);
+        for (i, m) in spec.mounts.iter().enumerate().skip(from) {
+            mount_path_ok(&format!("mounts[{i}].source"), &m.source)?;
+            mount_path_ok(&format!("mounts[{i}].target"), &m.target)?;
+            if facts.path_kind(&m.source) == PathKind::Missing {
+                return Err(SpecError::invalid(
+                    format!("mounts[{i}].source"),
+                    format!("{:?} does not exist", m.source),
+                ));
+            }
+            self.mount(bind(&m.source, &m.target, m.read_only));
         }
         Ok(())
     }
@@ -998,6 +1008,50 @@ fn file_mode(i: usize, mode: Option<&str>) -> Result<u32> {
         .map(|m| parse_mode(&format!("files[{i}].mode"), m))
         .transpose()?
         .unwrap_or(0o644))
+}
+
+/// What a dev container made for agents is given of its composed spec beside its folder and
+/// its parts (decision 0169): the agents' mounts after the folder's (`mounts[0]`, which the
+/// Dev Container CLI mounts as its `workspaceMount`) exactly as listed, their writable paths
+/// (their homes: a tmpfs of the user's, or a staged folder when their state lies inside) and
+/// their staged files read-only — as a launch of the same spec has them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentMounts {
+    /// The engine's mount options (`--mount …`, Docker's `--tmpfs …`).
+    pub args: Vec<String>,
+    /// What to create under the instance folder before the CLI runs.
+    pub stage: Vec<Stage>,
+}
+
+/// [`AgentMounts`] of `spec` on `engine` (its instance folder is `facts.instance_dir`). The git
+/// guard and the image mounts are the caller's, planned over the whole spec.
+pub fn agent_mounts(
+    engine: Engine<'_>,
+    spec: &SandboxSpec,
+    facts: &HostFacts,
+) -> Result<AgentMounts> {
+    let inst = facts.instance_dir.trim_end_matches('/').to_string();
+    mount_path_ok("instance folder", &inst)?;
+    let mut d = Draft {
+        spec,
+        facts,
+        engine,
+        args: Vec::new(),
+        inst,
+        stage: Vec::new(),
+        mounts: Vec::new(),
+        labels: BTreeMap::new(),
+        literal: BTreeMap::new(),
+        unset: Vec::new(),
+        image_volumes: Vec::new(),
+    };
+    d.binds(1)?;
+    d.writable_paths()?;
+    d.files()?;
+    Ok(AgentMounts {
+        args: d.mounts.into_iter().flatten().collect(),
+        stage: d.stage,
+    })
 }
 
 /// One of a spec's image mounts as the engine takes it.

@@ -22,6 +22,9 @@ use crate::daemon::config::DevcontainerFolders;
 use crate::daemon::problem::{ApiError, ApiResult};
 use crate::daemon::state::AppState;
 
+/// The image a dev container machine's spec names: the CLI's to make.
+pub const IMAGE: &str = "devcontainer";
+
 /// The bound of a `devcontainer.json`.
 const FILE_MAX: u64 = 256 << 10;
 
@@ -144,7 +147,7 @@ pub fn spec_of(
     let doc = serde_json::json!({
         "apiVersion": "handler.sandbox/v1",
         "name": handler_contracts::machine::container_name(&req.name),
-        "image": "devcontainer",
+        "image": IMAGE,
         "argv": ["sh"],
         "env": {},
         "workdir": target,

@@ -364,12 +364,6 @@ fn check_request(app: &AppState, req: &MachineRequest) -> ApiResult<()> {
                 "folder: a dev container is mounted its own folder (devcontainer): leave folder out",
             ));
         }
-        Some("devcontainer") if !req.agents.is_empty() => {
-            return Err(ApiError::bad_request(
-                "invalid machine",
-                "agents: a dev container is made for no agent yet (an agent's CLI reaches it as a part, not built yet): leave agents out",
-            ));
-        }
         Some("devcontainer") => return Ok(()),
         Some(other) => {
             return Err(ApiError::bad_request(
@@ -528,7 +522,8 @@ async fn make(
     fsutil::create_dir_private(&work).map_err(ApiError::internal)?;
     let made = match &req.image {
         _ if !req.agents.is_empty() => {
-            match for_agents(app, &req, &work.display().to_string(), disposable.as_ref()).await {
+            let base = plain_base(app, &req, &work.display().to_string(), disposable.as_ref());
+            match for_agents(app, &req, base).await {
                 Ok((spec, needs)) => agents_parts(app, &mut parts, &needs, disposable.is_some())
                     .await
                     .map(|()| spec),
@@ -658,10 +653,9 @@ async fn staged(
 /// allowed, its file read, checked and staged off the async task, then `machine up`.
 async fn make_devcontainer(
     app: &AppState,
-    mut req: MachineRequest,
+    req: MachineRequest,
     parts: PartsOutcome,
 ) -> ApiResult<MachineInfo> {
-    use super::machine_devcontainer as dc;
     if oci_runtime_of(app, &req)?.is_some() {
         return Err(ApiError::bad_request(
             "invalid machine",
@@ -671,20 +665,37 @@ async fn make_devcontainer(
             ),
         ));
     }
-    let network = network_of(&req, None)?;
     let at = dir(app).join(&req.name);
-    let stage = at.join("devcontainer");
-    let folder = match staged(app, &req, &stage).await {
-        Ok(f) => f,
+    let r = match devcontainer_made(app, req, parts, &at).await {
+        Ok(r) => r,
         Err(e) => {
             let _ = std::fs::remove_dir_all(&at);
             return Err(e);
         }
     };
+    let bytes = serde_json::to_vec_pretty(&r).map_err(ApiError::internal)?;
+    fsutil::write_atomic(&record_path(app, &r.request.name), &bytes, 0o600)
+        .map_err(ApiError::internal)?;
+    let folder = r.devcontainer.as_ref().map(|d| d.folder.clone());
+    tracing::info!(machine = %r.request.name, folder = ?folder, adopted = ?r.devcontainer.as_ref().map(|d| d.adopted), "dev container machine made");
+    super::machine_events::poke(app);
+    Ok(info(r, MachineState::Running))
+}
+
+/// [`make_devcontainer`]'s work in machine folder `at` (removed by the caller when it fails):
+/// the record of what was made or adopted.
+async fn devcontainer_made(
+    app: &AppState,
+    mut req: MachineRequest,
+    mut parts: PartsOutcome,
+    at: &std::path::Path,
+) -> ApiResult<Record> {
+    use super::machine_devcontainer as dc;
+    let stage = at.join("devcontainer");
+    let folder = staged(app, &req, &stage).await?;
     // One folder makes one dev container (the second seed's rule).
     let shown = folder.display().to_string();
     if let Some(other) = dev_container_of(app, &shown) {
-        let _ = std::fs::remove_dir_all(&at);
         return Err(ApiError::conflict(
             "folder has a dev container",
             format!(
@@ -696,30 +707,23 @@ async fn make_devcontainer(
     req.devcontainer = Some(shown);
     let mut labels = own_labels(app, &req);
     labels.insert("handler.machine.source".into(), "devcontainer".into());
+    let spec = dev_spec(app, &req, &folder, labels, &mut parts).await?;
     let mounted: Vec<MountedPart> = parts.ready.iter().map(|r| r.part.clone()).collect();
-    let spec = dc::spec_of(&req, &folder, network, labels).and_then(|s| {
-        handler_sandbox::machine::parts::with_parts(s, &mounted)
-            .map_err(|e| ApiError::bad_request("invalid machine", e.to_string()))
-    });
-    let doc = match spec.and_then(|spec| dc::up_doc(spec, &folder, &stage)) {
-        Ok(d) => d,
-        Err(e) => {
-            let _ = std::fs::remove_dir_all(&at);
-            return Err(e);
-        }
-    };
-    let (up, adopted) = match adopt_or_up(app, doc).await {
-        Ok(u) => u,
-        Err(e) => {
-            let _ = std::fs::remove_dir_all(&at);
-            return Err(e);
-        }
-    };
-    let r = Record {
+    let spec = handler_sandbox::machine::parts::with_parts(spec, &mounted)
+        .map_err(|e| ApiError::bad_request("invalid machine", e.to_string()))?;
+    if let NetworkPolicy::Filtered { allow, .. } = &spec.network {
+        // The record names the list it was made with (its agents' common one).
+        req.allow = Some(allow.clone());
+    }
+    // Made for agents: the spec their sessions are held to (decision 0169).
+    let kept_spec = (!req.agents.is_empty()).then(|| spec.clone());
+    let doc = dc::up_doc(spec, &folder, &stage)?;
+    let (up, adopted) = adopt_or_up(app, doc).await?;
+    Ok(Record {
         request: req,
         container_id: up.container_id.clone(),
         created_at: fsutil::now_rfc3339(),
-        spec: None,
+        spec: kept_spec,
         disposable: None,
         devcontainer: Some(dc::Kept {
             folder: folder.display().to_string(),
@@ -728,13 +732,37 @@ async fn make_devcontainer(
         }),
         parts: if adopted { Vec::new() } else { mounted },
         parts_left_out: adopted_parts(adopted, parts),
+    })
+}
+
+/// The MachineSpec of dev container `req` for `folder`: its own (decision 0161), or, made for
+/// agents, composed from their plans as an image machine's is, the folder in the place of the
+/// machine's own (decision 0169), their parts added to `parts`.
+async fn dev_spec(
+    app: &AppState,
+    req: &MachineRequest,
+    folder: &std::path::Path,
+    labels: BTreeMap<String, String>,
+    parts: &mut PartsOutcome,
+) -> ApiResult<SandboxSpec> {
+    use super::machine_devcontainer as dc;
+    if req.agents.is_empty() {
+        return dc::spec_of(req, folder, network_of(req, None)?, labels);
+    }
+    let shown = folder.display().to_string();
+    let base = MachineBase {
+        id: req.name.clone(),
+        image: Some(dc::IMAGE.into()),
+        argv: vec!["sh".into()],
+        workdir: handler_sandbox::machine::devcontainer::workspace_target(&shown),
+        work: shown,
+        network: NetworkPolicy::None,
+        resources: resources_of(req),
+        labels,
     };
-    let bytes = serde_json::to_vec_pretty(&r).map_err(ApiError::internal)?;
-    fsutil::write_atomic(&record_path(app, &r.request.name), &bytes, 0o600)
-        .map_err(ApiError::internal)?;
-    tracing::info!(machine = %r.request.name, folder = %folder.display(), adopted, "dev container machine made");
-    super::machine_events::poke(app);
-    Ok(info(r, MachineState::Running))
+    let (spec, needs) = for_agents(app, req, base).await?;
+    agents_parts(app, parts, &needs, false).await?;
+    Ok(spec)
 }
 
 /// The MachineSpec of `req` made for its agents (decision 0147): each agent's launch plan for
@@ -799,14 +827,50 @@ fn part_need(
     }
 }
 
+/// The base of image machine `req` made for agents in machine folder `work` (its network is
+/// [`for_agents`]'s to settle).
+fn plain_base(
+    app: &AppState,
+    req: &MachineRequest,
+    work: &str,
+    disposable: Option<&Disposable>,
+) -> MachineBase {
+    MachineBase {
+        id: req.name.clone(),
+        image: req.image.clone(),
+        argv: IDLE.iter().map(|a| (*a).to_string()).collect(),
+        workdir: req.workdir.clone().unwrap_or_else(|| "/work".into()),
+        work: work.to_string(),
+        network: NetworkPolicy::None,
+        resources: resources_of(req),
+        labels: own_labels(app, req)
+            .into_iter()
+            .chain(disposable.into_iter().flat_map(|d| {
+                // Decision 0148: a disposable machine says so, and for which session.
+                [
+                    (adopt::DISPOSABLE_LABEL.to_string(), "true".to_string()),
+                    (adopt::SESSION_LABEL.to_string(), d.session.clone()),
+                ]
+            }))
+            .collect(),
+    }
+}
+
+/// The resources `req` asks for, if any.
+fn resources_of(req: &MachineRequest) -> Option<Resources> {
+    (req.cpus.is_some() || req.memory.is_some()).then(|| Resources {
+        memory: req.memory.clone(),
+        cpus: req.cpus.clone(),
+    })
+}
+
 /// A machine for `req.agents`: the MachineSpec of their plans, and each agent's part need
 /// (`(agent, part)`: its harness's CLI as a part when the machine runs another image than the
 /// harness's, decision 0164).
 async fn for_agents(
     app: &AppState,
     req: &MachineRequest,
-    work: &str,
-    disposable: Option<&Disposable>,
+    mut base: MachineBase,
 ) -> ApiResult<(SandboxSpec, Vec<(String, String)>)> {
     let mut harnesses = Vec::with_capacity(req.agents.len());
     let mut plans = Vec::with_capacity(req.agents.len());
@@ -841,7 +905,7 @@ async fn for_agents(
     }
     // The machine's image: the request's, else the first agent's harness image; every other
     // agent whose CLI that image lacks gets it as its part.
-    let image = req
+    let image = base
         .image
         .clone()
         .or_else(|| plans.first().map(|(_, p)| p.image.clone()));
@@ -856,28 +920,7 @@ async fn for_agents(
     // Filtered with no list of its own: what every one of its agents' sandboxes allows.
     let common = (req.network.as_deref() == Some("filtered") && req.allow.is_none())
         .then(|| session::common_filter(&refs));
-    let base = MachineBase {
-        id: req.name.clone(),
-        image: req.image.clone(),
-        argv: IDLE.iter().map(|a| (*a).to_string()).collect(),
-        workdir: req.workdir.clone().unwrap_or_else(|| "/work".into()),
-        work: work.to_string(),
-        network: network_of(req, common)?,
-        resources: (req.cpus.is_some() || req.memory.is_some()).then(|| Resources {
-            memory: req.memory.clone(),
-            cpus: req.cpus.clone(),
-        }),
-        labels: own_labels(app, req)
-            .into_iter()
-            .chain(disposable.into_iter().flat_map(|d| {
-                // Decision 0148: a disposable machine says so, and for which session.
-                [
-                    (adopt::DISPOSABLE_LABEL.to_string(), "true".to_string()),
-                    (adopt::SESSION_LABEL.to_string(), d.session.clone()),
-                ]
-            }))
-            .collect(),
-    };
+    base.network = network_of(req, common)?;
     session::for_agents(&base, &refs)
         .map(|spec| (spec, needs))
         .map_err(|e| ApiError::bad_request("machine refused", e.to_string()))
@@ -924,8 +967,11 @@ pub fn session_plan(
         .values()
         .find(|d| plan.image == d.image || plan.image.starts_with(&format!("{}:", d.image)))
         .map(|d| d.name.clone());
-    if let Some(p) =
-        harness.and_then(|h| part_need(app, &h, r.request.image.as_deref(), &plan.image))
+    let machine_image = match &r.devcontainer {
+        Some(_) => Some(super::machine_devcontainer::IMAGE),
+        None => r.request.image.as_deref(),
+    };
+    if let Some(p) = harness.and_then(|h| part_need(app, &h, machine_image, &plan.image))
         && !r.parts.iter().any(|m| m.id == p)
     {
         let why = r
@@ -945,8 +991,14 @@ pub fn session_plan(
         labels: Default::default(),
         ..plan.clone()
     });
-    session::plan_session(id, &spec, agent, plan)
-        .map_err(|e| ApiError::conflict("the machine cannot run this session", e.to_string()))
+    let exec = session::plan_session(id, &spec, agent, plan)
+        .map_err(|e| ApiError::conflict("the machine cannot run this session", e.to_string()))?;
+    Ok(match &r.devcontainer {
+        // Decision 0169: as the dev container's user, with its variables under the agent's own
+        // and its own home (where its state is).
+        Some(d) => session::in_dev_container(exec, &d.up, &plan.user.home),
+        None => exec,
+    })
 }
 
 /// The sessions (and other connections) running in machine `id` now: (agent, connection).

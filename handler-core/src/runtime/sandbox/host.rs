@@ -516,7 +516,14 @@ pub fn gather_devcontainer(
     instance_dir: String,
     launcher: LauncherId,
 ) -> Result<HostFacts, HostError> {
-    gather_for(spec, instance_dir, launcher, false)
+    // Its folder (`mounts[0]`, at /workspaces/<name>) is a repository the container can write,
+    // as a scope is: the repositories it is or holds are found as a scope's, so the git guard
+    // keeps their `.git` read-only there (decision 0169; its kind stays the folder's own).
+    let mut scanned = spec.clone();
+    if let Some(m) = scanned.mounts.first_mut() {
+        m.kind = MountKind::Scope;
+    }
+    gather_for(&scanned, instance_dir, launcher, false)
 }
 
 fn gather_for(

@@ -84,6 +84,19 @@ fn try_adopt() -> Result<DevcontainerUp, Failed> {
     let spec = &doc.spec;
     machine_id(&spec.name).map_err(|e| (e.exit_code(), e.to_string()))?;
     let c = made_by_hand(&doc.folder)?;
+    // Decision 0169: a container made by hand has none of the agents' mounts, and a running
+    // container never gains one.
+    let agents = handler_sandbox::machine::session::agents_of(spec);
+    if !agents.is_empty() {
+        return Err((
+            exit::UNENFORCEABLE,
+            format!(
+                "a container was made by hand for {} and it has none of the mounts of agent {} (a running container never gains one): remove it to have Handler make one for the agents, or ask for a machine without agents to adopt it",
+                doc.folder,
+                agents.join(", ")
+            ),
+        ));
+    }
     let cid = c["Id"].as_str().unwrap_or_default().to_string();
     // What was made by hand is held to what Handler would have made, but for its network: the
     // request's says which (none or filtered cannot be given to it afterwards).
@@ -184,6 +197,11 @@ fn try_up() -> Result<DevcontainerUp, Failed> {
             format!("a container named {} exists already", spec.name),
         ));
     }
+    // What a machine whose container is gone left (removed outside Handler): made afresh, as
+    // `machine create` does.
+    if std::fs::symlink_metadata(&dir).is_ok() {
+        std::fs::remove_dir_all(&dir).map_err(|e| setup(format!("{}: {e}", dir.display())))?;
+    }
     let labels = devcontainer::labels(spec, id, &doc.folder);
     let own = up_plan.own_mounts();
     let made = engine_for_cli(&dir)
@@ -194,6 +212,9 @@ fn try_up() -> Result<DevcontainerUp, Failed> {
                 super::machine::run_proxy(&spec.name, &dir, p)?;
             }
             super::docker::fill_image_volumes(&up_plan.image_volumes).map_err(setup)?;
+            // Made for agents: their homes and files (decision 0169).
+            super::launch::stage(&up_plan.stage)
+                .map_err(|e| setup(format!("staging its agents' files: {e}")))?;
             Ok(engine)
         })
         .and_then(|engine| run_cli(&doc.config_dir, &engine, &labels))

@@ -307,6 +307,7 @@ fn the_override_mounts_the_folder_itself_and_puts_handlers_arguments_last() {
         egress_entrypoint: None,
         proxy: None,
         image_volumes: Vec::new(),
+        stage: Vec::new(),
     };
     let o = override_config(&checked, FOLDER, &up);
     assert!(!o.contains_key("features"));
@@ -511,4 +512,75 @@ fn the_parts_bin_folders_go_before_the_path_each_exec_is_given() {
         probed,
         "no parts: as it is"
     );
+}
+
+/// Decision 0169: a dev container made for an agent gets the agent's sandbox mounts beside its
+/// folder — its scope at its own path (its git directory read-only there and under the
+/// folder's mount both), its state slot, its home (a staged folder holding its state's place)
+/// and its staged files read-only — and nothing of them before the folder, which the CLI
+/// mounts. Without agents, nothing of the kind.
+#[test]
+fn a_dev_container_made_for_an_agent_has_its_sandboxes_mounts() {
+    use crate::facts::{GitEntryKind, GitPath, GitRepo};
+    let base = spec("none");
+    let agent: SandboxSpec = serde_json::from_value(json!({
+        "apiVersion": "handler.sandbox/v1",
+        "name": "h-a_one-s_1",
+        "image": "localhost/handler-fake:latest",
+        "argv": ["fake-acp-agent"],
+        "env": {"FAKE_HOME": "/home/agent/.fake"},
+        "workdir": FOLDER,
+        "user": {"mode": "host-user", "home": "/home/agent"},
+        "mounts": [
+            {"source": FOLDER, "target": FOLDER, "readOnly": false, "kind": "scope"},
+            {"source": "/d/slots/fake", "target": "/home/agent/.fake", "readOnly": false, "kind": "state"},
+        ],
+        "files": [{"target": "/home/agent/.fake/config.toml", "content": "x = 1\n"}],
+        "writablePaths": ["/tmp"],
+        "network": {"mode": "none"},
+        "labels": {},
+    }))
+    .unwrap();
+    let machine = crate::machine::session::for_agents(
+        &crate::machine::session::MachineBase {
+            id: "dev".into(),
+            image: Some("devcontainer".into()),
+            argv: vec!["sh".into()],
+            workdir: "/workspaces/app".into(),
+            work: FOLDER.into(),
+            network: NetworkPolicy::None,
+            resources: None,
+            labels: base.labels.clone(),
+        },
+        &[("a_one", &agent)],
+    )
+    .unwrap();
+    let mut f = facts();
+    f.paths.insert("/d/slots/fake".into(), PathKind::Directory);
+    f.git = vec![GitRepo {
+        entry: format!("{FOLDER}/.git"),
+        kind: GitEntryKind::Dir,
+        paths: vec![GitPath {
+            what: "gitdir".into(),
+            path: format!("{FOLDER}/.git"),
+            exists: true,
+        }],
+    }];
+    let v = validate_spec(&machine).unwrap();
+    let up = plan_up(Engine::Podman, &v, &f).unwrap();
+    let from = up
+        .run_args
+        .iter()
+        .position(|a| a == "--pids-limit")
+        .unwrap()
+        + 2;
+    insta::assert_debug_snapshot!((&up.run_args[from..], &up.stage));
+    let own: Vec<String> = up.own_mounts().into_iter().map(|(_, d)| d).collect();
+    assert!(
+        own.contains(&format!("{FOLDER}/.git")) && own.contains(&"/workspaces/app/.git".into()),
+        "{own:?}"
+    );
+    assert!(!own.contains(&"/workspaces/app".to_string()), "{own:?}");
+    let none = validate_spec(&base).unwrap();
+    assert!(plan_up(Engine::Podman, &none, &f).unwrap().stage.is_empty());
 }
