@@ -153,7 +153,7 @@ async fn parts_on(runtime: Option<&str>) {
             runtime,
         )
         .await;
-    for name in ["pbox", "pbox2", "abox", "nobox"] {
+    for name in ["pbox", "pbox2", "pdev", "abox", "adev", "nobox"] {
         engine(&d, &["rm", "-f", &format!("handler-m-{name}")]);
     }
     for (name, _, _) in HARNESSES {
@@ -290,6 +290,8 @@ async fn parts_on(runtime: Option<&str>) {
         "no build for the second machine"
     );
 
+    in_a_dev_container(&d, &image, &built).await;
+
     // A new version of the source: a new tag, built once.
     build_source(&d, "fakeh", "fakeh 1.1");
     let (code, out, err) = d.handler(&["part", "build", "fakeh"]);
@@ -340,6 +342,63 @@ async fn parts_on(runtime: Option<&str>) {
     }) {
         engine(&d, &["rmi", "-f", i]);
     }
+}
+
+/// A folder holding `.devcontainer/devcontainer.json` that names the busybox image, given to
+/// the daemon's user.
+fn dev_repo(d: &TempDaemon, name: &str) -> std::path::PathBuf {
+    let repo = d.root.join(name);
+    std::fs::create_dir_all(repo.join(".devcontainer")).unwrap();
+    std::fs::write(
+        repo.join(".devcontainer/devcontainer.json"),
+        format!("{{\"image\": \"{IMAGE}\"}}"),
+    )
+    .unwrap();
+    d.user.give(&repo);
+    repo
+}
+
+/// Issue 30's must-show: the parts a plain machine got (`fakeh`'s image is `image`, the builds so
+/// far `built`) mounted read-only into a dev container made by the Dev Container CLI, with no
+/// build, their commands first on the PATH each exec gets.
+async fn in_a_dev_container(d: &TempDaemon, image: &str, built: &[String]) {
+    let repo = dev_repo(d, "pdev-repo");
+    let (st, m) = d
+        .call(
+            reqwest::Method::POST,
+            "/v1/machines",
+            Some(
+                json!({"name": "pdev", "source": "devcontainer", "devcontainer": repo,
+                "parts": ["greet"]}),
+            ),
+        )
+        .await;
+    assert_eq!(st, 201, "{m}\n{}", d.log());
+    assert_eq!(ids(&m["parts"]), ["fakeh", "greet"], "{m}");
+    assert_eq!(m["parts"][0]["image"], image, "{m}");
+    assert_eq!(
+        part_builds(d).await,
+        built,
+        "no build for the dev container"
+    );
+    let (code, out, err) = d.handler(&[
+        "machine",
+        "exec",
+        "pdev",
+        "--",
+        "sh",
+        "-c",
+        "greet; touch /opt/handler/parts/fakeh/x 2>/dev/null && echo writable || echo read-only",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(
+        out, "greet: /opt/handler/parts/fakeh/bin/fake-acp-agent\nread-only\n",
+        "{err}"
+    );
+    let (st, v) = d
+        .call(reqwest::Method::DELETE, "/v1/machines/pdev", None)
+        .await;
+    assert_eq!(st, 204, "{v}");
 }
 
 const TOKEN: &str = "fk-Parts0Token111aaaa2222bbbb3333cccc";
@@ -431,6 +490,45 @@ async fn an_agents_cli_reaches_its_machine_as_its_part(d: &TempDaemon) {
     )
     .await;
     assert!(st == 200 || st == 204, "{st}");
+
+    // A dev container made for it (decision 0169): the project's image, the agent's CLI its
+    // part, its session there.
+    let repo = dev_repo(d, "adev-repo");
+    let (st, m) = call(
+        d,
+        Method::POST,
+        "/v1/machines",
+        json!({"name": "adev", "source": "devcontainer", "devcontainer": repo,
+            "agents": [agent]}),
+    )
+    .await;
+    assert_eq!(st, 201, "{m}\n{}", d.log());
+    assert_eq!(ids(&m["parts"]), ["fakeh"], "the agent's own part: {m}");
+    let (st, v) = call(d, Method::PUT, &format!("/v1/agents/{agent}"), set("adev")).await;
+    assert_eq!(st, 200, "{v}");
+    let (st, s) = call(
+        d,
+        Method::POST,
+        "/v1/sessions",
+        json!({"agentId": agent, "origin": "ui", "prompt": "sh: command -v fake-acp-agent; echo in-dev"}),
+    )
+    .await;
+    assert_eq!(st, 201, "{s}\n{}", d.log());
+    let id = s["id"].as_str().unwrap().to_string();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !events(d, &id).contains("/opt/handler/parts/fakeh/bin/fake-acp-agent\\nin-dev") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the agent's CLI in the dev container was not the part's: {}\n{}",
+            events(d, &id),
+            d.log()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    let (st, v) = d
+        .call(Method::DELETE, "/v1/machines/adev?force=true", None)
+        .await;
+    assert_eq!(st, 204, "{v}");
 
     // Its source gone, the part cannot be built: the machine is made without it, and a session
     // in it refused, naming the part.

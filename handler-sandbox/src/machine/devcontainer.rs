@@ -568,6 +568,10 @@ pub fn plan_up(
         .nproc_hard
         .map_or(plan::PIDS_LIMIT, |h| h.min(plan::PIDS_LIMIT));
     let mut a: Vec<String> = vec!["--name".into(), s.name.clone(), "--init".into()];
+    // The labels [`labels`] leaves out (a comma in their value).
+    for (k, v) in s.labels.iter().filter(|(_, v)| v.contains(',')) {
+        a.extend(["--label".into(), format!("{k}={v}")]);
+    }
     a.extend(engine::user_args(engine, facts)?);
     a.extend(["--ulimit".into(), format!("nproc={pids}:{pids}")]);
     a.extend(engine::proxy_variables_off(engine).map(String::from));
@@ -726,10 +730,17 @@ pub fn override_config(
     out
 }
 
-/// The labels a dev container machine is made with (each an `--id-label`): the spec's, its
-/// machine id and its folder.
+/// The labels a dev container machine is found by (each an `--id-label`): the spec's, its
+/// machine id and its folder — but those whose value holds a comma (its agents, its parts),
+/// which [`plan_up`] gives as run arguments: the CLI finds its container with `ps --filter
+/// label=K=V`, and Podman splits a filter at each comma.
 pub fn labels(spec: &SandboxSpec, id: &str, folder: &str) -> BTreeMap<String, String> {
-    let mut l = spec.labels.clone();
+    let mut l: BTreeMap<String, String> = spec
+        .labels
+        .iter()
+        .filter(|(_, v)| !v.contains(','))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     l.insert(MACHINE_LABEL.into(), id.into());
     l.insert(FOLDER_LABEL.into(), folder.into());
     l

@@ -33,14 +33,20 @@ use crate::runtime::signals::{STOPPING, Signals};
 pub const NO_MACHINE: i32 = 3;
 
 /// The folder of machines' staged files: `$XDG_DATA_HOME/handler-sandbox/machines` (else
-/// `~/.local/share/…`), made 0700.
+/// `~/.local/share/…`; `machines-docker` for Docker's: a machine's name is its engine's, so one
+/// user's Podman and Docker machines of one name never share a folder), made 0700.
 pub(super) fn machines_dir() -> Result<PathBuf, String> {
     let base = std::env::var_os("XDG_DATA_HOME")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
         .ok_or("neither XDG_DATA_HOME nor HOME is set")?;
-    let dir = base.join("handler-sandbox").join("machines");
+    let dir = base
+        .join("handler-sandbox")
+        .join(match super::engine::current() {
+            super::engine::Kind::Podman => "machines",
+            super::engine::Kind::Docker => "machines-docker",
+        });
     fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)

@@ -320,6 +320,23 @@ fn the_override_mounts_the_folder_itself_and_puts_handlers_arguments_last() {
     let l = labels(&spec("none"), "dev", FOLDER);
     let argv = up_argv("/d/machines/dev/devcontainer", "podman", &l);
     insta::assert_debug_snapshot!(argv);
+    // A value with a comma (two parts, two agents) is no id label: Podman's `ps --filter` splits
+    // at commas. It is a run argument instead.
+    let mut two = spec("none");
+    two.labels.insert(
+        "handler.parts".into(),
+        "fakeh@fakeh 1.0,greet@greet 1.0".into(),
+    );
+    let l = labels(&two, "dev", FOLDER);
+    assert!(!l.contains_key("handler.parts"), "{l:?}");
+    assert!(l.contains_key(MACHINE_LABEL));
+    let v = validate_spec(&two).unwrap();
+    let run = plan_up(Engine::Podman, &v, &facts()).unwrap().run_args;
+    assert!(
+        run.windows(2)
+            .any(|w| w[0] == "--label" && w[1] == "handler.parts=fakeh@fakeh 1.0,greet@greet 1.0"),
+        "{run:?}"
+    );
 }
 
 #[test]
