@@ -773,6 +773,19 @@ try {
     assert.deepEqual(pm.partsLeftOut.map((p) => p.id), ["node"]);
     assert.deepEqual(pm.request.parts, ["node"]);
     await api("DELETE", "/v1/machines/partbox");
+    // Decision 0168: more folders of the person's, one a line; a bad one refused, named.
+    await form.getByLabel("Name").fill("mbox");
+    await partsBox.getByLabel("node").uncheck();
+    const folders = form.getByLabel("Folders");
+    await folders.fill("relative/data:/data:ro");
+    await form.getByRole("button", { name: "Make" }).click();
+    await page.getByRole("alert").filter({ hasText: "mounts[0].source" }).waitFor();
+    await folders.fill(`${SCOPE}:/data:ro`);
+    await form.getByRole("button", { name: "Make" }).click();
+    await page.getByRole("status").filter({ hasText: "Made mbox" }).waitFor({ timeout: T });
+    await page.getByRole("listitem", { name: "Machine mbox" }).getByText(`${SCOPE} → /data (read-only)`).waitFor();
+    assert.deepEqual((await api("GET", "/v1/machines/mbox")).request.mounts, [{ source: SCOPE, target: "/data", readOnly: true }]);
+    await api("DELETE", "/v1/machines/mbox");
     // Decision 0161: made from a folder's dev container by the Dev Container CLI, shown with its
     // folder and the user and folder its execs run as and in.
     const owner = statSync(SCOPE);
