@@ -62,6 +62,7 @@ pub fn run() -> Result<Vec<String>, RenderError> {
         data_dir: "/home/ada/.local/share/handler-ai".into(),
         agent_id: "a-7f3c".into(),
         instructions: None,
+        shared_state: None,
     };
     let launch = render(&input, &ctx)?;
     let mut lines = vec![

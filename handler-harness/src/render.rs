@@ -43,6 +43,10 @@ pub struct RenderContext {
     /// The agent's instructions, for a terminal (B8): they need the terminal's instructionsFlag.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instructions: Option<String>,
+    /// The profile whose machines' agents share their state (decision 0170): its slots are
+    /// then under `<data>/profile-state/<profile>/…` instead of the agent's own folder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared_state: Option<String>,
 }
 
 /// One render, as the CLI takes it: B.3's input and its context.
@@ -146,6 +150,9 @@ fn check_input(input: &RenderInput, ctx: &RenderContext) -> Result<(), RenderErr
     }
     absolute("context.dataDir", &ctx.data_dir)?;
     segment("context.agentId", &ctx.agent_id)?;
+    if let Some(p) = &ctx.shared_state {
+        segment("context.sharedState", p)?;
+    }
     absolute("scope", &input.scope)?;
     for slot in input.secrets.keys() {
         let ok = (slot == SECRET_TOKEN && agent.account.is_some())
@@ -416,10 +423,13 @@ fn state_mounts(
     out: &mut Draft,
 ) -> Result<(), RenderError> {
     let d = &input.descriptor;
+    let owner = match &ctx.shared_state {
+        Some(profile) => format!("profile-state/{profile}"),
+        None => format!("agent-state/{}", ctx.agent_id),
+    };
     let state_root = format!(
-        "{}/agent-state/{}/{}@{}",
+        "{}/{owner}/{}@{}",
         ctx.data_dir.trim_end_matches('/'),
-        ctx.agent_id,
         d.name,
         who
     );

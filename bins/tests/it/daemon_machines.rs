@@ -1258,6 +1258,88 @@ fn workdir_of(d: &TempDaemon, name: &str) -> String {
 /// Decision 0162: a profile's `ociRuntime = "runsc"` runs its machine under gVisor (its own
 /// kernel in user space: `dmesg` is gVisor's); a filtered one is refused naming the network
 /// (runsc gives it none under rootless Podman), a malformed runtime naming the field. Where
+/// Decision 0170: a profile's `stateScope = "shared"` — two agents of one harness and one login
+/// in a machine made from it share one state (refused without it: two states at one target),
+/// which lives in the profile's own folder and not in either agent's; the seed's `state =
+/// "host"` (the host's sign-in mounted in) is refused naming the field.
+async fn shared_state_profile(d: &TempDaemon, write: &dyn Fn(&str)) {
+    leftover(d, "handler-m-pair");
+    write("[profiles.team]\nstate = \"host\"\n");
+    let (st, v) = get(d, "/v1/profiles").await;
+    assert_eq!(st, 422, "{v}");
+    assert!(
+        v["detail"]
+            .as_str()
+            .unwrap()
+            .contains("profiles.team.state"),
+        "{v}"
+    );
+    write(&format!(
+        "[profiles.team]\nimage = \"{IMAGE}\"\nstateScope = \"shared\"\n"
+    ));
+    let body = json!({"models": [{"account": "perso"}], "scope": d.scope, "network": "none",
+        "permissions": "bypass", "confirmRisks": true});
+    let mut agents = Vec::new();
+    for _ in 0..2 {
+        let (st, a) = post(d, "/v1/agents", body.clone()).await;
+        assert_eq!(st, 201, "{a}");
+        agents.push(a["id"].as_str().unwrap().to_string());
+    }
+    let (st, v) = post(d, "/v1/machines", json!({"name": "pair", "agents": agents})).await;
+    assert_eq!(st, 400, "each agent's own state at one target: {v}");
+    assert!(v["detail"].as_str().unwrap().contains(".fake"), "{v}");
+    let (st, m) = post(
+        d,
+        "/v1/machines",
+        json!({"name": "pair", "agents": agents, "profile": "team"}),
+    )
+    .await;
+    assert_eq!(st, 201, "{m}: {}", d.log());
+    for a in &agents {
+        let mut b = body.clone();
+        b["machine"] = json!("pair");
+        let (st, v) = d
+            .call(reqwest::Method::PUT, &format!("/v1/agents/{a}"), Some(b))
+            .await;
+        assert_eq!(st, 200, "{v}");
+    }
+    let one = session(
+        d,
+        &agents[0],
+        "sh: echo from-one > ~/.fake/history/note && echo wrote",
+    )
+    .await;
+    said(d, &one, "exit 0\\nwrote").await;
+    let two = session(d, &agents[1], "sh: cat ~/.fake/history/note").await;
+    said(d, &two, "exit 0\\nfrom-one").await;
+    let shared = d
+        .root
+        .join("data/profile-state/team/fake@perso/history/note");
+    assert_eq!(
+        std::fs::read_to_string(&shared).unwrap_or_default(),
+        "from-one\n",
+        "{}",
+        shared.display()
+    );
+    assert!(
+        !d.root
+            .join(format!(
+                "data/agent-state/{}/fake@perso/history/note",
+                agents[0]
+            ))
+            .exists()
+    );
+    let (st, v) = d
+        .call(
+            reqwest::Method::DELETE,
+            "/v1/machines/pair?force=true",
+            None,
+        )
+        .await;
+    assert_eq!(st, 204, "{v}");
+    assert!(shared.exists(), "a profile's state outlives its machines");
+}
+
 /// runsc cannot run here, the case says the engine's reason and goes no further.
 async fn gvisor_profile(d: &TempDaemon, write: &dyn Fn(&str)) {
     write("[profiles.gvisor]\nociRuntime = \"--privileged\"\n");
@@ -1405,6 +1487,7 @@ async fn profiles_fill_a_machine_and_a_disposable_one_makes_each_sessions() {
         );
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
+    shared_state_profile(&d, &write).await;
     gvisor_profile(&d, &write).await;
     let (st, _) = d
         .call(

@@ -82,6 +82,57 @@ pub struct Profile {
     /// request: the boundary a machine is given is the operator's to choose.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oci_runtime: Option<String>,
+    /// Where its machines' agents keep their state (decision 0170): `volume` (the default:
+    /// Handler's own folders). The seed's `host` (this host's own configuration, sign-in
+    /// included) is refused: a sandbox never holds a sign-in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<StateMode>,
+    /// Who shares that state (decision 0170): `owner` (the default: each agent its own, kept
+    /// across every sandbox and machine of it) or `shared` (the agents of one harness and one
+    /// login share one state in every machine made from this profile).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_scope: Option<StateScope>,
+    /// What a session does when a key it needs cannot be read (decision 0170): `fail` (the
+    /// default, and the only one: a model key is the only key, and an agent cannot work
+    /// without it). `drop` is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_unreadable: Option<SecretUnreadable>,
+    /// The seed's per-harness needs filled by a profile: refused (decision 0170) — an agent's
+    /// own settings (its account or provider, bindings, caches, "start from my own settings")
+    /// give what it needs, and keys reach a machine only as phantoms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<BTreeMap<String, serde_json::Value>>")]
+    pub needs: Option<BTreeMap<String, serde_json::Value>>,
+}
+
+/// A profile's `state` (decision 0170).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum StateMode {
+    /// Handler's own folders (the default).
+    Volume,
+    /// This host's own configuration, sign-in included: refused.
+    Host,
+}
+
+/// A profile's `stateScope` (decision 0170).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum StateScope {
+    /// Each agent its own state (the default).
+    Owner,
+    /// One state per harness and login for every agent in the profile's machines.
+    Shared,
+}
+
+/// A profile's `secretUnreadable` (decision 0170).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SecretUnreadable {
+    /// The session is refused, naming the key (the default).
+    Fail,
+    /// Run without the key: refused.
+    Drop,
 }
 
 /// A profile as the API lists it.
@@ -96,6 +147,30 @@ pub struct ProfileInfo {
 
 fn invalid(path: String, message: impl Into<String>) -> ValidationError {
     ValidationError::new(path, message)
+}
+
+/// What decision 0170 refuses of a profile: `state = "host"`, `secretUnreadable = "drop"`,
+/// `needs` — the field and why.
+fn refused_state_fields(p: &Profile) -> Result<(), (&'static str, &'static str)> {
+    if p.state == Some(StateMode::Host) {
+        return Err((
+            "state",
+            "\"host\" would mount your own configuration, sign-in included, into the machine, and a Handler sandbox never holds a sign-in (its keys reach it as phantoms): leave state out (volume), and turn on an agent's \"start from my own settings\" to bring your settings without the sign-in",
+        ));
+    }
+    if p.secret_unreadable == Some(SecretUnreadable::Drop) {
+        return Err((
+            "secretUnreadable",
+            "\"drop\" would start an agent without its model key, which it cannot work without: leave it out (fail: the session is refused naming the key)",
+        ));
+    }
+    if p.needs.is_some() {
+        return Err((
+            "needs",
+            "a profile fills no agent's needs in Handler: an agent's own settings (its account or provider, bindings, caches, \"start from my own settings\") give what it needs, and keys reach a machine only as phantoms: remove needs",
+        ));
+    }
+    Ok(())
 }
 
 impl Profiles {
@@ -139,6 +214,7 @@ impl Profiles {
                     "only a filtered profile has an allow-list",
                 ));
             }
+            refused_state_fields(p).map_err(|(f, m)| invalid(at(f), m))?;
             if p.disposable && !p.agents.is_empty() {
                 return Err(invalid(
                     at("agents"),
@@ -327,6 +403,15 @@ mod tests {
                 "[profiles.p]\ndisposableDelay = 5000\n",
                 "profiles.p.disposableDelay",
             ),
+            ("[profiles.p]\nstate = \"host\"\n", "profiles.p.state"),
+            (
+                "[profiles.p]\nsecretUnreadable = \"drop\"\n",
+                "profiles.p.secretUnreadable",
+            ),
+            (
+                "[profiles.p]\n[profiles.p.needs]\nclaudeConfigDirectory = \"/srv/claude\"\n",
+                "profiles.p.needs",
+            ),
             (
                 "[profiles.p]\ndisposable = true\ndisposableDelay = 10\n",
                 "profiles.p.disposableDelay",
@@ -357,5 +442,11 @@ mod tests {
         doc("[profiles.scratch]\ndisposable = true\ndisposableDelay = 3000\n")
             .validate()
             .unwrap();
+        let team = doc(
+            "[profiles.team]\nstate = \"volume\"\nstateScope = \"shared\"\nsecretUnreadable = \"fail\"\n",
+        );
+        team.validate().unwrap();
+        assert_eq!(team.profiles["team"].state_scope, Some(StateScope::Shared));
+        assert!(toml::from_str::<Profiles>("[profiles.p]\nstateScope = \"team\"\n").is_err());
     }
 }

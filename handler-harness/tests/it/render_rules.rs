@@ -7,7 +7,7 @@ use common::*;
 use handler_contracts::access::FileSource;
 use handler_contracts::harness::{McpServer, McpTransport, PermissionMode};
 use handler_harness::render::render;
-use handler_harness::{RenderError, SANDBOX_ENV_PATH, render_json};
+use handler_harness::{RenderContext, RenderError, SANDBOX_ENV_PATH, render_json};
 use proptest::prelude::*;
 
 fn err(input: &handler_contracts::RenderInput, ctx: &handler_harness::RenderContext) -> String {
@@ -296,6 +296,32 @@ fn e6_state_slots_are_the_agents_own_per_model() {
                 "/home/agent/.claude.json"
             ),
         ]
+    );
+    // Decision 0170: in a machine of a profile that shares its agents' state, the same slots
+    // are the profile's, per harness and login; a profile name that is not a segment refused.
+    let shared = RenderContext {
+        shared_state: Some("team".into()),
+        ..context()
+    };
+    let l = render(
+        &base_input("claude-code", "account", PermissionMode::Ask),
+        &shared,
+    )
+    .unwrap();
+    assert_eq!(
+        l.mounts[0].source,
+        "/home/ada/.local/share/handler-ai/profile-state/team/claude-code@perso/config_dir"
+    );
+    let bad = RenderContext {
+        shared_state: Some("../x".into()),
+        ..context()
+    };
+    assert!(
+        render(
+            &base_input("claude-code", "account", PermissionMode::Ask),
+            &bad
+        )
+        .is_err()
     );
     // the per-session slot (~/.claude/projects) is the daemon's; a file login is bound on top
     let l = render(

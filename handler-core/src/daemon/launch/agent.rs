@@ -40,6 +40,9 @@ pub struct Place {
     pub folder: PathBuf,
     /// Whether it is a session's (its Files pane's baseline follows a copy's checkout).
     pub session: bool,
+    /// In a machine made from a profile whose `stateScope` is `shared`: that profile, whose
+    /// state its agents share (decision 0170). Set by the machines' service, which knows.
+    pub shared_state: Option<String>,
 }
 
 impl Place {
@@ -49,6 +52,7 @@ impl Place {
             id: id.to_string(),
             folder: app.sessions.folder(id),
             session: true,
+            shared_state: None,
         }
     }
 
@@ -66,6 +70,7 @@ impl Place {
                 .join("agents")
                 .join(agent),
             session: true,
+            shared_state: None,
         }
     }
 
@@ -84,6 +89,7 @@ impl Place {
             id: id.to_string(),
             folder: app.config.data_dir.join("connections").join(id),
             session: false,
+            shared_state: None,
         }
     }
 }

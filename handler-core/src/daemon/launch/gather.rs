@@ -110,6 +110,7 @@ pub(crate) fn gather(
     agent: &StoredAgent,
     access: &ModelAccess,
     session: Option<&std::path::Path>,
+    shared_state: Option<&str>,
 ) -> ApiResult<Gathered> {
     let catalog = app.catalog();
     let project = agent
@@ -148,7 +149,11 @@ pub(crate) fn gather(
         .map_err(|e| ApiError::bad_request("caches unusable", e.to_string()))?;
     let (credential, who) = credential(app, &*catalog, &d, access)?;
     let data_dir = app.config.data_dir.display().to_string();
-    make_state(&resolve::state_slots(&data_dir, &agent.id, &d, &who))?;
+    let owner = match shared_state {
+        Some(p) => resolve::StateOwner::Profile(p),
+        None => resolve::StateOwner::Agent(&agent.id),
+    };
+    make_state(&resolve::state_slots(&data_dir, owner, &d, &who))?;
     // Decision 0154: "start from my own settings", once per seed.
     super::seed::at_launch(app, agent, &d, &who);
     let display = if agent.options.display {

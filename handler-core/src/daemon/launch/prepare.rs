@@ -31,7 +31,7 @@ pub(crate) fn prepare(
     purpose: Purpose,
 ) -> ApiResult<Prepared> {
     let session = place.session.then_some(place.folder.as_path());
-    let g = gather(app, agent, access, session)?;
+    let g = gather(app, agent, access, session, place.shared_state.as_deref())?;
     let data_dir = app.config.data_dir.display().to_string();
     let place_dir = place.folder.display().to_string();
     let skills_dir = app.config.skills_dir.display().to_string();
@@ -54,6 +54,7 @@ pub(crate) fn prepare(
         caches: g.caches,
         credential: g.credential,
         display: g.display,
+        shared_state: place.shared_state.as_deref(),
     };
     resolve(input, &mut OsRandom).map_err(problem)
 }

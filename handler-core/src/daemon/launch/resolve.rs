@@ -128,6 +128,18 @@ pub struct ResolveInput<'a> {
     pub credential: Credential,
     /// The Wayland socket, when the agent has a display (A.6).
     pub display: Option<String>,
+    /// The profile whose machines' agents share their state (decision 0170), if any.
+    pub shared_state: Option<&'a str>,
+}
+
+impl ResolveInput<'_> {
+    /// Whose the state slots are.
+    fn state_owner(&self) -> StateOwner<'_> {
+        match self.shared_state {
+            Some(p) => StateOwner::Profile(p),
+            None => StateOwner::Agent(&self.agent.id),
+        }
+    }
 }
 
 /// What a launch is for (issue 28, item 2): each gets its whole plan from [`resolve`].
@@ -384,18 +396,30 @@ pub fn session_slot(session_dir: &str, d: &HarnessDescriptor) -> Option<StateSlo
     })
 }
 
+/// Whose a sandbox's state slots are (decision 0170).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StateOwner<'a> {
+    /// The agent's own (`<data>/agent-state/<agent>`): every sandbox's but those below.
+    Agent(&'a str),
+    /// Shared by the agents of one harness and login in the machines of a profile whose
+    /// `stateScope` is `shared` (`<data>/profile-state/<profile>`).
+    Profile(&'a str),
+}
+
 /// E6: each state slot that is not a login file and not per-session, at
-/// `<data>/agent-state/<agent>/<harness>@<account or provider>/<slot>`.
+/// `<data>/agent-state/<agent>/<harness>@<account or provider>/<slot>` (decision 0170: at
+/// `<data>/profile-state/<profile>/…` when a profile shares it).
 pub fn state_slots(
     data_dir: &str,
-    agent: &str,
+    owner: StateOwner<'_>,
     d: &HarnessDescriptor,
     who: &str,
 ) -> Vec<StateSlotPlan> {
-    let base = PathBuf::from(data_dir)
-        .join("agent-state")
-        .join(agent)
-        .join(format!("{}@{who}", d.name));
+    let base = match owner {
+        StateOwner::Agent(agent) => PathBuf::from(data_dir).join("agent-state").join(agent),
+        StateOwner::Profile(profile) => PathBuf::from(data_dir).join("profile-state").join(profile),
+    }
+    .join(format!("{}@{who}", d.name));
     d.state_slots
         .iter()
         .filter(|(_, s)| !s.credential && !s.per_session)
@@ -627,7 +651,7 @@ pub fn resolve(
             (s, name, sec)
         }
     };
-    let mut state: Vec<Mount> = state_slots(input.data_dir, &input.agent.id, d, &who)
+    let mut state: Vec<Mount> = state_slots(input.data_dir, input.state_owner(), d, &who)
         .into_iter()
         .map(|s| s.mount)
         .collect();
@@ -654,6 +678,7 @@ pub fn resolve(
         data_dir: input.data_dir.to_string(),
         agent_id: input.agent.id.clone(),
         instructions: input.agent.instructions.clone(),
+        shared_state: input.shared_state.map(String::from),
     };
     let launch =
         handler_harness::render(&render_input, &ctx).map_err(|error| ResolveError::Render {

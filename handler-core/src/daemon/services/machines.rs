@@ -884,7 +884,8 @@ async fn for_agents(
                 format!("agents[{i}]: {a:?} has no model"),
             )
         })?;
-        let place = Place::machine(app, &req.name, a);
+        let mut place = Place::machine(app, &req.name, a);
+        place.shared_state = shared_state_of(app, req.profile.as_deref());
         let prepared = {
             let (app, agent, place) = (app.clone(), agent.clone(), place.clone());
             tokio::task::spawn_blocking(move || {
@@ -924,6 +925,40 @@ async fn for_agents(
     session::for_agents(&base, &refs)
         .map(|spec| (spec, needs))
         .map_err(|e| ApiError::bad_request("machine refused", e.to_string()))
+}
+
+/// The profile whose state the agents of a machine made from profile `profile` share
+/// (decision 0170): that profile, when its `stateScope` is `shared`.
+fn shared_state_of(app: &AppState, profile: Option<&str>) -> Option<String> {
+    let name = profile?;
+    let scope = profiles(app).ok()?.profiles.get(name)?.state_scope;
+    (scope == Some(profile::StateScope::Shared)).then(|| name.to_string())
+}
+
+/// Where session `id` of `agent` is planned ([`Place::of_session`]): in its machine, with the
+/// state its machine's profile shares (decision 0170) — the profile the machine was made from,
+/// or, before a disposable one is made, the one its agent names.
+pub fn place_of_session(
+    app: &AppState,
+    id: &str,
+    agent: &crate::daemon::store::StoredAgent,
+) -> Place {
+    let mut place = Place::of_session(app, id, agent);
+    if let Some(m) = start_path::machine_of(agent, id) {
+        let profile = read(app, &m)
+            .ok()
+            .and_then(|r| r.request.profile)
+            .or_else(|| {
+                agent
+                    .options
+                    .machine
+                    .as_deref()
+                    .and_then(|m| m.strip_prefix(profile::DISPOSABLE_PREFIX))
+                    .map(String::from)
+            });
+        place.shared_state = shared_state_of(app, profile.as_deref());
+    }
+    place
 }
 
 /// The exec that runs a session of `agent` planned as `plan` in machine `id` (decision 0147):

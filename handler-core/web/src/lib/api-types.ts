@@ -3780,7 +3780,39 @@ export interface components {
              *     request: the boundary a machine is given is the operator's to choose.
              */
             ociRuntime?: string | null;
+            /**
+             * @description Where its machines' agents keep their state (decision 0170): `volume` (the default:
+             *     Handler's own folders). The seed's `host` (this host's own configuration, sign-in
+             *     included) is refused: a sandbox never holds a sign-in.
+             */
+            state?: components["schemas"]["StateMode"] | (null);
+            /**
+             * @description Who shares that state (decision 0170): `owner` (the default: each agent its own, kept
+             *     across every sandbox and machine of it) or `shared` (the agents of one harness and one
+             *     login share one state in every machine made from this profile).
+             */
+            stateScope?: components["schemas"]["StateScope"] | (null);
+            /**
+             * @description What a session does when a key it needs cannot be read (decision 0170): `fail` (the
+             *     default, and the only one: a model key is the only key, and an agent cannot work
+             *     without it). `drop` is refused.
+             */
+            secretUnreadable?: components["schemas"]["SecretUnreadable"] | (null);
+            /**
+             * @description The seed's per-harness needs filled by a profile: refused (decision 0170) — an agent's
+             *     own settings (its account or provider, bindings, caches, "start from my own settings")
+             *     give what it needs, and keys reach a machine only as phantoms.
+             */
+            needs?: {
+                [key: string]: unknown;
+            } | null;
         };
+        /** @description A profile's `state` (decision 0170). */
+        StateMode: "volume" | "host";
+        /** @description A profile's `stateScope` (decision 0170). */
+        StateScope: "owner" | "shared";
+        /** @description A profile's `secretUnreadable` (decision 0170). */
+        SecretUnreadable: "fail" | "drop";
         /**
          * @description `machine stats` (the seed's Stats): sizes in bytes; `cpu.percent` is of one core, so it can
          *     exceed 100. A stopped machine is `{ "running": false }`.

@@ -42,6 +42,7 @@ pub(crate) fn context() -> RenderContext {
         data_dir: "/home/ada/.local/share/handler-ai".into(),
         agent_id: "a-7f3c".into(),
         instructions: None,
+        shared_state: None,
     }
 }
 

@@ -173,6 +173,7 @@ impl Case {
             addons: self.addons,
             skills: self.skills,
             caches: self.caches,
+            shared_state: None,
             credential: self.credential,
             display: self.display,
         };
@@ -421,7 +422,7 @@ fn resolve_draws_its_phantoms_from_the_source_it_is_given() {
 fn state_slots_are_placed_under_the_agent_and_its_account() {
     let c = catalog();
     let d = c.descriptor("codex").unwrap();
-    let slots = state_slots("/data", "a_1", d, "codex-plan");
+    let slots = state_slots("/data", StateOwner::Agent("a_1"), d, "codex-plan");
     assert!(!slots.is_empty());
     for s in &slots {
         assert!(
@@ -434,6 +435,26 @@ fn state_slots_are_placed_under_the_agent_and_its_account() {
     }
     // The credential slot is the login file's, mounted from where Handler keeps it.
     assert!(slots.iter().all(|s| !s.mount.target.ends_with("auth.json")));
+}
+
+/// Decision 0170: a profile whose `stateScope` is `shared` keeps the state of its machines'
+/// agents per harness and login, whichever agent; the same slots at the same targets.
+#[test]
+fn a_shared_profiles_state_is_the_profiles_per_harness_and_login() {
+    let c = catalog();
+    let d = c.descriptor("codex").unwrap();
+    let own = state_slots("/data", StateOwner::Agent("a_1"), d, "codex-plan");
+    let shared = state_slots("/data", StateOwner::Profile("team"), d, "codex-plan");
+    assert_eq!(own.len(), shared.len());
+    for (o, s) in own.iter().zip(&shared) {
+        assert!(
+            s.path
+                .starts_with("/data/profile-state/team/codex@codex-plan/"),
+            "{}",
+            s.path
+        );
+        assert_eq!(o.mount.target, s.mount.target);
+    }
 }
 
 #[test]

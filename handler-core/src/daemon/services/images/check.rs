@@ -193,7 +193,12 @@ fn prepare(
     };
     let data_dir = data.display().to_string();
     let work_dir = work.display().to_string();
-    let mut slots = resolve::state_slots(&data_dir, &agent.id, d, CHECK_NAME);
+    let mut slots = resolve::state_slots(
+        &data_dir,
+        resolve::StateOwner::Agent(&agent.id),
+        d,
+        CHECK_NAME,
+    );
     if login_file {
         // What a file login's state starts with is for the real login (gemini's settings
         // select it, and gemini then logs in as it starts): the check, which authenticates
@@ -229,6 +234,7 @@ fn prepare(
         caches: BTreeMap::new(),
         credential,
         display: None,
+        shared_state: None,
     };
     let mut prepared = resolve::resolve(input, &mut OsRandom)
         .map_err(|e| format!("the launch does not resolve: {e}"))?;

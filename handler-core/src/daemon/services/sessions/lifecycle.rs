@@ -110,7 +110,7 @@ async fn launch(
     crate::daemon::services::machines::disposable(app, &agent, id)
         .await
         .map_err(|e| e.detail.unwrap_or(e.title))?;
-    let place = start_path::Place::of_session(app, id, &agent);
+    let place = crate::daemon::services::machines::place_of_session(app, id, &agent);
     let prepared = match prepared {
         Some(p) => p,
         None => plan(app, &s, &agent, &place).await?,
@@ -276,7 +276,7 @@ pub(crate) async fn adopt(app: &AppState, record: records::Record) -> Result<(),
         .ok_or_else(|| format!("its agent {:?} was deleted", s.agent_id))?;
     // A machine's session (decision 0167) is planned in its machine's place, as it started.
     let place = match &k.machine {
-        Some(_) => start_path::Place::of_session(app, &id, &agent),
+        Some(_) => crate::daemon::services::machines::place_of_session(app, &id, &agent),
         None => start_path::Place::session(app, &id),
     };
     let prepared = plan(app, &s, &agent, &place).await?;

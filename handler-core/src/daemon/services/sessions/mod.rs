@@ -18,7 +18,6 @@ use handler_contracts::session::{
 };
 
 use crate::daemon::fsutil;
-use crate::daemon::launch::agent::Place;
 use crate::daemon::launch::prepare::{GuardPlan, Purpose, prepare};
 use crate::daemon::problem::{ApiError, ApiResult};
 use crate::daemon::state::AppState;
@@ -74,7 +73,7 @@ pub async fn create(app: &AppState, req: SessionRequest) -> ApiResult<Session> {
     let prepared = {
         let (app, agent, access, id) = (app.clone(), agent.clone(), access.clone(), id.clone());
         tokio::task::spawn_blocking(move || {
-            let place = Place::of_session(&app, &id, &agent);
+            let place = crate::daemon::services::machines::place_of_session(&app, &id, &agent);
             prepare(&app, &agent, &access, &place, Purpose::Session { subject })
         })
         .await
