@@ -1020,7 +1020,36 @@ async fn a_filtered_machine_has_its_own_proxy_and_reaches_only_its_allowed_hosts
     assert_eq!(code, 0, "{out}{err}");
     assert!(containers(&d, "handler.machine-proxy=fbox").is_empty());
     keys_in_a_machine(&d, &allowed, &heads).await;
-    an_agents_session_in_a_dev_container(&d, &allowed, &heads).await;
+    an_agents_session_in_a_dev_container(&d, &allowed, &heads, "podman").await;
+}
+
+/// Decision 0169 on rootless Docker (issue 30's "Podman and Docker"): the same agent's session
+/// in a dev container made for it, the Dev Container CLI driving Docker, filtered through the
+/// machine's own proxy (Docker's network filter image), a phantom only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agents_session_runs_in_a_dev_container_on_docker() {
+    let (port, _hits, heads) = crate::temp_daemon::http_ok_server_seen().await;
+    let allowed = format!("host.containers.internal:{port}");
+    let Some(u) = test_support::user::podman_user(IMAGE, "the machine API tests") else {
+        return;
+    };
+    let l = Layout::new(&format!("hdm-{}-devdock", std::process::id()), true);
+    l.fake_harness_at(IMAGE, &allowed, "");
+    let d = l
+        .spawn_on(
+            u,
+            &[(
+                "HANDLER_MACHINE_IMAGES",
+                "localhost/handler-test-busybox:*".to_string(),
+            )],
+            Some("docker"),
+        )
+        .await;
+    test_support::network_filter::ensure_docker(std::path::Path::new(env!(
+        "CARGO_BIN_EXE_handler-sandbox-docker"
+    )));
+    account(&d).await;
+    an_agents_session_in_a_dev_container(&d, &allowed, &heads, "docker").await;
 }
 
 /// Decision 0169 (issue 30): a dev container made for an agent — a repository whose file builds
@@ -1034,9 +1063,12 @@ async fn an_agents_session_in_a_dev_container(
     d: &TempDaemon,
     allowed: &str,
     heads: &crate::temp_daemon::Heads,
+    cli: &str,
 ) {
-    leftover(d, "handler-m-devag");
-    leftover(d, "handler-m-devag-egress");
+    let engine = |args: &[&str]| d.engine_cli(cli, args, &[]);
+    for c in ["handler-m-devag", "handler-m-devag-egress", "hand-devsite"] {
+        engine(&["rm", "-f", c]);
+    }
     let repo = dev_repo(
         d,
         "devsite",
@@ -1106,7 +1138,12 @@ async fn an_agents_session_in_a_dev_container(
         &s,
         &format!(
             "exit 0\\n{}\\ncont on remote\\nhome=/home/agent\\nfeature-installed\\nwrote\\nhooks-read-only\\nok\\nheld {}",
-            d.user.uid,
+            // Rootless Docker's containers run as their root, which is the host user.
+            if cli == "docker" {
+                "0".to_string()
+            } else {
+                d.user.uid.to_string()
+            },
             TOKEN.len()
         ),
     )
@@ -1126,29 +1163,27 @@ async fn an_agents_session_in_a_dev_container(
     assert!(st == 200 || st == 204, "{st}");
     let (code, out, err) = handler(d, &["machine", "rm", "--force", "devag"]);
     assert_eq!(code, 0, "{out}{err}");
-    assert!(containers(d, "handler.machine-proxy=devag").is_empty());
+    let (_, left) = engine(&[
+        "ps",
+        "-a",
+        "--filter",
+        "label=handler.machine-proxy=devag",
+        "-q",
+    ]);
+    assert_eq!(left.trim(), "", "its proxy goes with it");
     // Made by hand for the folder: never adopted for agents.
-    leftover(d, "hand-devsite");
-    let o = d
-        .user
-        .cmd(
-            "podman",
-            &[
-                "run",
-                "-d",
-                "--name",
-                "hand-devsite",
-                "-l",
-                &format!("devcontainer.local_folder={}", repo.display()),
-                IMAGE,
-                "sleep",
-                "600",
-            ],
-            &[("HOME", d.user.home())],
-        )
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (ok, out) = engine(&[
+        "run",
+        "-d",
+        "--name",
+        "hand-devsite",
+        "-l",
+        &format!("devcontainer.local_folder={}", repo.display()),
+        IMAGE,
+        "sleep",
+        "600",
+    ]);
+    assert!(ok, "{out}");
     let (st, v) = post(
         d,
         "/v1/machines",
@@ -1164,7 +1199,7 @@ async fn an_agents_session_in_a_dev_container(
             .contains("made by hand"),
         "{v}"
     );
-    leftover(d, "hand-devsite");
+    engine(&["rm", "-f", "hand-devsite"]);
 }
 
 /// Decision 0166 through handlerd: an agent whose account token goes behind a phantom towards
