@@ -1052,8 +1052,8 @@ async fn an_agents_session_runs_in_a_dev_container_on_docker() {
     an_agents_session_in_a_dev_container(&d, &allowed, &heads, "docker").await;
 }
 
-/// Decision 0169 (issue 30): a dev container made for an agent — a repository whose file builds
-/// FROM the local image with a local feature, made by the Dev Container CLI, filtered through
+/// Decision 0169 (issue 30): a dev container made for an agent — a repository whose Dockerfile
+/// builds FROM the local image, with a local feature, made by the Dev Container CLI, filtered through
 /// its own proxy. The agent's session runs in it as its user, with the repository's variables
 /// (the container's, the feature's, the file's remoteEnv) and its own home; it writes the
 /// repository, whose `.git` stays read-only there; its request carries the real token to the
@@ -1072,10 +1072,14 @@ async fn an_agents_session_in_a_dev_container(
     let repo = dev_repo(
         d,
         "devsite",
-        &format!(
-            "{{\"image\": \"{IMAGE}\", \"features\": {{\"./feat\": {{}}}}, \"containerEnv\": {{\"CE\": \"cont\"}}, \"remoteEnv\": {{\"RE\": \"remote\"}}}}"
-        ),
+        "{\"build\": {\"dockerfile\": \"Dockerfile\"}, \"features\": {\"./feat\": {}}, \"containerEnv\": {\"CE\": \"cont\"}, \"remoteEnv\": {\"RE\": \"remote\"}}",
     );
+    // Its image built FROM the local one (no registry here).
+    std::fs::write(
+        repo.join(".devcontainer/Dockerfile"),
+        format!("FROM {IMAGE}\nRUN echo built-from-local > /built-ok\n"),
+    )
+    .unwrap();
     let git = std::process::Command::new("git")
         .args(["init", "-q"])
         .arg(&repo)
@@ -1125,7 +1129,7 @@ async fn an_agents_session_in_a_dev_container(
         d,
         &agent,
         &format!(
-            "sh: id -u; echo $CE $FEAT $RE; echo home=$HOME; cat /feat-ok; \
+            "sh: id -u; echo $CE $FEAT $RE; echo home=$HOME; cat /built-ok /feat-ok; \
              echo from-agent > /workspaces/devsite/agent-wrote && echo wrote; \
              touch /workspaces/devsite/.git/hooks/planted 2>/dev/null || echo hooks-read-only; \
              wget -q -O - --header \"Authorization: Bearer $FAKE_TOKEN\" http://{allowed}/key && echo; \
@@ -1137,7 +1141,7 @@ async fn an_agents_session_in_a_dev_container(
         d,
         &s,
         &format!(
-            "exit 0\\n{}\\ncont on remote\\nhome=/home/agent\\nfeature-installed\\nwrote\\nhooks-read-only\\nok\\nheld {}",
+            "exit 0\\n{}\\ncont on remote\\nhome=/home/agent\\nbuilt-from-local\\nfeature-installed\\nwrote\\nhooks-read-only\\nok\\nheld {}",
             // Rootless Docker's containers run as their root, which is the host user.
             if cli == "docker" {
                 "0".to_string()
