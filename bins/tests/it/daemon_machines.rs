@@ -1025,7 +1025,8 @@ async fn a_filtered_machine_has_its_own_proxy_and_reaches_only_its_allowed_hosts
 
 /// Decision 0169 on rootless Docker (issue 30's "Podman and Docker"): the same agent's session
 /// in a dev container made for it, the Dev Container CLI driving Docker, filtered through the
-/// machine's own proxy (Docker's network filter image), a phantom only.
+/// machine's own proxy (Docker's network filter image), a phantom only; and a container made by
+/// hand for a folder adopted, not duplicated (decision 0161), as on Podman.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agents_session_runs_in_a_dev_container_on_docker() {
     let (port, _hits, heads) = crate::temp_daemon::http_ok_server_seen().await;
@@ -1050,6 +1051,7 @@ async fn an_agents_session_runs_in_a_dev_container_on_docker() {
     )));
     account(&d).await;
     an_agents_session_in_a_dev_container(&d, &allowed, &heads, "docker").await;
+    adopts_a_container_made_by_hand(&d, "docker").await;
 }
 
 /// Decision 0169 (issue 30): a dev container made for an agent — a repository whose Dockerfile
@@ -1799,24 +1801,23 @@ async fn a_dev_container_is_made_by_the_cli_from_a_folders_file_and_reached_as_i
         "mine\n"
     );
     assert!(repo.join(".devcontainer/devcontainer.json").exists());
-    adopts_a_container_made_by_hand(&d).await;
+    adopts_a_container_made_by_hand(&d, "podman").await;
 }
 
 /// A container someone made by hand for a folder (the CLI's own `devcontainer.local_folder`
 /// label) is adopted by a request for that folder, never duplicated: only with the network it
 /// has (open), reached as its file's user where the folder is mounted; removed with the machine.
-async fn adopts_a_container_made_by_hand(d: &TempDaemon) {
+async fn adopts_a_container_made_by_hand(d: &TempDaemon, cli: &str) {
     let hand = dev_repo(d, "hand", &format!("{{\"image\": \"{IMAGE}\"}}"));
-    leftover(d, "hand-made");
-    leftover(d, "handler-m-handy");
     let podman = |args: &[&str]| {
         let o = d
             .user
-            .cmd("podman", args, &[("HOME", d.user.home())])
+            .cmd(cli, args, &[("HOME", d.user.home())])
             .output()
             .unwrap();
         String::from_utf8_lossy(&o.stdout).trim().to_string()
     };
+    podman(&["rm", "-f", "hand-made", "handler-m-handy"]);
     let folder_label = format!("devcontainer.local_folder={}", hand.display());
     let made = podman(&[
         "run",
