@@ -1206,6 +1206,54 @@ async fn an_agents_session_in_a_dev_container(
         "{v}"
     );
     engine(&["rm", "-f", "hand-devsite"]);
+    // A disposable profile of the folder's dev container: the session's own, made at its start
+    // for its agent, removed after its delay once it stopped.
+    let profiles = d.root.join("config/profiles.toml");
+    std::fs::write(
+        &profiles,
+        format!(
+            "[profiles.devp]\ndevcontainer = \"{}\"\ndisposable = true\ndisposableDelay = 1000\n",
+            repo.display()
+        ),
+    )
+    .unwrap();
+    d.user.give(&profiles);
+    let mut put = body.clone();
+    put["machine"] = json!("disposable:devp");
+    let (st, v) = d
+        .call(
+            reqwest::Method::PUT,
+            &format!("/v1/agents/{agent}"),
+            Some(put),
+        )
+        .await;
+    assert_eq!(st, 200, "{v}");
+    let s = session(d, &agent, "sh: echo $RE; cat /built-ok").await;
+    said(d, &s, "exit 0\\nremote\\nbuilt-from-local").await;
+    let id = format!("d-{}", s.trim_start_matches("s_"));
+    let (st, m) = get(d, &format!("/v1/machines/{id}")).await;
+    assert_eq!(st, 200, "{m}");
+    assert_eq!(m["request"]["source"], "devcontainer", "{m}");
+    assert_eq!(m["disposable"]["session"], s.as_str(), "{m}");
+    let (st, _) = post(d, &format!("/v1/sessions/{s}/stop"), json!({})).await;
+    assert!(st == 200 || st == 204, "{st}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while get(d, &format!("/v1/machines/{id}")).await.0 != 404 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the session's dev container outlived its delay: {}",
+            d.log()
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let (_, left) = engine(&[
+        "ps",
+        "-a",
+        "--filter",
+        &format!("label=handler.machine={id}"),
+        "-q",
+    ]);
+    assert_eq!(left.trim(), "", "its container removed");
 }
 
 /// Decision 0166 through handlerd: an agent whose account token goes behind a phantom towards

@@ -516,7 +516,7 @@ async fn make(
     let _making = app.machine_make.lock().await;
     let path = room_for(app, &req.name)?;
     if req.source.as_deref() == Some("devcontainer") {
-        return make_devcontainer(app, req, parts).await;
+        return make_devcontainer(app, req, parts, disposable).await;
     }
     let work = dir(app).join(&req.name).join("work");
     fsutil::create_dir_private(&work).map_err(ApiError::internal)?;
@@ -655,6 +655,7 @@ async fn make_devcontainer(
     app: &AppState,
     req: MachineRequest,
     parts: PartsOutcome,
+    disposable: Option<Disposable>,
 ) -> ApiResult<MachineInfo> {
     if oci_runtime_of(app, &req)?.is_some() {
         return Err(ApiError::bad_request(
@@ -666,7 +667,7 @@ async fn make_devcontainer(
         ));
     }
     let at = dir(app).join(&req.name);
-    let r = match devcontainer_made(app, req, parts, &at).await {
+    let r = match devcontainer_made(app, req, parts, disposable, &at).await {
         Ok(r) => r,
         Err(e) => {
             let _ = std::fs::remove_dir_all(&at);
@@ -688,6 +689,7 @@ async fn devcontainer_made(
     app: &AppState,
     mut req: MachineRequest,
     mut parts: PartsOutcome,
+    disposable: Option<Disposable>,
     at: &std::path::Path,
 ) -> ApiResult<Record> {
     use super::machine_devcontainer as dc;
@@ -707,6 +709,11 @@ async fn devcontainer_made(
     req.devcontainer = Some(shown);
     let mut labels = own_labels(app, &req);
     labels.insert("handler.machine.source".into(), "devcontainer".into());
+    if let Some(d) = &disposable {
+        // Decision 0148: a disposable machine says so, and for which session.
+        labels.insert(adopt::DISPOSABLE_LABEL.into(), "true".into());
+        labels.insert(adopt::SESSION_LABEL.into(), d.session.clone());
+    }
     let spec = dev_spec(app, &req, &folder, labels, &mut parts).await?;
     let mounted: Vec<MountedPart> = parts.ready.iter().map(|r| r.part.clone()).collect();
     let spec = handler_sandbox::machine::parts::with_parts(spec, &mounted)
@@ -724,7 +731,7 @@ async fn devcontainer_made(
         container_id: up.container_id.clone(),
         created_at: fsutil::now_rfc3339(),
         spec: kept_spec,
-        disposable: None,
+        disposable,
         devcontainer: Some(dc::Kept {
             folder: folder.display().to_string(),
             up,

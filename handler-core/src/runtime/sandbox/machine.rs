@@ -705,6 +705,27 @@ pub fn exec(id: &str) -> i32 {
 /// Gives the machine's running proxy this exec's injections on its control socket (decision
 /// 0166) and answers the connection that holds them: closed when the exec ends — or when this
 /// process dies — which takes them back. None when the exec has none. Refused (64) in a machine
+/// Connects to socket `name` in folder `dir` whatever the folder's path's length: through the
+/// folder's own descriptor (`/proc/self/fd/N/name`), since a socket's path is at most 107
+/// bytes and a disposable machine's folder under the user's data folder can be longer.
+fn connect_in(
+    dir: &std::path::Path,
+    name: &str,
+) -> std::io::Result<std::os::unix::net::UnixStream> {
+    use nix::fcntl::{OFlag, open};
+    let fd = open(
+        dir,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )
+    .map_err(std::io::Error::from)?;
+    let via = format!(
+        "/proc/self/fd/{}/{name}",
+        std::os::fd::AsRawFd::as_raw_fd(&fd)
+    );
+    std::os::unix::net::UnixStream::connect(via)
+}
+
 /// without a proxy or made before its proxy took keys.
 fn hold_injections(
     id: &str,
@@ -721,12 +742,11 @@ fn hold_injections(
             "machine {id:?} is not filtered: it has no egress proxy to swap keys (make it with --network filtered)"
         )));
     }
-    let sock = machines_dir()
+    let dir = machines_dir()
         .map_err(|e| (exit::SETUP_FAILED, e))?
         .join(&f.name)
-        .join("egress-ctl")
-        .join(CONTROL_SOCKET);
-    let mut conn = std::os::unix::net::UnixStream::connect(&sock).map_err(|e| {
+        .join("egress-ctl");
+    let mut conn = connect_in(&dir, CONTROL_SOCKET).map_err(|e| {
         if e.kind() == std::io::ErrorKind::NotFound {
             refused(format!(
                 "machine {id:?} was made before its proxy could take keys: make it again"
