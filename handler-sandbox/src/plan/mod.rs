@@ -460,23 +460,11 @@ pub(crate) fn plan_on(
     if let Some(e) = engine::runsc_refusal(engine, spec) {
         return Err(e);
     }
-    let inst = facts.instance_dir.trim_end_matches('/').to_string();
-    mount_path_ok("instance folder", &inst)?;
+    let mut d = Draft::new(engine, spec, facts)?;
     let machine = matches!(kind, Kind::Machine(_));
-    let (network, filter_volume) = plan_network_on(engine, spec, &inst, machine)?;
-    let mut d = Draft {
-        spec,
-        facts,
-        engine,
-        args: base_args(kind, engine, spec, facts)?,
-        inst,
-        stage: Vec::new(),
-        mounts: Vec::new(),
-        labels: BTreeMap::new(),
-        literal: BTreeMap::new(),
-        unset: Vec::new(),
-        image_volumes: filter_volume.into_iter().collect(),
-    };
+    let (network, filter_volume) = plan_network_on(engine, spec, &d.inst, machine)?;
+    d.args = base_args(kind, engine, spec, facts)?;
+    d.image_volumes.extend(filter_volume);
     d.confinement()?;
     d.args.extend(network.podman_args.iter().cloned());
     d.resources()?;
@@ -621,7 +609,27 @@ struct Draft<'a> {
     image_volumes: Vec<ImageVolume>,
 }
 
-impl Draft<'_> {
+impl<'a> Draft<'a> {
+    /// An empty plan of `spec` in the instance folder `facts` name (a mount path, no trailing
+    /// `/`).
+    fn new(engine: Engine<'a>, spec: &'a SandboxSpec, facts: &'a HostFacts) -> Result<Self> {
+        let inst = facts.instance_dir.trim_end_matches('/').to_string();
+        mount_path_ok("instance folder", &inst)?;
+        Ok(Draft {
+            spec,
+            facts,
+            engine,
+            args: Vec::new(),
+            inst,
+            stage: Vec::new(),
+            mounts: Vec::new(),
+            labels: BTreeMap::new(),
+            literal: BTreeMap::new(),
+            unset: Vec::new(),
+            image_volumes: Vec::new(),
+        })
+    }
+
     /// A `--mount` of this value.
     fn mount(&mut self, value: String) {
         self.mounts.push(["--mount".into(), value]);
@@ -1030,21 +1038,7 @@ pub fn agent_mounts(
     spec: &SandboxSpec,
     facts: &HostFacts,
 ) -> Result<AgentMounts> {
-    let inst = facts.instance_dir.trim_end_matches('/').to_string();
-    mount_path_ok("instance folder", &inst)?;
-    let mut d = Draft {
-        spec,
-        facts,
-        engine,
-        args: Vec::new(),
-        inst,
-        stage: Vec::new(),
-        mounts: Vec::new(),
-        labels: BTreeMap::new(),
-        literal: BTreeMap::new(),
-        unset: Vec::new(),
-        image_volumes: Vec::new(),
-    };
+    let mut d = Draft::new(engine, spec, facts)?;
     d.binds(1)?;
     d.writable_paths()?;
     d.files()?;
