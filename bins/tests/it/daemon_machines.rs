@@ -937,21 +937,9 @@ async fn bench_a_session_start_in_a_warm_machine_against_a_fresh_launch() {
 async fn a_filtered_machine_has_its_own_proxy_and_reaches_only_its_allowed_hosts() {
     let (port, hits, heads) = crate::temp_daemon::http_ok_server_seen().await;
     let allowed = format!("host.containers.internal:{port}");
-    // The fake login's token goes to that server: an injection towards it.
-    let Some(u) = test_support::user::podman_user(IMAGE, "the machine API tests") else {
+    let Some(d) = keyed_daemon("filt", &allowed, None).await else {
         return;
     };
-    let l = Layout::new(&format!("hdm-{}-filt", std::process::id()), true);
-    l.fake_harness_at(IMAGE, &allowed, "");
-    let d = l
-        .spawn(
-            u,
-            &[(
-                "HANDLER_MACHINE_IMAGES",
-                "localhost/handler-test-busybox:*".to_string(),
-            )],
-        )
-        .await;
     crate::daemon_acp_sandbox::ensure_network_filter(&d.user);
     leftover(&d, "handler-m-fbox");
     leftover(&d, "handler-m-fbox-egress");
@@ -1031,21 +1019,9 @@ async fn a_filtered_machine_has_its_own_proxy_and_reaches_only_its_allowed_hosts
 async fn an_agents_session_runs_in_a_dev_container_on_docker() {
     let (port, _hits, heads) = crate::temp_daemon::http_ok_server_seen().await;
     let allowed = format!("host.containers.internal:{port}");
-    let Some(u) = test_support::user::podman_user(IMAGE, "the machine API tests") else {
+    let Some(d) = keyed_daemon("devdock", &allowed, Some("docker")).await else {
         return;
     };
-    let l = Layout::new(&format!("hdm-{}-devdock", std::process::id()), true);
-    l.fake_harness_at(IMAGE, &allowed, "");
-    let d = l
-        .spawn_on(
-            u,
-            &[(
-                "HANDLER_MACHINE_IMAGES",
-                "localhost/handler-test-busybox:*".to_string(),
-            )],
-            Some("docker"),
-        )
-        .await;
     test_support::network_filter::ensure_docker(std::path::Path::new(env!(
         "CARGO_BIN_EXE_handler-sandbox-docker"
     )));
@@ -1327,6 +1303,19 @@ async fn keys_in_a_machine(d: &TempDaemon, allowed: &str, heads: &crate::temp_da
     let (code, out, err) = handler(d, &["machine", "rm", "--force", "fagent"]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(containers(d, "handler.machine-proxy=fagent").is_empty());
+}
+
+/// A daemon on `runtime` (None: Podman) whose fake login's token goes to `allowed` (an
+/// injection towards that test server).
+async fn keyed_daemon(tag: &str, allowed: &str, runtime: Option<&str>) -> Option<TempDaemon> {
+    let u = test_support::user::podman_user(IMAGE, "the machine API tests")?;
+    let l = Layout::new(&format!("hdm-{}-{tag}", std::process::id()), true);
+    l.fake_harness_at(IMAGE, allowed, "");
+    let images = (
+        "HANDLER_MACHINE_IMAGES",
+        "localhost/handler-test-busybox:*".to_string(),
+    );
+    Some(l.spawn_on(u, &[images], runtime).await)
 }
 
 /// The engine's working folder of container `name`. (A memory limit would be the obvious
