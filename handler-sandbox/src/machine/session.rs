@@ -535,12 +535,21 @@ pub fn plan_session(
 /// (decision 0169): as its user (`remoteUser`), with its variables (its login shell's, its
 /// parts' PATH) under the agent's own, and the agent's own `home`, where its state slots and
 /// staged files are — the repository's toolchain comes by PATH, the agent's settings by HOME.
-pub fn in_dev_container(mut exec: ExecSpec, up: &DevcontainerUp, home: &str) -> ExecSpec {
-    exec.user = Some(up.remote_user.clone());
+pub fn in_dev_container(exec: ExecSpec, up: &DevcontainerUp, home: &str) -> ExecSpec {
+    let mut exec = dev_container_defaults(exec, up);
+    exec.env.insert("HOME".into(), home.into());
+    exec
+}
+
+/// `exec` in a dev container that `machine up` found as `up` (decision 0161): its user, its
+/// folder inside and its variables, under what the exec names itself.
+pub fn dev_container_defaults(mut exec: ExecSpec, up: &DevcontainerUp) -> ExecSpec {
+    exec.user.get_or_insert_with(|| up.remote_user.clone());
+    exec.cwd
+        .get_or_insert_with(|| up.remote_workspace_folder.clone());
     for (k, v) in &up.env {
         exec.env.entry(k.clone()).or_insert_with(|| v.clone());
     }
-    exec.env.insert("HOME".into(), home.into());
     exec
 }
 

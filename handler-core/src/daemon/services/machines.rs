@@ -1089,20 +1089,15 @@ fn info(r: Record, state: MachineState) -> MachineInfo {
 pub fn exec_defaults(
     app: &AppState,
     id: &str,
-    mut exec: handler_contracts::machine::ExecSpec,
+    exec: handler_contracts::machine::ExecSpec,
 ) -> handler_contracts::machine::ExecSpec {
-    if let Ok(Record {
-        devcontainer: Some(d),
-        ..
-    }) = read(app, id)
-    {
-        exec.user.get_or_insert(d.up.remote_user);
-        exec.cwd.get_or_insert(d.up.remote_workspace_folder);
-        for (k, v) in d.up.env {
-            exec.env.entry(k).or_insert(v);
-        }
+    match read(app, id) {
+        Ok(Record {
+            devcontainer: Some(d),
+            ..
+        }) => session::dev_container_defaults(exec, &d.up),
+        _ => exec,
     }
-    exec
 }
 
 /// The runtime's record of machine `id` (None: its container is gone).
