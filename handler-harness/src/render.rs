@@ -415,6 +415,24 @@ fn acp_model(
     Ok(terminal_model)
 }
 
+/// The folder of the state slots of harness `harness` logged in as `who` (E6): the agent's own,
+/// `<data>/agent-state/<agent>/<harness>@<who>`, or, in the machines of a profile that shares
+/// its agents' state, `<data>/profile-state/<profile>/<harness>@<who>` (decision 0170). The
+/// one place the daemon and the render take it from.
+pub fn state_root(
+    data_dir: &str,
+    agent_id: &str,
+    shared_state: Option<&str>,
+    harness: &str,
+    who: &str,
+) -> String {
+    let owner = match shared_state {
+        Some(profile) => format!("profile-state/{profile}"),
+        None => format!("agent-state/{agent_id}"),
+    };
+    format!("{}/{owner}/{harness}@{who}", data_dir.trim_end_matches('/'))
+}
+
 /// State slots (E6): the agent's own, per model; credential and per-session ones elsewhere.
 fn state_mounts(
     input: &RenderInput,
@@ -423,15 +441,12 @@ fn state_mounts(
     out: &mut Draft,
 ) -> Result<(), RenderError> {
     let d = &input.descriptor;
-    let owner = match &ctx.shared_state {
-        Some(profile) => format!("profile-state/{profile}"),
-        None => format!("agent-state/{}", ctx.agent_id),
-    };
-    let state_root = format!(
-        "{}/{owner}/{}@{}",
-        ctx.data_dir.trim_end_matches('/'),
-        d.name,
-        who
+    let state_root = state_root(
+        &ctx.data_dir,
+        &ctx.agent_id,
+        ctx.shared_state.as_deref(),
+        &d.name,
+        who,
     );
     for (name, slot) in &d.state_slots {
         if slot.credential || slot.per_session {

@@ -415,11 +415,13 @@ pub fn state_slots(
     d: &HarnessDescriptor,
     who: &str,
 ) -> Vec<StateSlotPlan> {
-    let base = match owner {
-        StateOwner::Agent(agent) => PathBuf::from(data_dir).join("agent-state").join(agent),
-        StateOwner::Profile(profile) => PathBuf::from(data_dir).join("profile-state").join(profile),
-    }
-    .join(format!("{}@{who}", d.name));
+    let (agent, shared) = match owner {
+        StateOwner::Agent(agent) => (agent, None),
+        StateOwner::Profile(profile) => ("", Some(profile)),
+    };
+    let base = PathBuf::from(handler_harness::render::state_root(
+        data_dir, agent, shared, &d.name, who,
+    ));
     d.state_slots
         .iter()
         .filter(|(_, s)| !s.credential && !s.per_session)
