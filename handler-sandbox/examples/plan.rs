@@ -61,6 +61,7 @@ pub fn plan_text() -> Result<String, SpecError> {
         cgroup_pids: false,
         containers_conf: Default::default(),
         host_addresses: Vec::new(),
+        exec_server: None,
     };
     let plan = plan_launch(&validate_spec(&spec)?, &facts)?;
     let mut out = format!("podman {}\n", plan.args.join(" "));

@@ -76,6 +76,9 @@ pub struct HostFacts {
     /// The `[containers]` table podman will apply from the user's and the system's
     /// containers.conf files, as it merges them.
     pub containers_conf: ContainersConf,
+    /// The network filter image's id when its binary has a machine's exec server (its label,
+    /// decision 0171): a machine made now starts it. `None` for a launch, or an older image.
+    pub exec_server: Option<String>,
     /// The host's own addresses, for the egress proxy's DNS-rebinding guard (gathered when the
     /// spec needs a proxy; empty otherwise).
     pub host_addresses: Vec<std::net::IpAddr>,

@@ -6,6 +6,7 @@
 
 pub mod adopt;
 pub mod devcontainer;
+pub mod exec_server;
 pub mod parts;
 pub mod session;
 

@@ -1,6 +1,7 @@
 //! handler-egress-proxy: a sandbox's egress proxy (A.3). Reads its configuration (JSON, with the
 //! injections' values) on stdin to its end (a machine's, without secrets, from `--config FILE`), prints one ready line on stdout, reports egress
-//! events on stderr, and runs until SIGTERM. As `shim`, the sandbox's side of it (decision 0024).
+//! events on stderr, and runs until SIGTERM. As `shim`, the sandbox's side of it (decision 0024);
+//! as `exec-server`, a machine's first process (decision 0171).
 //! All of it is handler-core's `egress` runtime.
 
 use clap::{Parser, Subcommand};
@@ -27,6 +28,14 @@ enum Cmd {
         #[arg(last = true, required = true)]
         command: Vec<String>,
     },
+    /// A machine's first process: runs COMMAND and the execs asked in DIR (decision 0171).
+    #[command(name = "exec-server")]
+    ExecServer {
+        #[arg(long)]
+        dir: std::path::PathBuf,
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
     /// The shim's forwarder (its listener is stdin).
     #[command(name = "shim-forward", hide = true)]
     ShimForward {
@@ -49,6 +58,9 @@ fn main() -> anyhow::Result<()> {
             let e = handler_core::runtime::egress::shim::run(&exe, &listen, &socket, &command);
             eprintln!("{e}");
             std::process::exit(e.exit_code());
+        }
+        Some(Cmd::ExecServer { dir, command }) => {
+            std::process::exit(handler_core::runtime::exec_server::run(&dir, &command));
         }
         Some(Cmd::ShimForward { socket, detach }) => {
             return Ok(handler_core::runtime::egress::shim::forward_main(

@@ -35,7 +35,7 @@ impl Runtime {
     }
 
     /// The built runtime executable.
-    fn built(self) -> PathBuf {
+    pub(crate) fn built(self) -> PathBuf {
         PathBuf::from(match self {
             Runtime::Podman => env!("CARGO_BIN_EXE_handler-sandbox-podman"),
             Runtime::Docker => env!("CARGO_BIN_EXE_handler-sandbox-docker"),

@@ -68,7 +68,33 @@ fn id(tag: &str, e: &Env) -> String {
     format!("{tag}{}{}", std::process::id(), &e.rt.cli()[..1])
 }
 
+/// The network filter image built from this checkout: its binary is a machine's exec server
+/// (decision 0171), which a machine made now starts.
+fn with_exec_server(e: &Env) {
+    match e.rt {
+        Runtime::Podman => {
+            test_support::network_filter::ensure(&e.rt.built());
+        }
+        Runtime::Docker => {
+            test_support::network_filter::ensure_docker(&e.rt.built());
+        }
+    }
+}
+
+/// What the parent of an exec's process is in the machine: the exec server's command line, or
+/// nothing (the engine's exec starts it from outside the machine's processes).
+fn parent_of_an_exec(e: &Env, id: &str) -> String {
+    let o = exec(
+        e,
+        id,
+        json!({"argv": ["sh", "-c", "tr '\\0' ' ' < /proc/$PPID/cmdline 2>/dev/null; echo"]}),
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
 fn a_machine_is_made_reached_by_exec_kept_across_a_restart_and_removed(e: &Env) {
+    with_exec_server(e);
     let id = id("t", e);
     let work = e.tempdir("machine-work");
     let w = work.display().to_string();
@@ -131,6 +157,58 @@ fn a_machine_is_made_reached_by_exec_kept_across_a_restart_and_removed(e: &Env) 
         text(&o)
     );
     assert_eq!(std::fs::read_to_string(work.join("f")).unwrap(), "kept\n");
+    // That exec went by the machine's exec server, with no engine call (decision 0171); the
+    // server's folder is read-only in the machine: nothing in it can plant a name the host
+    // would bind, nor take the lock's file.
+    assert!(
+        parent_of_an_exec(e, &id).contains("exec-server"),
+        "{}",
+        parent_of_an_exec(e, &id)
+    );
+    let o = exec(
+        e,
+        &id,
+        json!({"argv": ["sh", "-c", "touch /run/handler/exec/x-0000000000000001.sock || echo refused; (: > /run/handler/exec/alive) || echo refused"]}),
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "refused\nrefused\n",
+        "{}",
+        text(&o)
+    );
+    // SIGTERM to the exec's runtime ends its process in the machine (143), as the engine's
+    // exec would.
+    let mut long = machine(
+        e,
+        &["exec", &id],
+        Some(&json!({"argv": ["sh", "-c", "echo started; exec sleep 41"]})),
+    );
+    let mut child = long
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 8];
+    std::io::Read::read_exact(child.stdout.as_mut().unwrap(), &mut first).unwrap();
+    let killed = Command::new("pkill")
+        .args(["-TERM", "-f", &format!("machine exec {id}$")])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let ended = child.wait_with_output().unwrap();
+    assert_eq!(ended.status.code(), Some(143), "{}", text(&ended));
+    let o = exec(
+        e,
+        &id,
+        json!({"argv": ["sh", "-c", "sleep 1; for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done"]}),
+    );
+    assert!(
+        !String::from_utf8_lossy(&o.stdout).contains("sleep 41"),
+        "{}\nthe runtime's: {}",
+        text(&o),
+        text(&ended)
+    );
     let mut slow = machine(
         e,
         &["exec", &id],
@@ -200,6 +278,8 @@ fn a_machine_is_made_reached_by_exec_kept_across_a_restart_and_removed(e: &Env) 
     assert!(o.status.success(), "{}", text(&o));
     let o = exec(e, &id, json!({"argv": ["cat", "f"]}));
     assert_eq!(String::from_utf8_lossy(&o.stdout), "kept\n", "{}", text(&o));
+    // Started again, the server is back.
+    assert!(parent_of_an_exec(e, &id).contains("exec-server"));
     let o = out(&mut machine(e, &["restart", &id], None));
     assert!(o.status.success(), "{}", text(&o));
     // A bad exec names its field (65).

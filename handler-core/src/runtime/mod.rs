@@ -7,5 +7,6 @@
 #![warn(missing_docs)]
 
 pub mod egress;
+pub mod exec_server;
 pub mod sandbox;
 pub mod signals;

@@ -467,6 +467,21 @@ pub(crate) fn plan_on(
     d.image_volumes.extend(filter_volume);
     d.confinement()?;
     d.args.extend(network.podman_args.iter().cloned());
+    // A machine's exec server (decision 0171), when the filter image has it.
+    let server = match (kind, &facts.exec_server) {
+        (Kind::Machine(_), Some(id)) => Some(crate::machine::exec_server::plan_server(
+            engine,
+            &d.inst,
+            id,
+            !network.argv_prefix.is_empty(),
+        )),
+        _ => None,
+    };
+    if let Some(s) = &server {
+        d.args.extend(s.args.iter().cloned());
+        d.stage.extend(s.stage.iter().cloned());
+        d.image_volumes.extend(s.volume.clone());
+    }
     d.resources()?;
     d.labels(kind);
     d.mounts()?;
@@ -479,6 +494,9 @@ pub(crate) fn plan_on(
     let proxy = proxy::plan_proxy(engine, spec, facts, (&d.inst, machine));
     let mut args = d.args;
     args.push(spec.image.clone());
+    if let Some(s) = server {
+        args.extend(s.argv_prefix);
+    }
     args.extend(network.argv_prefix.iter().cloned());
     args.extend(spec.argv.iter().cloned());
     Ok(LaunchPlan {

@@ -55,6 +55,7 @@ pub(crate) fn facts() -> HostFacts {
         cgroup_pids: false,
         containers_conf: Default::default(),
         host_addresses: Vec::new(),
+        exec_server: None,
     }
 }
 

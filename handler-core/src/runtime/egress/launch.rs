@@ -388,7 +388,7 @@ fn build_context(bin: &Path, ctx: &Path) -> Result<(), BuildProxyError> {
     let mut f = std::fs::File::create(ctx.join("Containerfile"))
         .map_err(io("writing the Containerfile"))?;
     f.write_all(
-        b"FROM scratch\nLABEL handler.network-filter=1\nCOPY ca-certificates.crt /etc/ssl/certs/ca-certificates.crt\n\
+        b"FROM scratch\nLABEL handler.network-filter=1\n# Its binary runs a machine's execs too (decision 0171).\nLABEL handler.exec-server=1\nCOPY ca-certificates.crt /etc/ssl/certs/ca-certificates.crt\n\
           COPY handler-egress-proxy /handler-egress-proxy\nENTRYPOINT [\"/handler-egress-proxy\"]\n",
     )
     .map_err(io("writing the Containerfile"))?;

@@ -175,6 +175,17 @@ pub(crate) fn image_id(image: &str) -> Result<String, podman::PodmanError> {
     )
 }
 
+/// The network filter image's id when its binary runs a machine's execs (its label, decision
+/// 0171); `None` when it is missing or older.
+pub(crate) fn exec_server_image() -> Option<String> {
+    use handler_sandbox::egress::topology::PROXY_IMAGE;
+    use handler_sandbox::machine::exec_server::EXEC_SERVER_LABEL;
+    let format = format!("{{{{.Id}}}}|{{{{index .Config.Labels \"{EXEC_SERVER_LABEL}\"}}}}");
+    let out = podman::run(&["image", "inspect", "--format", &format, PROXY_IMAGE]).ok()?;
+    let (id, label) = out.trim().split_once('|')?;
+    (label == "1").then(|| id.trim_start_matches("sha256:").to_string())
+}
+
 /// `p` resolved: canonical when it exists, else the canonical nearest existing folder above it
 /// with the rest appended (where it would be created); and whether it exists.
 fn resolve(p: &Path) -> (String, bool) {
@@ -600,6 +611,8 @@ fn gather_for(
         } else {
             Vec::new()
         },
+        // A machine's create asks for it (decision 0171); a launch never has one.
+        exec_server: None,
         instance_dir,
     })
 }

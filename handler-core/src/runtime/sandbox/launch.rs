@@ -665,6 +665,7 @@ mod tests {
             cgroup_pids: false,
             containers_conf: Default::default(),
             host_addresses: Vec::new(),
+            exec_server: None,
         }
     }
 

@@ -100,6 +100,8 @@ fn try_create() -> Result<String, (i32, String)> {
         host::launcher_self(),
     )
     .map_err(|e| setup(e.to_string()))?;
+    let mut facts = facts;
+    facts.exec_server = host::exec_server_image();
     let refused = |e: handler_sandbox::SpecError| (e.exit_code(), e.to_string());
     let plan = match engine::current() {
         engine::Kind::Podman => plan_create(Engine::Podman, &valid, &facts).map_err(refused)?,
@@ -645,14 +647,20 @@ pub fn exec(id: &str) -> i32 {
             return code;
         }
     };
-    let f = match facts(id) {
-        Ok(f) => f,
-        Err((code, msg)) => {
-            log(&format!(
-                "machine exec {id}: {msg} (a container removed outside Handler: delete the machine and make it again)"
-            ));
-            return code;
-        }
+    // A running exec server (decision 0171) takes the exec with no engine call: the machine's
+    // own staged folder, which only Handler's machines have, says it is there.
+    let staged = machines_dir().ok().map(|d| d.join(container_name(id)));
+    let server = staged.filter(|d| valid_id(id) && super::machine_server::usable(d, &spec));
+    let f = match &server {
+        Some(d) => Facts {
+            name: container_name(id),
+            running: true,
+            proxied: d.join("egress-ctl").is_dir(),
+        },
+        None => match facts(id) {
+            Ok(f) => f,
+            Err((code, msg)) => return no_such(id, code, &msg),
+        },
     };
     // A stopped machine is started for an exec that asks for it (a session's: its proxy first);
     // another's exec in it is refused by the engine, as before.
@@ -665,46 +673,87 @@ pub fn exec(id: &str) -> i32 {
         return code;
     }
     // Its keys, held by the machine's proxy until this connection closes (decision 0166).
-    let held = match hold_injections(id, &f, &spec) {
+    let held = match hold_injections(id, &f, &spec, server.is_none()) {
         Ok(h) => h,
         Err((code, msg)) => {
             log(&format!("machine exec {id}: {msg}"));
             return code;
         }
     };
-    let plan = match engine::current() {
-        engine::Kind::Podman => plan_exec(Engine::Podman, id, &spec),
-        engine::Kind::Docker => {
-            let d = handler_sandbox::plan::DockerFacts::default();
-            plan_exec(Engine::Docker(&d), id, &spec)
+    let events = follow_events(id, f.proxied);
+    let code = match server.map(|d| super::machine_server::run(&d, &spec)) {
+        Some(super::machine_server::Outcome::Code(c)) => c,
+        Some(super::machine_server::Outcome::NotTaken(why)) => {
+            log(&format!("machine exec {id}: by the engine: {why}"));
+            match facts(id) {
+                Ok(_) => run_exec(id, plan_of(id, &spec)),
+                Err((code, msg)) => no_such(id, code, &msg),
+            }
         }
+        None => run_exec(id, plan_of(id, &spec)),
     };
-    // A filtered machine's egress events, from now on, on this exec's stderr (where a launch's
-    // are): the proxy's log, followed for as long as the exec runs.
-    let events = f.proxied.then(|| proxy_of(id)).flatten().and_then(|p| {
-        let since = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs().to_string())
-            .unwrap_or_default();
-        let mut c = podman::command(["logs", "--follow", "--since", &since, &p]);
-        c.stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit());
-        podman::die_with_parent_std(&mut c);
-        c.spawn().ok()
-    });
-    let code = run_exec(id, plan);
-    if let Some(mut f) = events {
-        let _ = f.kill();
-        let _ = f.wait();
+    if let Ok(mut f) = events.lock() {
+        f.0 = true;
+        if let Some(mut f) = f.1.take() {
+            let _ = f.kill();
+            let _ = f.wait();
+        }
     }
     drop(held);
     code
 }
 
-/// Gives the machine's running proxy this exec's injections on its control socket (decision
-/// 0166) and answers the connection that holds them: closed when the exec ends — or when this
-/// process dies — which takes them back. None when the exec has none. Refused (64) in a machine
+fn no_such(id: &str, code: i32, msg: &str) -> i32 {
+    log(&format!(
+        "machine exec {id}: {msg} (a container removed outside Handler: delete the machine and make it again)"
+    ));
+    code
+}
+
+fn plan_of(id: &str, spec: &ExecSpec) -> handler_sandbox::machine::ExecPlan {
+    match engine::current() {
+        engine::Kind::Podman => plan_exec(Engine::Podman, id, spec),
+        engine::Kind::Docker => {
+            let d = handler_sandbox::plan::DockerFacts::default();
+            plan_exec(Engine::Docker(&d), id, spec)
+        }
+    }
+}
+
+/// A filtered machine's egress events, from now on, on this exec's stderr (where a launch's
+/// are): the proxy's log followed for as long as the exec runs — found and started on a
+/// thread of its own, off the exec's start (`--since` now: nothing is missed meanwhile).
+fn follow_events(id: &str, proxied: bool) -> Follower {
+    let slot: Follower = std::sync::Arc::default();
+    if !proxied {
+        return slot;
+    }
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs().to_string())
+        .unwrap_or_default();
+    let id = id.to_string();
+    let to = std::sync::Arc::clone(&slot);
+    std::thread::spawn(move || {
+        let Some(p) = proxy_of(&id) else { return };
+        let mut c = podman::command(["logs", "--follow", "--since", &since, &p]);
+        c.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit());
+        podman::die_with_parent_std(&mut c);
+        if let Ok(mut to) = to.lock()
+            && !to.0
+        {
+            // The exec may be over already: then nothing is followed.
+            to.1 = c.spawn().ok();
+        }
+    });
+    slot
+}
+
+/// A follower's slot: whether the exec is over, and the follower once started.
+type Follower = std::sync::Arc<std::sync::Mutex<(bool, Option<std::process::Child>)>>;
+
 /// Connects to socket `name` in folder `dir` whatever the folder's path's length: through the
 /// folder's own descriptor (`/proc/self/fd/N/name`), since a socket's path is at most 107
 /// bytes and a disposable machine's folder under the user's data folder can be longer.
@@ -726,18 +775,23 @@ fn connect_in(
     std::os::unix::net::UnixStream::connect(via)
 }
 
+/// Gives the machine's running proxy this exec's injections on its control socket (decision
+/// 0166) and answers the connection that holds them: closed when the exec ends — or when this
+/// process dies — which takes them back. None when the exec has none. Refused (64) in a machine
 /// without a proxy or made before its proxy took keys.
 fn hold_injections(
     id: &str,
     f: &Facts,
     spec: &ExecSpec,
+    ask_engine: bool,
 ) -> Result<Option<std::os::unix::net::UnixStream>, (i32, String)> {
     use std::io::{BufRead as _, Write as _};
     if spec.injections.is_empty() {
         return Ok(None);
     }
     let refused = |why: String| (exit::UNENFORCEABLE, format!("injections: {why}"));
-    if !f.proxied || proxy_of(id).is_none() {
+    // By the exec server, no engine call: a proxy that is gone answers no connection below.
+    if !f.proxied || ask_engine && proxy_of(id).is_none() {
         return Err(refused(format!(
             "machine {id:?} is not filtered: it has no egress proxy to swap keys (make it with --network filtered)"
         )));

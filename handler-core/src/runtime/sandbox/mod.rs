@@ -16,6 +16,7 @@ pub mod image_base;
 pub mod keep;
 pub mod launch;
 pub mod machine;
+pub mod machine_server;
 pub mod machine_up;
 pub mod podman;
 pub mod stderr;

@@ -200,6 +200,7 @@ fn facts() -> HostFacts {
         cgroup_pids: true,
         containers_conf: Default::default(),
         host_addresses: Vec::new(),
+        exec_server: None,
     }
 }
 
