@@ -1,7 +1,8 @@
 //! Machines' plans (issue 29, decision 0142), shared by both engines: `machine create` is the
 //! launch plan of its MachineSpec (the same hardening, A.1–A.9) as a container that is created,
 //! kept and labelled `handler.machine=<id>` instead of with a launcher; `machine exec` is
-//! `engine exec` with the ExecSpec's variables by name; `machine stats` reads the engine's
+//! `engine exec` with the ExecSpec's variables by name (or, in a machine running its exec server,
+//! no engine call at all: `exec_server`, decision 0171); `machine stats` reads the engine's
 //! one-shot stats into the seed's Stats. Pure.
 
 pub mod adopt;

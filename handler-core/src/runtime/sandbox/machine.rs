@@ -692,13 +692,7 @@ pub fn exec(id: &str) -> i32 {
         }
         None => run_exec(id, plan_of(id, &spec)),
     };
-    if let Ok(mut f) = events.lock() {
-        f.0 = true;
-        if let Some(mut f) = f.1.take() {
-            let _ = f.kill();
-            let _ = f.wait();
-        }
-    }
+    events.stop();
     drop(held);
     code
 }
@@ -722,18 +716,23 @@ fn plan_of(id: &str, spec: &ExecSpec) -> handler_sandbox::machine::ExecPlan {
 
 /// A filtered machine's egress events, from now on, on this exec's stderr (where a launch's
 /// are): the proxy's log followed for as long as the exec runs — found and started on a
-/// thread of its own, off the exec's start (`--since` now: nothing is missed meanwhile).
+/// thread of its own, off the exec's start (`--since` now: nothing is missed meanwhile). The
+/// thread lives until [`Follower::stop`]: the follower dies with the thread that started it.
 fn follow_events(id: &str, proxied: bool) -> Follower {
-    let slot: Follower = std::sync::Arc::default();
+    let (keep, kept) = std::sync::mpsc::channel::<()>();
+    let follower = Follower {
+        slot: std::sync::Arc::default(),
+        _keep: keep,
+    };
     if !proxied {
-        return slot;
+        return follower;
     }
     let since = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs().to_string())
         .unwrap_or_default();
     let id = id.to_string();
-    let to = std::sync::Arc::clone(&slot);
+    let to = std::sync::Arc::clone(&follower.slot);
     std::thread::spawn(move || {
         let Some(p) = proxy_of(&id) else { return };
         let mut c = podman::command(["logs", "--follow", "--since", &since, &p]);
@@ -747,12 +746,32 @@ fn follow_events(id: &str, proxied: bool) -> Follower {
             // The exec may be over already: then nothing is followed.
             to.1 = c.spawn().ok();
         }
+        // Until the exec is over (the sender dropped).
+        let _ = kept.recv();
     });
-    slot
+    follower
 }
 
-/// A follower's slot: whether the exec is over, and the follower once started.
-type Follower = std::sync::Arc<std::sync::Mutex<(bool, Option<std::process::Child>)>>;
+/// A follower of a machine's proxy's log, for one exec.
+struct Follower {
+    /// Whether the exec is over, and the follower once started.
+    slot: std::sync::Arc<std::sync::Mutex<(bool, Option<std::process::Child>)>>,
+    /// Dropped last: the thread that started the follower ends then.
+    _keep: std::sync::mpsc::Sender<()>,
+}
+
+impl Follower {
+    /// The exec is over: the follower is stopped (or never starts).
+    fn stop(self) {
+        if let Ok(mut f) = self.slot.lock() {
+            f.0 = true;
+            if let Some(mut f) = f.1.take() {
+                let _ = f.kill();
+                let _ = f.wait();
+            }
+        }
+    }
+}
 
 /// Connects to socket `name` in folder `dir` whatever the folder's path's length: through the
 /// folder's own descriptor (`/proc/self/fd/N/name`), since a socket's path is at most 107

@@ -117,8 +117,9 @@ pub fn die_with_parent(cmd: &mut tokio::process::Command) {
     }
 }
 
-/// [`die_with_parent`] for a `std` command (a helper the runtime spawns from its main thread:
-/// a machine exec's follower of its proxy's log).
+/// [`die_with_parent`] for a `std` command (a helper the runtime spawns: a machine exec's
+/// follower of its proxy's log). The kernel's "parent" is the spawning *thread*: spawn from
+/// one that lives as long as the helper should.
 #[allow(unsafe_code)]
 pub fn die_with_parent_std(cmd: &mut std::process::Command) {
     use std::os::unix::process::CommandExt as _;
