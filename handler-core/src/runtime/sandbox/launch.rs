@@ -152,8 +152,28 @@ fn code_of(st: ExitStatus) -> i32 {
     st.code().unwrap_or_else(|| 128 + st.signal().unwrap_or(0))
 }
 
+/// Each step's time since the launch began, on stderr, when `HANDLER_LAUNCH_TIMINGS` is set
+/// (issue 34 item 2: where a launch's time goes). Names and times only.
+struct Steps(Option<std::time::Instant>);
+
+impl Steps {
+    fn new() -> Steps {
+        Steps(std::env::var_os("HANDLER_LAUNCH_TIMINGS").map(|_| std::time::Instant::now()))
+    }
+
+    fn done(&self, step: &str) {
+        if let Some(t) = self.0 {
+            log(&format!(
+                "timing: {step} at {:.1} ms",
+                t.elapsed().as_secs_f64() * 1000.0
+            ));
+        }
+    }
+}
+
 /// `launch`: returns the exit code (A).
 pub fn run() -> i32 {
+    let steps = Steps::new();
     let spec = match read_spec() {
         Ok(s) => s,
         Err((code, msg)) => {
@@ -169,6 +189,7 @@ pub fn run() -> i32 {
             return e.exit_code();
         }
     };
+    steps.done("validated");
     if nix::unistd::geteuid().is_root() {
         log(
             "refusing to run as root: the sandbox runs rootless as the host user (A3); run launch as that user",
@@ -191,6 +212,7 @@ pub fn run() -> i32 {
             return exit::SETUP_FAILED;
         }
     };
+    steps.done("host facts");
     let plan = match plan_for(&valid, &facts) {
         Ok(p) => p,
         Err((code, msg)) => {
@@ -198,10 +220,12 @@ pub fn run() -> i32 {
             return code;
         }
     };
+    steps.done("planned");
     let mut inst = match prepare(&launcher, &dir, &plan) {
         Ok(i) => i,
         Err(code) => return code,
     };
+    steps.done("prepared (watchdog, folder, staging)");
     // Docker: the volumes standing in for image mounts, filled before anything starts.
     if let Err(e) = super::docker::fill_image_volumes(&plan.image_volumes) {
         log(&format!("setup failed: {e}"));
