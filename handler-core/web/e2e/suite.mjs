@@ -451,6 +451,59 @@ try {
     await page.getByRole("alert").waitFor();
   });
 
+  await step("the agent form: an account and a provider as two models in order, a knowledge folder, a skill, a checkout of its own", async () => {
+    const project = (await api("GET", "/v1/projects"))[0];
+    await page.goto(`${URL_}/#/projects/${project.id}/agents/new`);
+    const form = page.getByRole("form", { name: "Agent" });
+    await form.getByLabel("Name (its goal)").fill("Reviewer");
+    const models = form.getByRole("group", { name: "Models" });
+    await models.getByRole("button", { name: "Add a model" }).click();
+    const second = models.getByLabel("Model 2 runs on");
+    const values = await second.evaluate((sel) => [...sel.options].map((o) => o.value));
+    const viaProvider = values.find((v) => v.startsWith("provider:ui-mistral:"));
+    assert.ok(viaProvider, `the provider is offered through a harness that speaks its protocol: ${values}`);
+    assert.ok(values.some((v) => v.startsWith("account:")), `${values}`);
+    await second.selectOption(viaProvider);
+    // Its models are suggested; the provider becomes the default by moving it first.
+    assert.ok((await models.locator("datalist#models-1 option").count()) > 0, "the provider's models are suggested");
+    await models.getByRole("button", { name: "Move model 2 up" }).click();
+    assert.equal(await models.getByLabel("Model 1 runs on").inputValue(), viaProvider);
+    await form.getByRole("group", { name: "Knowledge" }).getByLabel("Knowledge ui-notes").check();
+    await form.getByRole("group", { name: "Skills" }).getByLabel("Skill ui-skill").check();
+    await form.getByLabel("At the scope").selectOption("copy");
+    await models.scrollIntoViewIfNeeded();
+    await shot(page, "agent-form-models");
+    await form.getByRole("button", { name: "Save", exact: true }).click();
+    const risks = page.getByRole("alert", { name: "Risks" });
+    await Promise.race([risks.waitFor(), page.getByRole("heading", { name: "Web app" }).waitFor()]);
+    if (await risks.isVisible()) await risks.getByRole("button", { name: "Confirm and save" }).click();
+    await page.getByRole("heading", { name: "Web app" }).waitFor();
+    const made = (await api("GET", `/v1/agents?project=${project.id}`)).find((a) => a.name === "Reviewer");
+    assert.ok(made, "the agent was saved");
+    assert.equal(made.models.length, 2, JSON.stringify(made.models));
+    assert.equal(made.models[0].provider, "ui-mistral", JSON.stringify(made.models));
+    assert.equal(made.models[0].harness, viaProvider.split(":")[2]);
+    assert.ok(made.models[1].account, JSON.stringify(made.models));
+    assert.deepEqual(made.knowledge, ["ui-notes"]);
+    assert.deepEqual(made.skills, ["ui-skill"]);
+    assert.equal(made.sessionTree, "copy");
+    // Opened again, the form shows what was saved; a model removed is gone after a save.
+    await page.goto(`${URL_}/#/projects/${project.id}/agents/${made.id}`);
+    assert.equal(await models.getByLabel("Model 1 runs on").inputValue(), viaProvider);
+    assert.ok(await form.getByLabel("Knowledge ui-notes").isChecked());
+    assert.ok(await form.getByLabel("Skill ui-skill").isChecked());
+    assert.equal(await form.getByLabel("At the scope").inputValue(), "copy");
+    await models.getByRole("button", { name: "Remove model 2" }).click();
+    await form.getByLabel("Skill ui-skill").uncheck();
+    await form.getByRole("button", { name: "Save", exact: true }).click();
+    await page.getByRole("heading", { name: "Web app" }).waitFor();
+    const after = await api("GET", `/v1/agents/${made.id}`);
+    assert.equal(after.models.length, 1);
+    assert.deepEqual(after.skills ?? [], []);
+    assert.deepEqual(after.knowledge, ["ui-notes"], "what the form did not touch is kept");
+    await api("DELETE", `/v1/agents/${made.id}`);
+  });
+
   await step("narrow width and the dark scheme: the session page still works", async () => {
     await page.setViewportSize({ width: 390, height: 800 });
     await page.goto(sessionUrl);
@@ -695,6 +748,28 @@ try {
     assert.ok(!(await api("GET", "/v1/secrets")).some((x) => x.path.startsWith("bindings/shop-ui/")), "its own value stayed");
     assert.ok(!(await page.content()).includes("s3cret-UiValue"), "a store value is shown");
     await shot(page, "settings-bindings");
+    // D.15: the agent form picks it; another agent's use is said; taken back for what follows.
+    const project = (await api("GET", "/v1/projects"))[0];
+    const agent = (await api("GET", `/v1/agents?project=${project.id}`))[0];
+    await page.goto(`${URL_}/#/projects/${project.id}/agents/${agent.id}`);
+    const picks = page.getByRole("form", { name: "Agent" }).getByRole("group", { name: "Addons" });
+    await picks.getByLabel("Binding shop-ui").check();
+    await page.getByRole("button", { name: "Save", exact: true }).click();
+    const risks = page.getByRole("alert", { name: "Risks" });
+    await Promise.race([risks.waitFor(), page.getByRole("heading", { name: "Web app" }).waitFor()]);
+    if (await risks.isVisible()) await risks.getByRole("button", { name: "Confirm and save" }).click();
+    await page.getByRole("heading", { name: "Web app" }).waitFor();
+    assert.deepEqual((await api("GET", `/v1/agents/${agent.id}`)).bindings, ["shop-ui"]);
+    const dup = await api("POST", `/v1/projects/${project.id}/agents`, { name: "Binder", models: (await api("GET", `/v1/agents/${agent.id}`)).models.map((m) => (m.account ? { account: m.account } : { provider: m.provider, harness: m.harness })) });
+    await page.goto(`${URL_}/#/projects/${project.id}/agents/${dup.id}`);
+    const row = page.getByRole("form", { name: "Agent" }).getByRole("group", { name: "Addons" });
+    await row.getByText("used by 1 other agent").waitFor();
+    await api("DELETE", `/v1/agents/${dup.id}`);
+    await page.goto(`${URL_}/#/projects/${project.id}/agents/${agent.id}`);
+    await picks.getByLabel("Binding shop-ui").uncheck();
+    await page.getByRole("button", { name: "Save", exact: true }).click();
+    await page.getByRole("heading", { name: "Web app" }).waitFor();
+    assert.deepEqual((await api("GET", `/v1/agents/${agent.id}`)).bindings ?? [], []);
     await page.goto(`${URL_}/#/settings/addons`);
     await page.getByRole("button", { name: "Uninstall shopify" }).click();
     await page.getByRole("alert").filter({ hasText: "shop-ui" }).waitFor();
