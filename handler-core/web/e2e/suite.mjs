@@ -103,6 +103,10 @@ try {
   await step("a project from the Locked down preset, with its first agent", async () => {
     await page.getByRole("button", { name: "New project" }).click();
     const form = page.getByRole("form", { name: "New project" });
+    // D.13: the folder picker suggests the folders of what is typed, inside the work folders.
+    const work = SCOPE.replace(/\/app$/, "");
+    await form.getByLabel("Folder", { exact: true }).fill(`${work}/a`);
+    await page.waitForFunction((want) => [...document.querySelectorAll("datalist#project-folders option")].some((o) => o.value === want), SCOPE);
     await form.getByLabel("Folder", { exact: true }).fill(SCOPE);
     await form.getByLabel("Name (default: the folder's)").fill("Web app");
     await form.getByLabel("Locked down").check();
