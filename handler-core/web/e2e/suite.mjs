@@ -108,6 +108,9 @@ try {
     await form.getByLabel("Folder", { exact: true }).fill(`${work}/a`);
     await page.waitForFunction((want) => [...document.querySelectorAll("datalist#project-folders option")].some((o) => o.value === want), SCOPE);
     await form.getByLabel("Folder", { exact: true }).fill(SCOPE);
+    // Its first agent's model: an account or a provider (none yet here); its caches its own.
+    assert.match(await form.getByLabel("Model", { exact: true }).inputValue(), /^account:/);
+    assert.equal(await form.getByLabel("Caches").inputValue(), "project");
     await form.getByLabel("Name (default: the folder's)").fill("Web app");
     await form.getByLabel("Locked down").check();
     await shot(page, "projects-new");
