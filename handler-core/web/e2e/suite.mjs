@@ -511,6 +511,62 @@ try {
     await api("DELETE", `/v1/agents/${made.id}`);
   });
 
+  await step("a run: Review with… on a skill, its form from the interface, its result with the verdict and the lines handlerd reads", async () => {
+    const project = (await api("GET", "/v1/projects"))[0];
+    const first = (await api("GET", `/v1/agents?project=${project.id}`))[0];
+    const iface = {
+      fields: { type: "object", required: ["expectation"], properties: { expectation: { type: "string", title: "What you expect it to do" } } },
+      subject: "skill",
+      result: {
+        type: "object",
+        required: ["verdict"],
+        properties: {
+          verdict: { enum: ["no-concerns", "caution", "do-not-install"], "x-handler": "verdict", title: "Verdict" },
+          summary: { type: "string", title: "Summary" },
+          findings: { type: "array", items: { type: "object", properties: { text: { type: "string" }, where: { type: "object", "x-handler": "code-ref" } } } },
+        },
+      },
+      timeoutSec: 120,
+    };
+    const made = await api("POST", `/v1/projects/${project.id}/agents`, {
+      name: "UI reviewer",
+      models: first.models.map((m) => (m.account ? { account: m.account } : { provider: m.provider, harness: m.harness })),
+      network: "none", permissions: "bypass", interface: iface, confirmRisks: true,
+    });
+    assert.ok(made.id, JSON.stringify(made));
+    // The fake agent's answer for the run (restored after): the agent quotes nothing; the lines
+    // shown are SKILL.md's own.
+    const script = join(SCOPE, ".fake-agent-script.json");
+    const before = readFileSync(script, "utf8");
+    const result = { verdict: "caution", summary: "Names a host.", findings: [{ text: "Its header", where: { path: "SKILL.md", lines: [1, 3] } }] };
+    writeFileSync(script, JSON.stringify({ ...JSON.parse(before), answers: ["Reviewed.\n```json handler-result\n" + JSON.stringify(result) + "\n```\n"] }));
+    try {
+      await page.goto(`${URL_}/#/settings/skills`);
+      await page.getByRole("link", { name: "Review with UI reviewer" }).click();
+      const form = page.getByRole("form", { name: "Run" });
+      assert.equal(await form.getByLabel("Skill").inputValue(), "ui-skill");
+      await form.getByLabel("What you expect it to do").fill("keeps notes plain");
+      await form.getByRole("button", { name: "Start the run" }).click();
+      const res = page.getByRole("region", { name: "Result" });
+      await res.waitFor({ timeout: 60000 });
+      assert.equal(await res.getByLabel("Verdict").textContent(), "caution");
+      assert.match(await res.getByLabel("Verdict").getAttribute("class"), /warn/);
+      await res.getByText("Names a host.").waitFor();
+      const ref = res.getByRole("figure", { name: "SKILL.md lines 1–3" });
+      await ref.getByText("name: ui-skill").waitFor();
+      await page.getByRole("region", { name: "Run input" }).getByText("keeps notes plain").waitFor();
+      await page.getByRole("region", { name: "Run input" }).getByText("What you expect it to do").waitFor();
+      assert.equal(await page.getByLabel(/^Message/).count(), 0, "a run takes no message");
+      await shot(page, "run-result");
+      const runs = (await api("GET", "/v1/sessions")).filter((x) => x.agentId === made.id);
+      assert.equal(runs.length, 1);
+      assert.equal(runs[0].output.valid, true, JSON.stringify(runs[0].output));
+    } finally {
+      writeFileSync(script, before);
+    }
+    await api("DELETE", `/v1/agents/${made.id}`);
+  });
+
   await step("narrow width and the dark scheme: the session page still works", async () => {
     await page.setViewportSize({ width: 390, height: 800 });
     await page.goto(sessionUrl);
