@@ -567,6 +567,33 @@ try {
     await api("DELETE", `/v1/agents/${made.id}`);
   });
 
+  await step("the built-in agents: what each is and fetches; the skill reviewer set up with a model, then offered on skills", async () => {
+    await page.goto(`${URL_}/#/agents`);
+    const list = page.getByRole("list", { name: "Built-in agents" });
+    const reviewer = list.getByRole("listitem", { name: "Built-in Skill reviewer" });
+    await reviewer.getByText("runs", { exact: true }).waitFor();
+    await reviewer.getByText("permissions: ask").waitFor();
+    const creator = list.getByRole("listitem", { name: "Built-in Skill creator" });
+    await creator.getByText("Fetches at set-up").waitFor();
+    await creator.getByText("a conversation", { exact: true }).waitFor();
+    await shot(page, "agents-builtin");
+    await reviewer.getByRole("button", { name: "Set up Skill reviewer" }).click();
+    const risks = reviewer.getByRole("alert");
+    const failed = page.locator("p.error[role=alert]");
+    await Promise.race([risks.waitFor(), reviewer.getByText("set up", { exact: true }).waitFor(), failed.waitFor()]);
+    if (await failed.count()) assert.fail(await failed.first().textContent());
+    if (await risks.isVisible()) await risks.getByRole("button", { name: "Confirm and set up" }).click();
+    await reviewer.getByText("set up", { exact: true }).waitFor();
+    const agent = (await api("GET", "/v1/agents")).find((a) => a.origin === "skill-review");
+    assert.ok(agent, "the reviewer was set up");
+    assert.equal(agent.permissions, "ask");
+    assert.equal(agent.interface.subject, "skill");
+    assert.equal(agent.models.length, 1);
+    await page.goto(`${URL_}/#/settings/skills`);
+    await page.getByRole("link", { name: "Review with Skill reviewer" }).first().waitFor();
+    await api("DELETE", `/v1/agents/${agent.id}`);
+  });
+
   await step("narrow width and the dark scheme: the session page still works", async () => {
     await page.setViewportSize({ width: 390, height: 800 });
     await page.goto(sessionUrl);
