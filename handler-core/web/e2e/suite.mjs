@@ -594,6 +594,24 @@ try {
     await api("DELETE", `/v1/agents/${agent.id}`);
   });
 
+  await step("settings: automatic image updates scheduled, and the host's runtime check", async () => {
+    const was = (await api("GET", "/v1/image-updates")).schedule;
+    await page.goto(`${URL_}/#/settings/images`);
+    const up = page.getByRole("region", { name: "Automatic updates" });
+    await up.getByLabel("Update schedule").selectOption("weekly");
+    await up.getByRole("status").getByText("Images are rebuilt weekly").waitFor();
+    const saved = await api("GET", "/v1/image-updates");
+    assert.equal(saved.schedule, "weekly");
+    assert.ok(saved.nextRun, JSON.stringify(saved));
+    await up.getByText(/Next /).waitFor();
+    const rt = page.getByRole("region", { name: "Runtime check" });
+    await rt.getByText(/podman|docker/i).first().waitFor({ timeout: 30000 });
+    await shot(page, "settings-updates");
+    await up.getByLabel("Update schedule").selectOption(was);
+    await up.getByRole("status").getByText(was === "off" ? "Automatic updates are off" : `Images are rebuilt ${was}`).waitFor();
+    assert.equal((await api("GET", "/v1/image-updates")).schedule, was);
+  });
+
   await step("narrow width and the dark scheme: the session page still works", async () => {
     await page.setViewportSize({ width: 390, height: 800 });
     await page.goto(sessionUrl);
