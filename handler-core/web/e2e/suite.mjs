@@ -561,6 +561,16 @@ try {
       const runs = (await api("GET", "/v1/sessions")).filter((x) => x.agentId === made.id);
       assert.equal(runs.length, 1);
       assert.equal(runs[0].output.valid, true, JSON.stringify(runs[0].output));
+      // D.17: the skill's page says its last review, and that it changed since once edited.
+      await page.goto(`${URL_}/#/settings/skills`);
+      await page.getByRole("list", { name: "Skills" }).getByRole("button", { name: "ui-skill", exact: true }).click();
+      const sec = page.getByRole("region", { name: "Skill ui-skill" });
+      await sec.getByLabel("Last review").getByText("caution").waitFor();
+      assert.equal(await sec.getByText("changed since its review").count(), 0);
+      const md = sec.getByRole("textbox", { name: "SKILL.md", exact: true });
+      await md.fill(`${await md.inputValue()}\nOne more line.\n`);
+      await sec.getByRole("button", { name: "Save" }).click();
+      await sec.getByText("changed since its review").waitFor();
     } finally {
       writeFileSync(script, before);
     }
