@@ -49,7 +49,22 @@ async fn start(u: User, tag: &str) -> Daemon {
         "[terminal]\ncommand = [\"{}\", \"--terminal\"]\n[terminal.permissions]\nask = []\nbypass = [\"--yolo\"]\n",
         l.scope.join(".bin/fake-acp-agent").display()
     ));
-    Daemon(l.spawn(u, &[("TERM", "xterm-256color".to_string())]).await)
+    // A Wayland socket the daemon is pointed at (A.6): a listening socket of the user's.
+    let wayland = l.root.join("wayland");
+    std::fs::create_dir_all(&wayland).unwrap();
+    let socket = wayland.join("wayland-9");
+    std::mem::forget(std::os::unix::net::UnixListener::bind(&socket).unwrap());
+    u.give(&wayland);
+    Daemon(
+        l.spawn(
+            u,
+            &[
+                ("TERM", "xterm-256color".to_string()),
+                ("HANDLER_WAYLAND_SOCKET", socket.display().to_string()),
+            ],
+        )
+        .await,
+    )
 }
 
 impl Daemon {
@@ -395,6 +410,41 @@ impl Pty {
             std::thread::sleep(Duration::from_millis(50));
         }
     }
+}
+
+/// A.6 end to end: `handler run --display --save` gives the agent the display, and its next
+/// session's sandbox has the socket the daemon was pointed at as its Wayland display (named
+/// `wayland-0` inside, whatever its host name); taken
+/// back with `handler agent edit --no-display`, the next one has none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handler_run_display_gives_the_session_the_daemons_wayland_socket() {
+    let Some(u) = user() else { return };
+    let d = start(u, "display").await;
+    let p = d.project().await;
+    let dev = p["agents"][0]["id"].as_str().unwrap().to_string();
+    let probe = "sh: echo wd=${WAYLAND_DISPLAY-none}; test -S \"$XDG_RUNTIME_DIR/$WAYLAND_DISPLAY\" && echo is-a-socket; echo x=${DISPLAY-unset}";
+    let o = d.output(&["run", "--display", "--save", "--", probe], "");
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", text(&o.stderr), d.log());
+    let out = text(&o.stdout);
+    // The answer's lines (after the prompt's echo).
+    let said = |out: &str, l: &str| out.lines().any(|x| x == l);
+    assert!(
+        said(&out, "wd=wayland-0") && said(&out, "is-a-socket"),
+        "{out}"
+    );
+    assert!(said(&out, "x=unset"), "no X display: {out}");
+    assert!(
+        text(&o.stderr).contains("draw on your screen"),
+        "what it gives is said: {}",
+        text(&o.stderr)
+    );
+    assert_eq!(d.get(&format!("/v1/agents/{dev}")).await["display"], true);
+    let o = d.output(&["agent", "edit", &dev, "--no-display"], "");
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let o = d.output(&["run", "--", probe], "");
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(said(&out, "wd=none") && !said(&out, "is-a-socket"), "{out}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
