@@ -155,6 +155,8 @@ fn try_create() -> Result<String, (i32, String)> {
             }
             let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
             podman::run(&["start", &spec.name]).map_err(|e| setup(e.to_string()))?;
+            // Its exec server, when it has one, up before the first exec (decision 0171).
+            super::machine_server::wait_ready(&dir, super::machine_server::READY_WAIT);
             Ok(id)
         });
     if made.is_err() {
@@ -381,7 +383,12 @@ pub fn state(what: &str, id: &str) -> i32 {
         };
         let start = || -> Result<(), (i32, String)> {
             start_proxy(id, name)?;
-            engine_call(&["start", name]).map(|_| ())
+            engine_call(&["start", name])?;
+            // Its exec server, when it has one, up before the next exec (decision 0171).
+            if let Ok(d) = machines_dir() {
+                super::machine_server::wait_ready(&d.join(name), super::machine_server::READY_WAIT);
+            }
+            Ok(())
         };
         match what {
             "stop" => stop(),

@@ -29,6 +29,30 @@ pub fn usable(dir: &Path, exec: &ExecSpec) -> bool {
     fits(exec) && alive(&dir.join(EXEC_CTL))
 }
 
+/// Waits (`within` at most) for the server of a machine made with one (its `alive` file staged)
+/// to hold its lock, so that the exec right after a create or a start goes its way: the engine's
+/// `start` returns before the machine's first process has run. False when the machine has no
+/// server or it did not come up in time (execs then go by the engine).
+pub fn wait_ready(dir: &Path, within: Duration) -> bool {
+    let ctl = dir.join(EXEC_CTL);
+    if std::fs::symlink_metadata(ctl.join(ALIVE)).is_err() {
+        return false;
+    }
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        if alive(&ctl) {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// How long a create or a start waits for the server.
+pub const READY_WAIT: Duration = Duration::from_secs(3);
+
 /// Whether the server holds its lock: ours cannot be taken while it does.
 fn alive(ctl: &Path) -> bool {
     use std::os::unix::fs::OpenOptionsExt as _;
@@ -299,6 +323,21 @@ mod tests {
             ..spec(&["true"])
         };
         assert!(!usable(served.path(), &tty));
+    }
+
+    #[test]
+    fn a_start_waits_for_the_server_only_where_there_is_one() {
+        let none = tempfile::tempdir().unwrap();
+        let t = std::time::Instant::now();
+        assert!(!wait_ready(none.path(), Duration::from_secs(5)));
+        assert!(t.elapsed() < Duration::from_secs(1), "no server: no wait");
+        let d = served();
+        assert!(wait_ready(d.path(), Duration::from_secs(5)));
+        // Staged, but nobody holds the lock: it gives up after its time.
+        let late = tempfile::tempdir().unwrap();
+        std::fs::create_dir(late.path().join(EXEC_CTL)).unwrap();
+        std::fs::write(late.path().join(EXEC_CTL).join(ALIVE), "").unwrap();
+        assert!(!wait_ready(late.path(), Duration::from_millis(100)));
     }
 
     #[test]
