@@ -18,6 +18,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::runtime::signals::exit_code;
 use handler_sandbox::machine::exec_server::{
     ALIVE, ClientMessage, ExecRequest, MAX_REQUEST, ServerMessage, VERSION, is_socket_name,
     start_failure_code,
@@ -159,7 +160,19 @@ fn one_exec(path: &Path, execs: &Mutex<BTreeSet<i32>>) -> Result<(), ExecFailure
         SockFlag::SOCK_CLOEXEC,
         None,
     )?;
-    connect(sock.as_raw_fd(), &UnixAddr::new(path)?)?;
+    // The name appears when the runtime binds it, a moment before it listens: refused until
+    // then (a second at most).
+    let addr = UnixAddr::new(path)?;
+    let mut tries = 0;
+    loop {
+        match connect(sock.as_raw_fd(), &addr) {
+            Err(nix::errno::Errno::ECONNREFUSED) if tries < 200 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            r => break r?,
+        }
+    }
     // A request arrives at once or not at all.
     setsockopt(
         &sock,
@@ -294,9 +307,4 @@ fn say(fd: RawFd, m: &ServerMessage) {
     if let Ok(b) = serde_json::to_vec(m) {
         let _ = send(fd, &b, MsgFlags::MSG_NOSIGNAL);
     }
-}
-
-fn exit_code(s: std::process::ExitStatus) -> i32 {
-    use std::os::unix::process::ExitStatusExt as _;
-    s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0))
 }

@@ -130,18 +130,26 @@ fn run_with(dir: &Path, exec: &ExecSpec, stdio: [std::os::fd::RawFd; 3]) -> Outc
     Outcome::Code(wait(conn))
 }
 
-/// A socket bound in `ctl`, the server's connection accepted on it, the name removed.
-fn connection(ctl: &Path) -> Result<OwnedFd, String> {
+/// Folder `dir` opened (`O_PATH`, not through a final link) and how to name a file in it
+/// through that descriptor (`/proc/self/fd/N/NAME`): a socket's path is at most 107 bytes,
+/// and a machine's folder under the user's data folder can be longer. Keep the descriptor
+/// while the names are used.
+pub(super) fn through(dir: &Path) -> std::io::Result<(OwnedFd, impl Fn(&str) -> String)> {
     use nix::fcntl::{OFlag, open};
-    let dirfd = open(
-        ctl,
+    let fd = open(
+        dir,
         OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
         nix::sys::stat::Mode::empty(),
-    )
-    .map_err(|e| format!("{}: {e}", ctl.display()))?;
+    )?;
+    let raw = fd.as_raw_fd();
+    Ok((fd, move |name: &str| format!("/proc/self/fd/{raw}/{name}")))
+}
+
+/// A socket bound in `ctl`, the server's connection accepted on it, the name removed.
+fn connection(ctl: &Path) -> Result<OwnedFd, String> {
+    let (dirfd, at) = through(ctl).map_err(|e| format!("{}: {e}", ctl.display()))?;
     let name = socket_name(rand::random());
-    // Through the folder's descriptor: a socket's path is at most 107 bytes.
-    let via = format!("/proc/self/fd/{}/{name}", dirfd.as_raw_fd());
+    let via = at(&name);
     let listener = socket(
         AddressFamily::Unix,
         SockType::SeqPacket,
@@ -248,14 +256,19 @@ mod tests {
 
     use super::*;
 
+    /// A machine's staged folder as a create stages it: `exec-ctl/alive`, no server.
+    fn staged() -> tempfile::TempDir {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir(d.path().join(EXEC_CTL)).unwrap();
+        std::fs::write(d.path().join(EXEC_CTL).join(ALIVE), "").unwrap();
+        d
+    }
+
     /// A machine's staged folder with a server of this process's own watching it.
     fn served() -> tempfile::TempDir {
-        let d = tempfile::tempdir().unwrap();
-        let ctl = d.path().join(EXEC_CTL);
-        std::fs::create_dir(&ctl).unwrap();
-        std::fs::write(ctl.join(ALIVE), "").unwrap();
+        let d = staged();
         let execs: Arc<Mutex<BTreeSet<i32>>> = Arc::default();
-        crate::runtime::exec_server::serve(&ctl, &execs).unwrap();
+        crate::runtime::exec_server::serve(&d.path().join(EXEC_CTL), &execs).unwrap();
         d
     }
 
@@ -302,6 +315,34 @@ mod tests {
     }
 
     #[test]
+    fn a_server_that_sees_the_name_before_it_is_listened_on_still_takes_the_exec() {
+        // The name appears at bind, before listen: the server's first connect is refused. A
+        // socket bound and listened on only 50 ms later is still taken.
+        let d = served();
+        let ctl = d.path().join(EXEC_CTL);
+        let name = socket_name(7);
+        let sock = socket(
+            AddressFamily::Unix,
+            SockType::SeqPacket,
+            SockFlag::SOCK_CLOEXEC,
+            None,
+        )
+        .unwrap();
+        bind(sock.as_raw_fd(), &UnixAddr::new(&ctl.join(&name)).unwrap()).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        listen(&sock, Backlog::new(1).unwrap()).unwrap();
+        let mut pfd = [nix::poll::PollFd::new(
+            std::os::fd::AsFd::as_fd(&sock),
+            nix::poll::PollFlags::POLLIN,
+        )];
+        assert_eq!(
+            nix::poll::poll(&mut pfd, 3000u16).unwrap(),
+            1,
+            "the server never connected"
+        );
+    }
+
+    #[test]
     fn a_program_that_is_not_there_ends_as_the_engines_exec_would() {
         let d = served();
         assert_eq!(run_piped(d.path(), &spec(&["/no/such/program"])).0, 127);
@@ -309,10 +350,7 @@ mod tests {
 
     #[test]
     fn without_a_server_holding_its_lock_nothing_goes_its_way() {
-        let d = tempfile::tempdir().unwrap();
-        let ctl = d.path().join(EXEC_CTL);
-        std::fs::create_dir(&ctl).unwrap();
-        std::fs::write(ctl.join(ALIVE), "").unwrap();
+        let d = staged();
         assert!(!usable(d.path(), &spec(&["true"])));
         // Nor without the folder (a machine made before the server), nor for a terminal or
         // another user even with one.
@@ -334,20 +372,15 @@ mod tests {
         let d = served();
         assert!(wait_ready(d.path(), Duration::from_secs(5)));
         // Staged, but nobody holds the lock: it gives up after its time.
-        let late = tempfile::tempdir().unwrap();
-        std::fs::create_dir(late.path().join(EXEC_CTL)).unwrap();
-        std::fs::write(late.path().join(EXEC_CTL).join(ALIVE), "").unwrap();
+        let late = staged();
         assert!(!wait_ready(late.path(), Duration::from_millis(100)));
     }
 
     #[test]
     fn a_server_that_does_not_connect_leaves_the_exec_to_the_engine() {
         // The lock held by someone that is not watching: the exec is not taken, nothing ran.
-        let d = tempfile::tempdir().unwrap();
-        let ctl = d.path().join(EXEC_CTL);
-        std::fs::create_dir(&ctl).unwrap();
-        std::fs::write(ctl.join(ALIVE), "").unwrap();
-        let f = std::fs::File::open(ctl.join(ALIVE)).unwrap();
+        let d = staged();
+        let f = std::fs::File::open(d.path().join(EXEC_CTL).join(ALIVE)).unwrap();
         let _held = nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockShared).unwrap();
         assert!(usable(d.path(), &spec(&["true"])));
         let null = std::fs::File::open("/dev/null").unwrap();
