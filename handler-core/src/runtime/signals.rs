@@ -4,6 +4,12 @@
 
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
+/// A process's end as an exit code: its own code, or 128 + the signal that ended it.
+pub fn exit_code(st: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt as _;
+    st.code().unwrap_or_else(|| 128 + st.signal().unwrap_or(0))
+}
+
 /// SIGTERM, SIGINT and SIGHUP: what ends a launcher (a kill, a terminal's ^C, a closed terminal).
 pub const STOPPING: [i32; 3] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP];
 

@@ -259,11 +259,7 @@ fn write_input(mut stdin: tokio::process::ChildStdin) -> mpsc::UnboundedSender<V
 }
 
 fn code_of(st: std::io::Result<std::process::ExitStatus>) -> i32 {
-    use std::os::unix::process::ExitStatusExt as _;
-    match st {
-        Ok(st) => st.code().unwrap_or_else(|| 128 + st.signal().unwrap_or(0)),
-        Err(_) => exit::SETUP_FAILED,
-    }
+    st.map_or(exit::SETUP_FAILED, crate::runtime::signals::exit_code)
 }
 
 async fn keep(k: &Keep) -> i32 {

@@ -8,7 +8,6 @@
 use std::fs;
 use std::io::{Read, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
-use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
 use std::time::{Duration, Instant};
@@ -146,10 +145,6 @@ pub(crate) fn stage(stages: &[Stage]) -> std::io::Result<()> {
         }
     }
     Ok(())
-}
-
-fn code_of(st: ExitStatus) -> i32 {
-    st.code().unwrap_or_else(|| 128 + st.signal().unwrap_or(0))
 }
 
 /// Each step's time since the launch began, on stderr, when `HANDLER_LAUNCH_TIMINGS` is set
@@ -491,7 +486,7 @@ impl<P: Podman> Running<'_, P> {
             }
             Ok(st) => {
                 finish(podman, inst, self.proxy, false).await;
-                code_of(st)
+                crate::runtime::signals::exit_code(st)
             }
             Err(e) => {
                 log(&format!("waiting for podman: {e}"));

@@ -787,18 +787,8 @@ fn connect_in(
     dir: &std::path::Path,
     name: &str,
 ) -> std::io::Result<std::os::unix::net::UnixStream> {
-    use nix::fcntl::{OFlag, open};
-    let fd = open(
-        dir,
-        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-        nix::sys::stat::Mode::empty(),
-    )
-    .map_err(std::io::Error::from)?;
-    let via = format!(
-        "/proc/self/fd/{}/{name}",
-        std::os::fd::AsRawFd::as_raw_fd(&fd)
-    );
-    std::os::unix::net::UnixStream::connect(via)
+    let (_fd, at) = super::machine_server::through(dir)?;
+    std::os::unix::net::UnixStream::connect(at(name))
 }
 
 /// Gives the machine's running proxy this exec's injections on its control socket (decision
@@ -948,9 +938,5 @@ fn run_exec(id: &str, plan: handler_sandbox::machine::ExecPlan) -> i32 {
 }
 
 fn code_of(st: std::io::Result<std::process::ExitStatus>) -> i32 {
-    use std::os::unix::process::ExitStatusExt as _;
-    match st {
-        Ok(s) => s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0)),
-        Err(_) => exit::SETUP_FAILED,
-    }
+    st.map_or(exit::SETUP_FAILED, crate::runtime::signals::exit_code)
 }
