@@ -447,6 +447,41 @@ async fn handler_run_display_gives_the_session_the_daemons_wayland_socket() {
     assert!(said(&out, "wd=none") && !said(&out, "is-a-socket"), "{out}");
 }
 
+/// Issue 33 item 5: `handler terminal --display` gives the harness's program the daemon's
+/// Wayland socket as `wayland-0` (no X display), says so, and the agent keeps it; taken back, the
+/// next terminal has none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handler_terminal_display_gives_the_program_the_daemons_wayland_socket() {
+    let Some(u) = user() else { return };
+    let d = start(u, "tdisplay").await;
+    let p = d.project().await;
+    let dev = p["agents"][0]["id"].as_str().unwrap().to_string();
+    let mut t = Pty::spawn_session(d.handler(&["terminal", "--display", "--save", "--", "x"]));
+    let at = t.expect(0, "draw on your screen", &d);
+    let at = t.expect(at, "fake terminal: tty=true", &d);
+    t.send("display\r");
+    t.expect(
+        at,
+        "fake terminal display: wd=wayland-0 socket=true x=unset",
+        &d,
+    );
+    t.send("exit 0\r");
+    assert_eq!(t.exit_code(), Some(0), "{}", t.seen.lock().unwrap());
+    assert_eq!(d.get(&format!("/v1/agents/{dev}")).await["display"], true);
+    let o = d.output(&["agent", "edit", &dev, "--no-display"], "");
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let mut t = Pty::spawn_session(d.handler(&["terminal", "--", "y"]));
+    let at = t.expect(0, "fake terminal: tty=true", &d);
+    t.send("display\r");
+    t.expect(
+        at,
+        "fake terminal display: wd=none socket=false x=unset",
+        &d,
+    );
+    t.send("exit 0\r");
+    assert_eq!(t.exit_code(), Some(0), "{}", t.seen.lock().unwrap());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn handler_run_in_a_terminal_answers_with_keys_cancels_detaches_and_reattaches() {
     let Some(u) = user() else { return };
