@@ -1,7 +1,7 @@
 // An Agent (D.1) back into the AgentRequest (D.8) that keeps it as it is: what PUT takes.
-import type { Agent } from "./api";
+import type { Agent, Body } from "./api";
 
-export function requestOf(a: Agent): Record<string, unknown> {
+export function requestOf(a: Agent): Body<"/v1/agents/{id}", "put"> {
   return {
     name: a.name ?? "",
     ...(a.description ? { description: a.description } : {}),

@@ -1,6 +1,6 @@
 // Folder pickers (D.13): what to list for what a person typed — the work folders while nothing
 // ends in `/`, then the folders of the one typed up to its last `/`.
-import { get, type Schemas } from "./api";
+import { get } from "./api";
 
 /** The folder to list for `typed` (`null`: the work folders themselves). */
 export function listingOf(typed: string): string | null {
@@ -14,7 +14,7 @@ export function listingOf(typed: string): string | null {
 export async function suggestFolders(typed: string): Promise<string[]> {
   const at = listingOf(typed);
   try {
-    const l = await get<Schemas["DirectoryListing"]>(`/v1/directories${at ? `?path=${encodeURIComponent(at)}` : ""}`);
+    const l = await get("/v1/directories", { query: { path: at ?? undefined } });
     return l.folders;
   } catch {
     return [];

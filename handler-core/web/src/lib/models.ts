@@ -3,7 +3,9 @@
 // `provider:<name>:<harness>`.
 
 /** What an account, a provider and a harness contribute to the choices. */
-export type AccountLike = { name: string; harness: string };
+import type { Schemas } from "./api";
+
+export type AccountLike = { name: string; harness?: string | null };
 export type ProviderLike = { name: string; description?: string | null; endpoints: Record<string, string>; models: { id: string }[] };
 export type HarnessLike = { name: string; product: string; providerProtocols: string[] };
 
@@ -23,9 +25,9 @@ export function modelSources(accounts: AccountLike[], providers: ProviderLike[],
 }
 
 /** The ModelAccess of a choice and a model id (blank: the default one). */
-export function accessOf(source: string, model: string): Record<string, string> {
+export function accessOf(source: string, model: string): Schemas["ModelAccess"] {
   const [kind, name, harness] = source.split(":");
-  const m: Record<string, string> = model.trim() ? { model: model.trim() } : {};
+  const m = model.trim() ? { model: model.trim() } : {};
   return kind === "account" ? { account: name, ...m } : { provider: name, harness, ...m };
 }
 

@@ -3,9 +3,11 @@
 import type { Schemas } from "./api";
 
 /** The API's TokenInput from the form's choice and text. */
-export function tokenInput(kind: string, text: string): Record<string, string | string[]> {
+export function tokenInput(kind: string, text: string): Schemas["TokenInput"] {
   if (kind === "command") return { command: text.trim().split(/\s+/).filter(Boolean) };
-  return { [kind]: kind === "value" ? text : text.trim() };
+  if (kind === "env") return { env: text.trim() };
+  if (kind === "file") return { file: text.trim() };
+  return { value: text };
 }
 
 /** Which form an account's token has, in words (never its value). */
