@@ -80,11 +80,6 @@ fn cpu_ticks() -> u64 {
     f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
 }
 
-/// Downloads `n` bytes `rounds` times direct and through a tunnel, in pairs whose order
-/// alternates, after one pair of warm-up; prints MiB/s of each path over all rounds and the
-/// median, lowest and highest of the pairs' ratios (direct time ÷ tunnel time), and the CPU
-/// time of each path per GiB with their ratio (direct ÷ tunnel: what the throughput ratio is
-/// when the CPU is the bottleneck, whatever else the machine is running).
 /// Opens a tunnel through the proxy's unix socket (the sandbox's way in, decision 0024).
 async fn connect_unix(path: &Path, target: &str) -> tokio::net::UnixStream {
     let mut s = tokio::net::UnixStream::connect(path).await.unwrap();
@@ -99,6 +94,69 @@ enum Via<'a> {
     Unix(&'a Path),
 }
 
+/// A bare relay, the least any relay can cost (issue 34 item 6's baseline): a listener whose
+/// every connection is joined to `server` by two blocking threads, each moving one way with
+/// splice(2) through its own pipe of the proxy's size (socket → pipe → socket, no CONNECT, no
+/// policy, no event loop). Its address.
+fn bare_splice_relay(server: SocketAddr) -> SocketAddr {
+    use std::os::fd::AsFd;
+    let l = std::net::TcpListener::bind((server.ip(), 0)).unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            let Ok(client) = c else { return };
+            let upstream = std::net::TcpStream::connect(server).unwrap();
+            for (from, to) in [
+                (client.try_clone().unwrap(), upstream.try_clone().unwrap()),
+                (upstream, client),
+            ] {
+                std::thread::spawn(move || {
+                    use nix::fcntl::{FcntlArg, SpliceFFlags, fcntl, splice};
+                    let (r, w) = nix::unistd::pipe().unwrap();
+                    let size = handler_core::runtime::egress::relay::PIPE_SIZE;
+                    let _ = fcntl(&w, FcntlArg::F_SETPIPE_SZ(i32::try_from(size).unwrap()));
+                    loop {
+                        let n = splice(
+                            from.as_fd(),
+                            None,
+                            &w,
+                            None,
+                            size,
+                            SpliceFFlags::SPLICE_F_MOVE,
+                        )
+                        .unwrap_or(0);
+                        if n == 0 {
+                            let _ = to.shutdown(std::net::Shutdown::Write);
+                            return;
+                        }
+                        let mut left = n;
+                        while left > 0 {
+                            match splice(
+                                &r,
+                                None,
+                                to.as_fd(),
+                                None,
+                                left,
+                                SpliceFFlags::SPLICE_F_MOVE,
+                            ) {
+                                Ok(0) | Err(_) => return,
+                                Ok(k) => left -= k,
+                            }
+                        }
+                    }
+                });
+            }
+        }
+    });
+    addr
+}
+
+/// Downloads `n` bytes `rounds` times direct, through the bare splice relay of
+/// [`bare_splice_relay`] and through a tunnel of the proxy, in rounds whose order rotates, after
+/// one warm-up round; prints MiB/s of each path over all rounds, the median, lowest and highest
+/// of the rounds' ratios (direct time ÷ tunnel time, relay time ÷ tunnel time), and the CPU time
+/// of each path per GiB (client, relay or proxy and server are this one process: the whole cost,
+/// what the throughput ratio is when the CPU is the bottleneck, whatever else the machine runs).
 async fn bulk(
     what: &str,
     proxy: Via<'_>,
@@ -107,61 +165,77 @@ async fn bulk(
     n: usize,
     rounds: usize,
 ) {
-    let direct = || async move {
+    let relay = bare_splice_relay(server);
+    let path = |which: usize| async move {
         let (t, c) = (Instant::now(), cpu_ticks());
-        let s = tokio::net::TcpStream::connect(server).await.unwrap();
-        assert!(download(s, server.port(), n).await >= n);
-        (t.elapsed().as_secs_f64(), cpu_ticks() - c)
-    };
-    let tunnel = || async move {
-        let (t, c) = (Instant::now(), cpu_ticks());
-        match proxy {
-            Via::Tcp(addr) => {
+        let got = match (which, proxy) {
+            (0, _) => {
+                download(
+                    tokio::net::TcpStream::connect(server).await.unwrap(),
+                    server.port(),
+                    n,
+                )
+                .await
+            }
+            (1, _) => {
+                download(
+                    tokio::net::TcpStream::connect(relay).await.unwrap(),
+                    server.port(),
+                    n,
+                )
+                .await
+            }
+            (_, Via::Tcp(addr)) => {
                 let Connect::Open(s) = connect(addr, target).await else {
                     panic!("tunnel to {target} refused")
                 };
-                assert!(download(s, server.port(), n).await >= n);
+                download(s, server.port(), n).await
             }
-            Via::Unix(path) => {
-                let s = connect_unix(path, target).await;
-                assert!(download(s, server.port(), n).await >= n);
+            (_, Via::Unix(path)) => {
+                download(connect_unix(path, target).await, server.port(), n).await
             }
-        }
+        };
+        assert!(got >= n);
         (t.elapsed().as_secs_f64(), cpu_ticks() - c)
     };
-    direct().await;
-    tunnel().await;
-    let (mut d_sum, mut t_sum, mut ratios) = (0f64, 0f64, Vec::new());
-    let (mut d_cpu, mut t_cpu) = (0u64, 0u64);
-    for i in 0..rounds {
-        let (d, t) = if i % 2 == 0 {
-            let d = direct().await;
-            (d, tunnel().await)
-        } else {
-            let t = tunnel().await;
-            (direct().await, t)
-        };
-        d_sum += d.0;
-        t_sum += t.0;
-        d_cpu += d.1;
-        t_cpu += t.1;
-        ratios.push(d.0 / t.0);
+    for which in 0..3 {
+        path(which).await;
     }
-    ratios.sort_by(f64::total_cmp);
+    let (mut secs, mut cpu) = ([0f64; 3], [0u64; 3]);
+    let (mut direct_ratios, mut relay_ratios) = (Vec::new(), Vec::new());
+    for i in 0..rounds {
+        let mut round = [(0f64, 0u64); 3];
+        for k in 0..3 {
+            let which = (i + k) % 3;
+            round[which] = path(which).await;
+        }
+        for which in 0..3 {
+            secs[which] += round[which].0;
+            cpu[which] += round[which].1;
+        }
+        direct_ratios.push(round[0].0 / round[2].0);
+        relay_ratios.push(round[1].0 / round[2].0);
+    }
+    direct_ratios.sort_by(f64::total_cmp);
+    relay_ratios.sort_by(f64::total_cmp);
     let mbps = |secs: f64| (rounds * n) as f64 / MB as f64 / secs;
     let gib = (rounds * n) as f64 / (1u64 << 30) as f64;
-    let cpu = |ticks: u64| ticks as f64 / 100.0 / gib;
+    let per_gib = |ticks: u64| ticks as f64 / 100.0 / gib;
     println!(
-        "bulk download ({what}, {rounds} × {} MiB): direct {:.0} MiB/s, through a tunnel {:.0} MiB/s, ratio median {:.2} (pairs {:.2}–{:.2}); CPU per GiB: direct {:.2} s, tunnel {:.2} s, ratio {:.2}",
+        "bulk download ({what}, {rounds} × {} MiB): direct {:.0} MiB/s, bare splice relay {:.0} MiB/s, through a tunnel {:.0} MiB/s; tunnel ÷ direct median {:.2} (rounds {:.2}–{:.2}); tunnel ÷ bare relay median {:.2} (rounds {:.2}–{:.2}); CPU per GiB: direct {:.2} s, bare relay {:.2} s, tunnel {:.2} s",
         n / MB,
-        mbps(d_sum),
-        mbps(t_sum),
-        ratios[rounds / 2],
-        ratios[0],
-        ratios[rounds - 1],
-        cpu(d_cpu),
-        cpu(t_cpu),
-        d_cpu as f64 / t_cpu as f64,
+        mbps(secs[0]),
+        mbps(secs[1]),
+        mbps(secs[2]),
+        direct_ratios[rounds / 2],
+        direct_ratios[0],
+        direct_ratios[rounds - 1],
+        relay_ratios[rounds / 2],
+        relay_ratios[0],
+        relay_ratios[rounds - 1],
+        per_gib(cpu[0]),
+        per_gib(cpu[1]),
+        per_gib(cpu[2]),
     );
 }
 
