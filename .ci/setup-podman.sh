@@ -10,7 +10,10 @@
 #       localhost/handler-test-busybox:latest   a busybox-static root filesystem, imported;
 #       localhost/handler-test-git:latest       the same with the host's git (the git guard's tests);
 #       localhost/handler-test-node:latest      the same with the host's node and patchelf (a toolbox
-#                                               Node's part is built from, decision 0164).
+#                                               Node's part is built from, decision 0164);
+#       localhost/handler-test-nested:latest    the same with the host's podman, runc, conmon and
+#                                               newuidmap/newgidmap with file capabilities: podman
+#                                               run inside a nested sandbox (A.5, decision 0174).
 set -euo pipefail
 
 USER_NAME="${HANDLER_TEST_USER:-handler-test}"
@@ -23,7 +26,7 @@ fi
 log() { echo "setup-podman: $*" >&2; }
 
 # 1. Packages.
-PKGS=(podman runc uidmap slirp4netns fuse-overlayfs catatonit busybox-static util-linux git debootstrap runsc patchelf docker-registry)
+PKGS=(podman runc uidmap slirp4netns fuse-overlayfs catatonit busybox-static util-linux git debootstrap runsc patchelf docker-registry libcap2-bin)
 missing=()
 for p in "${PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -165,6 +168,35 @@ if [ -n "$node_bin" ] && ! as_user podman image exists localhost/handler-test-no
     tmp="$(mktemp -d)"
     busybox_with "$tmp/rootfs" "$(readlink -f "$node_bin")" /usr/bin/patchelf
     import_rootfs "$tmp/rootfs" localhost/handler-test-node:latest
+    rm -rf "$tmp"
+fi
+
+# The busybox root filesystem with this host's podman (A.5 nested: `podman run` inside a nested
+# sandbox). As the default toolbox has them: newuidmap/newgidmap with file capabilities (a setuid
+# bit does nothing on the sandbox's fuse-overlayfs root), kept through the archive as xattrs;
+# inner containers share the sandbox's network namespace (its policy: loopback only, or its
+# proxy's forwarder) and UTS namespace (the sandbox's seccomp profile refuses sethostname).
+# This host's runc, cgroupfs and vfs storage: no systemd, no fuse mount inside.
+if ! as_user podman image exists localhost/handler-test-nested:latest; then
+    log "building localhost/handler-test-nested:latest"
+    tmp="$(mktemp -d)"
+    busybox_with "$tmp/rootfs" "$(command -v podman)" "$(command -v runc)" "$(command -v conmon)" \
+        /usr/bin/newuidmap /usr/bin/newgidmap
+    chmod 0755 "$tmp/rootfs/bin/newuidmap" "$tmp/rootfs/bin/newgidmap"
+    setcap cap_setuid+ep "$tmp/rootfs/bin/newuidmap"
+    setcap cap_setgid+ep "$tmp/rootfs/bin/newgidmap"
+    mkdir -p "$tmp/rootfs/etc/containers" "$tmp/rootfs/var/tmp"
+    chmod 1777 "$tmp/rootfs/tmp" "$tmp/rootfs/var/tmp"
+    cp /etc/containers/policy.json "$tmp/rootfs/etc/containers/"
+    printf '[storage]\ndriver = "vfs"\n' >"$tmp/rootfs/etc/containers/storage.conf"
+    printf '[containers]\nnetns = "host"\nutsns = "host"\n[engine]\nruntime = "runc"\ncgroup_manager = "cgroupfs"\nevents_logger = "file"\n' \
+        >"$tmp/rootfs/etc/containers/containers.conf"
+    tar --xattrs --xattrs-include='security.capability' -C "$tmp/rootfs" -cf "$tmp/rootfs.tar" .
+    chmod -R a+rX "$tmp"
+    as_user podman import \
+        --change 'ENV PATH=/usr/local/bin:/usr/bin:/bin' \
+        --change 'CMD ["/bin/sh"]' \
+        "$tmp/rootfs.tar" localhost/handler-test-nested:latest >/dev/null
     rm -rf "$tmp"
 fi
 
