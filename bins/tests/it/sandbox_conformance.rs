@@ -1695,7 +1695,10 @@ fn nested_confinement_runs_podman_inside(e: &Env) {
     assert_eq!(o.status.code(), Some(0), "{out}{err}");
     assert!(out.lines().any(|l| l == "inner-uid=0"), "{out}{err}");
     assert!(out.lines().any(|l| l == "left=0"), "{out}{err}");
-    assert!(e.containers(&n).is_empty(), "the sandbox outlived its launch");
+    assert!(
+        e.containers(&n).is_empty(),
+        "the sandbox outlived its launch"
+    );
 }
 
 /// The contract-A cases, each run against both runtime executables (issue 19). A case that does
