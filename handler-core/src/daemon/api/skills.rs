@@ -123,6 +123,16 @@ const IMPORT_QUERY: &[(&str, &str)] = &[
     ("replace", "true: replace a skill of that name (else 409)"),
 ];
 
+/// A session's import also takes the name the person confirms replacing (security F3).
+const SESSION_IMPORT_QUERY: &[(&str, &str)] = &[
+    ("project", "give it to this project's agents (its id)"),
+    ("replace", "true: replace a skill of that name (else 409)"),
+    (
+        "name",
+        "with replace=true: the skill the person means to replace, which the session's SKILL.md must name",
+    ),
+];
+
 /// The largest body an import or a file takes: a 32 MiB archive, an 8 MiB file in base64.
 const BODY_LIMIT: usize = 33 * 1024 * 1024;
 
@@ -224,9 +234,9 @@ pub(super) fn routes() -> Vec<Route> {
         ),
     ];
     for route in &mut v {
-        if route.path.starts_with("/v1/skills/import-zip")
-            || route.path.starts_with("/v1/skills/import-session")
-        {
+        if route.path.starts_with("/v1/skills/import-session") {
+            route.query = SESSION_IMPORT_QUERY;
+        } else if route.path.starts_with("/v1/skills/import-") {
             route.query = IMPORT_QUERY;
         }
     }

@@ -6922,6 +6922,8 @@ export interface operations {
                 project?: string;
                 /** @description true: replace a skill of that name (else 409) */
                 replace?: string;
+                /** @description with replace=true: the skill the person means to replace, which the session's SKILL.md must name */
+                name?: string;
             };
             header?: never;
             path: {
@@ -6953,7 +6955,12 @@ export interface operations {
     };
     "POST /v1/skills/import-url": {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description give it to this project's agents (its id) */
+                project?: string;
+                /** @description true: replace a skill of that name (else 409) */
+                replace?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
