@@ -207,6 +207,26 @@ async fn the_web_ui_in_a_real_browser() {
         scope.join(".bin/fake-acp-agent").display()
     );
     std::fs::write(home.join("harnesses/fake/harness.toml"), descriptor).unwrap();
+    // A folderless agent's program (F.2: no scope, its session's folder its own): the same fake
+    // agent, reached through a knowledge folder (`/knowledge/fakebin`) under the knowledge root
+    // the suite sets (`<home>/knowledge-ui`), as harness `fakefree`.
+    std::fs::create_dir_all(home.join("knowledge-ui/fakebin")).unwrap();
+    copy_exe(
+        &test_support::static_build::fakes().agent,
+        &home.join("knowledge-ui/fakebin/fake-acp-agent"),
+    );
+    std::fs::create_dir_all(home.join("harnesses/fakefree")).unwrap();
+    std::fs::write(
+        home.join("harnesses/fakefree/harness.toml"),
+        test_support::descriptor::sandbox_fake(
+            "Fake folderless agent",
+            IMAGE,
+            "\"/knowledge/fakebin/fake-acp-agent\"",
+            "api.fake.test:443",
+        )
+        .replace("name = \"fake\"", "name = \"fakefree\""),
+    )
+    .unwrap();
     // A file-login harness and a terminal emulator that records what Log in opens in it.
     std::fs::create_dir_all(home.join("harnesses/filefake")).unwrap();
     std::fs::write(

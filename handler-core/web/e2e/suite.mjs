@@ -176,6 +176,14 @@ try {
     const card = page.getByLabel("Tool call Write README.md");
     await card.getByText("completed").waitFor();
     await card.getByText("new text from the agent").first().waitFor();
+    // An edit's diff is open: its file's name and each line's numbers (earlier file, new file).
+    const diff = card.getByRole("figure", { name: /^Diff of .*README\.md$/ });
+    await diff.locator(".added", { hasText: "new text from the agent" }).waitFor();
+    assert.deepEqual(
+      await diff.locator(".added .ln").allTextContents(),
+      ["", "1"],
+      "an added line has no earlier number and its new one",
+    );
   });
 
   await step("agent output is sanitized markdown: raw HTML as text, only safe links", async () => {
@@ -286,6 +294,102 @@ try {
     await page.waitForSelector("body[data-session-ready]");
     await page.locator(".msg.agent", { hasText: "hello from the browser" }).waitFor();
     await page.getByLabel("State").getByText("running").waitFor();
+  });
+
+  let longReplayMs = 0;
+  let longReplayMeasureMs = 0;
+  let longReplaySplit = null;
+  await step("a long session: 10 001 updates replayed, tool calls folded, keys, the sessions beside it", async () => {
+    const resumedUrl = page.url();
+    await page.getByRole("link", { name: "Project", exact: true }).click();
+    await page.getByRole("button", { name: "New session" }).click();
+    await page.waitForSelector("body[data-session-ready]");
+    const box = page.getByLabel(/^Message/);
+    // 5 000 tool calls, each announced then completed, and the context's usage: 10 001 updates.
+    await box.fill("tools:5000");
+    await box.press("Enter");
+    await page.getByRole("button", { name: "Send" }).and(page.locator(":enabled")).waitFor({ timeout: 120_000 });
+    const log = page.getByRole("log", { name: "Transcript" });
+    // The prompt, the agent's echo of it, then one entry per tool call (its update merged in).
+    await page.waitForFunction(() => document.querySelector('[aria-label="Transcript"]')?.getAttribute("data-entries") === "5002");
+    // Replayed on reload: timed to the page's ready mark, the transcript in the page.
+    const r0 = Date.now();
+    await page.reload();
+    await page.waitForSelector("body[data-session-ready]");
+    longReplayMs = Date.now() - r0;
+    longReplayMeasureMs = await page.evaluate(() => performance.getEntriesByName("handler:first-session-render").at(-1)?.duration ?? -1);
+    // Where the replay's time goes: the page's start to the attachment's socket open, to the
+    // first replayed update, to session/load's answer (every update in), to the page rendered.
+    longReplaySplit = await page.evaluate(() => {
+      const at = (n) => Math.round(performance.getEntriesByName(n).at(-1)?.startTime ?? -1);
+      const r = performance.getEntriesByName("handler:first-session-render").at(-1);
+      return { open: at("handler:attach-open"), firstUpdate: at("handler:first-update"), loaded: at("handler:loaded"), rendered: Math.round((r?.startTime ?? 0) + (r?.duration ?? 0)) };
+    });
+    assert.equal(await log.getAttribute("data-entries"), "5002", "the replay gives the same transcript");
+    // The same replay read by a bare WebSocket in the page (no ACP SDK, no rendering): what the
+    // daemon and the socket cost alone.
+    const sid = page.url().split("/sessions/")[1];
+    const rec = await api("GET", `/v1/sessions/${sid}`);
+    longReplaySplit.bareSocket = await page.evaluate(async ([sid, acpId, cwd, token]) => {
+      const t0 = performance.now();
+      const ws = new WebSocket(`ws://${location.host}/v1/sessions/${sid}/acp`, ["acp.v1", `bearer.${token}`]);
+      let updates = 0;
+      await new Promise((ok, fail) => {
+        ws.onopen = () => {
+          ws.send(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: 1, clientCapabilities: {} } }));
+          ws.send(JSON.stringify({ jsonrpc: "2.0", id: 2, method: "session/load", params: { sessionId: acpId, cwd, mcpServers: [] } }));
+        };
+        ws.onmessage = (e) => {
+          const m = JSON.parse(e.data);
+          if (m.method === "session/update") updates++;
+          if (m.id === 2) ok();
+        };
+        ws.onclose = (e) => fail(new Error(`closed ${e.code}`));
+      });
+      ws.close(1000);
+      return { ms: Math.round(performance.now() - t0), updates };
+    }, [sid, rec.acpSessionId, rec.scope, TOKEN]);
+    // Only the newest entries are in the page; the earlier ones come on request.
+    const inPage = await log.locator('[data-kind="tool"]').count();
+    assert.ok(inPage > 0 && inPage < 1000, `${inPage} tool calls in the page`);
+    await log.getByRole("button", { name: /^Show earlier \(\d+\)$/ }).waitFor();
+    // A read is folded (kind and status in its summary), an edit shows its diff with line numbers.
+    const read = log.getByLabel("Tool call Read notes/f4999.txt", { exact: true });
+    assert.equal(await read.evaluate((d) => d.open), false, "a read is folded");
+    await read.locator("summary").getByText("read", { exact: true }).waitFor();
+    await read.locator("summary").getByText("completed").waitFor();
+    await read.locator("summary").getByText("f4999.txt:2").waitFor();
+    await read.locator("summary").click();
+    assert.equal(await read.evaluate((d) => d.open), true, "opened on a click");
+    const edit = log.getByLabel("Tool call Edit notes/f5000.txt", { exact: true });
+    const diff = edit.getByRole("figure", { name: "Diff of notes/f5000.txt" });
+    const changed = diff.locator(".added", { hasText: "5000" });
+    assert.equal(await changed.locator(".ln").nth(1).textContent(), "2", "the new line's number");
+    await page.getByRole("status", { name: "Context usage" }).getByText("6.0k / 200k tokens").waitFor();
+    await shot(page, "session-long");
+    // Scrolling up to "Show earlier" brings the earlier entries in.
+    await log.getByRole("button", { name: /^Show earlier/ }).scrollIntoViewIfNeeded();
+    await page.waitForFunction((n) => document.querySelectorAll('[aria-label="Transcript"] [data-kind="tool"]').length > n, inPage);
+    // ↑ in the empty composer brings the last prompt back; Esc cancels a turn.
+    await box.click();
+    await box.press("ArrowUp");
+    assert.equal(await box.inputValue(), "tools:5000");
+    await box.fill("ask: may I go on?");
+    await box.press("Enter");
+    const asked = page.getByRole("group", { name: "Permission request" });
+    await asked.waitFor();
+    await page.getByLabel("State").getByText("running, working").waitFor();
+    await box.press("Escape");
+    await page.getByRole("button", { name: "Send" }).and(page.locator(":enabled")).waitFor();
+    await asked.waitFor({ state: "detached" });
+    // The project's sessions beside it: this one current, each with its state light.
+    const nav = page.getByRole("navigation", { name: "Sessions" });
+    const current = nav.locator('a[aria-current="page"]');
+    await current.waitFor();
+    assert.equal(await current.locator(".light").getAttribute("data-state"), "idle");
+    assert.ok((await nav.getByRole("link").count()) >= 2, "the earlier session is listed too");
+    await page.goto(resumedUrl);
+    await page.waitForSelector("body[data-session-ready]");
   });
 
   await step("settings: accounts with tokens by reference, images, a secret set and never shown", async () => {
@@ -602,6 +706,39 @@ try {
     await page.goto(`${URL_}/#/settings/skills`);
     await page.getByRole("link", { name: "Review with Skill reviewer" }).first().waitFor();
     await api("DELETE", `/v1/agents/${agent.id}`);
+  });
+
+  await step("a folderless agent: Edit with an agent on a skill, the agent's edit, Save to library after a confirm", async () => {
+    const acct = await api("POST", "/v1/accounts", { name: "free", harness: "fakefree", token: { value: "fk-FolderlessToken0000aaaa1111bbbb" } });
+    assert.equal(acct.name, "free", JSON.stringify(acct));
+    const ed = await api("POST", "/v1/agents", {
+      name: "Skill editor", models: [{ account: "free" }], knowledge: ["fakebin"],
+      network: "none", permissions: "bypass", confirmRisks: true,
+    });
+    assert.ok(ed.id && !ed.scope, JSON.stringify(ed));
+    await page.goto(`${URL_}/#/settings/skills`);
+    await page.reload(); // the same address as the step before: read the agents again
+    await page.getByLabel("Folderless agent").selectOption(ed.id);
+    await page.getByRole("list", { name: "Skills" }).getByRole("button", { name: "ui-skill", exact: true }).click();
+    await page.getByRole("region", { name: "Skill ui-skill" }).getByRole("button", { name: "Edit with an agent" }).click();
+    await page.waitForSelector("body[data-session-ready]");
+    const box = page.getByLabel(/^Message/);
+    await box.fill("write:SKILL.md=---\nname: ui-skill\ndescription: Edited by an agent.\n---\n\nBetter now.\n");
+    await box.press("Enter");
+    await page.getByLabel("Tool call Write SKILL.md").getByText("completed").waitFor();
+    // The library has ui-skill: the person is asked, naming it, before it is replaced.
+    let asked = "";
+    page.once("dialog", (d) => { asked = d.message(); d.accept(); });
+    await page.getByRole("button", { name: "Save to library" }).click();
+    await page.getByRole("status").filter({ hasText: "Saved to the library as the skill ui-skill" }).waitFor();
+    assert.match(asked, /skill named "ui-skill"/);
+    const sk = await api("GET", "/v1/skills/ui-skill");
+    assert.equal(sk.description, "Edited by an agent.");
+    await shot(page, "session-save-to-library");
+    await page.getByRole("button", { name: "Stop session" }).click();
+    await page.getByLabel("State").getByText("stopped").waitFor();
+    await api("DELETE", `/v1/agents/${ed.id}`);
+    await api("DELETE", "/v1/accounts/free");
   });
 
   await step("settings: automatic image updates scheduled, and the host's runtime check", async () => {
@@ -1232,7 +1369,7 @@ try {
   const html = readFileSync(join(dist, "index.html"));
   let bytes = gzipSync(html).length;
   for (const f of readdirSync(join(dist, "assets"))) bytes += gzipSync(readFileSync(join(dist, "assets", f))).length;
-  console.log(JSON.stringify({ passed, bundleGzipBytes: bytes, firstSessionRenderMs: firstRenderMs, reloadSessionRenderMs: reloadRenderMs, consoleErrors: consoleErrors.length }));
+  console.log(JSON.stringify({ passed, bundleGzipBytes: bytes, firstSessionRenderMs: firstRenderMs, reloadSessionRenderMs: reloadRenderMs, longReplayMs, longReplayMeasureMs, longReplaySplit, consoleErrors: consoleErrors.length, consoleErrorTexts: [...new Set(consoleErrors)].slice(0, 20) }));
 } catch (e) {
   console.error(`FAILED after [${passed.join(", ")}]: ${e?.stack ?? e}`);
   const failure = join(tmpdir(), `handler-ui-failure-${process.pid}.png`);

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "vitest";
-import { lineDiff } from "./diff";
+import { lineDiff, numberedDiff } from "./diff";
 
 describe("lineDiff", () => {
   test("kept, removed and added lines in order", () => {
@@ -19,5 +19,19 @@ describe("lineDiff", () => {
     expect(out).toHaveLength(2002);
     expect(out[0]).toEqual({ kind: "removed", text: "l0" });
     expect(out[2001]).toEqual({ kind: "added", text: "new" });
+  });
+});
+
+describe("numberedDiff", () => {
+  test("each line carries its number in the earlier file and in the new one", () => {
+    expect(numberedDiff("a\nb\nc", "a\nc\nd").map((l) => [l.kind, l.old, l.new])).toEqual([
+      ["same", 1, 1],
+      ["removed", 2, null],
+      ["same", 3, 2],
+      ["added", null, 3],
+    ]);
+  });
+  test("a new file's lines are numbered from 1 on the new side only", () => {
+    expect(numberedDiff("", "x\ny").filter((l) => l.kind === "added").map((l) => l.new)).toEqual([1, 2]);
   });
 });

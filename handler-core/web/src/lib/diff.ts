@@ -24,3 +24,16 @@ export function lineDiff(before: string, after: string): Line[] {
   while (j < m) out.push({ kind: "added", text: b[j++] });
   return out;
 }
+
+/** A diff's line with its numbers: the earlier file's (removed and same lines) and the new one's. */
+export type NumberedLine = Line & { old: number | null; new: number | null };
+
+/** `lineDiff` with each line's number in the earlier text and in the new one, from 1. */
+export function numberedDiff(before: string, after: string): NumberedLine[] {
+  let o = 0, n = 0;
+  return lineDiff(before, after).map((l) => ({
+    ...l,
+    old: l.kind === "added" ? null : ++o,
+    new: l.kind === "removed" ? null : ++n,
+  }));
+}
