@@ -94,61 +94,59 @@ enum Via<'a> {
     Unix(&'a Path),
 }
 
-/// A bare relay, the least any relay can cost (issue 34 item 6's baseline): a listener whose
-/// every connection is joined to `server` by two blocking threads, each moving one way with
-/// splice(2) through its own pipe of the proxy's size (socket → pipe → socket, no CONNECT, no
-/// policy, no event loop). Its address.
-fn bare_splice_relay(server: SocketAddr) -> SocketAddr {
-    use std::os::fd::AsFd;
+/// A bare relay, the least any relay can cost (issue 34 item 6's baseline): a listener (TCP, or
+/// a unix socket at `unix`: the same way in as the tunnel it is compared with) whose every
+/// connection is joined to `server` by two blocking threads, each moving one way with splice(2)
+/// through its own pipe of the proxy's size (socket → pipe → socket, no CONNECT, no policy, no
+/// event loop). Its address, when TCP.
+fn bare_splice_relay(server: SocketAddr, unix: Option<&Path>) -> Option<SocketAddr> {
+    use std::os::fd::OwnedFd;
+    if let Some(path) = unix {
+        let l = std::os::unix::net::UnixListener::bind(path).unwrap();
+        std::thread::spawn(move || {
+            relay_each(|| l.accept().map(|(s, _)| OwnedFd::from(s)), server)
+        });
+        return None;
+    }
     let l = std::net::TcpListener::bind((server.ip(), 0)).unwrap();
     let addr = l.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for c in l.incoming() {
-            let Ok(client) = c else { return };
-            let upstream = std::net::TcpStream::connect(server).unwrap();
-            for (from, to) in [
-                (client.try_clone().unwrap(), upstream.try_clone().unwrap()),
-                (upstream, client),
-            ] {
-                std::thread::spawn(move || {
-                    use nix::fcntl::{FcntlArg, SpliceFFlags, fcntl, splice};
-                    let (r, w) = nix::unistd::pipe().unwrap();
-                    let size = handler_core::runtime::egress::relay::PIPE_SIZE;
-                    let _ = fcntl(&w, FcntlArg::F_SETPIPE_SZ(i32::try_from(size).unwrap()));
-                    loop {
-                        let n = splice(
-                            from.as_fd(),
-                            None,
-                            &w,
-                            None,
-                            size,
-                            SpliceFFlags::SPLICE_F_MOVE,
-                        )
-                        .unwrap_or(0);
-                        if n == 0 {
-                            let _ = to.shutdown(std::net::Shutdown::Write);
-                            return;
-                        }
-                        let mut left = n;
-                        while left > 0 {
-                            match splice(
-                                &r,
-                                None,
-                                to.as_fd(),
-                                None,
-                                left,
-                                SpliceFFlags::SPLICE_F_MOVE,
-                            ) {
-                                Ok(0) | Err(_) => return,
-                                Ok(k) => left -= k,
-                            }
+    std::thread::spawn(move || relay_each(|| l.accept().map(|(s, _)| OwnedFd::from(s)), server));
+    Some(addr)
+}
+
+/// Joins each connection `accept` gives to a new connection to `server`, spliced both ways.
+fn relay_each(accept: impl Fn() -> std::io::Result<std::os::fd::OwnedFd>, server: SocketAddr) {
+    use nix::fcntl::{FcntlArg, SpliceFFlags, fcntl, splice};
+    use nix::sys::socket::{Shutdown, shutdown};
+    use std::os::fd::{AsRawFd as _, OwnedFd};
+    while let Ok(client) = accept() {
+        let upstream = OwnedFd::from(std::net::TcpStream::connect(server).unwrap());
+        for (from, to) in [
+            (client.try_clone().unwrap(), upstream.try_clone().unwrap()),
+            (upstream, client),
+        ] {
+            std::thread::spawn(move || {
+                let (r, w) = nix::unistd::pipe().unwrap();
+                let size = handler_core::runtime::egress::relay::PIPE_SIZE;
+                let _ = fcntl(&w, FcntlArg::F_SETPIPE_SZ(i32::try_from(size).unwrap()));
+                let flags = SpliceFFlags::SPLICE_F_MOVE;
+                loop {
+                    let n = splice(&from, None, &w, None, size, flags).unwrap_or(0);
+                    if n == 0 {
+                        let _ = shutdown(to.as_raw_fd(), Shutdown::Write);
+                        return;
+                    }
+                    let mut left = n;
+                    while left > 0 {
+                        match splice(&r, None, &to, None, left, flags) {
+                            Ok(0) | Err(_) => return,
+                            Ok(k) => left -= k,
                         }
                     }
-                });
-            }
+                }
+            });
         }
-    });
-    addr
+    }
 }
 
 /// Downloads `n` bytes `rounds` times direct, through the bare splice relay of
@@ -165,7 +163,13 @@ async fn bulk(
     n: usize,
     rounds: usize,
 ) {
-    let relay = bare_splice_relay(server);
+    let dir = tempfile::tempdir().unwrap();
+    let relay_sock = dir.path().join("bare-relay.sock");
+    let relay = bare_splice_relay(
+        server,
+        matches!(proxy, Via::Unix(_)).then_some(relay_sock.as_path()),
+    );
+    let relay_sock = &relay_sock;
     let path = |which: usize| async move {
         let (t, c) = (Instant::now(), cpu_ticks());
         let got = match (which, proxy) {
@@ -177,14 +181,16 @@ async fn bulk(
                 )
                 .await
             }
-            (1, _) => {
-                download(
-                    tokio::net::TcpStream::connect(relay).await.unwrap(),
-                    server.port(),
-                    n,
-                )
-                .await
-            }
+            (1, _) => match relay {
+                Some(addr) => {
+                    let s = tokio::net::TcpStream::connect(addr).await.unwrap();
+                    download(s, server.port(), n).await
+                }
+                None => {
+                    let s = tokio::net::UnixStream::connect(relay_sock).await.unwrap();
+                    download(s, server.port(), n).await
+                }
+            },
             (_, Via::Tcp(addr)) => {
                 let Connect::Open(s) = connect(addr, target).await else {
                     panic!("tunnel to {target} refused")
