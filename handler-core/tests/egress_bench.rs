@@ -104,7 +104,7 @@ fn bare_splice_relay(server: SocketAddr, unix: Option<&Path>) -> Option<SocketAd
     if let Some(path) = unix {
         let l = std::os::unix::net::UnixListener::bind(path).unwrap();
         std::thread::spawn(move || {
-            relay_each(|| l.accept().map(|(s, _)| OwnedFd::from(s)), server)
+            relay_each(|| l.accept().map(|(s, _)| OwnedFd::from(s)), server);
         });
         return None;
     }
