@@ -764,6 +764,8 @@ try {
     await page.goto(sessionUrl);
     await page.waitForSelector("body[data-session-ready]");
     await page.getByLabel(/^Message/).waitFor();
+    // The page opens at the transcript's end; the picture shows its top (title, toolbar, list).
+    await page.evaluate(() => window.scrollTo(0, 0));
     await shot(page, "session-narrow");
     await page.emulateMedia({ colorScheme: "dark" });
     const bg = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
