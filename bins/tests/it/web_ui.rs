@@ -164,6 +164,17 @@ async fn the_web_ui_in_a_real_browser() {
         eprintln!("skipped (HANDLER_SKIP_PODMAN_TESTS=1): no {IMAGE}");
         return;
     }
+    // Machines a failed run of the suite left (a machine is the person's: it outlives its
+    // daemon, and its name would be taken for this run).
+    for name in ["box", "mbox", "devbox", "agentbox"] {
+        let _ = as_user(
+            &user,
+            "podman",
+            &["rm", "-f", "-t", "0", &format!("handler-m-{name}")],
+            &[("HOME", home_of(&user))],
+        )
+        .output();
+    }
     // The network filter's image, for the filtered agent's denied host and Learn hosts.
     if user.is_some() {
         test_support::network_filter::ensure(Path::new(env!(
