@@ -3,12 +3,13 @@
 //! writes the same type); this only parses argv and runs each verb with the binary's engine.
 
 use clap::{CommandFactory, FromArgMatches};
+use handler_core::runtime::egress::pool;
 use handler_core::runtime::sandbox::engine::{self, Kind};
 use handler_core::runtime::sandbox::{
     attach, cache, check, egress_verbs, git_bundle, image, image_base, keep, launch, machine,
     machine_up, sweep, watchdog,
 };
-use handler_sandbox::verbs::{CacheVerb, ImageVerb, MachineVerb, SandboxCli, Verb};
+use handler_sandbox::verbs::{CacheVerb, ImageVerb, MachineVerb, PoolVerb, SandboxCli, Verb};
 
 /// Runs the verb on the command line with `kind`'s engine and exits with its code.
 pub(crate) fn main(kind: Kind, about: &'static str) -> ! {
@@ -39,6 +40,8 @@ fn run(kind: Kind, verb: Verb) -> i32 {
         Verb::Watchdog(w) => watchdog::run(w.pid, w.start, w.boot, w.dir),
         Verb::Keep(k) => keep::run(&k),
         Verb::Machine(m) => run_machine(m),
+        Verb::ProxyPool(PoolVerb::Fill { after_ms }) => pool::fill_verb(after_ms),
+        Verb::ProxyPool(PoolVerb::Drain) => pool::drain_verb(),
     }
 }
 

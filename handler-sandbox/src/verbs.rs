@@ -74,6 +74,24 @@ pub enum Verb {
     /// on fd 3, reached by `exec` with an ExecSpec on fd 3.
     #[command(subcommand)]
     Machine(MachineVerb),
+    /// The warm proxy pool (decision 0175): egress proxies started ahead, one claimed by each
+    /// filtered launch.
+    #[command(subcommand)]
+    ProxyPool(PoolVerb),
+}
+
+/// `proxy-pool …`.
+#[derive(Debug, Clone, PartialEq, Eq, Subcommand)]
+pub enum PoolVerb {
+    /// Start members until the pool holds `HANDLER_PROXY_POOL` (default 1; 0: no pool); prints
+    /// how many it started. A launch runs it in the background after each filtered start.
+    Fill {
+        /// Wait this many milliseconds first (a launch's own start goes first).
+        #[arg(long, default_value_t = 0)]
+        after_ms: u64,
+    },
+    /// Remove every member (`image build-proxy` does it after switching the image).
+    Drain,
 }
 
 /// `machine …`: ID is the machine's id (its container is `handler-m-ID`); only containers
@@ -442,6 +460,11 @@ impl Verb {
                 .pos(&entries.iter().collect::<Vec<_>>()),
             Self::Sweep => w.verb("sweep"),
             Self::Check => w.verb("check"),
+            Self::ProxyPool(PoolVerb::Fill { after_ms }) => w
+                .verb("proxy-pool")
+                .verb("fill")
+                .opt("after-ms", &after_ms.to_string()),
+            Self::ProxyPool(PoolVerb::Drain) => w.verb("proxy-pool").verb("drain"),
             Self::Image(i) => i.words(w.verb("image")),
             Self::Cache(CacheVerb::Size { paths }) => w
                 .verb("cache")
@@ -576,6 +599,8 @@ mod tests {
             },
             Verb::Sweep,
             Verb::Check,
+            Verb::ProxyPool(PoolVerb::Fill { after_ms: 1500 }),
+            Verb::ProxyPool(PoolVerb::Drain),
             Verb::Image(ImageVerb::Build(Build {
                 context: dash.clone(),
                 file: Some(s("-C f")),

@@ -13,6 +13,18 @@ struct Args {
     /// Read the configuration from FILE instead of stdin (a machine's proxy: no secret in it).
     #[arg(long, value_name = "FILE")]
     config: Option<std::path::PathBuf>,
+    /// A warm pool member (decision 0175): wait for one launcher on SOCKET, which gives the
+    /// configuration and takes the ready line and the events.
+    #[arg(long, value_name = "SOCKET", conflicts_with = "config")]
+    claim: Option<std::path::PathBuf>,
+    /// With --claim: end after SECONDS unclaimed.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 600,
+        requires = "claim"
+    )]
+    idle: u64,
     #[command(subcommand)]
     cmd: Option<Cmd>,
 }
@@ -69,14 +81,24 @@ fn main() -> anyhow::Result<()> {
         }
         None => {}
     }
+    if let Some(sock) = &args.claim
+        && !handler_core::runtime::egress::claim::wait(
+            sock,
+            std::time::Duration::from_secs(args.idle),
+        )?
+    {
+        // Nobody claimed it: its container ends (and goes, `--rm`).
+        return Ok(());
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
     let run = async {
-        match &args.config {
-            Some(f) => handler_core::runtime::egress::run_from_file(f).await,
-            None => handler_core::runtime::egress::run_from_stdin().await,
+        match (&args.config, &args.claim) {
+            (Some(f), _) => handler_core::runtime::egress::run_from_file(f).await,
+            (None, Some(_)) => handler_core::runtime::egress::claim::run_claimed().await,
+            (None, None) => handler_core::runtime::egress::run_from_stdin().await,
         }
     };
     if let Err(e) = rt.block_on(run) {

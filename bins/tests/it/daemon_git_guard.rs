@@ -769,6 +769,7 @@ fn bench_guarded_start_and_bring_back() {
             "env".into(),
             "-i".into(),
             "PATH=/usr/local/bin:/usr/bin:/bin".into(),
+            "HANDLER_PROXY_POOL=0".into(),
             format!("HOME={}", u.home()),
         ],
         None => Vec::new(),

@@ -242,7 +242,9 @@ pub(crate) async fn start_with(im: &Images, extra: &[(&'static str, String)]) ->
         "-i",
     ])
     .arg(format!("USER={USER}"))
-    .arg("PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin");
+    .arg("PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
+    // No warm proxy pool but in its own test (decision 0175).
+    .arg("HANDLER_PROXY_POOL=0");
     for (k, v) in &env {
         cmd.arg(format!("{k}={v}"));
     }

@@ -320,6 +320,17 @@ fn launch(
     injections: serde_json::Value,
     ctl: Option<&Path>,
 ) -> Launch {
+    launch_env(name, script, (network, injections), ctl, &[])
+}
+
+/// [`launch`] with `env` (`NAME=value`) added to the launcher's environment.
+fn launch_env(
+    name: &str,
+    script: &str,
+    (network, injections): (serde_json::Value, serde_json::Value),
+    ctl: Option<&Path>,
+    env: &[&str],
+) -> Launch {
     let sh = shared();
     let mut mounts = vec![serde_json::json!({
         "source": sh.probe_dir, "target": "/probe", "readOnly": true, "kind": "app"
@@ -343,7 +354,9 @@ fn launch(
         .status()
         .unwrap();
     // `exec`: the launcher is this child itself, so SIGTERM reaches it.
-    let inner = as_user(&sh.hsp, &["launch"]);
+    let mut words: Vec<&str> = env.to_vec();
+    words.extend([sh.hsp.as_str(), "launch"]);
+    let inner = as_user("env", &words);
     let argv: Vec<String> = std::iter::once(inner.get_program())
         .chain(inner.get_args())
         .map(|a| a.to_string_lossy().to_string())
@@ -1518,6 +1531,169 @@ fn a_machines_exec_has_its_own_key_injected_only_while_it_runs() {
     assert_nothing_left(&name);
 }
 
+/// The containers of this runtime's warm proxy pool (claimed ones too), by name.
+fn pool_members() -> Vec<String> {
+    let filter = format!("label=handler.proxy-pool={}", rt().cli());
+    let o = as_user(
+        rt().cli(),
+        &["ps", "-a", "--filter", &filter, "--format", "{{.Names}}"],
+    )
+    .output()
+    .unwrap();
+    let mut names: Vec<String> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect();
+    names.sort();
+    names
+}
+
+/// `proxy-pool ARGS` with `env`; its output.
+fn pool_verb(args: &[&str], env: &[&str]) -> std::process::Output {
+    let sh = shared();
+    let mut words: Vec<&str> = env.to_vec();
+    words.extend([sh.hsp.as_str(), "proxy-pool"]);
+    words.extend(args);
+    as_user("env", &words).output().unwrap()
+}
+
+/// Waits (20 s at most) until `ok` holds of the pool's members; them.
+fn pool_until(what: &str, ok: impl Fn(&[String]) -> bool) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let m = pool_members();
+        if ok(&m) {
+            return m;
+        }
+        assert!(Instant::now() < deadline, "{what}: the pool holds {m:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The warm proxy pool (issue 34 item 1, decision 0175): `proxy-pool fill` starts one member and
+/// no second; a filtered launch with an injection claims it — the allowed host gets the value,
+/// the process only the phantom, an unlisted host is refused, and the events reach the
+/// launcher's stderr over the claim connection — and the member goes with the instance while
+/// another takes its place; a launcher killed by SIGKILL takes its claimed proxy with it (the
+/// connection's end ends it); an unclaimed member ends after its idle time, and a launch that
+/// finds only what it left starts a proxy of its own; `drain` removes the rest.
+fn the_warm_proxy_pool_stands_in_for_a_proxys_start() {
+    let pool = ["HANDLER_PROXY_POOL=1", "HANDLER_PROXY_POOL_IDLE=120"];
+    let said = |o: &std::process::Output| {
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    };
+    let o = pool_verb(&["drain"], &pool);
+    assert!(o.status.success(), "{}", said(&o));
+    assert_eq!(pool_members(), Vec::<String>::new());
+    let o = pool_verb(&["fill"], &pool);
+    assert_eq!(said(&o).trim(), r#"{"started":1}"#);
+    let first = pool_members();
+    assert_eq!(first.len(), 1, "{first:?}");
+    let o = pool_verb(&["fill"], &pool);
+    assert_eq!(said(&o).trim(), r#"{"started":0}"#, "the pool is full");
+
+    let (inj, inj_seen) = server(Some("egress-test-injected"));
+    let (port, _seen) = server(None);
+    let phantom = format!("sk-pool-{}", "Ph4nt0m1".repeat(4));
+    let value = format!("sk-pool-{}", "R3alV4lu".repeat(4));
+    let name = format!("egpool-{}-{}", std::process::id(), rt().cli());
+    let script = format!(
+        "/probe/egress-probe https://{HCI}:{inj}/echo -H \"x-api-key: {phantom}\"; \
+         /probe/egress-probe http://example.com:{port}/b; echo DONE"
+    );
+    let injections = serde_json::json!([{
+        "name": "test/poolKey", "phantom": phantom, "value": value, "hosts": [format!("{HCI}:{inj}")]
+    }]);
+    let network = filtered(&[format!("{HCI}:{inj}")], "enforce");
+    let mut l = launch_env(&name, &script, (network, injections), None, &pool);
+    let out = l.until("DONE", Duration::from_secs(60)).join("\n");
+    let st = wait_exit(&mut l, Duration::from_secs(30));
+    let stderr = l.stderr();
+    assert!(st.success(), "launch: {stderr}");
+    let got = inj_seen.lock().unwrap().join("\n");
+    assert!(got.contains(&format!("x-api-key {value}")), "{got}");
+    assert!(
+        out.contains(&format!("x-api-key {phantom}")) && !out.contains(&value),
+        "{out}"
+    );
+    assert!(
+        out.contains("STATUS 403"),
+        "the unlisted host refused: {out}"
+    );
+    assert!(
+        stderr.contains(&event(
+            "injected",
+            &format!("{HCI}:{inj}"),
+            Some("test/poolKey")
+        )),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&event("denied", &format!("example.com:{port}"), None)),
+        "{stderr}"
+    );
+    // The member served it: it went with the instance (unclaimed it would wait 120 s), and
+    // another took its place.
+    let second = pool_until("a new member after the launch", |m| {
+        m.len() == 1 && m[0] != first[0]
+    });
+    assert_nothing_left(&name);
+
+    let name = format!("egpoolkill-{}-{}", std::process::id(), rt().cli());
+    let network = filtered(&[format!("{HCI}:{port}")], "enforce");
+    let mut l = launch_env(
+        &name,
+        "echo UP; sleep 60",
+        (network, serde_json::json!([])),
+        None,
+        &pool,
+    );
+    l.until("UP", Duration::from_secs(60));
+    l.child.kill().unwrap();
+    let _ = l.child.wait();
+    pool_until(
+        "the killed launcher's proxy gone, and the refill its start began",
+        |m| m.len() == 1 && !m.contains(&second[0]),
+    );
+
+    let o = pool_verb(&["drain"], &pool);
+    assert!(o.status.success(), "{}", said(&o));
+    let short = ["HANDLER_PROXY_POOL=1", "HANDLER_PROXY_POOL_IDLE=2"];
+    let o = pool_verb(&["fill"], &short);
+    assert_eq!(said(&o).trim(), r#"{"started":1}"#);
+    pool_until(
+        "an unclaimed member ends after its idle time",
+        <[String]>::is_empty,
+    );
+    let name = format!("egpoolidle-{}-{}", std::process::id(), rt().cli());
+    let network = filtered(&[format!("{HCI}:{port}")], "enforce");
+    let mut l = launch_env(
+        &name,
+        &format!("/probe/egress-probe http://{HCI}:{port}/a; echo DONE"),
+        (network, serde_json::json!([])),
+        None,
+        &pool,
+    );
+    let out = l.until("DONE", Duration::from_secs(60)).join("\n");
+    assert!(
+        wait_exit(&mut l, Duration::from_secs(30)).success(),
+        "{}",
+        l.stderr()
+    );
+    assert!(out.contains("STATUS 200"), "its own proxy: {out}");
+    assert_nothing_left(&name);
+    // The refill a launch starts, then drain.
+    pool_until("the refill", |m| m.len() == 1);
+    let o = pool_verb(&["drain"], &pool);
+    assert_eq!(said(&o).trim(), r#"{"removed":1}"#);
+    assert_eq!(pool_members(), Vec::<String>::new());
+}
+
 /// The egress cases, each run against both runtime executables (issue 19): the generated test
 /// sets the thread's runtime, the case runs unchanged.
 macro_rules! egress_cases {
@@ -1542,4 +1718,5 @@ egress_cases! {
     set_allow_closes_the_open_connections_it_no_longer_allows_and_keeps_the_others,
     a_filtered_machine_keeps_its_proxy_and_reaches_only_its_allowed_hosts,
     a_machines_exec_has_its_own_key_injected_only_while_it_runs,
+    the_warm_proxy_pool_stands_in_for_a_proxys_start,
 }

@@ -123,6 +123,7 @@ async fn start(root: &Path, ca: &Path) -> (std::process::Child, Api) {
     .arg(format!("HOME=/home/{USER}"))
     .arg(format!("USER={USER}"))
     .arg("PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
+    .arg("HANDLER_PROXY_POOL=0")
     .arg("TMPDIR=/var/tmp")
     .arg(format!("HANDLER_EGRESS_EXTRA_ROOTS={}", ca.display()));
     let harnesses = root.join("harnesses");

@@ -215,6 +215,8 @@ impl Env {
                     .arg(format!("USER={u}"))
                     .arg(format!("LOGNAME={u}"));
                 c.arg("PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin");
+                // No warm proxy pool but in its own test (decision 0175).
+                c.arg("HANDLER_PROXY_POOL=0");
                 for (k, v) in extra {
                     c.arg(format!("{k}={v}"));
                 }

@@ -53,6 +53,8 @@ fn as_user(
             c.args(["--reuid", u, "--regid", u, "--init-groups", "env", "-i"]);
             c.arg(format!("USER={u}")).arg(format!("LOGNAME={u}"));
             c.arg("PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin");
+            // No warm proxy pool but in its own test (decision 0175).
+            c.arg("HANDLER_PROXY_POOL=0");
             for (k, v) in env {
                 c.arg(format!("{k}={v}"));
             }

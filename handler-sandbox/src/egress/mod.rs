@@ -11,6 +11,7 @@ pub mod hello;
 pub mod inject;
 pub mod judge;
 pub mod phantom;
+pub mod pool;
 pub mod rebind;
 pub mod replace;
 pub mod topology;

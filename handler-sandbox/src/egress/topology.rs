@@ -70,6 +70,13 @@ pub fn kept_log_args(engine: Engine<'_>) -> Vec<String> {
     }
 }
 
+/// The instance's settings folder's name (under the instance folder).
+pub const SETTINGS_SUBDIR: &str = "egress";
+/// The instance's CA bundle folder's name.
+pub const CA_SUBDIR: &str = "egress-ca";
+/// The instance's proxy socket folder's name.
+pub const SOCKET_SUBDIR: &str = "egress-sock";
+
 /// The file in the settings folder the launcher creates once the proxy answers; set-egress and
 /// set-allow wait for it.
 pub const READY_MARKER: &str = "ready";
@@ -109,9 +116,9 @@ impl Topology {
         Some(Topology {
             direct_route: mode == ProxyMode::Report,
             proxy_container: format!("{}-egress", spec.name),
-            settings_dir: format!("{inst}/egress"),
-            ca_dir: format!("{inst}/egress-ca"),
-            socket_dir: format!("{inst}/egress-sock"),
+            settings_dir: format!("{inst}/{SETTINGS_SUBDIR}"),
+            ca_dir: format!("{inst}/{CA_SUBDIR}"),
+            socket_dir: format!("{inst}/{SOCKET_SUBDIR}"),
             mode,
             injections: !spec.injections.is_empty(),
             control_dir: None,
@@ -293,7 +300,7 @@ impl Topology {
     }
 
     /// What every proxy container has: its network, strictness, labels, mounts and image.
-    fn proxy_common_args(
+    pub(crate) fn proxy_common_args(
         &self,
         engine: Engine<'_>,
         labels: &[(String, String)],

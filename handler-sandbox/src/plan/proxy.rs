@@ -31,6 +31,9 @@ pub struct ProxyPlan {
     /// The network filter image it runs (when it does not start, the runtime says whether the
     /// image is missing).
     pub image: String,
+    /// Whether a member of the warm pool may stand in for it (a launch's; a machine keeps a
+    /// proxy of its own, decision 0175).
+    pub pooled: bool,
 }
 
 /// The proxy of `spec` in instance folder `inst` on a host with `facts`, if it needs one
@@ -87,5 +90,6 @@ pub(super) fn plan_proxy(
         config: topo.proxy_config(spec, facts.host_addresses.clone()),
         ready_file: topo.ready_file(),
         image: PROXY_IMAGE.to_string(),
+        pooled: !machine,
     })
 }

@@ -25,10 +25,12 @@ pub const STARTING_WAIT: Duration = Duration::from_secs(60);
 /// The running proxy container's podman process (its stderr relayed by the launcher: events pass).
 #[derive(Debug)]
 pub struct ProxyProcess<C> {
-    /// Its podman process.
-    pub child: C,
+    /// Its podman process (none for a member of the warm pool: its engine runs it detached).
+    pub child: Option<C>,
     /// Its container's name.
     pub name: String,
+    /// A claimed member's claim connection (decision 0175): shut down at the end, which ends it.
+    pub claim: Option<std::os::unix::net::UnixStream>,
 }
 
 /// Why the proxy did not start (the sandbox then does not start either: fail closed, A1).
@@ -92,7 +94,8 @@ pub async fn start_proxy<P: Podman>(
         Ok(Ok(Some(l))) if l.contains("\"ready\":true") => {
             std::fs::write(&plan.ready_file, "").map_err(ProxyStartError::ReadyMarker)?;
             return Ok(ProxyProcess {
-                child,
+                child: Some(child),
+                claim: None,
                 name: plan.container.clone(),
             });
         }
@@ -134,13 +137,89 @@ impl<C: PodmanProcess> ProxyProcess<C> {
     /// waits for its `podman run` at most `within`. False when that failed (the caller then
     /// removes the instance's containers by label).
     pub async fn stop(&mut self, podman: &impl Podman<Process = C>, within: Duration) -> bool {
+        if let Some(conn) = self.claim.take() {
+            // A claimed member ends when its connection does, and its engine removes it
+            // (`--rm`); the removal is made sure of in the background, off the launch's end
+            // (issue 34 item 1).
+            let _ = conn.shutdown(std::net::Shutdown::Both);
+            podman.remove_detached(&self.name);
+            return true;
+        }
         let removed = podman.remove(&self.name, within).await;
-        let ended = matches!(
-            tokio::time::timeout(within, self.child.wait()).await,
-            Ok(Ok(_))
-        );
+        let ended = match &mut self.child {
+            Some(c) => matches!(tokio::time::timeout(within, c.wait()).await, Ok(Ok(_))),
+            None => true,
+        };
         removed && ended
     }
+}
+
+/// Gives a claimed member of the warm pool (decision 0175) the configuration of `plan` and waits
+/// for its ready line on the claim connection, relaying its log lines before it; then its
+/// events are relayed from the same connection as a started proxy's are, and the ready marker
+/// is written. On failure the member is removed.
+pub async fn start_claimed<P: Podman>(
+    podman: &P,
+    plan: &ProxyPlan,
+    claimed: super::pool::Claimed,
+) -> Result<ProxyProcess<P::Process>, ProxyStartError> {
+    use crate::runtime::sandbox::stderr::{Source, relay};
+    let super::pool::Claimed { stream, container } = claimed;
+    let line = handler_sandbox::egress::pool::claim_line(&plan.config)?;
+    let fail = |why: String| ProxyStartError::DidNotStart {
+        why,
+        status: format!("warm proxy {container}"),
+    };
+    let io = (|| {
+        stream.set_nonblocking(true)?;
+        tokio::net::UnixStream::from_std(stream)
+    })();
+    let mut conn = match io {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = podman.remove(&container, Duration::from_secs(10)).await;
+            return Err(fail(format!("its claim connection: {e}")));
+        }
+    };
+    let got = give_and_read_ready(&mut conn, &line);
+    let left = match tokio::time::timeout(PROXY_START_TIMEOUT, got).await {
+        Ok(Ok(left)) => left,
+        Ok(Err(why)) => {
+            let _ = podman.remove(&container, Duration::from_secs(10)).await;
+            return Err(fail(why));
+        }
+        Err(_) => {
+            let _ = podman.remove(&container, Duration::from_secs(10)).await;
+            return Err(fail(format!(
+                "no ready line within {} s",
+                PROXY_START_TIMEOUT.as_secs()
+            )));
+        }
+    };
+    let std_conn = conn.into_std().and_then(|c| {
+        c.set_nonblocking(false)?;
+        Ok(c)
+    });
+    let std_conn = std_conn.and_then(|c| Ok((c.try_clone()?, c)));
+    let claim = match std_conn {
+        Ok((held, c)) => {
+            relay(
+                std::io::Read::chain(std::io::Cursor::new(left), c),
+                Source::Proxy,
+            );
+            held
+        }
+        Err(e) => {
+            let _ = podman.remove(&container, Duration::from_secs(10)).await;
+            return Err(fail(format!("its claim connection: {e}")));
+        }
+    };
+    std::fs::write(&plan.ready_file, "").map_err(ProxyStartError::ReadyMarker)?;
+    Ok(ProxyProcess {
+        child: None,
+        name: container,
+        claim: Some(claim),
+    })
 }
 
 /// What set-egress/set-allow change.
@@ -455,6 +534,11 @@ fn build_image(podman: &str, ctx: &Path) -> Result<String, BuildProxyError> {
     if !tag.status.success() {
         return Err(engine_failed("tag", &tag.stderr));
     }
+    // The warm proxies run the image replaced: they go, the next launches start with the new one
+    // (decision 0175).
+    if let Err(e) = super::pool::drain() {
+        crate::runtime::sandbox::log(&format!("image build-proxy: {e}"));
+    }
     remove_replaced(podman, old.as_deref());
     Ok(PROXY_IMAGE.to_string())
 }
@@ -522,4 +606,38 @@ fn remove_replaced(podman: &str, old: Option<&str>) {
             Err(e) => crate::runtime::sandbox::log(&format!("image build-proxy: {e}")),
         }
     }
+}
+
+/// Writes the configuration `line` on a claimed member's connection and reads up to its ready
+/// line, relaying the log lines before it; what was read past the ready line (its first events).
+async fn give_and_read_ready(
+    conn: &mut tokio::net::UnixStream,
+    line: &str,
+) -> Result<Vec<u8>, String> {
+    use crate::runtime::sandbox::stderr::{Source, line_for};
+    conn.write_all(line.as_bytes())
+        .await
+        .map_err(|e| format!("its configuration could not be given: {e}"))?;
+    let mut reader = BufReader::new(conn);
+    loop {
+        let mut l = String::new();
+        match reader.read_line(&mut l).await {
+            Ok(0) => return Err("it ended without a ready line".to_string()),
+            Ok(_) if l.contains("\"ready\":true") => break,
+            // Its log lines before it is ready (why it fails) reach stderr as a proxy's.
+            Ok(_) => {
+                let piece = crate::lines::Piece {
+                    bytes: l.trim_end().as_bytes(),
+                    starts: true,
+                    ends: true,
+                };
+                let _ = std::io::Write::write_all(
+                    &mut std::io::stderr().lock(),
+                    &line_for(Source::Proxy, &piece),
+                );
+            }
+            Err(e) => return Err(format!("reading its ready line: {e}")),
+        }
+    }
+    Ok(reader.buffer().to_vec())
 }

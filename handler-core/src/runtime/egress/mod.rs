@@ -4,9 +4,11 @@
 
 pub mod body;
 pub mod ca;
+pub mod claim;
 pub mod control;
 pub mod events;
 pub mod launch;
+pub mod pool;
 pub mod proxy;
 pub mod quickack;
 pub mod relay;

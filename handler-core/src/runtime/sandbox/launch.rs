@@ -23,7 +23,8 @@ use handler_sandbox::{plan_launch, validate_spec};
 use super::podman::{Podman, PodmanCli, PodmanProcess, SpawnError};
 use super::watchdog::Watchdog;
 use super::{engine, host, log, stderr};
-use crate::runtime::egress::launch::{ProxyProcess, start_proxy};
+use crate::runtime::egress::launch::{ProxyProcess, start_claimed, start_proxy};
+use crate::runtime::egress::pool;
 use crate::runtime::signals::{STOPPING, Signals};
 
 /// How long a tty launch waits for `attach` (A: 60 s); `HANDLER_SANDBOX_ATTACH_TIMEOUT` (seconds)
@@ -391,17 +392,27 @@ async fn run_instance<P: Podman>(
     // sandbox's forwarder holds the process until the proxy's socket answers (A1: the process
     // never runs without its proxy; decision 0024). Its stderr is ours, so its egress events
     // are the launcher's (A.3).
+    // A warm member of the proxy pool, when one waits, stands in for starting one (decision
+    // 0175): its folders become the instance's before the staging below.
+    let claimed = match &plan.proxy {
+        Some(p) if p.pooled && pool::serves_image(&p.image) => podman.claim_warm_proxy(&inst.dir),
+        _ => None,
+    };
     if let Some(p) = &plan.proxy
         && let Err(e) = stage(&p.stage)
     {
         log(&format!("setup failed: egress settings: {e}"));
+        if let Some(c) = &claimed {
+            podman.remove(&c.container, Duration::from_secs(10)).await;
+        }
         inst.cleanup(podman, false);
         return exit::SETUP_FAILED;
     }
     let ready = async {
-        match &plan.proxy {
-            Some(p) => start_proxy(podman, p).await.map(Some),
-            None => Ok(None),
+        match (&plan.proxy, claimed) {
+            (Some(p), Some(c)) => start_claimed(podman, p, c).await.map(Some),
+            (Some(p), None) => start_proxy(podman, p).await.map(Some),
+            (None, _) => Ok(None),
         }
     };
     tokio::pin!(ready);
@@ -441,6 +452,10 @@ async fn run_instance<P: Podman>(
             sig = signals.recv() => return stopped_by(podman, inst, sig, Some(&mut child)).await,
         }
     };
+    if plan.proxy.as_ref().is_some_and(|p| p.pooled) {
+        // The next filtered launch finds a warm proxy (this one's start went first).
+        podman.refill_proxy_pool();
+    }
     let run = Running {
         podman,
         inst,
@@ -637,6 +652,21 @@ mod tests {
             true
         }
 
+        fn remove_detached(&self, name: &str) {
+            self.log
+                .borrow_mut()
+                .push(format!("rm in the background {name}"));
+        }
+
+        fn claim_warm_proxy(&self, _inst: &Path) -> Option<crate::runtime::egress::pool::Claimed> {
+            self.log.borrow_mut().push("claim a warm proxy".into());
+            None
+        }
+
+        fn refill_proxy_pool(&self) {
+            self.log.borrow_mut().push("refill the pool".into());
+        }
+
         fn state(&self, name: &str) -> Result<String, PodmanError> {
             self.log.borrow_mut().push(format!("state {name}"));
             Ok("exited".into())
@@ -761,6 +791,17 @@ mod tests {
         );
         assert!(
             !calls.iter().any(|c| c.starts_with("rm by launcher")),
+            "{calls:?}"
+        );
+        // A warm proxy is asked for before anything starts (none waits here: one is started);
+        // the pool's refill only once the launch's own proxy answered (decision 0175).
+        assert!(
+            at(&calls, "claim a warm proxy") < at(&calls, "sandbox run"),
+            "{calls:?}"
+        );
+        assert!(
+            at(&calls, "proxy run") < at(&calls, "refill the pool")
+                && at(&calls, "refill the pool") < at(&calls, "ended sandbox"),
             "{calls:?}"
         );
         assert!(gone);

@@ -195,6 +195,18 @@ pub trait Podman {
     /// `podman rm -f --time 0 --ignore NAME`: whether it succeeded within `within`.
     fn remove(&self, name: &str, within: Duration) -> impl Future<Output = bool>;
 
+    /// `remove` started in the background (its own process group, no stdio), not waited for.
+    fn remove_detached(&self, name: &str);
+
+    /// A warm proxy of the pool claimed for instance folder `inst` (decision 0175), if one waits.
+    fn claim_warm_proxy(
+        &self,
+        inst: &std::path::Path,
+    ) -> Option<crate::runtime::egress::pool::Claimed>;
+
+    /// Tops the warm proxy pool up in the background.
+    fn refill_proxy_pool(&self);
+
     /// The state of container `name` (`created`, `running`, `exited`…).
     fn state(&self, name: &str) -> Result<String, PodmanError>;
 
@@ -281,6 +293,30 @@ impl Podman for PodmanCli {
             .stderr(Stdio::null())
             .status();
         matches!(tokio::time::timeout(within, rm).await, Ok(Ok(s)) if s.success())
+    }
+
+    fn remove_detached(&self, name: &str) {
+        let mut rm = std::process::Command::new(program());
+        rm.args(super::engine::current().rm_args(0))
+            .arg(name)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        std::os::unix::process::CommandExt::process_group(&mut rm, 0);
+        if let Ok(mut child) = rm.spawn() {
+            std::thread::spawn(move || child.wait());
+        }
+    }
+
+    fn claim_warm_proxy(
+        &self,
+        inst: &std::path::Path,
+    ) -> Option<crate::runtime::egress::pool::Claimed> {
+        crate::runtime::egress::pool::claim(inst)
+    }
+
+    fn refill_proxy_pool(&self) {
+        crate::runtime::egress::pool::spawn_refill();
     }
 
     fn state(&self, name: &str) -> Result<String, PodmanError> {
