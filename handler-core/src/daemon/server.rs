@@ -258,6 +258,10 @@ pub async fn serve(
     let st = state.clone();
     tokio::spawn(async move {
         crate::daemon::services::images::ensure_network_filter(&st).await;
+        // A warm proxy for the first filtered agent (decision 0175); its idle time ends it.
+        if let Err(e) = st.launcher.warm_proxy_pool().await {
+            tracing::warn!(error = %e, "warm proxy pool");
+        }
         // The listings' facts read once now (decision 0149): a first page load, `GET
         // /v1/harnesses` or `/v1/runtime`, does not wait on the engine.
         if let Err(e) = crate::daemon::services::images::runtime(&st, false).await {

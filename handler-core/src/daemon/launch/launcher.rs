@@ -78,6 +78,11 @@ pub trait Launcher: Send + Sync + std::fmt::Debug {
     ) -> BoxFuture<'a, Result<(), LauncherError>>;
     /// `sweep`: removes what launchers that died left behind.
     fn sweep(&self) -> BoxFuture<'_, Result<String, LauncherError>>;
+    /// `proxy-pool fill`: a warm proxy for the first filtered agent (decision 0175). Nothing
+    /// for a runtime without a pool.
+    fn warm_proxy_pool(&self) -> BoxFuture<'_, Result<String, LauncherError>> {
+        Box::pin(async { Ok(String::new()) })
+    }
     /// Starts `keep` (issue 28 item 6) with the spec on fd 3, out of handlerd's process group
     /// and with no stdio of handlerd's: the agent's stdio is served on `keep.socket`, so the
     /// sandbox outlives this daemon. Answers the keeper process.
@@ -359,6 +364,13 @@ impl Launcher for ProcessLauncher {
 
     fn sweep(&self) -> BoxFuture<'_, Result<String, LauncherError>> {
         Box::pin(async move { self.run_verb(&Verb::Sweep).await })
+    }
+
+    fn warm_proxy_pool(&self) -> BoxFuture<'_, Result<String, LauncherError>> {
+        Box::pin(async move {
+            self.run_verb(&Verb::ProxyPool(verbs::PoolVerb::Fill { after_ms: 0 }))
+                .await
+        })
     }
 
     fn cache_size<'a>(
