@@ -258,8 +258,12 @@ pub async fn serve(
     let st = state.clone();
     tokio::spawn(async move {
         crate::daemon::services::images::ensure_network_filter(&st).await;
-        // A warm proxy for the first filtered agent (decision 0175); its idle time ends it.
-        if let Err(e) = st.launcher.warm_proxy_pool().await {
+        // A warm proxy for the first filtered agent (decision 0175), when the network filter is
+        // there; its idle time ends it.
+        if st.builds.filter.load(std::sync::atomic::Ordering::SeqCst)
+            == crate::daemon::store::builds::FILTER_PRESENT
+            && let Err(e) = st.launcher.warm_proxy_pool().await
+        {
             tracing::warn!(error = %e, "warm proxy pool");
         }
         // The listings' facts read once now (decision 0149): a first page load, `GET

@@ -178,3 +178,47 @@ async fn a_missing_network_filter_is_built_at_start_and_refuses_filtered_agents_
     assert_eq!(c["content"], c["defaultContent"]);
     d.stop().await;
 }
+
+/// Decision 0175: a daemon that finds the network filter built warms the proxy pool as it
+/// starts — one `proxy-pool fill` at once, so the first filtered agent claims a proxy already
+/// running — and one that must build the filter first does not ask for it.
+#[tokio::test]
+async fn the_daemon_warms_the_proxy_pool_as_it_starts_when_the_network_filter_is_there() {
+    let filter = handler_sandbox::egress::topology::PROXY_IMAGE;
+    let d = TestDaemon::start_with(Options {
+        images: vec![filter.to_string()],
+        ..Options::default()
+    })
+    .await;
+    let t0 = Instant::now();
+    while !d.sandbox_log().contains("proxy-pool fill after 0") {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "{}",
+            d.sandbox_log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(d.sandbox_log().matches("proxy-pool").count(), 1);
+    d.stop().await;
+
+    let d = TestDaemon::start().await;
+    let asked = format!("image inspect {filter}");
+    let t0 = Instant::now();
+    while !d.sandbox_log().contains(&asked) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "{}",
+            d.sandbox_log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        !d.sandbox_log().contains("proxy-pool"),
+        "no pool without the filter: {}",
+        d.sandbox_log()
+    );
+    d.stop().await;
+}

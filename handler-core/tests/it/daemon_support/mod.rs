@@ -80,6 +80,8 @@ pub(crate) struct Options {
     pub handler_cli: Option<std::path::PathBuf>,
     /// `$HANDLER_SKILL_CREATOR_URL` / `_DIGEST` (the built-in skill-creator's upstream skill).
     pub skill_creator_source: handler_core::daemon::config::UpstreamOverride,
+    /// The images the fake runtime has from the start (`<home>/sandbox.log.images`).
+    pub images: Vec<String>,
 }
 
 impl TestDaemon {
@@ -95,6 +97,9 @@ impl TestDaemon {
         let h = home.path();
         std::fs::create_dir_all(h.join("code/app")).unwrap();
         std::fs::create_dir_all(h.join("harnesses/fake")).unwrap();
+        if !o.images.is_empty() {
+            std::fs::write(h.join("sandbox.log.images"), o.images.join("\n") + "\n").unwrap();
+        }
         std::fs::write(
             h.join("harnesses/fake/harness.toml"),
             fake_descriptor(&f.agent),
