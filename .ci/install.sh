@@ -18,8 +18,24 @@ if [ "${1:-}" = --built ]; then proxy="${2:?--built wants the static proxy}"; sh
 dest="${1:?usage: .ci/install.sh [--built PROXY] DEST}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$repo/target}"
 if [ -z "$proxy" ]; then
-    cargo build --release --locked -p handler-bins --bin handlerd --bin handler --bin handler-sandbox-podman >&2
-    proxy="$(sh fixtures/egress/build-static-proxy.sh "$repo")"
+    # The static proxy builds beside the release binaries (issue 34 item 3): they share no
+    # target folder, and on two cores each fills the other's serial stretches (a crate that
+    # compiles alone, the links).
+    proxy_out="$(mktemp)"
+    sh fixtures/egress/build-static-proxy.sh "$repo" > "$proxy_out" &
+    proxy_pid=$!
+    if ! cargo build --release --locked -p handler-bins --bin handlerd --bin handler --bin handler-sandbox-podman >&2; then
+        kill "$proxy_pid" 2>/dev/null || true
+        wait "$proxy_pid" 2>/dev/null || true
+        echo "install: the release build failed" >&2
+        exit 1
+    fi
+    if ! wait "$proxy_pid"; then
+        echo "install: the static proxy's build failed (fixtures/egress/build-static-proxy.sh)" >&2
+        exit 1
+    fi
+    proxy="$(tail -n 1 "$proxy_out")"
+    rm -f "$proxy_out"
 fi
 if file "$proxy" 2>/dev/null | grep -q "dynamically linked"; then
     echo "install: $proxy is not static (the network filter image is FROM scratch)" >&2
