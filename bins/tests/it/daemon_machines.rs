@@ -1484,7 +1484,7 @@ async fn profiles_fill_a_machine_and_a_disposable_one_makes_each_sessions() {
     let Some(d) = daemon("prof").await else {
         return;
     };
-    leftover(&d, "handler-m-pbox");
+    leftover(&d, "handler-m-profbox");
     let file = d.root.join("config/profiles.toml");
     let write = |text: &str| {
         std::fs::write(&file, text).unwrap();
@@ -1510,7 +1510,7 @@ async fn profiles_fill_a_machine_and_a_disposable_one_makes_each_sessions() {
     let (st, v) = post(
         &d,
         "/v1/machines",
-        json!({"name": "pbox", "profile": "nope"}),
+        json!({"name": "profbox", "profile": "nope"}),
     )
     .await;
     assert_eq!(st, 400, "{v}");
@@ -1522,20 +1522,20 @@ async fn profiles_fill_a_machine_and_a_disposable_one_makes_each_sessions() {
     let (st, v) = post(
         &d,
         "/v1/machines",
-        json!({"name": "pbox", "profile": "scratch"}),
+        json!({"name": "profbox", "profile": "scratch"}),
     )
     .await;
     assert_eq!(st, 400, "{v}");
     assert!(v["detail"].as_str().unwrap().contains("disposable"), "{v}");
     // Made from a profile: its image and folder; the record names the profile.
-    let (code, out, err) = handler(&d, &["machine", "create", "pbox", "--profile", "small"]);
+    let (code, out, err) = handler(&d, &["machine", "create", "profbox", "--profile", "small"]);
     assert_eq!(code, 0, "{out}{err}\n{}", d.log());
-    let (_, m) = get(&d, "/v1/machines/pbox").await;
+    let (_, m) = get(&d, "/v1/machines/profbox").await;
     assert_eq!(m["request"]["profile"], "small", "{m}");
     assert_eq!(m["request"]["workdir"], "/srv/small", "{m}");
-    assert_eq!(workdir_of(&d, "handler-m-pbox"), "/srv/small");
+    assert_eq!(workdir_of(&d, "handler-m-profbox"), "/srv/small");
     assert!(d.log().contains("part left out"), "{}", d.log());
-    let (code, out, err) = handler(&d, &["machine", "rm", "pbox"]);
+    let (code, out, err) = handler(&d, &["machine", "rm", "profbox"]);
     assert_eq!(code, 0, "{out}{err}");
 
     // An agent's machine per session from a disposable profile.

@@ -1045,22 +1045,22 @@ try {
     await page.getByText("No machines yet.").waitFor();
     const form = page.getByRole("form", { name: "Make a machine" });
     // An image the daemon does not allow: refused, the field named.
-    await form.getByLabel("Name").fill("box");
+    await form.getByLabel("Name").fill("uibox");
     await form.getByLabel("Image").fill("node:22");
     await form.getByRole("button", { name: "Make" }).click();
     await page.getByRole("alert").filter({ hasText: "image:" }).waitFor();
     await form.getByLabel("Image").fill(process.env.HANDLER_MACHINE_IMAGE);
     await form.getByRole("button", { name: "Make" }).click();
-    await page.getByRole("status").filter({ hasText: "Made box" }).waitFor();
-    const card = page.getByRole("listitem", { name: "Machine box" });
-    const state = card.getByLabel("State of box");
+    await page.getByRole("status").filter({ hasText: "Made uibox" }).waitFor();
+    const card = page.getByRole("listitem", { name: "Machine uibox" });
+    const state = card.getByLabel("State of uibox");
     await state.filter({ hasText: "running" }).waitFor();
     await card.getByRole("button", { name: "Stats" }).click();
-    const stats = card.getByLabel("Stats of box");
+    const stats = card.getByLabel("Stats of uibox");
     await stats.waitFor();
     assert.match(await stats.innerText(), /Processes/);
     // Another client stops it: the page follows the channel, with no reload.
-    await api("POST", "/v1/machines/box/stop");
+    await api("POST", "/v1/machines/uibox/stop");
     await state.filter({ hasText: "stopped" }).waitFor();
     await card.getByRole("button", { name: "Start" }).click();
     await state.filter({ hasText: "running" }).waitFor();
@@ -1068,45 +1068,45 @@ try {
     await stats.getByText("CPU").waitFor();
     await shot(page, "machines");
     // Delete asks first; Cancel keeps it.
-    await card.getByRole("button", { name: "Delete box" }).click();
-    const confirm = page.getByRole("group", { name: "Confirm deleting box" });
+    await card.getByRole("button", { name: "Delete uibox" }).click();
+    const confirm = page.getByRole("group", { name: "Confirm deleting uibox" });
     await confirm.getByRole("button", { name: "Cancel" }).click();
     assert.equal((await api("GET", "/v1/machines")).length, 1);
-    await card.getByRole("button", { name: "Delete box" }).click();
-    await confirm.getByRole("button", { name: "Delete box and everything in it" }).click();
+    await card.getByRole("button", { name: "Delete uibox" }).click();
+    await confirm.getByRole("button", { name: "Delete uibox and everything in it" }).click();
     await card.waitFor({ state: "detached" });
     await page.getByText("No machines yet.").waitFor();
     assert.deepEqual(await api("GET", "/v1/machines"), []);
     assert.ok(wsUrls.some((u) => u.endsWith("/v1/machines/events")), `WebSockets: ${wsUrls}`);
     // Decision 0156: made from a profile (its image), shown with its badge.
-    await form.getByLabel("Name").fill("pbox");
+    await form.getByLabel("Name").fill("uipbox");
     await form.getByLabel("Profile").selectOption({ label: "Plain" });
     await form.getByLabel("Image").fill("");
     await form.getByRole("button", { name: "Make" }).click();
-    await page.getByRole("status").filter({ hasText: "Made pbox" }).waitFor();
-    await page.getByRole("listitem", { name: "Machine pbox" }).getByText("profile plain").waitFor();
-    assert.equal((await api("GET", "/v1/machines/pbox")).request.profile, "plain");
-    await api("DELETE", "/v1/machines/pbox");
+    await page.getByRole("status").filter({ hasText: "Made uipbox" }).waitFor();
+    await page.getByRole("listitem", { name: "Machine uipbox" }).getByText("profile plain").waitFor();
+    assert.equal((await api("GET", "/v1/machines/uipbox")).request.profile, "plain");
+    await api("DELETE", "/v1/machines/uipbox");
     // Decision 0164: parts picked in the form, each with the version built now. This daemon's
     // toolbox is not built, so Node's part cannot be: the machine is made without it, the
     // card naming it left out with the build's reason.
     const partsBox = form.getByRole("group", { name: "Parts" });
     await partsBox.getByText("not built").first().waitFor();
-    await form.getByLabel("Name").fill("partbox");
+    await form.getByLabel("Name").fill("uipartbox");
     await form.getByLabel("Image").fill(process.env.HANDLER_MACHINE_IMAGE);
     await partsBox.getByLabel("node").check();
     await form.getByRole("button", { name: "Make" }).click();
-    await page.getByRole("status").filter({ hasText: "Made partbox without node" }).waitFor({ timeout: T });
-    const left = page.getByRole("listitem", { name: "Machine partbox" }).getByText("node left out");
+    await page.getByRole("status").filter({ hasText: "Made uipartbox without node" }).waitFor({ timeout: T });
+    const left = page.getByRole("listitem", { name: "Machine uipartbox" }).getByText("node left out");
     await left.waitFor();
     assert.match(await left.getAttribute("title"), /toolbox|node/);
     await shot(page, "machines-parts");
-    const pm = await api("GET", "/v1/machines/partbox");
+    const pm = await api("GET", "/v1/machines/uipartbox");
     assert.deepEqual(pm.partsLeftOut.map((p) => p.id), ["node"]);
     assert.deepEqual(pm.request.parts, ["node"]);
-    await api("DELETE", "/v1/machines/partbox");
+    await api("DELETE", "/v1/machines/uipartbox");
     // Decision 0168: more folders of the person's, one a line; a bad one refused, named.
-    await form.getByLabel("Name").fill("mbox");
+    await form.getByLabel("Name").fill("uimbox");
     await partsBox.getByLabel("node").uncheck();
     const folders = form.getByLabel("Folders");
     await folders.fill("relative/data:/data:ro");
@@ -1114,10 +1114,10 @@ try {
     await page.getByRole("alert").filter({ hasText: "mounts[0].source" }).waitFor();
     await folders.fill(`${SCOPE}:/data:ro`);
     await form.getByRole("button", { name: "Make" }).click();
-    await page.getByRole("status").filter({ hasText: "Made mbox" }).waitFor({ timeout: T });
-    await page.getByRole("listitem", { name: "Machine mbox" }).getByText(`${SCOPE} → /data (read-only)`).waitFor();
-    assert.deepEqual((await api("GET", "/v1/machines/mbox")).request.mounts, [{ source: SCOPE, target: "/data", readOnly: true }]);
-    await api("DELETE", "/v1/machines/mbox");
+    await page.getByRole("status").filter({ hasText: "Made uimbox" }).waitFor({ timeout: T });
+    await page.getByRole("listitem", { name: "Machine uimbox" }).getByText(`${SCOPE} → /data (read-only)`).waitFor();
+    assert.deepEqual((await api("GET", "/v1/machines/uimbox")).request.mounts, [{ source: SCOPE, target: "/data", readOnly: true }]);
+    await api("DELETE", "/v1/machines/uimbox");
     // Decision 0161: made from a folder's dev container by the Dev Container CLI, shown with its
     // folder and the user and folder its execs run as and in.
     const owner = statSync(SCOPE);
@@ -1125,19 +1125,19 @@ try {
     mkdirSync(join(repo, ".devcontainer"), { recursive: true });
     writeFileSync(join(repo, ".devcontainer/devcontainer.json"), `// the project's own\n${JSON.stringify({ image: process.env.HANDLER_MACHINE_IMAGE, remoteEnv: { RE: "r" } })}\n`);
     for (const p of [repo, join(repo, ".devcontainer"), join(repo, ".devcontainer/devcontainer.json")]) chownSync(p, owner.uid, owner.gid);
-    await form.getByLabel("Name").fill("devbox");
+    await form.getByLabel("Name").fill("uidevbox");
     await form.getByLabel("Made from").selectOption({ label: "a folder's dev container" });
     await form.getByLabel("Folder").fill(repo);
     await form.getByRole("button", { name: "Make" }).click();
-    await page.getByRole("status").filter({ hasText: "Made devbox" }).waitFor({ timeout: T });
-    const dc = page.getByRole("listitem", { name: "Machine devbox" });
+    await page.getByRole("status").filter({ hasText: "Made uidevbox" }).waitFor({ timeout: T });
+    const dc = page.getByRole("listitem", { name: "Machine uidevbox" });
     await dc.getByText(`devcontainer ${repo}`).waitFor();
     await dc.getByText("in /workspaces/dc-app").waitFor();
     await shot(page, "machines-devcontainer");
-    const made = await api("GET", "/v1/machines/devbox");
+    const made = await api("GET", "/v1/machines/uidevbox");
     assert.equal(made.request.source, "devcontainer");
     assert.deepEqual(made.devcontainer.env, ["RE"]);
-    await api("DELETE", "/v1/machines/devbox");
+    await api("DELETE", "/v1/machines/uidevbox");
     await form.getByLabel("Made from").selectOption({ label: "an image" });
   });
 
@@ -1148,26 +1148,26 @@ try {
     await page.goto(`${URL_}/#/machines`);
     await page.reload();
     const form = page.getByRole("form", { name: "Make a machine" });
-    await form.getByLabel("Name").fill("agentbox");
+    await form.getByLabel("Name").fill("uiagentbox");
     await form.getByLabel("For agent").selectOption({ label: "Boxed" });
     await form.getByLabel("Image").fill("");
     await form.getByRole("button", { name: "Make" }).click();
-    await page.getByRole("status").filter({ hasText: "Made agentbox" }).waitFor({ timeout: T });
-    const card = page.getByRole("listitem", { name: "Machine agentbox" });
+    await page.getByRole("status").filter({ hasText: "Made uiagentbox" }).waitFor({ timeout: T });
+    const card = page.getByRole("listitem", { name: "Machine uiagentbox" });
     await card.getByText("for Boxed").waitFor();
     // The agent's form offers it (made for this agent) and saves it.
     await page.goto(`${URL_}/#/projects/${project.id}/agents/${boxed.id}`);
-    await page.getByLabel("Machine").selectOption("agentbox");
+    await page.getByLabel("Machine").selectOption("uiagentbox");
     await page.getByRole("button", { name: "Save", exact: true }).click();
     await page.getByRole("heading", { name: "Past sessions" }).waitFor();
-    assert.equal((await api("GET", `/v1/agents/${boxed.id}`)).machine, "agentbox");
+    assert.equal((await api("GET", `/v1/agents/${boxed.id}`)).machine, "uiagentbox");
     // A session runs in it: the delete is refused naming it, then done with its sessions stopped.
     const s = await api("POST", "/v1/sessions", { agentId: boxed.id, origin: "ui" });
     assert.equal(s.state, "running", JSON.stringify(s));
     await page.goto(`${URL_}/#/machines`);
-    await card.getByRole("button", { name: "Delete agentbox" }).click();
-    await page.getByRole("group", { name: "Confirm deleting agentbox" }).getByRole("button", { name: "Delete agentbox and everything in it" }).click();
-    const inUse = page.getByRole("alert", { name: "agentbox is in use" });
+    await card.getByRole("button", { name: "Delete uiagentbox" }).click();
+    await page.getByRole("group", { name: "Confirm deleting uiagentbox" }).getByRole("button", { name: "Delete uiagentbox and everything in it" }).click();
+    const inUse = page.getByRole("alert", { name: "uiagentbox is in use" });
     await inUse.filter({ hasText: s.id }).waitFor();
     await inUse.getByRole("button", { name: "Stop its sessions and delete" }).click();
     await card.waitFor({ state: "detached", timeout: T });
