@@ -698,7 +698,7 @@ mod tests {
     fn path_of(v: &Verb) -> String {
         let a = v.to_args();
         match a[0].as_str() {
-            "image" | "cache" | "machine" => format!("{} {}", a[0], a[1]),
+            "image" | "cache" | "machine" | "proxy-pool" => format!("{} {}", a[0], a[1]),
             _ => a[0].clone(),
         }
     }

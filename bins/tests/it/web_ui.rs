@@ -169,7 +169,14 @@ async fn the_web_ui_in_a_real_browser() {
     // Machines a failed run of the suite left (a machine is the person's: it outlives its
     // daemon, and its name would be taken for this run).
     // (The suite's own names, `ui…`: the daemon suites run beside it on the same engine.)
-    for name in ["uibox", "uipbox", "uipartbox", "uimbox", "uidevbox", "uiagentbox"] {
+    for name in [
+        "uibox",
+        "uipbox",
+        "uipartbox",
+        "uimbox",
+        "uidevbox",
+        "uiagentbox",
+    ] {
         let _ = as_user(
             &user,
             "podman",
