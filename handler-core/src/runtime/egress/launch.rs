@@ -186,7 +186,7 @@ pub async fn start_claimed<P: Podman>(
         Ok(Ok(left)) => left,
         Ok(Err(why)) => {
             let _ = podman.remove(&container, Duration::from_secs(10)).await;
-            return Err(fail(why));
+            return Err(fail(why.to_string()));
         }
         Err(_) => {
             let _ = podman.remove(&container, Duration::from_secs(10)).await;
@@ -608,21 +608,35 @@ fn remove_replaced(podman: &str, old: Option<&str>) {
     }
 }
 
+/// Why a claimed member gave no ready line.
+#[derive(Debug, thiserror::Error)]
+enum NotReady {
+    /// Its configuration could not be written.
+    #[error("its configuration could not be given: {0}")]
+    Give(std::io::Error),
+    /// The connection ended first.
+    #[error("it ended without a ready line")]
+    Ended,
+    /// Reading failed.
+    #[error("reading its ready line: {0}")]
+    Read(std::io::Error),
+}
+
 /// Writes the configuration `line` on a claimed member's connection and reads up to its ready
 /// line, relaying the log lines before it; what was read past the ready line (its first events).
 async fn give_and_read_ready(
     conn: &mut tokio::net::UnixStream,
     line: &str,
-) -> Result<Vec<u8>, String> {
+) -> Result<Vec<u8>, NotReady> {
     use crate::runtime::sandbox::stderr::{Source, line_for};
     conn.write_all(line.as_bytes())
         .await
-        .map_err(|e| format!("its configuration could not be given: {e}"))?;
+        .map_err(NotReady::Give)?;
     let mut reader = BufReader::new(conn);
     loop {
         let mut l = String::new();
         match reader.read_line(&mut l).await {
-            Ok(0) => return Err("it ended without a ready line".to_string()),
+            Ok(0) => return Err(NotReady::Ended),
             Ok(_) if l.contains("\"ready\":true") => break,
             // Its log lines before it is ready (why it fails) reach stderr as a proxy's.
             Ok(_) => {
@@ -636,7 +650,7 @@ async fn give_and_read_ready(
                     &line_for(Source::Proxy, &piece),
                 );
             }
-            Err(e) => return Err(format!("reading its ready line: {e}")),
+            Err(e) => return Err(NotReady::Read(e)),
         }
     }
     Ok(reader.buffer().to_vec())
