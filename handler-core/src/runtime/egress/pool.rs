@@ -9,7 +9,6 @@ use std::fs;
 use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _, PermissionsExt as _};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use handler_sandbox::egress::pool::{
@@ -144,11 +143,6 @@ pub fn claim(inst: &Path) -> Option<Claimed> {
     None
 }
 
-/// Whether the pool's members can stand in for a proxy running `image` (the network filter's).
-pub fn serves_image(image: &str) -> bool {
-    handler_sandbox::egress::pool::pool_serves(image)
-}
-
 /// Starts `proxy-pool fill` in the background (its own process group, no stdio), to replace the
 /// member a launch took (or to make the first one) after [`REFILL_AFTER_MS`].
 pub fn spawn_refill() {
@@ -163,15 +157,8 @@ pub fn spawn_refill() {
         "proxy-pool",
         "fill",
         &format!("--after-ms={REFILL_AFTER_MS}"),
-    ])
-    .stdin(Stdio::null())
-    .stdout(Stdio::null())
-    .stderr(Stdio::null());
-    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-    if let Ok(mut child) = cmd.spawn() {
-        // Reaped by a thread: the launcher may well end first (the child is then init's).
-        std::thread::spawn(move || child.wait());
-    }
+    ]);
+    podman::spawn_detached(cmd);
 }
 
 /// Whether member container `name` runs.

@@ -24,7 +24,6 @@ use super::podman::{Podman, PodmanCli, PodmanProcess, SpawnError};
 use super::watchdog::Watchdog;
 use super::{engine, host, log, stderr};
 use crate::runtime::egress::launch::{ProxyProcess, start_claimed, start_proxy};
-use crate::runtime::egress::pool;
 use crate::runtime::signals::{STOPPING, Signals};
 
 /// How long a tty launch waits for `attach` (A: 60 s); `HANDLER_SANDBOX_ATTACH_TIMEOUT` (seconds)
@@ -395,7 +394,9 @@ async fn run_instance<P: Podman>(
     // A warm member of the proxy pool, when one waits, stands in for starting one (decision
     // 0175): its folders become the instance's before the staging below.
     let claimed = match &plan.proxy {
-        Some(p) if p.pooled && pool::serves_image(&p.image) => podman.claim_warm_proxy(&inst.dir),
+        Some(p) if p.pooled && handler_sandbox::egress::pool::pool_serves(&p.image) => {
+            podman.claim_warm_proxy(&inst.dir)
+        }
         _ => None,
     };
     if let Some(p) = &plan.proxy

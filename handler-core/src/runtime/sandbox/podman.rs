@@ -137,6 +137,18 @@ pub fn die_with_parent_std(cmd: &mut std::process::Command) {
     }
 }
 
+/// Starts `cmd` in the background, in a process group of its own and without stdio, not
+/// waited for: it goes on after the launcher (a thread reaps it if the launcher is still there).
+pub fn spawn_detached(mut cmd: std::process::Command) {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    if let Ok(mut child) = cmd.spawn() {
+        std::thread::spawn(move || child.wait());
+    }
+}
+
 /// A podman process the launcher started (`podman run`, `podman create`).
 pub trait PodmanProcess {
     /// Waits for it to end.
@@ -297,15 +309,8 @@ impl Podman for PodmanCli {
 
     fn remove_detached(&self, name: &str) {
         let mut rm = std::process::Command::new(program());
-        rm.args(super::engine::current().rm_args(0))
-            .arg(name)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        std::os::unix::process::CommandExt::process_group(&mut rm, 0);
-        if let Ok(mut child) = rm.spawn() {
-            std::thread::spawn(move || child.wait());
-        }
+        rm.args(super::engine::current().rm_args(0)).arg(name);
+        spawn_detached(rm);
     }
 
     fn claim_warm_proxy(
