@@ -29,7 +29,8 @@ threading.Thread(target=accept, daemon=True).start()
 d = tempfile.mkdtemp()
 settings = os.path.join(d, "settings.json")
 open(settings, "w").write(json.dumps({"enforcement": "enforce", "allow": [f"127.0.0.1:{port}"]}))
-cfg = {"mode": "filter", "listen": "127.0.0.1:0", "settingsFile": settings, "rootsFiles": []}
+sock = os.path.join(d, "proxy.sock")
+cfg = {"mode": "filter", "listen": "127.0.0.1:0", "listenUnix": sock, "settingsFile": settings, "rootsFiles": []}
 p = subprocess.Popen([bin], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
 p.stdin.write(json.dumps(cfg).encode()); p.stdin.close()
 ready = json.loads(p.stdout.readline())
@@ -40,15 +41,21 @@ def rss():
 time.sleep(0.5)
 idle = rss()
 tunnels = []
-for i in range(100):
-    s = socket.create_connection((host, int(pport)))
+def tunnel(s):
     s.sendall(f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
     assert s.recv(4096).startswith(b"HTTP/1.1 200"), "tunnel refused"
     s.sendall(b"x" * 1024)
     tunnels.append(s)
+for i in range(100):
+    tunnel(socket.create_connection((host, int(pport))))
 time.sleep(0.5)
 busy = rss()
-print(f"proxy resident memory: idle {idle:.1f} MiB, with 100 open tunnels {busy:.1f} MiB")
+# A sandbox's tunnels come over the unix socket, each relayed by two threads (decision 0176).
+for i in range(100):
+    u = socket.socket(socket.AF_UNIX); u.connect(sock); tunnel(u)
+time.sleep(0.5)
+busy_unix = rss()
+print(f"proxy resident memory: idle {idle:.1f} MiB, with 100 open tunnels {busy:.1f} MiB, and 100 more over its unix socket {busy_unix:.1f} MiB")
 p.terminate(); p.wait()
 PY
 fi

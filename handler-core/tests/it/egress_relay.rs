@@ -1,14 +1,15 @@
 //! The splice(2) relay of undecrypted tunnels (handler_core::runtime::egress::relay), on real sockets:
 //! 64 MiB each way at once arrive intact (every byte checked), half-close is kept (an EOF one way
-//! is passed on while the other way keeps flowing), TCP ↔ TCP and unix ↔ TCP, and a CONNECT
-//! through hyper hands its raw socket over with the bytes it had already read (any other
-//! transport is copied).
+//! is passed on while the other way keeps flowing), TCP ↔ TCP and unix ↔ TCP — on the event
+//! loop and on the blocking threads a unix-socket client gets (`relay::blocking`, which also end
+//! both ways on a reset and when dropped) —, and a CONNECT through hyper hands its raw socket
+//! over with the bytes it had already read (any other transport is copied).
 
 use std::convert::Infallible;
 use std::time::Duration;
 
 use bytes::Bytes;
-use handler_core::runtime::egress::relay::{relay, relay_upgraded};
+use handler_core::runtime::egress::relay::{blocking, relay, relay_upgraded};
 use http_body_util::Empty;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
@@ -120,13 +121,100 @@ async fn unix_to_tcp_moves_64_mib_each_way_intact_with_half_close() {
     both_ways(client, proxy_side).await;
 }
 
+/// The relay a client on the proxy's unix socket gets: two blocking threads.
+async fn on_threads(
+    client: UnixStream,
+    server: TcpStream,
+    early: &'static [u8],
+) -> tokio::task::JoinHandle<std::io::Result<(u64, u64)>> {
+    let Ok(p) = blocking::prepare(client, server) else {
+        panic!("no relay threads prepared")
+    };
+    tokio::spawn(async move { blocking::relay(p, early).await })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unix_to_tcp_on_threads_moves_64_mib_each_way_intact_with_half_close() {
+    let (client, proxy_side) = UnixStream::pair().unwrap();
+    let (mut server, upstream) = tcp_pair().await;
+    let relayed = on_threads(proxy_side, upstream, b"").await;
+    let n = 64 * MIB;
+    let (up_seed, down_seed) = (0x5678_1234, 0x0BCD_EF02);
+    let client_side = tokio::spawn(async move {
+        let (mut r, mut w) = tokio::io::split(client);
+        let sender = async {
+            send_pattern(&mut w, up_seed, n).await;
+            w.shutdown().await.unwrap();
+        };
+        let (_, got) = tokio::join!(sender, check_pattern(&mut r, down_seed));
+        got
+    });
+    let (mut sr, mut sw) = server.split();
+    let (server_got, ()) = tokio::join!(
+        check_pattern(&mut sr, up_seed),
+        send_pattern_from(&mut sw, down_seed, 0, 8 * MIB)
+    );
+    assert_eq!(server_got, n, "the client's bytes, then its EOF");
+    // After the client's EOF the other way keeps flowing.
+    send_pattern_from(&mut sw, down_seed, 8 * MIB, n).await;
+    sw.shutdown().await.unwrap();
+    assert_eq!(client_side.await.unwrap(), n);
+    assert_eq!(relayed.await.unwrap().unwrap(), (n, n));
+}
+
+/// On threads too: a peer's reset ends both ways with an error, and dropping the relay (a
+/// revoked tunnel) ends both ways at once — each peer sees its end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_threads_end_on_a_reset_and_when_the_relay_is_dropped() {
+    let (mut client, proxy_side) = UnixStream::pair().unwrap();
+    let (server, upstream) = tcp_pair().await;
+    let relayed = on_threads(proxy_side, upstream, b"early").await;
+    let mut early = [0u8; 5];
+    let mut server = server;
+    server.read_exact(&mut early).await.unwrap();
+    assert_eq!(&early, b"early");
+    server.set_zero_linger().unwrap();
+    drop(server);
+    let r = tokio::time::timeout(Duration::from_secs(10), relayed)
+        .await
+        .expect("the relay ends after a reset")
+        .unwrap();
+    assert!(r.is_err(), "a reset is an error, not an EOF: {r:?}");
+    let mut rest = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), client.read_to_end(&mut rest))
+        .await
+        .expect("the client sees the end")
+        .unwrap();
+
+    let (mut client, proxy_side) = UnixStream::pair().unwrap();
+    let (mut server, upstream) = tcp_pair().await;
+    let relayed = on_threads(proxy_side, upstream, b"").await;
+    client.write_all(b"flowing").await.unwrap();
+    let mut got = [0u8; 7];
+    server.read_exact(&mut got).await.unwrap();
+    relayed.abort();
+    let mut rest = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), server.read_to_end(&mut rest))
+        .await
+        .expect("the server sees the end of a dropped relay")
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(10), client.read_to_end(&mut rest))
+        .await
+        .expect("the client sees the end of a dropped relay")
+        .unwrap();
+    assert!(rest.is_empty());
+}
+
 /// The request/response shape of half-close: the client sends and shuts down its writing; the
 /// server reads to EOF, only then answers, and the client reads the answer and then EOF.
 #[tokio::test]
 async fn an_eof_one_way_leaves_the_other_way_open() {
-    for unix in [false, true] {
+    for (unix, threads) in [(false, false), (true, false), (true, true)] {
         let (mut server, mut upstream) = tcp_pair().await;
-        let (mut client, relayed): (Box<dyn Stream>, _) = if unix {
+        let (mut client, relayed): (Box<dyn Stream>, _) = if threads {
+            let (c, p) = UnixStream::pair().unwrap();
+            (Box::new(c), on_threads(p, upstream, b"").await)
+        } else if unix {
             let (c, mut p) = UnixStream::pair().unwrap();
             (
                 Box::new(c),
@@ -156,7 +244,11 @@ async fn an_eof_one_way_leaves_the_other_way_open() {
         client.read_to_end(&mut rest).await.unwrap();
         assert_eq!(rest, b" and more");
         let (up, down) = relayed.await.unwrap().unwrap();
-        assert_eq!((up, down), (17, 30), "unix client: {unix}");
+        assert_eq!(
+            (up, down),
+            (17, 30),
+            "unix client: {unix}, threads: {threads}"
+        );
     }
 }
 
@@ -199,8 +291,8 @@ where
         async move {
             tokio::spawn(async move {
                 let up = on.await.unwrap();
-                let mut server = TcpStream::connect(target).await.unwrap();
-                let moved = relay_upgraded(up, &mut server).await.unwrap();
+                let server = TcpStream::connect(target).await.unwrap();
+                let moved = relay_upgraded(up, server).await.unwrap();
                 let _ = tx.unwrap().send(moved);
             });
             Ok::<_, Infallible>(Response::new(Empty::<Bytes>::new()))

@@ -460,7 +460,7 @@ async fn relayed_tunnel(
     let (mut client, mut first) = relay::Client::of(upgraded);
     if shared.mode == ProxyMode::Report {
         // An open sandbox's proxy filters nothing (it has its own route out anyway).
-        let _ = relay::relay_client(client, &first, &mut server).await;
+        let _ = relay::relay_client(client, &first, server).await;
         return;
     }
     let start = match peek_start(&mut client, &mut first, &mut server).await {
@@ -490,7 +490,7 @@ async fn relayed_tunnel(
         let _ = client.shutdown().await;
         return;
     }
-    let _ = relay::relay_client(client, &first, &mut server).await;
+    let _ = relay::relay_client(client, &first, server).await;
 }
 
 /// Reads the client's first bytes until `hello::classify` can tell what they are. If the server

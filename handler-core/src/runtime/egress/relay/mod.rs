@@ -2,7 +2,10 @@
 //! inside the kernel, both ways at once, so the proxy never copies them through user space. An
 //! EOF one way shuts down writing on the other side while the other way keeps flowing
 //! (half-close, as `tokio::io::copy_bidirectional` does); the first error ends both ways.
-//! Decision 0025 says why this is a small module on `nix` rather than a crate.
+//! Decision 0025 says why this is a small module on `nix` rather than a crate. A client on the
+//! proxy's unix socket is relayed by [`blocking`] instead (decision 0176).
+
+pub mod blocking;
 
 use std::future::poll_fn;
 use std::io;
@@ -254,9 +257,9 @@ impl AsyncWrite for Client {
 
 /// Relays a CONNECT tunnel's client (hyper's upgraded connection) ↔ `server`. When the client
 /// is a TCP or unix socket underneath, the bytes hyper already read past the CONNECT go to the
-/// server first and the rest is spliced; otherwise (or when no pipe can be had) the bytes are
-/// copied through user space.
-pub async fn relay_upgraded(upgraded: Upgraded, server: &mut TcpStream) -> io::Result<(u64, u64)> {
+/// server first and the rest is spliced (a unix socket's on two blocking threads, [`blocking`]);
+/// otherwise (or when no pipe can be had) the bytes are copied through user space.
+pub async fn relay_upgraded(upgraded: Upgraded, server: TcpStream) -> io::Result<(u64, u64)> {
     let (client, early) = Client::of(upgraded);
     relay_client(client, &early, server).await
 }
@@ -265,15 +268,21 @@ pub async fn relay_upgraded(upgraded: Upgraded, server: &mut TcpStream) -> io::R
 pub async fn relay_client(
     client: Client,
     early: &[u8],
-    server: &mut TcpStream,
+    mut server: TcpStream,
 ) -> io::Result<(u64, u64)> {
     match client {
-        Client::Tcp(c) => relay_raw(c, early, server).await,
-        Client::Unix(c) => relay_raw(c, early, server).await,
+        Client::Tcp(c) => relay_raw(c, early, &mut server).await,
+        Client::Unix(c) => match blocking::prepare(c, server) {
+            Ok(p) => blocking::relay(p, early).await,
+            Err(blocking::NotPrepared::NoPipe(c, mut server)) => {
+                relay_raw(c, early, &mut server).await
+            }
+            Err(blocking::NotPrepared::Failed(e)) => Err(e),
+        },
         Client::Other(mut c) => {
             server.write_all(early).await?;
             let (up, down) =
-                tokio::io::copy_bidirectional_with_sizes(&mut c, server, COPY_BUF, COPY_BUF)
+                tokio::io::copy_bidirectional_with_sizes(&mut c, &mut server, COPY_BUF, COPY_BUF)
                     .await?;
             Ok((up + early.len() as u64, down))
         }
