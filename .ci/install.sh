@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Installs Handler into a folder of binaries (decision 0071): handlerd, handler and
-# handler-sandbox-podman (release builds) and, beside them, the *static* handler-egress-proxy the
-# network filter image is made of (`image build-proxy` finds it beside handler-sandbox-podman,
-# which handlerd finds beside itself): an installed handlerd builds its network filter without a
-# source tree or HANDLER_EGRESS_PROXY_BIN.
+# handler-sandbox-podman (release builds) and, beside them, the *static* handler-egress-proxy (the
+# same build, linked static: decision 0177) the network filter image is made of (`image
+# build-proxy` finds it beside handler-sandbox-podman, which handlerd finds beside itself): an
+# installed handlerd builds its network filter without a source tree or HANDLER_EGRESS_PROXY_BIN.
 #
 # Usage: .ci/install.sh [--built PROXY] DEST
 #   DEST     the folder the binaries go to (made when missing), e.g. ~/.local/bin
 #   --built  skip the builds: take the release binaries from $CARGO_TARGET_DIR/release (default
-#            ./target) and the static proxy PROXY (what fixtures/egress/build-static-proxy.sh
-#            printed); .ci/quickstart builds as the user, then installs as root.
+#            ./target) and the static proxy PROXY (a static build of handler-egress-proxy, e.g.
+#            what fixtures/egress/build-static-proxy.sh printed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo="$(pwd)"
@@ -18,24 +18,20 @@ if [ "${1:-}" = --built ]; then proxy="${2:?--built wants the static proxy}"; sh
 dest="${1:?usage: .ci/install.sh [--built PROXY] DEST}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$repo/target}"
 if [ -z "$proxy" ]; then
-    # The static proxy builds beside the release binaries (issue 34 item 3): they share no
-    # target folder, and on two cores each fills the other's serial stretches (a crate that
-    # compiles alone, the links).
-    proxy_out="$(mktemp)"
-    sh fixtures/egress/build-static-proxy.sh "$repo" > "$proxy_out" &
-    proxy_pid=$!
     if ! cargo build --release --locked -p handler-bins --bin handlerd --bin handler --bin handler-sandbox-podman >&2; then
-        kill "$proxy_pid" 2>/dev/null || true
-        wait "$proxy_pid" 2>/dev/null || true
         echo "install: the release build failed" >&2
         exit 1
     fi
-    if ! wait "$proxy_pid"; then
-        echo "install: the static proxy's build failed (fixtures/egress/build-static-proxy.sh)" >&2
+    # The static proxy from the same build (issue 34 item 3, decision 0177): `cargo rustc` gives
+    # the extra flags to the proxy's own crate only, so it links the libraries just compiled —
+    # glibc statically (static-pie), symbols stripped — instead of building them all again for
+    # a target of their own (a second build that took a third of the install's time).
+    if ! cargo rustc --release --locked -p handler-bins --bin handler-egress-proxy -- \
+        -C target-feature=+crt-static -C strip=symbols >&2; then
+        echo "install: the static proxy's build failed" >&2
         exit 1
     fi
-    proxy="$(tail -n 1 "$proxy_out")"
-    rm -f "$proxy_out"
+    proxy="$CARGO_TARGET_DIR/release/handler-egress-proxy"
 fi
 if file "$proxy" 2>/dev/null | grep -q "dynamically linked"; then
     echo "install: $proxy is not static (the network filter image is FROM scratch)" >&2
