@@ -60,6 +60,7 @@ pub fn prepare(
     client: tokio::net::UnixStream,
     server: tokio::net::TcpStream,
 ) -> Result<Prepared, NotPrepared> {
+    super::raise_open_files();
     let pipes = Pipe::new().and_then(|up| Ok((up, Pipe::new()?)));
     let Ok((up, down)) = pipes else {
         return Err(NotPrepared::NoPipe(client, server));

@@ -159,10 +159,16 @@ pub async fn relay<A: Socket, B: Socket>(a: &mut A, b: &mut B) -> io::Result<(u6
     run(a2b, b2a, a, b).await
 }
 
-/// The two ways' pipes. A spliced tunnel holds six descriptors (two sockets, two pipes) instead
-/// of two, so the first time, the soft limit on open files (often 1024) is raised to the hard
-/// one, as Go programs do at start.
+/// The two ways' pipes.
 fn pipes() -> io::Result<(Way, Way)> {
+    raise_open_files();
+    Ok((Way::new()?, Way::new()?))
+}
+
+/// A spliced tunnel holds six descriptors (two sockets, two pipes) instead of two — ten on
+/// threads ([`blocking`]) — so the first time, the soft limit on open files (often 1024) is
+/// raised to the hard one, as Go programs do at start.
+fn raise_open_files() {
     static RAISE: std::sync::Once = std::sync::Once::new();
     RAISE.call_once(|| {
         use nix::sys::resource::{Resource, getrlimit, setrlimit};
@@ -174,7 +180,6 @@ fn pipes() -> io::Result<(Way, Way)> {
             }
         }
     });
-    Ok((Way::new()?, Way::new()?))
 }
 
 async fn run<A: Socket, B: Socket>(
