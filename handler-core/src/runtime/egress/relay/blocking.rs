@@ -8,6 +8,8 @@
 use std::io;
 use std::os::fd::{AsFd, AsRawFd as _, OwnedFd};
 use std::os::unix::net::UnixStream;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use nix::fcntl::{FcntlArg, OFlag, SpliceFFlags, fcntl, splice};
 
@@ -15,6 +17,34 @@ use super::PIPE_SIZE;
 
 /// Each relay thread's stack: a splice loop needs little, and a sandbox may hold many tunnels.
 const STACK: usize = 64 * 1024;
+
+/// At most this many tunnels on threads at once (two threads each); the next ones are relayed
+/// on the event loop. Threads count against the user's process limit (`RLIMIT_NPROC`, shared
+/// with every process of the user): an agent opening tunnels without end must not use it up.
+pub const MAX_THREADED: usize = 128;
+
+/// Tunnels on threads now.
+static THREADED: AtomicUsize = AtomicUsize::new(0);
+
+/// One tunnel's place among [`MAX_THREADED`]; given back when its last thread has ended.
+struct Permit(());
+
+impl Permit {
+    fn take() -> Option<Permit> {
+        THREADED
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < MAX_THREADED).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| Permit(()))
+    }
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        THREADED.fetch_sub(1, Ordering::AcqRel);
+    }
+}
 
 /// One way's blocking pipe: (read end, write end, its size).
 struct Pipe(OwnedFd, OwnedFd, usize);
@@ -42,12 +72,14 @@ pub struct Prepared {
     server: std::net::TcpStream,
     up: Pipe,
     down: Pipe,
+    permit: Permit,
 }
 
 /// Why a relay could not be prepared.
 pub enum NotPrepared {
-    /// No pipe to be had (out of descriptors): the sockets back, untouched, to be copied.
-    NoPipe(tokio::net::UnixStream, tokio::net::TcpStream),
+    /// [`MAX_THREADED`] tunnels are on threads already, or no pipe can be had (out of
+    /// descriptors): the sockets back, untouched, for the event loop's relay.
+    Elsewhere(tokio::net::UnixStream, tokio::net::TcpStream),
     /// A socket could not leave the event loop or be made blocking: the tunnel ends.
     Failed(io::Error),
 }
@@ -60,10 +92,13 @@ pub fn prepare(
     client: tokio::net::UnixStream,
     server: tokio::net::TcpStream,
 ) -> Result<Prepared, NotPrepared> {
+    let Some(permit) = Permit::take() else {
+        return Err(NotPrepared::Elsewhere(client, server));
+    };
     super::raise_open_files();
     let pipes = Pipe::new().and_then(|up| Ok((up, Pipe::new()?)));
     let Ok((up, down)) = pipes else {
-        return Err(NotPrepared::NoPipe(client, server));
+        return Err(NotPrepared::Elsewhere(client, server));
     };
     let blocking = || -> io::Result<_> {
         // `into_std` deregisters a socket from the event loop; only then may it block.
@@ -78,6 +113,7 @@ pub fn prepare(
         server,
         up,
         down,
+        permit,
     })
 }
 
@@ -94,7 +130,7 @@ impl Stop {
 
 /// Ends both ways when the relay's future goes, finished or dropped (the threads hold the
 /// [`Stop`] too, so its own drop would come only after them).
-struct OnDrop(std::sync::Arc<Stop>);
+struct OnDrop(Arc<Stop>);
 
 impl Drop for OnDrop {
     fn drop(&mut self) {
@@ -114,16 +150,25 @@ pub async fn relay(p: Prepared, early: &[u8]) -> io::Result<(u64, u64)> {
         server,
         up,
         down,
+        permit,
     } = p;
+    // Each thread holds the permit too: it is given back when the last of them has ended.
+    let permit = Arc::new(permit);
     // The threads hold clones; these two end them from here (drop, or the first error).
-    let stop = std::sync::Arc::new(Stop(vec![
+    let stop = Arc::new(Stop(vec![
         OwnedFd::from(client.try_clone()?),
         OwnedFd::from(server.try_clone()?),
     ]));
     let _ends = OnDrop(stop.clone());
     let (c2, s2) = (client.try_clone()?, server.try_clone()?);
-    let up = spawn(OwnedFd::from(c2), s2, early.to_vec(), up, &stop)?;
-    let down = spawn(OwnedFd::from(server), client, Vec::new(), down, &stop)?;
+    let up = spawn(OwnedFd::from(c2), s2, early.to_vec(), up, (&stop, &permit))?;
+    let down = spawn(
+        OwnedFd::from(server),
+        client,
+        Vec::new(),
+        down,
+        (&stop, &permit),
+    )?;
     let (up, down) = (up.await, down.await);
     let closed = || io::Error::other("a relay thread ended without an answer");
     let moved_up = up.map_err(|_| closed())??;
@@ -138,10 +183,10 @@ fn spawn<W: io::Write + AsFd + Send + 'static>(
     mut to: W,
     first: Vec<u8>,
     pipe: Pipe,
-    stop: &std::sync::Arc<Stop>,
+    (stop, permit): (&Arc<Stop>, &Arc<Permit>),
 ) -> io::Result<tokio::sync::oneshot::Receiver<io::Result<u64>>> {
     let (tx, rx) = tokio::sync::oneshot::channel();
-    let stop = stop.clone();
+    let (stop, permit) = (stop.clone(), permit.clone());
     std::thread::Builder::new()
         .name("handler-relay".into())
         .stack_size(STACK)
@@ -151,6 +196,7 @@ fn spawn<W: io::Write + AsFd + Send + 'static>(
                 stop.now();
             }
             let _ = tx.send(moved);
+            drop(permit);
         })?;
     Ok(rx)
 }
@@ -184,5 +230,39 @@ fn again(mut f: impl FnMut() -> nix::Result<usize>) -> io::Result<usize> {
             Err(nix::errno::Errno::EINTR) => {}
             r => return Ok(r?),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Past [`MAX_THREADED`] tunnels on threads, a tunnel goes back to the event loop with its
+    /// sockets untouched; a place given back is taken again.
+    #[tokio::test]
+    async fn past_the_cap_a_tunnel_stays_on_the_event_loop() {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let places: Vec<Permit> = std::iter::from_fn(Permit::take).collect();
+        assert_eq!(places.len(), MAX_THREADED);
+        let (mut client, proxy_side) = tokio::net::UnixStream::pair().unwrap();
+        let server = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let Err(NotPrepared::Elsewhere(back, server)) = prepare(proxy_side, server) else {
+            panic!("a tunnel past the cap was not given back")
+        };
+        // Still registered with the event loop, and still the same connection.
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let mut back = back;
+        back.write_all(b"still here").await.unwrap();
+        let mut got = [0u8; 10];
+        client.read_exact(&mut got).await.unwrap();
+        assert_eq!(&got, b"still here");
+        drop(places);
+        assert!(prepare(back, server).is_ok(), "a place given back is free");
+        assert_eq!(
+            THREADED.load(Ordering::Acquire),
+            0,
+            "the prepared relay dropped its place"
+        );
     }
 }

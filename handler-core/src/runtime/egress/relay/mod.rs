@@ -279,7 +279,7 @@ pub async fn relay_client(
         Client::Tcp(c) => relay_raw(c, early, &mut server).await,
         Client::Unix(c) => match blocking::prepare(c, server) {
             Ok(p) => blocking::relay(p, early).await,
-            Err(blocking::NotPrepared::NoPipe(c, mut server)) => {
+            Err(blocking::NotPrepared::Elsewhere(c, mut server)) => {
                 relay_raw(c, early, &mut server).await
             }
             Err(blocking::NotPrepared::Failed(e)) => Err(e),
