@@ -541,6 +541,12 @@ async fn handler_run_in_a_terminal_answers_with_keys_cancels_detaches_and_reatta
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn handler_run_in_a_terminal_asks_before_saving_options_and_before_running_anyway() {
     let Some(u) = user() else { return };
+    // The ad-hoc agent below has the default network, filtered: the network filter must be
+    // there, whichever test of this process built it (a fresh machine's first run met it
+    // missing, and the session was rightly refused with 503).
+    test_support::network_filter::ensure(std::path::Path::new(env!(
+        "CARGO_BIN_EXE_handler-sandbox-podman"
+    )));
     let d = start(u, "ask").await;
     let p = d.project().await;
     let dev = p["agents"][0]["id"].as_str().unwrap().to_string();

@@ -1654,6 +1654,11 @@ fn the_warm_proxy_pool_stands_in_for_a_proxys_start() {
         &pool,
     );
     l.until("UP", Duration::from_secs(60));
+    // The refill starts a second after the proxy answered: killed before it, the launcher
+    // would never have begun it (a race the test lost under load, not what it checks).
+    pool_until("the refill the launch began", |m| {
+        m.iter().any(|x| x != &second[0])
+    });
     l.child.kill().unwrap();
     let _ = l.child.wait();
     pool_until(

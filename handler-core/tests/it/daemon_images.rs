@@ -222,3 +222,88 @@ async fn the_daemon_warms_the_proxy_pool_as_it_starts_when_the_network_filter_is
     );
     d.stop().await;
 }
+
+/// A runtime whose network filter is missing until its `image build-proxy`, which takes a
+/// moment and then succeeds (noting it in the log the fake sandbox writes its verbs to).
+fn building_runtime_script(dir: &std::path::Path) -> Vec<String> {
+    let f = fakes();
+    let (script, built, log) = (
+        dir.join("runtime.sh"),
+        dir.join("filter-built"),
+        dir.join("sandbox.log"),
+    );
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\n\
+             case \"$1 $2\" in\n\
+             'image inspect') if [ -e {built} ]; then exec {sandbox} --log {log} \"$@\"; fi; echo \"no image $4\" >&2; exit 1;;\n\
+             'image build-proxy') sleep 2; touch {built}; echo 'build-proxy done' >> {log}; exit 0;;\n\
+             esac\n\
+             exec {sandbox} --log {log} \"$@\"\n",
+            built = built.display(),
+            sandbox = f.sandbox.display(),
+            log = log.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    vec![script.display().to_string()]
+}
+
+/// A session that needs the network filter, asked for while handlerd is building it (its first
+/// start), waits for that build and then starts — it is neither refused nor started to fail in
+/// its sandbox ("agent exited (66)", which a fresh machine's first `handler run` met).
+#[tokio::test]
+async fn a_session_asked_for_while_the_network_filter_builds_waits_for_it_and_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = TestDaemon::start_with(Options {
+        sandbox_command: Some(building_runtime_script(dir.path())),
+        ..Options::default()
+    })
+    .await;
+    d.fake_account("perso", TOKEN).await;
+    let filtered = d.fake_agent("perso", json!({})).await;
+    // The build handlerd starts by itself is running.
+    let t0 = Instant::now();
+    loop {
+        let (_, v) = d.get("/v1/builds").await;
+        if v.as_array()
+            .unwrap()
+            .iter()
+            .any(|b| b["target"] == "network-filter")
+        {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(20), "{v}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (s, v) = d
+        .post(
+            "/v1/sessions",
+            json!({"agentId": filtered["id"], "origin": "ui"}),
+        )
+        .await;
+    assert_eq!(s, 201, "{v}");
+    let log = std::fs::read_to_string(dir.path().join("sandbox.log")).unwrap_or_default();
+    let built = log
+        .find("build-proxy done")
+        .expect("answered after the build");
+    let launched = log.find("launch").unwrap_or(usize::MAX);
+    assert!(
+        built < launched,
+        "the sandbox started before the filter was built: {log}"
+    );
+    let id = v["id"].as_str().unwrap();
+    let t0 = Instant::now();
+    loop {
+        let (_, v) = d.get(&format!("/v1/sessions/{id}")).await;
+        if v["state"] == "running" {
+            break;
+        }
+        assert!(v["state"] == "starting", "{v}");
+        assert!(t0.elapsed() < Duration::from_secs(30), "{v}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    d.stop().await;
+}

@@ -71,7 +71,7 @@ pub async fn start(app: &AppState, id: &str, req: TerminalStart) -> ApiResult<Te
             .await
             .map_err(ApiError::internal)??
     };
-    super::images::require_network_filter(app, &prepared.spec)?;
+    super::images::await_network_filter(app, &prepared.spec).await?;
     // The same start path as a connection's (security F7): the copy or the scope's git guard.
     let guard = start_path::make(app, &place, &prepared).await?;
     let allow = super::running::allow_of(app, &agent, &prepared);

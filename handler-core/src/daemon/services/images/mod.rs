@@ -340,6 +340,39 @@ pub async fn ensure_network_filter(app: &AppState) {
     }
 }
 
+/// How long a start needing the network filter waits for the build of it that is running.
+pub const FILTER_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// As [`require_network_filter`], but a start that comes while the network filter is being
+/// built — the build handlerd starts when it finds it missing ([`ensure_network_filter`]) —
+/// waits for that build (at most [`FILTER_WAIT`]) instead of being refused: a `handler run` just
+/// after handlerd's first start runs once the filter is there, as a person expects.
+///
+/// # Errors
+/// 503 when the filter is still missing afterwards (no build of it, or it failed).
+pub async fn await_network_filter(
+    app: &AppState,
+    spec: &handler_contracts::SandboxSpec,
+) -> ApiResult<()> {
+    let start = std::time::Instant::now();
+    while require_network_filter(app, spec).is_err()
+        && start.elapsed() < FILTER_WAIT
+        && filter_build_running(app)
+    {
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+    require_network_filter(app, spec)
+}
+
+/// A build of the network filter is running (or waiting its turn).
+fn filter_build_running(app: &AppState) -> bool {
+    app.builds.list().is_ok_and(|builds| {
+        builds
+            .iter()
+            .any(|b| b.target == NETWORK_FILTER && b.state == BuildState::Running)
+    })
+}
+
 /// A start whose sandbox needs the network filter (a filtered network, or secrets the proxy
 /// adds, E3) while it is not built: 503 "the network filter is not built yet".
 pub fn require_network_filter(

@@ -79,6 +79,9 @@ pub async fn create(app: &AppState, req: SessionRequest) -> ApiResult<Session> {
         .await
         .map_err(ApiError::internal)??
     };
+    // A session needing the network filter waits for the build of it that is running, else is
+    // refused with 503 now — not started to fail in its sandbox ("agent exited (66)").
+    crate::daemon::services::images::await_network_filter(app, &prepared.spec).await?;
     if let Some(m) = crate::daemon::launch::agent::machine_of(&agent, &id) {
         // Decision 0147: refused now (409 naming what the machine lacks), not after the start.
         crate::daemon::services::machines::session_plan(app, &m, &agent.id, &prepared.spec)?;
