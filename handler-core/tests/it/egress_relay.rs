@@ -53,14 +53,13 @@ async fn tcp_pair() -> (TcpStream, TcpStream) {
 
 /// Both ways at once, 64 MiB each: the client's EOF comes first and reaches the server while
 /// the server is still sending, and the server's data keeps flowing to the client after it.
-async fn both_ways<C>(
-    client: C,
-    mut proxy_side: impl handler_core::runtime::egress::relay::Socket + Send + 'static,
-) where
+/// `relayed_by` starts the relay under test towards the upstream socket it is given.
+async fn both_ways<C>(client: C, relayed_by: impl FnOnce(TcpStream) -> Relayed)
+where
     C: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let (mut server, mut upstream) = tcp_pair().await;
-    let relayed = tokio::spawn(async move { relay(&mut proxy_side, &mut upstream).await });
+    let (mut server, upstream) = tcp_pair().await;
+    let relayed = relayed_by(upstream);
     let n = 64 * MIB;
     let (up_seed, down_seed) = (0x1234_5678, 0xABCD_EF01);
     let client_side = tokio::spawn(async move {
@@ -112,21 +111,28 @@ async fn send_pattern_from(w: &mut (impl AsyncWrite + Unpin), seed: u64, from: u
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tcp_to_tcp_moves_64_mib_each_way_intact_with_half_close() {
     let (client, proxy_side) = tcp_pair().await;
-    both_ways(client, proxy_side).await;
+    both_ways(client, |up| on_event_loop(proxy_side, up)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unix_to_tcp_moves_64_mib_each_way_intact_with_half_close() {
     let (client, proxy_side) = UnixStream::pair().unwrap();
-    both_ways(client, proxy_side).await;
+    both_ways(client, |up| on_event_loop(proxy_side, up)).await;
+}
+
+/// A running relay: the bytes it moved each way, once both have ended.
+type Relayed = tokio::task::JoinHandle<std::io::Result<(u64, u64)>>;
+
+/// The event loop's splice relay of `proxy_side` ↔ `upstream`.
+fn on_event_loop(
+    mut proxy_side: impl handler_core::runtime::egress::relay::Socket + Send + 'static,
+    mut upstream: TcpStream,
+) -> Relayed {
+    tokio::spawn(async move { relay(&mut proxy_side, &mut upstream).await })
 }
 
 /// The relay a client on the proxy's unix socket gets: two blocking threads.
-async fn on_threads(
-    client: UnixStream,
-    server: TcpStream,
-    early: &'static [u8],
-) -> tokio::task::JoinHandle<std::io::Result<(u64, u64)>> {
+fn on_threads(client: UnixStream, server: TcpStream, early: &'static [u8]) -> Relayed {
     let Ok(p) = blocking::prepare(client, server) else {
         panic!("no relay threads prepared")
     };
@@ -136,30 +142,7 @@ async fn on_threads(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unix_to_tcp_on_threads_moves_64_mib_each_way_intact_with_half_close() {
     let (client, proxy_side) = UnixStream::pair().unwrap();
-    let (mut server, upstream) = tcp_pair().await;
-    let relayed = on_threads(proxy_side, upstream, b"").await;
-    let n = 64 * MIB;
-    let (up_seed, down_seed) = (0x5678_1234, 0x0BCD_EF02);
-    let client_side = tokio::spawn(async move {
-        let (mut r, mut w) = tokio::io::split(client);
-        let sender = async {
-            send_pattern(&mut w, up_seed, n).await;
-            w.shutdown().await.unwrap();
-        };
-        let (_, got) = tokio::join!(sender, check_pattern(&mut r, down_seed));
-        got
-    });
-    let (mut sr, mut sw) = server.split();
-    let (server_got, ()) = tokio::join!(
-        check_pattern(&mut sr, up_seed),
-        send_pattern_from(&mut sw, down_seed, 0, 8 * MIB)
-    );
-    assert_eq!(server_got, n, "the client's bytes, then its EOF");
-    // After the client's EOF the other way keeps flowing.
-    send_pattern_from(&mut sw, down_seed, 8 * MIB, n).await;
-    sw.shutdown().await.unwrap();
-    assert_eq!(client_side.await.unwrap(), n);
-    assert_eq!(relayed.await.unwrap().unwrap(), (n, n));
+    both_ways(client, |up| on_threads(proxy_side, up, b"")).await;
 }
 
 /// On threads too: a peer's reset ends both ways with an error, and dropping the relay (a
@@ -168,7 +151,7 @@ async fn unix_to_tcp_on_threads_moves_64_mib_each_way_intact_with_half_close() {
 async fn the_threads_end_on_a_reset_and_when_the_relay_is_dropped() {
     let (mut client, proxy_side) = UnixStream::pair().unwrap();
     let (server, upstream) = tcp_pair().await;
-    let relayed = on_threads(proxy_side, upstream, b"early").await;
+    let relayed = on_threads(proxy_side, upstream, b"early");
     let mut early = [0u8; 5];
     let mut server = server;
     server.read_exact(&mut early).await.unwrap();
@@ -188,7 +171,7 @@ async fn the_threads_end_on_a_reset_and_when_the_relay_is_dropped() {
 
     let (mut client, proxy_side) = UnixStream::pair().unwrap();
     let (mut server, upstream) = tcp_pair().await;
-    let relayed = on_threads(proxy_side, upstream, b"").await;
+    let relayed = on_threads(proxy_side, upstream, b"");
     client.write_all(b"flowing").await.unwrap();
     let mut got = [0u8; 7];
     server.read_exact(&mut got).await.unwrap();
@@ -210,22 +193,16 @@ async fn the_threads_end_on_a_reset_and_when_the_relay_is_dropped() {
 #[tokio::test]
 async fn an_eof_one_way_leaves_the_other_way_open() {
     for (unix, threads) in [(false, false), (true, false), (true, true)] {
-        let (mut server, mut upstream) = tcp_pair().await;
+        let (mut server, upstream) = tcp_pair().await;
         let (mut client, relayed): (Box<dyn Stream>, _) = if threads {
             let (c, p) = UnixStream::pair().unwrap();
-            (Box::new(c), on_threads(p, upstream, b"").await)
+            (Box::new(c), on_threads(p, upstream, b""))
         } else if unix {
-            let (c, mut p) = UnixStream::pair().unwrap();
-            (
-                Box::new(c),
-                tokio::spawn(async move { relay(&mut p, &mut upstream).await }),
-            )
+            let (c, p) = UnixStream::pair().unwrap();
+            (Box::new(c), on_event_loop(p, upstream))
         } else {
-            let (c, mut p) = tcp_pair().await;
-            (
-                Box::new(c),
-                tokio::spawn(async move { relay(&mut p, &mut upstream).await }),
-            )
+            let (c, p) = tcp_pair().await;
+            (Box::new(c), on_event_loop(p, upstream))
         };
         client.write_all(b"the whole request").await.unwrap();
         client.shutdown().await.unwrap();
@@ -258,9 +235,9 @@ impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
 /// A peer that resets its connection ends the relay with an error, the other way included.
 #[tokio::test]
 async fn a_reset_ends_the_relay() {
-    let (mut server, mut upstream) = tcp_pair().await;
-    let (client, mut p) = tcp_pair().await;
-    let relayed = tokio::spawn(async move { relay(&mut p, &mut upstream).await });
+    let (mut server, upstream) = tcp_pair().await;
+    let (client, p) = tcp_pair().await;
+    let relayed = on_event_loop(p, upstream);
     // Closing with a zero linger sends a reset, not an EOF.
     client.set_zero_linger().unwrap();
     drop(client);

@@ -355,7 +355,7 @@ pub async fn await_network_filter(
     spec: &handler_contracts::SandboxSpec,
 ) -> ApiResult<()> {
     let start = std::time::Instant::now();
-    while require_network_filter(app, spec).is_err()
+    while lacks_network_filter(app, spec)
         && start.elapsed() < FILTER_WAIT
         && filter_build_running(app)
     {
@@ -373,19 +373,25 @@ fn filter_build_running(app: &AppState) -> bool {
     })
 }
 
-/// A start whose sandbox needs the network filter (a filtered network, or secrets the proxy
-/// adds, E3) while it is not built: 503 "the network filter is not built yet".
-pub fn require_network_filter(
-    app: &AppState,
-    spec: &handler_contracts::SandboxSpec,
-) -> ApiResult<()> {
+/// `spec`'s sandbox needs the network filter (a filtered network, or secrets the proxy adds, E3)
+/// and it is not built.
+fn lacks_network_filter(app: &AppState, spec: &handler_contracts::SandboxSpec) -> bool {
     let needs = matches!(
         spec.network,
         handler_contracts::sandbox::NetworkPolicy::Filtered { .. }
     ) || !spec.injections.is_empty();
-    let missing = app.builds.filter.load(std::sync::atomic::Ordering::SeqCst)
-        == crate::daemon::store::builds::FILTER_MISSING;
-    if needs && missing {
+    needs
+        && app.builds.filter.load(std::sync::atomic::Ordering::SeqCst)
+            == crate::daemon::store::builds::FILTER_MISSING
+}
+
+/// A start whose sandbox needs the network filter while it is not built: 503 "the network
+/// filter is not built yet".
+pub fn require_network_filter(
+    app: &AppState,
+    spec: &handler_contracts::SandboxSpec,
+) -> ApiResult<()> {
+    if lacks_network_filter(app, spec) {
         return Err(ApiError::new(
             axum::http::StatusCode::SERVICE_UNAVAILABLE,
             "network filter not built",
