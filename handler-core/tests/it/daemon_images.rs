@@ -224,8 +224,9 @@ async fn the_daemon_warms_the_proxy_pool_as_it_starts_when_the_network_filter_is
 }
 
 /// A runtime whose network filter is missing until its `image build-proxy`, which takes a
-/// moment and then succeeds (noting it in the log the fake sandbox writes its verbs to).
-fn building_runtime_script(dir: &std::path::Path) -> Vec<String> {
+/// moment and then succeeds (noting it in the log the fake sandbox writes its verbs to) — or,
+/// unless `builds`, fails; the file `filter-built` in `dir` is the image.
+fn building_runtime_script(dir: &std::path::Path, builds: bool) -> Vec<String> {
     let f = fakes();
     let (script, built, log) = (
         dir.join("runtime.sh"),
@@ -238,9 +239,14 @@ fn building_runtime_script(dir: &std::path::Path) -> Vec<String> {
             "#!/bin/sh\n\
              case \"$1 $2\" in\n\
              'image inspect') if [ -e {built} ]; then exec {sandbox} --log {log} \"$@\"; fi; echo \"no image $4\" >&2; exit 1;;\n\
-             'image build-proxy') sleep 2; touch {built}; echo 'build-proxy done' >> {log}; exit 0;;\n\
+             'image build-proxy') sleep 2; {build};;\n\
              esac\n\
              exec {sandbox} --log {log} \"$@\"\n",
+            build = if builds {
+                format!("touch {}; echo 'build-proxy done' >> {}; exit 0", built.display(), log.display())
+            } else {
+                format!("echo 'build-proxy failed' >> {}; echo 'no registry here' >&2; exit 1", log.display())
+            },
             built = built.display(),
             sandbox = f.sandbox.display(),
             log = log.display()
@@ -258,7 +264,7 @@ fn building_runtime_script(dir: &std::path::Path) -> Vec<String> {
 async fn a_session_asked_for_while_the_network_filter_builds_waits_for_it_and_starts() {
     let dir = tempfile::tempdir().unwrap();
     let d = TestDaemon::start_with(Options {
-        sandbox_command: Some(building_runtime_script(dir.path())),
+        sandbox_command: Some(building_runtime_script(dir.path(), true)),
         ..Options::default()
     })
     .await;
@@ -305,5 +311,53 @@ async fn a_session_asked_for_while_the_network_filter_builds_waits_for_it_and_st
         assert!(t0.elapsed() < Duration::from_secs(30), "{v}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    d.stop().await;
+}
+
+/// A network filter made behind handlerd's back — loaded or built by hand after handlerd's own
+/// build of it failed — is seen by the next start that needs it: the session starts instead of
+/// a 503 from the "missing" handlerd noted at its start (CI met it: a test built Docker's filter
+/// itself while the daemon's build of it failed).
+#[tokio::test]
+async fn a_network_filter_made_by_hand_after_handlerds_build_failed_lets_the_next_session_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = TestDaemon::start_with(Options {
+        sandbox_command: Some(building_runtime_script(dir.path(), false)),
+        ..Options::default()
+    })
+    .await;
+    d.fake_account("perso", TOKEN).await;
+    let filtered = d.fake_agent("perso", json!({})).await;
+    let t0 = Instant::now();
+    loop {
+        let (_, v) = d.get("/v1/builds").await;
+        if v.as_array()
+            .unwrap()
+            .iter()
+            .any(|b| b["target"] == "network-filter" && b["state"] == "failed")
+        {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(20), "{v}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let ask = || {
+        d.post(
+            "/v1/sessions",
+            json!({"agentId": filtered["id"], "origin": "ui"}),
+        )
+    };
+    let (s, v) = ask().await;
+    assert_eq!(s, 503, "no filter, no build of it running: {v}");
+    assert_eq!(v["title"], "network filter not built", "{v}");
+    // Made by hand: the fake runtime now answers `image inspect` for it.
+    std::fs::write(dir.path().join("filter-built"), "").unwrap();
+    std::fs::write(
+        dir.path().join("sandbox.log.images"),
+        format!("{}\n", handler_sandbox::egress::topology::PROXY_IMAGE),
+    )
+    .unwrap();
+    let (s, v) = ask().await;
+    assert_eq!(s, 201, "the filter is there now: {v}");
     d.stop().await;
 }

@@ -63,7 +63,6 @@ pub fn accept(app: &AppState, id: &str, q: ModelQuery) -> ApiResult<Accepted> {
     let conn = new_id("c");
     let place = Place::connection(app, &conn);
     let prepared = prepare(app, &agent, &access, &place, Purpose::Connection)?;
-    super::images::require_network_filter(app, &prepared.spec)?;
     let allow = running::allow_of(app, &agent, &prepared);
     Ok((prepared, conn, allow, None))
 }
@@ -71,8 +70,12 @@ pub fn accept(app: &AppState, id: &str, q: ModelQuery) -> ApiResult<Accepted> {
 /// After [`accept`] and before the upgrade: what its plan names made (the one every sandbox
 /// gets, [`start_path::make`]) in `<data>/connections/<id>/guard/` — under `sessionTree =
 /// "copy"` its checkout (decision 0122), else the guard of its scope's repository.
+///
+/// First, a sandbox that needs the network filter while it is not built: 503 at once (decision
+/// 0178: an editor retries a connection; [`super::images::require_network_filter`]).
 pub async fn guard(app: &AppState, accepted: &mut Accepted) -> ApiResult<()> {
     let (prepared, conn, _, guard) = accepted;
+    super::images::require_network_filter(app, &prepared.spec).await?;
     *guard = start_path::make(app, &Place::connection(app, conn), prepared).await?;
     Ok(())
 }

@@ -305,7 +305,7 @@ async fn start(d: &Daemon, name: &str) -> ApiResult<Running> {
         notify_dir: notify.as_ref().map(|(dir, _)| dir.display().to_string()),
         test: false,
     });
-    images::require_network_filter(d, &spec)?;
+    images::require_network_filter(d, &spec).await?;
     log(d, name, &format!("starting {version} in {}", spec.name));
     let Instance {
         mut child,

@@ -33,7 +33,7 @@ pub async fn run_tests(
 ) -> ApiResult<()> {
     let scratch = scratch(d, name)?;
     let spec = spec(d, name, staged, m, scratch.path()).await;
-    images::require_network_filter(d, &spec)?;
+    images::require_network_filter(d, &spec).await?;
     log(
         d,
         name,

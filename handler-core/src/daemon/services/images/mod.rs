@@ -361,7 +361,7 @@ pub async fn await_network_filter(
     {
         tokio::time::sleep(std::time::Duration::from_millis(250)).await;
     }
-    require_network_filter(app, spec)
+    require_network_filter(app, spec).await
 }
 
 /// A build of the network filter is running (or waiting its turn).
@@ -386,11 +386,27 @@ fn lacks_network_filter(app: &AppState, spec: &handler_contracts::SandboxSpec) -
 }
 
 /// A start whose sandbox needs the network filter while it is not built: 503 "the network
-/// filter is not built yet".
-pub fn require_network_filter(
+/// filter is not built yet". Before refusing, the engine is asked once whether the image is
+/// there after all: made behind handlerd's back since it last looked (loaded or built by hand
+/// after its own build failed), the engine's word, not a stale "missing", decides.
+///
+/// # Errors
+/// 503 when the engine has no network filter image either.
+pub async fn require_network_filter(
     app: &AppState,
     spec: &handler_contracts::SandboxSpec,
 ) -> ApiResult<()> {
+    if lacks_network_filter(app, spec)
+        && verbs(app)
+            .exists(handler_sandbox::egress::topology::PROXY_IMAGE)
+            .await
+            == Some(true)
+    {
+        app.builds.filter.store(
+            crate::daemon::store::builds::FILTER_PRESENT,
+            std::sync::atomic::Ordering::SeqCst,
+        );
+    }
     if lacks_network_filter(app, spec) {
         return Err(ApiError::new(
             axum::http::StatusCode::SERVICE_UNAVAILABLE,
