@@ -1576,7 +1576,7 @@ fn pool_until(what: &str, ok: impl Fn(&[String]) -> bool) -> Vec<String> {
 /// the process only the phantom, an unlisted host is refused, and the events reach the
 /// launcher's stderr over the claim connection — and the member goes with the instance while
 /// another takes its place; a launcher killed by SIGKILL takes its claimed proxy with it (the
-/// connection's end ends it); an unclaimed member ends after its idle time, and a launch that
+/// connection's end ends it), one stopped by SIGTERM lets it go before its folder; an unclaimed member ends after its idle time, and a launch that
 /// finds only what it left starts a proxy of its own; `drain` removes the rest.
 fn the_warm_proxy_pool_stands_in_for_a_proxys_start() {
     let pool = ["HANDLER_PROXY_POOL=1", "HANDLER_PROXY_POOL_IDLE=120"];
@@ -1661,10 +1661,41 @@ fn the_warm_proxy_pool_stands_in_for_a_proxys_start() {
     });
     l.child.kill().unwrap();
     let _ = l.child.wait();
-    pool_until(
+    let third = pool_until(
         "the killed launcher's proxy gone, and the refill its start began",
         |m| m.len() == 1 && !m.contains(&second[0]),
     );
+
+    // SIGTERM (a daemon's stop): the launcher lets its claimed proxy go before it removes the
+    // instance's folder, so the proxy never runs on without its settings.
+    let name = format!("egpoolterm-{}-{}", std::process::id(), rt().cli());
+    let network = filtered(&[format!("{HCI}:{port}")], "enforce");
+    let mut l = launch_env(
+        &name,
+        "echo UP; sleep 60",
+        (network, serde_json::json!([])),
+        None,
+        &pool,
+    );
+    l.until("UP", Duration::from_secs(60));
+    pool_until("the refill the launch began", |m| {
+        m.iter().any(|x| x != &third[0])
+    });
+    Command::new("kill")
+        .args(["-TERM", &l.child.id().to_string()])
+        .status()
+        .unwrap();
+    let st = wait_exit(&mut l, Duration::from_secs(60));
+    let stderr = l.stderr();
+    assert_eq!(st.code(), Some(143), "{stderr}");
+    assert!(
+        !stderr.contains("cannot read the egress settings"),
+        "the claimed proxy outlived its folder: {stderr}"
+    );
+    pool_until("the stopped launcher's proxy gone", |m| {
+        m.len() == 1 && !m.contains(&third[0])
+    });
+    assert_nothing_left(&name);
 
     let o = pool_verb(&["drain"], &pool);
     assert!(o.status.success(), "{}", said(&o));

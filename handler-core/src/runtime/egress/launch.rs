@@ -137,12 +137,7 @@ impl<C: PodmanProcess> ProxyProcess<C> {
     /// waits for its `podman run` at most `within`. False when that failed (the caller then
     /// removes the instance's containers by label).
     pub async fn stop(&mut self, podman: &impl Podman<Process = C>, within: Duration) -> bool {
-        if let Some(conn) = self.claim.take() {
-            // A claimed member ends when its connection does, and its engine removes it
-            // (`--rm`); the removal is made sure of in the background, off the launch's end
-            // (issue 34 item 1).
-            let _ = conn.shutdown(std::net::Shutdown::Both);
-            podman.remove_detached(&self.name);
+        if self.release_claimed(podman) {
             return true;
         }
         let removed = podman.remove(&self.name, within).await;
@@ -151,6 +146,21 @@ impl<C: PodmanProcess> ProxyProcess<C> {
             None => true,
         };
         removed && ended
+    }
+}
+
+impl<C> ProxyProcess<C> {
+    /// Ends a claimed member of the warm pool (decision 0175): it ends when its claim connection
+    /// does, and its engine removes it (`--rm`); the removal is made sure of in the background,
+    /// off the launch's end (issue 34 item 1). False when this proxy was not claimed (its
+    /// container is the instance's, removed by name or by the launcher's labels).
+    pub fn release_claimed<P: Podman>(&mut self, podman: &P) -> bool {
+        let Some(conn) = self.claim.take() else {
+            return false;
+        };
+        let _ = conn.shutdown(std::net::Shutdown::Both);
+        podman.remove_detached(&self.name);
+        true
     }
 }
 

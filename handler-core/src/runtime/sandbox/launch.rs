@@ -354,14 +354,20 @@ async fn finish<P: Podman>(
 }
 
 /// A signal stopped the launch: everything is removed; the code is 128 + the signal. `child`:
-/// the sandbox's podman, waited for (10 s at most) and killed.
+/// the sandbox's podman, waited for (10 s at most) and killed. A claimed proxy (`proxy`) is let
+/// go first: it carries no label of this launcher, and left running it would see its folder go
+/// ("cannot read the egress settings") until this launcher's exit closed its connection.
 async fn stopped_by<P: Podman>(
     podman: &P,
     inst: &Instance,
     sig: i32,
+    proxy: Option<&mut ProxyProcess<P::Process>>,
     child: Option<&mut P::Process>,
 ) -> i32 {
     log(&format!("signal {sig}: stopping the sandbox"));
+    if let Some(p) = proxy {
+        p.release_claimed(podman);
+    }
     inst.cleanup(podman, true);
     if let Some(child) = child {
         let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
@@ -450,7 +456,7 @@ async fn run_instance<P: Podman>(
                 }
             },
             st = child.wait(), if ended.is_none() => ended = Some(st),
-            sig = signals.recv() => return stopped_by(podman, inst, sig, Some(&mut child)).await,
+            sig = signals.recv() => return stopped_by(podman, inst, sig, None, Some(&mut child)).await,
         }
     };
     if plan.proxy.as_ref().is_some_and(|p| p.pooled) {
@@ -491,7 +497,7 @@ impl<P: Podman> Running<'_, P> {
             Some(st) => st,
             None => tokio::select! {
                 st = child.wait() => st,
-                sig = self.signals.recv() => return stopped_by(podman, inst, sig, Some(&mut child)).await,
+                sig = self.signals.recv() => return stopped_by(podman, inst, sig, self.proxy.as_mut(), Some(&mut child)).await,
             },
         };
         match status {
@@ -524,7 +530,7 @@ impl<P: Podman> Running<'_, P> {
             Some(st) => st,
             None => tokio::select! {
                 st = child.wait() => st,
-                sig = self.signals.recv() => return stopped_by(podman, inst, sig, None).await,
+                sig = self.signals.recv() => return stopped_by(podman, inst, sig, self.proxy.as_mut(), None).await,
             },
         };
         if !created.as_ref().is_ok_and(ExitStatus::success) {
@@ -560,12 +566,12 @@ impl<P: Podman> Running<'_, P> {
             }
             tokio::select! {
                 _ = tokio::time::sleep(Duration::from_millis(150)) => {}
-                sig = self.signals.recv() => return stopped_by(podman, inst, sig, None).await,
+                sig = self.signals.recv() => return stopped_by(podman, inst, sig, self.proxy.as_mut(), None).await,
             }
         }
         let code = tokio::select! {
             c = podman.wait_exit(name) => c,
-            sig = self.signals.recv() => return stopped_by(podman, inst, sig, None).await,
+            sig = self.signals.recv() => return stopped_by(podman, inst, sig, self.proxy.as_mut(), None).await,
         };
         finish(podman, inst, self.proxy, true).await;
         code.unwrap_or(exit::SETUP_FAILED)
@@ -806,6 +812,48 @@ mod tests {
             "{calls:?}"
         );
         assert!(gone);
+    }
+
+    /// A signal with a claimed proxy (decision 0175): the proxy is let go — its claim
+    /// connection shut, its removal begun — before the instance's containers and folder go, so
+    /// it never runs on without its settings (it carries no label of this launcher).
+    #[test]
+    fn a_signal_lets_a_claimed_proxy_go_before_the_instance_folder() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("sb1");
+        fs::create_dir(&dir).unwrap();
+        let inst = Instance {
+            dir: dir.clone(),
+            launcher: facts(&dir).launcher,
+            watchdog: None,
+        };
+        let (ours, member) = std::os::unix::net::UnixStream::pair().unwrap();
+        let mut proxy = ProxyProcess::<FakeProcess> {
+            child: None,
+            name: "handler-proxy-pool-1".into(),
+            claim: Some(ours),
+        };
+        let fake = fake(0, "");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let code = rt.block_on(stopped_by(&fake, &inst, 15, Some(&mut proxy), None));
+        assert_eq!(code, 128 + 15);
+        member.set_nonblocking(true).unwrap();
+        let mut buf = [0u8; 1];
+        assert_eq!(
+            (&member).read(&mut buf).map_err(|e| e.kind()),
+            Ok(0),
+            "the member's connection ended, so it ends"
+        );
+        let calls = fake.log.borrow().clone();
+        assert!(
+            at(&calls, "rm in the background handler-proxy-pool-1")
+                < at(&calls, "rm by launcher 4242"),
+            "{calls:?}"
+        );
+        assert!(!dir.exists());
     }
 
     #[test]
