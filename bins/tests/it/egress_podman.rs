@@ -1571,6 +1571,27 @@ fn pool_until(what: &str, ok: impl Fn(&[String]) -> bool) -> Vec<String> {
     }
 }
 
+/// A filtered launch of `echo UP; sleep 60` named after `prefix` that claimed the pool's member
+/// `member`, once it runs and the refill its start began is there (the refill starts a second
+/// after the proxy answered: a launcher stopped before it would never have begun it — a race a
+/// test lost under load, not what it checks).
+fn claimed_sleeper(prefix: &str, port: u16, member: &str, pool: &[&str]) -> (String, Launch) {
+    let name = format!("{prefix}-{}-{}", std::process::id(), rt().cli());
+    let network = filtered(&[format!("{HCI}:{port}")], "enforce");
+    let mut l = launch_env(
+        &name,
+        "echo UP; sleep 60",
+        (network, serde_json::json!([])),
+        None,
+        pool,
+    );
+    l.until("UP", Duration::from_secs(60));
+    pool_until("the refill the launch began", |m| {
+        m.iter().any(|x| x != member)
+    });
+    (name, l)
+}
+
 /// The warm proxy pool (issue 34 item 1, decision 0175): `proxy-pool fill` starts one member and
 /// no second; a filtered launch with an injection claims it — the allowed host gets the value,
 /// the process only the phantom, an unlisted host is refused, and the events reach the
@@ -1644,21 +1665,7 @@ fn the_warm_proxy_pool_stands_in_for_a_proxys_start() {
     });
     assert_nothing_left(&name);
 
-    let name = format!("egpoolkill-{}-{}", std::process::id(), rt().cli());
-    let network = filtered(&[format!("{HCI}:{port}")], "enforce");
-    let mut l = launch_env(
-        &name,
-        "echo UP; sleep 60",
-        (network, serde_json::json!([])),
-        None,
-        &pool,
-    );
-    l.until("UP", Duration::from_secs(60));
-    // The refill starts a second after the proxy answered: killed before it, the launcher
-    // would never have begun it (a race the test lost under load, not what it checks).
-    pool_until("the refill the launch began", |m| {
-        m.iter().any(|x| x != &second[0])
-    });
+    let (_, mut l) = claimed_sleeper("egpoolkill", port, &second[0], &pool);
     l.child.kill().unwrap();
     let _ = l.child.wait();
     let third = pool_until(
@@ -1668,19 +1675,7 @@ fn the_warm_proxy_pool_stands_in_for_a_proxys_start() {
 
     // SIGTERM (a daemon's stop): the launcher lets its claimed proxy go before it removes the
     // instance's folder, so the proxy never runs on without its settings.
-    let name = format!("egpoolterm-{}-{}", std::process::id(), rt().cli());
-    let network = filtered(&[format!("{HCI}:{port}")], "enforce");
-    let mut l = launch_env(
-        &name,
-        "echo UP; sleep 60",
-        (network, serde_json::json!([])),
-        None,
-        &pool,
-    );
-    l.until("UP", Duration::from_secs(60));
-    pool_until("the refill the launch began", |m| {
-        m.iter().any(|x| x != &third[0])
-    });
+    let (name, mut l) = claimed_sleeper("egpoolterm", port, &third[0], &pool);
     Command::new("kill")
         .args(["-TERM", &l.child.id().to_string()])
         .status()

@@ -257,33 +257,44 @@ fn building_runtime_script(dir: &std::path::Path, builds: bool) -> Vec<String> {
     vec![script.display().to_string()]
 }
 
-/// A session that needs the network filter, asked for while handlerd is building it (its first
-/// start), waits for that build and then starts — it is neither refused nor started to fail in
-/// its sandbox ("agent exited (66)", which a fresh machine's first `handler run` met).
-#[tokio::test]
-async fn a_session_asked_for_while_the_network_filter_builds_waits_for_it_and_starts() {
+/// handlerd over [`building_runtime_script`] (in the returned folder), with a filtered agent.
+async fn with_building_runtime(builds: bool) -> (tempfile::TempDir, TestDaemon, Value) {
     let dir = tempfile::tempdir().unwrap();
     let d = TestDaemon::start_with(Options {
-        sandbox_command: Some(building_runtime_script(dir.path(), true)),
+        sandbox_command: Some(building_runtime_script(dir.path(), builds)),
         ..Options::default()
     })
     .await;
     d.fake_account("perso", TOKEN).await;
     let filtered = d.fake_agent("perso", json!({})).await;
-    // The build handlerd starts by itself is running.
+    (dir, d, filtered)
+}
+
+/// Waits (20 s at most) until `GET /v1/builds` lists a network-filter build that `is`.
+async fn until_filter_build(d: &TestDaemon, is: impl Fn(&Value) -> bool) {
     let t0 = Instant::now();
     loop {
         let (_, v) = d.get("/v1/builds").await;
         if v.as_array()
             .unwrap()
             .iter()
-            .any(|b| b["target"] == "network-filter")
+            .any(|b| b["target"] == "network-filter" && is(b))
         {
-            break;
+            return;
         }
         assert!(t0.elapsed() < Duration::from_secs(20), "{v}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// A session that needs the network filter, asked for while handlerd is building it (its first
+/// start), waits for that build and then starts — it is neither refused nor started to fail in
+/// its sandbox ("agent exited (66)", which a fresh machine's first `handler run` met).
+#[tokio::test]
+async fn a_session_asked_for_while_the_network_filter_builds_waits_for_it_and_starts() {
+    let (dir, d, filtered) = with_building_runtime(true).await;
+    // The build handlerd starts by itself is running.
+    until_filter_build(&d, |_| true).await;
     let (s, v) = d
         .post(
             "/v1/sessions",
@@ -320,27 +331,8 @@ async fn a_session_asked_for_while_the_network_filter_builds_waits_for_it_and_st
 /// itself while the daemon's build of it failed).
 #[tokio::test]
 async fn a_network_filter_made_by_hand_after_handlerds_build_failed_lets_the_next_session_start() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = TestDaemon::start_with(Options {
-        sandbox_command: Some(building_runtime_script(dir.path(), false)),
-        ..Options::default()
-    })
-    .await;
-    d.fake_account("perso", TOKEN).await;
-    let filtered = d.fake_agent("perso", json!({})).await;
-    let t0 = Instant::now();
-    loop {
-        let (_, v) = d.get("/v1/builds").await;
-        if v.as_array()
-            .unwrap()
-            .iter()
-            .any(|b| b["target"] == "network-filter" && b["state"] == "failed")
-        {
-            break;
-        }
-        assert!(t0.elapsed() < Duration::from_secs(20), "{v}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let (dir, d, filtered) = with_building_runtime(false).await;
+    until_filter_build(&d, |b| b["state"] == "failed").await;
     let ask = || {
         d.post(
             "/v1/sessions",

@@ -158,16 +158,7 @@ async fn the_threads_end_on_a_reset_and_when_the_relay_is_dropped() {
     assert_eq!(&early, b"early");
     server.set_zero_linger().unwrap();
     drop(server);
-    let r = tokio::time::timeout(Duration::from_secs(10), relayed)
-        .await
-        .expect("the relay ends after a reset")
-        .unwrap();
-    assert!(r.is_err(), "a reset is an error, not an EOF: {r:?}");
-    let mut rest = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), client.read_to_end(&mut rest))
-        .await
-        .expect("the client sees the end")
-        .unwrap();
+    a_reset_ended(relayed, &mut client).await;
 
     let (mut client, proxy_side) = UnixStream::pair().unwrap();
     let (mut server, upstream) = tcp_pair().await;
@@ -241,16 +232,21 @@ async fn a_reset_ends_the_relay() {
     // Closing with a zero linger sends a reset, not an EOF.
     client.set_zero_linger().unwrap();
     drop(client);
+    a_reset_ended(relayed, &mut server).await;
+}
+
+/// `relayed` ends (10 s at most) with an error — a reset, not an EOF — and then `other`, the
+/// peer on the relay's other side, sees the end too: the relay's sockets are gone.
+async fn a_reset_ended(relayed: Relayed, other: &mut (impl AsyncRead + Unpin)) {
     let r = tokio::time::timeout(Duration::from_secs(10), relayed)
         .await
         .expect("the relay ends after a reset")
         .unwrap();
     assert!(r.is_err(), "a reset is an error, not an EOF: {r:?}");
-    // The relay's sockets are gone, so the server sees the end too.
     let mut rest = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), server.read_to_end(&mut rest))
+    tokio::time::timeout(Duration::from_secs(10), other.read_to_end(&mut rest))
         .await
-        .expect("the server sees the end")
+        .expect("the other side sees the end")
         .unwrap();
 }
 
